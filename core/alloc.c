@@ -1,0 +1,910 @@
+/*
+ * alloc.c: space allocation on the pool's devices.
+ *
+ * Theory of operation
+ * -------------------
+ *
+ * Each device's allocatable area [start, end) is tracked by an in-memory
+ * bitmap, one bit per ZV_SECTOR; bit i covers the byte range
+ * [start + i * ZV_SECTOR, start + (i + 1) * ZV_SECTOR).  A set bit means
+ * "allocated", which includes blocks freed but still waiting on a defer
+ * list.  The bitmap is sized to a whole number of ZV_ALLOC_CHUNK-byte
+ * chunks, the unit the pool persists; the bits past the end of the area
+ * (the tail of the last chunk) are never set, and a chunk read from disk
+ * that sets them is refused.  On disk a chunk is the bitmap as a sequence
+ * of little-endian 64-bit words, so bit i is bit (i % 8) of byte i / 8.
+ *
+ * Every change to a bit marks its chunk dirty; zv_alloc_chunk_save copies
+ * a chunk out and clears the flag, so a txg rewrites only the chunks that
+ * changed in it.
+ *
+ * Life of a sector:
+ *
+ *   clear --zv_alloc_block / claim--> set --free_now---------------> clear
+ *                                     set --free_defer(T)--> [defer list T]
+ *   [defer list T] --sync_begin(T + 2)--> clear
+ *
+ * A block freed in txg T stays allocated until the sync of T + 2 begins,
+ * so the blocks that the uberblocks of T and T + 1 point to are never
+ * overwritten before a newer uberblock is on disk (TXG_DEFER).  The defer
+ * lists are ZV_TXG_DEFER + 1 growable arrays indexed by txg % 3; every
+ * entry carries its own txg, so a list may hold a later txg's frees (an
+ * open-context free of T + 3 lands in the list of T) and sync_begin
+ * applies only the entries that are old enough, in every list.
+ *
+ * Placement: each zv_alloc_block call starts on the next device of a rotor
+ * (striping); within a device the search is first fit from a cursor that
+ * follows the last allocation, wrapping once, so the blocks of one txg land
+ * mostly in ascending order.  The scan looks at 64-bit words and skips
+ * full ones (and devices whose free count is too small), so even a nearly
+ * full device of many GiB costs a few hundred microseconds.  A ditto copy
+ * ('avoid' != 0) goes on another device when one has room; otherwise on
+ * the same device, first at least 1 / 2^zv_alloc_ditto_shift of the device
+ * away from the first copy, and failing that anywhere not overlapping it.
+ * Ditto placements on the avoided device do not move its cursor.
+ *
+ * Reservation: open context reserves bytes with a compare-and-swap loop on
+ * an atomic counter against total - slop - allocated; the allocated byte
+ * count is atomic too (written under the lock, read without it).  The
+ * check is advisory by design: allocations racing with a reservation may
+ * make it pass or fail a little early, never by more than one sync's
+ * worth, which the slop absorbs.
+ *
+ * Locking: a_lock guards the bitmaps, dirty flags, cursors, rotor, defer
+ * lists and the deferred byte count.  zv_alloc_reserve/unreserve take no
+ * lock.  No callback runs under a_lock (defer_foreach snapshots first), so
+ * a callback may call back into the allocator.
+ *
+ * Trust: arguments from the engine's own bookkeeping (frees, the chunk
+ * index of save) are checked with ZV_VERIFY; data that came off a disk
+ * (chunk_load, defer_load, claim on import) is checked and refused with a
+ * message instead, since a damaged pool must not crash the server.
+ */
+#include <config.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <endian.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "zv_util.h"
+#include "alloc.h"
+
+#define ZV_ALLOC_CHUNK_WORDS ((uint64_t) ZV_ALLOC_CHUNK / 8)
+#define ZV_ALLOC_CHUNK_BITS ((uint64_t) ZV_ALLOC_CHUNK * 8)
+#define ZV_ALLOC_NLISTS (ZV_TXG_DEFER + 1)
+#define ZV_ALLOC_NONE UINT64_MAX
+
+/* One device's bitmap and placement state. */
+typedef struct zv_alloc_dev {
+  uint64_t ad_start;        /* byte offset of bit 0 */
+  uint64_t ad_end;          /* end of the area (exclusive) */
+  uint64_t ad_nbits;        /* sectors in the area */
+  uint64_t ad_minbit;       /* 1 when bit 0 would be dva 0, else 0 */
+  uint64_t ad_free;         /* clear bits below ad_nbits */
+  uint64_t ad_cursor;       /* first-fit starts here */
+  size_t ad_nchunks;
+  uint64_t *ad_map;         /* ad_nchunks * ZV_ALLOC_CHUNK_WORDS words */
+  uint8_t *ad_dirty;        /* one flag per chunk */
+} zv_alloc_dev_t;
+
+/* A deferred free. */
+typedef struct zv_alloc_defer_ent {
+  uint64_t de_dva;
+  uint64_t de_txg;
+  uint32_t de_size;
+} zv_alloc_defer_ent_t;
+
+/* A growable list of deferred frees. */
+typedef struct zv_alloc_defer_list {
+  zv_alloc_defer_ent_t *dl_ents;
+  size_t dl_count;
+  size_t dl_cap;
+} zv_alloc_defer_list_t;
+
+struct zv_alloc {
+  pthread_mutex_t a_lock;
+  unsigned a_ndevs;
+  unsigned a_rotor;                  /* device the next call starts on */
+  zv_alloc_dev_t *a_devs;
+  zv_alloc_defer_list_t a_defer[ZV_ALLOC_NLISTS];
+  uint64_t a_deferred;               /* bytes on the defer lists */
+  uint64_t a_total;                  /* bytes in all areas */
+  uint64_t a_slop;                   /* reserve() keeps this much back */
+  _Atomic uint64_t a_allocated;      /* bytes of set bits */
+  _Atomic uint64_t a_reserved;       /* bytes reserved by writers */
+};
+
+/* Ditto copies on one device go at least nbits >> this apart if they can. */
+static unsigned zv_alloc_ditto_shift = 3;
+
+/* Slop: total >> shift, at least min bytes, at most half the pool. */
+static unsigned zv_alloc_slop_shift = 5;
+static uint64_t zv_alloc_slop_min = 4ull << 20;
+
+/* Lock wrappers: a failing pthread call is a bug, not a condition. */
+static void
+zv_alloc_lock (zv_alloc_t *a)
+{
+  ZV_VERIFY (pthread_mutex_lock (&a->a_lock) == 0);
+}
+
+static void
+zv_alloc_unlock (zv_alloc_t *a)
+{
+  ZV_VERIFY (pthread_mutex_unlock (&a->a_lock) == 0);
+}
+
+/* ---- bitmap primitives (caller holds a_lock) ---- */
+
+/* Mask of bits [lo, hi) of one word, 0 <= lo < hi <= 64. */
+static inline uint64_t
+zv_alloc_mask (unsigned lo, unsigned hi)
+{
+  uint64_t m = hi - lo == 64 ? ~0ull : ((1ull << (hi - lo)) - 1);
+  return m << lo;
+}
+
+/*
+ * First clear bit in [from, to), or 'to'.  Whole words of ones are skipped,
+ * which is what keeps a nearly full device cheap to scan.
+ */
+static uint64_t
+zv_alloc_next_clear (const uint64_t *map, uint64_t from, uint64_t to)
+{
+  uint64_t w, word;
+
+  if (from >= to)
+    return to;
+  w = from / 64;
+  word = ~map[w] & (~0ull << (from % 64));
+  for (;;) {
+    if (word != 0) {
+      uint64_t bit = w * 64 + (uint64_t) __builtin_ctzll (word);
+      return bit < to ? bit : to;
+    }
+    if (++w * 64 >= to)
+      return to;
+    word = ~map[w];
+  }
+}
+
+/* First set bit in [from, to), or 'to'; skips whole words of zeros. */
+static uint64_t
+zv_alloc_next_set (const uint64_t *map, uint64_t from, uint64_t to)
+{
+  uint64_t w, word;
+
+  if (from >= to)
+    return to;
+  w = from / 64;
+  word = map[w] & (~0ull << (from % 64));
+  for (;;) {
+    if (word != 0) {
+      uint64_t bit = w * 64 + (uint64_t) __builtin_ctzll (word);
+      return bit < to ? bit : to;
+    }
+    if (++w * 64 >= to)
+      return to;
+    word = map[w];
+  }
+}
+
+/*
+ * Lowest s in [from, to) such that [s, s + n) is clear and ends at or
+ * before 'limit' (to <= limit), or ZV_ALLOC_NONE.
+ */
+static uint64_t
+zv_alloc_find_run (const uint64_t *map, uint64_t from, uint64_t to,
+                   uint64_t limit, uint64_t n)
+{
+  uint64_t s = from;
+
+  while (s < to) {
+    uint64_t e;
+
+    s = zv_alloc_next_clear (map, s, to);
+    if (s >= to || n > limit - s)
+      return ZV_ALLOC_NONE;
+    e = zv_alloc_next_set (map, s, s + n);
+    if (e == s + n)
+      return s;
+    s = e + 1;
+  }
+  return ZV_ALLOC_NONE;
+}
+
+/*
+ * First fit of n bits on d, starting at 'cursor' and wrapping once,
+ * excluding the window [wlo, whi) (empty when wlo >= whi).  The allowed
+ * space is one or two intervals; they are visited in address order from
+ * the one holding the cursor, and the part of that interval before the
+ * cursor comes last.
+ */
+static uint64_t
+zv_alloc_dev_search (const zv_alloc_dev_t *d, uint64_t n, uint64_t cursor,
+                     uint64_t wlo, uint64_t whi)
+{
+  uint64_t lo[2], hi[2], s;
+  unsigned k = 0, j, pass;
+
+  wlo = ZV_MAX (wlo, d->ad_minbit);
+  whi = ZV_MIN (whi, d->ad_nbits);
+  if (wlo < whi) {
+    if (d->ad_minbit < wlo) {
+      lo[k] = d->ad_minbit; hi[k] = wlo; k++;
+    }
+    if (whi < d->ad_nbits) {
+      lo[k] = whi; hi[k] = d->ad_nbits; k++;
+    }
+  }
+  else if (d->ad_minbit < d->ad_nbits) {
+    lo[k] = d->ad_minbit; hi[k] = d->ad_nbits; k++;
+  }
+  if (k == 0)
+    return ZV_ALLOC_NONE;
+
+  for (j = 0; j < k && hi[j] <= cursor; j++)
+    ;
+  if (j == k) {                 /* cursor past everything: wrap */
+    j = 0;
+    cursor = 0;
+  }
+
+  for (pass = 0; pass < k; pass++) {
+    unsigned i = (j + pass) % k;
+    uint64_t from = pass == 0 ? ZV_MAX (cursor, lo[i]) : lo[i];
+
+    s = zv_alloc_find_run (d->ad_map, from, hi[i], hi[i], n);
+    if (s != ZV_ALLOC_NONE)
+      return s;
+  }
+  if (cursor > lo[j])
+    return zv_alloc_find_run (d->ad_map, lo[j], ZV_MIN (cursor, hi[j]),
+                              hi[j], n);
+  return ZV_ALLOC_NONE;
+}
+
+/*
+ * Set or clear bits [b, b + n) of d a word at a time, dirtying each chunk
+ * whose bits change.  Returns the number of bits that changed.
+ */
+static uint64_t
+zv_alloc_range_mark (zv_alloc_dev_t *d, uint64_t b, uint64_t n, bool set)
+{
+  uint64_t end = b + n, changed = 0;
+
+  ZV_ASSERT3U (end, <=, d->ad_nbits);
+  while (b < end) {
+    uint64_t w = b / 64;
+    unsigned lo = (unsigned) (b % 64);
+    unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - b));
+    uint64_t mask = zv_alloc_mask (lo, hi);
+    uint64_t old = d->ad_map[w];
+    uint64_t neu = set ? old | mask : old & ~mask;
+
+    if (neu != old) {
+      changed += (uint64_t) __builtin_popcountll (old ^ neu);
+      d->ad_map[w] = neu;
+      d->ad_dirty[w / ZV_ALLOC_CHUNK_WORDS] = 1;
+    }
+    b += hi - lo;
+  }
+  return changed;
+}
+
+/* Are all bits [b, b + n) of d set? */
+static bool
+zv_alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+{
+  uint64_t end = b + n;
+
+  while (b < end) {
+    unsigned lo = (unsigned) (b % 64);
+    unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - b));
+    uint64_t mask = zv_alloc_mask (lo, hi);
+
+    if ((d->ad_map[b / 64] & mask) != mask)
+      return false;
+    b += hi - lo;
+  }
+  return true;
+}
+
+/*
+ * Map (dva, size) onto a device and a bit range.  False when the extent
+ * is not sector-aligned, empty, or not wholly inside one device's area.
+ */
+static bool
+zv_alloc_extent (zv_alloc_t *a, uint64_t dva, uint32_t size,
+                 zv_alloc_dev_t **dp, uint64_t *bp, uint64_t *np)
+{
+  unsigned v = ZV_DVA_VDEV (dva);
+  uint64_t off = ZV_DVA_OFFSET (dva);
+  zv_alloc_dev_t *d;
+
+  if (dva == 0 || v >= a->a_ndevs || size == 0 || size % ZV_SECTOR != 0 ||
+      off % ZV_SECTOR != 0)
+    return false;
+  d = &a->a_devs[v];
+  if (off < d->ad_start || off > d->ad_end || size > d->ad_end - off)
+    return false;
+  *dp = d;
+  *bp = (off - d->ad_start) / ZV_SECTOR;
+  *np = size / ZV_SECTOR;
+  return true;
+}
+
+/* Mark a found run allocated and account for it. */
+static void
+zv_alloc_take (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+{
+  uint64_t changed = zv_alloc_range_mark (d, b, n, true);
+
+  ZV_ASSERT3U (changed, ==, n);
+  d->ad_free -= n;
+  atomic_fetch_add_explicit (&a->a_allocated, n * ZV_SECTOR,
+                             memory_order_relaxed);
+}
+
+/* Clear an allocated extent; every bit must be set (else double free). */
+static void
+zv_alloc_release (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+{
+  uint64_t changed;
+
+  ZV_VERIFY (zv_alloc_range_all_set (d, b, n));
+  changed = zv_alloc_range_mark (d, b, n, false);
+  ZV_ASSERT3U (changed, ==, n);
+  d->ad_free += n;
+  atomic_fetch_sub_explicit (&a->a_allocated, n * ZV_SECTOR,
+                             memory_order_relaxed);
+}
+
+/* ---- create / destroy ---- */
+
+/* Build one bitmap per device, all clear. */
+zv_alloc_t *
+zv_alloc_create (unsigned ndevs, const uint64_t *start, const uint64_t *end)
+{
+  zv_alloc_t *a;
+  unsigned i;
+
+  ZV_VERIFY (ndevs >= 1 && ndevs <= 256);
+  a = calloc (1, sizeof *a);
+  if (a == NULL)
+    goto nomem;
+  ZV_VERIFY (pthread_mutex_init (&a->a_lock, NULL) == 0);
+  a->a_ndevs = ndevs;
+  a->a_devs = calloc (ndevs, sizeof *a->a_devs);
+  if (a->a_devs == NULL)
+    goto nomem;
+  atomic_init (&a->a_allocated, 0);
+  atomic_init (&a->a_reserved, 0);
+
+  for (i = 0; i < ndevs; i++) {
+    zv_alloc_dev_t *d = &a->a_devs[i];
+
+    ZV_VERIFY (start[i] % ZV_SECTOR == 0 && end[i] % ZV_SECTOR == 0);
+    ZV_ASSERT3U (start[i], <=, end[i]);
+    ZV_ASSERT3U (end[i], <=, 1ull << 56);
+    d->ad_start = start[i];
+    d->ad_end = end[i];
+    d->ad_nbits = (end[i] - start[i]) / ZV_SECTOR;
+    /* Sector 0 of device 0 would be dva 0, which means "no block". */
+    d->ad_minbit = (i == 0 && start[i] == 0 && d->ad_nbits > 0) ? 1 : 0;
+    d->ad_free = d->ad_nbits;
+    d->ad_nchunks = (size_t) ((d->ad_nbits + ZV_ALLOC_CHUNK_BITS - 1) /
+                              ZV_ALLOC_CHUNK_BITS);
+    if (d->ad_nchunks > 0) {
+      d->ad_map = calloc (d->ad_nchunks, ZV_ALLOC_CHUNK);
+      d->ad_dirty = calloc (d->ad_nchunks, 1);
+      if (d->ad_map == NULL || d->ad_dirty == NULL)
+        goto nomem;
+    }
+    a->a_total += end[i] - start[i];
+  }
+
+  a->a_slop = ZV_MAX (a->a_total >> zv_alloc_slop_shift, zv_alloc_slop_min);
+  a->a_slop = ZV_MIN (a->a_slop, a->a_total / 2);
+  return a;
+
+ nomem:
+  zv_error ("alloc: out of memory creating the space maps of %u devices",
+            ndevs);
+  zv_alloc_destroy (a);
+  return NULL;
+}
+
+/* Free everything; pending defer lists are simply dropped. */
+void
+zv_alloc_destroy (zv_alloc_t *a)
+{
+  unsigned i;
+
+  if (a == NULL)
+    return;
+  if (a->a_devs != NULL) {
+    for (i = 0; i < a->a_ndevs; i++) {
+      free (a->a_devs[i].ad_map);
+      free (a->a_devs[i].ad_dirty);
+    }
+    free (a->a_devs);
+  }
+  for (i = 0; i < ZV_ALLOC_NLISTS; i++)
+    free (a->a_defer[i].dl_ents);
+  pthread_mutex_destroy (&a->a_lock);
+  free (a);
+}
+
+/* ---- allocation ---- */
+
+/* Plain first fit on one device from its cursor; moves the cursor. */
+static bool
+zv_alloc_try_dev (zv_alloc_t *a, unsigned v, uint64_t n, uint64_t *dva)
+{
+  zv_alloc_dev_t *d = &a->a_devs[v];
+  uint64_t s;
+
+  if (d->ad_free < n)
+    return false;
+  s = zv_alloc_dev_search (d, n, d->ad_cursor, 0, 0);
+  if (s == ZV_ALLOC_NONE)
+    return false;
+  zv_alloc_take (a, d, s, n);
+  d->ad_cursor = s + n < d->ad_nbits ? s + n : 0;
+  *dva = ZV_DVA_MAKE (v, d->ad_start + s * ZV_SECTOR);
+  return true;
+}
+
+/*
+ * A ditto copy on the device of 'avoid': first keep a distance from it,
+ * then settle for not overlapping [avoid, avoid + n sectors).  The cursor
+ * stays where the ordinary allocations left it.
+ */
+static bool
+zv_alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
+{
+  unsigned v = ZV_DVA_VDEV (avoid);
+  zv_alloc_dev_t *d = &a->a_devs[v];
+  uint64_t off = ZV_DVA_OFFSET (avoid);
+  uint64_t ab, aend, dist, wlo, whi, s;
+
+  if (d->ad_free < n)
+    return false;
+  if (off < d->ad_start || off >= d->ad_end) {
+    /* Not in this area at all: nothing to keep away from. */
+    s = zv_alloc_dev_search (d, n, d->ad_cursor, 0, 0);
+  }
+  else {
+    ab = (off - d->ad_start) / ZV_SECTOR;
+    aend = ZV_MIN (ab + n, d->ad_nbits);
+    dist = d->ad_nbits >> zv_alloc_ditto_shift;
+    wlo = ab > dist ? ab - dist : 0;
+    whi = aend + dist;
+    s = zv_alloc_dev_search (d, n, whi, wlo, whi);
+    if (s == ZV_ALLOC_NONE)
+      s = zv_alloc_dev_search (d, n, d->ad_cursor, ab, aend);
+  }
+  if (s == ZV_ALLOC_NONE)
+    return false;
+  zv_alloc_take (a, d, s, n);
+  *dva = ZV_DVA_MAKE (v, d->ad_start + s * ZV_SECTOR);
+  return true;
+}
+
+/*
+ * Allocate 'size' contiguous bytes: rotate the starting device per call,
+ * first fit on each; a ditto copy avoids the first copy's device, and only
+ * falls back to that device (apart from the copy) when no other has room.
+ */
+int
+zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid, uint64_t *dva)
+{
+  uint64_t n = size / ZV_SECTOR;
+  unsigned first, i, avdev = avoid != 0 ? ZV_DVA_VDEV (avoid) : UINT32_MAX;
+  int r = -ENOSPC;
+
+  ZV_VERIFY (size > 0 && size % ZV_SECTOR == 0);
+  zv_alloc_lock (a);
+  first = a->a_rotor;
+  a->a_rotor = (a->a_rotor + 1) % a->a_ndevs;
+  for (i = 0; i < a->a_ndevs; i++) {
+    unsigned v = (first + i) % a->a_ndevs;
+
+    if (v == avdev)
+      continue;
+    if (zv_alloc_try_dev (a, v, n, dva)) {
+      r = 0;
+      goto out;
+    }
+  }
+  if (avdev < a->a_ndevs && zv_alloc_try_apart (a, avoid, n, dva))
+    r = 0;
+ out:
+  zv_alloc_unlock (a);
+  return r;
+}
+
+/*
+ * Import: mark an extent allocated.  Bits already set stay set and are
+ * counted once.  An extent outside every area came from a damaged disk:
+ * say so and ignore it.
+ */
+void
+zv_alloc_claim (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n, changed;
+
+  if (!zv_alloc_extent (a, dva, size, &d, &b, &n)) {
+    zv_error ("alloc: claim of an invalid extent (device %u offset %llu "
+              "size %u) ignored", ZV_DVA_VDEV (dva),
+              (unsigned long long) ZV_DVA_OFFSET (dva), size);
+    return;
+  }
+  zv_alloc_lock (a);
+  changed = zv_alloc_range_mark (d, b, n, true);
+  d->ad_free -= changed;
+  atomic_fetch_add_explicit (&a->a_allocated, changed * ZV_SECTOR,
+                             memory_order_relaxed);
+  zv_alloc_unlock (a);
+}
+
+/* Free a block that no committed txg references: reusable at once. */
+void
+zv_alloc_free_now (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+
+  ZV_VERIFY (zv_alloc_extent (a, dva, size, &d, &b, &n));
+  zv_alloc_lock (a);
+  zv_alloc_release (a, d, b, n);
+  zv_alloc_unlock (a);
+}
+
+/* ---- deferred frees ---- */
+
+/* Append to the defer list of txg (caller holds a_lock). */
+static void
+zv_alloc_defer_append (zv_alloc_t *a, uint64_t txg, uint64_t dva,
+                       uint32_t size)
+{
+  zv_alloc_defer_list_t *dl = &a->a_defer[txg % ZV_ALLOC_NLISTS];
+
+  if (dl->dl_count == dl->dl_cap) {
+    size_t cap = dl->dl_cap ? dl->dl_cap * 2 : 64;
+    zv_alloc_defer_ent_t *e = realloc (dl->dl_ents, cap * sizeof *e);
+
+    if (e == NULL) {
+      /* Dropping a free would leak; losing track of one is worse. */
+      zv_error ("alloc: out of memory growing a defer list");
+      abort ();
+    }
+    dl->dl_ents = e;
+    dl->dl_cap = cap;
+  }
+  dl->dl_ents[dl->dl_count].de_dva = dva;
+  dl->dl_ents[dl->dl_count].de_txg = txg;
+  dl->dl_ents[dl->dl_count].de_size = size;
+  dl->dl_count++;
+  a->a_deferred += size;
+}
+
+/* Free when the sync of txg + ZV_TXG_DEFER begins; the block must be live. */
+void
+zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,
+                     uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+
+  ZV_VERIFY (zv_alloc_extent (a, dva, size, &d, &b, &n));
+  zv_alloc_lock (a);
+  ZV_VERIFY (zv_alloc_range_all_set (d, b, n));
+  zv_alloc_defer_append (a, txg, dva, size);
+  zv_alloc_unlock (a);
+}
+
+/*
+ * Start of the sync of txg: every deferred free of txg - ZV_TXG_DEFER or
+ * older becomes reusable.  Normally that is exactly the list of txg - 2;
+ * the other lists are filtered too so a skipped txg cannot strand a free.
+ */
+void
+zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
+{
+  unsigned l;
+
+  if (txg < ZV_TXG_DEFER)
+    return;
+  zv_alloc_lock (a);
+  for (l = 0; l < ZV_ALLOC_NLISTS; l++) {
+    zv_alloc_defer_list_t *dl = &a->a_defer[l];
+    size_t i, keep = 0;
+
+    for (i = 0; i < dl->dl_count; i++) {
+      zv_alloc_defer_ent_t *e = &dl->dl_ents[i];
+      zv_alloc_dev_t *d;
+      uint64_t b, n;
+
+      if (e->de_txg > txg - ZV_TXG_DEFER) {
+        dl->dl_ents[keep++] = *e;
+        continue;
+      }
+      ZV_VERIFY (zv_alloc_extent (a, e->de_dva, e->de_size, &d, &b, &n));
+      zv_alloc_release (a, d, b, n);
+      a->a_deferred -= e->de_size;
+    }
+    dl->dl_count = keep;
+  }
+  zv_alloc_unlock (a);
+}
+
+/* How many deferred frees txg made (to size its persisted list). */
+size_t
+zv_alloc_defer_count (zv_alloc_t *a, uint64_t txg)
+{
+  const zv_alloc_defer_list_t *dl = &a->a_defer[txg % ZV_ALLOC_NLISTS];
+  size_t i, count = 0;
+
+  zv_alloc_lock (a);
+  for (i = 0; i < dl->dl_count; i++)
+    if (dl->dl_ents[i].de_txg == txg)
+      count++;
+  zv_alloc_unlock (a);
+  return count;
+}
+
+/*
+ * Hand txg's deferred frees to fn, in the order they were made.  The list
+ * is copied first so fn runs without a_lock and may allocate or free.
+ */
+void
+zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg, zv_alloc_extent_fn fn,
+                        void *arg)
+{
+  const zv_alloc_defer_list_t *dl = &a->a_defer[txg % ZV_ALLOC_NLISTS];
+  zv_alloc_defer_ent_t *copy = NULL;
+  size_t i, count = 0;
+
+  zv_alloc_lock (a);
+  if (dl->dl_count > 0) {
+    copy = malloc (dl->dl_count * sizeof *copy);
+    if (copy == NULL) {
+      zv_error ("alloc: out of memory copying a defer list");
+      abort ();
+    }
+    for (i = 0; i < dl->dl_count; i++)
+      if (dl->dl_ents[i].de_txg == txg)
+        copy[count++] = dl->dl_ents[i];
+  }
+  zv_alloc_unlock (a);
+
+  for (i = 0; i < count; i++)
+    fn (arg, copy[i].de_dva, copy[i].de_size);
+  free (copy);
+}
+
+/*
+ * Import: put back a persisted deferred free.  The entry came off disk: if
+ * it does not name an allocated extent, applying it later would free
+ * space that is not ours, so it is refused (at worst a leak).
+ */
+void
+zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
+                     uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+  bool ok;
+
+  ok = zv_alloc_extent (a, dva, size, &d, &b, &n);
+  zv_alloc_lock (a);
+  if (ok)
+    ok = zv_alloc_range_all_set (d, b, n);
+  if (ok)
+    zv_alloc_defer_append (a, txg, dva, size);
+  zv_alloc_unlock (a);
+  if (!ok)
+    zv_error ("alloc: deferred free of txg %llu (device %u offset %llu "
+              "size %u) is not an allocated extent; ignored",
+              (unsigned long long) txg, ZV_DVA_VDEV (dva),
+              (unsigned long long) ZV_DVA_OFFSET (dva), size);
+}
+
+/* ---- persisted chunks ---- */
+
+/* Number of ZV_ALLOC_CHUNK-byte chunks of device vdev's bitmap. */
+size_t
+zv_alloc_nchunks (zv_alloc_t *a, unsigned vdev)
+{
+  ZV_ASSERT3U (vdev, <, a->a_ndevs);
+  return a->a_devs[vdev].ad_nchunks;
+}
+
+/* Has chunk idx changed since it was last saved or loaded? */
+bool
+zv_alloc_chunk_dirty (zv_alloc_t *a, unsigned vdev, size_t idx)
+{
+  bool dirty;
+
+  ZV_ASSERT3U (vdev, <, a->a_ndevs);
+  ZV_ASSERT3U (idx, <, a->a_devs[vdev].ad_nchunks);
+  zv_alloc_lock (a);
+  dirty = a->a_devs[vdev].ad_dirty[idx] != 0;
+  zv_alloc_unlock (a);
+  return dirty;
+}
+
+/* Copy chunk idx out in on-disk (little-endian) form; it is clean after. */
+void
+zv_alloc_chunk_save (zv_alloc_t *a, unsigned vdev, size_t idx, void *buf)
+{
+  zv_alloc_dev_t *d;
+  const uint64_t *src;
+  unsigned char *dst = buf;
+  uint64_t i;
+
+  ZV_ASSERT3U (vdev, <, a->a_ndevs);
+  d = &a->a_devs[vdev];
+  ZV_ASSERT3U (idx, <, d->ad_nchunks);
+  zv_alloc_lock (a);
+  src = &d->ad_map[idx * ZV_ALLOC_CHUNK_WORDS];
+  for (i = 0; i < ZV_ALLOC_CHUNK_WORDS; i++) {
+    uint64_t le = htole64 (src[i]);
+    memcpy (dst + i * 8, &le, 8);
+  }
+  d->ad_dirty[idx] = 0;
+  zv_alloc_unlock (a);
+}
+
+/*
+ * Import: replace chunk idx with the on-disk copy in buf.  The whole chunk
+ * is checked before anything changes: a chunk that sets bits past the end
+ * of the area is damaged or not ours, and is refused with -EINVAL.
+ */
+int
+zv_alloc_chunk_load (zv_alloc_t *a, unsigned vdev, size_t idx,
+                     const void *buf)
+{
+  const unsigned char *src = buf;
+  zv_alloc_dev_t *d;
+  uint64_t i, first_bit, before = 0, after = 0;
+
+  if (vdev >= a->a_ndevs || idx >= a->a_devs[vdev].ad_nchunks) {
+    zv_error ("alloc: space map chunk %zu of device %u does not exist",
+              idx, vdev);
+    return -EINVAL;
+  }
+  d = &a->a_devs[vdev];
+  first_bit = (uint64_t) idx * ZV_ALLOC_CHUNK_BITS;
+
+  for (i = 0; i < ZV_ALLOC_CHUNK_WORDS; i++) {
+    uint64_t bit0 = first_bit + i * 64, w, valid;
+
+    if (bit0 + 64 <= d->ad_nbits)
+      continue;
+    memcpy (&w, src + i * 8, 8);
+    w = le64toh (w);
+    valid = bit0 >= d->ad_nbits ? 0 :
+      zv_alloc_mask (0, (unsigned) (d->ad_nbits - bit0));
+    if ((w & ~valid) != 0) {
+      zv_error ("alloc: space map chunk %zu of device %u marks sectors past "
+                "the end of the device (bit %llu); refusing it",
+                idx, vdev,
+                (unsigned long long) (bit0 +
+                                      (uint64_t) __builtin_ctzll (w & ~valid)));
+      return -EINVAL;
+    }
+  }
+
+  zv_alloc_lock (a);
+  for (i = 0; i < ZV_ALLOC_CHUNK_WORDS; i++) {
+    uint64_t *dst = &d->ad_map[idx * ZV_ALLOC_CHUNK_WORDS + i], w;
+
+    memcpy (&w, src + i * 8, 8);
+    w = le64toh (w);
+    before += (uint64_t) __builtin_popcountll (*dst);
+    after += (uint64_t) __builtin_popcountll (w);
+    *dst = w;
+  }
+  d->ad_free = d->ad_free + before - after;
+  if (after >= before)
+    atomic_fetch_add_explicit (&a->a_allocated, (after - before) * ZV_SECTOR,
+                               memory_order_relaxed);
+  else
+    atomic_fetch_sub_explicit (&a->a_allocated, (before - after) * ZV_SECTOR,
+                               memory_order_relaxed);
+  d->ad_dirty[idx] = 0;
+  zv_alloc_unlock (a);
+  return 0;
+}
+
+/* A new pool has nothing on disk yet: every chunk must be written. */
+void
+zv_alloc_dirty_all (zv_alloc_t *a)
+{
+  unsigned v;
+
+  zv_alloc_lock (a);
+  for (v = 0; v < a->a_ndevs; v++)
+    if (a->a_devs[v].ad_nchunks > 0)
+      memset (a->a_devs[v].ad_dirty, 1, a->a_devs[v].ad_nchunks);
+  zv_alloc_unlock (a);
+}
+
+/* ---- queries ---- */
+
+/* Is every sector of the extent allocated?  False for a bogus extent. */
+bool
+zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+  bool r;
+
+  if (!zv_alloc_extent (a, dva, size, &d, &b, &n))
+    return false;
+  zv_alloc_lock (a);
+  r = zv_alloc_range_all_set (d, b, n);
+  zv_alloc_unlock (a);
+  return r;
+}
+
+/* Space accounting snapshot. */
+void
+zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)
+{
+  zv_alloc_lock (a);
+  out->as_total = a->a_total;
+  out->as_allocated = atomic_load_explicit (&a->a_allocated,
+                                            memory_order_relaxed);
+  out->as_deferred = a->a_deferred;
+  out->as_reserved = atomic_load_explicit (&a->a_reserved,
+                                           memory_order_relaxed);
+  zv_alloc_unlock (a);
+}
+
+/* ---- reservation (lock-free) ---- */
+
+/*
+ * Open context: claim 'bytes' of future allocation, or -ENOSPC when that
+ * would eat into the slop.  Written so no sum can overflow.
+ */
+int
+zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes)
+{
+  uint64_t limit = a->a_total - a->a_slop;
+  uint64_t cur = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
+
+  for (;;) {
+    uint64_t used = atomic_load_explicit (&a->a_allocated,
+                                          memory_order_relaxed);
+
+    if (used > limit || cur > limit - used || bytes > limit - used - cur)
+      return -ENOSPC;
+    if (atomic_compare_exchange_weak_explicit (&a->a_reserved, &cur,
+                                               cur + bytes,
+                                               memory_order_relaxed,
+                                               memory_order_relaxed))
+      return 0;
+  }
+}
+
+/* Give back a reservation; releasing more than is held is a bug. */
+void
+zv_alloc_unreserve (zv_alloc_t *a, uint64_t bytes)
+{
+  uint64_t cur = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
+
+  do
+    ZV_ASSERT3U (cur, >=, bytes);
+  while (!atomic_compare_exchange_weak_explicit (&a->a_reserved, &cur,
+                                                 cur - bytes,
+                                                 memory_order_relaxed,
+                                                 memory_order_relaxed));
+}

@@ -1,0 +1,115 @@
+/*
+ * alloc.h: space allocation on the pool's devices.
+ *
+ * Each device's data area is tracked by a bitmap, one bit per ZV_SECTOR
+ * (4 KiB), held in memory whole and persisted by the pool as a chain of
+ * 16 KiB chunks (ZV_ALLOC_CHUNK bytes of bitmap each; see pool.c).  The
+ * allocator keeps a dirty flag per chunk so the pool rewrites only the
+ * chunks that changed in a txg.
+ *
+ * Frees are deferred: a block freed in txg T goes to the defer list of T
+ * and its bits stay set until the sync of T+2 begins (zv_alloc_sync_begin),
+ * so the uberblocks of T-1 and T stay valid (TXG_DEFER).  A block born and
+ * freed in the same, not yet committed, txg can be freed at once.
+ *
+ * Striping: allocations rotate across devices (a new device per call), and
+ * within a device a cursor walks forward (first fit from the cursor) so
+ * that a txg's writes land mostly sequentially.  Ditto copies of metadata
+ * pass 'avoid' so the second copy lands on another device, or at least
+ * elsewhere.
+ *
+ * Reservation: writers reserve space in open context (zv_alloc_reserve),
+ * so a full pool fails the write that does not fit with ENOSPC and the
+ * sync never runs out of space; a slop of 1/32 of the pool (at least
+ * 4 MiB) is kept for metadata.
+ *
+ * Locking: one mutex guards the bitmaps and defer lists (the sync thread
+ * is the only allocator; writers touch only the atomic reservation).
+ */
+#ifndef ZV_ALLOC_H
+#define ZV_ALLOC_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+#define ZV_ALLOC_CHUNK 16384u  /* bytes of bitmap per persisted chunk */
+#define ZV_TXG_DEFER 2         /* frees of T are reusable from T+2 */
+
+typedef struct zv_alloc zv_alloc_t;
+
+/* A device address: (vdev << 56) | byte offset.  0 means none. */
+#define ZV_DVA_MAKE(vdev, off) (((uint64_t) (vdev) << 56) | (uint64_t) (off))
+#define ZV_DVA_VDEV(dva) ((unsigned) ((dva) >> 56))
+#define ZV_DVA_OFFSET(dva) ((uint64_t) ((dva) & ((1ull << 56) - 1)))
+
+/*
+ * ndevs devices; device i's allocatable area is [start[i], end[i]) (byte
+ * offsets, multiples of ZV_SECTOR).  All bits start clear.
+ */
+zv_alloc_t *zv_alloc_create (unsigned ndevs, const uint64_t *start,
+                             const uint64_t *end);
+void zv_alloc_destroy (zv_alloc_t *a);
+
+/*
+ * Allocate 'size' bytes (a multiple of ZV_SECTOR), contiguous, on one
+ * device.  If avoid != 0 the block goes on another device than avoid's,
+ * or at least does not overlap it.  Returns 0 with *dva set, or -ENOSPC.
+ */
+int zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid,
+                    uint64_t *dva);
+
+/* Mark an extent allocated (import: rebuilding state; tests). */
+void zv_alloc_claim (zv_alloc_t *a, uint64_t dva, uint32_t size);
+
+/* Free at once: only for blocks never referenced by a committed txg. */
+void zv_alloc_free_now (zv_alloc_t *a, uint64_t dva, uint32_t size);
+
+/* Free when txg 'txg' + ZV_TXG_DEFER begins to sync. */
+void zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,
+                          uint32_t size);
+
+/* Start of the sync of 'txg': apply the frees deferred at txg - 2. */
+void zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg);
+
+/* The defer list of 'txg' (for persisting it): calls fn per extent. */
+typedef void (*zv_alloc_extent_fn) (void *arg, uint64_t dva, uint32_t size);
+size_t zv_alloc_defer_count (zv_alloc_t *a, uint64_t txg);
+void zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg,
+                             zv_alloc_extent_fn fn, void *arg);
+/* Import: re-queue a persisted defer list entry (bits must be set). */
+void zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
+                          uint32_t size);
+
+/* Persisted bitmap chunks of device 'vdev'. */
+size_t zv_alloc_nchunks (zv_alloc_t *a, unsigned vdev);
+bool zv_alloc_chunk_dirty (zv_alloc_t *a, unsigned vdev, size_t idx);
+/* Copy chunk idx into buf (ZV_ALLOC_CHUNK bytes) and clear its dirty flag. */
+void zv_alloc_chunk_save (zv_alloc_t *a, unsigned vdev, size_t idx, void *buf);
+/* Import: load chunk idx from buf; -EINVAL if it marks bits past the end. */
+int zv_alloc_chunk_load (zv_alloc_t *a, unsigned vdev, size_t idx,
+                         const void *buf);
+/* Mark every chunk dirty (a new pool writes them all). */
+void zv_alloc_dirty_all (zv_alloc_t *a);
+
+/* Is every sector of [dva, dva+size) allocated?  (checks, tests) */
+bool zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size);
+
+/* Space, in bytes. */
+typedef struct zv_alloc_space {
+  uint64_t as_total;      /* all data areas */
+  uint64_t as_allocated;  /* bits set (including deferred frees) */
+  uint64_t as_deferred;   /* freed, waiting for T+2 */
+  uint64_t as_reserved;   /* reserved by writers, not yet allocated */
+} zv_alloc_space_t;
+void zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out);
+
+/*
+ * Open context: reserve 'bytes' for a write of the open txg.  Fails with
+ * -ENOSPC when allocated + reserved + bytes would pass total - slop.
+ * Lock-free (atomics).  The sync releases what it reserved with unreserve.
+ */
+int zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes);
+void zv_alloc_unreserve (zv_alloc_t *a, uint64_t bytes);
+
+#endif /* ZV_ALLOC_H */

@@ -1,0 +1,95 @@
+/*
+ * dbuf.h: the buffer cache.  One zv_dbuf_t per cached block of an object
+ * (volume data blocks and their indirect blocks), found by (object, level,
+ * blkid) in a sharded hash.  A dbuf holds the block's last synced content
+ * and at most one dirty record per open txg (TXG_SIZE = 4 slots).
+ *
+ * Locking.  A shard mutex guards its hash chains, its LRU list and the
+ * hold counts of its dbufs; db_mtx guards a dbuf's content (state, data,
+ * dirty records) and may be held across the I/O that fills it.  A shard
+ * mutex is a leaf: it may be taken with a db_mtx held (hold and rele do
+ * that), never the other way round.  Eviction frees only dbufs with no
+ * holds (a dirty record holds its dbuf, the sync holds what it works on),
+ * so it needs no db_mtx.
+ */
+#ifndef ZV_DBUF_H
+#define ZV_DBUF_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <pthread.h>
+
+#define ZV_TXG_SIZE 4u
+#define ZV_TXG_MASK (ZV_TXG_SIZE - 1)
+
+typedef struct zv_dbuf zv_dbuf_t;
+typedef struct zv_dbuf_cache zv_dbuf_cache_t;
+
+/* A block's change in one txg.  dr_data == NULL: the block is freed. */
+typedef struct zv_dirty {
+  uint64_t dr_txg;
+  zv_dbuf_t *dr_dbuf;
+  void *dr_data;
+  struct zv_dirty *dr_next;      /* the object's per-txg list */
+} zv_dirty_t;
+
+enum zv_dbuf_state {
+  ZV_DB_UNCACHED = 0,   /* content unknown: read it through the tree */
+  ZV_DB_CACHED = 1,     /* db_data is the synced content (NULL: a hole) */
+};
+
+struct zv_dbuf {
+  /* Identity: immutable. */
+  const void *db_obj;
+  uint64_t db_blkid;
+  uint32_t db_size;
+  uint8_t db_level;
+  /* Cache linkage and holds: under the shard mutex. */
+  struct zv_dbuf *db_hnext;
+  struct zv_dbuf *db_lprev, *db_lnext;
+  uint32_t db_holds;
+  uint32_t db_shard;
+  /* Content: under db_mtx. */
+  pthread_mutex_t db_mtx;
+  enum zv_dbuf_state db_state;
+  void *db_data;
+  zv_dirty_t *db_dirty[ZV_TXG_SIZE];
+};
+
+/* 'limit' bytes of clean cached data (dirty data is not counted). */
+zv_dbuf_cache_t *zv_dbuf_cache_create (uint64_t limit);
+/* Every dbuf must be released; frees them all. */
+void zv_dbuf_cache_destroy (zv_dbuf_cache_t *c);
+
+/* Find or create the dbuf, with a hold.  Never fails (aborts on ENOMEM). */
+zv_dbuf_t *zv_dbuf_hold (zv_dbuf_cache_t *c, const void *obj, uint8_t level,
+                         uint64_t blkid, uint32_t size);
+/* Find the dbuf if it is cached, with a hold; NULL otherwise. */
+zv_dbuf_t *zv_dbuf_find (zv_dbuf_cache_t *c, const void *obj, uint8_t level,
+                         uint64_t blkid);
+/* Take another hold on a dbuf already held. */
+void zv_dbuf_add_hold (zv_dbuf_cache_t *c, zv_dbuf_t *db);
+/* Drop a hold; may evict clean dbufs while over the limit. */
+void zv_dbuf_rele (zv_dbuf_cache_t *c, zv_dbuf_t *db);
+
+/*
+ * Set the synced content (db_mtx held): takes ownership of data (NULL: a
+ * hole), frees the previous content, keeps the byte count.
+ */
+void zv_dbuf_set_data (zv_dbuf_cache_t *c, zv_dbuf_t *db, void *data);
+
+/* The newest dirty record of db (db_mtx held), or NULL. */
+zv_dirty_t *zv_dbuf_newest_dirty (zv_dbuf_t *db);
+
+/* Evict every unheld dbuf of obj (an object going away). */
+void zv_dbuf_evict_object (zv_dbuf_cache_t *c, const void *obj);
+
+typedef struct zv_dbuf_stats {
+  uint64_t cs_hits, cs_misses, cs_evictions;
+  uint64_t cs_bytes, cs_count, cs_limit;
+} zv_dbuf_stats_t;
+void zv_dbuf_get_stats (zv_dbuf_cache_t *c, zv_dbuf_stats_t *out);
+/* Count a lookup that found content (hit) or had to read (miss). */
+void zv_dbuf_count (zv_dbuf_cache_t *c, bool hit);
+
+#endif /* ZV_DBUF_H */

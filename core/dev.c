@@ -1,0 +1,792 @@
+/*
+ * dev.c: attached devices (regular files and block devices) and their I/O.
+ *
+ * Theory
+ * ------
+ * A zv_dev_t is an open, locked file descriptor plus a few immutable
+ * facts learned at open time (path, size, O_DIRECT or not, block device
+ * or not), atomic counters and an optional fault hook.  Nothing in it
+ * changes after zv_dev_open() except the counters and the hook, so any
+ * number of threads may issue I/O on it without a lock.  The caller must
+ * not call zv_dev_close() while I/O on the device is in progress.
+ *
+ * Opening.  stat() first, so that we never open a character device or a
+ * FIFO read-write just to reject it.  Regular files and block devices are
+ * opened O_RDWR|O_CLOEXEC|O_DIRECT (block devices also O_EXCL, which the
+ * kernel refuses with EBUSY while anyone else holds the device
+ * exclusively: a mount, md, another pool).  A file system without direct
+ * I/O (ramfs, tmpfs before Linux 6.6, some FUSE) fails that open with
+ * EINVAL, and we reopen buffered.  Then flock(LOCK_EX|LOCK_NB): the lock
+ * belongs to the open file description, so a second zv_dev_open() of the
+ * same file conflicts even inside one process, and the lock goes away by
+ * itself when the process dies.
+ *
+ * I/O.  Every request goes through zv_dev_io_batch().  Each thread owns
+ * one io_uring (zv_dev_ring_t), created the first time the thread issues
+ * a batch and torn down by a pthread key destructor when the thread
+ * exits.  Rings are not shared, so no lock guards them, and one ring
+ * serves every device (each SQE carries its fd).  A batch is driven
+ * by one loop:
+ *
+ *     start(io) --invalid/faulted--> done (di_result < 0)
+ *        |
+ *        v
+ *     queued SQE --submit--> in flight --CQE--> progress(io, res)
+ *                              ^                  |  full transfer: done
+ *                              |                  |  error: done (logged)
+ *                              +---- short, EAGAIN, EINTR: requeue rest
+ *
+ * At most zv_dev_ring_entries requests are in flight, so the completion
+ * queue (twice the size of the submission queue) can never overflow;
+ * larger batches go in waves as completions free slots.  The identity of
+ * a request and its progress travel in the SQE's user_data (index << 32 |
+ * bytes done), so the driver needs no memory of its own.
+ *
+ * Order.  Reads and writes of one batch run concurrently, in any order.
+ * A flush is a barrier inside its batch: it is issued only once every
+ * earlier read and write of the batch has completed (resubmitted pieces
+ * included), and later reads and writes wait until it completes.  Adjacent
+ * flushes (say, one per device) go out together.
+ *
+ * Fallback.  Where io_uring_queue_init() fails (ENOSYS under a seccomp
+ * sandbox, EPERM with kernel.io_uring_disabled, a kernel without the
+ * opcodes we need), the thread remembers it and runs its batches with
+ * pread/pwrite/fdatasync, in order, through the same start and progress
+ * steps.  This is logged once per process.
+ */
+#include <config.h>
+
+#ifndef _GNU_SOURCE                 /* O_DIRECT; config.h normally has it */
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <linux/fs.h>
+
+#include <liburing.h>
+
+#include "zv_util.h"
+#include "dev.h"
+
+/*
+ * Tunable: entries of each thread's ring, and so the most requests one
+ * thread keeps in flight.  Read when a thread creates its ring.
+ */
+unsigned zv_dev_ring_entries = 64;
+
+struct zv_dev {
+  char *dev_path;
+  int dev_fd;
+  uint64_t dev_size;                  /* bytes, multiple of ZV_SECTOR */
+  bool dev_direct;                    /* opened with O_DIRECT */
+  bool dev_blockdev;
+
+  _Atomic uint64_t dev_reads, dev_writes, dev_flushes;
+  _Atomic uint64_t dev_nread, dev_nwritten;
+
+  /* Fault hook: the flag keeps the common (unset) case lock-free. */
+  atomic_bool dev_fault_armed;
+  pthread_mutex_t dev_fault_lock;     /* protects the pair below */
+  zv_dev_fault_fn dev_fault_fn;
+  void *dev_fault_arg;
+};
+
+/* This thread's ring, or the note that it has none (fallback). */
+typedef struct zv_dev_ring {
+  bool dr_uring;                      /* false: pread/pwrite/fdatasync */
+  unsigned dr_entries;
+  struct io_uring dr_ring;
+} zv_dev_ring_t;
+
+static pthread_once_t zv_dev_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t zv_dev_key;
+static bool zv_dev_key_ok;
+static atomic_bool zv_dev_fallback_logged;
+
+/* ------------------------------------------------------------------ */
+/* Opening and closing                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Put "PATH: message" into the caller's buffer (if it gave one). */
+static void __attribute__ ((format (printf, 4, 5)))
+zv_dev_errmsg (char *err, size_t errlen, const char *path,
+               const char *fmt, ...)
+{
+  va_list ap;
+  int n;
+
+  if (err == NULL || errlen == 0)
+    return;
+  n = snprintf (err, errlen, "%s: ", path);
+  if (n < 0 || (size_t) n >= errlen)
+    return;
+  va_start (ap, fmt);
+  vsnprintf (err + n, errlen - (size_t) n, fmt, ap);
+  va_end (ap);
+}
+
+/* Map a failed open()/stat() errno to our error code and message. */
+static int
+zv_dev_open_error (int e, const char *what, const char *path,
+                   char *err, size_t errlen)
+{
+  switch (e) {
+  case ENOENT:
+    zv_dev_errmsg (err, errlen, path, "no such file");
+    return -ENOENT;
+  case EBUSY:                         /* O_EXCL on a claimed block device */
+    zv_dev_errmsg (err, errlen, path,
+                   "in use by another process (device locked)");
+    return -EBUSY;
+  case EISDIR:
+    zv_dev_errmsg (err, errlen, path,
+                   "is a directory, not a regular file or block device");
+    return -EINVAL;
+  default:
+    zv_dev_errmsg (err, errlen, path, "%s: %s", what, strerror (e));
+    return -e;
+  }
+}
+
+/* The only kinds of file a pool may live on. */
+static bool
+zv_dev_type_ok (mode_t mode)
+{
+  return S_ISREG (mode) || S_ISBLK (mode);
+}
+
+/*
+ * Open read-write, direct where the file system allows it.  Returns the
+ * fd or -errno; *directp says whether O_DIRECT stuck.
+ */
+static int
+zv_dev_open_fd (const char *path, bool blockdev, bool *directp)
+{
+  int flags = O_RDWR | O_CLOEXEC | (blockdev ? O_EXCL : 0);
+  int fd;
+
+  *directp = true;
+  fd = open (path, flags | O_DIRECT);
+  if (fd == -1 && errno == EINVAL) {
+    /* No direct I/O on this file system (ramfs, old tmpfs, ...). */
+    *directp = false;
+    fd = open (path, flags);
+  }
+  return fd == -1 ? -errno : fd;
+}
+
+/* Take the exclusive pool lock without waiting. */
+static int
+zv_dev_lock (int fd)
+{
+  for (;;) {
+    if (flock (fd, LOCK_EX | LOCK_NB) == 0)
+      return 0;
+    if (errno != EINTR)
+      return -errno;
+  }
+}
+
+/* Size in bytes of the open device, not yet rounded. */
+static int
+zv_dev_query_size (int fd, bool blockdev, const struct stat *st,
+                   uint64_t *sizep)
+{
+  if (blockdev) {
+    uint64_t sz;
+    if (ioctl (fd, BLKGETSIZE64, &sz) == -1)
+      return -errno;
+    *sizep = sz;
+  }
+  else {
+    ZV_VERIFY (st->st_size >= 0);
+    *sizep = (uint64_t) st->st_size;
+  }
+  return 0;
+}
+
+/* Open and lock a device; see dev.h.  Every failure leaves a message. */
+int
+zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen)
+{
+  struct stat st, fst;
+  zv_dev_t *dev;
+  bool blockdev, direct;
+  uint64_t size = 0;
+  int fd, r;
+
+  ZV_VERIFY (path != NULL);
+  ZV_VERIFY (devp != NULL);
+  *devp = NULL;
+  if (err != NULL && errlen > 0)
+    err[0] = '\0';
+
+  if (stat (path, &st) == -1)
+    return zv_dev_open_error (errno, "stat", path, err, errlen);
+  if (!zv_dev_type_ok (st.st_mode)) {
+    zv_dev_errmsg (err, errlen, path, "%s, not a regular file or "
+                   "block device", S_ISDIR (st.st_mode) ? "is a directory"
+                   : "is a special file");
+    return -EINVAL;
+  }
+  blockdev = S_ISBLK (st.st_mode);
+
+  fd = zv_dev_open_fd (path, blockdev, &direct);
+  if (fd < 0)
+    return zv_dev_open_error (-fd, "open", path, err, errlen);
+
+  /* The path could have been replaced between stat() and open(). */
+  if (fstat (fd, &fst) == -1) {
+    r = -errno;
+    zv_dev_errmsg (err, errlen, path, "fstat: %s", strerror (-r));
+    goto fail;
+  }
+  if ((fst.st_mode & S_IFMT) != (st.st_mode & S_IFMT)) {
+    zv_dev_errmsg (err, errlen, path, "changed type while being opened");
+    r = -EINVAL;
+    goto fail;
+  }
+
+  r = zv_dev_lock (fd);
+  if (r == -EWOULDBLOCK) {
+    zv_dev_errmsg (err, errlen, path,
+                   "in use by another process (device locked)");
+    r = -EBUSY;
+    goto fail;
+  }
+  if (r < 0) {
+    zv_dev_errmsg (err, errlen, path, "flock: %s", strerror (-r));
+    goto fail;
+  }
+
+  r = zv_dev_query_size (fd, blockdev, &fst, &size);
+  if (r < 0) {
+    zv_dev_errmsg (err, errlen, path, "cannot get size: %s", strerror (-r));
+    goto fail;
+  }
+
+  dev = calloc (1, sizeof *dev);
+  if (dev == NULL || (dev->dev_path = strdup (path)) == NULL) {
+    free (dev);
+    zv_dev_errmsg (err, errlen, path, "out of memory");
+    r = -ENOMEM;
+    goto fail;
+  }
+  dev->dev_fd = fd;
+  dev->dev_size = ZV_P2ALIGN (size, ZV_SECTOR);
+  dev->dev_direct = direct;
+  dev->dev_blockdev = blockdev;
+  pthread_mutex_init (&dev->dev_fault_lock, NULL);
+
+  zv_debug ("%s: opened %s, %" PRIu64 " bytes, %s I/O", path,
+            blockdev ? "block device" : "file", dev->dev_size,
+            direct ? "direct" : "buffered (no O_DIRECT here)");
+  *devp = dev;
+  return 0;
+
+ fail:
+  close (fd);
+  return r;
+}
+
+/* Closing the fd drops the flock and the O_EXCL claim. */
+void
+zv_dev_close (zv_dev_t *dev)
+{
+  if (dev == NULL)
+    return;
+  if (close (dev->dev_fd) == -1)
+    zv_error ("%s: close: %s", dev->dev_path, strerror (errno));
+  pthread_mutex_destroy (&dev->dev_fault_lock);
+  free (dev->dev_path);
+  free (dev);
+}
+
+const char *
+zv_dev_path (const zv_dev_t *dev)
+{
+  return dev->dev_path;
+}
+
+uint64_t
+zv_dev_size (const zv_dev_t *dev)
+{
+  return dev->dev_size;
+}
+
+bool
+zv_dev_is_direct (const zv_dev_t *dev)
+{
+  return dev->dev_direct;
+}
+
+bool
+zv_dev_is_blockdev (const zv_dev_t *dev)
+{
+  return dev->dev_blockdev;
+}
+
+/* Counters are relaxed: each is exact, but a snapshot is not atomic. */
+void
+zv_dev_get_stats (const zv_dev_t *dev, zv_dev_stats_t *out)
+{
+  zv_dev_t *d = (zv_dev_t *) dev;     /* atomic loads want non-const */
+
+  out->ds_reads = atomic_load_explicit (&d->dev_reads, memory_order_relaxed);
+  out->ds_writes = atomic_load_explicit (&d->dev_writes,
+                                         memory_order_relaxed);
+  out->ds_flushes = atomic_load_explicit (&d->dev_flushes,
+                                          memory_order_relaxed);
+  out->ds_nread = atomic_load_explicit (&d->dev_nread, memory_order_relaxed);
+  out->ds_nwritten = atomic_load_explicit (&d->dev_nwritten,
+                                           memory_order_relaxed);
+}
+
+/* Install or clear (fn == NULL) the test fault hook. */
+void
+zv_dev_set_fault (zv_dev_t *dev, zv_dev_fault_fn fn, void *arg)
+{
+  pthread_mutex_lock (&dev->dev_fault_lock);
+  dev->dev_fault_fn = fn;
+  dev->dev_fault_arg = arg;
+  atomic_store_explicit (&dev->dev_fault_armed, fn != NULL,
+                         memory_order_release);
+  pthread_mutex_unlock (&dev->dev_fault_lock);
+}
+
+/* Ask the hook (if any) whether this request should fail. */
+static int
+zv_dev_fault_check (zv_dev_t *dev, const zv_dev_io_t *io)
+{
+  zv_dev_fault_fn fn;
+  void *arg;
+
+  if (!atomic_load_explicit (&dev->dev_fault_armed, memory_order_acquire))
+    return 0;
+  pthread_mutex_lock (&dev->dev_fault_lock);
+  fn = dev->dev_fault_fn;
+  arg = dev->dev_fault_arg;
+  pthread_mutex_unlock (&dev->dev_fault_lock);
+  if (fn == NULL)
+    return 0;
+  return fn (arg, dev, io->di_op, io->di_offset, io->di_len);
+}
+
+/* ------------------------------------------------------------------ */
+/* Request steps shared by the io_uring and the fallback paths          */
+/* ------------------------------------------------------------------ */
+
+static const char *
+zv_dev_op_name (enum zv_dev_op op)
+{
+  switch (op) {
+  case ZV_DEV_READ: return "read";
+  case ZV_DEV_WRITE: return "write";
+  case ZV_DEV_FLUSH: return "flush";
+  }
+  return "?";
+}
+
+/* Record a failed request: log it against the device and keep the errno. */
+static void
+zv_dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
+{
+  ZV_VERIFY (error < 0);
+  if (io->di_op == ZV_DEV_FLUSH)
+    zv_error ("%s: flush: %s", io->di_dev->dev_path, strerror (-error));
+  else
+    zv_error ("%s: %s at %" PRIu64 ": %s", io->di_dev->dev_path,
+              zv_dev_op_name (io->di_op), off, strerror (-error));
+  io->di_result = error;
+}
+
+/*
+ * Check a request and pass it by the fault hook.  Returns true when it
+ * must be issued; false when it is already finished (di_result set).
+ * Misalignment is a caller bug and stops the process; a range past the
+ * end is an ordinary -EIO, as a real disk would give.
+ */
+static bool
+zv_dev_io_start (zv_dev_io_t *io)
+{
+  zv_dev_t *dev = io->di_dev;
+  int r;
+
+  ZV_VERIFY (dev != NULL);
+  ZV_VERIFY (io->di_op == ZV_DEV_READ || io->di_op == ZV_DEV_WRITE ||
+             io->di_op == ZV_DEV_FLUSH);
+  io->di_result = 0;
+
+  if (io->di_op != ZV_DEV_FLUSH) {
+    ZV_VERIFY3U (io->di_offset % ZV_SECTOR, ==, 0);
+    ZV_VERIFY3U (io->di_len % ZV_SECTOR, ==, 0);
+    ZV_VERIFY (io->di_buf != NULL);
+    ZV_VERIFY3U ((uintptr_t) io->di_buf % ZV_SECTOR, ==, 0);
+    if (io->di_offset > dev->dev_size ||
+        io->di_len > dev->dev_size - io->di_offset) {
+      zv_error ("%s: %s at %" PRIu64 " (%" PRIu32 " bytes): beyond the "
+                "end of the device (%" PRIu64 " bytes)", dev->dev_path,
+                zv_dev_op_name (io->di_op), io->di_offset, io->di_len,
+                dev->dev_size);
+      io->di_result = -EIO;
+      return false;
+    }
+  }
+
+  r = zv_dev_fault_check (dev, io);
+  if (r < 0) {
+    zv_dev_io_fail (io, io->di_offset, r);
+    return false;
+  }
+  ZV_VERIFY3U (r, ==, 0);
+
+  if (io->di_op != ZV_DEV_FLUSH && io->di_len == 0)
+    return false;                     /* nothing to move */
+  return true;
+}
+
+/* A request finished in full: count it. */
+static void
+zv_dev_io_done (zv_dev_io_t *io)
+{
+  zv_dev_t *dev = io->di_dev;
+
+  io->di_result = 0;
+  switch (io->di_op) {
+  case ZV_DEV_READ:
+    atomic_fetch_add_explicit (&dev->dev_reads, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit (&dev->dev_nread, io->di_len,
+                               memory_order_relaxed);
+    break;
+  case ZV_DEV_WRITE:
+    atomic_fetch_add_explicit (&dev->dev_writes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit (&dev->dev_nwritten, io->di_len,
+                               memory_order_relaxed);
+    break;
+  case ZV_DEV_FLUSH:
+    atomic_fetch_add_explicit (&dev->dev_flushes, 1, memory_order_relaxed);
+    break;
+  }
+}
+
+/*
+ * Account for one transfer attempt that moved 'res' bytes (or failed
+ * with -errno) after *donep bytes were already moved.  Returns true when
+ * the rest must be issued again, with *donep advanced.
+ */
+static bool
+zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
+{
+  uint64_t off = io->di_offset + *donep;
+
+  if (res == -EAGAIN || res == -EINTR)
+    return true;
+  if (res < 0) {
+    zv_dev_io_fail (io, off, res);
+    return false;
+  }
+  if (io->di_op == ZV_DEV_FLUSH) {
+    zv_dev_io_done (io);
+    return false;
+  }
+  if (res == 0) {
+    /* Past EOF (the file shrank under us), or a write that moved
+     * nothing: either way, retrying would spin forever. */
+    zv_error ("%s: %s at %" PRIu64 ": %s", io->di_dev->dev_path,
+              zv_dev_op_name (io->di_op), off,
+              io->di_op == ZV_DEV_READ ? "unexpected end of file"
+              : "no progress");
+    io->di_result = -EIO;
+    return false;
+  }
+  ZV_VERIFY3U (res, <=, io->di_len - *donep);
+  *donep += (uint32_t) res;
+  if (*donep < io->di_len)
+    return true;                      /* short transfer: do the rest */
+  zv_dev_io_done (io);
+  return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fallback: synchronous system calls                                   */
+/* ------------------------------------------------------------------ */
+
+/* One attempt at the rest of a request; returns bytes or -errno. */
+static int
+zv_dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
+{
+  int fd = io->di_dev->dev_fd;
+  char *buf = (char *) io->di_buf + done;
+  size_t len = io->di_len - done;
+  off_t off = (off_t) (io->di_offset + done);
+  ssize_t r;
+
+  if (len > INT32_MAX)
+    len = ZV_P2ALIGN (INT32_MAX, ZV_SECTOR);
+  switch (io->di_op) {
+  case ZV_DEV_READ: r = pread (fd, buf, len, off); break;
+  case ZV_DEV_WRITE: r = pwrite (fd, buf, len, off); break;
+  case ZV_DEV_FLUSH: r = fdatasync (fd); break;
+  default: abort ();
+  }
+  return r == -1 ? -errno : (int) r;
+}
+
+/* Run a batch in order with pread/pwrite/fdatasync. */
+static void
+zv_dev_batch_sync (zv_dev_io_t *ios, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    uint32_t done = 0;
+
+    if (!zv_dev_io_start (&ios[i]))
+      continue;
+    while (zv_dev_io_progress (&ios[i], &done,
+                               zv_dev_sync_attempt (&ios[i], done)))
+      ;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Per-thread rings                                                     */
+/* ------------------------------------------------------------------ */
+
+/* Thread exit: give the ring back to the kernel. */
+static void
+zv_dev_ring_destroy (void *p)
+{
+  zv_dev_ring_t *r = p;
+
+  if (r->dr_uring)
+    io_uring_queue_exit (&r->dr_ring);
+  free (r);
+}
+
+static void
+zv_dev_key_create (void)
+{
+  zv_dev_key_ok = pthread_key_create (&zv_dev_key, zv_dev_ring_destroy) == 0;
+}
+
+/* Unloading (dlclose of the plugin): threads must not call into us. */
+static void __attribute__ ((destructor))
+zv_dev_key_fini (void)
+{
+  if (zv_dev_key_ok)
+    pthread_key_delete (zv_dev_key);
+}
+
+/* The ring must know the operations we use (READ/WRITE: Linux 5.6). */
+static int
+zv_dev_ring_probe (struct io_uring *ring)
+{
+  struct io_uring_probe *p = io_uring_get_probe_ring (ring);
+  bool ok;
+
+  if (p == NULL)
+    return -ENOSYS;
+  ok = io_uring_opcode_supported (p, IORING_OP_READ) &&
+       io_uring_opcode_supported (p, IORING_OP_WRITE) &&
+       io_uring_opcode_supported (p, IORING_OP_FSYNC);
+  io_uring_free_probe (p);
+  return ok ? 0 : -EOPNOTSUPP;
+}
+
+/* Say once per process why batches run without io_uring. */
+static void
+zv_dev_log_fallback (int error)
+{
+  if (!atomic_exchange (&zv_dev_fallback_logged, true))
+    zv_info ("io_uring unavailable (%s): using pread/pwrite/fdatasync",
+             strerror (-error));
+}
+
+/* This thread's ring, created on its first batch. */
+static zv_dev_ring_t *
+zv_dev_ring_get (void)
+{
+  zv_dev_ring_t *r;
+  int e;
+
+  ZV_VERIFY (pthread_once (&zv_dev_key_once, zv_dev_key_create) == 0);
+  ZV_VERIFY (zv_dev_key_ok);
+  r = pthread_getspecific (zv_dev_key);
+  if (r != NULL)
+    return r;
+
+  r = calloc (1, sizeof *r);
+  ZV_VERIFY (r != NULL);
+  r->dr_entries = ZV_MAX (zv_dev_ring_entries, 1u);
+  e = io_uring_queue_init (r->dr_entries, &r->dr_ring, 0);
+  if (e == 0) {
+    e = zv_dev_ring_probe (&r->dr_ring);
+    if (e < 0)
+      io_uring_queue_exit (&r->dr_ring);
+  }
+  r->dr_uring = e == 0;
+  if (e < 0)
+    zv_dev_log_fallback (e);
+  ZV_VERIFY (pthread_setspecific (zv_dev_key, r) == 0);
+  return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* io_uring driver                                                      */
+/* ------------------------------------------------------------------ */
+
+/* user_data: request index in the high half, bytes done in the low. */
+#define ZV_DEV_UD(idx, done) (((uint64_t) (idx) << 32) | (uint32_t) (done))
+#define ZV_DEV_UD_IDX(ud) ((size_t) ((ud) >> 32))
+#define ZV_DEV_UD_DONE(ud) ((uint32_t) (ud))
+
+/* Enter the kernel: push queued SQEs, optionally wait for one CQE. */
+static void
+zv_dev_ring_submit (zv_dev_ring_t *r, unsigned wait)
+{
+  int e = io_uring_submit_and_wait (&r->dr_ring, wait);
+
+  /* EINTR/EAGAIN/EBUSY: the caller reaps and comes back. */
+  if (e < 0 && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
+    zv_error ("io_uring_enter: %s", strerror (-e));
+    ZV_VERIFY (!"io_uring_enter failed with requests in flight");
+  }
+}
+
+/* Queue (the rest of) request 'idx' on the ring. */
+static void
+zv_dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
+                  uint32_t done)
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe (&r->dr_ring);
+  int fd = io->di_dev->dev_fd;
+
+  if (sqe == NULL) {
+    /* Cannot happen while in-flight <= ring size, but be safe. */
+    zv_dev_ring_submit (r, 0);
+    sqe = io_uring_get_sqe (&r->dr_ring);
+    ZV_VERIFY (sqe != NULL);
+  }
+  switch (io->di_op) {
+  case ZV_DEV_READ:
+    io_uring_prep_read (sqe, fd, (char *) io->di_buf + done,
+                        io->di_len - done, io->di_offset + done);
+    break;
+  case ZV_DEV_WRITE:
+    io_uring_prep_write (sqe, fd, (char *) io->di_buf + done,
+                         io->di_len - done, io->di_offset + done);
+    break;
+  case ZV_DEV_FLUSH:
+    io_uring_prep_fsync (sqe, fd, IORING_FSYNC_DATASYNC);
+    break;
+  }
+  io_uring_sqe_set_data64 (sqe, ZV_DEV_UD (idx, done));
+}
+
+/* Run a batch through this thread's ring; see the theory comment. */
+static void
+zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n)
+{
+  size_t next = 0;
+  unsigned inflight = 0;
+  bool flush_inflight = false;        /* kind of what is in flight */
+
+  ZV_VERIFY3U (n, <=, UINT32_MAX);
+  while (next < n || inflight > 0) {
+    struct io_uring_cqe *cqe;
+
+    /* Fill free slots, stopping at a flush barrier. */
+    while (next < n && inflight < r->dr_entries) {
+      zv_dev_io_t *io = &ios[next];
+      bool is_flush = io->di_op == ZV_DEV_FLUSH;
+
+      if (inflight > 0 && is_flush != flush_inflight)
+        break;
+      if (zv_dev_io_start (io)) {
+        zv_dev_ring_prep (r, io, next, 0);
+        inflight++;
+        flush_inflight = is_flush;
+      }
+      next++;
+    }
+    if (inflight == 0)
+      continue;
+
+    zv_dev_ring_submit (r, 1);
+    while (io_uring_peek_cqe (&r->dr_ring, &cqe) == 0) {
+      uint64_t ud = io_uring_cqe_get_data64 (cqe);
+      size_t idx = ZV_DEV_UD_IDX (ud);
+      uint32_t done = ZV_DEV_UD_DONE (ud);
+      int res = cqe->res;
+
+      io_uring_cqe_seen (&r->dr_ring, cqe);
+      ZV_VERIFY3U (idx, <, n);
+      ZV_VERIFY3U (inflight, >, 0);
+      inflight--;
+      if (zv_dev_io_progress (&ios[idx], &done, res)) {
+        zv_dev_ring_prep (r, &ios[idx], idx, done);
+        inflight++;
+      }
+    }
+  }
+}
+
+/* Submit a batch and wait for all of it; see dev.h. */
+int
+zv_dev_io_batch (zv_dev_io_t *ios, size_t n)
+{
+  zv_dev_ring_t *r;
+
+  if (n == 0)
+    return 0;
+  ZV_VERIFY (ios != NULL);
+  r = zv_dev_ring_get ();
+  if (r->dr_uring)
+    zv_dev_batch_uring (r, ios, n);
+  else
+    zv_dev_batch_sync (ios, n);
+
+  for (size_t i = 0; i < n; i++)
+    if (ios[i].di_result < 0)
+      return ios[i].di_result;
+  return 0;
+}
+
+/* One read, for callers with nothing to batch. */
+int
+zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len)
+{
+  zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_READ, .di_buf = buf,
+                     .di_offset = off, .di_len = len };
+
+  return zv_dev_io_batch (&io, 1);
+}
+
+/* One write; the buffer is only read from. */
+int
+zv_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len)
+{
+  zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_WRITE,
+                     .di_buf = (void *) (uintptr_t) buf,
+                     .di_offset = off, .di_len = len };
+
+  return zv_dev_io_batch (&io, 1);
+}
+
+/* Make every completed write to this device durable. */
+int
+zv_dev_flush (zv_dev_t *dev)
+{
+  zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_FLUSH };
+
+  return zv_dev_io_batch (&io, 1);
+}

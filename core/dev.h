@@ -1,0 +1,78 @@
+/*
+ * dev.h: attached devices (regular files or block devices).
+ *
+ * A device is opened read-write with O_DIRECT where the file system takes
+ * it (tmpfs does not: we fall back to buffered I/O), and locked
+ * exclusively (flock LOCK_EX|LOCK_NB, plus O_EXCL for block devices) so
+ * one pool is never imported by two processes.  All I/O goes through
+ * io_uring (liburing): each calling thread owns a small ring, created on
+ * first use, and dev_io_batch() submits a whole batch at once and reaps
+ * every completion before returning.  Offsets and lengths are multiples of
+ * ZV_SECTOR and buffers come from zv_buf_alloc().
+ */
+#ifndef ZV_DEV_H
+#define ZV_DEV_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct zv_dev zv_dev_t;
+
+/* Counters, for the txg history (nread/nwritten/reads/writes). */
+typedef struct zv_dev_stats {
+  uint64_t ds_reads, ds_writes, ds_flushes;
+  uint64_t ds_nread, ds_nwritten;         /* bytes */
+} zv_dev_stats_t;
+
+/*
+ * Open and lock a device.  Returns 0 or a negative errno; on failure a
+ * readable message is in err (for example "DEV: in use by another process
+ * (locked)" with -EBUSY).  A regular file that does not exist is an error
+ * (-ENOENT): the caller creates files.  Size is the file size or the block
+ * device size, rounded down to ZV_SECTOR.
+ */
+int zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen);
+void zv_dev_close (zv_dev_t *dev);
+
+const char *zv_dev_path (const zv_dev_t *dev);
+uint64_t zv_dev_size (const zv_dev_t *dev);
+bool zv_dev_is_direct (const zv_dev_t *dev);   /* O_DIRECT in use */
+bool zv_dev_is_blockdev (const zv_dev_t *dev);
+void zv_dev_get_stats (const zv_dev_t *dev, zv_dev_stats_t *out);
+
+enum zv_dev_op { ZV_DEV_READ = 1, ZV_DEV_WRITE = 2, ZV_DEV_FLUSH = 3 };
+
+/* One request of a batch.  'di_result' is 0 or a negative errno. */
+typedef struct zv_dev_io {
+  zv_dev_t *di_dev;
+  enum zv_dev_op di_op;
+  void *di_buf;
+  uint64_t di_offset;
+  uint32_t di_len;
+  int di_result;
+} zv_dev_io_t;
+
+/*
+ * Submit every request through this thread's io_uring and wait for all of
+ * them.  Short transfers are resumed; EINTR/EAGAIN are retried.  Returns 0
+ * when all succeeded, else the first negative errno (each request's own
+ * result is in di_result).  Reads past the end of a device fail with -EIO.
+ */
+int zv_dev_io_batch (zv_dev_io_t *ios, size_t n);
+
+/* Convenience wrappers for one request. */
+int zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len);
+int zv_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len);
+int zv_dev_flush (zv_dev_t *dev);
+
+/*
+ * Fault injection, for tests only: when set, the hook sees each request
+ * before it is issued and may return a negative errno to fail it (the
+ * request is then not issued), or 0 to let it through.
+ */
+typedef int (*zv_dev_fault_fn) (void *arg, zv_dev_t *dev, enum zv_dev_op op,
+                                uint64_t off, uint32_t len);
+void zv_dev_set_fault (zv_dev_t *dev, zv_dev_fault_fn fn, void *arg);
+
+#endif /* ZV_DEV_H */

@@ -1,0 +1,883 @@
+/*
+ * dmu.c: objects as trees of block pointers, through the buffer cache.
+ *
+ * Theory.  An object of nblocks data blocks (L0, ob_blksz bytes each) has
+ * nlevels levels: level 0 holds data, levels 1..nlevels-1 hold indirect
+ * blocks of ZV_INDIRECT_FANOUT pointers, and the single block of the top
+ * level is pointed at by ob_root (with nlevels == 1, ob_root points at the
+ * only data block).  Indirect block i of level l covers data blocks
+ * [i * F^l, (i + 1) * F^l), and its parent is block i / F of level l + 1,
+ * slot i % F.
+ *
+ * Open context (writers, under a txg hold) only ever dirties data blocks:
+ * the first change of a block in txg T creates a dirty record with its own
+ * copy of the block, pins the dbuf (a hold) and pushes the record on the
+ * object's lock-free list for T (ob_dirty[T & 3]; a Treiber stack push, so
+ * no lock is shared between writers).  A partial write of a block reads
+ * the old content only when neither the cache nor an earlier dirty record
+ * has it.  Reads see the newest dirty record, else the synced content,
+ * else read the block through the tree and cache it.
+ *
+ * Syncing context (the txg sync thread, one txg at a time) takes T's list
+ * (nobody adds to it once T is quiesced), writes each block to new space
+ * (copy on write: the old copy is freed, deferred to T+2) and records the
+ * new pointer in the parent indirect block in memory; then writes the
+ * indirect blocks of each level (two copies each), bottom up, and last
+ * the root pointer.  A block already born in T (a second sync pass of the
+ * same txg) is overwritten in place: no committed uberblock can point at
+ * it, and not reallocating is what lets the pool's passes converge.
+ *
+ * Locking.  db_mtx of a data block is held across its read-modify-write
+ * and any read that fills it.  Indirect blocks are only modified by the
+ * sync thread, under their db_mtx; loading a missing indirect block holds
+ * its db_mtx and then its parent's (child before parent, ob_mtx last),
+ * so a pointer is read and followed while the sync cannot change it.  The
+ * sync never holds two of these at once, and it keeps a hold on every
+ * indirect block it changed until the parent records its new pointer, so
+ * an evicted indirect block is always reloaded from the current pointer.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+#include <inttypes.h>
+
+#include "dmu.h"
+
+#define F ((uint64_t) ZV_INDIRECT_FANOUT)
+
+/* Entries of an indirect block (slot 0 is the header). */
+static inline zv_blkptr_t *
+dmu_ind_entries (void *data)
+{
+  return (zv_blkptr_t *) data + 1;
+}
+
+/* F^l (l <= ZV_MAX_LEVELS; saturates long before overflow matters). */
+static uint64_t
+dmu_span (unsigned l)
+{
+  uint64_t s = 1;
+  while (l-- > 0) {
+    if (s > UINT64_MAX / F)
+      return UINT64_MAX;
+    s *= F;
+  }
+  return s;
+}
+
+/* Levels needed so that the top level is a single block. */
+unsigned
+zv_dmu_nlevels (uint64_t nblocks)
+{
+  unsigned n = 1;
+
+  while (dmu_span (n - 1) < nblocks)
+    n++;
+  return n;
+}
+
+/* Shape check of a dnode from disk. */
+int
+zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type, const char *what)
+{
+  if (dn->dn_type != type) {
+    zv_error ("%s: object type %u, expected %u", what, dn->dn_type, type);
+    return -EIO;
+  }
+  if (dn->dn_datablksz < ZV_SECTOR || dn->dn_datablksz > ZV_MAX_BLKSZ
+      || (dn->dn_datablksz & (dn->dn_datablksz - 1)) != 0) {
+    zv_error ("%s: invalid block size %" PRIu32, what, dn->dn_datablksz);
+    return -EIO;
+  }
+  if (dn->dn_nlevels < 1 || dn->dn_nlevels > ZV_MAX_LEVELS
+      || dmu_span (dn->dn_nlevels - 1) < dn->dn_nblocks
+      || dn->dn_nblocks > (1ull << 48)) {
+    zv_error ("%s: invalid tree shape (%u levels, %" PRIu64 " blocks)",
+              what, dn->dn_nlevels, dn->dn_nblocks);
+    return -EIO;
+  }
+  if (!zv_bp_is_hole (&dn->dn_root)
+      && dn->dn_root.bp_level != dn->dn_nlevels - 1) {
+    zv_error ("%s: root pointer level %u, expected %u", what,
+              dn->dn_root.bp_level, dn->dn_nlevels - 1);
+    return -EIO;
+  }
+  return 0;
+}
+
+/* Set up a handle from its descriptor. */
+int
+zv_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
+                uint64_t id, const zv_dnode_phys_t *dn)
+{
+  memset (ob, 0, sizeof *ob);
+  ob->ob_spa = spa;
+  ob->ob_cache = cache;
+  ob->ob_id = id;
+  ob->ob_type = dn->dn_type;
+  ob->ob_nlevels = dn->dn_nlevels;
+  ob->ob_blksz = dn->dn_datablksz;
+  ob->ob_nblocks = dn->dn_nblocks;
+  ob->ob_root = dn->dn_root;
+  pthread_mutex_init (&ob->ob_mtx, NULL);
+  return 0;
+}
+
+/* Drop cached blocks; nothing may be dirty. */
+void
+zv_object_close (zv_object_t *ob)
+{
+  for (unsigned t = 0; t < ZV_TXG_SIZE; t++)
+    ZV_VERIFY (atomic_load (&ob->ob_dirty[t]) == NULL);
+  zv_dbuf_evict_object (ob->ob_cache, ob);
+  pthread_mutex_destroy (&ob->ob_mtx);
+}
+
+/* Descriptor as of the last sync. */
+void
+zv_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn)
+{
+  memset (dn, 0, sizeof *dn);
+  dn->dn_type = ob->ob_type;
+  dn->dn_nlevels = ob->ob_nlevels;
+  dn->dn_datablksz = ob->ob_blksz;
+  dn->dn_nblocks = ob->ob_nblocks;
+  dn->dn_size = ob->ob_nblocks * ob->ob_blksz;
+  pthread_mutex_lock (&ob->ob_mtx);
+  dn->dn_root = ob->ob_root;
+  pthread_mutex_unlock (&ob->ob_mtx);
+}
+
+/* Check an indirect block's header. */
+int
+zv_dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
+                       uint64_t blkid, const char *what)
+{
+  const zv_mblk_hdr_t *h = buf;
+
+  if (h->mh_magic != ZV_MBLK_MAGIC || h->mh_version != ZV_FORMAT_VERSION
+      || h->mh_type != ZV_BT_INDIRECT || h->mh_object != obj
+      || h->mh_level != level || h->mh_blkid != blkid) {
+    zv_error ("%s: indirect block header does not match (object %" PRIu64
+              " level %u block %" PRIu64 ")", what, obj, level, blkid);
+    return -EIO;
+  }
+  return 0;
+}
+
+/* A fresh, empty indirect block. */
+static void *
+dmu_new_indirect (zv_object_t *ob, unsigned level, uint64_t idx)
+{
+  void *data = zv_buf_alloc (ZV_INDIRECT_SIZE);
+  zv_mblk_hdr_t *h = data;
+
+  h->mh_magic = ZV_MBLK_MAGIC;
+  h->mh_version = ZV_FORMAT_VERSION;
+  h->mh_type = ZV_BT_INDIRECT;
+  h->mh_object = ob->ob_id;
+  h->mh_level = level;
+  h->mh_blkid = idx;
+  return data;
+}
+
+/* Read a block the tree points at into a new buffer (or NULL: hole). */
+static int
+dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
+             uint64_t idx, void **datap)
+{
+  char what[96];
+  uint32_t size = level ? ZV_INDIRECT_SIZE : ob->ob_blksz;
+  void *data;
+  int r;
+
+  *datap = NULL;
+  if (zv_bp_is_hole (bp))
+    return 0;
+  snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
+            ob->ob_id, level, idx);
+  if (bp->bp_psize != size || bp->bp_level != level) {
+    zv_error ("%s: pointer has size %" PRIu32 " level %u, expected %" PRIu32
+              " level %u", what, bp->bp_psize, bp->bp_level, size, level);
+    return -EIO;
+  }
+  data = zv_buf_alloc (size);
+  r = zv_zio_read (ob->ob_spa, bp, data, what);
+  if (r == 0 && level > 0)
+    r = zv_dmu_check_indirect (data, ob->ob_id, level, idx, what);
+  if (r < 0) {
+    zv_buf_free (data);
+    return r;
+  }
+  *datap = data;
+  return 0;
+}
+
+/*
+ * Hold indirect block idx of 'level', loaded.  Its parent's lock is held
+ * while the pointer is read and followed (see the theory comment).
+ */
+static int
+dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
+                   zv_dbuf_t **dbp)
+{
+  zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, level, idx,
+                                ZV_INDIRECT_SIZE);
+  zv_dbuf_t *pdb = NULL;
+  zv_blkptr_t bp;
+  void *data;
+  int r;
+
+  ZV_VERIFY (level >= 1 && level < ob->ob_nlevels);
+  pthread_mutex_lock (&db->db_mtx);
+  if (db->db_state == ZV_DB_CACHED) {
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_dbuf_count (ob->ob_cache, true);
+    *dbp = db;
+    return 0;
+  }
+  zv_dbuf_count (ob->ob_cache, false);
+  if (level == ob->ob_nlevels - 1u) {
+    ZV_VERIFY3U (idx, ==, 0);
+    pthread_mutex_lock (&ob->ob_mtx);
+    bp = ob->ob_root;
+  }
+  else {
+    r = dmu_hold_indirect (ob, level + 1, idx / F, &pdb);
+    if (r < 0)
+      goto fail;
+    pthread_mutex_lock (&pdb->db_mtx);
+    bp = dmu_ind_entries (pdb->db_data)[idx % F];
+  }
+  r = dmu_read_bp (ob, &bp, level, idx, &data);
+  if (r == 0 && data == NULL)
+    data = dmu_new_indirect (ob, level, idx);
+  if (pdb) {
+    pthread_mutex_unlock (&pdb->db_mtx);
+    zv_dbuf_rele (ob->ob_cache, pdb);
+  }
+  else
+    pthread_mutex_unlock (&ob->ob_mtx);
+  if (r < 0)
+    goto fail;
+  zv_dbuf_set_data (ob->ob_cache, db, data);
+  pthread_mutex_unlock (&db->db_mtx);
+  *dbp = db;
+  return 0;
+
+ fail:
+  pthread_mutex_unlock (&db->db_mtx);
+  zv_dbuf_rele (ob->ob_cache, db);
+  return r;
+}
+
+/* The current pointer of data block blkid (stable while its dbuf's
+ * db_mtx is held and it has no dirty record). */
+static int
+dmu_lookup_l0 (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp)
+{
+  zv_dbuf_t *pdb;
+  int r;
+
+  if (ob->ob_nlevels == 1) {
+    pthread_mutex_lock (&ob->ob_mtx);
+    *bp = ob->ob_root;
+    pthread_mutex_unlock (&ob->ob_mtx);
+    return 0;
+  }
+  r = dmu_hold_indirect (ob, 1, blkid / F, &pdb);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&pdb->db_mtx);
+  *bp = dmu_ind_entries (pdb->db_data)[blkid % F];
+  pthread_mutex_unlock (&pdb->db_mtx);
+  zv_dbuf_rele (ob->ob_cache, pdb);
+  return 0;
+}
+
+/*
+ * Make sure a data dbuf's synced content is known (db_mtx held): read it
+ * through the tree if uncached.  A hole leaves db_data NULL.
+ */
+static int
+dmu_fill_locked (zv_object_t *ob, zv_dbuf_t *db)
+{
+  zv_blkptr_t bp;
+  void *data;
+  int r;
+
+  if (db->db_state == ZV_DB_CACHED) {
+    zv_dbuf_count (ob->ob_cache, true);
+    return 0;
+  }
+  zv_dbuf_count (ob->ob_cache, false);
+  r = dmu_lookup_l0 (ob, db->db_blkid, &bp);
+  if (r < 0)
+    return r;
+  r = dmu_read_bp (ob, &bp, 0, db->db_blkid, &data);
+  if (r < 0)
+    return r;
+  zv_dbuf_set_data (ob->ob_cache, db, data);
+  return 0;
+}
+
+/* The bytes a read sees now (db_mtx held, content known or dirty):
+ * NULL means zeros. */
+static const void *
+dmu_current_locked (zv_dbuf_t *db)
+{
+  zv_dirty_t *dr = zv_dbuf_newest_dirty (db);
+
+  if (dr)
+    return dr->dr_data;
+  ZV_VERIFY (db->db_state == ZV_DB_CACHED);
+  return db->db_data;
+}
+
+/* Copy out of blocks, through the cache. */
+int
+zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
+{
+  uint8_t *out = buf;
+
+  ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  while (len > 0) {
+    uint64_t blkid = off / ob->ob_blksz;
+    uint32_t boff = off % ob->ob_blksz;
+    size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
+    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+    const uint8_t *src;
+    int r = 0;
+
+    pthread_mutex_lock (&db->db_mtx);
+    if (zv_dbuf_newest_dirty (db) == NULL)
+      r = dmu_fill_locked (ob, db);
+    if (r == 0) {
+      src = dmu_current_locked (db);
+      if (src)
+        memcpy (out, src + boff, n);
+      else
+        memset (out, 0, n);
+    }
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_dbuf_rele (ob->ob_cache, db);
+    if (r < 0)
+      return r;
+    out += n;
+    off += n;
+    len -= n;
+  }
+  return 0;
+}
+
+/*
+ * The dirty record of db for txg, created if needed (db_mtx held).  A
+ * record for a write that covers the whole block needs no old content.
+ */
+static int
+dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
+                  bool whole, bool for_free, zv_dirty_t **drp)
+{
+  zv_dirty_t *dr = db->db_dirty[txg & ZV_TXG_MASK];
+  zv_dirty_t *prev;
+  int r;
+
+  if (dr) {
+    ZV_VERIFY3U (dr->dr_txg, ==, txg);
+    *drp = dr;
+    return 0;
+  }
+  prev = zv_dbuf_newest_dirty (db);
+  if (prev)
+    ZV_VERIFY3U (prev->dr_txg, <, txg);
+  if (!for_free) {
+    r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+    if (r < 0)
+      return r;
+    atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK], ob->ob_blksz);
+  }
+  dr = calloc (1, sizeof *dr);
+  if (dr == NULL)
+    abort ();
+  dr->dr_txg = txg;
+  dr->dr_dbuf = db;
+  if (!for_free) {
+    const void *base = NULL;
+    dr->dr_data = zv_buf_alloc (ob->ob_blksz);
+    if (!whole) {
+      if (prev)
+        base = prev->dr_data;
+      else {
+        r = dmu_fill_locked (ob, db);
+        if (r < 0) {
+          zv_buf_free (dr->dr_data);
+          free (dr);
+          zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+          atomic_fetch_sub (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                            ob->ob_blksz);
+          return r;
+        }
+        base = db->db_data;
+      }
+      if (base)
+        memcpy (dr->dr_data, base, ob->ob_blksz);
+    }
+  }
+  db->db_dirty[txg & ZV_TXG_MASK] = dr;
+  zv_dbuf_add_hold (ob->ob_cache, db);      /* the record pins its dbuf */
+  /* Lock-free push onto the object's list for txg. */
+  _Atomic (zv_dirty_t *) *head = &ob->ob_dirty[txg & ZV_TXG_MASK];
+  zv_dirty_t *old = atomic_load_explicit (head, memory_order_relaxed);
+  do
+    dr->dr_next = old;
+  while (!atomic_compare_exchange_weak_explicit (head, &old, dr,
+                                                 memory_order_release,
+                                                 memory_order_relaxed));
+  *drp = dr;
+  return 0;
+}
+
+/* Copy into blocks, dirtying them in txg. */
+int
+zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
+                       const void *buf, uint64_t txg)
+{
+  const uint8_t *in = buf;
+
+  ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  while (len > 0) {
+    uint64_t blkid = off / ob->ob_blksz;
+    uint32_t boff = off % ob->ob_blksz;
+    size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
+    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+    zv_dirty_t *dr;
+    int r;
+
+    pthread_mutex_lock (&db->db_mtx);
+    r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, false, &dr);
+    if (r == 0) {
+      if (dr->dr_data == NULL) {
+        /* Freed earlier in this txg: the rest of the block is zeros. */
+        r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+        if (r == 0) {
+          atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                            ob->ob_blksz);
+          dr->dr_data = zv_buf_alloc (ob->ob_blksz);
+        }
+      }
+      if (r == 0)
+        memcpy ((uint8_t *) dr->dr_data + boff, in, n);
+    }
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_dbuf_rele (ob->ob_cache, db);
+    if (r < 0)
+      return r;
+    in += n;
+    off += n;
+    len -= n;
+  }
+  return 0;
+}
+
+/* Free whole blocks in txg (no reservation: frees release space). */
+int
+zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
+                      uint64_t txg)
+{
+  ZV_VERIFY (blkid + n <= ob->ob_nblocks);
+  for (uint64_t b = blkid; b < blkid + n; b++) {
+    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, b, ob->ob_blksz);
+    zv_dirty_t *dr = NULL;
+    int r = 0;
+
+    pthread_mutex_lock (&db->db_mtx);
+    if (db->db_dirty[txg & ZV_TXG_MASK] == NULL
+        && zv_dbuf_newest_dirty (db) == NULL) {
+      /* Nothing to free if it already is a hole on disk. */
+      if (db->db_state == ZV_DB_CACHED) {
+        if (db->db_data == NULL)
+          goto next;
+      }
+      else {
+        zv_blkptr_t bp;
+        r = dmu_lookup_l0 (ob, b, &bp);
+        if (r < 0)
+          goto next;
+        if (zv_bp_is_hole (&bp)) {
+          zv_dbuf_set_data (ob->ob_cache, db, NULL);
+          goto next;
+        }
+      }
+    }
+    r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
+    if (r == 0 && dr->dr_data) {
+      zv_buf_free (dr->dr_data);
+      dr->dr_data = NULL;
+    }
+  next:
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_dbuf_rele (ob->ob_cache, db);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+/* Hole as a read would see it now. */
+int
+zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole)
+{
+  zv_dbuf_t *db = zv_dbuf_find (ob->ob_cache, ob, 0, blkid);
+  zv_blkptr_t bp;
+  int r;
+
+  if (db) {
+    zv_dirty_t *dr;
+    bool known = true;
+
+    pthread_mutex_lock (&db->db_mtx);
+    dr = zv_dbuf_newest_dirty (db);
+    if (dr)
+      *hole = dr->dr_data == NULL;
+    else if (db->db_state == ZV_DB_CACHED)
+      *hole = db->db_data == NULL;
+    else
+      known = false;
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_dbuf_rele (ob->ob_cache, db);
+    if (known)
+      return 0;
+  }
+  /* Not dirty: the tree decides.  A block dirtied meanwhile is a race
+   * any client accepts (extents are a snapshot of a moving target). */
+  r = dmu_lookup_l0 (ob, blkid, &bp);
+  if (r < 0)
+    return r;
+  *hole = zv_bp_is_hole (&bp);
+  return 0;
+}
+
+/* ---- syncing context ---- */
+
+/* An indirect block changed by this sync, held until its parent knows. */
+typedef struct dmu_dirty_ind {
+  zv_dbuf_t *di_db;
+  uint64_t di_idx;
+} dmu_dirty_ind_t;
+
+typedef struct dmu_ind_set {
+  dmu_dirty_ind_t *is_v;
+  size_t is_n, is_cap;
+} dmu_ind_set_t;
+
+/* Add (held) to the set unless the last entry is the same block. */
+static void
+dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
+                 uint64_t idx)
+{
+  if (s->is_n > 0 && s->is_v[s->is_n - 1].di_idx == idx) {
+    ZV_VERIFY (s->is_v[s->is_n - 1].di_db == db);
+    zv_dbuf_rele (ob->ob_cache, db);
+    return;
+  }
+  if (s->is_n == s->is_cap) {
+    s->is_cap = s->is_cap ? s->is_cap * 2 : 64;
+    s->is_v = realloc (s->is_v, s->is_cap * sizeof *s->is_v);
+    if (s->is_v == NULL)
+      abort ();
+  }
+  s->is_v[s->is_n++] = (dmu_dirty_ind_t) { .di_db = db, .di_idx = idx };
+}
+
+/* Sort dirty records by block. */
+static int
+dmu_dr_cmp (const void *a, const void *b)
+{
+  const zv_dirty_t *x = *(zv_dirty_t * const *) a;
+  const zv_dirty_t *y = *(zv_dirty_t * const *) b;
+
+  return x->dr_dbuf->db_blkid < y->dr_dbuf->db_blkid ? -1
+    : x->dr_dbuf->db_blkid > y->dr_dbuf->db_blkid;
+}
+
+/* Sum of fills under an indirect block (its db_mtx held). */
+static uint64_t
+dmu_ind_fill (void *data)
+{
+  const zv_blkptr_t *e = dmu_ind_entries (data);
+  uint64_t fill = 0;
+
+  for (uint64_t i = 0; i < F; i++)
+    if (!zv_bp_is_hole (&e[i]))
+      fill += e[i].bp_fill;
+  return fill;
+}
+
+/* Where the pointer to (level, idx) lives: the root or a held parent. */
+static int
+dmu_parent_slot (zv_object_t *ob, unsigned level, uint64_t idx,
+                 zv_dbuf_t **pdbp, zv_blkptr_t **slotp)
+{
+  int r;
+
+  *pdbp = NULL;
+  if (level == ob->ob_nlevels - 1u) {
+    ZV_VERIFY3U (idx, ==, 0);
+    pthread_mutex_lock (&ob->ob_mtx);
+    *slotp = &ob->ob_root;
+    return 0;
+  }
+  r = dmu_hold_indirect (ob, level + 1, idx / F, pdbp);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&(*pdbp)->db_mtx);
+  *slotp = &dmu_ind_entries ((*pdbp)->db_data)[idx % F];
+  return 0;
+}
+
+/* Unlock what dmu_parent_slot locked; the parent's hold goes to 'keep'
+ * (the next level's set) or is dropped. */
+static void
+dmu_parent_done (zv_object_t *ob, zv_dbuf_t *pdb, uint64_t pidx,
+                 dmu_ind_set_t *keep)
+{
+  if (pdb == NULL) {
+    pthread_mutex_unlock (&ob->ob_mtx);
+    return;
+  }
+  pthread_mutex_unlock (&pdb->db_mtx);
+  if (keep)
+    dmu_ind_set_add (ob, keep, pdb, pidx);
+  else
+    zv_dbuf_rele (ob->ob_cache, pdb);
+}
+
+/*
+ * Write one level's changed indirect blocks: place each (reading the old
+ * pointer from its parent), write them all, then record the sealed
+ * pointers in the parents, which become the next level's work.
+ */
+static int
+dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
+                    dmu_ind_set_t *next, uint64_t txg)
+{
+  size_t n = cur->is_n, nw = 0;
+  zv_zio_write_t *w = calloc (n ? n : 1, sizeof *w);
+  zv_blkptr_t *bps = calloc (n ? n : 1, sizeof *bps);
+  int r = 0;
+
+  if (w == NULL || bps == NULL)
+    abort ();
+  for (size_t i = 0; i < n && r == 0; i++) {
+    zv_dbuf_t *db = cur->is_v[i].di_db;
+    uint64_t idx = cur->is_v[i].di_idx;
+    zv_dbuf_t *pdb;
+    zv_blkptr_t *slot, old;
+    uint64_t fill;
+
+    pthread_mutex_lock (&db->db_mtx);
+    fill = dmu_ind_fill (db->db_data);
+    ((zv_mblk_hdr_t *) db->db_data)->mh_txg = txg;
+    pthread_mutex_unlock (&db->db_mtx);
+
+    r = dmu_parent_slot (ob, level, idx, &pdb, &slot);
+    if (r < 0)
+      break;
+    old = *slot;
+    dmu_parent_done (ob, pdb, idx / F, NULL);
+    r = zv_zio_place_bp (ob->ob_spa, &old, &bps[i], fill == 0,
+                         ZV_INDIRECT_SIZE, level, ZV_BT_INDIRECT, fill, 2, txg);
+    if (r == 0 && fill > 0) {
+      w[nw].zw_bp = &bps[i];
+      w[nw].zw_buf = db->db_data;
+      nw++;
+    }
+  }
+  if (r == 0)
+    r = zv_zio_write_many (ob->ob_spa, w, nw);
+  for (size_t i = 0; i < n && r == 0; i++) {
+    uint64_t idx = cur->is_v[i].di_idx;
+    zv_dbuf_t *pdb;
+    zv_blkptr_t *slot;
+
+    r = dmu_parent_slot (ob, level, idx, &pdb, &slot);
+    if (r < 0)
+      break;
+    *slot = bps[i];
+    dmu_parent_done (ob, pdb, idx / F, next);
+  }
+  for (size_t i = 0; i < n; i++)
+    zv_dbuf_rele (ob->ob_cache, cur->is_v[i].di_db);
+  cur->is_n = 0;
+  free (w);
+  free (bps);
+  return r;
+}
+
+/* Write txg's dirty blocks of this object and every indirect above. */
+int
+zv_dmu_sync (zv_object_t *ob, uint64_t txg)
+{
+  zv_dirty_t *list = atomic_exchange (&ob->ob_dirty[txg & ZV_TXG_MASK], NULL);
+  zv_dirty_t **drs;
+  zv_zio_write_t *w;
+  size_t n = 0, nw = 0;
+  dmu_ind_set_t sets[2] = { { 0 } };
+  int r = 0;
+
+  for (zv_dirty_t *dr = list; dr; dr = dr->dr_next)
+    n++;
+  if (n == 0)
+    return 0;
+  drs = malloc (n * sizeof *drs);
+  w = calloc (n, sizeof *w);
+  if (drs == NULL || w == NULL)
+    abort ();
+  n = 0;
+  for (zv_dirty_t *dr = list; dr; dr = dr->dr_next)
+    drs[n++] = dr;
+  qsort (drs, n, sizeof *drs, dmu_dr_cmp);
+
+  /* Data blocks: place each, record its pointer in the parent. */
+  zv_blkptr_t *bps = calloc (n, sizeof *bps);
+  if (bps == NULL)
+    abort ();
+  for (size_t i = 0; i < n && r == 0; i++) {
+    zv_dirty_t *dr = drs[i];
+    uint64_t blkid = dr->dr_dbuf->db_blkid;
+    bool hole = dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz);
+    zv_dbuf_t *pdb;
+    zv_blkptr_t *slot, old;
+
+    ZV_VERIFY3U (dr->dr_txg, ==, txg);
+    r = dmu_parent_slot (ob, 0, blkid, &pdb, &slot);
+    if (r < 0)
+      break;
+    old = *slot;
+    dmu_parent_done (ob, pdb, blkid / F, NULL);
+    r = zv_zio_place_bp (ob->ob_spa, &old, &bps[i], hole, ob->ob_blksz, 0,
+                         ob->ob_type, 1, 1, txg);
+    if (r == 0 && !hole) {
+      w[nw].zw_bp = &bps[i];
+      w[nw].zw_buf = dr->dr_data;
+      nw++;
+    }
+  }
+  /* Reservations of txg are now real allocations. */
+  zv_alloc_unreserve (ob->ob_spa->spa_alloc,
+                      atomic_exchange (&ob->ob_reserved[txg & ZV_TXG_MASK], 0));
+  if (r == 0)
+    r = zv_zio_write_many (ob->ob_spa, w, nw);
+  /* Record the sealed pointers (checksums now set) in the parents. */
+  for (size_t i = 0; i < n && r == 0; i++) {
+    uint64_t blkid = drs[i]->dr_dbuf->db_blkid;
+    zv_dbuf_t *pdb;
+    zv_blkptr_t *slot;
+
+    r = dmu_parent_slot (ob, 0, blkid, &pdb, &slot);
+    if (r < 0)
+      break;
+    *slot = bps[i];
+    dmu_parent_done (ob, pdb, blkid / F, &sets[1]);
+  }
+  /* Indirect levels, bottom up. */
+  for (unsigned level = 1; level < ob->ob_nlevels && r == 0; level++)
+    r = dmu_sync_indirects (ob, level, &sets[level % 2],
+                            &sets[(level + 1) % 2], txg);
+
+  /* Retire the records: the synced content is what they held.  On error
+   * the pool is suspended; the records are retired all the same so the
+   * memory they pin is returned (nothing more will be written). */
+  for (size_t i = 0; i < n; i++) {
+    zv_dirty_t *dr = drs[i];
+    zv_dbuf_t *db = dr->dr_dbuf;
+    void *data = dr->dr_data;
+
+    if (data && zv_bp_is_hole (&bps[i]) && r == 0) {
+      zv_buf_free (data);
+      data = NULL;
+    }
+    pthread_mutex_lock (&db->db_mtx);
+    db->db_dirty[txg & ZV_TXG_MASK] = NULL;
+    zv_dbuf_set_data (ob->ob_cache, db, data);
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_dbuf_rele (ob->ob_cache, db);
+    free (dr);
+  }
+  for (unsigned s = 0; s < 2; s++) {
+    for (size_t i = 0; i < sets[s].is_n; i++)
+      zv_dbuf_rele (ob->ob_cache, sets[s].is_v[i].di_db);
+    free (sets[s].is_v);
+  }
+  free (bps);
+  free (drs);
+  free (w);
+  return r;
+}
+
+/* ---- walking an on-disk tree ---- */
+
+typedef struct dmu_walk {
+  zv_spa_t *dw_spa;
+  uint64_t dw_obj;
+  uint32_t dw_blksz;
+  bool dw_data;
+  zv_dmu_walk_fn dw_fn;
+  void *dw_arg;
+} dmu_walk_t;
+
+/* Visit bp (level, idx) and, for an indirect block, its children. */
+static int
+dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
+             uint64_t idx)
+{
+  char what[96];
+  uint32_t size = level ? ZV_INDIRECT_SIZE : w->dw_blksz;
+  void *data = NULL;
+  int r;
+
+  if (zv_bp_is_hole (bp))
+    return 0;
+  snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
+            w->dw_obj, level, idx);
+  if (bp->bp_level != level || bp->bp_psize != size) {
+    zv_error ("%s: pointer level %u size %" PRIu32 ", expected level %u "
+              "size %" PRIu32, what, bp->bp_level, bp->bp_psize, level, size);
+    return -EIO;
+  }
+  r = zv_zio_bp_check (w->dw_spa, bp, what);
+  if (r < 0)
+    return r;
+  if (level > 0 || w->dw_data) {
+    data = zv_buf_alloc (size);
+    r = zv_zio_read (w->dw_spa, bp, data, what);
+    if (r == 0 && level > 0)
+      r = zv_dmu_check_indirect (data, w->dw_obj, level, idx, what);
+    if (r < 0)
+      goto out;
+  }
+  r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data : NULL);
+  if (r != 0 || level == 0)
+    goto out;
+  const zv_blkptr_t *e = dmu_ind_entries (data);
+  for (uint64_t i = 0; i < F && r == 0; i++)
+    r = dmu_walk_bp (w, &e[i], level - 1, idx * F + i);
+ out:
+  zv_buf_free (data);
+  return r;
+}
+
+/* Walk a whole on-disk tree. */
+int
+zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
+             bool data, zv_dmu_walk_fn fn, void *arg)
+{
+  dmu_walk_t w = {
+    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
+    .dw_data = data, .dw_fn = fn, .dw_arg = arg,
+  };
+
+  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0);
+}

@@ -1,0 +1,80 @@
+/*
+ * dmu.h: objects (dnodes) whose blocks hang from a tree of indirect
+ * blocks, read and written through the buffer cache by direct handle
+ * ("by dnode": the caller holds the zv_object_t for its whole life, so no
+ * request looks anything up or takes a hold on the object).
+ */
+#ifndef ZV_DMU_H
+#define ZV_DMU_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <pthread.h>
+
+#include "format.h"
+#include "zio.h"
+#include "dbuf.h"
+
+typedef struct zv_object {
+  zv_spa_t *ob_spa;
+  zv_dbuf_cache_t *ob_cache;
+  uint64_t ob_id;
+  uint8_t ob_type;                /* ZV_BT_* of the data blocks */
+  uint8_t ob_nlevels;
+  uint32_t ob_blksz;
+  uint64_t ob_nblocks;
+  pthread_mutex_t ob_mtx;         /* guards ob_root */
+  zv_blkptr_t ob_root;
+  _Atomic (zv_dirty_t *) ob_dirty[ZV_TXG_SIZE];  /* L0 records per txg */
+  _Atomic uint64_t ob_reserved[ZV_TXG_SIZE];     /* bytes per txg */
+} zv_object_t;
+
+/* Levels needed to address nblocks blocks (1: the root is the block). */
+unsigned zv_dmu_nlevels (uint64_t nblocks);
+
+/* Set up a handle from its on-disk descriptor. */
+int zv_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
+                    uint64_t id, const zv_dnode_phys_t *dn);
+/* Drop its cached blocks (nothing may be dirty). */
+void zv_object_close (zv_object_t *ob);
+/* The on-disk descriptor as of the last sync. */
+void zv_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn);
+
+/* Open context.  Ranges are in bytes within the object. */
+int zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
+                          void *buf);
+/* Dirty the blocks in 'txg' (held by the caller); -ENOSPC when full. */
+int zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
+                           const void *buf, uint64_t txg);
+/* Free whole blocks [blkid, blkid + n) in 'txg': they become holes. */
+int zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
+                          uint64_t txg);
+/* Is the block a hole, as a read would see it now? */
+int zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole);
+
+/* Syncing context: write txg's dirty blocks and the indirects above them. */
+int zv_dmu_sync (zv_object_t *ob, uint64_t txg);
+
+/*
+ * Walk an on-disk tree (no cache): fn sees every non-hole pointer, parents
+ * before children; indirect blocks are read and verified.  With 'data'
+ * set, L0 blocks are read too and fn gets their content.  Returns 0, the
+ * first error, or fn's nonzero return.
+ */
+typedef int (*zv_dmu_walk_fn) (void *arg, const zv_blkptr_t *bp,
+                               unsigned level, uint64_t blkid,
+                               const void *data);
+int zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
+                 bool data, zv_dmu_walk_fn fn, void *arg);
+
+/* Check an indirect block's header read from disk. */
+int zv_dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
+                           uint64_t blkid, const char *what);
+
+/* Shape check of a dnode read from disk. */
+int zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type,
+                        const char *what);
+
+#endif /* ZV_DMU_H */

@@ -1,0 +1,263 @@
+/*
+ * flat.c: metadata objects with their whole pointer tree in memory.
+ *
+ * Theory.  The space maps (one bitmap object per device) and the deferred
+ * free lists are small, rewritten at every txg, and read only at import.
+ * Keeping every pointer of their trees in arrays (one per level) lets the
+ * sync rewrite just the blocks that changed without a cache or any read:
+ * a dirty data block is written (copy on write, or in place when it was
+ * already born in this txg), its slot in the level-1 array is updated and
+ * marked dirty, and so on up to the root, which is [nlevels-1][0].
+ *
+ * The pool's sync calls zv_flat_sync repeatedly in one txg (each pass's
+ * allocations change the bitmap it is writing); placement in place for
+ * blocks born in the txg is what makes those passes converge.
+ *
+ * Only the sync thread (or import, before it starts) touches these.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+#include <inttypes.h>
+
+#include "flat.h"
+#include "dmu.h"
+
+#define F ((uint64_t) ZV_INDIRECT_FANOUT)
+
+/* Set up an empty object able to hold nblocks data blocks. */
+void
+zv_flat_init (zv_flat_t *fl, zv_spa_t *spa, uint64_t obj, uint8_t type,
+              uint32_t blksz, uint64_t nblocks)
+{
+  uint64_t len = nblocks ? nblocks : 1;
+
+  memset (fl, 0, sizeof *fl);
+  fl->fl_spa = spa;
+  fl->fl_obj = obj;
+  fl->fl_type = type;
+  fl->fl_blksz = blksz;
+  fl->fl_nblocks = nblocks;
+  fl->fl_nlevels = zv_dmu_nlevels (nblocks);
+  ZV_VERIFY3U (fl->fl_nlevels, <=, ZV_MAX_LEVELS);
+  for (unsigned l = 0; l < fl->fl_nlevels; l++) {
+    fl->fl_len[l] = len;
+    fl->fl_bps[l] = calloc (len, sizeof (zv_blkptr_t));
+    fl->fl_dirty[l] = calloc (len, 1);
+    if (fl->fl_bps[l] == NULL || fl->fl_dirty[l] == NULL)
+      abort ();
+    len = (len + F - 1) / F;
+  }
+  ZV_VERIFY3U (fl->fl_len[fl->fl_nlevels - 1], ==, 1);
+}
+
+void
+zv_flat_fini (zv_flat_t *fl)
+{
+  for (unsigned l = 0; l < fl->fl_nlevels; l++) {
+    free (fl->fl_bps[l]);
+    free (fl->fl_dirty[l]);
+  }
+  memset (fl, 0, sizeof *fl);
+}
+
+typedef struct flat_load {
+  zv_flat_t *lo_fl;
+  zv_flat_data_fn lo_fn;
+  void *lo_arg;
+} flat_load_t;
+
+/* Walk callback: store each pointer, hand data blocks on. */
+static int
+flat_load_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
+              uint64_t blkid, const void *data)
+{
+  flat_load_t *lo = arg;
+  zv_flat_t *fl = lo->lo_fl;
+
+  if (blkid >= fl->fl_len[level]) {
+    zv_error ("object %" PRIu64 ": block %" PRIu64 " of level %u is past "
+              "its end", fl->fl_obj, blkid, level);
+    return -EIO;
+  }
+  if (level == 0 && bp->bp_type != fl->fl_type) {
+    zv_error ("object %" PRIu64 ": block %" PRIu64 " has type %u, "
+              "expected %u", fl->fl_obj, blkid, bp->bp_type, fl->fl_type);
+    return -EIO;
+  }
+  fl->fl_bps[level][blkid] = *bp;
+  if (level == 0 && lo->lo_fn)
+    return lo->lo_fn (lo->lo_arg, blkid, data);
+  return 0;
+}
+
+/* Load a tree from disk, checking its shape against ours. */
+int
+zv_flat_load (zv_flat_t *fl, const zv_dnode_phys_t *dn, zv_flat_data_fn fn,
+              void *arg)
+{
+  char what[64];
+  flat_load_t lo = { .lo_fl = fl, .lo_fn = fn, .lo_arg = arg };
+  int r;
+
+  snprintf (what, sizeof what, "object %" PRIu64, fl->fl_obj);
+  r = zv_dmu_check_dnode (dn, fl->fl_type, what);
+  if (r < 0)
+    return r;
+  if (dn->dn_datablksz != fl->fl_blksz || dn->dn_nlevels != fl->fl_nlevels
+      || dn->dn_nblocks != fl->fl_nblocks
+      || dn->dn_size > fl->fl_nblocks * (uint64_t) fl->fl_blksz) {
+    zv_error ("%s: shape does not match the pool (%u levels, %" PRIu64
+              " blocks of %" PRIu32 ")", what, dn->dn_nlevels,
+              dn->dn_nblocks, dn->dn_datablksz);
+    return -EIO;
+  }
+  fl->fl_size = dn->dn_size;
+  fl->fl_txg = dn->dn_txg;
+  return zv_dmu_walk (fl->fl_spa, fl->fl_obj, dn, true, flat_load_cb, &lo);
+}
+
+/* Mark a data block for rewriting. */
+void
+zv_flat_dirty (zv_flat_t *fl, uint64_t blkid)
+{
+  ZV_VERIFY3U (blkid, <, fl->fl_len[0]);
+  if (!fl->fl_dirty[0][blkid]) {
+    fl->fl_dirty[0][blkid] = 1;
+    fl->fl_ndirty++;
+  }
+}
+
+/* Build indirect block idx of level l from the level below. */
+static void
+flat_build_indirect (zv_flat_t *fl, unsigned l, uint64_t idx, uint64_t txg,
+                     void *buf, uint64_t *fill)
+{
+  zv_mblk_hdr_t *h = buf;
+  zv_blkptr_t *e = (zv_blkptr_t *) buf + 1;
+  uint64_t first = idx * F;
+  uint64_t n = ZV_MIN (F, fl->fl_len[l - 1] - first);
+
+  memset (buf, 0, ZV_INDIRECT_SIZE);
+  h->mh_magic = ZV_MBLK_MAGIC;
+  h->mh_version = ZV_FORMAT_VERSION;
+  h->mh_type = ZV_BT_INDIRECT;
+  h->mh_txg = txg;
+  h->mh_object = fl->fl_obj;
+  h->mh_level = l;
+  h->mh_blkid = idx;
+  *fill = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    e[i] = fl->fl_bps[l - 1][first + i];
+    if (!zv_bp_is_hole (&e[i]))
+      *fill += e[i].bp_fill;
+  }
+}
+
+/* Write the dirty blocks of one level; mark their parents dirty. */
+static int
+flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
+                 zv_flat_fill_fn fill, void *arg)
+{
+  uint32_t size = l ? ZV_INDIRECT_SIZE : fl->fl_blksz;
+  uint64_t ndirty = 0, nw = 0;
+  zv_zio_write_t *w;
+  void **bufs;
+  uint64_t *idxs;
+  int r = 0;
+
+  for (uint64_t i = 0; i < fl->fl_len[l]; i++)
+    ndirty += fl->fl_dirty[l][i];
+  if (ndirty == 0)
+    return 0;
+  w = calloc (ndirty, sizeof *w);
+  bufs = calloc (ndirty, sizeof *bufs);
+  idxs = calloc (ndirty, sizeof *idxs);
+  if (w == NULL || bufs == NULL || idxs == NULL)
+    abort ();
+  for (uint64_t i = 0, k = 0; i < fl->fl_len[l] && r == 0; i++) {
+    zv_blkptr_t *bp = &fl->fl_bps[l][i];
+    zv_blkptr_t old = *bp;
+    uint64_t bfill;
+    bool hole;
+
+    if (!fl->fl_dirty[l][i])
+      continue;
+    fl->fl_dirty[l][i] = 0;
+    bufs[k] = zv_buf_alloc (size);
+    if (l == 0) {
+      fill (arg, i, bufs[k]);
+      hole = zv_is_zero (bufs[k], size);
+      bfill = 1;
+    }
+    else {
+      flat_build_indirect (fl, l, i, txg, bufs[k], &bfill);
+      hole = bfill == 0;
+    }
+    r = zv_zio_place_bp (fl->fl_spa, &old, bp, hole, size, l,
+                         l ? ZV_BT_INDIRECT : fl->fl_type, bfill, 2, txg);
+    if (r == 0 && !hole) {
+      w[nw].zw_bp = bp;
+      w[nw].zw_buf = bufs[k];
+      nw++;
+    }
+    if (l + 1u < fl->fl_nlevels)
+      fl->fl_dirty[l + 1][i / F] = 1;
+    idxs[k++] = i;
+  }
+  if (r == 0)
+    r = zv_zio_write_many (fl->fl_spa, w, nw);
+  for (uint64_t k = 0; k < ndirty; k++)
+    zv_buf_free (bufs[k]);
+  free (w);
+  free (bufs);
+  free (idxs);
+  return r;
+}
+
+/* Write what changed, bottom up. */
+int
+zv_flat_sync (zv_flat_t *fl, uint64_t txg, zv_flat_fill_fn fill, void *arg)
+{
+  int r = 0;
+
+  if (fl->fl_ndirty == 0)
+    return 0;
+  fl->fl_ndirty = 0;
+  fl->fl_txg = txg;
+  /* A one-level object's root is its data block: nothing above. */
+  for (unsigned l = 0; l < fl->fl_nlevels && r == 0; l++)
+    r = flat_sync_level (fl, l, txg, fill, arg);
+  return r;
+}
+
+/* Free every block of the object. */
+void
+zv_flat_free_all (zv_flat_t *fl, uint64_t txg)
+{
+  for (unsigned l = 0; l < fl->fl_nlevels; l++) {
+    for (uint64_t i = 0; i < fl->fl_len[l]; i++) {
+      zv_zio_free_bp (fl->fl_spa, &fl->fl_bps[l][i], txg);
+      memset (&fl->fl_bps[l][i], 0, sizeof (zv_blkptr_t));
+      fl->fl_dirty[l][i] = 0;
+    }
+  }
+  fl->fl_ndirty = 0;
+  fl->fl_size = 0;
+}
+
+/* Descriptor for the objset. */
+void
+zv_flat_phys (const zv_flat_t *fl, zv_dnode_phys_t *dn)
+{
+  memset (dn, 0, sizeof *dn);
+  dn->dn_type = fl->fl_type;
+  dn->dn_nlevels = fl->fl_nlevels;
+  dn->dn_datablksz = fl->fl_blksz;
+  dn->dn_nblocks = fl->fl_nblocks;
+  dn->dn_size = fl->fl_size;
+  dn->dn_txg = fl->fl_txg;
+  dn->dn_root = fl->fl_bps[fl->fl_nlevels - 1][0];
+}

@@ -1,0 +1,215 @@
+/*
+ * format.h: the on-disk format, version 1.  docs/format.md describes it
+ * in prose; this header is the reference.
+ *
+ * Every field is fixed-width little-endian.  The structures below are laid
+ * out so that their in-memory image on a little-endian host is the disk
+ * image (static asserts check sizes and the byte order), and every parser
+ * still treats what it reads as hostile: magic, version, checksum and
+ * bounds are checked before a field is trusted.
+ *
+ * Device layout (every device of the pool):
+ *
+ *   0               256 KiB                         size-256K      size
+ *   | label 0       | data area (allocatable)        | label 1       |
+ *
+ * A label holds the pool configuration (one 4 KiB block at its start) and
+ * a ring of ZV_UB_COUNT uberblocks (4 KiB slots from 16 KiB on).  Txg T
+ * writes slot T % ZV_UB_COUNT of every label of every device: first all
+ * front labels, flush, then all back labels, flush; a torn write leaves
+ * the other copy and the older slots intact.
+ *
+ * Everything else is copy-on-write: the uberblock points at the objset
+ * block, which holds the object descriptors (dnodes): the volume, one
+ * space-map object per device (the allocation bitmap, in 16 KiB chunks)
+ * and the deferred-free lists of the last two txgs.  An object's blocks
+ * hang from a tree of indirect blocks; every pointer (zv_blkptr_t) carries
+ * its child's checksum (XXH3-128 seeded with the pool guid), birth txg and
+ * sizes.  Metadata (indirect and objset blocks) is written twice (ditto),
+ * on two devices when the pool has more than one.
+ */
+#ifndef ZV_FORMAT_H
+#define ZV_FORMAT_H
+
+#include <stdint.h>
+#include <assert.h>
+
+#include "zv_util.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "format v1 maps its little-endian structures directly; port the encoders first"
+#endif
+
+#define ZV_FORMAT_VERSION 1u
+
+#define ZV_LABEL_MAGIC    0x4c424c4c4f565a00ull /* "\0ZVOLLBL" */
+#define ZV_UB_MAGIC       0x00ba5eb10c5a0000ull /* base block */
+#define ZV_MBLK_MAGIC     0x4b4c424d4f565a00ull /* "\0ZVOMBLK" */
+
+/* Label geometry. */
+#define ZV_LABEL_SIZE     (256u * 1024)
+#define ZV_CONFIG_SIZE    4096u
+#define ZV_UB_RING_OFFSET (16u * 1024)
+#define ZV_UB_SIZE        4096u
+#define ZV_UB_COUNT       ((ZV_LABEL_SIZE - ZV_UB_RING_OFFSET) / ZV_UB_SIZE)
+#define ZV_NLABELS        2u
+
+/* Smallest device: two labels and 16 MiB of data area. */
+#define ZV_MIN_DEV_SIZE   (2ull * ZV_LABEL_SIZE + 16ull * 1024 * 1024)
+#define ZV_MAX_DEVS       16u
+#define ZV_NAME_MAX       64u
+
+/* Block types (bp_type, mh_type). */
+enum zv_blk_type {
+  ZV_BT_NONE = 0,
+  ZV_BT_VOLDATA = 1,     /* volume data (raw, no header) */
+  ZV_BT_INDIRECT = 2,    /* header + block pointers */
+  ZV_BT_OBJSET = 3,      /* header + dnodes */
+  ZV_BT_SPACEMAP = 4,    /* allocation bitmap chunk (raw) */
+  ZV_BT_DEFER = 5,       /* deferred-free entries (raw) */
+  ZV_BT_MAX
+};
+
+/*
+ * Block pointer, 64 bytes.  bp_dva[0] == 0 means a hole (offset 0 is
+ * label space, never allocatable).  A dva is (vdev << 56) | byte offset.
+ */
+typedef struct zv_blkptr {
+  uint64_t bp_dva[2];     /* copies; [1] == 0 when single */
+  uint32_t bp_psize;      /* bytes on disk, multiple of ZV_SECTOR */
+  uint32_t bp_lsize;      /* logical bytes */
+  uint64_t bp_birth;      /* txg written */
+  uint8_t bp_type;
+  uint8_t bp_level;
+  uint8_t bp_comp;        /* 0: none */
+  uint8_t bp_ncopies;
+  uint32_t bp_pad;
+  uint64_t bp_fill;       /* non-hole L0 blocks below (1 for an L0) */
+  zv_cksum_t bp_cksum;
+} zv_blkptr_t;
+static_assert (sizeof (zv_blkptr_t) == 64, "blkptr is 64 bytes");
+
+static inline int
+zv_bp_is_hole (const zv_blkptr_t *bp)
+{
+  return bp->bp_dva[0] == 0;
+}
+
+/* Header of every metadata block with structure (indirect, objset). */
+typedef struct zv_mblk_hdr {
+  uint64_t mh_magic;
+  uint32_t mh_version;
+  uint32_t mh_type;       /* enum zv_blk_type */
+  uint64_t mh_txg;
+  uint64_t mh_object;
+  uint64_t mh_blkid;
+  uint32_t mh_level;
+  uint32_t mh_pad;
+  uint64_t mh_reserved[2];
+} zv_mblk_hdr_t;
+static_assert (sizeof (zv_mblk_hdr_t) == 64, "mblk header is 64 bytes");
+
+/* Indirect blocks: 16 KiB, one header slot then 255 pointers. */
+#define ZV_INDIRECT_SIZE  16384u
+#define ZV_INDIRECT_FANOUT ((ZV_INDIRECT_SIZE / sizeof (zv_blkptr_t)) - 1)
+#define ZV_MAX_LEVELS     8u
+
+/* Object descriptor (dnode), 128 bytes. */
+typedef struct zv_dnode_phys {
+  uint8_t dn_type;        /* ZV_BT_* of its data blocks; 0 = unused */
+  uint8_t dn_nlevels;     /* 1: root is the only L0; n: n-1 indirect levels */
+  uint16_t dn_pad;
+  uint32_t dn_datablksz;
+  uint64_t dn_size;       /* logical bytes */
+  uint64_t dn_nblocks;    /* L0 blocks addressable (ceil(size/blksz)) */
+  uint64_t dn_txg;        /* txg the object describes (defer lists) */
+  zv_blkptr_t dn_root;
+  uint64_t dn_reserved[4];
+} zv_dnode_phys_t;
+static_assert (sizeof (zv_dnode_phys_t) == 128, "dnode is 128 bytes");
+
+/* Object numbers (mh_object, cache keys). */
+#define ZV_OBJ_VOLUME     1u
+#define ZV_OBJ_DEFER0     2u     /* defer slots 0 and 1 */
+#define ZV_OBJ_SPACEMAP0  16u    /* spacemap of device i: 16 + i */
+
+/* Objset block, 4 KiB. */
+typedef struct zv_objset_phys {
+  zv_mblk_hdr_t os_hdr;
+  uint64_t os_pool_guid;
+  uint64_t os_txg;
+  uint32_t os_ndevs;
+  uint32_t os_pad;
+  uint64_t os_reserved0[5];
+  zv_dnode_phys_t os_volume;
+  zv_dnode_phys_t os_defer[2];   /* slot txg % 2: frees of that txg */
+  zv_dnode_phys_t os_spacemap[ZV_MAX_DEVS];
+  zv_dnode_phys_t os_zil;        /* reserved for the intent log */
+} zv_objset_phys_t;
+#define ZV_OBJSET_SIZE 4096u
+static_assert (sizeof (zv_objset_phys_t) <= ZV_OBJSET_SIZE, "objset fits");
+
+/* Deferred-free entry, 16 bytes. */
+typedef struct zv_defer_ent {
+  uint64_t de_dva;
+  uint32_t de_size;
+  uint32_t de_pad;
+} zv_defer_ent_t;
+static_assert (sizeof (zv_defer_ent_t) == 16, "defer entry is 16 bytes");
+#define ZV_DEFER_BLKSZ 16384u
+
+/* Pool configuration, the first 4 KiB of each label. */
+typedef struct zv_config_phys {
+  uint64_t cf_magic;
+  uint32_t cf_version;
+  uint32_t cf_ndevs;
+  uint64_t cf_pool_guid;
+  uint64_t cf_dev_guid;
+  uint32_t cf_dev_index;
+  uint32_t cf_volblocksize;
+  uint64_t cf_dev_size;          /* bytes used of this device */
+  uint64_t cf_volsize;
+  uint64_t cf_create_time;       /* seconds since the epoch */
+  uint64_t cf_flags;
+  char cf_name[ZV_NAME_MAX];
+  uint64_t cf_dev_guids[ZV_MAX_DEVS];
+  uint64_t cf_dev_sizes[ZV_MAX_DEVS];
+  uint64_t cf_reserved[8];
+  zv_cksum_t cf_cksum;           /* over the struct, this field zeroed */
+} zv_config_phys_t;
+static_assert (sizeof (zv_config_phys_t) <= ZV_CONFIG_SIZE, "config fits");
+
+/* Uberblock, one ring slot. */
+typedef struct zv_uberblock_phys {
+  uint64_t ub_magic;
+  uint32_t ub_version;
+  uint32_t ub_pad;
+  uint64_t ub_txg;
+  uint64_t ub_timestamp;         /* ns since the epoch */
+  uint64_t ub_pool_guid;
+  uint64_t ub_reserved[3];
+  zv_blkptr_t ub_rootbp;         /* the objset block */
+  zv_cksum_t ub_cksum;           /* over the struct, this field zeroed */
+} zv_uberblock_phys_t;
+static_assert (sizeof (zv_uberblock_phys_t) <= ZV_UB_SIZE, "uberblock fits");
+
+/* Offset of label l (0 front, 1 back) on a device of 'size' bytes. */
+static inline uint64_t
+zv_label_offset (uint64_t size, unsigned l)
+{
+  return l == 0 ? 0 : ZV_P2ALIGN (size, ZV_SECTOR) - ZV_LABEL_SIZE;
+}
+
+/* Data area of a device of 'size' bytes. */
+static inline uint64_t
+zv_data_start (void)
+{
+  return ZV_LABEL_SIZE;
+}
+static inline uint64_t
+zv_data_end (uint64_t size)
+{
+  return ZV_P2ALIGN (size, ZV_SECTOR) - ZV_LABEL_SIZE;
+}
+
+#endif /* ZV_FORMAT_H */

@@ -1,0 +1,320 @@
+/*
+ * label.c: pool configuration and uberblock ring on every device.
+ *
+ * Theory.  A device carries two labels, one at the front and one at the
+ * back (format.h).  The configuration block is written once, at create,
+ * into both labels; it names the pool, this device and every other
+ * device of the pool, so import can tell a missing or foreign device.
+ *
+ * Uberblocks are the only data overwritten in place.  Txg T writes slot
+ * T % ZV_UB_COUNT; the pool's sync writes the front labels of every
+ * device, flushes, then the back labels, and flushes again, so at any
+ * moment at least one copy of the newest committed uberblock, or of the
+ * one before it, is intact.  Each block's checksum is seeded with its
+ * physical offset: a block copied to another place does not verify.
+ *
+ * Import reads every slot of both labels of every device and keeps those
+ * that verify (magic, version, checksum, pool guid); pool.c then tries
+ * them newest first until one's tree verifies (rewind).
+ *
+ * No locking: called from import, create and the sync thread only.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+
+#include "label.h"
+
+/* Seed for a label block: its physical offset, mixed with the magic. */
+static uint64_t
+label_seed (uint64_t offset)
+{
+  return offset ^ ZV_LABEL_MAGIC;
+}
+
+/* Compute and store the checksum of a configuration block. */
+void
+zv_label_seal_config (zv_config_phys_t *cf, uint64_t offset)
+{
+  memset (&cf->cf_cksum, 0, sizeof cf->cf_cksum);
+  zv_cksum_compute (cf, sizeof *cf, label_seed (offset), &cf->cf_cksum);
+}
+
+/* Check a configuration block's magic, version and checksum. */
+bool
+zv_label_verify_config (const zv_config_phys_t *cf, uint64_t offset)
+{
+  zv_config_phys_t copy = *cf;
+  zv_cksum_t want = cf->cf_cksum;
+
+  if (cf->cf_magic != ZV_LABEL_MAGIC || cf->cf_version != ZV_FORMAT_VERSION)
+    return false;
+  zv_label_seal_config (&copy, offset);
+  return zv_cksum_equal (&copy.cf_cksum, &want);
+}
+
+/* Compute and store the checksum of an uberblock. */
+void
+zv_label_seal_ub (zv_uberblock_phys_t *ub, uint64_t offset)
+{
+  memset (&ub->ub_cksum, 0, sizeof ub->ub_cksum);
+  zv_cksum_compute (ub, sizeof *ub, label_seed (offset), &ub->ub_cksum);
+}
+
+/* Check an uberblock's magic, version and checksum. */
+bool
+zv_label_verify_ub (const zv_uberblock_phys_t *ub, uint64_t offset)
+{
+  zv_uberblock_phys_t copy = *ub;
+  zv_cksum_t want = ub->ub_cksum;
+
+  if (ub->ub_magic != ZV_UB_MAGIC || ub->ub_version != ZV_FORMAT_VERSION)
+    return false;
+  zv_label_seal_ub (&copy, offset);
+  return zv_cksum_equal (&copy.ub_cksum, &want);
+}
+
+/* Write a sealed configuration and an empty ring into both labels. */
+int
+zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf)
+{
+  uint8_t *buf = zv_buf_alloc (ZV_LABEL_SIZE);
+  uint64_t size = zv_dev_size (dev);
+  zv_dev_io_t ios[ZV_NLABELS];
+  int r;
+
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    ios[l] = (zv_dev_io_t) {
+      .di_dev = dev, .di_op = ZV_DEV_WRITE,
+      .di_offset = zv_label_offset (size, l), .di_len = ZV_LABEL_SIZE,
+    };
+  }
+  /* Each copy has its own seal (the seed is its offset): two buffers. */
+  uint8_t *buf2 = zv_buf_alloc (ZV_LABEL_SIZE);
+  memcpy (buf, cf, sizeof *cf);
+  memcpy (buf2, cf, sizeof *cf);
+  zv_label_seal_config ((zv_config_phys_t *) buf, ios[0].di_offset);
+  zv_label_seal_config ((zv_config_phys_t *) buf2, ios[1].di_offset);
+  ios[0].di_buf = buf;
+  ios[1].di_buf = buf2;
+  r = zv_dev_io_batch (ios, ZV_NLABELS);
+  if (r == 0)
+    r = zv_dev_flush (dev);
+  zv_buf_free (buf);
+  zv_buf_free (buf2);
+  return r;
+}
+
+/* Bounds and sanity of a configuration that verified. */
+int
+zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
+{
+  uint32_t vbs = cf->cf_volblocksize;
+
+  if (cf->cf_ndevs == 0 || cf->cf_ndevs > ZV_MAX_DEVS) {
+    snprintf (err, errlen, "label names %u devices (1..%u allowed)",
+              cf->cf_ndevs, ZV_MAX_DEVS);
+    return -EINVAL;
+  }
+  if (cf->cf_dev_index >= cf->cf_ndevs) {
+    snprintf (err, errlen, "label device index %u out of range (%u devices)",
+              cf->cf_dev_index, cf->cf_ndevs);
+    return -EINVAL;
+  }
+  if (cf->cf_dev_guids[cf->cf_dev_index] != cf->cf_dev_guid) {
+    snprintf (err, errlen, "label device guid does not match its own table");
+    return -EINVAL;
+  }
+  if (vbs < 4096 || vbs > 128 * 1024 || (vbs & (vbs - 1)) != 0) {
+    snprintf (err, errlen, "label volblocksize %u is invalid", vbs);
+    return -EINVAL;
+  }
+  if (cf->cf_volsize == 0 || cf->cf_volsize % 512 != 0
+      || cf->cf_volsize > (1ull << 56)) {
+    snprintf (err, errlen, "label volume size %llu is invalid",
+              (unsigned long long) cf->cf_volsize);
+    return -EINVAL;
+  }
+  for (unsigned i = 0; i < cf->cf_ndevs; i++) {
+    if (cf->cf_dev_sizes[i] < ZV_MIN_DEV_SIZE
+        || cf->cf_dev_sizes[i] % ZV_SECTOR != 0
+        || cf->cf_dev_sizes[i] > (1ull << 56)) {
+      snprintf (err, errlen, "label size of device %u is invalid", i);
+      return -EINVAL;
+    }
+  }
+  if (memchr (cf->cf_name, '\0', sizeof cf->cf_name) == NULL) {
+    snprintf (err, errlen, "label pool name is not terminated");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* Read both configuration copies; return the first that verifies. */
+int
+zv_label_read_config (zv_dev_t *dev, zv_config_phys_t *cf, unsigned *nvalid,
+                      char *err, size_t errlen)
+{
+  uint64_t size = zv_dev_size (dev);
+  bool magic_seen = false;
+  unsigned valid = 0;
+  int ioerr = 0;
+  uint8_t *buf = zv_buf_alloc (ZV_CONFIG_SIZE);
+
+  if (size < ZV_MIN_DEV_SIZE) {
+    zv_buf_free (buf);
+    snprintf (err, errlen, "%s: too small to hold a pool (%llu bytes)",
+              zv_dev_path (dev), (unsigned long long) size);
+    return -ENOENT;
+  }
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t off = zv_label_offset (size, l);
+    const zv_config_phys_t *c = (const zv_config_phys_t *) buf;
+    int r = zv_dev_read (dev, buf, off, ZV_CONFIG_SIZE);
+
+    if (r < 0) {
+      ioerr = r;
+      continue;
+    }
+    if (c->cf_magic == ZV_LABEL_MAGIC)
+      magic_seen = true;
+    if (!zv_label_verify_config (c, off)) {
+      if (c->cf_magic == ZV_LABEL_MAGIC)
+        zv_info ("%s: label %u does not verify; using the other copy",
+                 zv_dev_path (dev), l);
+      continue;
+    }
+    if (valid == 0)
+      *cf = *c;
+    valid++;
+  }
+  zv_buf_free (buf);
+  if (nvalid)
+    *nvalid = valid;
+  if (valid > 0)
+    return zv_label_config_check (cf, err, errlen);
+  if (magic_seen || ioerr) {
+    snprintf (err, errlen, "%s: pool labels are damaged (no copy verifies)%s",
+              zv_dev_path (dev), ioerr ? " or unreadable" : "");
+    return -EIO;
+  }
+  snprintf (err, errlen, "%s: not a pool device (no label found)",
+            zv_dev_path (dev));
+  return -ENOENT;
+}
+
+/* Write the uberblock into slot txg % count of label l on every device. */
+int
+zv_label_write_ub (zv_dev_t **devs, unsigned ndevs, zv_uberblock_phys_t *ub,
+                   unsigned l)
+{
+  zv_dev_io_t ios[ZV_MAX_DEVS];
+  void *bufs[ZV_MAX_DEVS];
+  uint64_t slot = ub->ub_txg % ZV_UB_COUNT;
+  int r;
+
+  ZV_VERIFY3U (ndevs, <=, ZV_MAX_DEVS);
+  for (unsigned d = 0; d < ndevs; d++) {
+    uint64_t off = zv_label_offset (zv_dev_size (devs[d]), l)
+      + ZV_UB_RING_OFFSET + slot * ZV_UB_SIZE;
+    zv_uberblock_phys_t *copy;
+
+    bufs[d] = zv_buf_alloc (ZV_UB_SIZE);
+    copy = bufs[d];
+    *copy = *ub;
+    zv_label_seal_ub (copy, off);
+    ios[d] = (zv_dev_io_t) {
+      .di_dev = devs[d], .di_op = ZV_DEV_WRITE, .di_buf = bufs[d],
+      .di_offset = off, .di_len = ZV_UB_SIZE,
+    };
+  }
+  r = zv_dev_io_batch (ios, ndevs);
+  for (unsigned d = 0; d < ndevs; d++)
+    zv_buf_free (bufs[d]);
+  return r;
+}
+
+/* Newest first: txg, then timestamp. */
+static int
+label_cand_cmp (const void *a, const void *b)
+{
+  const zv_uberblock_phys_t *x = &((const zv_ub_cand_t *) a)->uc_ub;
+  const zv_uberblock_phys_t *y = &((const zv_ub_cand_t *) b)->uc_ub;
+
+  if (x->ub_txg != y->ub_txg)
+    return x->ub_txg > y->ub_txg ? -1 : 1;
+  if (x->ub_timestamp != y->ub_timestamp)
+    return x->ub_timestamp > y->ub_timestamp ? -1 : 1;
+  return 0;
+}
+
+/* Add a verified uberblock, merging an identical copy. */
+static unsigned
+label_cand_add (zv_ub_cand_t *cands, unsigned n, unsigned max,
+                const zv_uberblock_phys_t *ub)
+{
+  for (unsigned i = 0; i < n; i++) {
+    const zv_uberblock_phys_t *c = &cands[i].uc_ub;
+    if (c->ub_txg == ub->ub_txg && c->ub_timestamp == ub->ub_timestamp
+        && memcmp (&c->ub_rootbp, &ub->ub_rootbp, sizeof ub->ub_rootbp) == 0) {
+      cands[i].uc_copies++;
+      return n;
+    }
+  }
+  if (n < max) {
+    cands[n].uc_ub = *ub;
+    cands[n].uc_copies = 1;
+    n++;
+  }
+  else {
+    /* Keep the newest: replace the oldest if this one is newer. */
+    unsigned oldest = 0;
+    zv_ub_cand_t tmp = { .uc_ub = *ub, .uc_copies = 1 };
+    for (unsigned i = 1; i < n; i++)
+      if (label_cand_cmp (&cands[i], &cands[oldest]) > 0)
+        oldest = i;
+    if (label_cand_cmp (&tmp, &cands[oldest]) < 0)
+      cands[oldest] = tmp;
+  }
+  return n;
+}
+
+/* Gather every verifying uberblock of the pool, newest first. */
+int
+zv_label_collect_ubs (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
+                      zv_ub_cand_t *cands, unsigned max)
+{
+  const uint32_t ringlen = ZV_LABEL_SIZE - ZV_UB_RING_OFFSET;
+  uint8_t *ring = zv_buf_alloc (ringlen);
+  unsigned n = 0, readable = 0;
+
+  for (unsigned d = 0; d < ndevs; d++) {
+    for (unsigned l = 0; l < ZV_NLABELS; l++) {
+      uint64_t base = zv_label_offset (zv_dev_size (devs[d]), l)
+        + ZV_UB_RING_OFFSET;
+
+      if (zv_dev_read (devs[d], ring, base, ringlen) < 0)
+        continue;
+      readable++;
+      for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+        const zv_uberblock_phys_t *ub =
+          (const zv_uberblock_phys_t *) (ring + (size_t) s * ZV_UB_SIZE);
+        if (ub->ub_magic != ZV_UB_MAGIC)
+          continue;
+        if (!zv_label_verify_ub (ub, base + (uint64_t) s * ZV_UB_SIZE))
+          continue;
+        if (ub->ub_pool_guid != guid || ub->ub_txg % ZV_UB_COUNT != s
+            || ub->ub_txg == 0)
+          continue;
+        n = label_cand_add (cands, n, max, ub);
+      }
+    }
+  }
+  zv_buf_free (ring);
+  if (readable == 0)
+    return -EIO;
+  qsort (cands, n, sizeof *cands, label_cand_cmp);
+  return (int) n;
+}

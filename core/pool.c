@@ -1,0 +1,988 @@
+/*
+ * pool.c: create, import, sync and export a pool.
+ *
+ * Theory.  The pool is the root of everything on disk: the uberblock
+ * names the objset block, and the objset names every object (the volume,
+ * one space map per device, the deferred-free lists of the last two
+ * txgs).  The txg engine (txg.c) calls pool_sync_txg for txg T once every
+ * writer of T has let go, and the sync does, in order:
+ *
+ *   1. apply the frees deferred in T-2 (the space of blocks the uberblocks
+ *      of T-2 and older pointed at becomes free again), and free the
+ *      object that listed them;
+ *   2. write the volume's dirty blocks and indirect blocks (dmu.c);
+ *   3. choose where the new objset block goes;
+ *   4. converge: write the changed space-map chunks and T's deferred-free
+ *      list, then again, while writing them changed the bitmap or the list
+ *      (blocks already born in T are rewritten in place, so each pass
+ *      allocates less than the one before, and the loop ends);
+ *   5. write the objset block (two copies), flush every device;
+ *   6. write the uberblock into the front labels, flush, into the back
+ *      labels, flush.  Txg T is committed when one copy is on disk.
+ *
+ * A crash anywhere before 6 leaves the previous uberblock in charge, and
+ * nothing it points at has been overwritten: every block written in T went
+ * to space that was free at T-1, and blocks freed in T-1 or T-2 are not
+ * reused before T+1 / T.  A crash in 6 leaves one label set with T and the
+ * other with T-1; import takes the newest that verifies.
+ *
+ * Import reads every label of every device, checks that the devices form
+ * one complete pool, and tries the uberblocks newest first: the objset,
+ * the space maps and deferred lists, and every indirect block of the
+ * volume must read and verify, and every pointer must point at allocated
+ * space.  The first uberblock that passes wins (a rewind, when it is not
+ * the newest, is logged).
+ *
+ * Locking: pool_sync_txg runs only on the txg engine's thread (or inline
+ * in a waiter, serialized by the engine); import and create run before
+ * any thread starts.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+#include <inttypes.h>
+#include <unistd.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "pool.h"
+#include "label.h"
+
+/* Sync passes after which the space maps must have converged. */
+static unsigned zv_pool_max_passes = 64;
+
+/* Deferred-free list capacity, in 16 KiB blocks (F^2: 66M extents). */
+#define ZV_DEFER_NBLOCKS ((uint64_t) ZV_INDIRECT_FANOUT * ZV_INDIRECT_FANOUT)
+#define ZV_DEFER_PER_BLK (ZV_DEFER_BLKSZ / sizeof (zv_defer_ent_t))
+
+/* Default buffer cache: an eighth of memory, at most 1 GiB. */
+static uint64_t
+pool_default_cache (void)
+{
+  long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
+  uint64_t mem = pages > 0 && psz > 0 ? (uint64_t) pages * psz : 1ull << 32;
+
+  return ZV_MIN (mem / 8, 1ull << 30);
+}
+
+/* Defaults for a pool configuration. */
+void
+zvol_pool_config_init (zvol_pool_config_t *pc)
+{
+  memset (pc, 0, sizeof *pc);
+  pc->pc_volblocksize = ZVOL_DEFAULT_VOLBLOCKSIZE;
+  pc->pc_name = "zvol";
+  zv_txg_tunables_default (&pc->pc_txg);
+}
+
+/* A random, nonzero 64-bit id. */
+static uint64_t
+pool_random_guid (void)
+{
+  uint64_t g = 0;
+
+  while (g == 0)
+    if (getrandom (&g, sizeof g, 0) != sizeof g)
+      g = (uint64_t) time (NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t) getpid ();
+  return g;
+}
+
+/* Number of volume blocks. */
+static uint64_t
+pool_vol_nblocks (uint64_t volsize, uint32_t vbs)
+{
+  return (volsize + vbs - 1) / vbs;
+}
+
+/* ---- the sync ---- */
+
+/* Space-map fill: the allocator's bitmap chunk. */
+static void
+pool_chunk_fill (void *arg, uint64_t blkid, void *buf)
+{
+  void **a = arg;
+  zv_alloc_t *alloc = a[0];
+  unsigned dev = (unsigned) (uintptr_t) a[1];
+
+  zv_alloc_chunk_save (alloc, dev, blkid, buf);
+}
+
+/* Collect one of this txg's deferred frees into the scratch list. */
+static void
+pool_defer_collect (void *arg, uint64_t dva, uint32_t size)
+{
+  zvol_pool_t *p = arg;
+
+  if (p->p_defer_n == p->p_defer_cap) {
+    p->p_defer_cap = p->p_defer_cap ? p->p_defer_cap * 2 : 1024;
+    p->p_defer_ents = realloc (p->p_defer_ents,
+                               p->p_defer_cap * sizeof *p->p_defer_ents);
+    if (p->p_defer_ents == NULL)
+      abort ();
+  }
+  p->p_defer_ents[p->p_defer_n++] = (zv_defer_ent_t) {
+    .de_dva = dva, .de_size = size,
+  };
+}
+
+/* Deferred-list fill: entries of block blkid. */
+static void
+pool_defer_fill (void *arg, uint64_t blkid, void *buf)
+{
+  zvol_pool_t *p = arg;
+  size_t first = blkid * ZV_DEFER_PER_BLK;
+
+  if (first < p->p_defer_n)
+    memcpy (buf, &p->p_defer_ents[first],
+            ZV_MIN (ZV_DEFER_PER_BLK, p->p_defer_n - first)
+            * sizeof (zv_defer_ent_t));
+}
+
+/*
+ * Write T's deferred-free list if it changed since the last pass: only
+ * the blocks from the first that changed (the list only grows in a txg,
+ * but it is collected afresh, so compare).  Returns 1 if it wrote.
+ */
+static int
+pool_sync_defer (zvol_pool_t *p, zv_flat_t *df, uint64_t txg, size_t *lastn)
+{
+  size_t n;
+
+  p->p_defer_n = 0;
+  zv_alloc_defer_foreach (p->p_spa.spa_alloc, txg, pool_defer_collect, p);
+  n = p->p_defer_n;
+  if (n == *lastn)
+    return 0;
+  if (n > ZV_DEFER_NBLOCKS * ZV_DEFER_PER_BLK) {
+    zv_error ("txg %" PRIu64 " frees %zu extents, more than one txg can "
+              "record", txg, n);
+    return -ENOSPC;
+  }
+  /* Entries are collected in order; earlier blocks may still differ if
+   * the allocator reorders, so rewrite every block in use. */
+  for (uint64_t b = 0; b * ZV_DEFER_PER_BLK < ZV_MAX (n, *lastn == SIZE_MAX
+                                                        ? 0 : *lastn); b++)
+    zv_flat_dirty (df, b);
+  df->fl_size = n * sizeof (zv_defer_ent_t);
+  *lastn = n;
+  return 1;
+}
+
+/* Steps 4-6 of the theory comment: converge, objset, uberblock. */
+static int
+pool_sync_meta (zvol_pool_t *p, uint64_t txg)
+{
+  zv_spa_t *spa = &p->p_spa;
+  zv_alloc_t *alloc = spa->spa_alloc;
+  zv_flat_t *df = &p->p_defer[txg % 2];
+  zv_blkptr_t osbp, old = p->p_objset_bp;
+  size_t lastn = SIZE_MAX;
+  unsigned pass;
+  int r;
+
+  /* The objset's place first, so the bitmap converges with it in. */
+  r = zv_zio_place_bp (spa, &old, &osbp, false, ZV_OBJSET_SIZE, 0,
+                       ZV_BT_OBJSET, 1, 2, txg);
+  if (r < 0)
+    return r;
+
+  for (pass = 1;; pass++) {
+    bool work = false;
+
+    for (unsigned d = 0; d < spa->spa_ndevs; d++)
+      for (size_t c = 0; c < zv_alloc_nchunks (alloc, d); c++)
+        if (zv_alloc_chunk_dirty (alloc, d, c)) {
+          zv_flat_dirty (&p->p_spacemap[d], c);
+          work = true;
+        }
+    r = pool_sync_defer (p, df, txg, &lastn);
+    if (r < 0)
+      return r;
+    if (r > 0)
+      work = true;
+    if (!work)
+      break;
+    if (pass > zv_pool_max_passes) {
+      zv_error ("txg %" PRIu64 ": space maps did not converge after %u "
+                "passes", txg, pass);
+      return -EIO;
+    }
+    for (unsigned d = 0; d < spa->spa_ndevs && r == 0; d++) {
+      void *arg[2] = { alloc, (void *) (uintptr_t) d };
+      r = zv_flat_sync (&p->p_spacemap[d], txg, pool_chunk_fill, arg);
+    }
+    if (r == 0)
+      r = zv_flat_sync (df, txg, pool_defer_fill, p);
+    if (r < 0)
+      return r;
+  }
+  p->p_sync_passes = pass;
+
+  /* The objset block. */
+  zv_objset_phys_t *os = zv_buf_alloc (ZV_OBJSET_SIZE);
+  os->os_hdr.mh_magic = ZV_MBLK_MAGIC;
+  os->os_hdr.mh_version = ZV_FORMAT_VERSION;
+  os->os_hdr.mh_type = ZV_BT_OBJSET;
+  os->os_hdr.mh_txg = txg;
+  os->os_pool_guid = spa->spa_guid;
+  os->os_txg = txg;
+  os->os_ndevs = spa->spa_ndevs;
+  zv_object_phys (&p->p_vol, &os->os_volume);
+  os->os_volume.dn_size = p->p_volsize;
+  for (unsigned i = 0; i < 2; i++)
+    zv_flat_phys (&p->p_defer[i], &os->os_defer[i]);
+  for (unsigned d = 0; d < spa->spa_ndevs; d++)
+    zv_flat_phys (&p->p_spacemap[d], &os->os_spacemap[d]);
+  zv_zio_write_t w = { .zw_bp = &osbp, .zw_buf = os };
+  r = zv_zio_write_many (spa, &w, 1);
+  zv_buf_free (os);
+  if (r == 0)
+    r = zv_zio_flush_all (spa);
+  if (r < 0)
+    return r;
+
+  /* The uberblock: front labels, flush, back labels, flush. */
+  zv_uberblock_phys_t ub;
+  struct timespec now;
+  memset (&ub, 0, sizeof ub);
+  clock_gettime (CLOCK_REALTIME, &now);
+  ub.ub_magic = ZV_UB_MAGIC;
+  ub.ub_version = ZV_FORMAT_VERSION;
+  ub.ub_txg = txg;
+  ub.ub_timestamp = (uint64_t) now.tv_sec * 1000000000ull + now.tv_nsec;
+  ub.ub_pool_guid = spa->spa_guid;
+  ub.ub_rootbp = osbp;
+  for (unsigned l = 0; l < ZV_NLABELS && r == 0; l++) {
+    r = zv_label_write_ub (spa->spa_devs, spa->spa_ndevs, &ub, l);
+    if (r == 0)
+      r = zv_zio_flush_all (spa);
+  }
+  if (r < 0) {
+    zv_error ("txg %" PRIu64 ": writing the uberblock failed", txg);
+    return r;
+  }
+  p->p_objset_bp = osbp;
+  p->p_synced_txg = txg;
+  return 0;
+}
+
+/* Write txg to disk (the txg engine's callback). */
+static int
+pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
+{
+  zvol_pool_t *p = arg;
+  zv_spa_t *spa = &p->p_spa;
+  zv_dev_stats_t before[ZV_MAX_DEVS], after;
+  int r;
+
+  ZV_VERIFY3U (txg, >, p->p_synced_txg);
+  for (unsigned d = 0; d < spa->spa_ndevs; d++)
+    zv_dev_get_stats (spa->spa_devs[d], &before[d]);
+
+  zv_alloc_sync_begin (spa->spa_alloc, txg);
+  /* The list in this slot was T-2's, just applied: its blocks go. */
+  zv_flat_free_all (&p->p_defer[txg % 2], txg);
+  r = zv_dmu_sync (&p->p_vol, txg);
+  if (r == 0)
+    r = pool_sync_meta (p, txg);
+  if (r < 0)
+    zv_error ("pool %s: txg %" PRIu64 " failed to sync (%s); the pool is "
+              "suspended and every later write fails", p->p_name, txg,
+              strerror (-r));
+
+  memset (st, 0, sizeof *st);
+  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+    zv_dev_get_stats (spa->spa_devs[d], &after);
+    st->ss_reads += after.ds_reads - before[d].ds_reads;
+    st->ss_writes += after.ds_writes - before[d].ds_writes;
+    st->ss_nread += after.ds_nread - before[d].ds_nread;
+    st->ss_nwritten += after.ds_nwritten - before[d].ds_nwritten;
+  }
+  return r;
+}
+
+/* ---- opening ---- */
+
+/* Release everything a failed or finished open holds. */
+static void
+pool_free (zvol_pool_t *p)
+{
+  if (p == NULL)
+    return;
+  if (p->p_txg)
+    zv_txg_destroy (p->p_txg);
+  if (p->p_vol.ob_spa)
+    zv_object_close (&p->p_vol);
+  for (unsigned d = 0; d < ZV_MAX_DEVS; d++)
+    if (p->p_spacemap[d].fl_spa)
+      zv_flat_fini (&p->p_spacemap[d]);
+  for (unsigned i = 0; i < 2; i++)
+    if (p->p_defer[i].fl_spa)
+      zv_flat_fini (&p->p_defer[i]);
+  if (p->p_cache)
+    zv_dbuf_cache_destroy (p->p_cache);
+  if (p->p_spa.spa_alloc)
+    zv_alloc_destroy (p->p_spa.spa_alloc);
+  for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
+    if (p->p_spa.spa_devs[d])
+      zv_dev_close (p->p_spa.spa_devs[d]);
+  free (p->p_defer_ents);
+  free (p);
+}
+
+/* Open and lock every device named in the configuration. */
+static int
+pool_open_devs (const zvol_pool_config_t *pc, zv_dev_t **devs)
+{
+  char err[512];
+
+  if (pc->pc_ndevices == 0 || pc->pc_ndevices > ZV_MAX_DEVS) {
+    zv_error ("a pool needs 1 to %u devices (%u given)", ZV_MAX_DEVS,
+              pc->pc_ndevices);
+    return -EINVAL;
+  }
+  for (unsigned i = 0; i < pc->pc_ndevices; i++) {
+    for (unsigned j = 0; j < i; j++)
+      if (strcmp (pc->pc_devices[i], pc->pc_devices[j]) == 0) {
+        zv_error ("%s: device given twice", pc->pc_devices[i]);
+        goto fail_inval;
+      }
+    int r = zv_dev_open (pc->pc_devices[i], &devs[i], err, sizeof err);
+    if (r < 0) {
+      zv_error ("%s", err);
+      for (unsigned j = 0; j < i; j++)
+        zv_dev_close (devs[j]);
+      return r;
+    }
+  }
+  return 0;
+ fail_inval:
+  return -EINVAL;
+}
+
+/* Geometry shared by create and import. */
+static int
+pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
+{
+  zv_spa_t *spa = &p->p_spa;
+  uint64_t start[ZV_MAX_DEVS], end[ZV_MAX_DEVS];
+
+  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+    start[d] = zv_data_start ();
+    end[d] = spa->spa_data_end[d];
+  }
+  spa->spa_alloc = zv_alloc_create (spa->spa_ndevs, start, end);
+  if (spa->spa_alloc == NULL)
+    return -ENOMEM;
+  p->p_cache = zv_dbuf_cache_create (pc->pc_cache_size ? pc->pc_cache_size
+                                     : pool_default_cache ());
+  for (unsigned d = 0; d < spa->spa_ndevs; d++)
+    zv_flat_init (&p->p_spacemap[d], spa, ZV_OBJ_SPACEMAP0 + d,
+                  ZV_BT_SPACEMAP, ZV_ALLOC_CHUNK,
+                  zv_alloc_nchunks (spa->spa_alloc, d));
+  for (unsigned i = 0; i < 2; i++)
+    zv_flat_init (&p->p_defer[i], spa, ZV_OBJ_DEFER0 + i, ZV_BT_DEFER,
+                  ZV_DEFER_BLKSZ, ZV_DEFER_NBLOCKS);
+  return 0;
+}
+
+/* The volume's descriptor for a new pool. */
+static void
+pool_new_volume (zvol_pool_t *p, zv_dnode_phys_t *dn)
+{
+  uint64_t nb = pool_vol_nblocks (p->p_volsize, p->p_volblocksize);
+
+  memset (dn, 0, sizeof *dn);
+  dn->dn_type = ZV_BT_VOLDATA;
+  dn->dn_datablksz = p->p_volblocksize;
+  dn->dn_nblocks = nb;
+  dn->dn_nlevels = zv_dmu_nlevels (nb);
+  dn->dn_size = p->p_volsize;
+}
+
+/* Finish opening: the txg engine and the volume handle. */
+static int
+pool_finish (zvol_pool_t *p, const zvol_pool_config_t *pc)
+{
+  p->p_txg = zv_txg_create (&pc->pc_txg, p->p_synced_txg + 1,
+                            pool_sync_txg, p);
+  if (p->p_txg == NULL)
+    return -ENOMEM;
+  p->p_zvol = (struct zvol) {
+    .zv_pool = p, .zv_obj = &p->p_vol, .zv_txg = p->p_txg,
+    .zv_volsize = p->p_volsize, .zv_blksz = p->p_volblocksize,
+    .zv_readonly = p->p_readonly,
+  };
+  return 0;
+}
+
+/* Create a new pool: every check first, then the labels, then txg 1. */
+static int
+pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
+{
+  zv_spa_t *spa = &p->p_spa;
+  uint32_t vbs = pc->pc_volblocksize;
+  uint64_t capacity = 0;
+  zv_config_phys_t cf;
+  char err[512];
+  int r;
+
+  if (vbs < ZVOL_MIN_VOLBLOCKSIZE || vbs > ZVOL_MAX_VOLBLOCKSIZE
+      || (vbs & (vbs - 1)) != 0) {
+    zv_error ("volblocksize %" PRIu32 " is invalid: a power of two from "
+              "4K to 128K", vbs);
+    return -EINVAL;
+  }
+  if (pc->pc_volsize == 0 || pc->pc_volsize % 512 != 0
+      || pc->pc_volsize > (1ull << 50)) {
+    zv_error ("volume size %" PRIu64 " is invalid: a nonzero multiple of "
+              "512 bytes, at most 1 PiB", pc->pc_volsize);
+    return -EINVAL;
+  }
+  if (pc->pc_name == NULL || pc->pc_name[0] == '\0'
+      || strlen (pc->pc_name) >= ZV_NAME_MAX) {
+    zv_error ("pool name must be 1 to %u characters", ZV_NAME_MAX - 1);
+    return -EINVAL;
+  }
+  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+    zv_dev_t *dev = spa->spa_devs[d];
+    uint64_t size = ZV_P2ALIGN (zv_dev_size (dev), ZV_SECTOR);
+
+    if (size < ZV_MIN_DEV_SIZE) {
+      zv_error ("%s: device too small (%" PRIu64 " bytes; at least %llu)",
+                zv_dev_path (dev), size, (unsigned long long) ZV_MIN_DEV_SIZE);
+      return -EINVAL;
+    }
+    r = zv_label_read_config (dev, &cf, NULL, err, sizeof err);
+    if (r == 0 || r == -EIO) {
+      if (r == 0)
+        zv_error ("%s: already a device of pool '%s' (guid %016" PRIx64
+                  "); refusing to overwrite it (import it without "
+                  "create=true, or wipe it first)", zv_dev_path (dev),
+                  cf.cf_name, cf.cf_pool_guid);
+      else
+        zv_error ("%s: holds damaged pool labels; refusing to overwrite "
+                  "(wipe the device first if it really is unused)",
+                  zv_dev_path (dev));
+      return -EEXIST;
+    }
+    spa->spa_data_end[d] = zv_data_end (size);
+    capacity += spa->spa_data_end[d] - zv_data_start ();
+  }
+  {
+    /* Usable: capacity less the allocator's slop and room for metadata. */
+    uint64_t slop = ZV_MAX (capacity / 32, 4ull << 20);
+    uint64_t meta = capacity / 64 + (8ull << 20);
+    uint64_t usable = capacity > slop + meta ? capacity - slop - meta : 0;
+    if (!pc->pc_sparse && pc->pc_volsize > usable) {
+      zv_error ("devices too small for a %" PRIu64 "-byte volume: %" PRIu64
+                " bytes usable of %" PRIu64 " (grow the devices, shrink "
+                "size=, or pass sparse=true for a thin volume)",
+                pc->pc_volsize, usable, capacity);
+      return -EINVAL;
+    }
+  }
+
+  /* Every check passed: from here on we write. */
+  memset (&cf, 0, sizeof cf);
+  cf.cf_magic = ZV_LABEL_MAGIC;
+  cf.cf_version = ZV_FORMAT_VERSION;
+  cf.cf_ndevs = spa->spa_ndevs;
+  cf.cf_pool_guid = pool_random_guid ();
+  cf.cf_volblocksize = vbs;
+  cf.cf_volsize = pc->pc_volsize;
+  cf.cf_create_time = (uint64_t) time (NULL);
+  snprintf (cf.cf_name, sizeof cf.cf_name, "%s", pc->pc_name);
+  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+    cf.cf_dev_guids[d] = pool_random_guid ();
+    cf.cf_dev_sizes[d] = ZV_P2ALIGN (zv_dev_size (spa->spa_devs[d]),
+                                     ZV_SECTOR);
+  }
+  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+    cf.cf_dev_index = d;
+    cf.cf_dev_guid = cf.cf_dev_guids[d];
+    cf.cf_dev_size = cf.cf_dev_sizes[d];
+    r = zv_label_init (spa->spa_devs[d], &cf);
+    if (r < 0) {
+      zv_error ("%s: writing the labels failed: %s",
+                zv_dev_path (spa->spa_devs[d]), strerror (-r));
+      return r;
+    }
+  }
+  spa->spa_guid = cf.cf_pool_guid;
+  snprintf (p->p_name, sizeof p->p_name, "%s", cf.cf_name);
+  p->p_volsize = pc->pc_volsize;
+  p->p_volblocksize = vbs;
+
+  r = pool_setup (p, pc);
+  if (r < 0)
+    return r;
+  zv_dnode_phys_t dn;
+  pool_new_volume (p, &dn);
+  zv_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
+  zv_alloc_dirty_all (spa->spa_alloc);
+  zv_txg_sync_stats_t st;
+  r = pool_sync_txg (p, 1, &st);
+  if (r < 0)
+    return r;
+  zv_info ("created pool '%s' (guid %016" PRIx64 "): %u device(s), "
+           "%" PRIu64 "-byte volume, volblocksize %" PRIu32, p->p_name,
+           spa->spa_guid, spa->spa_ndevs, p->p_volsize, vbs);
+  return 0;
+}
+
+/* Import: the devices must make one whole pool. */
+static int
+pool_check_members (zvol_pool_t *p, zv_dev_t **given, unsigned ngiven,
+                    zv_config_phys_t *ref)
+{
+  zv_spa_t *spa = &p->p_spa;
+  zv_config_phys_t cf[ZV_MAX_DEVS];
+  char err[512];
+  int r;
+
+  for (unsigned i = 0; i < ngiven; i++) {
+    r = zv_label_read_config (given[i], &cf[i], NULL, err, sizeof err);
+    if (r < 0) {
+      zv_error ("%s%s", err, r == -ENOENT
+                ? " (to make a new pool, pass create=true and size=)" : "");
+      return r == -ENOENT ? -EINVAL : r;
+    }
+  }
+  *ref = cf[0];
+  for (unsigned i = 1; i < ngiven; i++) {
+    if (cf[i].cf_pool_guid != ref->cf_pool_guid) {
+      zv_error ("%s belongs to pool '%s' (guid %016" PRIx64 "), not to "
+                "pool '%s' (guid %016" PRIx64 ") of %s",
+                zv_dev_path (given[i]), cf[i].cf_name, cf[i].cf_pool_guid,
+                ref->cf_name, ref->cf_pool_guid, zv_dev_path (given[0]));
+      return -EINVAL;
+    }
+  }
+  if (ngiven != ref->cf_ndevs) {
+    zv_error ("pool '%s' has %u device(s) but %u given: pass every device "
+              "of the pool", ref->cf_name, ref->cf_ndevs, ngiven);
+    return -EINVAL;
+  }
+  spa->spa_ndevs = ref->cf_ndevs;
+  for (unsigned i = 0; i < ngiven; i++) {
+    unsigned idx = cf[i].cf_dev_index;
+    if (cf[i].cf_dev_guid != ref->cf_dev_guids[idx]
+        || spa->spa_devs[idx] != NULL) {
+      zv_error ("%s: device %u of pool '%s' does not match the pool's "
+                "device table (given twice, or from an older pool)",
+                zv_dev_path (given[i]), idx, ref->cf_name);
+      return -EINVAL;
+    }
+    if (zv_dev_size (given[i]) < ref->cf_dev_sizes[idx]) {
+      zv_error ("%s: device shrank (%" PRIu64 " bytes, pool needs %" PRIu64
+                ")", zv_dev_path (given[i]), zv_dev_size (given[i]),
+                ref->cf_dev_sizes[idx]);
+      return -EINVAL;
+    }
+    spa->spa_devs[idx] = given[i];
+    spa->spa_data_end[idx] = zv_data_end (ref->cf_dev_sizes[idx]);
+  }
+  return 0;
+}
+
+/* Claim-check walker state for the volume tree. */
+typedef struct pool_verify {
+  zvol_pool_t *pv_pool;
+  const zvol_pool_config_t *pv_pc;
+  uint64_t pv_done, pv_total;
+} pool_verify_t;
+
+/* Every pointer of the volume tree must point at allocated space. */
+static int
+pool_verify_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
+                uint64_t blkid, const void *data)
+{
+  pool_verify_t *pv = arg;
+  zv_alloc_t *a = pv->pv_pool->p_spa.spa_alloc;
+
+  for (unsigned c = 0; c < bp->bp_ncopies; c++)
+    if (!zv_alloc_is_allocated (a, bp->bp_dva[c], bp->bp_psize)) {
+      zv_error ("volume block (level %u, %" PRIu64 ") points at free "
+                "space", level, blkid);
+      return -EIO;
+    }
+  if (level == 1 || (level == 0 && blkid % 4096 == 0)) {
+    pv->pv_done = ZV_MIN (pv->pv_total, level == 1
+                          ? (blkid + 1) * ZV_INDIRECT_FANOUT : blkid + 1);
+    if (pv->pv_pc->pc_progress && (level != 1 || blkid % 64 == 0))
+      pv->pv_pc->pc_progress (pv->pv_pc->pc_progress_arg, "verify",
+                              pv->pv_done, pv->pv_total);
+  }
+  return 0;
+}
+
+/* Space-map load: a chunk into the allocator. */
+static int
+pool_chunk_load (void *arg, uint64_t blkid, const void *data)
+{
+  void **a = arg;
+  return zv_alloc_chunk_load (a[0], (unsigned) (uintptr_t) a[1], blkid,
+                              data);
+}
+
+/* Deferred-list load: re-queue the extents. */
+typedef struct pool_defer_load {
+  zvol_pool_t *dl_pool;
+  uint64_t dl_txg;
+  uint64_t dl_count;     /* entries still expected */
+} pool_defer_load_t;
+
+static int
+pool_defer_load_cb (void *arg, uint64_t blkid, const void *data)
+{
+  pool_defer_load_t *dl = arg;
+  const zv_defer_ent_t *e = data;
+  uint64_t first = blkid * ZV_DEFER_PER_BLK;
+  zv_alloc_t *a = dl->dl_pool->p_spa.spa_alloc;
+
+  for (uint64_t i = 0; i < ZV_DEFER_PER_BLK && first + i < dl->dl_count; i++) {
+    if (e[i].de_size == 0 || e[i].de_size % ZV_SECTOR != 0
+        || !zv_alloc_is_allocated (a, e[i].de_dva, e[i].de_size)) {
+      zv_error ("deferred-free list of txg %" PRIu64 ": entry %" PRIu64
+                " is not an allocated extent", dl->dl_txg, first + i);
+      return -EIO;
+    }
+    zv_alloc_defer_load (a, dl->dl_txg, e[i].de_dva, e[i].de_size);
+  }
+  return 0;
+}
+
+/* Load everything uberblock 'ub' names, verifying as we go. */
+static int
+pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
+              const zv_uberblock_phys_t *ub)
+{
+  zv_spa_t *spa = &p->p_spa;
+  const zv_blkptr_t *bp = &ub->ub_rootbp;
+  zv_objset_phys_t *os = NULL;
+  uint64_t txg = ub->ub_txg;
+  char what[64];
+  int r;
+
+  snprintf (what, sizeof what, "objset of txg %" PRIu64, txg);
+  if (zv_bp_is_hole (bp) || bp->bp_type != ZV_BT_OBJSET
+      || bp->bp_psize != ZV_OBJSET_SIZE) {
+    zv_error ("%s: invalid root pointer", what);
+    return -EIO;
+  }
+  os = zv_buf_alloc (ZV_OBJSET_SIZE);
+  r = zv_zio_read (spa, bp, os, what);
+  if (r < 0)
+    goto out;
+  if (os->os_hdr.mh_magic != ZV_MBLK_MAGIC
+      || os->os_hdr.mh_version != ZV_FORMAT_VERSION
+      || os->os_hdr.mh_type != ZV_BT_OBJSET || os->os_txg != txg
+      || os->os_pool_guid != spa->spa_guid
+      || os->os_ndevs != spa->spa_ndevs) {
+    zv_error ("%s: header does not match the pool", what);
+    r = -EIO;
+    goto out;
+  }
+  r = pool_setup (p, pc);
+  if (r < 0)
+    goto out;
+  for (unsigned d = 0; d < spa->spa_ndevs && r == 0; d++) {
+    void *arg[2] = { spa->spa_alloc, (void *) (uintptr_t) d };
+    r = zv_flat_load (&p->p_spacemap[d], &os->os_spacemap[d],
+                      pool_chunk_load, arg);
+  }
+  for (unsigned i = 0; i < 2 && r == 0; i++) {
+    const zv_dnode_phys_t *dn = &os->os_defer[i];
+    pool_defer_load_t dl = {
+      .dl_pool = p, .dl_txg = dn->dn_txg,
+      .dl_count = dn->dn_size / sizeof (zv_defer_ent_t),
+    };
+    if (dn->dn_size % sizeof (zv_defer_ent_t) != 0
+        || (dn->dn_size > 0 && (dn->dn_txg > txg || dn->dn_txg + 2 <= txg))) {
+      zv_error ("%s: deferred-free list %u is inconsistent (txg %" PRIu64
+                ", %" PRIu64 " bytes)", what, i, dn->dn_txg, dn->dn_size);
+      r = -EIO;
+      break;
+    }
+    r = zv_flat_load (&p->p_defer[i], dn, pool_defer_load_cb, &dl);
+  }
+  if (r < 0)
+    goto out;
+
+  /* The volume. */
+  zv_dnode_phys_t want;
+  pool_new_volume (p, &want);
+  r = zv_dmu_check_dnode (&os->os_volume, ZV_BT_VOLDATA, "volume");
+  if (r == 0 && (os->os_volume.dn_datablksz != want.dn_datablksz
+                 || os->os_volume.dn_nblocks != want.dn_nblocks
+                 || os->os_volume.dn_nlevels != want.dn_nlevels)) {
+    zv_error ("volume: shape does not match the pool configuration");
+    r = -EIO;
+  }
+  if (r < 0)
+    goto out;
+  pool_verify_t pv = {
+    .pv_pool = p, .pv_pc = pc, .pv_total = want.dn_nblocks,
+  };
+  r = zv_dmu_walk (spa, ZV_OBJ_VOLUME, &os->os_volume, false,
+                   pool_verify_cb, &pv);
+  if (r < 0)
+    goto out;
+  if (pc->pc_progress)
+    pc->pc_progress (pc->pc_progress_arg, "verify", pv.pv_total,
+                     pv.pv_total);
+  zv_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME,
+                  &os->os_volume);
+  p->p_objset_bp = *bp;
+  p->p_synced_txg = txg;
+ out:
+  zv_buf_free (os);
+  return r;
+}
+
+/* Undo a failed pool_load_ub so the next uberblock starts clean. */
+static void
+pool_unload (zvol_pool_t *p)
+{
+  for (unsigned d = 0; d < ZV_MAX_DEVS; d++)
+    if (p->p_spacemap[d].fl_spa)
+      zv_flat_fini (&p->p_spacemap[d]);
+  for (unsigned i = 0; i < 2; i++)
+    if (p->p_defer[i].fl_spa)
+      zv_flat_fini (&p->p_defer[i]);
+  if (p->p_cache) {
+    zv_dbuf_cache_destroy (p->p_cache);
+    p->p_cache = NULL;
+  }
+  if (p->p_spa.spa_alloc) {
+    zv_alloc_destroy (p->p_spa.spa_alloc);
+    p->p_spa.spa_alloc = NULL;
+  }
+}
+
+/* Import an existing pool, rewinding past damaged uberblocks. */
+static int
+pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
+{
+  zv_spa_t *spa = &p->p_spa;
+  zv_config_phys_t ref;
+  enum { MAXCAND = ZV_UB_COUNT * ZV_NLABELS * 2 };
+  zv_ub_cand_t *cands;
+  int n, r;
+
+  r = pool_check_members (p, given, pc->pc_ndevices, &ref);
+  if (r < 0)
+    return r;
+  spa->spa_guid = ref.cf_pool_guid;
+  snprintf (p->p_name, sizeof p->p_name, "%s", ref.cf_name);
+  p->p_volsize = ref.cf_volsize;
+  p->p_volblocksize = ref.cf_volblocksize;
+
+  cands = calloc (MAXCAND, sizeof *cands);
+  if (cands == NULL)
+    return -ENOMEM;
+  n = zv_label_collect_ubs (spa->spa_devs, spa->spa_ndevs, spa->spa_guid,
+                            cands, MAXCAND);
+  if (n <= 0) {
+    zv_error ("pool '%s': no valid uberblock on any device%s", p->p_name,
+              n < 0 ? " (labels unreadable)" : "");
+    free (cands);
+    return -EIO;
+  }
+  p->p_ub_txg_seen = cands[0].uc_ub.ub_txg;
+  r = -EIO;
+  for (int i = 0; i < n; i++) {
+    const zv_uberblock_phys_t *ub = &cands[i].uc_ub;
+    r = pool_load_ub (p, pc, ub);
+    if (r == 0) {
+      if (i > 0)
+        zv_error ("pool '%s': rewound to txg %" PRIu64 " (the newest, "
+                  "txg %" PRIu64 ", does not verify); writes of the "
+                  "txgs after it are lost", p->p_name, ub->ub_txg,
+                  cands[0].uc_ub.ub_txg);
+      break;
+    }
+    zv_error ("pool '%s': uberblock of txg %" PRIu64 " does not verify; "
+              "trying an older one", p->p_name, ub->ub_txg);
+    pool_unload (p);
+  }
+  free (cands);
+  if (r < 0) {
+    zv_error ("pool '%s': no uberblock's tree verifies; cannot import",
+              p->p_name);
+    return -EIO;
+  }
+  zv_info ("imported pool '%s' (guid %016" PRIx64 ") at txg %" PRIu64,
+           p->p_name, spa->spa_guid, p->p_synced_txg);
+  return 0;
+}
+
+/* Create or import. */
+int
+zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
+{
+  zv_dev_t *devs[ZV_MAX_DEVS] = { 0 };
+  zvol_pool_t *p;
+  int r;
+
+  *poolp = NULL;
+  r = pool_open_devs (pc, devs);
+  if (r < 0)
+    return r;
+  p = calloc (1, sizeof *p);
+  if (p == NULL)
+    abort ();
+  p->p_readonly = pc->pc_readonly;
+  if (pc->pc_create) {
+    if (pc->pc_readonly) {
+      zv_error ("cannot create a pool read-only");
+      r = -EINVAL;
+    }
+    else {
+      p->p_spa.spa_ndevs = pc->pc_ndevices;
+      memcpy (p->p_spa.spa_devs, devs, sizeof devs);
+      r = pool_create (pc, p);
+    }
+  }
+  else {
+    r = pool_import (pc, p, devs);
+    if (r < 0) {
+      /* Devices not yet placed into the pool are ours to close. */
+      for (unsigned i = 0; i < pc->pc_ndevices; i++) {
+        bool placed = false;
+        for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
+          placed |= p->p_spa.spa_devs[d] == devs[i];
+        if (!placed)
+          zv_dev_close (devs[i]);
+      }
+    }
+  }
+  if (r == 0)
+    r = pool_finish (p, pc);
+  if (r < 0) {
+    pool_free (p);
+    return r;
+  }
+  *poolp = p;
+  return 0;
+}
+
+/* Start the txg engine's thread. */
+int
+zvol_pool_start (zvol_pool_t *p)
+{
+  int r;
+
+  if (p->p_readonly || p->p_started)
+    return 0;
+  r = zv_txg_start (p->p_txg);
+  if (r == 0)
+    p->p_started = true;
+  return r;
+}
+
+/* Sync, stop, release. */
+int
+zvol_pool_close (zvol_pool_t *p)
+{
+  int r = 0;
+
+  if (p == NULL)
+    return 0;
+  if (!p->p_readonly)
+    r = zv_txg_stop (p->p_txg);
+  if (r == 0)
+    zv_info ("pool '%s' exported at txg %" PRIu64, p->p_name,
+             p->p_synced_txg);
+  if (r < 0) {
+    /* A suspended pool: its dirty records cannot be written.  Drop them
+     * so the handles can close (the data is lost; it was never
+     * acknowledged as durable). */
+    for (unsigned t = 0; t < ZV_TXG_SIZE; t++) {
+      zv_dirty_t *dr = atomic_exchange (&p->p_vol.ob_dirty[t], NULL);
+      while (dr) {
+        zv_dirty_t *next = dr->dr_next;
+        zv_dbuf_t *db = dr->dr_dbuf;
+        pthread_mutex_lock (&db->db_mtx);
+        db->db_dirty[t] = NULL;
+        pthread_mutex_unlock (&db->db_mtx);
+        zv_dbuf_rele (p->p_cache, db);
+        zv_buf_free (dr->dr_data);
+        free (dr);
+        dr = next;
+      }
+    }
+  }
+  pool_free (p);
+  return r;
+}
+
+zvol_t *
+zvol_pool_volume (zvol_pool_t *p)
+{
+  return &p->p_zvol;
+}
+
+const char *
+zvol_pool_name (zvol_pool_t *p)
+{
+  return p->p_name;
+}
+
+uint64_t
+zvol_pool_guid (zvol_pool_t *p)
+{
+  return p->p_spa.spa_guid;
+}
+
+/* Wait until everything written so far is on disk. */
+int
+zvol_pool_sync (zvol_pool_t *p)
+{
+  if (p->p_readonly)
+    return 0;
+  return zv_txg_wait_synced (p->p_txg, 0);
+}
+
+void
+zvol_pool_print_txgs (zvol_pool_t *p, FILE *fp)
+{
+  zv_txg_history_print (p->p_txg, fp);
+}
+
+/* Space, cache and txg figures, one "name value" line each. */
+void
+zvol_pool_print_stats (zvol_pool_t *p, FILE *fp)
+{
+  zv_alloc_space_t sp;
+  zv_dbuf_stats_t cs;
+
+  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
+  zv_dbuf_get_stats (p->p_cache, &cs);
+  fprintf (fp, "pool_name %s\n", p->p_name);
+  fprintf (fp, "pool_guid %016" PRIx64 "\n", p->p_spa.spa_guid);
+  fprintf (fp, "devices %u\n", p->p_spa.spa_ndevs);
+  for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
+    fprintf (fp, "device%u %s direct_io=%s\n", d,
+             zv_dev_path (p->p_spa.spa_devs[d]),
+             zv_dev_is_direct (p->p_spa.spa_devs[d]) ? "yes" : "no");
+  fprintf (fp, "volsize %" PRIu64 "\n", p->p_volsize);
+  fprintf (fp, "volblocksize %" PRIu32 "\n", p->p_volblocksize);
+  fprintf (fp, "space_total %" PRIu64 "\n", sp.as_total);
+  fprintf (fp, "space_allocated %" PRIu64 "\n", sp.as_allocated);
+  fprintf (fp, "space_deferred %" PRIu64 "\n", sp.as_deferred);
+  fprintf (fp, "space_reserved %" PRIu64 "\n", sp.as_reserved);
+  fprintf (fp, "txg_synced %" PRIu64 "\n", zv_txg_last_synced (p->p_txg));
+  fprintf (fp, "txg_open %" PRIu64 "\n", zv_txg_open_txg (p->p_txg));
+  fprintf (fp, "dirty_bytes %" PRIu64 "\n", zv_txg_dirty_total (p->p_txg));
+  fprintf (fp, "sync_passes_last %" PRIu64 "\n", p->p_sync_passes);
+  fprintf (fp, "cache_bytes %" PRIu64 "\n", cs.cs_bytes);
+  fprintf (fp, "cache_limit %" PRIu64 "\n", cs.cs_limit);
+  fprintf (fp, "cache_buffers %" PRIu64 "\n", cs.cs_count);
+  fprintf (fp, "cache_hits %" PRIu64 "\n", cs.cs_hits);
+  fprintf (fp, "cache_misses %" PRIu64 "\n", cs.cs_misses);
+  fprintf (fp, "cache_evictions %" PRIu64 "\n", cs.cs_evictions);
+}

@@ -1,0 +1,841 @@
+/*
+ * txg.c: the transaction-group engine.
+ *
+ * THEORY
+ *
+ * Every change to the pool belongs to a transaction group (txg).  A txg
+ * moves through four states:
+ *
+ *   open       writers join it with zv_txg_hold(), dirty buffers in it and
+ *              leave with zv_txg_rele().  Exactly one txg is open.
+ *   quiescing  no new writer can join (the open txg has moved on); we wait
+ *              for the writers still holding it to release it.
+ *   syncing    the sync callback writes the txg to disk.
+ *   committed  the callback returned 0; zv_txg_last_synced() says so.
+ *
+ * At most one txg is quiescing or syncing at a time, so at most two txgs
+ * carry state (the open one and the one being synced) and the per-txg arrays
+ * of TXG_SIZE (4) slots, indexed by txg & TXG_MASK, never wrap onto a live
+ * txg.
+ *
+ * Holds (the hot path) take no global lock.  Each CPU has a cache-line
+ * aligned slot with its own mutex (the "open lock"), a per-txg hold count
+ * and a condvar.  zv_txg_hold() locks the slot of the CPU it runs on, reads
+ * the open txg, bumps count[txg & 3] and unlocks; zv_txg_rele() locks the
+ * same slot (the hold remembers it), drops the count and broadcasts when it
+ * reaches zero.  Closing the open txg (quiesce) takes every slot's open lock,
+ * advances tx_open_txg and releases them all, so a hold either counted itself
+ * in the old txg before the switch or sees the new one: held txgs never go
+ * backwards.  Then it waits, slot by slot, for count[old & 3] to reach zero.
+ *
+ * Dirty accounting is by atomics: each hold charges its bytes to the txg's
+ * counter (tx_dirty_pertxg[txg & 3]) and to the total (tx_dirty_total).  When
+ * the open txg's dirty bytes pass tt_dirty_sync_pct of tt_dirty_max, the
+ * holder kicks the sync thread (once per txg, guarded by an atomic flag);
+ * only then does the hot path touch the engine mutex.
+ *
+ * There is one engine thread, the sync thread, which both quiesces and
+ * syncs (OpenZFS uses two; one is enough here because quiescing is short:
+ * holds last one request).  While it syncs txg N, txg N+1 is open and takes
+ * writes, which is the pipelining that matters.  It sleeps on tx_sync_cv and
+ * wakes on
+ *   - the timeout: tt_timeout_ms after the start of the previous sync;
+ *     if the open txg had no hold and no dirty byte, it skips the sync and
+ *     restarts the timer (an idle pool does not spin txgs);
+ *   - a kick or a waiter: tx_sync_want > last synced txg; it syncs txgs one
+ *     by one until it gets there, empty or not;
+ *   - stop: it syncs the open txg if it has anything in it, then exits.
+ *
+ * One sync (zv_txg_sync_once): under tx_lock mark tx_syncing, close the open
+ * txg, then drop tx_lock while waiting for the holds to drain and while the
+ * sync callback runs, retake it to publish the result: on success subtract
+ * the txg's dirty bytes from the total, advance tx_last_synced and broadcast
+ * tx_done_cv (waiters, throttled writers); on failure record the error
+ * (the first one wins), broadcast, and never sync again: later holds and
+ * waits return the error.
+ *
+ * Without the thread (unit tests, or before the nbdkit fork), the caller of
+ * zv_txg_wait_synced() -- or a writer throttled at dirty_max, or
+ * zv_txg_stop() -- runs the same quiesce + sync inline.  Inline syncs are
+ * serialised by the engine mutex: the caller takes tx_lock and owns the sync
+ * through tx_syncing, which it sets and clears under that mutex; it drops
+ * tx_lock only while it waits for holds to drain and while the callback runs
+ * (exactly like the thread), so that a writer still holding the txg can
+ * finish a kick and release it instead of deadlocking on the mutex.  Anyone
+ * who finds tx_syncing set waits on tx_done_cv.  As in OpenZFS, a thread
+ * that waits for a sync must not itself hold a txg.
+ *
+ * Throttle (OpenZFS's dmu_tx_delay curve): before holding, a writer blocks
+ * on tx_done_cv while the total dirty is at or above dirty_max (making sure
+ * a sync of the open txg is asked for), then sleeps zv_txg_delay_ns() of the
+ * total dirty, spaced so that writers wake at least that far apart
+ * (tx_last_wakeup, updated with compare-and-swap).
+ *
+ * Locking: lock order is tx_lock -> slot open lock.  The hot path takes only
+ * a slot lock, never while holding tx_lock.  tx_lock protects tx_syncing,
+ * tx_sync_want, the thread flags, tx_sync_start_ns and the history ring.
+ * tx_open_txg is written under every slot lock and read atomically;
+ * tx_last_synced and tx_error are written under tx_lock and read atomically.
+ *
+ * History: a ring of the last ZV_TXG_HISTORY txgs with the columns of
+ * OpenZFS's txgs kstat, under tx_lock.  Times are ns; birth is ns since the
+ * engine was created; wtime (quiesced, waiting for the previous sync) is the
+ * short gap between the end of quiescing and the start of the callback,
+ * since one thread does both.  A txg whose sync failed stays in state S.
+ */
+#include <config.h>
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1           /* sched_getcpu */
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zv_util.h"
+#include "txg.h"
+
+#define TXG_SIZE 4                  /* txgs with per-txg state in flight */
+#define TXG_MASK (TXG_SIZE - 1)
+#define ZV_TXG_CACHELINE 64
+#define ZV_TXG_HISTORY 100          /* rows kept (zfs_txg_history) */
+
+/* Atomic helpers (GCC builtins: TSan understands them). */
+#define ZV_LOAD(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
+#define ZV_STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
+#define ZV_ADD(p, v) __atomic_add_fetch ((p), (v), __ATOMIC_ACQ_REL)
+#define ZV_SUB(p, v) __atomic_sub_fetch ((p), (v), __ATOMIC_ACQ_REL)
+
+/* One CPU's hold slot; aligned so CPUs do not share its cache line. */
+typedef struct zv_txg_cpu {
+  pthread_mutex_t tc_open_lock;     /* protects tc_count; quiesce takes all */
+  pthread_cond_t tc_cv;             /* a count dropped to zero */
+  uint64_t tc_count[TXG_SIZE];      /* holds per txg & TXG_MASK */
+} __attribute__ ((aligned (ZV_TXG_CACHELINE))) zv_txg_cpu_t;
+
+/* One row of the txgs history. */
+typedef struct zv_txg_hist {
+  uint64_t txh_txg;
+  uint64_t txh_birth;               /* CLOCK_MONOTONIC ns when opened */
+  char txh_state;                   /* O Q S C */
+  uint64_t txh_ndirty;
+  uint64_t txh_nread, txh_nwritten, txh_reads, txh_writes;
+  uint64_t txh_otime, txh_qtime, txh_wtime, txh_stime;
+} zv_txg_hist_t;
+
+struct zv_txg {
+  zv_txg_tunables_t tx_tt;
+  uint64_t tx_dirty_sync;           /* kick threshold in bytes */
+  zv_txg_sync_fn tx_sync_fn;
+  void *tx_arg;
+  uint64_t tx_first_txg;
+  uint64_t tx_start_ns;             /* engine creation (history birth) */
+
+  /* Hot path. */
+  unsigned tx_ncpu;
+  zv_txg_cpu_t *tx_cpu;
+  uint64_t tx_open_txg;             /* atomic; written under all open locks */
+  uint64_t tx_dirty_pertxg[TXG_SIZE]; /* atomic */
+  uint64_t tx_dirty_total;          /* atomic */
+  int tx_active[TXG_SIZE];          /* atomic: the txg had a hold */
+  int tx_kicked[TXG_SIZE];          /* atomic: the txg kicked the thread */
+  uint64_t tx_last_wakeup;          /* atomic: throttle spacing */
+  int tx_running;                   /* atomic: the sync thread is alive */
+
+  /* Engine state, under tx_lock. */
+  pthread_mutex_t tx_lock;
+  pthread_cond_t tx_sync_cv;        /* wakes the sync thread */
+  pthread_cond_t tx_done_cv;        /* a sync finished or failed */
+  uint64_t tx_last_synced;          /* also read atomically */
+  int tx_error;                     /* also read atomically */
+  uint64_t tx_sync_want;            /* sync up to here (kick, waiter) */
+  bool tx_syncing;                  /* a quiesce + sync is in progress */
+  bool tx_started;                  /* the thread was created, not joined */
+  bool tx_exiting;                  /* stop asked the thread to exit */
+  uint64_t tx_sync_start_ns;        /* start of the previous sync */
+  pthread_t tx_thread;
+  zv_txg_hist_t tx_hist[ZV_TXG_HISTORY];
+};
+
+/* ---------------------------------------------------------------------- */
+/* History. */
+
+/* Start the row of a txg that has just opened (tx_lock held). */
+static void
+zv_txg_hist_open (zv_txg_t *tx, uint64_t txg, uint64_t now)
+{
+  zv_txg_hist_t *th = &tx->tx_hist[txg % ZV_TXG_HISTORY];
+
+  memset (th, 0, sizeof *th);
+  th->txh_txg = txg;
+  th->txh_birth = now;
+  th->txh_state = 'O';
+}
+
+/* The row of a txg still in the ring (tx_lock held). */
+static zv_txg_hist_t *
+zv_txg_hist_get (zv_txg_t *tx, uint64_t txg)
+{
+  zv_txg_hist_t *th = &tx->tx_hist[txg % ZV_TXG_HISTORY];
+
+  ZV_ASSERT3U (th->txh_txg, ==, txg);
+  return th;
+}
+
+/* Print the ring, oldest first, in the txgs kstat's layout. */
+void
+zv_txg_history_print (zv_txg_t *tx, FILE *fp)
+{
+  uint64_t open, first, t;
+
+  pthread_mutex_lock (&tx->tx_lock);
+  open = ZV_LOAD (&tx->tx_open_txg);
+  first = open - tx->tx_first_txg >= ZV_TXG_HISTORY ?
+    open - (ZV_TXG_HISTORY - 1) : tx->tx_first_txg;
+  fprintf (fp, "%-8s %-16s %-5s %-12s %-12s %-12s %-8s %-8s "
+           "%-12s %-12s %-12s %-12s\n",
+           "txg", "birth", "state", "ndirty", "nread", "nwritten",
+           "reads", "writes", "otime", "qtime", "wtime", "stime");
+  for (t = first; t <= open; t++) {
+    const zv_txg_hist_t *th = &tx->tx_hist[t % ZV_TXG_HISTORY];
+
+    if (th->txh_txg != t)
+      continue;
+    fprintf (fp, "%-8" PRIu64 " %-16" PRIu64 " %-5c %-12" PRIu64
+             " %-12" PRIu64 " %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64
+             " %-12" PRIu64 " %-12" PRIu64 " %-12" PRIu64 " %-12" PRIu64
+             "\n",
+             th->txh_txg, th->txh_birth - tx->tx_start_ns, th->txh_state,
+             th->txh_ndirty, th->txh_nread, th->txh_nwritten,
+             th->txh_reads, th->txh_writes, th->txh_otime, th->txh_qtime,
+             th->txh_wtime, th->txh_stime);
+  }
+  pthread_mutex_unlock (&tx->tx_lock);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Holds (hot path: slot locks and atomics only). */
+
+/* Did the txg in slot g take a hold or a dirty byte since it opened? */
+static bool
+zv_txg_active (zv_txg_t *tx, uint64_t txg)
+{
+  unsigned g = txg & TXG_MASK;
+
+  return ZV_LOAD (&tx->tx_active[g]) != 0 ||
+    ZV_LOAD (&tx->tx_dirty_pertxg[g]) != 0;
+}
+
+/*
+ * Ask the sync thread to sync 'txg' early: its dirty bytes passed the sync
+ * threshold.  Without a running thread there is nobody to wake (waiters
+ * sync inline), and the flag stays clear so a later thread can be kicked.
+ */
+static void
+zv_txg_kick (zv_txg_t *tx, uint64_t txg)
+{
+  unsigned g = txg & TXG_MASK;
+
+  if (!ZV_LOAD (&tx->tx_running))
+    return;
+  if (ZV_LOAD (&tx->tx_kicked[g]) ||
+      __atomic_exchange_n (&tx->tx_kicked[g], 1, __ATOMIC_ACQ_REL))
+    return;
+  pthread_mutex_lock (&tx->tx_lock);
+  if (tx->tx_sync_want < txg)
+    tx->tx_sync_want = txg;
+  pthread_cond_signal (&tx->tx_sync_cv);
+  pthread_mutex_unlock (&tx->tx_lock);
+}
+
+/* Charge dirty bytes to a held txg and to the total; kick if past 20%. */
+static void
+zv_txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
+{
+  uint64_t d;
+
+  /* Per-txg first: the total never counts bytes no txg owns. */
+  d = ZV_ADD (&tx->tx_dirty_pertxg[txg & TXG_MASK], bytes);
+  ZV_ADD (&tx->tx_dirty_total, bytes);
+  if (d > tx->tx_dirty_sync)
+    zv_txg_kick (tx, txg);
+}
+
+static int zv_txg_sync_once (zv_txg_t *tx);
+
+/* Throttle defaults (dmu_tx.c's curve, dsl_pool.c's thresholds). */
+static const unsigned zv_txg_delay_min_dirty_pct_def = 60; /* delay from */
+static const uint64_t zv_txg_delay_scale_ns_def = 500000;  /* 1e9 / 2000 */
+static const uint64_t zv_txg_delay_max_ns_def = 100000000; /* 100 ms cap */
+
+/*
+ * The delay curve: nothing below delay_min_dirty_pct of dirty_max, then
+ * scale * (dirty - min) / (max - dirty), which is 'scale' at the midpoint
+ * between min and max and grows without bound towards max; capped.
+ */
+uint64_t
+zv_txg_delay_ns (const zv_txg_tunables_t *tt, uint64_t dirty)
+{
+  uint64_t max = tt->tt_dirty_max;
+  uint64_t min = (uint64_t) ((unsigned __int128) max *
+                             tt->tt_delay_min_dirty_pct / 100);
+  unsigned __int128 d;
+
+  if (dirty <= min)
+    return 0;
+  if (dirty >= max)
+    return tt->tt_delay_max_ns;
+  d = (unsigned __int128) tt->tt_delay_scale_ns * (dirty - min) /
+    (max - dirty);
+  return d > tt->tt_delay_max_ns ? tt->tt_delay_max_ns : (uint64_t) d;
+}
+
+/* Sleep until an absolute CLOCK_MONOTONIC time in ns. */
+static void
+zv_txg_sleep_until (uint64_t ns)
+{
+  struct timespec ts = {
+    .tv_sec = (time_t) (ns / 1000000000ull),
+    .tv_nsec = (long) (ns % 1000000000ull),
+  };
+
+  while (clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    ;
+}
+
+/*
+ * The write throttle, run before a hold.  Block while dirty data is at its
+ * limit (a sync must free some; we make sure one of the open txg is asked
+ * for, or run it inline without the thread), then sleep on the curve,
+ * spaced behind the previous delayed writer like OpenZFS's dp_last_wakeup.
+ */
+static int
+zv_txg_throttle (zv_txg_t *tx)
+{
+  const uint64_t max = tx->tx_tt.tt_dirty_max;
+  uint64_t delay, now, last, wakeup;
+
+  if (ZV_LOAD (&tx->tx_dirty_total) >= max) {
+    pthread_mutex_lock (&tx->tx_lock);
+    while (ZV_LOAD (&tx->tx_dirty_total) >= max && tx->tx_error == 0) {
+      uint64_t open = ZV_LOAD (&tx->tx_open_txg);
+
+      if (ZV_LOAD (&tx->tx_dirty_pertxg[open & TXG_MASK]) > 0 &&
+          tx->tx_sync_want < open)
+        tx->tx_sync_want = open;
+      if (ZV_LOAD (&tx->tx_running)) {
+        pthread_cond_signal (&tx->tx_sync_cv);
+        pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+      }
+      else if (tx->tx_syncing)
+        pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+      else
+        (void) zv_txg_sync_once (tx);
+    }
+    pthread_mutex_unlock (&tx->tx_lock);
+  }
+  if (ZV_LOAD (&tx->tx_error))
+    return ZV_LOAD (&tx->tx_error);
+
+  delay = zv_txg_delay_ns (&tx->tx_tt, ZV_LOAD (&tx->tx_dirty_total));
+  if (delay == 0)
+    return 0;
+  now = zv_now_ns ();
+  last = ZV_LOAD (&tx->tx_last_wakeup);
+  do
+    wakeup = ZV_MAX (now + delay, last + delay);
+  while (!__atomic_compare_exchange_n (&tx->tx_last_wakeup, &last, wakeup,
+                                       false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE));
+  zv_txg_sleep_until (wakeup);
+  return ZV_LOAD (&tx->tx_error);
+}
+
+/* Join the open txg (after the throttle); no global lock. */
+int
+zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
+{
+  zv_txg_cpu_t *tc;
+  uint64_t txg;
+  unsigned g;
+  int cpu, err;
+
+  if ((err = ZV_LOAD (&tx->tx_error)) != 0)
+    return err;
+  if ((err = zv_txg_throttle (tx)) != 0)
+    return err;
+
+  cpu = sched_getcpu ();
+  h->th_cpu = cpu < 0 ? 0 : (unsigned) cpu % tx->tx_ncpu;
+  tc = &tx->tx_cpu[h->th_cpu];
+  pthread_mutex_lock (&tc->tc_open_lock);
+  txg = ZV_LOAD (&tx->tx_open_txg);
+  g = txg & TXG_MASK;
+  tc->tc_count[g]++;
+  pthread_mutex_unlock (&tc->tc_open_lock);
+  h->th_txg = txg;
+
+  /* Still counted in txg, so it cannot be quiesced under us. */
+  if (!ZV_LOAD (&tx->tx_active[g]))
+    ZV_STORE (&tx->tx_active[g], 1);
+  if (bytes > 0)
+    zv_txg_charge (tx, txg, bytes);
+  return 0;
+}
+
+/* Leave the txg; the last holder on a slot wakes the quiescer. */
+void
+zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h)
+{
+  zv_txg_cpu_t *tc;
+  unsigned g = h->th_txg & TXG_MASK;
+
+  ZV_ASSERT3U (h->th_cpu, <, tx->tx_ncpu);
+  tc = &tx->tx_cpu[h->th_cpu];
+  pthread_mutex_lock (&tc->tc_open_lock);
+  ZV_ASSERT3U (tc->tc_count[g], >, 0);
+  if (--tc->tc_count[g] == 0)
+    pthread_cond_broadcast (&tc->tc_cv);
+  pthread_mutex_unlock (&tc->tc_open_lock);
+}
+
+/* More dirty bytes for a txg the caller holds. */
+void
+zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
+{
+  ZV_ASSERT3U (txg, >, ZV_LOAD (&tx->tx_last_synced));
+  ZV_ASSERT3U (txg, <=, ZV_LOAD (&tx->tx_open_txg));
+  if (bytes > 0)
+    zv_txg_charge (tx, txg, bytes);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Quiesce and sync. */
+
+/*
+ * Close the open txg: with every slot's open lock held, no hold is in
+ * flight, so advancing tx_open_txg is seen by every later hold.  The slot of
+ * the new txg was last used by txg-3, synced long ago: reset its flags.
+ * Called with tx_lock held and tx_syncing set.  Returns the closed txg.
+ */
+static uint64_t
+zv_txg_close (zv_txg_t *tx, uint64_t now)
+{
+  uint64_t txg = ZV_LOAD (&tx->tx_open_txg);
+  unsigned ng = (txg + 1) & TXG_MASK;
+  unsigned c;
+
+  ZV_ASSERT3U (tx->tx_last_synced, ==, txg - 1);
+  for (c = 0; c < tx->tx_ncpu; c++)
+    pthread_mutex_lock (&tx->tx_cpu[c].tc_open_lock);
+  for (c = 0; c < tx->tx_ncpu; c++)
+    ZV_ASSERT3U (tx->tx_cpu[c].tc_count[ng], ==, 0);
+  ZV_ASSERT3U (ZV_LOAD (&tx->tx_dirty_pertxg[ng]), ==, 0);
+  ZV_STORE (&tx->tx_active[ng], 0);
+  ZV_STORE (&tx->tx_kicked[ng], 0);
+  ZV_STORE (&tx->tx_open_txg, txg + 1);
+  for (c = tx->tx_ncpu; c-- > 0;)
+    pthread_mutex_unlock (&tx->tx_cpu[c].tc_open_lock);
+  zv_txg_hist_open (tx, txg + 1, now);
+  return txg;
+}
+
+/* Wait for every hold on 'txg' to be released (tx_lock not held). */
+static void
+zv_txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
+{
+  unsigned g = txg & TXG_MASK;
+  unsigned c;
+
+  for (c = 0; c < tx->tx_ncpu; c++) {
+    zv_txg_cpu_t *tc = &tx->tx_cpu[c];
+
+    pthread_mutex_lock (&tc->tc_open_lock);
+    while (tc->tc_count[g] > 0)
+      pthread_cond_wait (&tc->tc_cv, &tc->tc_open_lock);
+    pthread_mutex_unlock (&tc->tc_open_lock);
+  }
+}
+
+/*
+ * Quiesce and sync the open txg, from the sync thread or inline.  Called
+ * with tx_lock held, no sync in progress and the engine not failed; drops
+ * tx_lock while holds drain and while the callback runs, returns with it
+ * held.  Returns 0 or the callback's error (which fails the engine).
+ */
+static int
+zv_txg_sync_once (zv_txg_t *tx)
+{
+  zv_txg_sync_stats_t stats = { 0 };
+  zv_txg_hist_t *th;
+  uint64_t txg, ndirty, t_open, t_quiesced, t_sync, t_done;
+  unsigned g;
+  int err;
+
+  ZV_VERIFY (!tx->tx_syncing);
+  ZV_VERIFY (tx->tx_error == 0);
+  tx->tx_syncing = true;
+
+  t_open = zv_now_ns ();
+  tx->tx_sync_start_ns = t_open;
+  txg = zv_txg_close (tx, t_open);
+  g = txg & TXG_MASK;
+  th = zv_txg_hist_get (tx, txg);
+  th->txh_state = 'Q';
+  th->txh_otime = t_open - th->txh_birth;
+  pthread_mutex_unlock (&tx->tx_lock);
+
+  zv_txg_quiesce_wait (tx, txg);
+  t_quiesced = zv_now_ns ();
+
+  /* Holds are gone: the per-txg dirty count is final. */
+  ndirty = ZV_LOAD (&tx->tx_dirty_pertxg[g]);
+  pthread_mutex_lock (&tx->tx_lock);
+  th = zv_txg_hist_get (tx, txg);
+  th->txh_qtime = t_quiesced - t_open;
+  th->txh_ndirty = ndirty;
+  th->txh_state = 'S';
+  t_sync = zv_now_ns ();
+  th->txh_wtime = t_sync - t_quiesced;
+  pthread_mutex_unlock (&tx->tx_lock);
+
+  err = tx->tx_sync_fn (tx->tx_arg, txg, &stats);
+  if (err > 0)
+    err = -err;
+  t_done = zv_now_ns ();
+
+  pthread_mutex_lock (&tx->tx_lock);
+  th = zv_txg_hist_get (tx, txg);
+  th->txh_stime = t_done - t_sync;
+  th->txh_nread = stats.ss_nread;
+  th->txh_nwritten = stats.ss_nwritten;
+  th->txh_reads = stats.ss_reads;
+  th->txh_writes = stats.ss_writes;
+  if (err == 0) {
+    ZV_ASSERT3U (ZV_LOAD (&tx->tx_dirty_total), >=, ndirty);
+    ZV_SUB (&tx->tx_dirty_total, ndirty);
+    ZV_STORE (&tx->tx_dirty_pertxg[g], 0);
+    th->txh_state = 'C';
+    ZV_STORE (&tx->tx_last_synced, txg);
+  }
+  else {
+    zv_error ("txg %" PRIu64 ": sync failed: %s; the pool is suspended",
+              txg, strerror (-err));
+    ZV_STORE (&tx->tx_error, err);
+  }
+  tx->tx_syncing = false;
+  pthread_cond_broadcast (&tx->tx_done_cv);
+  return err;
+}
+
+/* Timeout default: max ms of changes per txg (zfs_txg_timeout). */
+static const uint64_t zv_txg_timeout_ms_def = 5000;
+
+/* Absolute CLOCK_MONOTONIC ns to timespec, for timed waits. */
+static struct timespec
+zv_txg_timespec (uint64_t ns)
+{
+  struct timespec ts = {
+    .tv_sec = (time_t) (ns / 1000000000ull),
+    .tv_nsec = (long) (ns % 1000000000ull),
+  };
+  return ts;
+}
+
+/*
+ * The sync thread: sleeps until the timeout, a kick or a waiter, then
+ * quiesces and syncs the open txg.  On stop, syncs what is left first.
+ */
+static void *
+zv_txg_sync_thread (void *arg)
+{
+  zv_txg_t *tx = arg;
+  const uint64_t timeout_ns =
+    tx->tx_tt.tt_timeout_ms > UINT64_MAX / 2000000 ? UINT64_MAX / 2 :
+    tx->tx_tt.tt_timeout_ms * 1000000;
+
+  pthread_mutex_lock (&tx->tx_lock);
+  for (;;) {
+    uint64_t open, now, deadline;
+    bool want;
+
+    if (tx->tx_syncing) {       /* an inline sync from before we started */
+      pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+      continue;
+    }
+    if (tx->tx_error != 0) {    /* failed: sync nothing more */
+      if (tx->tx_exiting)
+        break;
+      pthread_cond_wait (&tx->tx_sync_cv, &tx->tx_lock);
+      continue;
+    }
+    open = ZV_LOAD (&tx->tx_open_txg);
+    want = tx->tx_sync_want > tx->tx_last_synced;
+    if (tx->tx_exiting) {
+      if (!want && !zv_txg_active (tx, open))
+        break;
+      (void) zv_txg_sync_once (tx);
+      continue;
+    }
+    if (!want) {
+      now = zv_now_ns ();
+      deadline = tx->tx_sync_start_ns + timeout_ns;
+      if (now < deadline) {
+        struct timespec ts = zv_txg_timespec (deadline);
+
+        pthread_cond_timedwait (&tx->tx_sync_cv, &tx->tx_lock, &ts);
+        continue;
+      }
+      if (!zv_txg_active (tx, open)) {
+        tx->tx_sync_start_ns = now;     /* idle: nothing to write */
+        continue;
+      }
+    }
+    (void) zv_txg_sync_once (tx);
+  }
+  ZV_STORE (&tx->tx_running, 0);
+  pthread_cond_broadcast (&tx->tx_done_cv);
+  pthread_mutex_unlock (&tx->tx_lock);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Waiting and control. */
+
+/*
+ * Wait until 'txg' (0: the open one) is on disk.  With the thread running we
+ * ask it and sleep; without it (tests, before the fork) we run the syncs
+ * inline, serialised by tx_lock / tx_syncing.  The caller holds no txg.
+ */
+int
+zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
+{
+  int err;
+
+  pthread_mutex_lock (&tx->tx_lock);
+  if (txg == 0)
+    txg = ZV_LOAD (&tx->tx_open_txg);
+  for (;;) {
+    if (tx->tx_last_synced >= txg) {
+      err = 0;
+      break;
+    }
+    if (tx->tx_error != 0) {
+      err = tx->tx_error;
+      break;
+    }
+    if (tx->tx_sync_want < txg)
+      tx->tx_sync_want = txg;
+    if (ZV_LOAD (&tx->tx_running)) {
+      pthread_cond_signal (&tx->tx_sync_cv);
+      pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+    }
+    else if (tx->tx_syncing)
+      pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+    else
+      (void) zv_txg_sync_once (tx);
+  }
+  pthread_mutex_unlock (&tx->tx_lock);
+  return err;
+}
+
+/* Start the sync thread (after nbdkit's fork: threads do not survive it). */
+int
+zv_txg_start (zv_txg_t *tx)
+{
+  int err;
+
+  pthread_mutex_lock (&tx->tx_lock);
+  if (tx->tx_started) {
+    pthread_mutex_unlock (&tx->tx_lock);
+    return 0;
+  }
+  tx->tx_exiting = false;
+  tx->tx_sync_start_ns = zv_now_ns ();
+  ZV_STORE (&tx->tx_running, 1);
+  err = pthread_create (&tx->tx_thread, NULL, zv_txg_sync_thread, tx);
+  if (err != 0) {
+    ZV_STORE (&tx->tx_running, 0);
+    pthread_mutex_unlock (&tx->tx_lock);
+    zv_error ("txg: cannot start the sync thread: %s", strerror (err));
+    return -err;
+  }
+  tx->tx_started = true;
+  pthread_mutex_unlock (&tx->tx_lock);
+  return 0;
+}
+
+/*
+ * Sync what is still dirty (or held) and stop the thread; without a thread,
+ * do that sync inline.  Returns the error that failed the engine, if any.
+ */
+int
+zv_txg_stop (zv_txg_t *tx)
+{
+  int err;
+
+  pthread_mutex_lock (&tx->tx_lock);
+  if (tx->tx_started) {
+    ZV_VERIFY (!tx->tx_exiting);
+    tx->tx_exiting = true;
+    pthread_cond_signal (&tx->tx_sync_cv);
+    pthread_mutex_unlock (&tx->tx_lock);
+    err = pthread_join (tx->tx_thread, NULL);
+    ZV_VERIFY (err == 0);
+    pthread_mutex_lock (&tx->tx_lock);
+    ZV_VERIFY (!ZV_LOAD (&tx->tx_running));
+    tx->tx_started = false;
+    tx->tx_exiting = false;
+  }
+  else {
+    while (tx->tx_error == 0) {
+      if (tx->tx_syncing) {
+        pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+        continue;
+      }
+      if (tx->tx_sync_want <= tx->tx_last_synced &&
+          !zv_txg_active (tx, ZV_LOAD (&tx->tx_open_txg)))
+        break;
+      (void) zv_txg_sync_once (tx);
+    }
+  }
+  err = tx->tx_error;
+  pthread_mutex_unlock (&tx->tx_lock);
+  return err;
+}
+
+/* Dirty-data defaults (dsl_pool.c). */
+static const uint64_t zv_txg_dirty_max_max = 4ull << 30;  /* 4 GiB cap */
+static const unsigned zv_txg_dirty_max_pct = 10;          /* of RAM */
+static const unsigned zv_txg_dirty_sync_pct_def = 20;     /* kick at */
+
+/* OpenZFS's defaults; dirty_max from physical memory. */
+void
+zv_txg_tunables_default (zv_txg_tunables_t *tt)
+{
+  long pages = sysconf (_SC_PHYS_PAGES);
+  long pagesize = sysconf (_SC_PAGESIZE);
+  uint64_t phys = pages > 0 && pagesize > 0 ?
+    (uint64_t) pages * (uint64_t) pagesize : zv_txg_dirty_max_max * 10;
+
+  memset (tt, 0, sizeof *tt);
+  tt->tt_timeout_ms = zv_txg_timeout_ms_def;
+  tt->tt_dirty_max = ZV_MIN (phys / 100 * zv_txg_dirty_max_pct,
+                             zv_txg_dirty_max_max);
+  tt->tt_dirty_sync_pct = zv_txg_dirty_sync_pct_def;
+  tt->tt_delay_min_dirty_pct = zv_txg_delay_min_dirty_pct_def;
+  tt->tt_delay_scale_ns = zv_txg_delay_scale_ns_def;
+  tt->tt_delay_max_ns = zv_txg_delay_max_ns_def;
+}
+
+/* An engine whose first open txg is 'first_txg'; no thread yet. */
+zv_txg_t *
+zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
+               zv_txg_sync_fn sync_fn, void *arg)
+{
+  zv_txg_t *tx;
+  pthread_condattr_t ca;
+  long ncpu;
+  unsigned c;
+  void *p = NULL;
+
+  ZV_VERIFY (first_txg > 0);
+  ZV_VERIFY (sync_fn != NULL);
+  ZV_VERIFY (tt->tt_dirty_max > 0);
+
+  tx = calloc (1, sizeof *tx);
+  if (tx == NULL)
+    return NULL;
+  ncpu = sysconf (_SC_NPROCESSORS_CONF);
+  tx->tx_ncpu = ncpu > 0 ? (unsigned) ncpu : 1;
+  if (posix_memalign (&p, ZV_TXG_CACHELINE,
+                      tx->tx_ncpu * sizeof (zv_txg_cpu_t)) != 0) {
+    free (tx);
+    return NULL;
+  }
+  tx->tx_cpu = p;
+  memset (tx->tx_cpu, 0, tx->tx_ncpu * sizeof (zv_txg_cpu_t));
+  for (c = 0; c < tx->tx_ncpu; c++) {
+    pthread_mutex_init (&tx->tx_cpu[c].tc_open_lock, NULL);
+    pthread_cond_init (&tx->tx_cpu[c].tc_cv, NULL);
+  }
+
+  tx->tx_tt = *tt;
+  tx->tx_dirty_sync = (uint64_t) ((unsigned __int128) tt->tt_dirty_max *
+                                  tt->tt_dirty_sync_pct / 100);
+  tx->tx_sync_fn = sync_fn;
+  tx->tx_arg = arg;
+  tx->tx_first_txg = first_txg;
+  tx->tx_start_ns = zv_now_ns ();
+  tx->tx_open_txg = first_txg;
+  tx->tx_last_synced = first_txg - 1;
+  tx->tx_sync_want = first_txg - 1;
+  tx->tx_sync_start_ns = tx->tx_start_ns;
+
+  pthread_mutex_init (&tx->tx_lock, NULL);
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&tx->tx_sync_cv, &ca);
+  pthread_condattr_destroy (&ca);
+  pthread_cond_init (&tx->tx_done_cv, NULL);
+  zv_txg_hist_open (tx, first_txg, tx->tx_start_ns);
+  return tx;
+}
+
+/* Free the engine (stopping the thread if the caller did not). */
+void
+zv_txg_destroy (zv_txg_t *tx)
+{
+  unsigned c;
+
+  if (tx == NULL)
+    return;
+  if (tx->tx_started)
+    (void) zv_txg_stop (tx);
+  ZV_VERIFY (!tx->tx_syncing);
+  for (c = 0; c < tx->tx_ncpu; c++) {
+    pthread_mutex_destroy (&tx->tx_cpu[c].tc_open_lock);
+    pthread_cond_destroy (&tx->tx_cpu[c].tc_cv);
+  }
+  free (tx->tx_cpu);
+  pthread_mutex_destroy (&tx->tx_lock);
+  pthread_cond_destroy (&tx->tx_sync_cv);
+  pthread_cond_destroy (&tx->tx_done_cv);
+  free (tx);
+}
+
+/* The txg new holds join (atomic read: may move on at once). */
+uint64_t
+zv_txg_open_txg (zv_txg_t *tx)
+{
+  return ZV_LOAD (&tx->tx_open_txg);
+}
+
+/* The newest txg on disk. */
+uint64_t
+zv_txg_last_synced (zv_txg_t *tx)
+{
+  return ZV_LOAD (&tx->tx_last_synced);
+}
+
+/* Dirty bytes not yet synced, over every txg (the throttle's input). */
+uint64_t
+zv_txg_dirty_total (zv_txg_t *tx)
+{
+  return ZV_LOAD (&tx->tx_dirty_total);
+}
+
+/* 0, or the error that failed the engine (the pool is suspended). */
+int
+zv_txg_error (zv_txg_t *tx)
+{
+  return ZV_LOAD (&tx->tx_error);
+}

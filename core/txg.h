@@ -1,0 +1,98 @@
+/*
+ * txg.h: the transaction-group engine.
+ *
+ * Txgs move open -> quiescing -> syncing -> synced.  Writers join the open
+ * txg with txg_hold() (a per-CPU hold: no global lock), dirty buffers in
+ * it, then txg_rele().  The engine's sync thread closes the open txg on a
+ * timeout (txg_timeout, 5 s), when the open txg's dirty bytes pass
+ * dirty_sync_pct of dirty_max, or when someone waits for it; it waits for
+ * the holds on that txg to drain (quiescing) and calls the sync callback,
+ * which writes the txg to disk.  Writers are throttled on OpenZFS's delay
+ * curve once total dirty data passes delay_min_dirty_pct of dirty_max, and
+ * block while it is at dirty_max.
+ */
+#ifndef ZV_TXG_H
+#define ZV_TXG_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct zv_txg zv_txg_t;
+
+typedef struct zv_txg_tunables {
+  uint64_t tt_timeout_ms;          /* txg_timeout, default 5000 */
+  uint64_t tt_dirty_max;           /* bytes; default min(10% RAM, 4 GiB) */
+  unsigned tt_dirty_sync_pct;      /* default 20 */
+  unsigned tt_delay_min_dirty_pct; /* default 60 */
+  uint64_t tt_delay_scale_ns;      /* default 500000 */
+  uint64_t tt_delay_max_ns;        /* default 100 ms */
+} zv_txg_tunables_t;
+
+/* Fill in the OpenZFS defaults (dirty_max from physical memory). */
+void zv_txg_tunables_default (zv_txg_tunables_t *tt);
+
+/* What the sync callback reports for the history table. */
+typedef struct zv_txg_sync_stats {
+  uint64_t ss_nread, ss_nwritten, ss_reads, ss_writes;
+} zv_txg_sync_stats_t;
+
+/*
+ * Writes txg 'txg' to disk.  Called from the sync thread only, one txg at a
+ * time, in order, after every hold on 'txg' has been released.  Returns 0
+ * or a negative errno; after an error the engine is failed: no later txg is
+ * synced and every waiter gets the error (the pool is suspended).
+ */
+typedef int (*zv_txg_sync_fn) (void *arg, uint64_t txg,
+                               zv_txg_sync_stats_t *stats);
+
+/* 'first_txg' is the first txg that will be opened (last synced + 1). */
+zv_txg_t *zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
+                         zv_txg_sync_fn sync_fn, void *arg);
+/* Start the sync thread (after nbdkit's fork). */
+int zv_txg_start (zv_txg_t *tx);
+/* Sync everything still dirty, stop the thread.  Returns the first error. */
+int zv_txg_stop (zv_txg_t *tx);
+void zv_txg_destroy (zv_txg_t *tx);
+
+/* A hold on the open txg; opaque, lives on the caller's stack. */
+typedef struct zv_txg_hold {
+  uint64_t th_txg;
+  unsigned th_cpu;
+} zv_txg_hold_t;
+
+/*
+ * Throttle (delay on the curve, block while dirty >= dirty_max), then hold
+ * the open txg.  Returns the txg held.  'bytes' is what the caller will
+ * dirty; it is charged to the txg (dirty accounting, early sync kick).
+ * Returns 0 with h->th_txg set to the txg held, or a negative errno (the
+ * engine's error) when the pool has failed.
+ */
+int zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h);
+void zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h);
+
+/* Charge more dirty bytes to a held txg (rarely needed). */
+void zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes);
+
+/*
+ * Wait until 'txg' has synced (0 means: the txg open now), forcing the
+ * sync if needed.  Returns 0, or the engine's error.
+ */
+int zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg);
+
+uint64_t zv_txg_open_txg (zv_txg_t *tx);
+uint64_t zv_txg_last_synced (zv_txg_t *tx);
+uint64_t zv_txg_dirty_total (zv_txg_t *tx);
+int zv_txg_error (zv_txg_t *tx);   /* 0 or the error that failed the engine */
+
+/*
+ * The last 100 txgs in the columns of OpenZFS's txgs kstat:
+ * txg birth state ndirty nread nwritten reads writes otime qtime wtime stime
+ * (times in ns; state O open, Q quiescing, S syncing, C committed).
+ */
+void zv_txg_history_print (zv_txg_t *tx, FILE *fp);
+
+/* The delay a writer gets at a given dirty level (exposed for tests). */
+uint64_t zv_txg_delay_ns (const zv_txg_tunables_t *tt, uint64_t dirty);
+
+#endif /* ZV_TXG_H */

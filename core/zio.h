@@ -1,0 +1,70 @@
+/*
+ * zio.h: block I/O by block pointer.  Reads verify the checksum the
+ * parent's pointer carries and fall back to the ditto copy; writes seal
+ * the pointer (checksum) and issue every copy in one io_uring batch.
+ * The zv_spa_t is the I/O context every object carries: the pool's
+ * devices, guid and allocator.
+ */
+#ifndef ZV_ZIO_H
+#define ZV_ZIO_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+#include "format.h"
+#include "dev.h"
+#include "alloc.h"
+
+typedef struct zv_spa {
+  zv_dev_t *spa_devs[ZV_MAX_DEVS];
+  unsigned spa_ndevs;
+  uint64_t spa_guid;
+  zv_alloc_t *spa_alloc;
+  uint64_t spa_data_end[ZV_MAX_DEVS];  /* per device, from the config */
+} zv_spa_t;
+
+/* Largest block the format allows (a volblock or an indirect block). */
+#define ZV_MAX_BLKSZ (128u * 1024)
+
+/*
+ * Read the block 'bp' points at into buf (bp_psize bytes), trying each
+ * copy until one verifies.  Returns 0, or -EIO with a message naming
+ * 'what' when no copy is readable and intact.  Hostile pointers (bad
+ * device, offset outside the data area, bad size) fail with -EIO.
+ */
+int zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
+                 const char *what);
+
+/* Is every copy of bp inside a device's data area?  (sanity, import) */
+int zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what);
+
+/* One block to write: bp's dvas and sizes set; its checksum is filled in. */
+typedef struct zv_zio_write {
+  zv_blkptr_t *zw_bp;
+  const void *zw_buf;
+} zv_zio_write_t;
+
+/* Seal and write every copy of n blocks; returns 0 or the first error. */
+int zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n);
+
+/* Flush every device's cache. */
+int zv_zio_flush_all (zv_spa_t *spa);
+
+/* Allocate the copies of a new block of 'size' bytes into bp. */
+int zv_zio_alloc_bp (zv_spa_t *spa, zv_blkptr_t *bp, uint32_t size,
+                     unsigned copies);
+/* Free every copy of bp: deferred to txg+2, or at once if born in txg. */
+void zv_zio_free_bp (zv_spa_t *spa, const zv_blkptr_t *bp, uint64_t txg);
+
+/*
+ * Give a block its new pointer for txg (copy on write): a hole frees the
+ * old copy; a block already born in txg is overwritten in place (no
+ * committed uberblock can point at it); otherwise new space is allocated
+ * and the old copy freed, deferred.  The checksum is set when written.
+ */
+int zv_zio_place_bp (zv_spa_t *spa, const zv_blkptr_t *old, zv_blkptr_t *bp,
+                     bool hole, uint32_t size, unsigned level, uint8_t type,
+                     uint64_t fill, unsigned copies, uint64_t txg);
+
+#endif /* ZV_ZIO_H */

@@ -1,0 +1,81 @@
+/*
+ * zv_util.h: small helpers shared by every core module: logging through a
+ * hook the embedder installs (the nbdkit plugin routes it to nbdkit_error /
+ * nbdkit_debug), state asserts in the OpenZFS style, aligned buffers and
+ * the block checksum (XXH3-128).
+ */
+#ifndef ZV_UTIL_H
+#define ZV_UTIL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <time.h>
+
+/* Log levels understood by the log hook. */
+enum zv_log_level { ZV_LOG_DEBUG = 0, ZV_LOG_INFO = 1, ZV_LOG_ERROR = 2 };
+
+typedef void (*zv_log_fn) (enum zv_log_level level, const char *msg);
+
+/* Install the log hook (NULL restores the default: stderr). */
+void zv_set_log (zv_log_fn fn);
+/* Minimum level printed by the default hook (tests silence debug output). */
+void zv_set_log_level (enum zv_log_level level);
+void zv_log (enum zv_log_level level, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+#define zv_error(...) zv_log (ZV_LOG_ERROR, __VA_ARGS__)
+#define zv_info(...)  zv_log (ZV_LOG_INFO, __VA_ARGS__)
+#define zv_debug(...) zv_log (ZV_LOG_DEBUG, __VA_ARGS__)
+
+/* Asserts that state invariants; always on (storage code must not limp). */
+#define ZV_VERIFY(c) \
+  ((c) ? (void) 0 : zv_assert_fail (#c, __FILE__, __LINE__))
+#define ZV_VERIFY3U(a, op, b) \
+  (((uint64_t) (a) op (uint64_t) (b)) ? (void) 0 : \
+   zv_assert3_fail (#a " " #op " " #b, (uint64_t) (a), (uint64_t) (b), \
+                    __FILE__, __LINE__))
+#define ZV_ASSERT(c) ZV_VERIFY (c)
+#define ZV_ASSERT3U(a, op, b) ZV_VERIFY3U (a, op, b)
+void zv_assert_fail (const char *what, const char *file, int line)
+  __attribute__ ((noreturn));
+void zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
+                      const char *file, int line) __attribute__ ((noreturn));
+
+/* I/O unit: every on-disk offset and size is a multiple of this. */
+#define ZV_SECTOR 4096u
+
+/* A buffer aligned for O_DIRECT (ZV_SECTOR), zeroed.  Aborts on ENOMEM. */
+void *zv_buf_alloc (size_t size);
+void zv_buf_free (void *buf);
+
+/* Checksum of a block: XXH3-128 seeded with 'seed'. */
+typedef struct zv_cksum { uint64_t zc_word[2]; } zv_cksum_t;
+void zv_cksum_compute (const void *buf, size_t len, uint64_t seed,
+                       zv_cksum_t *out);
+static inline bool
+zv_cksum_equal (const zv_cksum_t *a, const zv_cksum_t *b)
+{
+  return a->zc_word[0] == b->zc_word[0] && a->zc_word[1] == b->zc_word[1];
+}
+
+/* Monotonic clock in nanoseconds. */
+static inline uint64_t
+zv_now_ns (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* True when every byte of buf is zero. */
+bool zv_is_zero (const void *buf, size_t len);
+
+/* Round up / down to a power-of-two alignment. */
+#define ZV_P2ROUNDUP(x, a) (((x) + (a) - 1) & ~((uint64_t) (a) - 1))
+#define ZV_P2ALIGN(x, a) ((x) & ~((uint64_t) (a) - 1))
+#define ZV_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ZV_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif /* ZV_UTIL_H */

@@ -1,0 +1,299 @@
+/*
+ * zvol.c: the volume: NBD-shaped requests onto the by-dnode object calls
+ * under txg holds.
+ *
+ * Theory.  A request never looks anything up: the volume keeps its object
+ * handle (zv_obj) for its whole life.  A write is cut into pieces of at
+ * most zv_zvol_chunk bytes; each piece takes a hold on the open txg
+ * (throttled there when dirty data runs high), dirties its blocks and lets
+ * go, so a huge write cannot pin one txg.  A FUA write, a flush, or any
+ * write under a pool that must be durable waits for the txg to sync (the
+ * intent log will make that cheaper).  Trim and zero free whole blocks
+ * (holes read as zeros); zero writes zeros into partial edges, trim leaves
+ * them as they are (a trim is advisory).
+ *
+ * Concurrency: nothing here is shared but the handles; the per-block
+ * locks live in the buffer cache.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <inttypes.h>
+
+#include "pool.h"
+
+/* Bytes of a request dirtied under one txg hold. */
+static uint64_t zv_zvol_chunk = 1ull << 20;
+/* Blocks freed under one txg hold. */
+static uint64_t zv_zvol_free_chunk = 1ull << 16;
+
+uint64_t
+zvol_size (zvol_t *zv)
+{
+  return zv->zv_volsize;
+}
+
+uint32_t
+zvol_blocksize (zvol_t *zv)
+{
+  return zv->zv_blksz;
+}
+
+bool
+zvol_is_readonly (zvol_t *zv)
+{
+  return zv->zv_readonly;
+}
+
+/* Range and mode checks common to every request. */
+static int
+zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
+            const char *op)
+{
+  if (write && zv->zv_readonly) {
+    zv_error ("%s: pool '%s' is read-only", op, zv->zv_pool->p_name);
+    return -EROFS;
+  }
+  if (off > zv->zv_volsize || len > zv->zv_volsize - off) {
+    zv_error ("%s: range %" PRIu64 "+%" PRIu64 " is past the end of the "
+              "volume (%" PRIu64 " bytes)", op, off, len, zv->zv_volsize);
+    return -EINVAL;
+  }
+  if (write) {
+    int e = zv_txg_error (zv->zv_txg);
+    if (e) {
+      zv_error ("%s: pool '%s' is suspended after an I/O error", op,
+                zv->zv_pool->p_name);
+      return -EIO;
+    }
+  }
+  return 0;
+}
+
+/* Say why a write failed for lack of space. */
+static void
+zvol_enospc (zvol_t *zv, const char *op, uint64_t off, uint64_t len)
+{
+  zv_error ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' is full", op, off,
+            len, zv->zv_pool->p_name);
+}
+
+/* Bytes of dirty data a piece will create. */
+static uint64_t
+zvol_dirty_estimate (zvol_t *zv, uint64_t off, uint64_t len)
+{
+  uint64_t first = off / zv->zv_blksz;
+  uint64_t last = (off + len - 1) / zv->zv_blksz;
+
+  return (last - first + 1) * zv->zv_blksz;
+}
+
+int
+zvol_read (zvol_t *zv, void *buf, uint64_t off, uint32_t len)
+{
+  int r = zvol_check (zv, off, len, false, "read");
+
+  if (r < 0 || len == 0)
+    return r;
+  return zv_dmu_read_by_dnode (zv->zv_obj, off, len, buf);
+}
+
+/* Wait for 'txg' to be on disk. */
+static int
+zvol_commit (zvol_t *zv, uint64_t txg)
+{
+  int r = zv_txg_wait_synced (zv->zv_txg, txg);
+
+  if (r < 0)
+    zv_error ("pool '%s': waiting for txg %" PRIu64 " to sync: %s",
+              zv->zv_pool->p_name, txg, strerror (-r));
+  return r;
+}
+
+int
+zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
+            unsigned flags)
+{
+  const uint8_t *in = buf;
+  uint64_t last_txg = 0;
+  int r = zvol_check (zv, off, len, true, "write");
+
+  if (r < 0)
+    return r;
+  while (len > 0) {
+    uint32_t n = (uint32_t) ZV_MIN ((uint64_t) len, zv_zvol_chunk);
+    zv_txg_hold_t h;
+
+    r = zv_txg_hold (zv->zv_txg, zvol_dirty_estimate (zv, off, n), &h);
+    if (r < 0)
+      return r;
+    r = zv_dmu_write_by_dnode (zv->zv_obj, off, n, in, h.th_txg);
+    last_txg = h.th_txg;
+    zv_txg_rele (zv->zv_txg, &h);
+    if (r < 0) {
+      if (r == -ENOSPC)
+        zvol_enospc (zv, "write", off, n);
+      return r;
+    }
+    in += n;
+    off += n;
+    len -= n;
+  }
+  if ((flags & ZVOL_FUA) && last_txg)
+    return zvol_commit (zv, last_txg);
+  return 0;
+}
+
+int
+zvol_flush (zvol_t *zv)
+{
+  if (zv->zv_readonly)
+    return 0;
+  return zvol_commit (zv, 0);
+}
+
+/* Free whole blocks [b, e), a chunk per txg hold. */
+static int
+zvol_free_blocks (zvol_t *zv, uint64_t b, uint64_t e, uint64_t *last_txg)
+{
+  while (b < e) {
+    uint64_t n = ZV_MIN (e - b, zv_zvol_free_chunk);
+    zv_txg_hold_t h;
+    int r = zv_txg_hold (zv->zv_txg, n * sizeof (zv_blkptr_t), &h);
+
+    if (r < 0)
+      return r;
+    r = zv_dmu_free_by_dnode (zv->zv_obj, b, n, h.th_txg);
+    *last_txg = h.th_txg;
+    zv_txg_rele (zv->zv_txg, &h);
+    if (r < 0)
+      return r;
+    b += n;
+  }
+  return 0;
+}
+
+/* Whole blocks inside [off, off+len): [*b, *e). */
+static void
+zvol_inner_blocks (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *b,
+                   uint64_t *e)
+{
+  uint64_t end = off + len;
+
+  *b = (off + zv->zv_blksz - 1) / zv->zv_blksz;
+  /* The last block may be short (volsize not a multiple): it counts as
+   * whole when the range reaches the end of the volume. */
+  *e = end == zv->zv_volsize ? (end + zv->zv_blksz - 1) / zv->zv_blksz
+    : end / zv->zv_blksz;
+  if (*e < *b)
+    *e = *b;
+}
+
+int
+zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
+{
+  uint64_t b, e, last_txg = 0;
+  int r = zvol_check (zv, off, len, true, "trim");
+
+  if (r < 0 || len == 0)
+    return r;
+  zvol_inner_blocks (zv, off, len, &b, &e);
+  r = zvol_free_blocks (zv, b, e, &last_txg);
+  if (r == 0 && (flags & ZVOL_FUA) && last_txg)
+    r = zvol_commit (zv, last_txg);
+  return r;
+}
+
+/* Write zeros into [off, off+len) (a partial block). */
+static int
+zvol_zero_partial (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *last)
+{
+  static const uint8_t zeros[ZVOL_MAX_VOLBLOCKSIZE];
+  zv_txg_hold_t h;
+  int r;
+
+  if (len == 0)
+    return 0;
+  ZV_VERIFY3U (len, <=, sizeof zeros);
+  r = zv_txg_hold (zv->zv_txg, zv->zv_blksz, &h);
+  if (r < 0)
+    return r;
+  r = zv_dmu_write_by_dnode (zv->zv_obj, off, len, zeros, h.th_txg);
+  *last = h.th_txg;
+  zv_txg_rele (zv->zv_txg, &h);
+  if (r == -ENOSPC)
+    zvol_enospc (zv, "zero", off, len);
+  return r;
+}
+
+int
+zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
+{
+  uint64_t b, e, last_txg = 0, bs = zv->zv_blksz, end = off + len;
+  int r = zvol_check (zv, off, len, true, "zero");
+
+  if (r < 0 || len == 0)
+    return r;
+  /* Freeing is always at least as fast as writing, so ZVOL_FAST needs
+   * no refusal. */
+  zvol_inner_blocks (zv, off, len, &b, &e);
+  if (b >= e) {
+    /* Inside one block, or straddling two without a whole one. */
+    uint64_t mid = ZV_MIN (end, ZV_P2ROUNDUP (off + 1, bs));
+    r = zvol_zero_partial (zv, off, mid - off, &last_txg);
+    if (r == 0 && mid < end)
+      r = zvol_zero_partial (zv, mid, end - mid, &last_txg);
+  }
+  else {
+    r = zvol_zero_partial (zv, off, b * bs - off, &last_txg);
+    if (r == 0)
+      r = zvol_free_blocks (zv, b, e, &last_txg);
+    if (r == 0 && e * bs < end)
+      r = zvol_zero_partial (zv, e * bs, end - e * bs, &last_txg);
+  }
+  if (r == 0 && (flags & ZVOL_FUA) && last_txg)
+    r = zvol_commit (zv, last_txg);
+  return r;
+}
+
+int
+zvol_extents (zvol_t *zv, uint64_t off, uint64_t len, zvol_extent_fn fn,
+              void *arg)
+{
+  uint64_t end, bs = zv->zv_blksz;
+  uint64_t run_start = off;
+  unsigned run_type = 0;
+  bool have_run = false;
+  int r = zvol_check (zv, off, len, false, "extents");
+
+  if (r < 0 || len == 0)
+    return r;
+  end = off + len;
+  for (uint64_t pos = off; pos < end;) {
+    uint64_t blkid = pos / bs;
+    uint64_t next = ZV_MIN (end, (blkid + 1) * bs);
+    bool hole;
+    unsigned type;
+
+    r = zv_dmu_block_is_hole (zv->zv_obj, blkid, &hole);
+    if (r < 0)
+      return r;
+    type = hole ? ZVOL_EXTENT_HOLE : 0;
+    if (have_run && type != run_type) {
+      r = fn (arg, run_start, pos - run_start, run_type);
+      if (r != 0)
+        return r > 0 ? 0 : r;
+      run_start = pos;
+    }
+    run_type = type;
+    have_run = true;
+    pos = next;
+  }
+  if (have_run) {
+    r = fn (arg, run_start, end - run_start, run_type);
+    if (r > 0)
+      r = 0;
+  }
+  return r;
+}

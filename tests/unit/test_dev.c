@@ -1,0 +1,1235 @@
+/*
+ * test_dev.c: unit tests for core/dev.c (open/lock, io_uring batches,
+ * fallbacks, counters, fault injection).
+ *
+ * Files live under a mkdtemp directory in /var/tmp, removed at the end.
+ * Some tests need root (mounting ramfs, loop devices) and skip without it.
+ */
+#include <config.h>
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <linux/filter.h>
+#include <linux/loop.h>
+#include <linux/magic.h>
+#include <linux/seccomp.h>
+
+#include <liburing.h>
+
+#include "zv_util.h"
+#include "dev.h"
+
+/* Tunable in dev.c: ring size of threads created after it is set. */
+extern unsigned zv_dev_ring_entries;
+
+#define MiB (1024u * 1024u)
+
+static char g_dir[64];
+
+/* ---- log capture ---------------------------------------------------- */
+
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_log[8192];
+static int g_log_errors;
+
+static void
+test_log (enum zv_log_level level, const char *msg)
+{
+  if (getenv ("ZV_TEST_VERBOSE"))
+    fprintf (stderr, "[%d] %s\n", level, msg);
+  if (level < ZV_LOG_INFO)
+    return;
+  pthread_mutex_lock (&g_log_lock);
+  if (level == ZV_LOG_ERROR)
+    g_log_errors++;
+  if (strlen (g_log) + strlen (msg) + 2 < sizeof g_log) {
+    strcat (g_log, msg);
+    strcat (g_log, "\n");
+  }
+  pthread_mutex_unlock (&g_log_lock);
+}
+
+static void
+log_reset (void)
+{
+  pthread_mutex_lock (&g_log_lock);
+  g_log[0] = '\0';
+  g_log_errors = 0;
+  pthread_mutex_unlock (&g_log_lock);
+}
+
+static bool
+log_contains (const char *s)
+{
+  bool r;
+
+  pthread_mutex_lock (&g_log_lock);
+  r = strstr (g_log, s) != NULL;
+  pthread_mutex_unlock (&g_log_lock);
+  return r;
+}
+
+static int
+log_errors (void)
+{
+  int n;
+
+  pthread_mutex_lock (&g_log_lock);
+  n = g_log_errors;
+  pthread_mutex_unlock (&g_log_lock);
+  return n;
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Deterministic PRNG, one state per caller (threads included). */
+static uint64_t
+rnd (uint64_t *s)
+{
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void
+fill_random (void *buf, size_t len, uint64_t *s)
+{
+  unsigned char *p = buf;
+  for (size_t i = 0; i < len; i += 8) {
+    uint64_t v = rnd (s);
+    memcpy (p + i, &v, ZV_MIN (8, len - i));
+  }
+}
+
+/* Create dir/name with the given size (sparse); returns a malloc'd path. */
+static char *
+make_file_in (const char *dir, const char *name, uint64_t size)
+{
+  char *path;
+  int fd;
+
+  assert_true (asprintf (&path, "%s/%s", dir, name) > 0);
+  fd = open (path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true (fd >= 0);
+  assert_int_equal (ftruncate (fd, (off_t) size), 0);
+  close (fd);
+  return path;
+}
+
+static char *
+make_file (const char *name, uint64_t size)
+{
+  return make_file_in (g_dir, name, size);
+}
+
+static zv_dev_t *
+open_ok (const char *path)
+{
+  zv_dev_t *dev = NULL;
+  char err[256];
+  int r = zv_dev_open (path, &dev, err, sizeof err);
+
+  if (r != 0)
+    print_error ("zv_dev_open: %d %s\n", r, err);
+  assert_int_equal (r, 0);
+  assert_non_null (dev);
+  return dev;
+}
+
+/* Read a file through an independent, buffered descriptor. */
+static void
+pread_file (const char *path, void *buf, size_t len, uint64_t off)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  assert_true (fd >= 0);
+  assert_int_equal (pread (fd, buf, len, (off_t) off), (ssize_t) len);
+  close (fd);
+}
+
+/*
+ * Open-file flags (from /proc/self/fdinfo) of this process's only
+ * descriptor for 'path'; -1 if there is none or more than one.
+ */
+static long
+fd_flags_of (const char *path)
+{
+  DIR *d = opendir ("/proc/self/fd");
+  struct dirent *de;
+  char want[PATH_MAX], link[PATH_MAX], p[300];
+  long flags = -1;
+  int found = 0;
+
+  assert_non_null (realpath (path, want));
+  assert_non_null (d);
+  while ((de = readdir (d)) != NULL) {
+    ssize_t n;
+    if (de->d_name[0] == '.')
+      continue;
+    snprintf (p, sizeof p, "/proc/self/fd/%s", de->d_name);
+    n = readlink (p, link, sizeof link - 1);
+    if (n < 0)
+      continue;
+    link[n] = '\0';
+    if (strcmp (link, want) == 0) {
+      char line[128];
+      FILE *f;
+      snprintf (p, sizeof p, "/proc/self/fdinfo/%s", de->d_name);
+      f = fopen (p, "r");
+      if (f == NULL)
+        continue;
+      while (fgets (line, sizeof line, f))
+        if (strncmp (line, "flags:", 6) == 0)
+          flags = strtol (line + 6, NULL, 8);
+      fclose (f);
+      found++;
+    }
+  }
+  closedir (d);
+  return found == 1 ? flags : -1;
+}
+
+/* How many io_uring instances this process has open. */
+static int
+count_uring_fds (void)
+{
+  DIR *d = opendir ("/proc/self/fd");
+  struct dirent *de;
+  char link[128], p[300];
+  int n = 0;
+
+  assert_non_null (d);
+  while ((de = readdir (d)) != NULL) {
+    ssize_t len;
+    snprintf (p, sizeof p, "/proc/self/fd/%s", de->d_name);
+    len = readlink (p, link, sizeof link - 1);
+    if (len < 0)
+      continue;
+    link[len] = '\0';
+    if (strcmp (link, "anon_inode:[io_uring]") == 0)
+      n++;
+  }
+  closedir (d);
+  return n;
+}
+
+/*
+ * Random batches on [base, base + nsect sectors) of one device: each
+ * batch mixes reads and writes of 1-8 sectors on extents that do not
+ * overlap within the batch (a batch has no order), so every read must see
+ * the shadow.  Returns the number of problems; no cmocka asserts, so that
+ * threads may call it.
+ */
+typedef struct rb {
+  zv_dev_t *rb_dev;
+  uint64_t rb_base;
+  uint32_t rb_nsect;
+  int rb_rounds, rb_batch;
+  uint64_t rb_seed;
+  unsigned char *rb_shadow;           /* nsect * ZV_SECTOR */
+  uint64_t rb_writes, rb_wbytes, rb_reads, rb_rbytes;
+  int rb_problems;
+  char rb_what[256];                  /* first problem */
+} rb_t;
+
+static void __attribute__ ((format (printf, 2, 3)))
+rb_problem (rb_t *c, const char *fmt, ...)
+{
+  va_list ap;
+  if (c->rb_problems++ == 0) {
+    va_start (ap, fmt);
+    vsnprintf (c->rb_what, sizeof c->rb_what, fmt, ap);
+    va_end (ap);
+  }
+}
+
+static int
+run_random_batches (rb_t *c)
+{
+  zv_dev_io_t *ios = calloc ((size_t) c->rb_batch, sizeof *ios);
+  unsigned char *used = malloc (c->rb_nsect);
+  uint64_t s = c->rb_seed | 1;
+
+  if (ios == NULL || used == NULL)
+    abort ();
+  for (int round = 0; round < c->rb_rounds; round++) {
+    int n = 0, r;
+
+    memset (used, 0, c->rb_nsect);
+    for (int i = 0; i < c->rb_batch; i++) {
+      for (int tries = 0; tries < 200; tries++) {
+        uint32_t len = 1 + (uint32_t) (rnd (&s) % 8);
+        uint32_t sect = (uint32_t) (rnd (&s) % (c->rb_nsect - len + 1));
+        bool ok = true;
+        for (uint32_t k = 0; k < len; k++)
+          ok = ok && !used[sect + k];
+        if (!ok)
+          continue;
+        memset (used + sect, 1, len);
+        ios[n] = (zv_dev_io_t) {
+          .di_dev = c->rb_dev,
+          .di_op = rnd (&s) % 5 < 3 ? ZV_DEV_WRITE : ZV_DEV_READ,
+          .di_buf = zv_buf_alloc ((size_t) len * ZV_SECTOR),
+          .di_offset = c->rb_base + (uint64_t) sect * ZV_SECTOR,
+          .di_len = len * ZV_SECTOR,
+          .di_result = 12345,
+        };
+        if (ios[n].di_op == ZV_DEV_WRITE)
+          fill_random (ios[n].di_buf, ios[n].di_len, &s);
+        else
+          memset (ios[n].di_buf, 0xa5, ios[n].di_len);
+        n++;
+        break;
+      }
+    }
+    r = zv_dev_io_batch (ios, (size_t) n);
+    if (r != 0)
+      rb_problem (c, "round %d: batch returned %d", round, r);
+    for (int i = 0; i < n; i++) {
+      unsigned char *sh = c->rb_shadow + (ios[i].di_offset - c->rb_base);
+      if (ios[i].di_result != 0)
+        rb_problem (c, "round %d io %d: result %d", round, i,
+                    ios[i].di_result);
+      if (ios[i].di_op == ZV_DEV_WRITE) {
+        memcpy (sh, ios[i].di_buf, ios[i].di_len);
+        c->rb_writes++;
+        c->rb_wbytes += ios[i].di_len;
+      }
+      else {
+        if (memcmp (sh, ios[i].di_buf, ios[i].di_len) != 0)
+          rb_problem (c, "round %d: read at %" PRIu64 " differs", round,
+                      ios[i].di_offset);
+        c->rb_reads++;
+        c->rb_rbytes += ios[i].di_len;
+      }
+      zv_buf_free (ios[i].di_buf);
+    }
+  }
+  free (used);
+  free (ios);
+  return c->rb_problems;
+}
+
+/* The whole device must equal 'shadow' (through the device and a plain fd). */
+static void
+verify_whole (zv_dev_t *dev, const unsigned char *shadow, uint64_t len)
+{
+  unsigned char *buf = zv_buf_alloc (len);
+
+  assert_int_equal (zv_dev_read (dev, buf, 0, (uint32_t) len), 0);
+  assert_memory_equal (buf, shadow, len);
+  memset (buf, 0, len);
+  pread_file (zv_dev_path (dev), buf, len, 0);
+  assert_memory_equal (buf, shadow, len);
+  zv_buf_free (buf);
+}
+
+/* ---- open, lock, size ------------------------------------------------ */
+
+static void
+test_open_missing (void **state)
+{
+  char path[128], err[256], want[300];
+  zv_dev_t *dev = (zv_dev_t *) 0x1;
+
+  snprintf (path, sizeof path, "%s/does-not-exist", g_dir);
+  assert_int_equal (zv_dev_open (path, &dev, err, sizeof err), -ENOENT);
+  assert_null (dev);
+  snprintf (want, sizeof want, "%s: no such file", path);
+  assert_string_equal (err, want);
+  /* Must not create it. */
+  assert_int_equal (access (path, F_OK), -1);
+  /* A NULL error buffer is allowed. */
+  assert_int_equal (zv_dev_open (path, &dev, NULL, 0), -ENOENT);
+}
+
+static void
+test_open_not_file (void **state)
+{
+  char err[256];
+  zv_dev_t *dev = (zv_dev_t *) 0x1;
+
+  assert_int_equal (zv_dev_open (g_dir, &dev, err, sizeof err), -EINVAL);
+  assert_null (dev);
+  assert_true (strncmp (err, g_dir, strlen (g_dir)) == 0);
+  assert_non_null (strstr (err, "directory"));
+
+  assert_int_equal (zv_dev_open ("/dev/null", &dev, err, sizeof err),
+                    -EINVAL);
+  assert_null (dev);
+  assert_true (strncmp (err, "/dev/null: ", 11) == 0);
+}
+
+static void
+test_lock_conflict (void **state)
+{
+  char *path = make_file ("lock", MiB);
+  char err[256], want[300];
+  zv_dev_t *a, *b = (zv_dev_t *) 0x1;
+  int fd;
+
+  a = open_ok (path);
+  assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
+  assert_null (b);
+  snprintf (want, sizeof want,
+            "%s: in use by another process (device locked)", path);
+  assert_string_equal (err, want);
+
+  /* Somebody else's flock is seen too. */
+  zv_dev_close (a);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  assert_int_equal (flock (fd, LOCK_EX | LOCK_NB), 0);
+  assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
+  close (fd);
+
+  /* Closing releases the lock. */
+  b = open_ok (path);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  assert_int_equal (flock (fd, LOCK_EX | LOCK_NB), -1);
+  assert_int_equal (errno, EWOULDBLOCK);
+  close (fd);
+  zv_dev_close (b);
+  unlink (path);
+  free (path);
+}
+
+static void
+test_size_sparse (void **state)
+{
+  char *path = make_file ("sparse", (1ull << 30) + 1234);
+  char *tiny = make_file ("tiny", 100);
+  unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
+  struct stat st;
+  zv_dev_t *dev;
+
+  dev = open_ok (path);
+  assert_int_equal (zv_dev_size (dev), 1ull << 30);
+  assert_false (zv_dev_is_blockdev (dev));
+  assert_string_equal (zv_dev_path (dev), path);
+  assert_int_equal (stat (path, &st), 0);
+  assert_true ((uint64_t) st.st_blocks * 512 < MiB);    /* still sparse */
+  /* A hole reads as zeros. */
+  memset (buf, 0xff, ZV_SECTOR);
+  assert_int_equal (zv_dev_read (dev, buf, 512 * MiB, ZV_SECTOR), 0);
+  assert_true (zv_is_zero (buf, ZV_SECTOR));
+  zv_dev_close (dev);
+
+  dev = open_ok (tiny);
+  assert_int_equal (zv_dev_size (dev), 0);
+  log_reset ();
+  assert_int_equal (zv_dev_read (dev, buf, 0, ZV_SECTOR), -EIO);
+  zv_dev_close (dev);
+
+  zv_buf_free (buf);
+  unlink (path);
+  unlink (tiny);
+  free (path);
+  free (tiny);
+}
+
+/* ---- I/O ------------------------------------------------------------- */
+
+static void
+test_roundtrip_batch (void **state)
+{
+  const uint64_t size = 8 * MiB;
+  char *path = make_file ("rt", size);
+  unsigned char *shadow = calloc (1, size);
+  zv_dev_stats_t st;
+  zv_dev_t *dev = open_ok (path);
+  rb_t c = {
+    .rb_dev = dev, .rb_base = 0, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
+    .rb_rounds = 20, .rb_batch = 100, .rb_seed = 0x5eed1234,
+    .rb_shadow = shadow,
+  };
+
+  log_reset ();
+  if (run_random_batches (&c) != 0)
+    fail_msg ("%d problems, first: %s", c.rb_problems, c.rb_what);
+  assert_true (c.rb_writes > 500 && c.rb_reads > 300);
+  zv_dev_get_stats (dev, &st);
+  assert_int_equal (st.ds_writes, c.rb_writes);
+  assert_int_equal (st.ds_nwritten, c.rb_wbytes);
+  assert_int_equal (st.ds_reads, c.rb_reads);
+  assert_int_equal (st.ds_nread, c.rb_rbytes);
+  assert_int_equal (st.ds_flushes, 0);
+  assert_int_equal (log_errors (), 0);
+
+  verify_whole (dev, shadow, size);
+  zv_dev_close (dev);
+
+  /* Still there after reopening. */
+  dev = open_ok (path);
+  verify_whole (dev, shadow, size);
+  zv_dev_close (dev);
+  free (shadow);
+  unlink (path);
+  free (path);
+}
+
+static void
+test_flush (void **state)
+{
+  char *pa = make_file ("fa", 2 * MiB), *pb = make_file ("fb", 2 * MiB);
+  zv_dev_t *a = open_ok (pa), *b = open_ok (pb);
+  enum { NW = 32 };
+  zv_dev_io_t ios[2 * NW + 2];
+  unsigned char *wbuf[NW], *rbuf[NW];
+  zv_dev_stats_t sa, sb;
+  uint64_t s = 42;
+  size_t n = 0;
+
+  /* Single flush. */
+  unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
+  memset (buf, 0x5a, ZV_SECTOR);
+  assert_int_equal (zv_dev_write (a, buf, 0, ZV_SECTOR), 0);
+  assert_int_equal (zv_dev_flush (a), 0);
+  zv_dev_get_stats (a, &sa);
+  assert_int_equal (sa.ds_flushes, 1);
+  zv_buf_free (buf);
+
+  /*
+   * A flush is a barrier inside its batch: writes before it complete
+   * first and reads after it see them.  Two adjacent flushes (two
+   * devices) go together.
+   */
+  for (int i = 0; i < NW; i++) {
+    wbuf[i] = zv_buf_alloc (16384);
+    rbuf[i] = zv_buf_alloc (16384);
+    fill_random (wbuf[i], 16384, &s);
+    ios[n++] = (zv_dev_io_t) { .di_dev = i % 2 ? b : a, .di_op = ZV_DEV_WRITE,
+                               .di_buf = wbuf[i],
+                               .di_offset = (uint64_t) (i / 2) * 16384,
+                               .di_len = 16384 };
+  }
+  ios[n++] = (zv_dev_io_t) { .di_dev = a, .di_op = ZV_DEV_FLUSH };
+  ios[n++] = (zv_dev_io_t) { .di_dev = b, .di_op = ZV_DEV_FLUSH };
+  for (int i = 0; i < NW; i++)
+    ios[n++] = (zv_dev_io_t) { .di_dev = i % 2 ? b : a, .di_op = ZV_DEV_READ,
+                               .di_buf = rbuf[i],
+                               .di_offset = (uint64_t) (i / 2) * 16384,
+                               .di_len = 16384 };
+  for (size_t i = 0; i < n; i++)
+    ios[i].di_result = 777;
+  assert_int_equal (zv_dev_io_batch (ios, n), 0);
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal (ios[i].di_result, 0);
+  for (int i = 0; i < NW; i++) {
+    assert_memory_equal (wbuf[i], rbuf[i], 16384);
+    zv_buf_free (wbuf[i]);
+    zv_buf_free (rbuf[i]);
+  }
+  zv_dev_get_stats (a, &sa);
+  zv_dev_get_stats (b, &sb);
+  assert_int_equal (sa.ds_flushes, 2);
+  assert_int_equal (sb.ds_flushes, 1);
+  assert_int_equal (sa.ds_writes, 1 + NW / 2);
+  assert_int_equal (sb.ds_writes, NW / 2);
+  assert_int_equal (sa.ds_reads, NW / 2);
+
+  zv_dev_close (a);
+  zv_dev_close (b);
+  unlink (pa);
+  unlink (pb);
+  free (pa);
+  free (pb);
+}
+
+/* Fault hook: fail 'fa_op' on requests covering 'fa_off'. */
+struct fault {
+  enum zv_dev_op fa_op;
+  uint64_t fa_off;
+  int fa_error;
+  atomic_int fa_calls, fa_hits;
+};
+
+static int
+fault_fn (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+          uint32_t len)
+{
+  struct fault *f = arg;
+
+  atomic_fetch_add (&f->fa_calls, 1);
+  if (op != f->fa_op)
+    return 0;
+  if (op != ZV_DEV_FLUSH && !(off <= f->fa_off && f->fa_off < off + len))
+    return 0;
+  atomic_fetch_add (&f->fa_hits, 1);
+  return f->fa_error;
+}
+
+static void
+test_fault_injection (void **state)
+{
+  char *path = make_file ("fault", MiB);
+  zv_dev_t *dev = open_ok (path);
+  struct fault f = { .fa_op = ZV_DEV_WRITE, .fa_off = 65536,
+                     .fa_error = -EIO };
+  unsigned char *buf[3], *chk = zv_buf_alloc (ZV_SECTOR);
+  zv_dev_io_t ios[3];
+  zv_dev_stats_t st;
+  char want[300];
+
+  for (int i = 0; i < 3; i++) {
+    buf[i] = zv_buf_alloc (ZV_SECTOR);
+    memset (buf[i], 0x11 * (i + 1), ZV_SECTOR);
+    ios[i] = (zv_dev_io_t) { .di_dev = dev, .di_op = ZV_DEV_WRITE,
+                             .di_buf = buf[i],
+                             .di_offset = (uint64_t) i * 65536,
+                             .di_len = ZV_SECTOR };
+  }
+  zv_dev_set_fault (dev, fault_fn, &f);
+  log_reset ();
+  assert_int_equal (zv_dev_io_batch (ios, 3), -EIO);
+  assert_int_equal (ios[0].di_result, 0);
+  assert_int_equal (ios[1].di_result, -EIO);
+  assert_int_equal (ios[2].di_result, 0);
+  assert_int_equal (atomic_load (&f.fa_calls), 3);
+  assert_int_equal (atomic_load (&f.fa_hits), 1);
+  snprintf (want, sizeof want, "%s: write at 65536: %s", path,
+            strerror (EIO));
+  assert_true (log_contains (want));
+
+  /* The failed write never reached the file; the others did. */
+  pread_file (path, chk, ZV_SECTOR, 65536);
+  assert_true (zv_is_zero (chk, ZV_SECTOR));
+  pread_file (path, chk, ZV_SECTOR, 0);
+  assert_memory_equal (chk, buf[0], ZV_SECTOR);
+  pread_file (path, chk, ZV_SECTOR, 2 * 65536);
+  assert_memory_equal (chk, buf[2], ZV_SECTOR);
+  zv_dev_get_stats (dev, &st);
+  assert_int_equal (st.ds_writes, 2);
+  assert_int_equal (st.ds_nwritten, 2 * ZV_SECTOR);
+
+  /* Any errno passes through, for flushes too. */
+  f.fa_op = ZV_DEV_FLUSH;
+  f.fa_error = -ENOSPC;
+  log_reset ();
+  assert_int_equal (zv_dev_flush (dev), -ENOSPC);
+  snprintf (want, sizeof want, "%s: flush: %s", path, strerror (ENOSPC));
+  assert_true (log_contains (want));
+  zv_dev_get_stats (dev, &st);
+  assert_int_equal (st.ds_flushes, 0);
+
+  /* Reads that cover the bad offset fail; others pass. */
+  f.fa_op = ZV_DEV_READ;
+  f.fa_error = -EIO;
+  assert_int_equal (zv_dev_read (dev, chk, 65536, ZV_SECTOR), -EIO);
+  assert_int_equal (zv_dev_read (dev, chk, 0, ZV_SECTOR), 0);
+  assert_memory_equal (chk, buf[0], ZV_SECTOR);
+
+  /* Cleared: the write goes through. */
+  zv_dev_set_fault (dev, NULL, NULL);
+  assert_int_equal (zv_dev_write (dev, buf[1], 65536, ZV_SECTOR), 0);
+  pread_file (path, chk, ZV_SECTOR, 65536);
+  assert_memory_equal (chk, buf[1], ZV_SECTOR);
+
+  for (int i = 0; i < 3; i++)
+    zv_buf_free (buf[i]);
+  zv_buf_free (chk);
+  zv_dev_close (dev);
+  unlink (path);
+  free (path);
+}
+
+static void
+test_past_end (void **state)
+{
+  const uint64_t size = MiB;
+  char *path = make_file ("end", size);
+  zv_dev_t *dev = open_ok (path);
+  unsigned char *buf = zv_buf_alloc (2 * ZV_SECTOR);
+  unsigned char *pat = zv_buf_alloc (2 * ZV_SECTOR);
+  zv_dev_io_t ios[2];
+  zv_dev_stats_t st;
+  struct stat sb;
+
+  log_reset ();
+  assert_int_equal (zv_dev_read (dev, buf, size, ZV_SECTOR), -EIO);
+  assert_int_equal (zv_dev_read (dev, buf, size - ZV_SECTOR, 2 * ZV_SECTOR),
+                    -EIO);
+  assert_int_equal (zv_dev_read (dev, buf, UINT64_MAX - ZV_SECTOR + 1,
+                                 ZV_SECTOR), -EIO);
+  assert_int_equal (zv_dev_write (dev, buf, size, ZV_SECTOR), -EIO);
+  assert_true (log_contains ("beyond the end of the device"));
+  assert_int_equal (stat (path, &sb), 0);
+  assert_int_equal (sb.st_size, (off_t) size);       /* did not grow */
+
+  /* In a batch, only the bad request fails. */
+  memset (pat, 0x3c, 2 * ZV_SECTOR);
+  ios[0] = (zv_dev_io_t) { .di_dev = dev, .di_op = ZV_DEV_WRITE,
+                           .di_buf = pat, .di_offset = size - 2 * ZV_SECTOR,
+                           .di_len = 2 * ZV_SECTOR };
+  ios[1] = (zv_dev_io_t) { .di_dev = dev, .di_op = ZV_DEV_WRITE,
+                           .di_buf = pat, .di_offset = size - ZV_SECTOR,
+                           .di_len = 2 * ZV_SECTOR };
+  assert_int_equal (zv_dev_io_batch (ios, 2), -EIO);
+  assert_int_equal (ios[0].di_result, 0);
+  assert_int_equal (ios[1].di_result, -EIO);
+  zv_dev_get_stats (dev, &st);
+  assert_int_equal (st.ds_writes, 1);
+  assert_int_equal (st.ds_reads, 0);
+
+  /*
+   * The file shrinks behind our back: the read comes back short, the
+   * rest is retried, hits end of file and fails -EIO; the part that
+   * existed was transferred.
+   */
+  assert_int_equal (truncate (path, (off_t) (size - ZV_SECTOR)), 0);
+  memset (buf, 0, 2 * ZV_SECTOR);
+  log_reset ();
+  assert_int_equal (zv_dev_read (dev, buf, size - 2 * ZV_SECTOR,
+                                 2 * ZV_SECTOR), -EIO);
+  assert_memory_equal (buf, pat, ZV_SECTOR);
+  assert_true (log_contains ("unexpected end of file"));
+  {
+    char want[300];
+    snprintf (want, sizeof want, "%s: read at %" PRIu64 ": ", path,
+              size - ZV_SECTOR);
+    assert_true (log_contains (want));
+  }
+  /* What is left of the file still reads fine. */
+  assert_int_equal (zv_dev_read (dev, buf, size - 3 * ZV_SECTOR,
+                                 2 * ZV_SECTOR), 0);
+  assert_true (zv_is_zero (buf, ZV_SECTOR));
+  assert_memory_equal (buf + ZV_SECTOR, pat, ZV_SECTOR);
+
+  zv_buf_free (buf);
+  zv_buf_free (pat);
+  zv_dev_close (dev);
+  unlink (path);
+  free (path);
+}
+
+/* A misaligned request is a caller bug: the process must stop. */
+static void
+test_misaligned_aborts (void **state)
+{
+  char *path = make_file ("misaligned", MiB);
+  zv_dev_t *dev = open_ok (path);
+  unsigned char *buf = zv_buf_alloc (2 * ZV_SECTOR);
+  struct { uint64_t off; uint32_t len; size_t bufoff; } bad[] = {
+    { 512, ZV_SECTOR, 0 },          /* offset */
+    { 0, 1000, 0 },                 /* length */
+    { 0, ZV_SECTOR, 512 },          /* buffer */
+  };
+
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int status;
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+      int nul = open ("/dev/null", O_WRONLY);
+      dup2 (nul, 2);                  /* keep the assert message quiet */
+      zv_dev_read (dev, buf + bad[i].bufoff, bad[i].off, bad[i].len);
+      _exit (0);
+    }
+    assert_int_equal (waitpid (pid, &status, 0), pid);
+    assert_true (WIFSIGNALED (status));
+    assert_int_equal (WTERMSIG (status), SIGABRT);
+  }
+  zv_buf_free (buf);
+  zv_dev_close (dev);
+  unlink (path);
+  free (path);
+}
+
+/* ---- O_DIRECT and the buffered fallback ------------------------------ */
+
+/* Does this directory's file system take O_DIRECT? */
+static bool
+probe_direct (const char *dir)
+{
+  char path[300];
+  int fd;
+
+  snprintf (path, sizeof path, "%s/.probe-direct", dir);
+  fd = open (path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd >= 0)
+    close (fd);
+  else
+    assert_int_equal (errno, EINVAL);
+  unlink (path);
+  return fd >= 0;
+}
+
+/* Open, check the flags the kernel really holds, and do some I/O. */
+static void
+check_dev_mode (const char *path, bool want_direct)
+{
+  zv_dev_t *dev = open_ok (path);
+  uint64_t size = zv_dev_size (dev);
+  unsigned char *shadow = calloc (1, size);
+  long flags = fd_flags_of (path);
+  rb_t c = {
+    .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
+    .rb_rounds = 5, .rb_batch = 50, .rb_seed = 99, .rb_shadow = shadow,
+  };
+
+  assert_int_equal (zv_dev_is_direct (dev), want_direct);
+  assert_true (flags != -1);
+  assert_int_equal ((flags & O_DIRECT) != 0, want_direct);
+  assert_true (flags & O_CLOEXEC);
+  assert_int_equal (flags & O_ACCMODE, O_RDWR);
+  if (run_random_batches (&c) != 0)
+    fail_msg ("%s: %d problems, first: %s", path, c.rb_problems, c.rb_what);
+  assert_int_equal (zv_dev_flush (dev), 0);
+  verify_whole (dev, shadow, size);
+  zv_dev_close (dev);
+  free (shadow);
+}
+
+static void
+test_direct_var_tmp (void **state)
+{
+  char *path = make_file ("direct", 2 * MiB);
+  struct statfs sf;
+  bool want;
+
+  assert_int_equal (statfs (g_dir, &sf), 0);
+  want = probe_direct (g_dir);
+  /* These always take O_DIRECT. */
+  if (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC ||
+      sf.f_type == BTRFS_SUPER_MAGIC)
+    assert_true (want);
+  print_message ("/var/tmp: fs type 0x%lx, O_DIRECT %s\n",
+                 (unsigned long) sf.f_type, want ? "yes" : "no");
+  check_dev_mode (path, want);
+  unlink (path);
+  free (path);
+}
+
+/* Mount a throwaway file system under g_dir; false if not allowed. */
+static bool
+mount_scratch (const char *type, char *dir, size_t len)
+{
+  snprintf (dir, len, "%s/%s", g_dir, type);
+  assert_int_equal (mkdir (dir, 0700), 0);
+  if (mount (type, dir, type, 0, NULL) == -1) {
+    print_message ("cannot mount %s (%s): skipped\n", type, strerror (errno));
+    rmdir (dir);
+    return false;
+  }
+  return true;
+}
+
+static void
+unmount_scratch (const char *dir)
+{
+  if (umount (dir) == -1)
+    umount2 (dir, MNT_DETACH);
+  rmdir (dir);
+}
+
+static void
+test_tmpfs_and_ramfs (void **state)
+{
+  char dir[128], *path;
+  struct statfs sf;
+  bool mounted = false, want;
+
+  /*
+   * tmpfs: it takes O_DIRECT since Linux 6.6; before that, this is the
+   * buffered fallback.  Either way, the device must say what it uses.
+   */
+  if (statfs ("/dev/shm", &sf) == 0 && sf.f_type == TMPFS_MAGIC)
+    snprintf (dir, sizeof dir, "/dev/shm");
+  else if (mount_scratch ("tmpfs", dir, sizeof dir))
+    mounted = true;
+  else
+    dir[0] = '\0';
+  if (dir[0]) {
+    char name[64];
+    snprintf (name, sizeof name, "zv-test-dev.%d", (int) getpid ());
+    want = probe_direct (dir);
+    print_message ("tmpfs (%s): O_DIRECT %s\n", dir, want ? "yes" : "no");
+    path = make_file_in (dir, name, MiB);
+    check_dev_mode (path, want);
+    unlink (path);
+    free (path);
+    if (mounted)
+      unmount_scratch (dir);
+  }
+
+  /* ramfs never takes O_DIRECT: the fallback must be used. */
+  if (!mount_scratch ("ramfs", dir, sizeof dir)) {
+    skip ();
+    return;
+  }
+  assert_false (probe_direct (dir));
+  path = make_file_in (dir, "ram", MiB);
+  check_dev_mode (path, false);
+  unlink (path);
+  free (path);
+  unmount_scratch (dir);
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+static void *
+rb_thread (void *arg)
+{
+  run_random_batches (arg);
+  return NULL;
+}
+
+static void
+test_threads (void **state)
+{
+  enum { NT = 4 };
+  const uint64_t region = 2 * MiB, size = NT * region;
+  char *path = make_file ("mt", size);
+  zv_dev_t *dev = open_ok (path);
+  unsigned char *shadow = calloc (1, size);
+  pthread_t th[NT];
+  rb_t c[NT];
+  zv_dev_stats_t st;
+  uint64_t w = 0, wb = 0, r = 0, rb = 0;
+  int rings0;
+
+  /* This thread's ring exists already, for a stable baseline. */
+  assert_int_equal (zv_dev_flush (dev), 0);
+  rings0 = count_uring_fds ();
+  log_reset ();
+  for (int i = 0; i < NT; i++) {
+    c[i] = (rb_t) {
+      .rb_dev = dev, .rb_base = (uint64_t) i * region,
+      .rb_nsect = (uint32_t) (region / ZV_SECTOR), .rb_rounds = 15,
+      .rb_batch = 64, .rb_seed = 1000 + (uint64_t) i,
+      .rb_shadow = shadow + (uint64_t) i * region,
+    };
+    assert_int_equal (pthread_create (&th[i], NULL, rb_thread, &c[i]), 0);
+  }
+  for (int i = 0; i < NT; i++) {
+    assert_int_equal (pthread_join (th[i], NULL), 0);
+    if (c[i].rb_problems)
+      fail_msg ("thread %d: %d problems, first: %s", i, c[i].rb_problems,
+                c[i].rb_what);
+    w += c[i].rb_writes;
+    wb += c[i].rb_wbytes;
+    r += c[i].rb_reads;
+    rb += c[i].rb_rbytes;
+  }
+  assert_int_equal (log_errors (), 0);
+  /* Each thread's ring went away with the thread. */
+  assert_int_equal (count_uring_fds (), rings0);
+
+  zv_dev_get_stats (dev, &st);
+  assert_int_equal (st.ds_writes, w);
+  assert_int_equal (st.ds_nwritten, wb);
+  assert_int_equal (st.ds_reads, r);
+  assert_int_equal (st.ds_nread, rb);
+  assert_int_equal (st.ds_flushes, 1);
+  verify_whole (dev, shadow, size);
+
+  zv_dev_close (dev);
+  free (shadow);
+  unlink (path);
+  free (path);
+}
+
+/* A thread with a 4-entry ring: 100-request batches go in waves. */
+static void *
+small_ring_thread (void *arg)
+{
+  rb_t *c = arg;
+  run_random_batches (c);
+  if (zv_dev_flush (c->rb_dev) != 0)
+    rb_problem (c, "flush failed");
+  return NULL;
+}
+
+static void
+test_waves (void **state)
+{
+  const uint64_t size = 4 * MiB;
+  char *path = make_file ("waves", size);
+  zv_dev_t *dev = open_ok (path);
+  unsigned char *shadow = calloc (1, size);
+  unsigned saved = zv_dev_ring_entries;
+  rb_t c = {
+    .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
+    .rb_rounds = 10, .rb_batch = 100, .rb_seed = 777, .rb_shadow = shadow,
+  };
+  pthread_t th;
+
+  zv_dev_ring_entries = 4;
+  assert_int_equal (pthread_create (&th, NULL, small_ring_thread, &c), 0);
+  assert_int_equal (pthread_join (th, NULL), 0);
+  zv_dev_ring_entries = saved;
+  if (c.rb_problems)
+    fail_msg ("%d problems, first: %s", c.rb_problems, c.rb_what);
+  verify_whole (dev, shadow, size);
+  zv_dev_close (dev);
+  free (shadow);
+  unlink (path);
+  free (path);
+}
+
+/*
+ * No io_uring (as in a seccomp sandbox): a thread whose io_uring_setup
+ * fails with ENOSYS must still do all its I/O, with pread/pwrite.
+ */
+typedef struct nouring {
+  rb_t nu_rb;
+  int nu_init;                        /* io_uring_queue_init in the jail */
+  int nu_rings_before, nu_rings_after;
+  int nu_past_end, nu_flush;
+} nouring_t;
+
+static void *
+nouring_thread (void *arg)
+{
+  nouring_t *nu = arg;
+  struct sock_filter filt[] = {
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, nr)),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { .len = sizeof filt / sizeof filt[0],
+                             .filter = filt };
+  struct io_uring ring;
+  unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
+
+  /* Without TSYNC the filter binds this thread only. */
+  if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
+      prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == -1) {
+    nu->nu_init = 1;
+    zv_buf_free (buf);
+    return NULL;
+  }
+  nu->nu_init = io_uring_queue_init (8, &ring, 0);
+  if (nu->nu_init == 0)
+    io_uring_queue_exit (&ring);
+
+  run_random_batches (&nu->nu_rb);
+  nu->nu_flush = zv_dev_flush (nu->nu_rb.rb_dev);
+  nu->nu_past_end = zv_dev_read (nu->nu_rb.rb_dev, buf,
+                                 zv_dev_size (nu->nu_rb.rb_dev), ZV_SECTOR);
+  nu->nu_rings_after = count_uring_fds ();
+  zv_buf_free (buf);
+  return NULL;
+}
+
+static void
+test_no_uring_fallback (void **state)
+{
+  const uint64_t size = 2 * MiB;
+  char *path = make_file ("nouring", size);
+  zv_dev_t *dev = open_ok (path);
+  unsigned char *shadow = calloc (1, size);
+  nouring_t nu = {
+    .nu_rb = {
+      .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
+      .rb_rounds = 10, .rb_batch = 100, .rb_seed = 31337,
+      .rb_shadow = shadow,
+    },
+  };
+  zv_dev_stats_t st;
+  pthread_t th;
+
+  assert_int_equal (zv_dev_flush (dev), 0);   /* main ring exists */
+  nu.nu_rings_before = count_uring_fds ();
+  log_reset ();
+  assert_int_equal (pthread_create (&th, NULL, nouring_thread, &nu), 0);
+  assert_int_equal (pthread_join (th, NULL), 0);
+  if (nu.nu_init == 1)
+    skip ();                          /* seccomp not available */
+  assert_int_equal (nu.nu_init, -ENOSYS);
+  if (nu.nu_rb.rb_problems)
+    fail_msg ("%d problems, first: %s", nu.nu_rb.rb_problems,
+              nu.nu_rb.rb_what);
+  assert_int_equal (nu.nu_flush, 0);
+  assert_int_equal (nu.nu_past_end, -EIO);
+  assert_int_equal (nu.nu_rings_after, nu.nu_rings_before);
+  assert_true (log_contains ("io_uring unavailable"));
+
+  zv_dev_get_stats (dev, &st);
+  assert_int_equal (st.ds_writes, nu.nu_rb.rb_writes);
+  assert_int_equal (st.ds_nwritten, nu.nu_rb.rb_wbytes);
+  assert_int_equal (st.ds_reads, nu.nu_rb.rb_reads);
+  assert_int_equal (st.ds_flushes, 2);
+  verify_whole (dev, shadow, size);
+  zv_dev_close (dev);
+  free (shadow);
+  unlink (path);
+  free (path);
+}
+
+/* ---- block device (loop) ---------------------------------------------- */
+
+static void
+test_blockdev (void **state)
+{
+  const uint64_t size = 16 * MiB + 512;       /* rounds down to 16 MiB */
+  char *backing = make_file ("loop.img", size);
+  char lp[64], err[256], want[300];
+  zv_dev_t *dev, *dev2 = NULL;
+  unsigned char *buf, *chk;
+  int ctl, bfd, lfd = -1;
+
+  ctl = open ("/dev/loop-control", O_RDWR | O_CLOEXEC);
+  if (ctl == -1) {
+    print_message ("no /dev/loop-control (%s): skipped\n", strerror (errno));
+    unlink (backing);
+    free (backing);
+    skip ();
+    return;
+  }
+  bfd = open (backing, O_RDWR | O_CLOEXEC);
+  assert_true (bfd >= 0);
+  for (int tries = 0; tries < 10 && lfd == -1; tries++) {
+    struct loop_config cfg = { .fd = (uint32_t) bfd };
+    int n = ioctl (ctl, LOOP_CTL_GET_FREE);
+    if (n < 0)
+      break;
+    snprintf (lp, sizeof lp, "/dev/loop%d", n);
+    lfd = open (lp, O_RDWR | O_CLOEXEC);
+    if (lfd == -1)
+      break;
+    /* Autoclear: detached when the last descriptor closes. */
+    cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    if (ioctl (lfd, LOOP_CONFIGURE, &cfg) == -1) {
+      close (lfd);
+      lfd = -1;
+    }
+  }
+  close (ctl);
+  close (bfd);
+  if (lfd == -1) {
+    print_message ("cannot set up a loop device: skipped\n");
+    unlink (backing);
+    free (backing);
+    skip ();
+    return;
+  }
+
+  dev = open_ok (lp);
+  assert_true (zv_dev_is_blockdev (dev));
+  assert_true (zv_dev_is_direct (dev));
+  assert_int_equal (zv_dev_size (dev), 16 * MiB);
+
+  /* O_EXCL: a second exclusive open is refused. */
+  assert_int_equal (zv_dev_open (lp, &dev2, err, sizeof err), -EBUSY);
+  assert_null (dev2);
+  snprintf (want, sizeof want,
+            "%s: in use by another process (device locked)", lp);
+  assert_string_equal (err, want);
+
+  buf = zv_buf_alloc (65536);
+  chk = zv_buf_alloc (65536);
+  memset (buf, 0xc3, 65536);
+  assert_int_equal (zv_dev_write (dev, buf, 16 * MiB - 65536, 65536), 0);
+  assert_int_equal (zv_dev_flush (dev), 0);
+  assert_int_equal (zv_dev_read (dev, chk, 16 * MiB - 65536, 65536), 0);
+  assert_memory_equal (buf, chk, 65536);
+  assert_int_equal (zv_dev_read (dev, chk, 16 * MiB, ZV_SECTOR), -EIO);
+  memset (chk, 0, 65536);
+  pread_file (backing, chk, 65536, 16 * MiB - 65536);
+  assert_memory_equal (buf, chk, 65536);
+  zv_buf_free (buf);
+  zv_buf_free (chk);
+
+  zv_dev_close (dev);
+  /* Released: it opens again. */
+  dev = open_ok (lp);
+  zv_dev_close (dev);
+
+  /* Another exclusive holder (say, a mount) that takes no flock. */
+  {
+    int xfd = open (lp, O_RDWR | O_EXCL | O_CLOEXEC);
+    assert_true (xfd >= 0);
+    assert_int_equal (zv_dev_open (lp, &dev2, err, sizeof err), -EBUSY);
+    assert_string_equal (err, want);
+    close (xfd);
+  }
+  close (lfd);
+  unlink (backing);
+  free (backing);
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+static int
+rm_one (const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+  return remove (p) == -1 ? -1 : 0;
+}
+
+static int
+group_setup (void **state)
+{
+  snprintf (g_dir, sizeof g_dir, "/var/tmp/zv-test-dev.XXXXXX");
+  if (mkdtemp (g_dir) == NULL)
+    return -1;
+  zv_set_log (test_log);
+  return 0;
+}
+
+static int
+group_teardown (void **state)
+{
+  char dir[128];
+
+  zv_set_log (NULL);
+  /* Scratch mounts a failed test left behind. */
+  snprintf (dir, sizeof dir, "%s/tmpfs", g_dir);
+  umount2 (dir, MNT_DETACH);
+  snprintf (dir, sizeof dir, "%s/ramfs", g_dir);
+  umount2 (dir, MNT_DETACH);
+  return nftw (g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_open_missing),
+    cmocka_unit_test (test_open_not_file),
+    cmocka_unit_test (test_lock_conflict),
+    cmocka_unit_test (test_size_sparse),
+    cmocka_unit_test (test_roundtrip_batch),
+    cmocka_unit_test (test_flush),
+    cmocka_unit_test (test_fault_injection),
+    cmocka_unit_test (test_past_end),
+    cmocka_unit_test (test_misaligned_aborts),
+    cmocka_unit_test (test_direct_var_tmp),
+    cmocka_unit_test (test_tmpfs_and_ramfs),
+    cmocka_unit_test (test_threads),
+    cmocka_unit_test (test_waves),
+    cmocka_unit_test (test_no_uring_fallback),
+    cmocka_unit_test (test_blockdev),
+  };
+
+  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+}

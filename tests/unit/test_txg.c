@@ -1,0 +1,771 @@
+/*
+ * test_txg.c: unit tests for the transaction-group engine (core/txg.c).
+ *
+ * The sync callback checks, from inside the engine, the promises the rest
+ * of the pool relies on: txgs sync in order, exactly once, and never while
+ * a hold on them is outstanding (the test counts its own holds per txg).
+ * Checks made on threads other than cmocka's abort the binary (cmocka's
+ * asserts must not longjmp across threads).
+ */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zv_util.h"
+#include "txg.h"
+
+/* An invariant checked off the main thread: fail loudly. */
+#define T_CHECK(c) do {                                                 \
+    if (!(c)) {                                                         \
+      fprintf (stderr, "test_txg: check failed: %s (%s:%d)\n",          \
+               #c, __FILE__, __LINE__);                                 \
+      abort ();                                                         \
+    }                                                                   \
+  } while (0)
+
+#define T_LOAD(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
+#define T_STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
+#define T_INC(p) __atomic_add_fetch ((p), 1, __ATOMIC_ACQ_REL)
+#define T_DEC(p) __atomic_sub_fetch ((p), 1, __ATOMIC_ACQ_REL)
+
+#define T_RING 65536            /* txgs tracked per test */
+#define T_FIRST 1000            /* first txg of every engine */
+#define MS 1000000ull
+
+/* What a test shares with its sync callback. */
+typedef struct tctx {
+  zv_txg_t *tx;
+  uint64_t first;
+  uint64_t expect;              /* next txg the callback must see */
+  uint64_t nsyncs;              /* successful callbacks (atomic) */
+  uint64_t fail_txg;            /* return -EIO for this txg */
+  pthread_mutex_t gate_lock;
+  pthread_cond_t gate_cv;
+  int gate_closed;              /* callback blocks while set */
+  int in_sync;                  /* callback reached the gate */
+  unsigned outstanding[T_RING]; /* test's own holds per txg (atomic) */
+  unsigned held[T_RING];        /* txg was ever held (atomic) */
+  unsigned synced[T_RING];      /* callbacks per txg */
+} tctx_t;
+
+/* The sync callback: checks ordering and the hold invariant. */
+static int
+t_sync (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
+{
+  tctx_t *t = arg;
+
+  T_CHECK (txg >= t->first && txg - t->first < T_RING);
+  T_CHECK (txg == t->expect);
+  T_CHECK (T_LOAD (&t->outstanding[txg - t->first]) == 0);
+  T_CHECK (zv_txg_last_synced (t->tx) == txg - 1);
+  T_CHECK (zv_txg_open_txg (t->tx) > txg);
+  t->synced[txg - t->first]++;
+  T_CHECK (t->synced[txg - t->first] == 1);
+  t->expect = txg + 1;
+
+  st->ss_nread = txg;
+  st->ss_nwritten = 2 * txg;
+  st->ss_reads = 3;
+  st->ss_writes = 4;
+
+  pthread_mutex_lock (&t->gate_lock);
+  t->in_sync = 1;
+  pthread_cond_broadcast (&t->gate_cv);
+  while (t->gate_closed)
+    pthread_cond_wait (&t->gate_cv, &t->gate_lock);
+  pthread_mutex_unlock (&t->gate_lock);
+
+  if (txg == t->fail_txg)
+    return -EIO;
+  T_INC (&t->nsyncs);
+  return 0;
+}
+
+/* Test tunables: defaults, with a large dirty_max so nothing throttles. */
+static zv_txg_tunables_t
+t_tunables (uint64_t timeout_ms, uint64_t dirty_max)
+{
+  zv_txg_tunables_t tt;
+
+  zv_txg_tunables_default (&tt);
+  tt.tt_timeout_ms = timeout_ms;
+  tt.tt_dirty_max = dirty_max;
+  return tt;
+}
+
+static tctx_t *
+t_new (const zv_txg_tunables_t *tt)
+{
+  tctx_t *t = calloc (1, sizeof *t);
+
+  assert_non_null (t);
+  t->first = T_FIRST;
+  t->expect = T_FIRST;
+  pthread_mutex_init (&t->gate_lock, NULL);
+  pthread_cond_init (&t->gate_cv, NULL);
+  t->tx = zv_txg_create (tt, T_FIRST, t_sync, t);
+  assert_non_null (t->tx);
+  return t;
+}
+
+static void
+t_free (tctx_t *t)
+{
+  zv_txg_destroy (t->tx);
+  pthread_mutex_destroy (&t->gate_lock);
+  pthread_cond_destroy (&t->gate_cv);
+  free (t);
+}
+
+static void
+t_gate (tctx_t *t, int closed)
+{
+  pthread_mutex_lock (&t->gate_lock);
+  t->gate_closed = closed;
+  if (!closed)
+    t->in_sync = 0;
+  pthread_cond_broadcast (&t->gate_cv);
+  pthread_mutex_unlock (&t->gate_lock);
+}
+
+/* Wait (bounded) until the callback sits at the closed gate. */
+static int
+t_wait_in_sync (tctx_t *t, uint64_t timeout_ns)
+{
+  uint64_t end = zv_now_ns () + timeout_ns;
+  int r;
+
+  for (;;) {
+    pthread_mutex_lock (&t->gate_lock);
+    r = t->in_sync;
+    pthread_mutex_unlock (&t->gate_lock);
+    if (r || zv_now_ns () > end)
+      return r;
+    usleep (1000);
+  }
+}
+
+/* Poll until last_synced >= txg or the timeout; returns elapsed ns or 0. */
+static uint64_t
+t_poll_synced (zv_txg_t *tx, uint64_t txg, uint64_t timeout_ns)
+{
+  uint64_t start = zv_now_ns ();
+
+  while (zv_txg_last_synced (tx) < txg) {
+    if (zv_now_ns () - start > timeout_ns)
+      return 0;
+    usleep (1000);
+  }
+  return zv_now_ns () - start + 1;
+}
+
+/* Hold, remember it in the test's counters, release. */
+static uint64_t
+t_hold_rele (tctx_t *t, uint64_t bytes)
+{
+  zv_txg_hold_t h;
+
+  assert_int_equal (zv_txg_hold (t->tx, bytes, &h), 0);
+  assert_true (h.th_txg > zv_txg_last_synced (t->tx));
+  T_STORE (&t->held[h.th_txg - t->first], 1);
+  zv_txg_rele (t->tx, &h);
+  return h.th_txg;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* OpenZFS's defaults, dirty_max from RAM capped at 4 GiB. */
+static void
+test_defaults (void **state)
+{
+  zv_txg_tunables_t tt;
+  uint64_t phys = (uint64_t) sysconf (_SC_PHYS_PAGES) *
+    (uint64_t) sysconf (_SC_PAGESIZE);
+  uint64_t want = ZV_MIN (phys / 10, 4ull << 30);
+
+  zv_txg_tunables_default (&tt);
+  assert_int_equal (tt.tt_timeout_ms, 5000);
+  assert_true (tt.tt_dirty_max <= 4ull << 30);
+  assert_true (tt.tt_dirty_max + 100 >= want && tt.tt_dirty_max <= want);
+  assert_int_equal (tt.tt_dirty_sync_pct, 20);
+  assert_int_equal (tt.tt_delay_min_dirty_pct, 60);
+  assert_int_equal (tt.tt_delay_scale_ns, 500000);
+  assert_int_equal (tt.tt_delay_max_ns, 100 * MS);
+}
+
+/* The delay curve at the points OpenZFS documents. */
+static void
+test_delay_curve (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (5000, 1000000);
+
+  assert_int_equal (zv_txg_delay_ns (&tt, 0), 0);
+  assert_int_equal (zv_txg_delay_ns (&tt, 590000), 0);
+  assert_int_equal (zv_txg_delay_ns (&tt, 600000), 0);        /* 60% */
+  assert_int_equal (zv_txg_delay_ns (&tt, 700000), 166666);   /* 70% */
+  assert_int_equal (zv_txg_delay_ns (&tt, 800000), 500000);   /* 80%: scale */
+  assert_int_equal (zv_txg_delay_ns (&tt, 900000), 1500000);  /* 90% */
+  assert_int_equal (zv_txg_delay_ns (&tt, 990000), 19500000); /* 99% */
+  assert_int_equal (zv_txg_delay_ns (&tt, 1000000), 100 * MS);
+  assert_int_equal (zv_txg_delay_ns (&tt, 5000000), 100 * MS);
+  /* Capped at delay_max before the limit. */
+  tt.tt_delay_scale_ns = 10 * MS;
+  assert_int_equal (zv_txg_delay_ns (&tt, 990000), 100 * MS);
+  /* The real default size: 80% of 4 GiB is the midpoint too (to the ns;
+   * 60% of 4 GiB is not a whole number of bytes). */
+  tt.tt_dirty_max = 4ull << 30;
+  tt.tt_delay_scale_ns = 500000;
+  assert_in_range (zv_txg_delay_ns (&tt, (4ull << 30) / 100 * 80),
+                   499999, 500000);
+  assert_in_range (zv_txg_delay_ns (&tt, (4ull << 30) / 100 * 90),
+                   1499999, 1500000);
+}
+
+/* Without the thread, nothing syncs on its own; wait_synced syncs inline. */
+static void
+test_inline_sync (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (5000, 1ull << 30);
+  tctx_t *t = t_new (&tt);
+  uint64_t txg;
+
+  assert_int_equal (zv_txg_open_txg (t->tx), T_FIRST);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+  txg = t_hold_rele (t, 4096);
+  assert_int_equal (txg, T_FIRST);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 4096);
+  usleep (20000);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+
+  assert_int_equal (zv_txg_wait_synced (t->tx, 0), 0);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST);
+  assert_int_equal (zv_txg_open_txg (t->tx), T_FIRST + 1);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 0);
+  assert_int_equal (T_LOAD (&t->nsyncs), 1);
+
+  /* An old txg: no new sync. */
+  assert_int_equal (zv_txg_wait_synced (t->tx, T_FIRST), 0);
+  assert_int_equal (T_LOAD (&t->nsyncs), 1);
+  /* A future txg: syncs every txg up to it, empty or not. */
+  assert_int_equal (zv_txg_wait_synced (t->tx, T_FIRST + 3), 0);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST + 3);
+  assert_int_equal (T_LOAD (&t->nsyncs), 4);
+
+  /* A throttled writer at dirty_max with no thread syncs inline. */
+  txg = t_hold_rele (t, 1ull << 30);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 1ull << 30);
+  assert_int_equal (t_hold_rele (t, 10), txg + 1);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 10);
+
+  /* Stop without a thread syncs the dirty open txg. */
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg + 1);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 0);
+  assert_int_equal (T_LOAD (&t->nsyncs), 6);
+  /* ... and does nothing when nothing is dirty. */
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+  assert_int_equal (T_LOAD (&t->nsyncs), 6);
+  t_free (t);
+}
+
+/* Many writers and waiters at once. */
+typedef struct twork {
+  tctx_t *t;
+  unsigned iters;
+  uint64_t seed;
+} twork_t;
+
+static void *
+t_writer (void *arg)
+{
+  twork_t *w = arg;
+  tctx_t *t = w->t;
+  uint64_t prev = 0;
+  unsigned i;
+
+  for (i = 0; i < w->iters; i++) {
+    zv_txg_hold_t h;
+    uint64_t idx;
+
+    T_CHECK (zv_txg_hold (t->tx, 512, &h) == 0);
+    T_CHECK (h.th_txg >= prev);              /* never backwards */
+    T_CHECK (h.th_txg > zv_txg_last_synced (t->tx));
+    T_CHECK (h.th_txg <= zv_txg_open_txg (t->tx));
+    prev = h.th_txg;
+    idx = h.th_txg - t->first;
+    T_CHECK (idx < T_RING);
+    T_INC (&t->outstanding[idx]);
+    T_STORE (&t->held[idx], 1);
+    w->seed = w->seed * 6364136223846793005ull + 1442695040888963407ull;
+    if ((w->seed >> 60) == 0)
+      usleep (50);
+    else if ((w->seed >> 61) == 1)
+      sched_yield ();
+    /* Still outstanding here: no sync of this txg may run. */
+    T_CHECK (zv_txg_last_synced (t->tx) < h.th_txg);
+    T_DEC (&t->outstanding[idx]);
+    zv_txg_rele (t->tx, &h);
+  }
+  return NULL;
+}
+
+static void *
+t_waiter (void *arg)
+{
+  twork_t *w = arg;
+  unsigned i;
+
+  for (i = 0; i < w->iters; i++) {
+    uint64_t open = zv_txg_open_txg (w->t->tx);
+
+    T_CHECK (zv_txg_wait_synced (w->t->tx, 0) == 0);
+    T_CHECK (zv_txg_last_synced (w->t->tx) >= open);
+    usleep (200);
+  }
+  return NULL;
+}
+
+static void
+t_concurrent (int with_thread)
+{
+  enum { NWRITERS = 6, NWAITERS = 2 };
+  zv_txg_tunables_t tt = t_tunables (10, 1ull << 30);
+  tctx_t *t = t_new (&tt);
+  pthread_t th[NWRITERS + NWAITERS];
+  twork_t w[NWRITERS + NWAITERS];
+  uint64_t last, i;
+  unsigned n;
+
+  if (with_thread)
+    assert_int_equal (zv_txg_start (t->tx), 0);
+  for (n = 0; n < NWRITERS + NWAITERS; n++) {
+    w[n].t = t;
+    w[n].iters = n < NWRITERS ? 4000 : 60;
+    w[n].seed = n + 1;
+    assert_int_equal (pthread_create (&th[n], NULL,
+                                      n < NWRITERS ? t_writer : t_waiter,
+                                      &w[n]), 0);
+  }
+  for (n = 0; n < NWRITERS + NWAITERS; n++)
+    pthread_join (th[n], NULL);
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+
+  last = zv_txg_last_synced (t->tx);
+  assert_true (last >= T_FIRST + 60);       /* the waiters forced syncs */
+  assert_int_equal (zv_txg_dirty_total (t->tx), 0);
+  for (i = T_FIRST; i <= last; i++)
+    assert_int_equal (t->synced[i - T_FIRST], 1);
+  for (i = last + 1; i - T_FIRST < T_RING; i++) {
+    assert_int_equal (t->synced[i - T_FIRST], 0);
+    assert_int_equal (T_LOAD (&t->held[i - T_FIRST]), 0);
+  }
+  t_free (t);
+}
+
+static void
+test_concurrent_thread (void **state)
+{
+  t_concurrent (1);
+}
+
+static void
+test_concurrent_inline (void **state)
+{
+  t_concurrent (0);
+}
+
+/* The timer syncs a dirty txg with nobody waiting, and skips idle ones. */
+static void
+test_timeout_sync (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (100, 1ull << 30);
+  tctx_t *t = t_new (&tt);
+  uint64_t txg, el, n;
+
+  assert_int_equal (zv_txg_start (t->tx), 0);
+  txg = t_hold_rele (t, 4096);
+  el = t_poll_synced (t->tx, txg, 2000 * MS);
+  assert_true (el > 0);
+  assert_true (el >= 50 * MS);              /* the timer, not a kick */
+  assert_int_equal (zv_txg_dirty_total (t->tx), 0);
+
+  /* Idle: several timeouts pass, no empty txg is synced. */
+  n = T_LOAD (&t->nsyncs);
+  usleep (350000);
+  assert_int_equal (T_LOAD (&t->nsyncs), n);
+  assert_int_equal (zv_txg_open_txg (t->tx), txg + 1);
+
+  /* A hold with no dirty byte still gets its txg synced. */
+  txg = t_hold_rele (t, 0);
+  assert_true (t_poll_synced (t->tx, txg, 2000 * MS) > 0);
+
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+  t_free (t);
+}
+
+/* Past dirty_sync_pct of dirty_max the open txg syncs at once. */
+static void
+test_dirty_kick (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (600000, 10 << 20);
+  tctx_t *t = t_new (&tt);
+  uint64_t txg, el;
+
+  assert_int_equal (zv_txg_start (t->tx), 0);
+  txg = t_hold_rele (t, 1 << 20);           /* 10%: no kick */
+  usleep (200000);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+  assert_int_equal (t_hold_rele (t, 1 << 20), txg); /* 20%: not past it */
+  usleep (100000);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+  assert_int_equal (t_hold_rele (t, 4096), txg);     /* past 20% */
+  el = t_poll_synced (t->tx, txg, 2000 * MS);
+  assert_true (el > 0);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 0);
+
+  /* zv_txg_dirty charges a held txg and kicks too. */
+  {
+    zv_txg_hold_t h;
+    assert_int_equal (zv_txg_hold (t->tx, 0, &h), 0);
+    zv_txg_dirty (t->tx, h.th_txg, 3 << 20);
+    assert_int_equal (zv_txg_dirty_total (t->tx), 3 << 20);
+    zv_txg_rele (t->tx, &h);
+    assert_true (t_poll_synced (t->tx, h.th_txg, 2000 * MS) > 0);
+  }
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+  t_free (t);
+}
+
+/* A waiter forces the sync long before the timeout. */
+static void
+test_wait_forces (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (600000, 1ull << 30);
+  tctx_t *t = t_new (&tt);
+  uint64_t txg, start;
+
+  assert_int_equal (zv_txg_start (t->tx), 0);
+  txg = t_hold_rele (t, 4096);
+  start = zv_now_ns ();
+  assert_int_equal (zv_txg_wait_synced (t->tx, 0), 0);
+  assert_true (zv_now_ns () - start < 2000 * MS);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg);
+  assert_int_equal (zv_txg_wait_synced (t->tx, txg), 0);
+  assert_int_equal (zv_txg_wait_synced (t->tx, txg + 2), 0);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg + 2);
+
+  /* Stop syncs the dirty open txg. */
+  txg = t_hold_rele (t, 100);
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg);
+  assert_int_equal (T_LOAD (&t->nsyncs), 4);
+  t_free (t);
+}
+
+/* A writer blocks while dirty >= dirty_max and goes on after the sync. */
+typedef struct tblock {
+  tctx_t *t;
+  int done;                     /* atomic */
+  int err;
+  zv_txg_hold_t h;
+} tblock_t;
+
+static void *
+t_blocked_writer (void *arg)
+{
+  tblock_t *b = arg;
+
+  b->err = zv_txg_hold (b->t->tx, 4096, &b->h);
+  T_STORE (&b->done, 1);
+  return NULL;
+}
+
+static void
+test_throttle_block (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (600000, 1 << 20);
+  tctx_t *t;
+  tblock_t b = { 0 };
+  pthread_t th;
+  uint64_t txg;
+
+  tt.tt_dirty_sync_pct = 100;               /* no kick: only the throttle */
+  tt.tt_delay_max_ns = MS;
+  t = t_new (&tt);
+  b.t = t;
+  assert_int_equal (zv_txg_start (t->tx), 0);
+  txg = t_hold_rele (t, 1 << 20);           /* exactly dirty_max */
+  assert_int_equal (zv_txg_dirty_total (t->tx), 1 << 20);
+  usleep (50000);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+
+  t_gate (t, 1);
+  assert_int_equal (pthread_create (&th, NULL, t_blocked_writer, &b), 0);
+  /* The blocked writer asked for a sync, which now sits at the gate. */
+  assert_true (t_wait_in_sync (t, 2000 * MS));
+  usleep (100000);
+  assert_int_equal (T_LOAD (&b.done), 0);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 1 << 20);
+  t_gate (t, 0);
+  pthread_join (th, NULL);
+  assert_int_equal (b.err, 0);
+  assert_int_equal (b.h.th_txg, txg + 1);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 4096);
+  zv_txg_rele (t->tx, &b.h);
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg + 1);
+  t_free (t);
+}
+
+/* Between 60% and 100% writers sleep on the curve, spaced apart. */
+static void *
+t_delayed_writer (void *arg)
+{
+  tctx_t *t = arg;
+  unsigned i;
+
+  for (i = 0; i < 3; i++) {
+    zv_txg_hold_t h;
+    T_CHECK (zv_txg_hold (t->tx, 0, &h) == 0);
+    zv_txg_rele (t->tx, &h);
+  }
+  return NULL;
+}
+
+static void
+test_throttle_delay (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (600000, 1000000);
+  tctx_t *t;
+  pthread_t th[2];
+  uint64_t start, el;
+
+  tt.tt_dirty_sync_pct = 100;
+  tt.tt_delay_scale_ns = 10 * MS;           /* 10 ms at 80% */
+  t = t_new (&tt);
+  start = zv_now_ns ();
+  t_hold_rele (t, 800000);                  /* below 60% when taken */
+  assert_true (zv_now_ns () - start < 10 * MS);
+
+  /* Six holds at 80%: each waits 10 ms after the one before. */
+  start = zv_now_ns ();
+  assert_int_equal (pthread_create (&th[0], NULL, t_delayed_writer, t), 0);
+  assert_int_equal (pthread_create (&th[1], NULL, t_delayed_writer, t), 0);
+  pthread_join (th[0], NULL);
+  pthread_join (th[1], NULL);
+  el = zv_now_ns () - start;
+  assert_true (el >= 59 * MS);
+  assert_true (el < 2000 * MS);
+
+  assert_int_equal (zv_txg_wait_synced (t->tx, 0), 0);
+  assert_int_equal (zv_txg_dirty_total (t->tx), 0);
+  start = zv_now_ns ();
+  t_hold_rele (t, 0);                       /* clean: no delay */
+  assert_true (zv_now_ns () - start < 10 * MS);
+  t_free (t);
+}
+
+/* A sync error fails the engine: waiters and later holds get it. */
+typedef struct twait {
+  tctx_t *t;
+  uint64_t txg;
+  int err;
+} twait_t;
+
+static void *
+t_wait_thread (void *arg)
+{
+  twait_t *w = arg;
+
+  w->err = zv_txg_wait_synced (w->t->tx, w->txg);
+  return NULL;
+}
+
+static void
+test_sync_error (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (600000, 1ull << 30);
+  tctx_t *t = t_new (&tt);
+  twait_t w = { .t = t, .err = 1 };
+  zv_txg_hold_t h;
+  pthread_t th;
+  uint64_t txg;
+
+  t->fail_txg = T_FIRST + 1;
+  assert_int_equal (zv_txg_start (t->tx), 0);
+  txg = t_hold_rele (t, 4096);
+  assert_int_equal (zv_txg_wait_synced (t->tx, 0), 0);
+  assert_int_equal (zv_txg_last_synced (t->tx), txg);
+
+  /* A waiter blocked while the sync fails gets the error. */
+  t_gate (t, 1);
+  w.txg = t_hold_rele (t, 4096);
+  assert_int_equal (w.txg, T_FIRST + 1);
+  assert_int_equal (pthread_create (&th, NULL, t_wait_thread, &w), 0);
+  assert_true (t_wait_in_sync (t, 2000 * MS));
+  t_gate (t, 0);
+  pthread_join (th, NULL);
+  assert_int_equal (w.err, -EIO);
+  assert_int_equal (zv_txg_error (t->tx), -EIO);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST);
+
+  /* Later holds and waits fail; an old txg is still synced. */
+  assert_int_equal (zv_txg_hold (t->tx, 10, &h), -EIO);
+  assert_int_equal (zv_txg_wait_synced (t->tx, 0), -EIO);
+  assert_int_equal (zv_txg_wait_synced (t->tx, T_FIRST + 1), -EIO);
+  assert_int_equal (zv_txg_wait_synced (t->tx, T_FIRST), 0);
+  usleep (20000);
+  assert_int_equal (t->synced[2], 0);       /* nothing after the failure */
+  assert_int_equal (zv_txg_stop (t->tx), -EIO);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST);
+  t_free (t);
+
+  /* The same without the thread. */
+  t = t_new (&tt);
+  t->fail_txg = T_FIRST;
+  t_hold_rele (t, 1);
+  assert_int_equal (zv_txg_wait_synced (t->tx, 0), -EIO);
+  assert_int_equal (zv_txg_hold (t->tx, 10, &h), -EIO);
+  assert_int_equal (zv_txg_stop (t->tx), -EIO);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+  t_free (t);
+}
+
+/* The history table: header, at most 100 rows, oldest first, aligned. */
+static const char *t_cols[] = {
+  "txg", "birth", "state", "ndirty", "nread", "nwritten", "reads", "writes",
+  "otime", "qtime", "wtime", "stime",
+};
+#define T_NCOLS (sizeof t_cols / sizeof t_cols[0])
+
+/* Split the printed table into lines (modifies buf). */
+static size_t
+t_lines (char *buf, char **lines, size_t max)
+{
+  size_t n = 0;
+  char *save = NULL, *l;
+
+  for (l = strtok_r (buf, "\n", &save); l && n < max;
+       l = strtok_r (NULL, "\n", &save))
+    lines[n++] = l;
+  return n;
+}
+
+static void
+test_history (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (5000, 1ull << 30);
+  tctx_t *t = t_new (&tt);
+  char *buf = NULL, *lines[300];
+  size_t len = 0, n, i, c, colpos[T_NCOLS];
+  FILE *fp;
+  uint64_t open, prev_birth = 0;
+
+  /* Fresh: the header and the open txg. */
+  fp = open_memstream (&buf, &len);
+  zv_txg_history_print (t->tx, fp);
+  fclose (fp);
+  n = t_lines (buf, lines, 300);
+  assert_int_equal (n, 2);
+  assert_non_null (strstr (lines[1], " O "));
+  free (buf);
+
+  for (i = 0; i < 150; i++) {
+    t_hold_rele (t, 1000 + i);
+    assert_int_equal (zv_txg_wait_synced (t->tx, 0), 0);
+  }
+  open = zv_txg_open_txg (t->tx);
+  assert_int_equal (open, T_FIRST + 150);
+
+  buf = NULL;
+  fp = open_memstream (&buf, &len);
+  zv_txg_history_print (t->tx, fp);
+  fclose (fp);
+  n = t_lines (buf, lines, 300);
+  assert_int_equal (n, 101);
+
+  /* Header: the kstat's columns, in order. */
+  {
+    char *p = lines[0];
+    for (c = 0; c < T_NCOLS; c++) {
+      while (*p == ' ')
+        p++;
+      colpos[c] = p - lines[0];
+      assert_int_equal (strncmp (p, t_cols[c], strlen (t_cols[c])), 0);
+      p += strlen (t_cols[c]);
+      assert_true (*p == ' ' || *p == '\0');
+    }
+  }
+
+  for (i = 1; i < n; i++) {
+    uint64_t v[T_NCOLS];
+    char st;
+    uint64_t txg = open - 100 + i;
+
+    assert_int_equal (sscanf (lines[i], "%" SCNu64 " %" SCNu64 " %c %" SCNu64
+                              " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                              " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
+                              &v[0], &v[1], &st, &v[3], &v[4], &v[5], &v[6],
+                              &v[7], &v[8], &v[9], &v[10], &v[11]), 12);
+    /* Aligned: every field starts where its header does. */
+    for (c = 0; c < T_NCOLS; c++) {
+      assert_true (strlen (lines[i]) > colpos[c]);
+      assert_true (lines[i][colpos[c]] != ' ');
+      assert_true (colpos[c] == 0 || lines[i][colpos[c] - 1] == ' ');
+    }
+    assert_int_equal (v[0], txg);           /* oldest first */
+    assert_true (v[1] >= prev_birth);
+    prev_birth = v[1];
+    if (txg == open) {
+      assert_int_equal (st, 'O');
+      continue;
+    }
+    assert_int_equal (st, 'C');
+    assert_int_equal (v[3], 1000 + (txg - T_FIRST));   /* ndirty */
+    assert_int_equal (v[4], txg);                      /* nread */
+    assert_int_equal (v[5], 2 * txg);                  /* nwritten */
+    assert_int_equal (v[6], 3);
+    assert_int_equal (v[7], 4);
+    assert_true (v[11] > 0);                           /* stime */
+  }
+  free (buf);
+  t_free (t);
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_defaults),
+    cmocka_unit_test (test_delay_curve),
+    cmocka_unit_test (test_inline_sync),
+    cmocka_unit_test (test_concurrent_thread),
+    cmocka_unit_test (test_concurrent_inline),
+    cmocka_unit_test (test_timeout_sync),
+    cmocka_unit_test (test_dirty_kick),
+    cmocka_unit_test (test_wait_forces),
+    cmocka_unit_test (test_throttle_block),
+    cmocka_unit_test (test_throttle_delay),
+    cmocka_unit_test (test_sync_error),
+    cmocka_unit_test (test_history),
+  };
+
+  zv_set_log_level (ZV_LOG_ERROR + 1);      /* expected errors are quiet */
+  return cmocka_run_group_tests (tests, NULL, NULL);
+}
