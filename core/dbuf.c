@@ -77,7 +77,7 @@ dbuf_free (dbuf_shard_t *s, zv_dbuf_t *db)
     ZV_VERIFY (db->db_dirty[t] == NULL);
   if (db->db_data) {
     atomic_fetch_sub (&s->ds_bytes, db->db_size);
-    zv_buf_free (db->db_data);
+    zv_buf_put (db->db_data, db->db_size);
   }
   pthread_mutex_destroy (&db->db_mtx);
   free (db);
@@ -277,7 +277,7 @@ zv_dbuf_set_data (zv_dbuf_cache_t *c, zv_dbuf_t *db, void *data)
 
   if (db->db_data) {
     atomic_fetch_sub (&s->ds_bytes, db->db_size);
-    zv_buf_free (db->db_data);
+    zv_buf_put (db->db_data, db->db_size);
   }
   db->db_data = data;
   if (data)

@@ -203,12 +203,12 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
               " level %u", what, bp->bp_psize, bp->bp_level, size, level);
     return -EIO;
   }
-  data = zv_buf_alloc (size);
+  data = zv_buf_get (size);
   r = zv_zio_read (ob->ob_spa, bp, data, what);
   if (r == 0 && level > 0)
     r = zv_dmu_check_indirect (data, ob->ob_id, level, idx, what);
   if (r < 0) {
-    zv_buf_free (data);
+    zv_buf_put (data, size);
     return r;
   }
   *datap = data;
@@ -405,14 +405,12 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   dr->dr_dbuf = db;
   if (!for_free) {
     const void *base = NULL;
-    dr->dr_data = zv_buf_alloc (ob->ob_blksz);
     if (!whole) {
       if (prev)
         base = prev->dr_data;
       else {
         r = dmu_fill_locked (ob, db);
         if (r < 0) {
-          zv_buf_free (dr->dr_data);
           free (dr);
           zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
           atomic_fetch_sub (&ob->ob_reserved[txg & ZV_TXG_MASK],
@@ -421,9 +419,16 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
         }
         base = db->db_data;
       }
-      if (base)
-        memcpy (dr->dr_data, base, ob->ob_blksz);
     }
+    /* A whole-block write needs no old content and no zeroing. */
+    if (whole)
+      dr->dr_data = zv_buf_get (ob->ob_blksz);
+    else if (base) {
+      dr->dr_data = zv_buf_get (ob->ob_blksz);
+      memcpy (dr->dr_data, base, ob->ob_blksz);
+    }
+    else
+      dr->dr_data = zv_buf_alloc (ob->ob_blksz);
   }
   db->db_dirty[txg & ZV_TXG_MASK] = dr;
   zv_dbuf_add_hold (ob->ob_cache, db);      /* the record pins its dbuf */
@@ -513,7 +518,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
     }
     r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
     if (r == 0 && dr->dr_data) {
-      zv_buf_free (dr->dr_data);
+      zv_buf_put (dr->dr_data, ob->ob_blksz);
       dr->dr_data = NULL;
     }
   next:
@@ -796,7 +801,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     void *data = dr->dr_data;
 
     if (data && zv_bp_is_hole (&bps[i]) && r == 0) {
-      zv_buf_free (data);
+      zv_buf_put (data, ob->ob_blksz);
       data = NULL;
     }
     pthread_mutex_lock (&db->db_mtx);
@@ -851,7 +856,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
   if (r < 0)
     return r;
   if (level > 0 || w->dw_data) {
-    data = zv_buf_alloc (size);
+    data = zv_buf_get (size);
     r = zv_zio_read (w->dw_spa, bp, data, what);
     if (r == 0 && level > 0)
       r = zv_dmu_check_indirect (data, w->dw_obj, level, idx, what);
@@ -865,7 +870,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
   for (uint64_t i = 0; i < F && r == 0; i++)
     r = dmu_walk_bp (w, &e[i], level - 1, idx * F + i);
  out:
-  zv_buf_free (data);
+  zv_buf_put (data, size);
   return r;
 }
 

@@ -543,6 +543,8 @@ pool_check_members (zvol_pool_t *p, zv_dev_t **given, unsigned ngiven,
   char err[512];
   int r;
 
+  ZV_VERIFY (ngiven >= 1 && ngiven <= ZV_MAX_DEVS);
+  memset (cf, 0, sizeof cf);
   for (unsigned i = 0; i < ngiven; i++) {
     r = zv_label_read_config (given[i], &cf[i], NULL, err, sizeof err);
     if (r < 0) {

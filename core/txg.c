@@ -611,9 +611,10 @@ zv_txg_sync_thread (void *arg)
 /* Waiting and control. */
 
 /*
- * Wait until 'txg' (0: the open one) is on disk.  With the thread running we
- * ask it and sleep; without it (tests, before the fork) we run the syncs
- * inline, serialised by tx_lock / tx_syncing.  The caller holds no txg.
+ * Wait until 'txg' (0: every txg with a hold so far) is on disk.  With the
+ * thread running we ask it and sleep; without it (tests, before the fork)
+ * we run the syncs inline, serialised by tx_lock / tx_syncing.  The caller
+ * holds no txg.
  */
 int
 zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
@@ -621,8 +622,15 @@ zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
   int err;
 
   pthread_mutex_lock (&tx->tx_lock);
-  if (txg == 0)
+  if (txg == 0) {
+    /* Everything acknowledged so far lives in txgs up to the open one.
+     * If the open txg never took a hold, nothing in it needs to be
+     * durable: wait for the one before (a flush on an idle pool then
+     * costs nothing). */
     txg = ZV_LOAD (&tx->tx_open_txg);
+    if (!zv_txg_active (tx, txg))
+      txg--;
+  }
   for (;;) {
     if (tx->tx_last_synced >= txg) {
       err = 0;

@@ -6,6 +6,9 @@
 #include <stdarg.h>
 #include <string.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -65,17 +68,117 @@ zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
   abort ();
 }
 
-/* Zeroed, sector-aligned buffer for direct I/O. */
-void *
-zv_buf_alloc (size_t size)
-{
-  void *p = NULL;
-  size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
+/*
+ * Buffer cache: freed block buffers of the power-of-two sizes 4K..128K
+ * wait in per-CPU-ish shards (a mutex and a free list each, linked
+ * through the buffers themselves) for the next allocation of their size,
+ * up to zv_buf_cache_max bytes in all.  Off under AddressSanitizer, so
+ * that it still sees every use after free.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+static uint64_t zv_buf_cache_max = 0;
+#else
+static uint64_t zv_buf_cache_max = 256ull << 20;
+#endif
+#define ZV_BUF_CLASSES 6        /* 4K, 8K, 16K, 32K, 64K, 128K */
+#define ZV_BUF_SHARDS 16
 
+typedef struct zv_buf_shard {
+  pthread_mutex_t bs_mtx;
+  void *bs_head;
+} __attribute__ ((aligned (64))) zv_buf_shard_t;
+
+static zv_buf_shard_t zv_buf_shards[ZV_BUF_CLASSES][ZV_BUF_SHARDS];
+static _Atomic uint64_t zv_buf_cached;
+static pthread_once_t zv_buf_once = PTHREAD_ONCE_INIT;
+
+static void
+zv_buf_init (void)
+{
+  for (unsigned c = 0; c < ZV_BUF_CLASSES; c++)
+    for (unsigned s = 0; s < ZV_BUF_SHARDS; s++)
+      pthread_mutex_init (&zv_buf_shards[c][s].bs_mtx, NULL);
+}
+
+/* Size class of a buffer size, or -1 when it is not cached. */
+static int
+zv_buf_class (size_t size)
+{
+  for (int c = 0; c < ZV_BUF_CLASSES; c++)
+    if (size == (size_t) ZV_SECTOR << c)
+      return c;
+  return -1;
+}
+
+/* The shard this thread uses. */
+static zv_buf_shard_t *
+zv_buf_shard (int c)
+{
+  int cpu = sched_getcpu ();
+  return &zv_buf_shards[c][(unsigned) (cpu < 0 ? 0 : cpu) % ZV_BUF_SHARDS];
+}
+
+/* Uninitialised aligned buffer, cached if possible. */
+void *
+zv_buf_get (size_t size)
+{
+  size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
+  int c = zv_buf_class (rounded);
+  void *p = NULL;
+
+  if (c >= 0 && atomic_load_explicit (&zv_buf_cached,
+                                      memory_order_relaxed) > 0) {
+    zv_buf_shard_t *s;
+    pthread_once (&zv_buf_once, zv_buf_init);
+    s = zv_buf_shard (c);
+    pthread_mutex_lock (&s->bs_mtx);
+    p = s->bs_head;
+    if (p) {
+      memcpy (&s->bs_head, p, sizeof (void *));
+      atomic_fetch_sub (&zv_buf_cached, rounded);
+    }
+    pthread_mutex_unlock (&s->bs_mtx);
+    if (p)
+      return p;
+  }
   if (posix_memalign (&p, ZV_SECTOR, rounded) != 0) {
     fprintf (stderr, "zvol: out of memory allocating %zu bytes\n", rounded);
     abort ();
   }
+  return p;
+}
+
+/* Back to the cache, or to malloc when the cache is full. */
+void
+zv_buf_put (void *buf, size_t size)
+{
+  size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
+  int c = zv_buf_class (rounded);
+  zv_buf_shard_t *s;
+
+  if (buf == NULL)
+    return;
+  if (c < 0 || atomic_load_explicit (&zv_buf_cached, memory_order_relaxed)
+      + rounded > zv_buf_cache_max) {
+    free (buf);
+    return;
+  }
+  pthread_once (&zv_buf_once, zv_buf_init);
+  s = zv_buf_shard (c);
+  pthread_mutex_lock (&s->bs_mtx);
+  memcpy (buf, &s->bs_head, sizeof (void *));
+  s->bs_head = buf;
+  atomic_fetch_add (&zv_buf_cached, rounded);
+  pthread_mutex_unlock (&s->bs_mtx);
+}
+
+/* Zeroed, sector-aligned buffer for direct I/O. */
+void *
+zv_buf_alloc (size_t size)
+{
+  size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
+  void *p = zv_buf_get (rounded);
+
   memset (p, 0, rounded);
   return p;
 }

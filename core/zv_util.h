@@ -49,6 +49,14 @@ void zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
 /* A buffer aligned for O_DIRECT (ZV_SECTOR), zeroed.  Aborts on ENOMEM. */
 void *zv_buf_alloc (size_t size);
 void zv_buf_free (void *buf);
+/*
+ * The same, not zeroed, from a cache of recently freed buffers of that
+ * size (block buffers churn at I/O rates; reusing them spares the page
+ * faults of fresh memory).  A buffer from either function may go back
+ * with zv_buf_put (size as allocated) or zv_buf_free.
+ */
+void *zv_buf_get (size_t size);
+void zv_buf_put (void *buf, size_t size);
 
 /* Checksum of a block: XXH3-128 seeded with 'seed'. */
 typedef struct zv_cksum { uint64_t zc_word[2]; } zv_cksum_t;

@@ -79,6 +79,32 @@ zvol_enospc (zvol_t *zv, const char *op, uint64_t off, uint64_t len)
             len, zv->zv_pool->p_name);
 }
 
+/* Syncs a writer may wait for, when space is only pending, before it
+ * gives up with ENOSPC (frees of txg T come back at T+2). */
+static unsigned zv_zvol_enospc_retries = 4;
+
+/*
+ * A write found no space.  If space is on its way back (frees deferred to
+ * a later txg, or reservations that the next sync turns into exact
+ * allocations), wait for a txg to sync and say "try again", a bounded
+ * number of times: like OpenZFS's ERESTART from the space reservation, a
+ * nearly full pool slows writers down to smaller txgs instead of failing
+ * them.  Called with no txg held.
+ */
+static bool
+zvol_space_pending (zvol_t *zv, unsigned *tries)
+{
+  zv_alloc_space_t sp;
+
+  if ((*tries)++ >= zv_zvol_enospc_retries)
+    return false;
+  zv_alloc_get_space (zv->zv_pool->p_spa.spa_alloc, &sp);
+  if (sp.as_deferred == 0 && sp.as_reserved == 0)
+    return false;
+  return zv_txg_wait_synced (zv->zv_txg,
+                             zv_txg_open_txg (zv->zv_txg)) == 0;
+}
+
 /* Bytes of dirty data a piece will create. */
 static uint64_t
 zvol_dirty_estimate (zvol_t *zv, uint64_t off, uint64_t len)
@@ -123,14 +149,18 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     return r;
   while (len > 0) {
     uint32_t n = (uint32_t) ZV_MIN ((uint64_t) len, zv_zvol_chunk);
+    unsigned tries = 0;
     zv_txg_hold_t h;
 
+  again:
     r = zv_txg_hold (zv->zv_txg, zvol_dirty_estimate (zv, off, n), &h);
     if (r < 0)
       return r;
     r = zv_dmu_write_by_dnode (zv->zv_obj, off, n, in, h.th_txg);
     last_txg = h.th_txg;
     zv_txg_rele (zv->zv_txg, &h);
+    if (r == -ENOSPC && zvol_space_pending (zv, &tries))
+      goto again;
     if (r < 0) {
       if (r == -ENOSPC)
         zvol_enospc (zv, "write", off, n);
@@ -216,12 +246,16 @@ zvol_zero_partial (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *last)
   if (len == 0)
     return 0;
   ZV_VERIFY3U (len, <=, sizeof zeros);
+  unsigned tries = 0;
+ again:
   r = zv_txg_hold (zv->zv_txg, zv->zv_blksz, &h);
   if (r < 0)
     return r;
   r = zv_dmu_write_by_dnode (zv->zv_obj, off, len, zeros, h.th_txg);
   *last = h.th_txg;
   zv_txg_rele (zv->zv_txg, &h);
+  if (r == -ENOSPC && zvol_space_pending (zv, &tries))
+    goto again;
   if (r == -ENOSPC)
     zvol_enospc (zv, "zero", off, len);
   return r;
