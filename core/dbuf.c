@@ -63,6 +63,8 @@ zv_dbuf_cache_create (uint64_t limit)
   if (c == NULL)
     abort ();
   c->dc_limit = limit;
+  /* Per shard: a limit under 64 blocks caches little (the plugin asks
+   * for at least 8 MiB). */
   c->dc_shard_limit = limit / ZV_DBUF_SHARDS;
   for (unsigned i = 0; i < ZV_DBUF_SHARDS; i++)
     pthread_mutex_init (&c->dc_shards[i].ds_mtx, NULL);

@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <pthread.h>
 
+#include "format.h"
+
 #define ZV_TXG_SIZE 4u
 #define ZV_TXG_MASK (ZV_TXG_SIZE - 1)
 
@@ -31,6 +33,10 @@ typedef struct zv_dirty {
   zv_dbuf_t *dr_dbuf;
   void *dr_data;
   struct zv_dirty *dr_next;      /* the object's per-txg list */
+  /* Under db_mtx: */
+  bool dr_syncing;               /* the txg sync has taken it */
+  bool dr_overridden;            /* dr_data already written at dr_override */
+  zv_blkptr_t dr_override;       /* (the intent log wrote it in place) */
 } zv_dirty_t;
 
 enum zv_dbuf_state {

@@ -572,10 +572,32 @@ zv_dev_ring_destroy (void *p)
   free (r);
 }
 
+/*
+ * In a forked child, the forking thread's ring is shared with the parent
+ * (its queues are shared mappings): drop the child's use of it, so the
+ * child makes its own on its next batch (nbdkit forks after get_ready,
+ * where the pool was opened).
+ */
+static void
+zv_dev_atfork_child (void)
+{
+  zv_dev_ring_t *r;
+
+  if (!zv_dev_key_ok)
+    return;
+  r = pthread_getspecific (zv_dev_key);
+  if (r != NULL) {
+    pthread_setspecific (zv_dev_key, NULL);
+    zv_dev_ring_destroy (r);
+  }
+}
+
 static void
 zv_dev_key_create (void)
 {
   zv_dev_key_ok = pthread_key_create (&zv_dev_key, zv_dev_ring_destroy) == 0;
+  if (zv_dev_key_ok)
+    pthread_atfork (NULL, NULL, zv_dev_atfork_child);
 }
 
 /* Unloading (dlclose of the plugin): threads must not call into us. */

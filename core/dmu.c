@@ -125,6 +125,28 @@ zv_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
   return 0;
 }
 
+/* Throw away every dirty record (a suspended pool, a failed open): the
+ * changes were never acknowledged as durable. */
+void
+zv_object_discard_dirty (zv_object_t *ob)
+{
+  for (unsigned t = 0; t < ZV_TXG_SIZE; t++) {
+    zv_dirty_t *dr = atomic_exchange (&ob->ob_dirty[t], NULL);
+    atomic_store (&ob->ob_reserved[t], 0);
+    while (dr) {
+      zv_dirty_t *next = dr->dr_next;
+      zv_dbuf_t *db = dr->dr_dbuf;
+      pthread_mutex_lock (&db->db_mtx);
+      db->db_dirty[t] = NULL;
+      pthread_mutex_unlock (&db->db_mtx);
+      zv_dbuf_rele (ob->ob_cache, db);
+      zv_buf_free (dr->dr_data);
+      free (dr);
+      dr = next;
+    }
+  }
+}
+
 /* Drop cached blocks; nothing may be dirty. */
 void
 zv_object_close (zv_object_t *ob)
@@ -373,6 +395,22 @@ zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
 }
 
 /*
+ * A record the intent log had written in place changes again: the block
+ * written is no longer its content.  It is freed with the txg (deferred:
+ * a log record may point at it until txg is on disk, and replay only
+ * follows such records when txg never made it).  db_mtx held.
+ */
+static void
+dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
+{
+  if (!dr->dr_overridden)
+    return;
+  zv_zio_free_bp (ob->ob_spa, &dr->dr_override, dr->dr_txg + 1);
+  dr->dr_overridden = false;
+  memset (&dr->dr_override, 0, sizeof dr->dr_override);
+}
+
+/*
  * The dirty record of db for txg, created if needed (db_mtx held).  A
  * record for a write that covers the whole block needs no old content.
  */
@@ -386,6 +424,8 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
 
   if (dr) {
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
+    ZV_VERIFY (!dr->dr_syncing);
+    dmu_unoverride (ob, dr);
     *drp = dr;
     return 0;
   }
@@ -517,6 +557,8 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
       }
     }
     r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
+    if (r == 0)
+      dmu_unoverride (ob, dr);
     if (r == 0 && dr->dr_data) {
       zv_buf_put (dr->dr_data, ob->ob_blksz);
       dr->dr_data = NULL;
@@ -562,6 +604,55 @@ zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole)
     return r;
   *hole = zv_bp_is_hole (&bp);
   return 0;
+}
+
+/* Write a dirty block in place for the intent log (see dmu.h). */
+int
+zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
+                   zv_blkptr_t *bp)
+{
+  zv_dbuf_t *db;
+  zv_dirty_t *dr;
+  int r = 0;
+
+  if (blkid >= ob->ob_nblocks)
+    return -EINVAL;
+  db = zv_dbuf_find (ob->ob_cache, ob, 0, blkid);
+  if (db == NULL)
+    return -ENOENT;               /* not dirty: its txg synced */
+  pthread_mutex_lock (&db->db_mtx);
+  dr = db->db_dirty[txg & ZV_TXG_MASK];
+  if (dr == NULL || dr->dr_txg != txg || dr->dr_data == NULL)
+    r = -ENOENT;
+  else if (dr->dr_syncing)
+    r = -EAGAIN;
+  else if (dr->dr_overridden)
+    *bp = dr->dr_override;
+  else {
+    zv_blkptr_t nbp;
+    memset (&nbp, 0, sizeof nbp);
+    /* The data is held still by db_mtx while it goes to disk. */
+    r = zv_zio_alloc_bp (ob->ob_spa, &nbp, ob->ob_blksz, 1);
+    if (r == 0) {
+      zv_zio_write_t w = { .zw_bp = &nbp, .zw_buf = dr->dr_data };
+      nbp.bp_lsize = ob->ob_blksz;
+      nbp.bp_birth = txg;
+      nbp.bp_type = ob->ob_type;
+      nbp.bp_level = 0;
+      nbp.bp_fill = 1;
+      r = zv_zio_write_many (ob->ob_spa, &w, 1);
+      if (r < 0)
+        zv_zio_free_bp (ob->ob_spa, &nbp, txg + 1);
+    }
+    if (r == 0) {
+      dr->dr_override = nbp;
+      dr->dr_overridden = true;
+      *bp = nbp;
+    }
+  }
+  pthread_mutex_unlock (&db->db_mtx);
+  zv_dbuf_rele (ob->ob_cache, db);
+  return r;
 }
 
 /* ---- syncing context ---- */
@@ -757,11 +848,25 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     zv_blkptr_t *slot, old;
 
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
+    /* From here the record is the sync's: the intent log no longer
+     * writes it in place; a block it already wrote is adopted. */
+    pthread_mutex_lock (&dr->dr_dbuf->db_mtx);
+    dr->dr_syncing = true;
+    bool adopt = dr->dr_overridden && !hole;
+    if (dr->dr_overridden && hole)
+      dmu_unoverride (ob, dr);
+    pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
     r = dmu_parent_slot (ob, 0, blkid, &pdb, &slot);
     if (r < 0)
       break;
     old = *slot;
     dmu_parent_done (ob, pdb, blkid / F, NULL);
+    if (adopt) {
+      /* Written by the intent log: no second write of the data. */
+      zv_zio_free_bp (ob->ob_spa, &old, txg);
+      bps[i] = dr->dr_override;
+      continue;
+    }
     r = zv_zio_place_bp (ob->ob_spa, &old, &bps[i], hole, ob->ob_blksz, 0,
                          ob->ob_type, 1, 1, txg);
     if (r == 0 && !hole) {

@@ -37,6 +37,8 @@ unsigned zv_dmu_nlevels (uint64_t nblocks);
 /* Set up a handle from its on-disk descriptor. */
 int zv_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
                     uint64_t id, const zv_dnode_phys_t *dn);
+/* Throw away every dirty record (failed pools only). */
+void zv_object_discard_dirty (zv_object_t *ob);
 /* Drop its cached blocks (nothing may be dirty). */
 void zv_object_close (zv_object_t *ob);
 /* The on-disk descriptor as of the last sync. */
@@ -53,6 +55,15 @@ int zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
                           uint64_t txg);
 /* Is the block a hole, as a read would see it now? */
 int zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole);
+
+/*
+ * Write block blkid's dirty data of txg now, to new space, and mark the
+ * record so the txg sync adopts that block (the intent log's in-place
+ * writes).  *bp gets the block's pointer.  -ENOENT: no dirty record of
+ * txg (synced, or freed); -EAGAIN: the txg is being synced right now.
+ */
+int zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
+                       zv_blkptr_t *bp);
 
 /* Syncing context: write txg's dirty blocks and the indirects above them. */
 int zv_dmu_sync (zv_object_t *ob, uint64_t txg);

@@ -133,6 +133,61 @@ static_assert (sizeof (zv_dnode_phys_t) == 128, "dnode is 128 bytes");
 #define ZV_OBJ_DEFER0     2u     /* defer slots 0 and 1 */
 #define ZV_OBJ_SPACEMAP0  16u    /* spacemap of device i: 16 + i */
 
+/*
+ * Intent-log header, in the objset (128 bytes).  The log lives in a ring
+ * of zh_nslots slots of zh_blksz bytes starting at zh_ring_dva (on the
+ * log device, or a region allocated from the pool at create).  Log block
+ * seq s (s >= 1) goes to slot (s - 1) % nslots.  Replay starts at
+ * zh_head_seq and follows the chain while blocks verify.
+ */
+#define ZV_ZIL_BLKSZ (128u * 1024)           /* log block slot */
+#define ZV_LOG_VDEV 255u                     /* dva device of the log device */
+#define ZV_ZIL_MAGIC 0x4c495a4f565a0000ull   /* "\0\0ZVOZIL" */
+typedef struct zv_zil_header {
+  uint64_t zh_magic;
+  uint32_t zh_version;
+  uint32_t zh_blksz;
+  uint64_t zh_ring_dva;
+  uint64_t zh_nslots;
+  uint64_t zh_guid;          /* this chain's incarnation: seeds checksums */
+  uint64_t zh_head_seq;      /* oldest block that may hold unsynced records */
+  uint64_t zh_claim_txg;     /* replay pending: records above this txg */
+  uint64_t zh_flags;
+  uint64_t zh_reserved[8];
+} zv_zil_header_t;
+static_assert (sizeof (zv_zil_header_t) == 128, "zil header is 128 bytes");
+
+/*
+ * Log block header (64 bytes), at the start of each block; the block is
+ * written and checksummed up to roundup(64 + lh_nused, 4 KiB).  The
+ * checksum (XXH3-128, this field zeroed) is seeded with the chain guid
+ * and lh_seq; the next block is named before this one is written.
+ */
+#define ZV_LWB_MAGIC 0x42574c4f565a0000ull   /* "\0\0ZVOLWB" */
+typedef struct zv_lwb_hdr {
+  uint64_t lh_magic;
+  uint32_t lh_version;
+  uint32_t lh_nused;          /* record bytes after this header */
+  uint64_t lh_seq;
+  uint64_t lh_next_dva;       /* where block seq+1 goes */
+  uint64_t lh_next_seq;       /* its checksum seed: (guid, seq + 1) */
+  uint64_t lh_pad;
+  zv_cksum_t lh_cksum;
+} zv_lwb_hdr_t;
+static_assert (sizeof (zv_lwb_hdr_t) == 64, "lwb header is 64 bytes");
+
+/* Log record header (48 bytes); reclen includes payload, multiple of 8. */
+typedef struct zv_lr {
+  uint32_t lr_type;
+  uint32_t lr_reclen;
+  uint64_t lr_seq;            /* the record's ticket: increasing */
+  uint64_t lr_txg;            /* txg the change was applied in */
+  uint64_t lr_offset;
+  uint64_t lr_length;
+  uint64_t lr_pad;
+} zv_lr_t;
+static_assert (sizeof (zv_lr_t) == 48, "log record header is 48 bytes");
+
 /* Objset block, 4 KiB. */
 typedef struct zv_objset_phys {
   zv_mblk_hdr_t os_hdr;
@@ -144,7 +199,7 @@ typedef struct zv_objset_phys {
   zv_dnode_phys_t os_volume;
   zv_dnode_phys_t os_defer[2];   /* slot txg % 2: frees of that txg */
   zv_dnode_phys_t os_spacemap[ZV_MAX_DEVS];
-  zv_dnode_phys_t os_zil;        /* reserved for the intent log */
+  zv_zil_header_t os_zil;        /* the intent log */
 } zv_objset_phys_t;
 #define ZV_OBJSET_SIZE 4096u
 static_assert (sizeof (zv_objset_phys_t) <= ZV_OBJSET_SIZE, "objset fits");
@@ -174,10 +229,17 @@ typedef struct zv_config_phys {
   char cf_name[ZV_NAME_MAX];
   uint64_t cf_dev_guids[ZV_MAX_DEVS];
   uint64_t cf_dev_sizes[ZV_MAX_DEVS];
-  uint64_t cf_reserved[8];
+  uint32_t cf_role;              /* ZV_ROLE_DATA or ZV_ROLE_LOG */
+  uint32_t cf_pad2;
+  uint64_t cf_log_guid;          /* the log device, 0 when none */
+  uint64_t cf_log_size;
+  uint64_t cf_reserved[5];
   zv_cksum_t cf_cksum;           /* over the struct, this field zeroed */
 } zv_config_phys_t;
 static_assert (sizeof (zv_config_phys_t) <= ZV_CONFIG_SIZE, "config fits");
+
+#define ZV_ROLE_DATA 0u
+#define ZV_ROLE_LOG  1u
 
 /* Uberblock, one ring slot. */
 typedef struct zv_uberblock_phys {

@@ -118,12 +118,24 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
               cf->cf_ndevs, ZV_MAX_DEVS);
     return -EINVAL;
   }
-  if (cf->cf_dev_index >= cf->cf_ndevs) {
+  if (cf->cf_role == ZV_ROLE_LOG) {
+    if (cf->cf_log_guid == 0 || cf->cf_dev_guid != cf->cf_log_guid) {
+      snprintf (err, errlen, "log device label does not name itself");
+      return -EINVAL;
+    }
+  }
+  else if (cf->cf_role != ZV_ROLE_DATA) {
+    snprintf (err, errlen, "label has an unknown device role %u",
+              cf->cf_role);
+    return -EINVAL;
+  }
+  else if (cf->cf_dev_index >= cf->cf_ndevs) {
     snprintf (err, errlen, "label device index %u out of range (%u devices)",
               cf->cf_dev_index, cf->cf_ndevs);
     return -EINVAL;
   }
-  if (cf->cf_dev_guids[cf->cf_dev_index] != cf->cf_dev_guid) {
+  if (cf->cf_role == ZV_ROLE_DATA
+      && cf->cf_dev_guids[cf->cf_dev_index] != cf->cf_dev_guid) {
     snprintf (err, errlen, "label device guid does not match its own table");
     return -EINVAL;
   }
@@ -255,6 +267,8 @@ static unsigned
 label_cand_add (zv_ub_cand_t *cands, unsigned n, unsigned max,
                 const zv_uberblock_phys_t *ub)
 {
+  if (max == 0)
+    return 0;
   for (unsigned i = 0; i < n; i++) {
     const zv_uberblock_phys_t *c = &cands[i].uc_ub;
     if (c->ub_txg == ub->ub_txg && c->ub_timestamp == ub->ub_timestamp

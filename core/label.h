@@ -19,7 +19,8 @@ int zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf);
  * Read the configuration.  Returns 0 with *cf from the first label copy
  * that verifies (and *nvalid the number that did), -ENOENT when no copy
  * carries the label magic (not a pool device), -EIO when copies carry the
- * magic but none verifies; the reason is in err.
+ * magic but none verifies, -EINVAL when a copy verifies but its fields are
+ * out of range; the reason is in err.
  */
 int zv_label_read_config (zv_dev_t *dev, zv_config_phys_t *cf,
                           unsigned *nvalid, char *err, size_t errlen);

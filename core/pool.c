@@ -235,6 +235,10 @@ pool_sync_meta (zvol_pool_t *p, uint64_t txg)
     zv_flat_phys (&p->p_defer[i], &os->os_defer[i]);
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_flat_phys (&p->p_spacemap[d], &os->os_spacemap[d]);
+  if (p->p_zil)
+    zv_zil_sync_header (p->p_zil, txg, &os->os_zil);
+  else
+    os->os_zil = p->p_zil_hdr;
   zv_zio_write_t w = { .zw_bp = &osbp, .zw_buf = os };
   r = zv_zio_write_many (spa, &w, 1);
   zv_buf_free (os);
@@ -265,6 +269,8 @@ pool_sync_meta (zvol_pool_t *p, uint64_t txg)
   }
   p->p_objset_bp = osbp;
   p->p_synced_txg = txg;
+  if (p->p_zil)
+    zv_zil_synced (p->p_zil, txg);
   return 0;
 }
 
@@ -311,10 +317,18 @@ pool_free (zvol_pool_t *p)
 {
   if (p == NULL)
     return;
+  if (p->p_zil)
+    zv_zil_close (p->p_zil);
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
-  if (p->p_vol.ob_spa)
+  if (p->p_logdev)
+    zv_dev_close (p->p_logdev);
+  if (p->p_vol.ob_spa) {
+    /* Anything still dirty belongs to a suspended pool or a failed
+     * open: it cannot be written, and was never acknowledged durable. */
+    zv_object_discard_dirty (&p->p_vol);
     zv_object_close (&p->p_vol);
+  }
   for (unsigned d = 0; d < ZV_MAX_DEVS; d++)
     if (p->p_spacemap[d].fl_spa)
       zv_flat_fini (&p->p_spacemap[d]);
@@ -344,22 +358,24 @@ pool_open_devs (const zvol_pool_config_t *pc, zv_dev_t **devs)
     return -EINVAL;
   }
   for (unsigned i = 0; i < pc->pc_ndevices; i++) {
-    for (unsigned j = 0; j < i; j++)
+    int r = 0;
+    for (unsigned j = 0; j < i && r == 0; j++)
       if (strcmp (pc->pc_devices[i], pc->pc_devices[j]) == 0) {
         zv_error ("%s: device given twice", pc->pc_devices[i]);
-        goto fail_inval;
+        r = -EINVAL;
       }
-    int r = zv_dev_open (pc->pc_devices[i], &devs[i], err, sizeof err);
+    if (r == 0) {
+      r = zv_dev_open (pc->pc_devices[i], &devs[i], err, sizeof err);
+      if (r < 0)
+        zv_error ("%s", err);
+    }
     if (r < 0) {
-      zv_error ("%s", err);
       for (unsigned j = 0; j < i; j++)
         zv_dev_close (devs[j]);
       return r;
     }
   }
   return 0;
- fail_inval:
-  return -EINVAL;
 }
 
 /* Geometry shared by create and import. */
@@ -471,9 +487,39 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
     spa->spa_data_end[d] = zv_data_end (size);
     capacity += spa->spa_data_end[d] - zv_data_start ();
   }
+  if (p->p_logdev) {
+    zv_dev_t *dev = p->p_logdev;
+    uint64_t size = ZV_P2ALIGN (zv_dev_size (dev), ZV_SECTOR);
+    if (size < ZV_MIN_DEV_SIZE) {
+      zv_error ("%s: log device too small (%" PRIu64 " bytes; at least "
+                "%llu)", zv_dev_path (dev), size,
+                (unsigned long long) ZV_MIN_DEV_SIZE);
+      return -EINVAL;
+    }
+    r = zv_label_read_config (dev, &cf, NULL, err, sizeof err);
+    if (r == 0 || r == -EIO) {
+      zv_error ("%s: already holds pool labels; refusing to overwrite it "
+                "as a log device", zv_dev_path (dev));
+      return -EEXIST;
+    }
+  }
+  uint64_t zil_ring = 0;
+  if (p->p_logdev == NULL) {
+    /* The log ring in the pool: 64 MiB, or a sixteenth of a small pool. */
+    zil_ring = pc->pc_zil_size ? pc->pc_zil_size
+      : ZV_MIN (64ull << 20, capacity / 16);
+    zil_ring = ZV_P2ALIGN (zil_ring, ZV_ZIL_BLKSZ);
+    if (zil_ring < 4 * ZV_ZIL_BLKSZ || zil_ring > capacity / 4) {
+      zv_error ("intent log size %" PRIu64 " does not fit the pool (at "
+                "least 4 log blocks of %u, at most a quarter of %" PRIu64
+                ")", zil_ring, ZV_ZIL_BLKSZ, capacity);
+      return -EINVAL;
+    }
+  }
   {
-    /* Usable: capacity less the allocator's slop and room for metadata. */
-    uint64_t slop = ZV_MAX (capacity / 32, 4ull << 20);
+    /* Usable: capacity less the allocator's slop, room for metadata and
+     * the log ring. */
+    uint64_t slop = ZV_MAX (capacity / 32, 4ull << 20) + zil_ring;
     uint64_t meta = capacity / 64 + (8ull << 20);
     uint64_t usable = capacity > slop + meta ? capacity - slop - meta : 0;
     if (!pc->pc_sparse && pc->pc_volsize > usable) {
@@ -500,6 +546,10 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
     cf.cf_dev_sizes[d] = ZV_P2ALIGN (zv_dev_size (spa->spa_devs[d]),
                                      ZV_SECTOR);
   }
+  if (p->p_logdev) {
+    cf.cf_log_guid = pool_random_guid ();
+    cf.cf_log_size = ZV_P2ALIGN (zv_dev_size (p->p_logdev), ZV_SECTOR);
+  }
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {
     cf.cf_dev_index = d;
     cf.cf_dev_guid = cf.cf_dev_guids[d];
@@ -508,6 +558,19 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
     if (r < 0) {
       zv_error ("%s: writing the labels failed: %s",
                 zv_dev_path (spa->spa_devs[d]), strerror (-r));
+      return r;
+    }
+  }
+  if (p->p_logdev) {
+    zv_config_phys_t lcf = cf;
+    lcf.cf_role = ZV_ROLE_LOG;
+    lcf.cf_dev_index = 0;
+    lcf.cf_dev_guid = cf.cf_log_guid;
+    lcf.cf_dev_size = cf.cf_log_size;
+    r = zv_label_init (p->p_logdev, &lcf);
+    if (r < 0) {
+      zv_error ("%s: writing the labels failed: %s",
+                zv_dev_path (p->p_logdev), strerror (-r));
       return r;
     }
   }
@@ -523,6 +586,24 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
   pool_new_volume (p, &dn);
   zv_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
   zv_alloc_dirty_all (spa->spa_alloc);
+  if (p->p_logdev) {
+    uint64_t lsize = cf.cf_log_size;
+    zv_zil_header_init (&p->p_zil_hdr, ZV_DVA_MAKE (ZV_LOG_VDEV,
+                                                    zv_data_start ()),
+                        (zv_data_end (lsize) - zv_data_start ())
+                        / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
+  }
+  else {
+    uint64_t dva;
+    r = zv_alloc_block (spa->spa_alloc, (uint32_t) zil_ring, 0, &dva);
+    if (r < 0) {
+      zv_error ("no room for the intent log ring (%" PRIu64 " bytes)",
+                zil_ring);
+      return r;
+    }
+    zv_zil_header_init (&p->p_zil_hdr, dva, zil_ring / ZV_ZIL_BLKSZ,
+                        ZV_ZIL_BLKSZ);
+  }
   zv_txg_sync_stats_t st;
   r = pool_sync_txg (p, 1, &st);
   if (r < 0)
@@ -553,6 +634,12 @@ pool_check_members (zvol_pool_t *p, zv_dev_t **given, unsigned ngiven,
       return r == -ENOENT ? -EINVAL : r;
     }
   }
+  for (unsigned i = 0; i < ngiven; i++)
+    if (cf[i].cf_role == ZV_ROLE_LOG) {
+      zv_error ("%s is the log device of pool '%s': pass it with log=",
+                zv_dev_path (given[i]), cf[i].cf_name);
+      return -EINVAL;
+    }
   *ref = cf[0];
   for (unsigned i = 1; i < ngiven; i++) {
     if (cf[i].cf_pool_guid != ref->cf_pool_guid) {
@@ -586,6 +673,48 @@ pool_check_members (zvol_pool_t *p, zv_dev_t **given, unsigned ngiven,
     }
     spa->spa_devs[idx] = given[i];
     spa->spa_data_end[idx] = zv_data_end (ref->cf_dev_sizes[idx]);
+  }
+  return 0;
+}
+
+/* Import: the log device given must be the pool's, and must be given
+ * when the pool has one. */
+static int
+pool_check_logdev (zvol_pool_t *p, const zvol_pool_config_t *pc,
+                   const zv_config_phys_t *ref)
+{
+  zv_config_phys_t cf;
+  char err[512];
+  int r;
+
+  if (ref->cf_log_guid == 0) {
+    if (pc->pc_logdevice) {
+      zv_error ("pool '%s' has no log device; %s cannot be added after "
+                "create", ref->cf_name, pc->pc_logdevice);
+      return -EINVAL;
+    }
+    return 0;
+  }
+  if (pc->pc_logdevice == NULL) {
+    zv_error ("pool '%s' has a separate log device: pass it with log= "
+              "(its records are needed to import)", ref->cf_name);
+    return -EINVAL;
+  }
+  r = zv_dev_open (pc->pc_logdevice, &p->p_logdev, err, sizeof err);
+  if (r < 0) {
+    zv_error ("%s", err);
+    return r;
+  }
+  r = zv_label_read_config (p->p_logdev, &cf, NULL, err, sizeof err);
+  if (r < 0) {
+    zv_error ("%s", err);
+    return r == -ENOENT ? -EINVAL : r;
+  }
+  if (cf.cf_pool_guid != ref->cf_pool_guid || cf.cf_role != ZV_ROLE_LOG
+      || cf.cf_dev_guid != ref->cf_log_guid) {
+    zv_error ("%s is not the log device of pool '%s'", pc->pc_logdevice,
+              ref->cf_name);
+    return -EINVAL;
   }
   return 0;
 }
@@ -657,6 +786,43 @@ pool_defer_load_cb (void *arg, uint64_t blkid, const void *data)
   return 0;
 }
 
+/* The intent-log header from disk: ring inside its device, in use. */
+static int
+pool_check_zil (zvol_pool_t *p, const zv_zil_header_t *zh)
+{
+  uint64_t off = ZV_DVA_OFFSET (zh->zh_ring_dva);
+  unsigned v = ZV_DVA_VDEV (zh->zh_ring_dva);
+  uint64_t len = zh->zh_nslots * (uint64_t) zh->zh_blksz;
+
+  if (zh->zh_magic != ZV_ZIL_MAGIC || zh->zh_version != ZV_FORMAT_VERSION
+      || zh->zh_blksz != ZV_ZIL_BLKSZ || zh->zh_nslots < 2
+      || zh->zh_nslots > (1ull << 32) || zh->zh_head_seq == 0
+      || off < zv_data_start () || off % ZV_SECTOR != 0) {
+    zv_error ("intent log header is invalid");
+    return -EIO;
+  }
+  if (v == ZV_LOG_VDEV) {
+    if (p->p_logdev == NULL) {
+      zv_error ("intent log header names a log device the pool does not "
+                "have");
+      return -EIO;
+    }
+    if (off + len > zv_data_end (zv_dev_size (p->p_logdev))) {
+      zv_error ("intent log ring does not fit its log device");
+      return -EIO;
+    }
+    return 0;
+  }
+  if (v >= p->p_spa.spa_ndevs || off + len > p->p_spa.spa_data_end[v]
+      || len > UINT32_MAX
+      || !zv_alloc_is_allocated (p->p_spa.spa_alloc, zh->zh_ring_dva,
+                                 (uint32_t) len)) {
+    zv_error ("intent log ring is outside the pool's allocated space");
+    return -EIO;
+  }
+  return 0;
+}
+
 /* Load everything uberblock 'ub' names, verifying as we go. */
 static int
 pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
@@ -713,6 +879,10 @@ pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
   }
   if (r < 0)
     goto out;
+  r = pool_check_zil (p, &os->os_zil);
+  if (r < 0)
+    goto out;
+  p->p_zil_hdr = os->os_zil;
 
   /* The volume. */
   zv_dnode_phys_t want;
@@ -776,6 +946,9 @@ pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
   int n, r;
 
   r = pool_check_members (p, given, pc->pc_ndevices, &ref);
+  if (r < 0)
+    return r;
+  r = pool_check_logdev (p, pc, &ref);
   if (r < 0)
     return r;
   spa->spa_guid = ref.cf_pool_guid;
@@ -844,9 +1017,17 @@ zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
       r = -EINVAL;
     }
     else {
+      char err[512];
       p->p_spa.spa_ndevs = pc->pc_ndevices;
       memcpy (p->p_spa.spa_devs, devs, sizeof devs);
-      r = pool_create (pc, p);
+      r = 0;
+      if (pc->pc_logdevice) {
+        r = zv_dev_open (pc->pc_logdevice, &p->p_logdev, err, sizeof err);
+        if (r < 0)
+          zv_error ("%s", err);
+      }
+      if (r == 0)
+        r = pool_create (pc, p);
     }
   }
   else {
@@ -864,6 +1045,8 @@ zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
   }
   if (r == 0)
     r = pool_finish (p, pc);
+  if (r == 0)
+    r = zvol_log_open (p, pc);
   if (r < 0) {
     pool_free (p);
     return r;
@@ -899,25 +1082,6 @@ zvol_pool_close (zvol_pool_t *p)
   if (r == 0)
     zv_info ("pool '%s' exported at txg %" PRIu64, p->p_name,
              p->p_synced_txg);
-  if (r < 0) {
-    /* A suspended pool: its dirty records cannot be written.  Drop them
-     * so the handles can close (the data is lost; it was never
-     * acknowledged as durable). */
-    for (unsigned t = 0; t < ZV_TXG_SIZE; t++) {
-      zv_dirty_t *dr = atomic_exchange (&p->p_vol.ob_dirty[t], NULL);
-      while (dr) {
-        zv_dirty_t *next = dr->dr_next;
-        zv_dbuf_t *db = dr->dr_dbuf;
-        pthread_mutex_lock (&db->db_mtx);
-        db->db_dirty[t] = NULL;
-        pthread_mutex_unlock (&db->db_mtx);
-        zv_dbuf_rele (p->p_cache, db);
-        zv_buf_free (dr->dr_data);
-        free (dr);
-        dr = next;
-      }
-    }
-  }
   pool_free (p);
   return r;
 }
@@ -987,4 +1151,6 @@ zvol_pool_print_stats (zvol_pool_t *p, FILE *fp)
   fprintf (fp, "cache_hits %" PRIu64 "\n", cs.cs_hits);
   fprintf (fp, "cache_misses %" PRIu64 "\n", cs.cs_misses);
   fprintf (fp, "cache_evictions %" PRIu64 "\n", cs.cs_evictions);
+  if (p->p_zil)
+    zv_zil_print_stats (p->p_zil, fp);
 }

@@ -13,11 +13,14 @@
 #include "dmu.h"
 #include "flat.h"
 #include "txg.h"
+#include "zil.h"
 
 struct zvol {
   zvol_pool_t *zv_pool;
   zv_object_t *zv_obj;        /* held for the volume's whole life */
   zv_txg_t *zv_txg;
+  zv_zil_t *zv_zil;           /* NULL when read-only */
+  unsigned zv_sync;           /* ZVOL_SYNC_* */
   uint64_t zv_volsize;
   uint32_t zv_blksz;
   bool zv_readonly;
@@ -36,12 +39,18 @@ struct zvol_pool {
   zv_flat_t p_spacemap[ZV_MAX_DEVS];
   zv_flat_t p_defer[2];
   zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
+  zv_dev_t *p_logdev;          /* separate log device, or NULL */
+  zv_zil_header_t p_zil_hdr;   /* as created or imported */
+  zv_zil_t *p_zil;
   uint64_t p_synced_txg;
-  uint64_t p_sync_passes;      /* of the last sync */
+  _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
   zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
   size_t p_defer_n, p_defer_cap;
   uint64_t p_ub_txg_seen;      /* newest txg in the labels at import */
   struct zvol p_zvol;
 };
+
+/* zvol.c: open the volume's intent log and replay it (pool_open). */
+int zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc);
 
 #endif /* ZV_POOL_H */

@@ -125,15 +125,18 @@ zvol_read (zvol_t *zv, void *buf, uint64_t off, uint32_t len)
   return zv_dmu_read_by_dnode (zv->zv_obj, off, len, buf);
 }
 
-/* Wait for 'txg' to be on disk. */
+/* Make the records up to 'ticket' durable (0: everything logged). */
 static int
-zvol_commit (zvol_t *zv, uint64_t txg)
+zvol_commit (zvol_t *zv, uint64_t ticket)
 {
-  int r = zv_txg_wait_synced (zv->zv_txg, txg);
+  int r;
 
+  if (zv->zv_zil == NULL)
+    return 0;                   /* read-only */
+  r = zv_zil_commit (zv->zv_zil, ticket);
   if (r < 0)
-    zv_error ("pool '%s': waiting for txg %" PRIu64 " to sync: %s",
-              zv->zv_pool->p_name, txg, strerror (-r));
+    zv_error ("pool '%s': commit failed: %s", zv->zv_pool->p_name,
+              strerror (-r));
   return r;
 }
 
@@ -142,7 +145,7 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
             unsigned flags)
 {
   const uint8_t *in = buf;
-  uint64_t last_txg = 0;
+  uint64_t ticket = 0;
   int r = zvol_check (zv, off, len, true, "write");
 
   if (r < 0)
@@ -157,7 +160,6 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     if (r < 0)
       return r;
     r = zv_dmu_write_by_dnode (zv->zv_obj, off, n, in, h.th_txg);
-    last_txg = h.th_txg;
     zv_txg_rele (zv->zv_txg, &h);
     if (r == -ENOSPC && zvol_space_pending (zv, &tries))
       goto again;
@@ -166,12 +168,15 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
         zvol_enospc (zv, "write", off, n);
       return r;
     }
+    /* Applied: log it (after the txg hold: the log may wait for room). */
+    if (zv->zv_zil)
+      ticket = zv_zil_log_write (zv->zv_zil, h.th_txg, off, n, in);
     in += n;
     off += n;
     len -= n;
   }
-  if ((flags & ZVOL_FUA) && last_txg)
-    return zvol_commit (zv, last_txg);
+  if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
+    return zvol_commit (zv, ticket);
   return 0;
 }
 
@@ -181,6 +186,16 @@ zvol_flush (zvol_t *zv)
   if (zv->zv_readonly)
     return 0;
   return zvol_commit (zv, 0);
+}
+
+/* Log a trim or zero that ended in txg; returns its ticket. */
+static uint64_t
+zvol_log_free (zvol_t *zv, uint64_t txg, enum zv_lr_type type, uint64_t off,
+               uint64_t len)
+{
+  if (zv->zv_zil == NULL || txg == 0)
+    return 0;
+  return zv_zil_log_free (zv->zv_zil, txg, type, off, len);
 }
 
 /* Free whole blocks [b, e), a chunk per txg hold. */
@@ -230,8 +245,11 @@ zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
     return r;
   zvol_inner_blocks (zv, off, len, &b, &e);
   r = zvol_free_blocks (zv, b, e, &last_txg);
-  if (r == 0 && (flags & ZVOL_FUA) && last_txg)
-    r = zvol_commit (zv, last_txg);
+  if (r == 0) {
+    uint64_t t = zvol_log_free (zv, last_txg, ZV_LR_TRIM, off, len);
+    if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
+      r = zvol_commit (zv, t);
+  }
   return r;
 }
 
@@ -286,8 +304,11 @@ zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
     if (r == 0 && e * bs < end)
       r = zvol_zero_partial (zv, e * bs, end - e * bs, &last_txg);
   }
-  if (r == 0 && (flags & ZVOL_FUA) && last_txg)
-    r = zvol_commit (zv, last_txg);
+  if (r == 0) {
+    uint64_t t = zvol_log_free (zv, last_txg, ZV_LR_ZERO, off, len);
+    if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
+      r = zvol_commit (zv, t);
+  }
   return r;
 }
 
@@ -330,4 +351,109 @@ zvol_extents (zvol_t *zv, uint64_t off, uint64_t len, zvol_extent_fn fn,
       r = 0;
   }
   return r;
+}
+
+/* ---- the intent log's view of the volume ---- */
+
+/* Commit-time fetch of a write's data. */
+static int
+zvol_log_read (void *arg, uint64_t off, uint32_t len, void *buf)
+{
+  zvol_t *zv = arg;
+  return zv_dmu_read_by_dnode (zv->zv_obj, off, len, buf);
+}
+
+/* In-place write of a dirty block for an indirect record. */
+static int
+zvol_log_write_block (void *arg, uint64_t txg, uint64_t blkid,
+                      zv_blkptr_t *bp)
+{
+  zvol_t *zv = arg;
+  int r = zv_dmu_sync_block (zv->zv_obj, txg, blkid, bp);
+
+  if (r == -EAGAIN) {
+    /* Its txg is syncing now: once it is on disk the record is moot. */
+    r = zv_txg_wait_synced (zv->zv_txg, txg);
+    return r < 0 ? r : -ENOENT;
+  }
+  return r;
+}
+
+/* Replay one record through the normal write paths. */
+static int
+zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
+{
+  zvol_t *zv = arg;
+  int r;
+
+  if (lr->lr_offset > zv->zv_volsize
+      || lr->lr_length > zv->zv_volsize - lr->lr_offset) {
+    zv_error ("intent log: record %" PRIu64 " is past the end of the volume",
+              lr->lr_seq);
+    return -EIO;
+  }
+  switch (lr->lr_type) {
+  case ZV_LR_WRITE:
+    return zvol_write (zv, data, lr->lr_offset, (uint32_t) lr->lr_length, 0);
+  case ZV_LR_WRITE_IND: {
+    zv_blkptr_t bp;
+    void *buf;
+    memcpy (&bp, data, sizeof bp);
+    if (lr->lr_length != zv->zv_blksz || lr->lr_offset % zv->zv_blksz
+        || bp.bp_psize != zv->zv_blksz || bp.bp_level != 0) {
+      zv_error ("intent log: indirect record %" PRIu64 " is inconsistent",
+                lr->lr_seq);
+      return -EIO;
+    }
+    buf = zv_buf_get (zv->zv_blksz);
+    r = zv_zio_read (&zv->zv_pool->p_spa, &bp, buf, "intent log block");
+    if (r == 0)
+      r = zvol_write (zv, buf, lr->lr_offset, zv->zv_blksz, 0);
+    zv_buf_put (buf, zv->zv_blksz);
+    return r;
+  }
+  case ZV_LR_TRIM:
+    return zvol_trim (zv, lr->lr_offset, lr->lr_length, 0);
+  case ZV_LR_ZERO:
+    return zvol_zero (zv, lr->lr_offset, lr->lr_length, 0);
+  default:
+    return 0;
+  }
+}
+
+/* Open the volume's intent log; replay what it holds (read-write). */
+int
+zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc)
+{
+  zvol_t *zv = &p->p_zvol;
+  zv_zil_tunables_t zt;
+  zv_zil_ops_t ops = {
+    .zo_read = zvol_log_read,
+    .zo_write_block = zvol_log_write_block,
+    .zo_replay = zvol_log_replay,
+    .zo_blksz = zv->zv_blksz,
+  };
+  int r;
+
+  zv->zv_sync = pc->pc_sync;
+  if (p->p_readonly)
+    return 0;
+  zv_zil_tunables_default (&zt);
+  zt.zt_sync = pc->pc_sync == ZVOL_SYNC_ALWAYS ? ZV_SYNC_ALWAYS
+    : pc->pc_sync == ZVOL_SYNC_DISABLED ? ZV_SYNC_DISABLED : ZV_SYNC_STANDARD;
+  zt.zt_logbias = pc->pc_logbias == ZVOL_LOGBIAS_THROUGHPUT
+    ? ZV_LOGBIAS_THROUGHPUT : ZV_LOGBIAS_LATENCY;
+  zt.zt_legacy_txg_commit = pc->pc_flush_by_txg;
+  p->p_zil = zv_zil_open (&p->p_spa, p->p_logdev, p->p_txg, &p->p_zil_hdr,
+                          &ops, zv, &zt);
+  if (p->p_zil == NULL)
+    return -ENOMEM;
+  zv->zv_zil = p->p_zil;
+  r = zv_zil_replay (p->p_zil, p->p_synced_txg);
+  if (r < 0) {
+    zv_error ("pool '%s': intent log replay failed: %s", p->p_name,
+              strerror (-r));
+    return r;
+  }
+  return 0;
 }

@@ -41,11 +41,24 @@ typedef struct zvol_pool_config {
   const char *pc_name;         /* create: pool name, default "zvol" */
   uint64_t pc_cache_size;      /* buffer cache limit, bytes (0: default) */
   zv_txg_tunables_t pc_txg;    /* zv_txg_tunables_default() first */
+  /* The intent log. */
+  const char *pc_logdevice;    /* separate log device; create adds it,
+                                  import needs it if the pool has one */
+  unsigned pc_sync;            /* ZVOL_SYNC_* */
+  unsigned pc_logbias;         /* ZVOL_LOGBIAS_* */
+  bool pc_flush_by_txg;        /* flush/FUA wait for a txg (no log) */
+  uint64_t pc_zil_size;        /* create: log ring in the pool (0: auto) */
   /* Import progress (may be NULL): done out of total units. */
   void (*pc_progress) (void *arg, const char *what, uint64_t done,
                        uint64_t total);
   void *pc_progress_arg;
 } zvol_pool_config_t;
+
+#define ZVOL_SYNC_STANDARD 0u      /* flush and FUA are durable */
+#define ZVOL_SYNC_ALWAYS   1u      /* every write is durable on return */
+#define ZVOL_SYNC_DISABLED 2u      /* flush and FUA do nothing (unsafe) */
+#define ZVOL_LOGBIAS_LATENCY    0u /* small writes copied into the log */
+#define ZVOL_LOGBIAS_THROUGHPUT 1u /* data written in place, pointer logged */
 
 /* Defaults for every field. */
 void zvol_pool_config_init (zvol_pool_config_t *pc);
@@ -68,7 +81,7 @@ uint64_t zvol_pool_guid (zvol_pool_t *pool);
 
 /* Write the txg history (OpenZFS txgs kstat columns). */
 void zvol_pool_print_txgs (zvol_pool_t *pool, FILE *fp);
-/* Space and cache figures, one "name value" line each. */
+/* Space, cache and intent-log figures, one "name value" line each. */
 void zvol_pool_print_stats (zvol_pool_t *pool, FILE *fp);
 /* Wait until everything written so far is on disk. */
 int zvol_pool_sync (zvol_pool_t *pool);

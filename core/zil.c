@@ -1,0 +1,1235 @@
+/*
+ * zil.c: the intent log, with a commit path that takes no lock.
+ *
+ * Theory.
+ *
+ * Records.  Every change applied to the volume is logged in memory at once
+ * (an itx) and numbered by a ticket: zv_zil_log_* takes the next ticket
+ * with an atomic fetch-and-add and publishes the itx into slot
+ * ticket % ZIL_ITX_RING of the itx ring with a release store.  Tickets
+ * are the log's total order: a waiter is done when every ticket up to its
+ * own is durable.  Small writes (zt_max_copied, 7.5 KiB) copy their data
+ * into the itx; larger ones are read back from the volume when they are
+ * packed into a log block ("need copy"); whole volume blocks of writes of
+ * zt_immediate_write_sz (32 KiB) and more, when there is no log device or
+ * with logbias=throughput, are written in place when their log block is
+ * issued, and only the block pointer is logged: the txg adopts that block
+ * (zo_write_block) instead of writing the data a second time.
+ *
+ * Log blocks.  The log lives in a ring of zh_nslots slots; log block seq
+ * s goes to slot (s - 1) % nslots, so the address of the next block is
+ * known before it is written and no allocation is ever needed on the
+ * commit path.  Each block names the next block's address and checksum
+ * seed (guid, seq + 1); replay follows the chain until a block does not
+ * verify.  A slot may be reused only when the block it held is before the
+ * head recorded by a txg already on disk (zl_persisted_head): the head
+ * moves past a block once it is written and every record in it belongs
+ * to a synced txg.  A fresh chain (new guid) starts at every import.
+ *
+ * The commit path.  zv_zil_commit(t) publishes its target with an atomic
+ * max (zl_commit_target) and loops:
+ *   - done when zl_durable_ticket > t;
+ *   - else it tries to become the issuer with a compare-and-swap on
+ *     zl_issuer.  The issuer packs every published itx, in ticket order,
+ *     into the open log block (dropping those whose txg has synced),
+ *     closing blocks that fill up; it closes the open block too when it
+ *     holds a record somebody waits for, unless other committers are
+ *     active and the block is younger than the commit timeout (10% of the
+ *     recent log-block latency), when more records may still join it.
+ *     Then it gives up the role and, holding no role at all, writes the
+ *     blocks it closed and flushes the devices they touched.  So another
+ *     thread can pack and write the next block while this one's I/O is in
+ *     flight: several log blocks are in flight at once.
+ *   - else it sleeps on a futex (zl_wake), for the commit timeout when its
+ *     record waits in the open block, a few ms otherwise, and loops.
+ * When a block's write and flush are done, its thread marks the slot done
+ * and advances zl_durable_seq over every consecutive done block with a
+ * compare-and-swap loop, raising zl_durable_ticket to the end ticket of
+ * each; it then bumps zl_wake and wakes the sleepers, each of which
+ * checks its own ticket: a waiter returns exactly when its records and
+ * every earlier record are written and flushed.
+ *
+ * Memory ordering.  An itx is initialised before the release store that
+ * publishes it; the issuer's acquire load of the ring slot sees it whole.
+ * The issuer role is taken with an acquire CAS and given up with a release
+ * store, so the packing state (zl_packed, the open block) passes from one
+ * issuer to the next whole.  A block's slot record (end ticket, max txg)
+ * is stored before the block is handed to the thread that writes it; its
+ * done flag is stored with release after the flush returned, and
+ * zl_durable_seq / zl_durable_ticket are advanced with acq_rel CAS, so a
+ * waiter that acquires zl_durable_ticket > t knows the flush covering t
+ * completed.  A slot is reset (done = 0) before its new seq is published.
+ *
+ * Fallbacks: when the ring has no free slot, or a log write fails, the
+ * committer waits for the txg to sync instead (always correct).
+ *
+ * Locks: none on the logging and commit paths.  The txg engine's
+ * callbacks (sync_header, synced) run on the sync thread and take the
+ * issuer role only by try-CAS.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <unistd.h>
+#include <stdatomic.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <sys/random.h>
+
+#include "zil.h"
+
+/* Published itxs that may wait to be packed. */
+#define ZIL_ITX_RING (1u << 18)
+
+/* Where a write's data goes in the log. */
+enum zil_wr { ZIL_WR_COPIED = 0, ZIL_WR_NEED_COPY = 1, ZIL_WR_INDIRECT = 2 };
+
+typedef struct zil_itx {
+  uint64_t itx_ticket;
+  uint64_t itx_txg;
+  uint64_t itx_off;
+  uint64_t itx_len;
+  uint8_t itx_type;            /* enum zv_lr_type */
+  uint8_t itx_wr;              /* enum zil_wr */
+  void *itx_data;              /* copied data */
+} zil_itx_t;
+
+/* A log block being filled or written (not shared while being filled). */
+typedef struct zil_ind {
+  uint32_t zi_off;             /* of the record in the block */
+  uint64_t zi_txg;
+  uint64_t zi_blkid;
+} zil_ind_t;
+
+typedef struct zil_lwb {
+  uint64_t lwb_seq;
+  uint8_t *lwb_buf;
+  uint32_t lwb_nused;          /* record bytes */
+  uint64_t lwb_max_txg;
+  uint64_t lwb_start_ticket;   /* ticket of its first record */
+  uint64_t lwb_end_ticket;
+  uint64_t lwb_open_ns;
+  zil_ind_t *lwb_ind;
+  size_t lwb_nind, lwb_indcap;
+  struct zil_lwb *lwb_next;
+} zil_lwb_t;
+
+/* Per-slot state of the block that last used it. */
+typedef struct zil_slot {
+  _Atomic uint64_t zs_seq;
+  _Atomic uint64_t zs_max_txg;
+  _Atomic uint64_t zs_end_ticket;
+  _Atomic int zs_done;
+} zil_slot_t;
+
+#define ZIL_HIST_BUCKETS 40     /* commit latency, log2 ns buckets */
+
+struct zv_zil {
+  zv_spa_t *zl_spa;
+  zv_dev_t *zl_logdev;
+  zv_txg_t *zl_tx;
+  zv_zil_ops_t zl_ops;
+  void *zl_arg;
+  zv_zil_tunables_t zl_tun;
+  zv_zil_header_t zl_hdr;      /* ring geometry, guid, claim */
+
+  /* Logging. */
+  _Atomic uint64_t zl_next_ticket;
+  _Atomic (zil_itx_t *) *zl_itxs;
+  bool zl_replaying;
+
+  /* The issuer's state (owned by whoever holds zl_issuer). */
+  _Atomic int zl_issuer;
+  _Atomic uint64_t zl_packed;  /* next ticket to pack (read by loggers) */
+  zil_lwb_t *zl_open;
+  uint64_t zl_next_seq;        /* seq of the next block to open */
+  uint64_t zl_pack_done;       /* bytes of the itx at zl_packed packed */
+  _Atomic bool zl_ready;       /* replay done: blocks may be written */
+
+  /* Completion. */
+  zil_slot_t *zl_slots;
+  _Atomic uint64_t zl_durable_seq;    /* blocks <= this are durable */
+  _Atomic uint64_t zl_durable_ticket; /* tickets < this are durable */
+  _Atomic uint32_t zl_wake;           /* futex word */
+  _Atomic uint64_t zl_commit_target;
+  _Atomic int zl_active;              /* committers inside commit */
+  _Atomic int zl_error;
+  _Atomic uint64_t zl_latency_ns;     /* log-block write+flush, EWMA */
+
+  /* Slot reuse (sync thread). */
+  uint64_t zl_head;                   /* head written in the last header */
+  _Atomic uint64_t zl_persisted_head;
+  uint64_t zl_pending_head[4];        /* per txg & 3 */
+  uint64_t zl_pending_guid[4];        /* chain each header named */
+
+  /* Stats. */
+  _Atomic uint64_t zs_lwbs, zs_lwb_bytes, zs_commits, zs_commit_waits;
+  _Atomic uint64_t zs_rec_copied, zs_rec_need_copy, zs_rec_indirect;
+  _Atomic uint64_t zs_rec_free, zs_rec_dropped, zs_rec_nop, zs_fallbacks;
+  _Atomic uint64_t zs_lat_sum, zs_lat_hist[ZIL_HIST_BUCKETS];
+};
+
+/* ---- tunables ---- */
+
+void
+zv_zil_tunables_default (zv_zil_tunables_t *zt)
+{
+  memset (zt, 0, sizeof *zt);
+  zt->zt_sync = ZV_SYNC_STANDARD;
+  zt->zt_logbias = ZV_LOGBIAS_LATENCY;
+  zt->zt_immediate_write_sz = 32768;  /* zfs_immediate_write_sz */
+  zt->zt_max_copied = 7680;           /* zil_maxcopied */
+  zt->zt_commit_timeout_pct = 10;     /* zfs_commit_timeout_pct */
+}
+
+/* Longest a waiter sleeps before it looks again (safety net). */
+static uint64_t zil_max_sleep_ns = 2000000;
+/* Commit timeout bounds, ns (zil_min_commit_timeout and a ceiling). */
+static uint64_t zil_min_commit_timeout_ns = 5000;
+static uint64_t zil_max_commit_timeout_ns = 1000000;
+
+/* ---- helpers ---- */
+
+static uint64_t
+zil_ring_dva (zv_zil_t *zl, uint64_t seq)
+{
+  uint64_t slot = (seq - 1) % zl->zl_hdr.zh_nslots;
+  return zl->zl_hdr.zh_ring_dva + slot * zl->zl_hdr.zh_blksz;
+}
+
+static zil_slot_t *
+zil_slot (zv_zil_t *zl, uint64_t seq)
+{
+  return &zl->zl_slots[(seq - 1) % zl->zl_hdr.zh_nslots];
+}
+
+/* The device a ring address is on. */
+static zv_dev_t *
+zil_ring_dev (zv_zil_t *zl, uint64_t dva)
+{
+  if (zl->zl_logdev)
+    return zl->zl_logdev;
+  return zl->zl_spa->spa_devs[ZV_DVA_VDEV (dva)];
+}
+
+/* Checksum seed of block seq of this chain. */
+static uint64_t
+zil_seed (uint64_t guid, uint64_t seq)
+{
+  return guid ^ (seq * 0x9e3779b97f4a7c15ull) ^ ZV_LWB_MAGIC;
+}
+
+/* Raise an atomic to at least v. */
+static void
+zil_atomic_max (_Atomic uint64_t *p, uint64_t v)
+{
+  uint64_t cur = atomic_load (p);
+  while (cur < v && !atomic_compare_exchange_weak (p, &cur, v))
+    ;
+}
+
+static void
+zil_wake_all (zv_zil_t *zl)
+{
+  atomic_fetch_add (&zl->zl_wake, 1);
+  syscall (SYS_futex, &zl->zl_wake, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
+           NULL, 0);
+}
+
+static void
+zil_sleep (zv_zil_t *zl, uint32_t seen, uint64_t ns)
+{
+  struct timespec ts = { .tv_sec = ns / 1000000000ull,
+                         .tv_nsec = ns % 1000000000ull };
+  syscall (SYS_futex, &zl->zl_wake, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+/* The commit timeout: a share of the recent log-block latency. */
+static uint64_t
+zil_commit_timeout (zv_zil_t *zl)
+{
+  uint64_t t = atomic_load (&zl->zl_latency_ns)
+    * zl->zl_tun.zt_commit_timeout_pct / 100;
+  return ZV_MIN (ZV_MAX (t, zil_min_commit_timeout_ns),
+                 zil_max_commit_timeout_ns);
+}
+
+/* ---- open / close ---- */
+
+void
+zv_zil_header_init (zv_zil_header_t *zh, uint64_t ring_dva, uint64_t nslots,
+                    uint32_t blksz)
+{
+  memset (zh, 0, sizeof *zh);
+  zh->zh_magic = ZV_ZIL_MAGIC;
+  zh->zh_version = ZV_FORMAT_VERSION;
+  zh->zh_blksz = blksz;
+  zh->zh_ring_dva = ring_dva;
+  zh->zh_nslots = nslots;
+  zh->zh_head_seq = 1;
+  if (getrandom (&zh->zh_guid, sizeof zh->zh_guid, 0) != sizeof zh->zh_guid)
+    zh->zh_guid = zv_now_ns () ^ 0x5bd1e995ull;
+}
+
+zv_zil_t *
+zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
+             const zv_zil_header_t *zh, const zv_zil_ops_t *ops, void *arg,
+             const zv_zil_tunables_t *zt)
+{
+  zv_zil_t *zl = calloc (1, sizeof *zl);
+
+  if (zl == NULL)
+    return NULL;
+  ZV_VERIFY (zh->zh_nslots >= 2);
+  zl->zl_spa = spa;
+  zl->zl_logdev = logdev;
+  zl->zl_tx = tx;
+  zl->zl_ops = *ops;
+  zl->zl_arg = arg;
+  zl->zl_tun = *zt;
+  zl->zl_hdr = *zh;
+  zl->zl_itxs = calloc (ZIL_ITX_RING, sizeof *zl->zl_itxs);
+  zl->zl_slots = calloc (zh->zh_nslots, sizeof *zl->zl_slots);
+  if (zl->zl_itxs == NULL || zl->zl_slots == NULL) {
+    free (zl->zl_itxs);
+    free (zl->zl_slots);
+    free (zl);
+    return NULL;
+  }
+  atomic_store (&zl->zl_next_ticket, 1);
+  atomic_store (&zl->zl_packed, 1);
+  atomic_store (&zl->zl_durable_ticket, 1);
+  /* Until replay starts a fresh chain, nothing may be written: the
+   * blocks from the head on may hold records to replay. */
+  zl->zl_next_seq = zh->zh_head_seq;
+  atomic_store (&zl->zl_durable_seq, zh->zh_head_seq - 1);
+  zl->zl_head = zh->zh_head_seq;
+  atomic_store (&zl->zl_persisted_head, 0);
+  atomic_store (&zl->zl_latency_ns, 200000);
+  return zl;
+}
+
+static void
+zil_itx_free (zil_itx_t *itx)
+{
+  free (itx->itx_data);
+  free (itx);
+}
+
+static void
+zil_lwb_free (zil_lwb_t *lwb)
+{
+  if (lwb == NULL)
+    return;
+  zv_buf_free (lwb->lwb_buf);
+  free (lwb->lwb_ind);
+  free (lwb);
+}
+
+void
+zv_zil_close (zv_zil_t *zl)
+{
+  if (zl == NULL)
+    return;
+  uint64_t end = atomic_load (&zl->zl_next_ticket);
+  for (uint64_t t = atomic_load (&zl->zl_packed); t < end; t++) {
+    zil_itx_t *itx = atomic_load (&zl->zl_itxs[t % ZIL_ITX_RING]);
+    if (itx)
+      zil_itx_free (itx);
+  }
+  zil_lwb_free (zl->zl_open);
+  free (zl->zl_itxs);
+  free (zl->zl_slots);
+  free (zl);
+}
+
+/* ---- logging ---- */
+
+/* Wait for room in the itx ring: commit what is there (it is packed or
+ * dropped as it goes). */
+static void
+zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
+{
+  while (ticket - atomic_load (&zl->zl_packed) >= ZIL_ITX_RING) {
+    atomic_fetch_add (&zl->zs_fallbacks, 1);
+    (void) zv_txg_wait_synced (zl->zl_tx, 0);
+    (void) zv_zil_commit (zl, ticket - ZIL_ITX_RING);
+  }
+}
+
+/* Number and publish an itx. */
+static uint64_t
+zil_publish (zv_zil_t *zl, zil_itx_t *itx)
+{
+  uint64_t t = atomic_fetch_add (&zl->zl_next_ticket, 1);
+
+  itx->itx_ticket = t;
+  if (t - atomic_load (&zl->zl_packed) >= ZIL_ITX_RING)
+    zil_ring_wait (zl, t);
+  atomic_store_explicit (&zl->zl_itxs[t % ZIL_ITX_RING], itx,
+                         memory_order_release);
+  return t;
+}
+
+/* Log one piece of a write. */
+static uint64_t
+zil_log_piece (zv_zil_t *zl, uint64_t txg, uint64_t off, uint64_t len,
+               const void *data, enum zil_wr wr)
+{
+  zil_itx_t *itx = calloc (1, sizeof *itx);
+
+  if (itx == NULL)
+    abort ();
+  itx->itx_type = ZV_LR_WRITE;
+  itx->itx_txg = txg;
+  itx->itx_off = off;
+  itx->itx_len = len;
+  itx->itx_wr = wr;
+  if (wr == ZIL_WR_COPIED) {
+    itx->itx_data = malloc (len);
+    if (itx->itx_data == NULL)
+      abort ();
+    memcpy (itx->itx_data, data, len);
+  }
+  return zil_publish (zl, itx);
+}
+
+/* How a piece of write data that does not go in place is logged. */
+static enum zil_wr
+zil_wr_small (zv_zil_t *zl, uint64_t len)
+{
+  return len <= zl->zl_tun.zt_max_copied ? ZIL_WR_COPIED : ZIL_WR_NEED_COPY;
+}
+
+/* Log a write applied in txg; returns the last ticket it used. */
+uint64_t
+zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off, uint32_t len,
+                  const void *data)
+{
+  const zv_zil_tunables_t *zt = &zl->zl_tun;
+  const uint8_t *p = data;
+  uint32_t bs = zl->zl_ops.zo_blksz;
+  uint64_t b0 = ZV_P2ROUNDUP (off, bs), b1 = ZV_P2ALIGN (off + len, bs);
+  uint64_t t = 0;
+  bool indirect;
+
+  if (zl->zl_replaying || zt->zt_sync == ZV_SYNC_DISABLED || len == 0)
+    return 0;
+  /* Whole blocks of a big write go in place; the edges are copied. */
+  indirect = b1 > b0 && (zt->zt_logbias == ZV_LOGBIAS_THROUGHPUT
+                         || (zl->zl_logdev == NULL
+                             && len >= zt->zt_immediate_write_sz));
+  if (!indirect)
+    return zil_log_piece (zl, txg, off, len, data, zil_wr_small (zl, len));
+  if (b0 > off)
+    t = zil_log_piece (zl, txg, off, b0 - off, p, zil_wr_small (zl, b0 - off));
+  t = zil_log_piece (zl, txg, b0, b1 - b0, NULL, ZIL_WR_INDIRECT);
+  if (off + len > b1)
+    t = zil_log_piece (zl, txg, b1, off + len - b1, p + (b1 - off),
+                       zil_wr_small (zl, off + len - b1));
+  return t;
+}
+
+/* Log a trim or zero applied in txg. */
+uint64_t
+zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
+                 uint64_t off, uint64_t len)
+{
+  zil_itx_t *itx;
+
+  if (zl->zl_replaying || zl->zl_tun.zt_sync == ZV_SYNC_DISABLED || len == 0)
+    return 0;
+  ZV_VERIFY (type == ZV_LR_TRIM || type == ZV_LR_ZERO);
+  itx = calloc (1, sizeof *itx);
+  if (itx == NULL)
+    abort ();
+  itx->itx_type = type;
+  itx->itx_txg = txg;
+  itx->itx_off = off;
+  itx->itx_len = len;
+  return zil_publish (zl, itx);
+}
+
+/* ---- packing (issuer role held) ---- */
+
+/* Open block zl_next_seq if its slot is free; NULL when the ring is full. */
+static zil_lwb_t *
+zil_lwb_open (zv_zil_t *zl)
+{
+  uint64_t seq = zl->zl_next_seq;
+  zil_slot_t *zs;
+  zil_lwb_t *lwb;
+
+  if (!atomic_load (&zl->zl_ready)
+      || seq >= atomic_load (&zl->zl_persisted_head) + zl->zl_hdr.zh_nslots)
+    return NULL;
+  lwb = calloc (1, sizeof *lwb);
+  if (lwb == NULL)
+    abort ();
+  lwb->lwb_seq = seq;
+  lwb->lwb_buf = zv_buf_alloc (zl->zl_hdr.zh_blksz);
+  lwb->lwb_open_ns = zv_now_ns ();
+  zs = zil_slot (zl, seq);
+  atomic_store (&zs->zs_done, 0);
+  atomic_store (&zs->zs_max_txg, 0);
+  atomic_store (&zs->zs_end_ticket, 0);
+  atomic_store_explicit (&zs->zs_seq, seq, memory_order_release);
+  zl->zl_next_seq = seq + 1;
+  zl->zl_open = lwb;
+  return lwb;
+}
+
+/* Close the open block; it joins the caller's list of blocks to write.
+ * Every ticket before end_ticket is in this block or an earlier one, or
+ * was dropped. */
+static void
+zil_lwb_close (zv_zil_t *zl, uint64_t end_ticket, zil_lwb_t **closed)
+{
+  zil_lwb_t *lwb = zl->zl_open, **pp = closed;
+  zil_slot_t *zs = zil_slot (zl, lwb->lwb_seq);
+
+  ZV_VERIFY (lwb->lwb_nused > 0);
+  lwb->lwb_end_ticket = end_ticket;
+  atomic_store (&zs->zs_max_txg, lwb->lwb_max_txg);
+  atomic_store (&zs->zs_end_ticket, end_ticket);
+  zl->zl_open = NULL;
+  while (*pp)
+    pp = &(*pp)->lwb_next;
+  *pp = lwb;
+}
+
+/* Room for a record of 'need' bytes, closing a full block; -EAGAIN when
+ * the ring has no free slot for a new one. */
+static int
+zil_room (zv_zil_t *zl, uint32_t need, uint64_t ticket, zil_lwb_t **closed)
+{
+  uint32_t cap = zl->zl_hdr.zh_blksz - sizeof (zv_lwb_hdr_t);
+
+  ZV_VERIFY3U (need, <=, cap);
+  if (zl->zl_open && zl->zl_open->lwb_nused + need > cap)
+    zil_lwb_close (zl, ticket, closed);
+  if (zl->zl_open == NULL && zil_lwb_open (zl) == NULL)
+    return -EAGAIN;
+  return 0;
+}
+
+/* Append a record header (and room for its payload) to the open block. */
+static uint8_t *
+zil_append (zv_zil_t *zl, const zil_itx_t *itx, uint32_t type,
+            uint64_t off, uint64_t len, uint32_t payload)
+{
+  zil_lwb_t *lwb = zl->zl_open;
+  zv_lr_t *lr = (zv_lr_t *) (lwb->lwb_buf + sizeof (zv_lwb_hdr_t)
+                             + lwb->lwb_nused);
+  uint32_t reclen = sizeof (zv_lr_t) + ZV_P2ROUNDUP (payload, 8);
+
+  if (lwb->lwb_nused == 0)
+    lwb->lwb_start_ticket = itx->itx_ticket;
+  lr->lr_type = type;
+  lr->lr_reclen = reclen;
+  lr->lr_seq = itx->itx_ticket;
+  lr->lr_txg = itx->itx_txg;
+  lr->lr_offset = off;
+  lr->lr_length = len;
+  lwb->lwb_nused += reclen;
+  lwb->lwb_max_txg = ZV_MAX (lwb->lwb_max_txg, itx->itx_txg);
+  return (uint8_t *) (lr + 1);
+}
+
+/* Remember an in-place write whose pointer the issuing thread fills. */
+static void
+zil_add_ind (zil_lwb_t *lwb, uint32_t at, uint64_t txg, uint64_t blkid)
+{
+  if (lwb->lwb_nind == lwb->lwb_indcap) {
+    lwb->lwb_indcap = lwb->lwb_indcap ? lwb->lwb_indcap * 2 : 16;
+    lwb->lwb_ind = realloc (lwb->lwb_ind,
+                            lwb->lwb_indcap * sizeof *lwb->lwb_ind);
+    if (lwb->lwb_ind == NULL)
+      abort ();
+  }
+  lwb->lwb_ind[lwb->lwb_nind++] = (zil_ind_t) {
+    .zi_off = at, .zi_txg = txg, .zi_blkid = blkid,
+  };
+}
+
+/*
+ * Pack (the rest of) one itx, from byte zl_pack_done on.  Returns 0, or
+ * -EAGAIN when the ring has no free slot (zl_pack_done says how far it
+ * got; the next issuer goes on from there), or a read error.
+ */
+static int
+zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
+{
+  const uint32_t cap = zl->zl_hdr.zh_blksz - sizeof (zv_lwb_hdr_t);
+  const uint32_t hdr = sizeof (zv_lr_t);
+  uint32_t bs = zl->zl_ops.zo_blksz;
+  int r;
+
+  if (itx->itx_type != ZV_LR_WRITE) {
+    if ((r = zil_room (zl, hdr, itx->itx_ticket, closed)) < 0)
+      return r;
+    zil_append (zl, itx, itx->itx_type, itx->itx_off, itx->itx_len, 0);
+    atomic_fetch_add (&zl->zs_rec_free, 1);
+    return 0;
+  }
+  switch (itx->itx_wr) {
+  case ZIL_WR_COPIED:
+    if ((r = zil_room (zl, hdr + ZV_P2ROUNDUP (itx->itx_len, 8),
+                       itx->itx_ticket, closed)) < 0)
+      return r;
+    memcpy (zil_append (zl, itx, ZV_LR_WRITE, itx->itx_off, itx->itx_len,
+                        itx->itx_len), itx->itx_data, itx->itx_len);
+    atomic_fetch_add (&zl->zs_rec_copied, 1);
+    return 0;
+
+  case ZIL_WR_NEED_COPY:
+    /* Fetched from the volume now, split over blocks as needed. */
+    while (zl->zl_pack_done < itx->itx_len) {
+      uint64_t left = itx->itx_len - zl->zl_pack_done;
+      uint64_t off = itx->itx_off + zl->zl_pack_done;
+      uint32_t room, n;
+      uint8_t *dst;
+
+      if ((r = zil_room (zl, hdr + 8, itx->itx_ticket, closed)) < 0)
+        return r;
+      room = (cap - zl->zl_open->lwb_nused - hdr) & ~7u;
+      if (room < ZV_MIN (left, 4096u)) {
+        /* Not worth a sliver: the rest goes in the next block. */
+        zil_lwb_close (zl, itx->itx_ticket, closed);
+        continue;
+      }
+      n = (uint32_t) ZV_MIN (left, (uint64_t) room);
+      dst = zil_append (zl, itx, ZV_LR_WRITE, off, n, n);
+      r = zl->zl_ops.zo_read (zl->zl_arg, off, n, dst);
+      if (r < 0)
+        return r;
+      zl->zl_pack_done += n;
+    }
+    atomic_fetch_add (&zl->zs_rec_need_copy, 1);
+    return 0;
+
+  case ZIL_WR_INDIRECT:
+    /* One record per volume block; its pointer is filled at issue. */
+    while (zl->zl_pack_done < itx->itx_len) {
+      uint64_t off = itx->itx_off + zl->zl_pack_done;
+      uint32_t at;
+
+      if ((r = zil_room (zl, hdr + sizeof (zv_blkptr_t), itx->itx_ticket,
+                         closed)) < 0)
+        return r;
+      at = zl->zl_open->lwb_nused;
+      zil_append (zl, itx, ZV_LR_WRITE_IND, off, bs, sizeof (zv_blkptr_t));
+      zil_add_ind (zl->zl_open, at, itx->itx_txg, off / bs);
+      zl->zl_pack_done += bs;
+      atomic_fetch_add (&zl->zs_rec_indirect, 1);
+    }
+    return 0;
+  }
+  return -EINVAL;
+}
+
+/*
+ * Pack every published itx in ticket order (dropping those whose txg has
+ * synced) and close the open block if a committer waits for one of its
+ * records (see the theory comment for when it waits).  Issuer role held.
+ * Returns the closed blocks, for the caller to write; *full when the ring
+ * had no free slot.
+ */
+static zil_lwb_t *
+zil_pack (zv_zil_t *zl, bool *full)
+{
+  uint64_t end = atomic_load (&zl->zl_next_ticket);
+  uint64_t synced = zv_txg_last_synced (zl->zl_tx);
+  uint64_t packed = atomic_load (&zl->zl_packed);
+  zil_lwb_t *closed = NULL, *lwb;
+
+  *full = false;
+  while (packed < end) {
+    _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % ZIL_ITX_RING];
+    zil_itx_t *itx;
+    int r = 0;
+
+    /* A logger between its ticket and its publish: stop here (it may
+     * be the very thread that waits for room in the ring). */
+    itx = atomic_load_explicit (slot, memory_order_acquire);
+    if (itx == NULL)
+      break;
+    if (itx->itx_txg <= synced)
+      atomic_fetch_add (&zl->zs_rec_dropped, 1);
+    else
+      r = zil_pack_itx (zl, itx, &closed);
+    if (r == -EAGAIN) {
+      *full = true;
+      break;
+    }
+    if (r < 0) {
+      /* The volume could not be read: from now on commits wait for
+       * txgs (the records packed so far are harmless to replay). */
+      zv_error ("intent log: cannot fetch logged data (%s); flushes now "
+                "wait for txg syncs", strerror (-r));
+      atomic_store (&zl->zl_error, r);
+    }
+    zl->zl_pack_done = 0;
+    atomic_store (slot, NULL);
+    zil_itx_free (itx);
+    packed++;
+    atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
+  }
+
+  lwb = zl->zl_open;
+  if (lwb && lwb->lwb_nused > 0 && !*full
+      && atomic_load (&zl->zl_commit_target) >= lwb->lwb_start_ticket) {
+    uint32_t cap = zl->zl_hdr.zh_blksz - sizeof (zv_lwb_hdr_t);
+    bool alone = atomic_load (&zl->zl_active) <= 1;
+    bool old = zv_now_ns () - lwb->lwb_open_ns >= zil_commit_timeout (zl);
+    bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
+
+    if (alone || old || nearly_full)
+      zil_lwb_close (zl, packed, &closed);
+  }
+  /* Nothing open, nothing in flight: every packed ticket is durable (the
+   * dropped records are in synced txgs). */
+  if (zl->zl_open == NULL && closed == NULL
+      && atomic_load (&zl->zl_durable_seq) + 1 == zl->zl_next_seq)
+    zil_atomic_max (&zl->zl_durable_ticket, packed);
+  return closed;
+}
+
+/* ---- writing blocks (no role held) ---- */
+
+/* Advance zl_durable_seq over consecutive done blocks; wake waiters. */
+static void
+zil_advance (zv_zil_t *zl)
+{
+  for (;;) {
+    uint64_t d = atomic_load (&zl->zl_durable_seq), n = d + 1;
+    zil_slot_t *zs = zil_slot (zl, n);
+
+    if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != n
+        || !atomic_load_explicit (&zs->zs_done, memory_order_acquire))
+      break;
+    if (atomic_compare_exchange_strong (&zl->zl_durable_seq, &d, n))
+      zil_atomic_max (&zl->zl_durable_ticket,
+                      atomic_load (&zs->zs_end_ticket));
+  }
+  zil_wake_all (zl);
+}
+
+/* Seal a block: header and checksum over what will be written. */
+static uint32_t
+zil_lwb_seal (zv_zil_t *zl, zil_lwb_t *lwb)
+{
+  zv_lwb_hdr_t *lh = (zv_lwb_hdr_t *) lwb->lwb_buf;
+  uint32_t len = ZV_P2ROUNDUP (sizeof *lh + lwb->lwb_nused, ZV_SECTOR);
+
+  lh->lh_magic = ZV_LWB_MAGIC;
+  lh->lh_version = ZV_FORMAT_VERSION;
+  lh->lh_nused = lwb->lwb_nused;
+  lh->lh_seq = lwb->lwb_seq;
+  lh->lh_next_dva = zil_ring_dva (zl, lwb->lwb_seq + 1);
+  lh->lh_next_seq = lwb->lwb_seq + 1;
+  memset (&lh->lh_cksum, 0, sizeof lh->lh_cksum);
+  zv_cksum_compute (lwb->lwb_buf, len, zil_seed (zl->zl_hdr.zh_guid,
+                                                 lwb->lwb_seq),
+                    &lh->lh_cksum);
+  return len;
+}
+
+/*
+ * Write the closed blocks (in one batch), after their in-place data
+ * blocks, then flush every device they touched; mark them done.
+ */
+static int
+zil_issue (zv_zil_t *zl, zil_lwb_t *list)
+{
+  size_t count = 0;
+  for (zil_lwb_t *l = list; l; l = l->lwb_next)
+    count++;
+  zv_dev_io_t *ios = calloc (count + ZV_MAX_DEVS + 1, sizeof *ios);
+  bool touched[ZV_MAX_DEVS] = { false };
+
+  if (ios == NULL)
+    abort ();
+  zv_dev_t *ringdev = NULL;
+  uint64_t start = zv_now_ns ();
+  size_t n = 0, nlwb = 0;
+  int r = 0;
+
+  for (zil_lwb_t *lwb = list; lwb; lwb = lwb->lwb_next) {
+    for (size_t i = 0; i < lwb->lwb_nind; i++) {
+      zil_ind_t *zi = &lwb->lwb_ind[i];
+      zv_lr_t *lr = (zv_lr_t *) (lwb->lwb_buf + sizeof (zv_lwb_hdr_t)
+                                 + zi->zi_off);
+      zv_blkptr_t *bp = (zv_blkptr_t *) (lr + 1);
+      int e = zl->zl_ops.zo_write_block (zl->zl_arg, zi->zi_txg,
+                                         zi->zi_blkid, bp);
+      if (e == 0) {
+        for (unsigned c = 0; c < bp->bp_ncopies; c++)
+          touched[ZV_DVA_VDEV (bp->bp_dva[c])] = true;
+      }
+      else {
+        /* Its txg synced (or the block changed since, and a later
+         * record carries it): nothing to replay. */
+        if (e != -ENOENT)
+          r = e;
+        lr->lr_type = ZV_LR_NOP;
+        memset (bp, 0, sizeof *bp);
+        atomic_fetch_add (&zl->zs_rec_nop, 1);
+      }
+    }
+    uint32_t len = zil_lwb_seal (zl, lwb);
+    uint64_t dva = zil_ring_dva (zl, lwb->lwb_seq);
+    zv_dev_t *dev = zil_ring_dev (zl, dva);
+    ios[n++] = (zv_dev_io_t) {
+      .di_dev = dev, .di_op = ZV_DEV_WRITE, .di_buf = lwb->lwb_buf,
+      .di_offset = ZV_DVA_OFFSET (dva), .di_len = len,
+    };
+    ringdev = dev;
+    nlwb++;
+    atomic_fetch_add (&zl->zs_lwbs, 1);
+    atomic_fetch_add (&zl->zs_lwb_bytes, len);
+  }
+  /* One flush per device touched, ordered after the writes. */
+  for (unsigned d = 0; d < zl->zl_spa->spa_ndevs; d++)
+    if (touched[d] || zl->zl_spa->spa_devs[d] == ringdev)
+      ios[n++] = (zv_dev_io_t) { .di_dev = zl->zl_spa->spa_devs[d],
+                                 .di_op = ZV_DEV_FLUSH };
+  if (zl->zl_logdev)
+    ios[n++] = (zv_dev_io_t) { .di_dev = zl->zl_logdev,
+                               .di_op = ZV_DEV_FLUSH };
+  if (r == 0)
+    r = zv_dev_io_batch (ios, n);
+  free (ios);
+  if (r < 0) {
+    zv_error ("intent log: writing %zu log block(s) failed (%s); flushes "
+              "now wait for txg syncs", nlwb, strerror (-r));
+    atomic_store (&zl->zl_error, r);
+  }
+  else {
+    /* Latency EWMA (7/8 old), per block batch. */
+    uint64_t lat = zv_now_ns () - start, old = atomic_load (&zl->zl_latency_ns);
+    atomic_store (&zl->zl_latency_ns, old - old / 8 + lat / 8);
+  }
+  while (list) {
+    zil_lwb_t *next = list->lwb_next;
+    if (r == 0)
+      atomic_store_explicit (&zil_slot (zl, list->lwb_seq)->zs_done, 1,
+                             memory_order_release);
+    zv_buf_put (list->lwb_buf, zl->zl_hdr.zh_blksz);
+    list->lwb_buf = NULL;
+    zil_lwb_free (list);
+    list = next;
+  }
+  zil_advance (zl);
+  return r;
+}
+
+/* ---- commit ---- */
+
+/* Record a commit's latency in the log2 histogram. */
+static void
+zil_lat_record (zv_zil_t *zl, uint64_t ns)
+{
+  unsigned b = 0;
+
+  while (b + 1 < ZIL_HIST_BUCKETS && (1ull << (b + 1)) <= ns)
+    b++;
+  atomic_fetch_add (&zl->zs_lat_hist[b], 1);
+  atomic_fetch_add (&zl->zs_lat_sum, ns);
+}
+
+/* Fallback: everything logged so far reaches disk with its txg. */
+static int
+zil_commit_by_txg (zv_zil_t *zl)
+{
+  atomic_fetch_add (&zl->zs_fallbacks, 1);
+  return zv_txg_wait_synced (zl->zl_tx, 0);
+}
+
+int
+zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
+{
+  uint64_t start, t = ticket;
+  int r = 0;
+
+  if (zl->zl_tun.zt_sync == ZV_SYNC_DISABLED)
+    return 0;
+  if (zl->zl_tun.zt_legacy_txg_commit)
+    return zv_txg_wait_synced (zl->zl_tx, 0);
+  if (t == 0)
+    t = atomic_load (&zl->zl_next_ticket) - 1;
+  if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
+                                      memory_order_acquire) > t)
+    return 0;
+  start = zv_now_ns ();
+  atomic_fetch_add (&zl->zs_commits, 1);
+  atomic_fetch_add (&zl->zl_active, 1);
+  zil_atomic_max (&zl->zl_commit_target, t);
+  for (;;) {
+    uint32_t seen = atomic_load (&zl->zl_wake);
+    int expect = 0;
+
+    if (atomic_load_explicit (&zl->zl_durable_ticket,
+                              memory_order_acquire) > t)
+      break;
+    if (atomic_load (&zl->zl_error)) {
+      r = zil_commit_by_txg (zl);
+      break;
+    }
+    if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
+                                                 memory_order_acquire,
+                                                 memory_order_relaxed)) {
+      bool full;
+      zil_lwb_t *closed = zil_pack (zl, &full);
+      bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket;
+
+      atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+      if (closed) {
+        (void) zil_issue (zl, closed);
+        continue;
+      }
+      if (full) {
+        r = zil_commit_by_txg (zl);
+        break;
+      }
+      if (atomic_load (&zl->zl_durable_ticket) > t)
+        break;
+      atomic_fetch_add (&zl->zs_commit_waits, 1);
+      zil_sleep (zl, seen, mine_open ? zil_commit_timeout (zl)
+                 : zil_max_sleep_ns);
+      continue;
+    }
+    /* Somebody else is packing: our record will be in their block, or
+     * we take the role when they let go. */
+    zil_sleep (zl, seen, zil_commit_timeout (zl));
+  }
+  atomic_fetch_sub (&zl->zl_active, 1);
+  zil_lat_record (zl, zv_now_ns () - start);
+  return r;
+}
+
+/* ---- txg sync ---- */
+
+/* Header for the objset of txg (sync thread). */
+void
+zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
+{
+  uint64_t head = zl->zl_head;
+
+  /* Move past blocks that are written and hold only synced records. */
+  for (;;) {
+    zil_slot_t *zs = zil_slot (zl, head);
+    if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != head
+        || !atomic_load_explicit (&zs->zs_done, memory_order_acquire)
+        || atomic_load (&zs->zs_max_txg) > txg)
+      break;
+    head++;
+  }
+  zl->zl_head = head;
+  zl->zl_pending_head[txg & 3] = head;
+  zl->zl_pending_guid[txg & 3] = zl->zl_hdr.zh_guid;
+  *zh = zl->zl_hdr;
+  zh->zh_head_seq = head;
+}
+
+/* Txg is on disk: its head frees slots; drop the records it made
+ * durable (so nobody ever writes them). */
+void
+zv_zil_synced (zv_zil_t *zl, uint64_t txg)
+{
+  int expect = 0;
+
+  /* Blocks of this chain may be written once a header naming it is on
+   * disk (replay would not find them otherwise). */
+  if (!zl->zl_replaying && zl->zl_pending_guid[txg & 3] == zl->zl_hdr.zh_guid) {
+    zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[txg & 3]);
+    atomic_store (&zl->zl_ready, true);
+  }
+  if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
+                                               memory_order_acquire,
+                                               memory_order_relaxed)) {
+    uint64_t end = atomic_load (&zl->zl_next_ticket);
+    uint64_t packed = atomic_load (&zl->zl_packed);
+
+    while (packed < end && zl->zl_pack_done == 0) {
+      _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % ZIL_ITX_RING];
+      zil_itx_t *itx = atomic_load_explicit (slot, memory_order_acquire);
+      if (itx == NULL || itx->itx_txg > txg)
+        break;
+      atomic_store (slot, NULL);
+      zil_itx_free (itx);
+      atomic_fetch_add (&zl->zs_rec_dropped, 1);
+      packed++;
+      atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
+    }
+    if (zl->zl_open == NULL
+        && atomic_load (&zl->zl_durable_seq) + 1 == zl->zl_next_seq)
+      zil_atomic_max (&zl->zl_durable_ticket, packed);
+    atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  }
+  zil_wake_all (zl);
+}
+
+/* ---- replay ---- */
+
+/* Check a log block read from the ring; returns its records' length. */
+static int
+zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
+{
+  zv_lwb_hdr_t *lh = (zv_lwb_hdr_t *) buf;
+  zv_cksum_t want = lh->lh_cksum, got;
+  uint32_t len;
+
+  if (lh->lh_magic != ZV_LWB_MAGIC || lh->lh_version != ZV_FORMAT_VERSION
+      || lh->lh_seq != seq || lh->lh_next_seq != seq + 1
+      || lh->lh_next_dva != zil_ring_dva (zl, seq + 1)
+      || lh->lh_nused > zl->zl_hdr.zh_blksz - sizeof *lh)
+    return -1;
+  len = ZV_P2ROUNDUP (sizeof *lh + lh->lh_nused, ZV_SECTOR);
+  memset (&lh->lh_cksum, 0, sizeof lh->lh_cksum);
+  zv_cksum_compute (buf, len, zil_seed (zl->zl_hdr.zh_guid, seq), &got);
+  lh->lh_cksum = want;
+  if (!zv_cksum_equal (&want, &got))
+    return -1;
+  *nused = lh->lh_nused;
+  return 0;
+}
+
+/* In-place blocks named by the records to replay (see zil_claim). */
+typedef struct zil_claims {
+  uint64_t *zc_dva;
+  size_t zc_n, zc_cap;
+} zil_claims_t;
+
+/*
+ * Pass 1 of replay, per block: mark every in-place data block that a
+ * record to replay points at as allocated, before replay's own writes
+ * can allocate over it (the bitmap on disk may predate it).
+ */
+static void
+zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
+                 uint64_t claim, zil_claims_t *zc)
+{
+  uint32_t pos = 0;
+
+  while (pos + sizeof (zv_lr_t) <= nused) {
+    const zv_lr_t *lr = (const zv_lr_t *) (recs + pos);
+    if (lr->lr_reclen < sizeof (zv_lr_t) || lr->lr_reclen % 8 != 0
+        || lr->lr_reclen > nused - pos)
+      return;                   /* pass 2 reports it */
+    if (lr->lr_type == ZV_LR_WRITE_IND && lr->lr_txg > claim
+        && lr->lr_reclen >= sizeof (zv_lr_t) + sizeof (zv_blkptr_t)) {
+      zv_blkptr_t bp;
+      memcpy (&bp, lr + 1, sizeof bp);
+      if (zv_zio_bp_check (zl->zl_spa, &bp, "intent log record") == 0
+          && !zv_bp_is_hole (&bp) && bp.bp_ncopies == 1) {
+        bool dup = false;
+        for (size_t i = 0; i < zc->zc_n && !dup; i++)
+          dup = zc->zc_dva[i] == bp.bp_dva[0];
+        if (!dup) {
+          if (zc->zc_n == zc->zc_cap) {
+            zc->zc_cap = zc->zc_cap ? zc->zc_cap * 2 : 64;
+            zc->zc_dva = realloc (zc->zc_dva, zc->zc_cap * sizeof (uint64_t));
+            if (zc->zc_dva == NULL)
+              abort ();
+          }
+          zc->zc_dva[zc->zc_n++] = bp.bp_dva[0];
+          if (!zv_alloc_is_allocated (zl->zl_spa->spa_alloc, bp.bp_dva[0],
+                                      bp.bp_psize))
+            zv_alloc_claim (zl->zl_spa->spa_alloc, bp.bp_dva[0],
+                            bp.bp_psize);
+        }
+      }
+    }
+    pos += lr->lr_reclen;
+  }
+}
+
+/* Apply the records of one verified block (claim rule: txg > claim). */
+static int
+zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
+                  uint64_t claim, uint64_t *last_seq, int *applied)
+{
+  uint32_t pos = 0;
+
+  while (pos + sizeof (zv_lr_t) <= nused) {
+    const zv_lr_t *lr = (const zv_lr_t *) (recs + pos);
+    uint32_t payload;
+    int r;
+
+    if (lr->lr_reclen < sizeof (zv_lr_t) || lr->lr_reclen % 8 != 0
+        || lr->lr_reclen > nused - pos) {
+      zv_error ("intent log: malformed record in a verified block; "
+                "replay stops here");
+      return -EIO;
+    }
+    payload = lr->lr_reclen - sizeof (zv_lr_t);
+    if ((lr->lr_type == ZV_LR_WRITE && lr->lr_length > payload)
+        || (lr->lr_type == ZV_LR_WRITE_IND
+            && payload < sizeof (zv_blkptr_t))
+        || lr->lr_type > ZV_LR_ZERO) {
+      zv_error ("intent log: record %" PRIu64 " is inconsistent; replay "
+                "stops here", lr->lr_seq);
+      return -EIO;
+    }
+    if (lr->lr_seq < *last_seq) {
+      zv_error ("intent log: record order broken at %" PRIu64, lr->lr_seq);
+      return -EIO;
+    }
+    *last_seq = lr->lr_seq;
+    if (lr->lr_type != ZV_LR_NOP && lr->lr_txg > claim) {
+      r = zl->zl_ops.zo_replay (zl->zl_arg, lr, lr + 1);
+      if (r < 0)
+        return r;
+      (*applied)++;
+    }
+    pos += lr->lr_reclen;
+  }
+  return 0;
+}
+
+/*
+ * Replay, then start a fresh chain.  The header keeps the old chain (and
+ * the claim txg) in every txg synced while replaying, so a crash here
+ * replays again from the same start: records are idempotent and applied
+ * in the same order, and the result is that of a single replay.
+ */
+int
+zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
+{
+  zv_zil_header_t *zh = &zl->zl_hdr;
+  uint8_t *buf = zv_buf_get (zh->zh_blksz);
+  uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
+  uint64_t seq, last_seq = 0, nblocks = 0;
+  int applied = 0, r = 0;
+
+  zil_claims_t zc = { 0 };
+
+  zl->zl_replaying = true;
+  zh->zh_claim_txg = claim;
+  /* Pass 1 finds the chain's end and claims in-place blocks; pass 2
+   * applies the records. */
+  for (int pass = 1; pass <= 2 && r == 0; pass++) {
+    for (seq = zh->zh_head_seq, nblocks = 0; nblocks < zh->zh_nslots;
+         seq++, nblocks++) {
+      uint64_t dva = zil_ring_dva (zl, seq);
+      uint32_t nused;
+
+      if (zv_dev_read (zil_ring_dev (zl, dva), buf, ZV_DVA_OFFSET (dva),
+                       zh->zh_blksz) < 0)
+        break;
+      if (zil_verify_block (zl, buf, seq, &nused) < 0)
+        break;
+      if (pass == 1)
+        zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
+      else {
+        r = zil_replay_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
+                              &last_seq, &applied);
+        if (r < 0)
+          break;
+      }
+    }
+  }
+  zv_buf_put (buf, zh->zh_blksz);
+  if (r < 0) {
+    free (zc.zc_dva);
+    zl->zl_replaying = false;
+    return r;
+  }
+  if (applied > 0)
+    zv_info ("intent log: replayed %d record(s) from %" PRIu64
+             " block(s) (txgs after %" PRIu64 ")", applied, nblocks, claim);
+  /* The in-place blocks were copied by replay: free them with the txg
+   * that makes the copies durable. */
+  if (zc.zc_n > 0) {
+    zv_txg_hold_t h;
+    r = zv_txg_hold (zl->zl_tx, 0, &h);
+    if (r == 0) {
+      for (size_t i = 0; i < zc.zc_n; i++)
+        zv_alloc_free_defer (zl->zl_spa->spa_alloc, h.th_txg, zc.zc_dva[i],
+                             zl->zl_ops.zo_blksz);
+      zv_txg_rele (zl->zl_tx, &h);
+    }
+  }
+  free (zc.zc_dva);
+  /* Make the replayed changes durable under the old header... */
+  if (applied > 0 || zc.zc_n > 0) {
+    r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
+    if (r < 0) {
+      zl->zl_replaying = false;
+      return r;
+    }
+  }
+  /* ...then start a fresh chain: new guid, head 1, no claim.  No block
+   * is written until a txg carrying this header is on disk (the first
+   * commits wait for that txg instead; see zv_zil_synced). */
+  zv_zil_header_init (zh, zh->zh_ring_dva, zh->zh_nslots, zh->zh_blksz);
+  zl->zl_head = 1;
+  zl->zl_next_seq = 1;
+  atomic_store (&zl->zl_durable_seq, 0);
+  atomic_store (&zl->zl_persisted_head, 0);
+  for (uint64_t i = 0; i < zh->zh_nslots; i++)
+    atomic_store (&zl->zl_slots[i].zs_seq, 0);
+  zl->zl_replaying = false;
+  /* After a replay the old chain must not be replayed again: its
+   * in-place blocks are free now.  Put the new header on disk. */
+  if (applied > 0 || zc.zc_n > 0) {
+    r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
+    if (r < 0)
+      return r;
+  }
+  return applied;
+}
+
+/* ---- stats ---- */
+
+void
+zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
+{
+  uint64_t commits = atomic_load (&zl->zs_commits);
+  uint64_t lwbs = atomic_load (&zl->zs_lwbs);
+  uint64_t n = 0, p99 = 0, total = 0;
+
+  for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++)
+    total += atomic_load (&zl->zs_lat_hist[b]);
+  for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++) {
+    n += atomic_load (&zl->zs_lat_hist[b]);
+    if (total && n * 100 >= total * 99) {
+      p99 = 1ull << (b + 1);
+      break;
+    }
+  }
+  fprintf (fp, "zil_sync_mode %s\n",
+           zl->zl_tun.zt_sync == ZV_SYNC_ALWAYS ? "always"
+           : zl->zl_tun.zt_sync == ZV_SYNC_DISABLED ? "disabled" : "standard");
+  fprintf (fp, "zil_logbias %s\n", zl->zl_tun.zt_logbias
+           == ZV_LOGBIAS_THROUGHPUT ? "throughput" : "latency");
+  fprintf (fp, "zil_log_device %s\n", zl->zl_logdev
+           ? zv_dev_path (zl->zl_logdev) : "none");
+  fprintf (fp, "zil_lwbs_written %" PRIu64 "\n", lwbs);
+  fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n", atomic_load (&zl->zs_lwb_bytes));
+  fprintf (fp, "zil_records_copied %" PRIu64 "\n",
+           atomic_load (&zl->zs_rec_copied));
+  fprintf (fp, "zil_records_need_copy %" PRIu64 "\n",
+           atomic_load (&zl->zs_rec_need_copy));
+  fprintf (fp, "zil_records_indirect %" PRIu64 "\n",
+           atomic_load (&zl->zs_rec_indirect));
+  fprintf (fp, "zil_records_free %" PRIu64 "\n",
+           atomic_load (&zl->zs_rec_free));
+  fprintf (fp, "zil_records_dropped %" PRIu64 "\n",
+           atomic_load (&zl->zs_rec_dropped));
+  fprintf (fp, "zil_commits %" PRIu64 "\n", commits);
+  fprintf (fp, "zil_commit_fallbacks %" PRIu64 "\n",
+           atomic_load (&zl->zs_fallbacks));
+  fprintf (fp, "zil_waiters_per_lwb %.2f\n",
+           lwbs ? (double) commits / (double) lwbs : 0.0);
+  fprintf (fp, "zil_commit_latency_mean_ns %" PRIu64 "\n",
+           total ? atomic_load (&zl->zs_lat_sum) / total : 0);
+  fprintf (fp, "zil_commit_latency_p99_ns %" PRIu64 "\n", p99);
+  fprintf (fp, "zil_lwb_latency_ewma_ns %" PRIu64 "\n",
+           atomic_load (&zl->zl_latency_ns));
+}

@@ -1,0 +1,106 @@
+/*
+ * zil.h: the intent log.  Flush and FUA wait for a log write, not a txg.
+ *
+ * Every change to the volume is logged in memory as it is applied (an
+ * itx, numbered by a ticket); zv_zil_commit(t) returns once every record
+ * up to ticket t is on stable storage, in log blocks on a ring of slots
+ * (on a separate log device, or a region of the pool), or its txg has
+ * synced.  Import replays what the log holds beyond the last synced txg.
+ */
+#ifndef ZV_ZIL_H
+#define ZV_ZIL_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "format.h"
+#include "zio.h"
+#include "txg.h"
+#include "dev.h"
+
+typedef struct zv_zil zv_zil_t;
+
+enum zv_sync_mode { ZV_SYNC_STANDARD = 0, ZV_SYNC_ALWAYS, ZV_SYNC_DISABLED };
+enum zv_logbias { ZV_LOGBIAS_LATENCY = 0, ZV_LOGBIAS_THROUGHPUT };
+
+/* Record types (lr_type). */
+enum zv_lr_type {
+  ZV_LR_NOP = 0,          /* padding, or an indirect write that lost its block */
+  ZV_LR_WRITE = 1,        /* data follows */
+  ZV_LR_WRITE_IND = 2,    /* one volblock, written in place: a blkptr follows */
+  ZV_LR_TRIM = 3,
+  ZV_LR_ZERO = 4,
+};
+
+/* What the log needs from the volume. */
+typedef struct zv_zil_ops {
+  /* Current content of [off, off+len) (a write fetched at commit). */
+  int (*zo_read) (void *arg, uint64_t off, uint32_t len, void *buf);
+  /*
+   * Write block blkid's dirty data of txg now, to new space, and mark the
+   * dirty record so the txg adopts that block: *bp gets its pointer.
+   * -ENOENT when the block has no dirty record of txg any more (its txg
+   * synced, or it changed since): the record is dropped.
+   */
+  int (*zo_write_block) (void *arg, uint64_t txg, uint64_t blkid,
+                         zv_blkptr_t *bp);
+  /* Replay: apply a record to the volume (under normal txgs). */
+  int (*zo_replay) (void *arg, const zv_lr_t *lr, const void *data);
+  uint32_t zo_blksz;      /* the volume's block size */
+} zv_zil_ops_t;
+
+typedef struct zv_zil_tunables {
+  enum zv_sync_mode zt_sync;
+  enum zv_logbias zt_logbias;
+  uint32_t zt_immediate_write_sz;   /* indirect from this size (32 KiB) */
+  uint32_t zt_max_copied;           /* copy into the record up to (7680) */
+  unsigned zt_commit_timeout_pct;   /* of the last log-block latency (10) */
+  bool zt_legacy_txg_commit;        /* flush waits for a txg (benchmarks) */
+} zv_zil_tunables_t;
+
+void zv_zil_tunables_default (zv_zil_tunables_t *zt);
+
+/*
+ * Open the log of a pool: zh is the header from the objset as imported
+ * (or as created).  'logdev' is the separate log device or NULL.  The
+ * caller replays (zv_zil_replay) before anything else is logged.
+ */
+zv_zil_t *zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
+                       const zv_zil_header_t *zh, const zv_zil_ops_t *ops,
+                       void *arg, const zv_zil_tunables_t *zt);
+void zv_zil_close (zv_zil_t *zl);
+
+/* Log a write / trim / zero applied in txg; returns its ticket. */
+uint64_t zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off,
+                           uint32_t len, const void *data);
+uint64_t zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
+                          uint64_t off, uint64_t len);
+
+/* Make every record up to 'ticket' durable (0: every record so far). */
+int zv_zil_commit (zv_zil_t *zl, uint64_t ticket);
+
+/*
+ * Txg sync, syncing context: the header to store in the objset of txg
+ * (zv_zil_sync_header), then, once that txg is on disk, zv_zil_synced
+ * lets the log reuse the slots before the header's head.
+ */
+void zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh);
+void zv_zil_synced (zv_zil_t *zl, uint64_t txg);
+
+/*
+ * Replay every record the log holds beyond the txg the pool imported at,
+ * in order, through zo_replay; then start a fresh chain.  Safe to crash
+ * in: the header keeps the chain until the replayed txgs are on disk.
+ * Returns the number of records applied, or a negative errno.
+ */
+int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg);
+
+/* Stats, one "name value" line each. */
+void zv_zil_print_stats (zv_zil_t *zl, FILE *fp);
+
+/* Create: the header of a new log whose ring is at ring_dva. */
+void zv_zil_header_init (zv_zil_header_t *zh, uint64_t ring_dva,
+                         uint64_t nslots, uint32_t blksz);
+
+#endif /* ZV_ZIL_H */

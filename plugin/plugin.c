@@ -1,0 +1,1091 @@
+/*
+ * plugin.c: the nbdkit plugin.  Glue only: parse the configuration, open
+ * the pool, map nbdkit's callbacks onto core/zvol.h and the engine's
+ * negative errnos onto errno.
+ *
+ * Theory of operation
+ * -------------------
+ * The engine holds one pool with one volume.  That state is global: every
+ * connection sees the same volume, so .open returns NBDKIT_HANDLE_NOT_NEEDED
+ * and no callback looks at its handle.
+ *
+ * Lifecycle (nbdkit drives it, one thread, in this order):
+ *
+ *   config (xN)      remember each key in zp_* variables; paths are made
+ *                    absolute now, because the server later changes
+ *                    directory to "/".
+ *   config_complete  check the combination (device given, size only with
+ *                    create, ...).  Nothing is touched on disk yet.
+ *   get_ready        create a missing backing file (create=true, one
+ *                    device), resolve the device paths, zvol_pool_open.
+ *                    Errors here are the last ones the user sees on the
+ *                    terminal: the server exits non-zero before serving.
+ *   after_fork       zvol_pool_start (the engine's threads), then the kstat
+ *                    thread.  Threads must not be started before nbdkit
+ *                    forks into the background, because fork keeps only
+ *                    the calling thread.
+ *   cleanup          stop the kstat thread, zvol_pool_close (syncs).
+ *
+ * Requests arrive in the PARALLEL thread model: many at once, from many
+ * connections.  The plugin keeps no per-request state and takes no lock on
+ * the data path; the engine does its own locking.  The only plugin lock is
+ * zp_kstat_lock, which guards the kstat thread's stop flag.
+ *
+ * Errors: every engine function returns 0 or -errno and has already logged
+ * a message through the log hook (zp_log -> nbdkit_error), so a data
+ * callback only sets errno and returns -1 (errno_is_preserved is 1).
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <time.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include "zvol.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/*
+ * Debug flag: nbdkit -D zvol.txg=1 logs (with -v) the newest line of the
+ * txg history once a second.  Exported through plugin.syms (zvol_debug_*).
+ */
+NBDKIT_DLL_PUBLIC int zvol_debug_txg = 0;
+
+/* Extra room a created backing file gets beyond the volume size: labels,
+ * metadata, the intent log and copy-on-write slack.  See the man page. */
+#define ZP_CREATE_SLACK_PCT 10
+#define ZP_CREATE_SLACK_BYTES (64ull << 20)
+#define ZP_CREATE_ROUND (1ull << 20)
+
+/* Largest request we advertise (the NBD spec's safe limit). */
+#define ZP_MAX_BLOCK (32u << 20)
+/* Smallest: the engine accepts any offset and length. */
+#define ZP_MIN_BLOCK 512u
+
+/* How often the kstat thread rewrites its files, in seconds. */
+#define ZP_KSTAT_INTERVAL_S 1
+
+/* ---- configuration, filled in by zp_config ---- */
+static char *zp_devices[ZVOL_MAX_DEVS];  /* absolute, later real paths */
+static unsigned zp_ndevices;
+static bool zp_create;
+static bool zp_readonly;
+static uint64_t zp_volsize;              /* 0: not given */
+static uint32_t zp_volblocksize;         /* 0: not given */
+static const char *zp_name;              /* NULL: not given */
+static unsigned zp_txg_timeout_s;        /* 0: engine default */
+static uint64_t zp_dirty_max;            /* 0: engine default */
+static unsigned zp_dirty_sync_pct;       /* 0: engine default */
+static unsigned zp_delay_min_dirty_pct;  /* 0: engine default */
+static bool zp_cache_size_set;
+static uint64_t zp_cache_size;
+static char *zp_kstat_dir;               /* NULL: default directory */
+static bool zp_kstat_none;               /* kstat=none */
+
+/* ---- runtime ---- */
+static zvol_pool_t *zp_pool;
+static zvol_t *zp_zv;
+static char *zp_created_file;   /* file we created or grew in get_ready */
+static bool zp_created_new;     /* ... and it did not exist before */
+
+/* kstat thread: started in after_fork, stopped in cleanup. */
+static pthread_mutex_t zp_kstat_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t zp_kstat_cv;
+static bool zp_kstat_stop;
+static bool zp_kstat_running;
+static pthread_t zp_kstat_thread;
+static char *zp_kstat_path;     /* directory actually used, or NULL */
+static int zp_kstat_last_err;   /* last write error, to log it once */
+static char *zp_kstat_last_txg; /* last line logged for -D zvol.txg=1 */
+
+/* Route the engine's messages: errors to nbdkit_error (always shown),
+ * the rest to nbdkit_debug (shown with -v). */
+static void
+zp_log (enum zv_log_level level, const char *msg)
+{
+  if (level == ZV_LOG_ERROR)
+    nbdkit_error ("%s", msg);
+  else
+    nbdkit_debug ("%s", msg);
+}
+
+/* Install the log hook as soon as the plugin is loaded, so that even a
+ * config-time message from the engine reaches nbdkit's log. */
+static void
+zp_load (void)
+{
+  zv_set_log (zp_log);
+}
+
+/* Free what config allocated. */
+static void
+zp_unload (void)
+{
+  unsigned i;
+
+  for (i = 0; i < zp_ndevices; i++)
+    free (zp_devices[i]);
+  zp_ndevices = 0;
+  free (zp_kstat_dir);
+  free (zp_kstat_path);
+  free (zp_kstat_last_txg);
+  free (zp_created_file);
+  zv_set_log (NULL);
+}
+
+/* Parse an unsigned integer and check it lies in [lo, hi]. */
+static int
+zp_parse_range (const char *key, const char *value, unsigned lo, unsigned hi,
+                unsigned *out)
+{
+  unsigned v;
+
+  if (nbdkit_parse_unsigned (key, value, &v) == -1)
+    return -1;
+  if (v < lo || v > hi) {
+    nbdkit_error ("%s=%u is out of range: it must be between %u and %u",
+                  key, v, lo, hi);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Parse a size (nbdkit_parse_size suffixes), naming the key on error
+ * (nbdkit's own message only shows the string). */
+static int
+zp_parse_size (const char *key, const char *value, int64_t *out)
+{
+  int64_t v = nbdkit_parse_size (value);
+
+  if (v == -1) {
+    nbdkit_error ("%s=%s: not a size (examples: 16K, 4G)", key, value);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Parse a boolean, naming the key on error. */
+static int
+zp_parse_bool (const char *key, const char *value)
+{
+  int r = nbdkit_parse_bool (value);
+
+  if (r == -1)
+    nbdkit_error ("%s=%s: expected true or false", key, value);
+  return r;
+}
+
+/* Parse a size that must be positive. */
+static int
+zp_parse_positive_size (const char *key, const char *value, uint64_t *out)
+{
+  int64_t v;
+
+  if (zp_parse_size (key, value, &v) == -1)
+    return -1;
+  if (v == 0) {
+    nbdkit_error ("%s must be greater than zero", key);
+    return -1;
+  }
+  *out = (uint64_t) v;
+  return 0;
+}
+
+/* One key=value from the command line.  Only remember it; the
+ * combination is checked in zp_config_complete. */
+static int
+zp_config (const char *key, const char *value)
+{
+  if (strcmp (key, "device") == 0) {
+    if (zp_ndevices >= ZVOL_MAX_DEVS) {
+      nbdkit_error ("too many devices: at most %u device= parameters",
+                    (unsigned) ZVOL_MAX_DEVS);
+      return -1;
+    }
+    /* Absolute now (the server chdirs to "/" later); the symlinks are
+     * resolved in get_ready, once a file we are asked to create exists. */
+    zp_devices[zp_ndevices] = nbdkit_absolute_path (value);
+    if (zp_devices[zp_ndevices] == NULL)
+      return -1;
+    zp_ndevices++;
+  }
+  else if (strcmp (key, "create") == 0) {
+    int r = zp_parse_bool (key, value);
+    if (r == -1)
+      return -1;
+    zp_create = r;
+  }
+  else if (strcmp (key, "readonly") == 0) {
+    int r = zp_parse_bool (key, value);
+    if (r == -1)
+      return -1;
+    zp_readonly = r;
+  }
+  else if (strcmp (key, "size") == 0) {
+    if (zp_parse_positive_size (key, value, &zp_volsize) == -1)
+      return -1;
+  }
+  else if (strcmp (key, "volblocksize") == 0) {
+    int64_t v;
+    if (zp_parse_size (key, value, &v) == -1)
+      return -1;
+    if (v < ZVOL_MIN_VOLBLOCKSIZE || v > ZVOL_MAX_VOLBLOCKSIZE ||
+        (v & (v - 1)) != 0) {
+      nbdkit_error ("volblocksize=%s: it must be a power of two between "
+                    "%uK and %uK", value, ZVOL_MIN_VOLBLOCKSIZE / 1024,
+                    ZVOL_MAX_VOLBLOCKSIZE / 1024);
+      return -1;
+    }
+    zp_volblocksize = (uint32_t) v;
+  }
+  else if (strcmp (key, "name") == 0) {
+    if (*value == '\0') {
+      nbdkit_error ("name must not be empty");
+      return -1;
+    }
+    zp_name = value;    /* nbdkit keeps config strings alive */
+  }
+  else if (strcmp (key, "txg_timeout") == 0) {
+    if (zp_parse_range (key, value, 1, 3600, &zp_txg_timeout_s) == -1)
+      return -1;
+  }
+  else if (strcmp (key, "dirty_max") == 0) {
+    if (zp_parse_positive_size (key, value, &zp_dirty_max) == -1)
+      return -1;
+  }
+  else if (strcmp (key, "dirty_sync_percent") == 0) {
+    if (zp_parse_range (key, value, 1, 100, &zp_dirty_sync_pct) == -1)
+      return -1;
+  }
+  else if (strcmp (key, "delay_min_dirty_percent") == 0) {
+    if (zp_parse_range (key, value, 1, 99, &zp_delay_min_dirty_pct) == -1)
+      return -1;
+  }
+  else if (strcmp (key, "cache_size") == 0) {
+    int64_t v;
+    if (zp_parse_size (key, value, &v) == -1)
+      return -1;
+    zp_cache_size = (uint64_t) v;
+    zp_cache_size_set = true;
+  }
+  else if (strcmp (key, "kstat") == 0) {
+    free (zp_kstat_dir);
+    zp_kstat_dir = NULL;
+    zp_kstat_none = strcmp (value, "none") == 0;
+    if (!zp_kstat_none) {
+      zp_kstat_dir = nbdkit_absolute_path (value);
+      if (zp_kstat_dir == NULL)
+        return -1;
+    }
+  }
+  else {
+    nbdkit_error ("unknown parameter '%s' (see nbdkit zvol --help)", key);
+    return -1;
+  }
+  return 0;
+}
+
+/* Check the combination of parameters before anything touches a disk. */
+static int
+zp_config_complete (void)
+{
+  unsigned i;
+  struct stat st;
+
+  if (zp_ndevices == 0) {
+    nbdkit_error ("no device given: use device=FILE (or just FILE) "
+                  "to name the pool's backing file or block device");
+    return -1;
+  }
+  if (!zp_create) {
+    if (zp_volsize != 0) {
+      nbdkit_error ("size= is only used with create=true (an existing "
+                    "pool's volume size is stored in the pool)");
+      return -1;
+    }
+    if (zp_volblocksize != 0) {
+      nbdkit_error ("volblocksize= is only used with create=true");
+      return -1;
+    }
+    if (zp_name != NULL) {
+      nbdkit_error ("name= is only used with create=true");
+      return -1;
+    }
+  }
+  else {
+    if (zp_volsize == 0) {
+      nbdkit_error ("create=true needs size=SIZE (the volume size, "
+                    "e.g. size=4G)");
+      return -1;
+    }
+    if (zp_readonly) {
+      nbdkit_error ("create=true and readonly=true cannot be combined");
+      return -1;
+    }
+  }
+
+  for (i = 0; i < zp_ndevices; i++) {
+    if (stat (zp_devices[i], &st) == 0)
+      continue;
+    if (errno == ENOENT && zp_create && zp_ndevices == 1)
+      continue;           /* created sparse in get_ready */
+    if (errno == ENOENT && zp_create)
+      nbdkit_error ("device %s does not exist: with several devices, "
+                    "create=true needs every device to exist already",
+                    zp_devices[i]);
+    else if (errno == ENOENT)
+      nbdkit_error ("device %s does not exist (to make a new pool, add "
+                    "create=true size=SIZE)", zp_devices[i]);
+    else
+      nbdkit_error ("device %s: %m", zp_devices[i]);
+    return -1;
+  }
+  return 0;
+}
+
+/* Size of a backing file we create for a one-device pool: the volume plus
+ * 10% plus 64 MiB, rounded up to 1 MiB.  Thin: the file is sparse. */
+static uint64_t
+zp_create_file_size (uint64_t volsize)
+{
+  uint64_t sz = volsize + volsize / 100 * ZP_CREATE_SLACK_PCT +
+    volsize % 100 * ZP_CREATE_SLACK_PCT / 100 + ZP_CREATE_SLACK_BYTES;
+  return ZV_P2ROUNDUP (sz, ZP_CREATE_ROUND);
+}
+
+/* create=true with one device that does not exist (or is an empty regular
+ * file): make a sparse file of zp_create_file_size bytes. */
+static int
+zp_create_backing_file (const char *path)
+{
+  struct stat st;
+  uint64_t size = zp_create_file_size (zp_volsize);
+  int fd, r;
+  bool is_new;
+
+  if (stat (path, &st) == 0) {
+    if (!(S_ISREG (st.st_mode) && st.st_size == 0))
+      return 0;           /* the engine checks it is big enough */
+    is_new = false;
+    fd = open (path, O_WRONLY | O_CLOEXEC);
+  }
+  else {
+    is_new = true;
+    fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (fd == -1) {
+    nbdkit_error ("create %s: %m", path);
+    return -1;
+  }
+  r = ftruncate (fd, (off_t) size);
+  if (r == -1) {
+    int saved = errno;
+    close (fd);
+    errno = saved;
+  }
+  else
+    r = close (fd);
+  if (r == -1) {
+    nbdkit_error ("create %s: set size to %" PRIu64 " bytes: %m",
+                  path, size);
+    if (is_new)
+      unlink (path);
+    else if (truncate (path, 0) == -1)
+      nbdkit_debug ("truncate %s: %m", path);
+    return -1;
+  }
+  zp_created_new = is_new;
+  zp_created_file = strdup (path);
+  if (zp_created_file == NULL) {
+    nbdkit_error ("strdup: %m");
+    return -1;
+  }
+  nbdkit_debug ("created sparse backing file %s of %" PRIu64 " bytes",
+                path, size);
+  return 0;
+}
+
+/* Import progress, shown with -v: one line per whole percent. */
+static void
+zp_progress (void *arg, const char *what, uint64_t done, uint64_t total)
+{
+  int *last = arg;
+  int pct = total ? (int) (done * 100 / total) : 100;
+
+  if (pct == *last)
+    return;
+  *last = pct;
+  nbdkit_debug ("%s: %d%%", what ? what : "import", pct);
+}
+
+/* Make 'dir' and its parents (mkdir -p).  Returns 0 or -1 with errno. */
+static int
+zp_mkdir_p (const char *dir)
+{
+  char *p, *s = strdup (dir);
+
+  if (s == NULL)
+    return -1;
+  for (p = s + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir (s, 0755) == -1 && errno != EEXIST) {
+      free (s);
+      return -1;
+    }
+    *p = '/';
+  }
+  if (mkdir (s, 0755) == -1 && errno != EEXIST) {
+    free (s);
+    return -1;
+  }
+  free (s);
+  return 0;
+}
+
+/* "a/b" in a new string (NULL on ENOMEM). */
+static char *
+zp_path_join (const char *a, const char *b)
+{
+  size_t n = strlen (a) + 1 + strlen (b) + 1;
+  char *s = malloc (n);
+
+  if (s)
+    snprintf (s, n, "%s/%s", a, b);
+  return s;
+}
+
+/* kstat=DIR: create it before the pool is opened, so that a directory we
+ * cannot use is an error with nothing to undo. */
+static int
+zp_kstat_setup_explicit (void)
+{
+  if (zp_kstat_dir == NULL)
+    return 0;
+  if (zp_mkdir_p (zp_kstat_dir) == -1) {
+    nbdkit_error ("kstat directory %s: %m", zp_kstat_dir);
+    return -1;
+  }
+  zp_kstat_path = strdup (zp_kstat_dir);
+  if (zp_kstat_path == NULL) {
+    nbdkit_error ("strdup: %m");
+    return -1;
+  }
+  return 0;
+}
+
+/* No kstat= given: /run/nbdkit-zvol/NAME when root, else
+ * $XDG_RUNTIME_DIR/nbdkit-zvol/NAME, else none.  Needs the open pool (its
+ * name).  Never fails: a default directory we cannot make only disables
+ * the files. */
+static void
+zp_kstat_setup_default (void)
+{
+  const char *name = zvol_pool_name (zp_pool);
+  const char *xdg = getenv ("XDG_RUNTIME_DIR");
+  char *safe, *p, *base = NULL, *dir = NULL;
+
+  /* The pool name becomes one path component. */
+  safe = strdup (name && *name ? name : "zvol");
+  if (safe == NULL)
+    return;
+  for (p = safe; *p; p++)
+    if (*p == '/')
+      *p = '_';
+  if (strcmp (safe, ".") == 0 || strcmp (safe, "..") == 0)
+    safe[0] = '_';
+
+  if (geteuid () == 0 && access ("/run", W_OK) == 0)
+    base = strdup ("/run/nbdkit-zvol");
+  else if (xdg && *xdg == '/')
+    base = zp_path_join (xdg, "nbdkit-zvol");
+  if (base)
+    dir = zp_path_join (base, safe);
+  free (base);
+  free (safe);
+  if (dir == NULL) {
+    nbdkit_debug ("kstat files disabled: not root and no XDG_RUNTIME_DIR "
+                  "(use kstat=DIR)");
+    return;
+  }
+  if (zp_mkdir_p (dir) == -1) {
+    nbdkit_debug ("kstat files disabled: cannot create %s: %m", dir);
+    free (dir);
+    return;
+  }
+  zp_kstat_path = dir;
+}
+
+/* Create (create=true) or import the pool.  This is the last callback
+ * whose errors reach the user's terminal, so everything that can fail
+ * (missing devices, locks, a damaged pool) fails here. */
+static int
+zp_get_ready (void)
+{
+  zvol_pool_config_t pc;
+  unsigned i;
+  int r, last_pct = -1;
+
+  if (zp_kstat_setup_explicit () == -1)
+    return -1;
+  if (zp_create && zp_ndevices == 1 &&
+      zp_create_backing_file (zp_devices[0]) == -1)
+    return -1;
+
+  /* Every device exists now: resolve symlinks. */
+  for (i = 0; i < zp_ndevices; i++) {
+    char *real = nbdkit_realpath (zp_devices[i]);
+    if (real == NULL)
+      goto fail;
+    free (zp_devices[i]);
+    zp_devices[i] = real;
+  }
+
+  zvol_pool_config_init (&pc);
+  for (i = 0; i < zp_ndevices; i++)
+    pc.pc_devices[i] = zp_devices[i];
+  pc.pc_ndevices = zp_ndevices;
+  pc.pc_create = zp_create;
+  /* nbdkit -r cannot be seen here (1.32 has no API for it); such a server
+   * keeps the pool writable but every connection is read-only. */
+  pc.pc_readonly = zp_readonly;
+  if (zp_create) {
+    pc.pc_volsize = zp_volsize;
+    if (zp_volblocksize)
+      pc.pc_volblocksize = zp_volblocksize;
+    if (zp_name)
+      pc.pc_name = zp_name;
+  }
+  if (zp_cache_size_set)
+    pc.pc_cache_size = zp_cache_size;
+  if (zp_txg_timeout_s)
+    pc.pc_txg.tt_timeout_ms = (uint64_t) zp_txg_timeout_s * 1000;
+  if (zp_dirty_max)
+    pc.pc_txg.tt_dirty_max = zp_dirty_max;
+  if (zp_dirty_sync_pct)
+    pc.pc_txg.tt_dirty_sync_pct = zp_dirty_sync_pct;
+  if (zp_delay_min_dirty_pct)
+    pc.pc_txg.tt_delay_min_dirty_pct = zp_delay_min_dirty_pct;
+  pc.pc_progress = zp_progress;
+  pc.pc_progress_arg = &last_pct;
+
+  r = zvol_pool_open (&pc, &zp_pool);
+  if (r < 0) {
+    errno = -r;
+    nbdkit_error ("could not %s the pool on %s%s: %m",
+                  zp_create ? "create" : "import", zp_devices[0],
+                  zp_ndevices > 1 ? " and other devices" : "");
+    zp_pool = NULL;
+    goto fail;
+  }
+  zp_zv = zvol_pool_volume (zp_pool);
+  nbdkit_debug ("pool %s (guid %016" PRIx64 ") %s: volume %" PRIu64
+                " bytes, volblocksize %" PRIu32 "%s",
+                zvol_pool_name (zp_pool), zvol_pool_guid (zp_pool),
+                zp_create ? "created" : "imported", zvol_size (zp_zv),
+                zvol_blocksize (zp_zv),
+                zvol_is_readonly (zp_zv) ? ", read-only" : "");
+
+  if (!zp_kstat_none && zp_kstat_path == NULL)
+    zp_kstat_setup_default ();
+  if (zp_kstat_path)
+    nbdkit_debug ("kstat files: %s/txgs and %s/stats", zp_kstat_path,
+                  zp_kstat_path);
+  else
+    nbdkit_debug ("kstat files disabled");
+  return 0;
+
+ fail:
+  /* Do not leave behind a file that holds no pool: remove it, or make
+   * an empty file we grew empty again. */
+  if (zp_created_file) {
+    if (zp_created_new)
+      unlink (zp_created_file);
+    else if (truncate (zp_created_file, 0) == -1)
+      nbdkit_debug ("truncate %s: %m", zp_created_file);
+    free (zp_created_file);
+    zp_created_file = NULL;
+  }
+  return -1;
+}
+
+/* Write 'len' bytes to DIR/NAME atomically: a temporary file, then
+ * rename, so a reader never sees half a table.  Returns 0 or -errno. */
+static int
+zp_kstat_write (const char *name, const char *buf, size_t len)
+{
+  char *tmp = NULL, *dst = NULL;
+  int fd = -1, err = 0;
+  size_t done = 0;
+
+  size_t hlen = strlen (name) + 6;
+  char *hidden = malloc (hlen);
+
+  if (hidden == NULL)
+    return -ENOMEM;
+  snprintf (hidden, hlen, ".%s.tmp", name);
+  tmp = zp_path_join (zp_kstat_path, hidden);
+  free (hidden);
+  dst = zp_path_join (zp_kstat_path, name);
+  if (tmp == NULL || dst == NULL) {
+    err = -ENOMEM;
+    goto out;
+  }
+  fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd == -1) {
+    err = -errno;
+    goto out;
+  }
+  while (done < len) {
+    ssize_t n = write (fd, buf + done, len - done);
+    if (n == -1) {
+      if (errno == EINTR)
+        continue;
+      err = -errno;
+      goto out;
+    }
+    done += (size_t) n;
+  }
+  if (close (fd) == -1) {
+    fd = -1;
+    err = -errno;
+    goto out;
+  }
+  fd = -1;
+  if (rename (tmp, dst) == -1)
+    err = -errno;
+ out:
+  if (fd != -1)
+    close (fd);
+  if (err && tmp)
+    unlink (tmp);
+  free (tmp);
+  free (dst);
+  return err;
+}
+
+/* Render one of the engine's tables into memory.  Returns NULL on ENOMEM. */
+static char *
+zp_kstat_render (void (*print) (zvol_pool_t *, FILE *), size_t *lenp)
+{
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream (&buf, &len);
+
+  if (fp == NULL)
+    return NULL;
+  print (zp_pool, fp);
+  if (fclose (fp) != 0) {
+    free (buf);
+    return NULL;
+  }
+  *lenp = len;
+  return buf;
+}
+
+/* -D zvol.txg=1: log the newest line of the txg history when it changes. */
+static void
+zp_kstat_debug_txg (const char *txgs, size_t len)
+{
+  const char *end = txgs + len, *start;
+
+  while (end > txgs && end[-1] == '\n')
+    end--;
+  for (start = end; start > txgs && start[-1] != '\n'; start--)
+    ;
+  if (start == end)
+    return;
+  if (zp_kstat_last_txg && strlen (zp_kstat_last_txg) == (size_t) (end - start)
+      && memcmp (zp_kstat_last_txg, start, (size_t) (end - start)) == 0)
+    return;
+  free (zp_kstat_last_txg);
+  zp_kstat_last_txg = strndup (start, (size_t) (end - start));
+  nbdkit_debug ("txg: %.*s", (int) (end - start), start);
+}
+
+/* One tick: rewrite DIR/txgs and DIR/stats.  A failing write is logged
+ * once (per distinct error), not every second. */
+static void
+zp_kstat_tick (void)
+{
+  static const struct {
+    const char *name;
+    void (*print) (zvol_pool_t *, FILE *);
+  } tables[] = {
+    { "txgs", zvol_pool_print_txgs },
+    { "stats", zvol_pool_print_stats },
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+    size_t len = 0;
+    char *buf;
+    int err;
+
+    if (zp_kstat_path == NULL && !(zvol_debug_txg && i == 0))
+      continue;
+    buf = zp_kstat_render (tables[i].print, &len);
+    if (buf == NULL)
+      continue;
+    if (i == 0 && zvol_debug_txg)
+      zp_kstat_debug_txg (buf, len);
+    if (zp_kstat_path) {
+      err = zp_kstat_write (tables[i].name, buf, len);
+      if (err && err != zp_kstat_last_err) {
+        errno = -err;
+        nbdkit_debug ("kstat: cannot write %s/%s: %m", zp_kstat_path,
+                      tables[i].name);
+      }
+      zp_kstat_last_err = err;
+    }
+    free (buf);
+  }
+}
+
+/* The kstat thread: a tick every ZP_KSTAT_INTERVAL_S until told to stop. */
+static void *
+zp_kstat_main (void *arg)
+{
+  struct timespec ts;
+
+  pthread_mutex_lock (&zp_kstat_lock);
+  while (!zp_kstat_stop) {
+    pthread_mutex_unlock (&zp_kstat_lock);
+    zp_kstat_tick ();
+    pthread_mutex_lock (&zp_kstat_lock);
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ZP_KSTAT_INTERVAL_S;
+    while (!zp_kstat_stop &&
+           pthread_cond_timedwait (&zp_kstat_cv, &zp_kstat_lock, &ts) == 0)
+      ;
+  }
+  pthread_mutex_unlock (&zp_kstat_lock);
+  return NULL;
+}
+
+/* Start the kstat thread (only when it has something to do). */
+static int
+zp_kstat_start (void)
+{
+  pthread_condattr_t ca;
+  int err;
+
+  if (zp_kstat_path == NULL && !zvol_debug_txg)
+    return 0;
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&zp_kstat_cv, &ca);
+  pthread_condattr_destroy (&ca);
+  zp_kstat_stop = false;
+  err = pthread_create (&zp_kstat_thread, NULL, zp_kstat_main, NULL);
+  if (err) {
+    errno = err;
+    nbdkit_error ("cannot start the kstat thread: %m");
+    pthread_cond_destroy (&zp_kstat_cv);
+    return -1;
+  }
+  zp_kstat_running = true;
+  return 0;
+}
+
+/* Stop the kstat thread and write the tables one last time. */
+static void
+zp_kstat_stop_thread (void)
+{
+  if (!zp_kstat_running)
+    return;
+  pthread_mutex_lock (&zp_kstat_lock);
+  zp_kstat_stop = true;
+  pthread_cond_signal (&zp_kstat_cv);
+  pthread_mutex_unlock (&zp_kstat_lock);
+  pthread_join (zp_kstat_thread, NULL);
+  pthread_cond_destroy (&zp_kstat_cv);
+  zp_kstat_running = false;
+  zp_kstat_tick ();
+}
+
+/* After nbdkit forked: start the engine's threads, then ours. */
+static int
+zp_after_fork (void)
+{
+  int r = zvol_pool_start (zp_pool);
+
+  if (r < 0) {
+    errno = -r;
+    nbdkit_error ("could not start the pool's threads: %m");
+    return -1;
+  }
+  /* The statistics files are not worth refusing to serve for. */
+  if (zp_kstat_start () == -1)
+    nbdkit_error ("serving without kstat files");
+  return 0;
+}
+
+/* Shutdown: everything written is synced by zvol_pool_close, so a
+ * clean stop (Ctrl-C, SIGTERM) leaves nothing for the intent log. */
+static void
+zp_cleanup (void)
+{
+  int r;
+
+  zp_kstat_stop_thread ();
+  if (zp_pool == NULL)
+    return;
+  r = zvol_pool_close (zp_pool);
+  if (r < 0) {
+    errno = -r;
+    nbdkit_error ("closing the pool: %m");
+  }
+  zp_pool = NULL;
+  zp_zv = NULL;
+}
+
+/* State is global (one pool, one volume): no per-connection handle. */
+static void *
+zp_open (int readonly)
+{
+  return NBDKIT_HANDLE_NOT_NEEDED;
+}
+
+static int64_t
+zp_get_size (void *handle)
+{
+  return (int64_t) zvol_size (zp_zv);
+}
+
+/* Any offset and length works; the volume block size avoids a
+ * read-modify-write in the engine. */
+static int
+zp_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
+               uint32_t *maximum)
+{
+  *minimum = ZP_MIN_BLOCK;
+  *preferred = zvol_blocksize (zp_zv);
+  *maximum = ZP_MAX_BLOCK;
+  return 0;
+}
+
+static int
+zp_can_write (void *handle)
+{
+  return !zvol_is_readonly (zp_zv);
+}
+
+static int
+zp_can_one (void *handle)
+{
+  return 1;
+}
+
+/* FUA reaches the engine, which makes just that write durable. */
+static int
+zp_can_fua (void *handle)
+{
+  return NBDKIT_FUA_NATIVE;
+}
+
+/*
+ * Multi-conn is safe: all connections share one volume, and a flush (or
+ * a FUA write) waits until everything the pool had acknowledged before it
+ * is durable, whichever connection wrote it.  So a flush on one
+ * connection covers every connection's completed writes.
+ */
+static int
+zp_can_multi_conn (void *handle)
+{
+  return 1;
+}
+
+static int
+zp_can_cache (void *handle)
+{
+  return NBDKIT_CACHE_NONE;
+}
+
+/* Turn an engine result into the plugin convention.  The engine has
+ * logged the cause already (EROFS included: "pool 'x' is read-only"). */
+static int
+zp_result (int r)
+{
+  if (r >= 0)
+    return 0;
+  errno = -r;
+  return -1;
+}
+
+static unsigned
+zp_flags (uint32_t flags)
+{
+  unsigned f = 0;
+
+  if (flags & NBDKIT_FLAG_FUA)
+    f |= ZVOL_FUA;
+  if (flags & NBDKIT_FLAG_MAY_TRIM)
+    f |= ZVOL_MAY_TRIM;
+  if (flags & NBDKIT_FLAG_FAST_ZERO)
+    f |= ZVOL_FAST;
+  return f;
+}
+
+static int
+zp_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
+          uint32_t flags)
+{
+  return zp_result (zvol_read (zp_zv, buf, offset, count));
+}
+
+static int
+zp_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+           uint32_t flags)
+{
+  return zp_result (zvol_write (zp_zv, buf, offset, count, zp_flags (flags)));
+}
+
+/* Flush: the whole pool, so it covers every connection (multi-conn). */
+static int
+zp_flush (void *handle, uint32_t flags)
+{
+  return zp_result (zvol_flush (zp_zv));
+}
+
+static int
+zp_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return zp_result (zvol_trim (zp_zv, offset, count, zp_flags (flags)));
+}
+
+/* Zero: holes when MAY_TRIM; with FAST_ZERO the engine fails with
+ * ENOTSUP rather than write zeros, which nbdkit passes on. */
+static int
+zp_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return zp_result (zvol_zero (zp_zv, offset, count, zp_flags (flags)));
+}
+
+/* State of one extents call. */
+struct zp_extents_ctx {
+  struct nbdkit_extents *ec_extents;
+  bool ec_req_one;
+  int ec_err;                /* errno from nbdkit_add_extent, or 0 */
+};
+
+/*
+ * zvol_extents callback: one range.  A nonzero return asks the engine to
+ * stop walking (REQ_ONE after the first range, or nbdkit_add_extent
+ * failed: the error is kept in ec_err, not in the return value).
+ */
+static int
+zp_extent_cb (void *arg, uint64_t off, uint64_t len, unsigned type)
+{
+  struct zp_extents_ctx *ec = arg;
+  uint32_t t = 0;
+
+  if (type & ZVOL_EXTENT_HOLE)
+    t = NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO;
+  if (nbdkit_add_extent (ec->ec_extents, off, len, t) == -1) {
+    ec->ec_err = errno ? errno : EIO;
+    return 1;
+  }
+  return ec->ec_req_one ? 1 : 0;
+}
+
+static int
+zp_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+            struct nbdkit_extents *extents)
+{
+  struct zp_extents_ctx ec = {
+    .ec_extents = extents,
+    .ec_req_one = (flags & NBDKIT_FLAG_REQ_ONE) != 0,
+    .ec_err = 0,
+  };
+  int r = zvol_extents (zp_zv, offset, count, zp_extent_cb, &ec);
+
+  if (ec.ec_err) {
+    errno = ec.ec_err;
+    return -1;
+  }
+  /* A positive r is our own "stop" passed back by the engine. */
+  return zp_result (r < 0 ? r : 0);
+}
+
+/* nbdkit zvol --dump-plugin: what this build supports. */
+static void
+zp_dump_plugin (void)
+{
+  printf ("zvol_version=%s\n", PACKAGE_VERSION);
+  printf ("zvol_volblocksize_default=%u\n", ZVOL_DEFAULT_VOLBLOCKSIZE);
+  printf ("zvol_max_devices=%u\n", (unsigned) ZVOL_MAX_DEVS);
+  printf ("zvol_fua=native\n");
+  printf ("zvol_multi_conn=yes\n");
+}
+
+#define zp_config_help \
+  "device=<FILE|DEV>        (required, repeatable) File or block device.\n" \
+  "create=true              Create a new pool (otherwise import).\n" \
+  "size=<SIZE>              With create: volume size (e.g. 4G).\n" \
+  "volblocksize=<SIZE>      With create: volume block size, 4K..128K (16K).\n" \
+  "name=<NAME>              With create: pool name (zvol).\n" \
+  "readonly=true            Import read-only: nothing is written.\n" \
+  "txg_timeout=<SECONDS>    Sync a txg at least this often (5).\n" \
+  "dirty_max=<SIZE>         Dirty data limit (10% of RAM, max 4G).\n" \
+  "dirty_sync_percent=<N>   Start a sync at N% of dirty_max (20).\n" \
+  "delay_min_dirty_percent=<N> Throttle writers from N% of dirty_max (60).\n" \
+  "cache_size=<SIZE>        Buffer cache limit.\n" \
+  "kstat=<DIR>|none         Where to write the txgs and stats files."
+
+static struct nbdkit_plugin plugin = {
+  .name = "zvol",
+  .longname = "nbdkit zvol plugin",
+  .version = PACKAGE_VERSION,
+  .description = "copy-on-write, checksummed, transactional volume",
+  .load = zp_load,
+  .unload = zp_unload,
+  .config = zp_config,
+  .config_complete = zp_config_complete,
+  .config_help = zp_config_help,
+  .magic_config_key = "device",
+  .dump_plugin = zp_dump_plugin,
+  .get_ready = zp_get_ready,
+  .after_fork = zp_after_fork,
+  .cleanup = zp_cleanup,
+  .open = zp_open,
+  .get_size = zp_get_size,
+  .block_size = zp_block_size,
+  .can_write = zp_can_write,
+  .can_flush = zp_can_one,
+  .can_fua = zp_can_fua,
+  .can_trim = zp_can_one,
+  .can_zero = zp_can_one,
+  .can_fast_zero = zp_can_one,
+  .can_extents = zp_can_one,
+  .can_multi_conn = zp_can_multi_conn,
+  .can_cache = zp_can_cache,
+  .pread = zp_pread,
+  .pwrite = zp_pwrite,
+  .flush = zp_flush,
+  .trim = zp_trim,
+  .zero = zp_zero,
+  .extents = zp_extents,
+  .errno_is_preserved = 1,
+};
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+NBDKIT_REGISTER_PLUGIN (plugin)

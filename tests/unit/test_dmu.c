@@ -1,0 +1,886 @@
+/*
+ * test_dmu.c: unit tests for objects as trees of block pointers
+ * (core/dmu.c), below the pool: each test builds a one-device zv_spa_t
+ * on a sparse file, an allocator over its data area and a buffer cache,
+ * opens an object on it with zv_object_open, and drives the by-dnode
+ * calls and zv_dmu_sync directly with txg numbers of its choosing.
+ *
+ * "Reopen" means: take the descriptor (zv_object_phys), close the handle,
+ * destroy the cache and open a new handle on a new cache, so every later
+ * read goes through the on-disk tree.  A cache limit of 0 evicts every
+ * clean block as soon as its last hold goes.
+ *
+ * Note on levels: with 255 pointers per indirect block, 200 blocks need 2
+ * levels, up to 65025 need 3, and 70000 need 4.
+ */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zv_util.h"
+#include "format.h"
+#include "alloc.h"
+#include "dev.h"
+#include "zio.h"
+#include "dbuf.h"
+#include "dmu.h"
+#include "testlib.h"
+
+#define DEV_SIZE (64ull << 20)
+#define BIG_CACHE (64ull << 20)
+#define GUID 0x1234abcd5678ef01ull
+#define F ((uint64_t) ZV_INDIRECT_FANOUT)
+
+/* A pool-like setup around one object. */
+typedef struct denv {
+  char path[512];
+  zv_dev_t *dev;
+  zv_spa_t spa;
+  zv_dbuf_cache_t *cache;
+  zv_object_t ob;
+  uint32_t blksz;
+  uint64_t nblocks;
+} denv_t;
+
+/* Device, allocator, cache and an empty object of nblocks x blksz. */
+static void
+denv_setup (denv_t *e, const char *name, uint64_t nblocks, uint32_t blksz,
+            uint64_t cache_limit)
+{
+  char err[256];
+  uint64_t start = zv_data_start (), end = zv_data_end (DEV_SIZE);
+  zv_dnode_phys_t dn;
+
+  memset (e, 0, sizeof *e);
+  tl_path (e->path, sizeof e->path, name);
+  assert_int_equal (tl_sparse_file (e->path, DEV_SIZE), 0);
+  assert_int_equal (zv_dev_open (e->path, &e->dev, err, sizeof err), 0);
+  e->spa.spa_devs[0] = e->dev;
+  e->spa.spa_ndevs = 1;
+  e->spa.spa_guid = GUID;
+  e->spa.spa_data_end[0] = end;
+  e->spa.spa_alloc = zv_alloc_create (1, &start, &end);
+  assert_non_null (e->spa.spa_alloc);
+  e->cache = zv_dbuf_cache_create (cache_limit);
+  assert_non_null (e->cache);
+  e->blksz = blksz;
+  e->nblocks = nblocks;
+
+  memset (&dn, 0, sizeof dn);
+  dn.dn_type = ZV_BT_VOLDATA;
+  dn.dn_datablksz = blksz;
+  dn.dn_nblocks = nblocks;
+  dn.dn_nlevels = zv_dmu_nlevels (nblocks);
+  dn.dn_size = nblocks * blksz;
+  assert_int_equal (zv_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
+}
+
+/* A new handle on a new cache, from the descriptor of the last sync. */
+static void
+denv_reopen (denv_t *e, uint64_t cache_limit)
+{
+  zv_dnode_phys_t dn;
+
+  zv_object_phys (&e->ob, &dn);
+  zv_object_close (&e->ob);
+  zv_dbuf_cache_destroy (e->cache);
+  e->cache = zv_dbuf_cache_create (cache_limit);
+  assert_int_equal (zv_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
+}
+
+static void
+denv_teardown (denv_t *e)
+{
+  zv_object_close (&e->ob);
+  zv_dbuf_cache_destroy (e->cache);
+  zv_alloc_destroy (e->spa.spa_alloc);
+  zv_dev_close (e->dev);
+  unlink (e->path);
+}
+
+static zv_blkptr_t
+denv_root (denv_t *e)
+{
+  zv_dnode_phys_t dn;
+
+  zv_object_phys (&e->ob, &dn);
+  return dn.dn_root;
+}
+
+/* Write pattern 'seed' over [off, off+len) in txg and into the shadow. */
+static void
+denv_write (denv_t *e, uint8_t *shadow, uint64_t off, size_t len,
+            uint64_t seed, uint64_t txg)
+{
+  uint8_t *buf = malloc (len);
+
+  assert_non_null (buf);
+  tl_pat_fill (buf, off, len, seed);
+  assert_int_equal (zv_dmu_write_by_dnode (&e->ob, off, len, buf, txg), 0);
+  if (shadow)
+    memcpy (shadow + off, buf, len);
+  free (buf);
+}
+
+/* Read [off, off+len) and compare it with the shadow. */
+static void
+denv_check (denv_t *e, const uint8_t *shadow, uint64_t off, size_t len)
+{
+  uint8_t *buf = malloc (len);
+
+  assert_non_null (buf);
+  memset (buf, 0xa5, len);
+  assert_int_equal (zv_dmu_read_by_dnode (&e->ob, off, len, buf), 0);
+  if (memcmp (buf, shadow + off, len) != 0) {
+    size_t i = 0;
+    while (buf[i] == shadow[off + i])
+      i++;
+    fail_msg ("content differs at byte %" PRIu64 " (block %" PRIu64 ")",
+              off + i, (off + i) / e->blksz);
+  }
+  free (buf);
+}
+
+/* Is the block all zeros when read? */
+static void
+denv_check_zero (denv_t *e, uint64_t blkid)
+{
+  uint8_t *buf = malloc (e->blksz);
+
+  assert_non_null (buf);
+  memset (buf, 0xa5, e->blksz);
+  assert_int_equal (zv_dmu_read_by_dnode (&e->ob, blkid * e->blksz,
+                                          e->blksz, buf), 0);
+  assert_true (zv_is_zero (buf, e->blksz));
+  free (buf);
+}
+
+static bool
+denv_is_hole (denv_t *e, uint64_t blkid)
+{
+  bool hole = false;
+
+  assert_int_equal (zv_dmu_block_is_hole (&e->ob, blkid, &hole), 0);
+  return hole;
+}
+
+/* ---- walking the on-disk tree ---- */
+
+typedef struct wrec {
+  unsigned level;
+  uint64_t blkid;
+  zv_blkptr_t bp;
+  uint8_t *data;            /* L0 content when walked with data */
+} wrec_t;
+
+typedef struct wlist {
+  wrec_t *v;
+  size_t n, cap;
+  uint32_t blksz;
+  size_t stop_at;           /* return 7 from this visit (0: never) */
+} wlist_t;
+
+static int
+walk_cb (void *arg, const zv_blkptr_t *bp, unsigned level, uint64_t blkid,
+         const void *data)
+{
+  wlist_t *w = arg;
+
+  if (w->n == w->cap) {
+    w->cap = w->cap ? w->cap * 2 : 64;
+    w->v = realloc (w->v, w->cap * sizeof *w->v);
+    if (w->v == NULL)
+      abort ();
+  }
+  wrec_t *r = &w->v[w->n++];
+  r->level = level;
+  r->blkid = blkid;
+  r->bp = *bp;
+  r->data = NULL;
+  if (data) {
+    r->data = malloc (w->blksz);
+    if (r->data == NULL)
+      abort ();
+    memcpy (r->data, data, w->blksz);
+  }
+  if (w->stop_at && w->n == w->stop_at)
+    return 7;
+  return 0;
+}
+
+static void
+wlist_free (wlist_t *w)
+{
+  for (size_t i = 0; i < w->n; i++)
+    free (w->v[i].data);
+  free (w->v);
+  memset (w, 0, sizeof *w);
+}
+
+/* Walk the object's tree as of its last sync. */
+static int
+denv_walk (denv_t *e, bool data, wlist_t *w)
+{
+  zv_dnode_phys_t dn;
+
+  memset (w, 0, sizeof *w);
+  w->blksz = e->blksz;
+  zv_object_phys (&e->ob, &dn);
+  return zv_dmu_walk (&e->spa, 1, &dn, data, walk_cb, w);
+}
+
+static const wrec_t *
+wlist_find (const wlist_t *w, unsigned level, uint64_t blkid)
+{
+  for (size_t i = 0; i < w->n; i++)
+    if (w->v[i].level == level && w->v[i].blkid == blkid)
+      return &w->v[i];
+  return NULL;
+}
+
+static size_t
+wlist_count (const wlist_t *w, unsigned level)
+{
+  size_t n = 0;
+
+  for (size_t i = 0; i < w->n; i++)
+    n += w->v[i].level == level;
+  return n;
+}
+
+/* The synced pointer of (level, blkid), which must exist. */
+static zv_blkptr_t
+denv_bp (denv_t *e, unsigned level, uint64_t blkid)
+{
+  wlist_t w;
+  const wrec_t *r;
+  zv_blkptr_t bp;
+
+  assert_int_equal (denv_walk (e, false, &w), 0);
+  r = wlist_find (&w, level, blkid);
+  assert_non_null (r);
+  bp = r->bp;
+  wlist_free (&w);
+  return bp;
+}
+
+/* Is dva on txg's defer list? */
+typedef struct dfind {
+  uint64_t dva;
+  bool found;
+} dfind_t;
+
+static void
+defer_find_cb (void *arg, uint64_t dva, uint32_t size)
+{
+  dfind_t *d = arg;
+
+  (void) size;
+  if (dva == d->dva)
+    d->found = true;
+}
+
+static bool
+denv_deferred (denv_t *e, uint64_t txg, uint64_t dva)
+{
+  dfind_t d = { .dva = dva };
+
+  zv_alloc_defer_foreach (e->spa.spa_alloc, txg, defer_find_cb, &d);
+  return d.found;
+}
+
+static uint64_t
+denv_allocated (denv_t *e)
+{
+  zv_alloc_space_t sp;
+
+  zv_alloc_get_space (e->spa.spa_alloc, &sp);
+  return sp.as_allocated;
+}
+
+/* ---- tests ---- */
+
+/* Writes read back before and after the sync; the sync sets the root
+ * pointer with the right level and fill counts. */
+static void
+test_write_read_sync (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (200, bs);
+  zv_blkptr_t root;
+  wlist_t w;
+
+  assert_non_null (shadow);
+  denv_setup (&e, "wrs", 200, bs, BIG_CACHE);
+  assert_int_equal (e.ob.ob_nlevels, 2);
+
+  denv_write (&e, shadow, 0, bs, 1, 5);                  /* block 0 whole */
+  denv_write (&e, shadow, 3 * bs + 100, 5000, 2, 5);     /* block 3 part */
+  denv_write (&e, shadow, 10 * bs + 8000, bs, 3, 5);     /* blocks 10, 11 */
+  denv_write (&e, shadow, 199 * bs, bs, 4, 5);           /* last block */
+
+  denv_check (&e, shadow, 0, 200 * bs);
+  root = denv_root (&e);
+  assert_true (zv_bp_is_hole (&root));    /* nothing synced yet */
+  assert_false (denv_is_hole (&e, 3));
+  assert_true (denv_is_hole (&e, 4));
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  root = denv_root (&e);
+  assert_false (zv_bp_is_hole (&root));
+  assert_int_equal (root.bp_level, e.ob.ob_nlevels - 1);
+  assert_int_equal (root.bp_type, ZV_BT_INDIRECT);
+  assert_int_equal (root.bp_fill, 5);
+  assert_int_equal (root.bp_birth, 5);
+  assert_int_equal (root.bp_ncopies, 2);
+  assert_int_equal (root.bp_psize, ZV_INDIRECT_SIZE);
+  denv_check (&e, shadow, 0, 200 * bs);
+
+  /* The tree on disk says the same. */
+  assert_int_equal (denv_walk (&e, true, &w), 0);
+  assert_int_equal (wlist_count (&w, 1), 1);
+  assert_int_equal (wlist_count (&w, 0), 5);
+  for (size_t i = 0; i < w.n; i++) {
+    const wrec_t *r = &w.v[i];
+    assert_int_equal (r->bp.bp_birth, 5);
+    if (r->level == 0) {
+      assert_int_equal (r->bp.bp_fill, 1);
+      assert_int_equal (r->bp.bp_type, ZV_BT_VOLDATA);
+      assert_int_equal (r->bp.bp_psize, bs);
+      assert_memory_equal (r->data, shadow + r->blkid * bs, bs);
+    }
+  }
+  wlist_free (&w);
+
+  /* And a cold cache reads it back from disk. */
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 200 * bs);
+  assert_false (denv_is_hole (&e, 11));
+  assert_true (denv_is_hole (&e, 12));
+
+  denv_teardown (&e);
+  free (shadow);
+}
+
+/* All-zero blocks become holes at sync; the fill counts follow, and an
+ * object with nothing left has a hole for a root. */
+static void
+test_zero_blocks_become_holes (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *zeros = calloc (1, bs);
+  uint8_t *shadow = calloc (200, bs);
+  zv_blkptr_t root, old1;
+
+  denv_setup (&e, "zero", 200, bs, BIG_CACHE);
+  denv_write (&e, shadow, 1 * bs, bs, 1, 5);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 2 * bs, bs, zeros, 5), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 3 * bs + 10, 99, zeros,
+                                           5), 0);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  assert_false (denv_is_hole (&e, 1));
+  assert_true (denv_is_hole (&e, 2));
+  assert_true (denv_is_hole (&e, 3));
+  root = denv_root (&e);
+  assert_int_equal (root.bp_fill, 1);
+  denv_check_zero (&e, 2);
+  denv_check_zero (&e, 3);
+
+  /* Zeroing the last data block: a hole, the old copy deferred, and the
+   * whole tree collapses to a hole root. */
+  old1 = denv_bp (&e, 0, 1);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 1 * bs, bs, zeros, 6), 0);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  assert_true (denv_is_hole (&e, 1));
+  denv_check_zero (&e, 1);
+  assert_true (denv_deferred (&e, 6, old1.bp_dva[0]));
+  root = denv_root (&e);
+  assert_true (zv_bp_is_hole (&root));
+
+  denv_reopen (&e, 0);
+  for (uint64_t b = 0; b < 5; b++) {
+    assert_true (denv_is_hole (&e, b));
+    denv_check_zero (&e, b);
+  }
+  denv_teardown (&e);
+  free (zeros);
+  free (shadow);
+}
+
+/* Freed blocks become holes; a write after a free in the same txg sees
+ * zeros around it. */
+static void
+test_free_by_dnode (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (200, bs);
+
+  denv_setup (&e, "free", 200, bs, BIG_CACHE);
+  denv_write (&e, shadow, 0, 10 * bs, 1, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  assert_int_equal (denv_root (&e).bp_fill, 10);
+
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 2, 4, 6), 0);
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 50, 3, 6), 0); /* holes */
+  memset (shadow + 2 * bs, 0, 4 * bs);
+  assert_true (denv_is_hole (&e, 3));
+  denv_check (&e, shadow, 0, 12 * bs);
+  /* Free, then a partial write, in one txg. */
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 7, 1, 6), 0);
+  memset (shadow + 7 * bs, 0, bs);
+  denv_write (&e, shadow, 7 * bs + 300, 200, 2, 6);
+  denv_check (&e, shadow, 0, 12 * bs);
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  assert_int_equal (denv_root (&e).bp_fill, 6);
+  denv_reopen (&e, 0);
+  for (uint64_t b = 0; b < 12; b++)
+    assert_int_equal (denv_is_hole (&e, b), b >= 2 && b <= 5 ? 1 : b >= 10);
+  denv_check (&e, shadow, 0, 200 * bs);
+  denv_teardown (&e);
+  free (shadow);
+}
+
+/* A partial write of a block that is not cached reads the old block and
+ * merges: with a fresh cache, and with a cache that keeps nothing. */
+static void
+test_partial_uncached (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (200, bs);
+  zv_dbuf_stats_t cs;
+
+  denv_setup (&e, "part", 200, bs, BIG_CACHE);
+  denv_write (&e, shadow, 4 * bs, bs, 7, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+
+  denv_reopen (&e, BIG_CACHE);
+  zv_dbuf_get_stats (e.cache, &cs);
+  assert_int_equal (cs.cs_misses, 0);
+  denv_write (&e, shadow, 4 * bs + 1000, 300, 8, 6);
+  zv_dbuf_get_stats (e.cache, &cs);
+  assert_true (cs.cs_misses >= 1);          /* it did read the old block */
+  denv_check (&e, shadow, 4 * bs, bs);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  denv_reopen (&e, BIG_CACHE);
+  denv_check (&e, shadow, 4 * bs, bs);
+  denv_teardown (&e);
+
+  /* A cache with no room: the synced block is evicted at once. */
+  memset (shadow, 0, 200 * bs);
+  denv_setup (&e, "part0", 200, bs, 0);
+  denv_write (&e, shadow, 9 * bs, bs, 9, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  zv_dbuf_get_stats (e.cache, &cs);
+  assert_true (cs.cs_evictions >= 1);
+  denv_write (&e, shadow, 9 * bs + bs - 17, 17, 10, 6);     /* tail */
+  denv_write (&e, shadow, 8 * bs + bs - 5, 10, 11, 6);      /* straddle */
+  denv_check (&e, shadow, 8 * bs, 2 * bs);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  denv_check (&e, shadow, 8 * bs, 2 * bs);
+  denv_teardown (&e);
+  free (shadow);
+}
+
+/* Dirty in txg 6 and 7 on the same block; syncing 6 writes exactly 6's
+ * content, syncing 7 the merged content. */
+static void
+test_two_txgs_in_flight (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (200, bs);
+  uint8_t *v6 = malloc (bs);
+  wlist_t w;
+  const wrec_t *r;
+
+  denv_setup (&e, "two", 200, bs, BIG_CACHE);
+  denv_write (&e, shadow, 8 * bs, bs, 1, 6);
+  memcpy (v6, shadow + 8 * bs, bs);
+  denv_write (&e, shadow, 8 * bs + 2000, 500, 2, 7);
+  denv_write (&e, shadow, 9 * bs, bs, 3, 7);
+  denv_check (&e, shadow, 8 * bs, 2 * bs);
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  assert_int_equal (denv_root (&e).bp_birth, 6);
+  assert_int_equal (denv_root (&e).bp_fill, 1);
+  denv_check (&e, shadow, 8 * bs, 2 * bs);  /* reads still see txg 7 */
+  assert_int_equal (denv_walk (&e, true, &w), 0);
+  r = wlist_find (&w, 0, 8);
+  assert_non_null (r);
+  assert_memory_equal (r->data, v6, bs);    /* disk has txg 6 only */
+  assert_null (wlist_find (&w, 0, 9));
+  wlist_free (&w);
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 7), 0);
+  assert_int_equal (denv_root (&e).bp_birth, 7);
+  assert_int_equal (denv_root (&e).bp_fill, 2);
+  assert_int_equal (denv_walk (&e, true, &w), 0);
+  r = wlist_find (&w, 0, 8);
+  assert_non_null (r);
+  assert_memory_equal (r->data, shadow + 8 * bs, bs);
+  r = wlist_find (&w, 0, 9);
+  assert_non_null (r);
+  assert_memory_equal (r->data, shadow + 9 * bs, bs);
+  wlist_free (&w);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 200 * bs);
+
+  /* Free in 8 then a partial write in 9 (zeros around it); write in 8
+   * then free in 9. */
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 8, 1, 8), 0);
+  memset (shadow + 8 * bs, 0, bs);
+  denv_write (&e, shadow, 8 * bs + 100, 50, 4, 9);
+  denv_write (&e, shadow, 30 * bs, 10, 5, 8);
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 30, 1, 9), 0);
+  memset (shadow + 30 * bs, 0, bs);
+  denv_check (&e, shadow, 0, 200 * bs);
+  assert_int_equal (zv_dmu_sync (&e.ob, 8), 0);
+  assert_true (denv_is_hole (&e, 30));          /* txg 9's view */
+  assert_int_equal (zv_dmu_sync (&e.ob, 9), 0);
+  assert_true (denv_is_hole (&e, 30));
+  assert_false (denv_is_hole (&e, 8));
+  assert_int_equal (denv_root (&e).bp_fill, 2);   /* blocks 8, 9 */
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 200 * bs);
+  denv_teardown (&e);
+  free (v6);
+  free (shadow);
+}
+
+/* Copy on write: an overwrite in a later txg goes to new space and the
+ * old copies (data and both indirect copies) wait on the defer list
+ * until the sync of T+2 begins. */
+static void
+test_overwrite_defers (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  zv_blkptr_t d5, i5, d6, i6;
+  zv_alloc_t *a;
+
+  denv_setup (&e, "cow", 200, bs, BIG_CACHE);
+  a = e.spa.spa_alloc;
+  denv_write (&e, NULL, 0, bs, 1, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  assert_int_equal (zv_alloc_defer_count (a, 5), 0);
+  d5 = denv_bp (&e, 0, 0);
+  i5 = denv_bp (&e, 1, 0);
+  assert_int_not_equal (i5.bp_dva[0], i5.bp_dva[1]);   /* ditto */
+
+  denv_write (&e, NULL, 0, bs, 2, 6);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  d6 = denv_bp (&e, 0, 0);
+  i6 = denv_bp (&e, 1, 0);
+  assert_int_not_equal (d6.bp_dva[0], d5.bp_dva[0]);
+  assert_int_not_equal (i6.bp_dva[0], i5.bp_dva[0]);
+  assert_int_not_equal (i6.bp_dva[1], i5.bp_dva[1]);
+  assert_int_equal (d6.bp_birth, 6);
+  assert_int_equal (zv_alloc_defer_count (a, 6), 3);
+  assert_true (denv_deferred (&e, 6, d5.bp_dva[0]));
+  assert_true (denv_deferred (&e, 6, i5.bp_dva[0]));
+  assert_true (denv_deferred (&e, 6, i5.bp_dva[1]));
+  assert_true (zv_alloc_is_allocated (a, d5.bp_dva[0], bs));
+
+  zv_alloc_sync_begin (a, 7);
+  assert_true (zv_alloc_is_allocated (a, d5.bp_dva[0], bs));
+  assert_true (zv_alloc_is_allocated (a, i5.bp_dva[1], ZV_INDIRECT_SIZE));
+  zv_alloc_sync_begin (a, 8);
+  assert_false (zv_alloc_is_allocated (a, d5.bp_dva[0], bs));
+  assert_false (zv_alloc_is_allocated (a, i5.bp_dva[0], ZV_INDIRECT_SIZE));
+  assert_false (zv_alloc_is_allocated (a, i5.bp_dva[1], ZV_INDIRECT_SIZE));
+  assert_true (zv_alloc_is_allocated (a, d6.bp_dva[0], bs));
+  denv_teardown (&e);
+
+  /* A one-level object: the root is the data block. */
+  denv_setup (&e, "cow1", 1, bs, BIG_CACHE);
+  a = e.spa.spa_alloc;
+  denv_write (&e, NULL, 0, bs, 1, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  d5 = denv_root (&e);
+  denv_write (&e, NULL, 100, 10, 2, 6);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  assert_int_not_equal (denv_root (&e).bp_dva[0], d5.bp_dva[0]);
+  assert_int_equal (zv_alloc_defer_count (a, 6), 1);
+  assert_true (denv_deferred (&e, 6, d5.bp_dva[0]));
+  denv_teardown (&e);
+}
+
+/* A second sync of the same txg after more dirtying rewrites in place:
+ * same addresses, nothing freed, no new space but the new block's. */
+static void
+test_resync_in_place (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (200, bs);
+  zv_blkptr_t d1, i1, d2, i2;
+  uint64_t alloc1;
+
+  denv_setup (&e, "resync", 200, bs, BIG_CACHE);
+  denv_write (&e, shadow, 3 * bs, bs, 1, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  d1 = denv_bp (&e, 0, 3);
+  i1 = denv_bp (&e, 1, 0);
+  alloc1 = denv_allocated (&e);
+
+  denv_write (&e, shadow, 3 * bs + 5, 100, 2, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  d2 = denv_bp (&e, 0, 3);
+  i2 = denv_bp (&e, 1, 0);
+  assert_int_equal (d2.bp_dva[0], d1.bp_dva[0]);
+  assert_int_equal (i2.bp_dva[0], i1.bp_dva[0]);
+  assert_int_equal (i2.bp_dva[1], i1.bp_dva[1]);
+  assert_false (zv_cksum_equal (&d1.bp_cksum, &d2.bp_cksum));
+  assert_int_equal (zv_alloc_defer_count (e.spa.spa_alloc, 5), 0);
+  assert_int_equal (denv_allocated (&e), alloc1);
+
+  denv_write (&e, shadow, 4 * bs, bs, 3, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  assert_int_equal (denv_bp (&e, 1, 0).bp_dva[0], i1.bp_dva[0]);
+  assert_int_equal (denv_allocated (&e), alloc1 + bs);
+  assert_int_equal (denv_root (&e).bp_fill, 2);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 200 * bs);
+  denv_teardown (&e);
+  free (shadow);
+}
+
+/* zv_dmu_walk visits every non-hole pointer, parents first, with the
+ * right fills and content; a nonzero return stops it. */
+static void
+test_walk (void **state)
+{
+  static const uint64_t blocks[] = { 0, 1, 254, 255, 599, 65025, 69999 };
+  const size_t nb = sizeof blocks / sizeof blocks[0];
+  const uint32_t bs = 4096;
+  denv_t e;
+  wlist_t w;
+
+  denv_setup (&e, "walk", 70000, bs, BIG_CACHE);
+  assert_int_equal (e.ob.ob_nlevels, 4);
+  for (size_t i = 0; i < nb; i++)
+    denv_write (&e, NULL, blocks[i] * bs, bs, 100 + blocks[i], 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+
+  assert_int_equal (denv_walk (&e, true, &w), 0);
+  assert_int_equal (wlist_count (&w, 3), 1);
+  assert_int_equal (wlist_count (&w, 2), 2);             /* 0, 1 */
+  assert_int_equal (wlist_count (&w, 1), 5);             /* 0,1,2,255,274 */
+  assert_int_equal (wlist_count (&w, 0), nb);
+  assert_int_equal (w.v[0].level, 3);
+  assert_int_equal (w.v[0].bp.bp_fill, nb);
+  for (size_t i = 0; i < w.n; i++) {
+    const wrec_t *r = &w.v[i];
+    uint64_t fill = 0;
+
+    assert_false (zv_bp_is_hole (&r->bp));
+    assert_int_equal (r->bp.bp_level, r->level);
+    /* The parent was visited before. */
+    if (r->level < 3) {
+      bool seen = false;
+      for (size_t j = 0; j < i; j++)
+        seen |= w.v[j].level == r->level + 1 && w.v[j].blkid == r->blkid / F;
+      assert_true (seen);
+    }
+    if (r->level == 0) {
+      assert_non_null (r->data);
+      assert_int_equal (tl_pat_check (r->data, r->blkid * bs, bs,
+                                      100 + r->blkid), -1);
+      continue;
+    }
+    /* An indirect block's fill is the data blocks below it. */
+    uint64_t span = 1;
+    for (unsigned l = 0; l < r->level; l++)
+      span *= F;
+    for (size_t k = 0; k < nb; k++)
+      fill += blocks[k] / span == r->blkid;
+    assert_int_equal (r->bp.bp_fill, fill);
+  }
+  for (size_t k = 0; k < nb; k++)
+    assert_non_null (wlist_find (&w, 0, blocks[k]));
+  wlist_free (&w);
+
+  /* Without data, L0 content is not read; a nonzero return stops. */
+  assert_int_equal (denv_walk (&e, false, &w), 0);
+  assert_null (wlist_find (&w, 0, 0)->data);
+  wlist_free (&w);
+  {
+    zv_dnode_phys_t dn;
+    memset (&w, 0, sizeof w);
+    w.blksz = bs;
+    w.stop_at = 4;                           /* L3, L2, L1, first L0 */
+    zv_object_phys (&e.ob, &dn);
+    assert_int_equal (zv_dmu_walk (&e.spa, 1, &dn, false, walk_cb, &w), 7);
+    assert_int_equal (w.n, 4);
+    assert_int_equal (w.v[3].level, 0);
+    wlist_free (&w);
+  }
+  denv_teardown (&e);
+}
+
+/* Damage on disk: one bad copy of an indirect block is survived, two are
+ * -EIO for reads that need it (and for the walk); a bad data block (one
+ * copy) is -EIO for that block only. */
+static void
+test_corrupt_indirect (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (200, bs);
+  uint8_t *buf = malloc (bs);
+  zv_blkptr_t ind, d20;
+  wlist_t w;
+
+  denv_setup (&e, "corrupt", 200, bs, BIG_CACHE);
+  denv_write (&e, shadow, 10 * bs, bs, 1, 5);
+  denv_write (&e, shadow, 20 * bs, bs, 2, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  ind = denv_bp (&e, 1, 0);
+  d20 = denv_bp (&e, 0, 20);
+  assert_int_equal (ind.bp_ncopies, 2);
+
+  /* One copy damaged: reads fall back to the other, and say so. */
+  assert_int_equal (tl_file_flip (e.path, ZV_DVA_OFFSET (ind.bp_dva[0])
+                                  + 200), 0);
+  tl_log_reset (true);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 10 * bs, bs);
+  assert_true (tl_log_has ("checksum error"));
+  assert_int_equal (denv_walk (&e, false, &w), 0);
+  wlist_free (&w);
+
+  /* Both copies damaged. */
+  assert_int_equal (tl_file_flip (e.path, ZV_DVA_OFFSET (ind.bp_dva[1])
+                                  + 5000), 0);
+  denv_reopen (&e, 0);
+  bool hole;
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 10 * bs, bs, buf), -EIO);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs + 7, 9, buf), -EIO);
+  assert_int_equal (zv_dmu_block_is_hole (&e.ob, 30, &hole), -EIO);
+  /* A partial write needs the old block: it fails and dirties nothing. */
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 10 * bs + 1, 1, buf, 6),
+                    -EIO);
+  assert_int_equal (denv_walk (&e, false, &w), -EIO);
+  wlist_free (&w);
+
+  /* Repaired: readable again.  Then a bad data block. */
+  assert_int_equal (tl_file_flip (e.path, ZV_DVA_OFFSET (ind.bp_dva[0])
+                                  + 200), 0);
+  assert_int_equal (tl_file_flip (e.path, ZV_DVA_OFFSET (d20.bp_dva[0])
+                                  + 9), 0);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 10 * bs, bs);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+  tl_log_reset (false);
+  denv_teardown (&e);
+  free (buf);
+  free (shadow);
+}
+
+/* Objects of 1, 2, 3 and 4 levels: first, middle and last blocks write,
+ * sync, read back cold, and take a partial rewrite through every level. */
+static void
+test_levels (void **state)
+{
+  static const struct { uint64_t nblocks; unsigned nlevels; } shapes[] = {
+    { 1, 1 }, { 200, 2 }, { 255, 2 }, { 256, 3 }, { 60000, 3 },
+    { 70000, 4 },
+  };
+  const uint32_t bs = 4096;
+
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    uint64_t nb = shapes[s].nblocks;
+    uint64_t bl[3] = { 0, nb / 2, nb - 1 };
+    unsigned distinct = nb == 1 ? 1 : nb == 2 ? 2 : 3;
+    uint8_t *buf = malloc (bs), *want = malloc (bs);
+    zv_blkptr_t root;
+    denv_t e;
+
+    assert_int_equal (zv_dmu_nlevels (nb), shapes[s].nlevels);
+    denv_setup (&e, "levels", nb, bs, 0);
+    for (unsigned i = 0; i < 3; i++)
+      denv_write (&e, NULL, bl[i] * bs, bs, 50 + bl[i], 5);
+    assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+    root = denv_root (&e);
+    assert_int_equal (root.bp_level, shapes[s].nlevels - 1);
+    assert_int_equal (root.bp_fill, distinct);
+    assert_int_equal (root.bp_type, shapes[s].nlevels == 1 ? ZV_BT_VOLDATA
+                      : ZV_BT_INDIRECT);
+    assert_int_equal (root.bp_ncopies, shapes[s].nlevels == 1 ? 1 : 2);
+
+    denv_reopen (&e, 0);
+    for (unsigned i = 0; i < 3; i++) {
+      assert_int_equal (zv_dmu_read_by_dnode (&e.ob, bl[i] * bs, bs, buf), 0);
+      assert_int_equal (tl_pat_check (buf, bl[i] * bs, bs, 50 + bl[i]), -1);
+    }
+    if (nb > 3) {
+      assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 1 * bs, bs, buf), 0);
+      assert_true (zv_is_zero (buf, bs));
+    }
+
+    /* Partial rewrite of the last block, cold. */
+    tl_pat_fill (want, bl[2] * bs, bs, 50 + bl[2]);
+    tl_pat_fill (want + 100, bl[2] * bs + 100, 33, 9);
+    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, bl[2] * bs + 100, 33,
+                                             want + 100, 6), 0);
+    assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+    assert_int_equal (denv_root (&e).bp_birth, 6);
+    denv_reopen (&e, 0);
+    assert_int_equal (zv_dmu_read_by_dnode (&e.ob, bl[2] * bs, bs, buf), 0);
+    assert_memory_equal (buf, want, bs);
+    denv_teardown (&e);
+    free (buf);
+    free (want);
+  }
+}
+
+static int
+group_setup (void **state)
+{
+  if (tl_dir_create ("dmu") < 0)
+    return -1;
+  zv_set_log (tl_log_hook);
+  return 0;
+}
+
+static int
+group_teardown (void **state)
+{
+  zv_set_log (NULL);
+  return tl_dir_remove ();
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup (test_write_read_sync, tl_test_setup),
+    cmocka_unit_test_setup (test_zero_blocks_become_holes, tl_test_setup),
+    cmocka_unit_test_setup (test_free_by_dnode, tl_test_setup),
+    cmocka_unit_test_setup (test_partial_uncached, tl_test_setup),
+    cmocka_unit_test_setup (test_two_txgs_in_flight, tl_test_setup),
+    cmocka_unit_test_setup (test_overwrite_defers, tl_test_setup),
+    cmocka_unit_test_setup (test_resync_in_place, tl_test_setup),
+    cmocka_unit_test_setup (test_walk, tl_test_setup),
+    cmocka_unit_test_setup (test_corrupt_indirect, tl_test_setup),
+    cmocka_unit_test_setup (test_levels, tl_test_setup),
+  };
+
+  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+}

@@ -1,0 +1,1036 @@
+/*
+ * test_pool.c: unit tests for the pool (core/pool.c) through the public
+ * API of core/zvol.h: create, import, export, the checks done before
+ * anything is written, full pools, several devices, rewind past a
+ * damaged txg, label damage, exclusive opens, the txg history, the
+ * deferred-free rule (looked at through core/pool.h's internals) and
+ * crash consistency (a child process killed with SIGKILL while it writes
+ * and flushes; the parent imports and checks every acknowledged write).
+ *
+ * Devices are sparse files in a mkdtemp directory under /var/tmp.  No
+ * test starts the engine's thread except the crash test's child, so
+ * txgs here sync exactly when a test flushes, syncs or closes.
+ *
+ * Forking: the device layer keeps one io_uring per thread, and a forked
+ * child shares the mappings of its parent's rings.  The child therefore
+ * does all its pool work on a thread of its own (a fresh ring) and the
+ * parent never has a pool open across a fork.
+ */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "zvol.h"
+#include "pool.h"
+#include "label.h"
+#include "testlib.h"
+
+#define MiB (1ull << 20)
+#define DEV_SIZE (64 * MiB)
+#define BS 16384u
+
+/* A configuration over 'n' device paths with small caches. */
+static void
+cfg (zvol_pool_config_t *pc, const char *const *devs, unsigned n,
+     uint64_t volsize, bool create)
+{
+  zvol_pool_config_init (pc);
+  for (unsigned i = 0; i < n; i++)
+    pc->pc_devices[i] = devs[i];
+  pc->pc_ndevices = n;
+  pc->pc_create = create;
+  pc->pc_volsize = volsize;
+  pc->pc_cache_size = 8 * MiB;
+}
+
+static zvol_pool_t *
+open_ok (const zvol_pool_config_t *pc)
+{
+  zvol_pool_t *p = NULL;
+
+  assert_int_equal (zvol_pool_open (pc, &p), 0);
+  assert_non_null (p);
+  return p;
+}
+
+/* Create a one-device pool on a new sparse file and close it. */
+static void
+make_pool (const char *path, uint64_t devsize, uint64_t volsize)
+{
+  zvol_pool_config_t pc;
+
+  assert_int_equal (tl_sparse_file (path, devsize), 0);
+  cfg (&pc, &path, 1, volsize, true);
+  assert_int_equal (zvol_pool_close (open_ok (&pc)), 0);
+}
+
+static void
+vwrite (zvol_t *zv, uint64_t off, uint32_t len, uint64_t seed)
+{
+  uint8_t *buf = malloc (len);
+
+  assert_non_null (buf);
+  tl_pat_fill (buf, off, len, seed);
+  assert_int_equal (zvol_write (zv, buf, off, len, 0), 0);
+  free (buf);
+}
+
+static void
+vcheck (zvol_t *zv, uint64_t off, uint32_t len, uint64_t seed)
+{
+  uint8_t *buf = malloc (len);
+
+  assert_non_null (buf);
+  assert_int_equal (zvol_read (zv, buf, off, len), 0);
+  int64_t bad = tl_pat_check (buf, off, len, seed);
+  if (bad >= 0)
+    fail_msg ("volume byte %" PRId64 " is not pattern %" PRIu64, bad, seed);
+  free (buf);
+}
+
+/* ---- create / import ---- */
+
+/* Write, export, import: the same pool, the same bytes. */
+static void
+test_roundtrip (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "rt");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t guid;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 16 * MiB, true);
+  pc.pc_name = "roundtrip";
+  p = open_ok (&pc);
+  zvol_t *zv = zvol_pool_volume (p);
+  assert_int_equal (zvol_size (zv), 16 * MiB);
+  assert_int_equal (zvol_blocksize (zv), BS);
+  assert_false (zvol_is_readonly (zv));
+  guid = zvol_pool_guid (p);
+  vwrite (zv, 0, 65536, 1);
+  vwrite (zv, 5 * MiB + 777, 100000, 2);
+  vwrite (zv, 16 * MiB - 4096, 4096, 3);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  cfg (&pc, &dev, 1, 0, false);
+  p = open_ok (&pc);
+  zv = zvol_pool_volume (p);
+  assert_string_equal (zvol_pool_name (p), "roundtrip");
+  assert_int_equal (zvol_pool_guid (p), guid);
+  assert_int_equal (zvol_size (zv), 16 * MiB);
+  vcheck (zv, 0, 65536, 1);
+  vcheck (zv, 5 * MiB + 777, 100000, 2);
+  vcheck (zv, 16 * MiB - 4096, 4096, 3);
+  assert_int_equal (zvol_pool_close (p), 0);
+}
+
+/* Create refuses a device that holds a pool (intact or damaged), and
+ * writes nothing. */
+static void
+test_create_refuses_pool (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "exist");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint64_t h;
+
+  make_pool (dev, DEV_SIZE, 8 * MiB);
+  h = tl_hash_file (dev);
+  assert_int_not_equal (h, 0);
+  cfg (&pc, &dev, 1, 8 * MiB, true);
+  tl_log_reset (true);
+  assert_int_equal (zvol_pool_open (&pc, &p), -EEXIST);
+  assert_null (p);
+  assert_true (tl_log_has ("already a device of pool"));
+  assert_int_equal (tl_file_allocated (dev) > 0, 1);
+  assert_int_equal (tl_hash_file (dev), h);
+
+  /* Both configuration copies damaged: still refused. */
+  assert_int_equal (tl_file_flip (dev, 64), 0);
+  assert_int_equal (tl_file_flip (dev, DEV_SIZE - ZV_LABEL_SIZE + 64), 0);
+  h = tl_hash_file (dev);
+  assert_int_equal (zvol_pool_open (&pc, &p), -EEXIST);
+  assert_true (tl_log_has ("damaged pool labels"));
+  assert_int_equal (tl_hash_file (dev), h);
+  tl_log_reset (false);
+}
+
+/* Import of a device that never held a pool: -EINVAL, with a hint. */
+static void
+test_import_zeroed (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "zeroed");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (true);
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  assert_null (p);
+  assert_true (tl_log_has ("create=true"));
+  assert_int_equal (tl_file_allocated (dev), 0);
+
+  /* A device that does not exist. */
+  const char *missing = tl_path (path, sizeof path, "nosuchfile");
+  cfg (&pc, &missing, 1, 0, false);
+  assert_int_equal (zvol_pool_open (&pc, &p), -ENOENT);
+  tl_log_reset (false);
+}
+
+/* Too small a device, or a volume larger than the pool without sparse:
+ * -EINVAL, and nothing written. */
+static void
+test_create_checks (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "small");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+
+  tl_log_reset (true);
+  assert_int_equal (tl_sparse_file (dev, ZV_MIN_DEV_SIZE - ZV_SECTOR), 0);
+  cfg (&pc, &dev, 1, 1 * MiB, true);
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  assert_true (tl_log_has ("too small"));
+  assert_int_equal (tl_file_allocated (dev), 0);
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, DEV_SIZE, true);
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  assert_true (tl_log_has ("sparse=true"));
+  assert_int_equal (tl_file_allocated (dev), 0);
+
+  /* Bad volume size and block size. */
+  cfg (&pc, &dev, 1, 1000, true);
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  cfg (&pc, &dev, 1, MiB, true);
+  pc.pc_volblocksize = 12288;
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  assert_int_equal (tl_file_allocated (dev), 0);
+
+  /* The same size with sparse is accepted. */
+  cfg (&pc, &dev, 1, DEV_SIZE, true);
+  pc.pc_sparse = true;
+  tl_log_reset (false);
+  assert_int_equal (zvol_pool_close (open_ok (&pc)), 0);
+}
+
+/* A thin volume fills the pool: the write that does not fit fails with
+ * -ENOSPC; every acknowledged write survives flush, export and import,
+ * and freeing space makes room again. */
+static void
+test_sparse_enospc (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "thin");
+  const uint32_t chunk = 1 * MiB;
+  const uint64_t volsize = 256 * MiB;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zvol_t *zv;
+  uint8_t *buf = malloc (chunk);
+  uint64_t n = 0;
+  int r = 0;
+
+  assert_int_equal (tl_sparse_file (dev, 32 * MiB), 0);
+  cfg (&pc, &dev, 1, volsize, true);
+  pc.pc_sparse = true;
+  p = open_ok (&pc);
+  zv = zvol_pool_volume (p);
+  tl_log_reset (true);
+  for (n = 0; n * chunk < volsize; n++) {
+    tl_pat_fill (buf, n * chunk, chunk, 40);
+    r = zvol_write (zv, buf, n * chunk, chunk, 0);
+    if (r < 0)
+      break;
+    assert_int_equal (zvol_flush (zv), 0);
+  }
+  assert_int_equal (r, -ENOSPC);
+  assert_true (tl_log_has ("is full"));
+  assert_true (n >= 16);             /* 32 MiB devices hold 16 MiB at least */
+  assert_int_equal (zvol_flush (zv), 0);
+  /* Still full, still clean. */
+  tl_pat_fill (buf, n * chunk, chunk, 40);
+  assert_int_equal (zvol_write (zv, buf, n * chunk, chunk, 0), -ENOSPC);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  tl_log_reset (false);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  cfg (&pc, &dev, 1, 0, false);
+  p = open_ok (&pc);
+  zv = zvol_pool_volume (p);
+  for (uint64_t i = 0; i < n; i++)
+    vcheck (zv, i * chunk, chunk, 40);
+
+  /* Still full after the import. */
+  tl_log_reset (true);
+  tl_pat_fill (buf, n * chunk, chunk, 41);
+  assert_int_equal (zvol_write (zv, buf, n * chunk, chunk, 0), -ENOSPC);
+  tl_log_reset (false);
+  /* Trim a quarter; once the frees are past the defer window (two more
+   * txgs: an idle pool does not sync, so each rewrites a sector) there
+   * is room again. */
+  assert_int_equal (zvol_trim (zv, 0, n / 4 * chunk, 0), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal (zvol_write (zv, buf, n / 4 * chunk, 4096, 0), 0);
+    assert_int_equal (zvol_pool_sync (p), 0);
+  }
+  assert_int_equal (zvol_write (zv, buf, n * chunk, chunk, 0), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  p = open_ok (&pc);
+  zv = zvol_pool_volume (p);
+  vcheck (zv, n * chunk, chunk, 41);
+  vcheck (zv, (n - 1) * chunk, chunk, 40);
+  vcheck (zv, n / 4 * chunk + 4096, chunk - 4096, 40);
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (buf);
+}
+
+/* ---- several devices ---- */
+
+static bool
+stats_has (zvol_pool_t *p, const char *needle)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream (&text, &len);
+  bool r;
+
+  assert_non_null (fp);
+  zvol_pool_print_stats (p, fp);
+  fclose (fp);
+  r = strstr (text, needle) != NULL;
+  free (text);
+  return r;
+}
+
+/* Writes stripe over both devices; import needs exactly the pool's
+ * devices, in any order. */
+static void
+test_two_devices (void **state)
+{
+  char pa[512], pb[512], pc2[512], pd[512];
+  const char *a = tl_path (pa, sizeof pa, "two-a");
+  const char *b = tl_path (pb, sizeof pb, "two-b");
+  const char *c = tl_path (pc2, sizeof pc2, "two-c");
+  const char *d = tl_path (pd, sizeof pd, "two-d");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p, *q = NULL;
+  int64_t a0, b0;
+
+  assert_int_equal (tl_sparse_file (a, DEV_SIZE), 0);
+  assert_int_equal (tl_sparse_file (b, DEV_SIZE), 0);
+  {
+    const char *devs[] = { a, b };
+    cfg (&pc, devs, 2, 64 * MiB, true);
+  }
+  p = open_ok (&pc);
+  assert_true (stats_has (p, "devices 2\n"));
+  a0 = tl_file_allocated (a);
+  b0 = tl_file_allocated (b);
+  for (unsigned i = 0; i < 8; i++)
+    vwrite (zvol_pool_volume (p), i * MiB, MiB, 60 + i);
+  assert_int_equal (zvol_flush (zvol_pool_volume (p)), 0);
+  assert_true (tl_file_allocated (a) - a0 >= (int64_t) (2 * MiB));
+  assert_true (tl_file_allocated (b) - b0 >= (int64_t) (2 * MiB));
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  /* Another pool, of one device. */
+  make_pool (c, DEV_SIZE, MiB);
+  /* And another two-device pool. */
+  assert_int_equal (tl_sparse_file (d, DEV_SIZE), 0);
+  {
+    const char *devs[] = { c, d };
+    cfg (&pc, devs, 2, MiB, true);
+    tl_log_reset (true);
+    assert_int_equal (zvol_pool_open (&pc, &q), -EEXIST);  /* c is taken */
+  }
+
+  tl_log_reset (true);
+  {
+    const char *devs[] = { a };
+    cfg (&pc, devs, 1, 0, false);
+    assert_int_equal (zvol_pool_open (&pc, &q), -EINVAL);
+    assert_true (tl_log_has ("but 1 given"));
+  }
+  {
+    const char *devs[] = { a, c };
+    cfg (&pc, devs, 2, 0, false);
+    assert_int_equal (zvol_pool_open (&pc, &q), -EINVAL);
+    assert_true (tl_log_has ("belongs to pool"));
+  }
+  {
+    const char *devs[] = { a, b, c };
+    cfg (&pc, devs, 3, 0, false);
+    assert_int_not_equal (zvol_pool_open (&pc, &q), 0);
+  }
+  assert_null (q);
+  tl_log_reset (false);
+
+  /* Swapped order: fine (and every failed attempt let go of its locks). */
+  {
+    const char *devs[] = { b, a };
+    cfg (&pc, devs, 2, 0, false);
+  }
+  p = open_ok (&pc);
+  for (unsigned i = 0; i < 8; i++)
+    vcheck (zvol_pool_volume (p), i * MiB, MiB, 60 + i);
+  assert_int_equal (zvol_pool_close (p), 0);
+}
+
+/* A device named twice is refused, and the refusal lets go of every
+ * device it had opened (else the pool stays locked until exit). */
+static void
+test_duplicate_device (void **state)
+{
+  char pa[512];
+  const char *a = tl_path (pa, sizeof pa, "dup");
+  zvol_pool_config_t pc;
+  zvol_pool_t *q = NULL;
+
+  make_pool (a, DEV_SIZE, MiB);
+  {
+    const char *devs[] = { a, a };
+    cfg (&pc, devs, 2, 0, false);
+    tl_log_reset (true);
+    assert_int_equal (zvol_pool_open (&pc, &q), -EINVAL);
+    assert_true (tl_log_has ("given twice"));
+    assert_null (q);
+  }
+  cfg (&pc, &a, 1, 0, false);
+  tl_log_reset (false);
+  assert_int_equal (zvol_pool_open (&pc, &q), 0);   /* not -EBUSY */
+  assert_int_equal (zvol_pool_close (q), 0);
+}
+
+/* ---- rewind ---- */
+
+/* Every valid uberblock on a one-device pool (parsed by hand). */
+static int
+read_ubs (const char *path, uint64_t devsize, zv_uberblock_phys_t *out,
+          int max)
+{
+  int n = 0;
+
+  for (unsigned l = 0; l < ZV_NLABELS; l++)
+    for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+      uint64_t off = zv_label_offset (devsize, l) + ZV_UB_RING_OFFSET
+        + (uint64_t) s * ZV_UB_SIZE;
+      zv_uberblock_phys_t ub;
+
+      assert_int_equal (tl_file_pread (path, &ub, sizeof ub, off), 0);
+      if (ub.ub_magic != ZV_UB_MAGIC || !zv_label_verify_ub (&ub, off))
+        continue;
+      assert_int_equal (s, ub.ub_txg % ZV_UB_COUNT);
+      if (n < max)
+        out[n++] = ub;
+    }
+  return n;
+}
+
+/* The objset of the newest txg is damaged in both copies: import rewinds
+ * to the txg before, with its content, and says so. */
+static void
+test_rewind (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "rewind");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t txg_a, txg_b, newest = 0;
+  zv_uberblock_phys_t ubs[2 * ZV_UB_COUNT];
+  int n, damaged = 0;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = open_ok (&pc);
+  vwrite (zvol_pool_volume (p), 0, 256 * 1024, 0xa);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  txg_a = p->p_synced_txg;
+  vwrite (zvol_pool_volume (p), 0, 256 * 1024, 0xb);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  txg_b = p->p_synced_txg;
+  assert_true (txg_b > txg_a);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  n = read_ubs (dev, DEV_SIZE, ubs, 2 * ZV_UB_COUNT);
+  assert_true (n >= 2);
+  for (int i = 0; i < n; i++)
+    newest = ZV_MAX (newest, ubs[i].ub_txg);
+  assert_int_equal (newest, txg_b);       /* closing wrote no other txg */
+  /* Damage the objset of every txg after A, once each (the front and
+   * back labels hold the same uberblock). */
+  uint64_t done[2 * ZV_UB_COUNT];
+  for (int i = 0; i < n; i++) {
+    const zv_blkptr_t *bp = &ubs[i].ub_rootbp;
+    bool seen = false;
+    if (ubs[i].ub_txg <= txg_a)
+      continue;
+    for (int j = 0; j < damaged; j++)
+      seen |= done[j] == ubs[i].ub_txg;
+    if (seen)
+      continue;
+    assert_int_equal (bp->bp_ncopies, 2);
+    for (unsigned c = 0; c < 2; c++) {
+      assert_int_equal (ZV_DVA_VDEV (bp->bp_dva[c]), 0);
+      assert_int_equal (tl_file_flip (dev, ZV_DVA_OFFSET (bp->bp_dva[c])
+                                      + 100 + c), 0);
+    }
+    done[damaged++] = ubs[i].ub_txg;
+  }
+  assert_int_equal (damaged, txg_b - txg_a);
+
+  cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (true);
+  p = open_ok (&pc);
+  assert_true (tl_log_has ("rewound"));
+  assert_int_equal (p->p_synced_txg, txg_a);
+  vcheck (zvol_pool_volume (p), 0, 256 * 1024, 0xa);
+  tl_log_reset (false);
+  /* Writable after the rewind, and the next import is clean. */
+  vwrite (zvol_pool_volume (p), MiB, 65536, 0xc);
+  assert_int_equal (zvol_pool_close (p), 0);
+  tl_log_reset (true);
+  p = open_ok (&pc);
+  assert_false (tl_log_has ("rewound"));
+  vcheck (zvol_pool_volume (p), 0, 256 * 1024, 0xa);
+  vcheck (zvol_pool_volume (p), MiB, 65536, 0xc);
+  assert_int_equal (zvol_pool_close (p), 0);
+  tl_log_reset (false);
+}
+
+/* A damaged front configuration: import uses the back one.  Both
+ * damaged: the import fails cleanly. */
+static void
+test_damaged_config (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "label");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = open_ok (&pc);
+  vwrite (zvol_pool_volume (p), 12345, 54321, 5);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  assert_int_equal (tl_file_flip (dev, 100), 0);
+  cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (true);
+  p = open_ok (&pc);
+  vcheck (zvol_pool_volume (p), 12345, 54321, 5);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  /* The whole front label gone (config and ring). */
+  {
+    uint8_t *z = calloc (1, ZV_LABEL_SIZE);
+    assert_int_equal (tl_file_pwrite (dev, z, ZV_LABEL_SIZE, 0), 0);
+    free (z);
+  }
+  p = open_ok (&pc);
+  vcheck (zvol_pool_volume (p), 12345, 54321, 5);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  assert_int_equal (tl_file_flip (dev, DEV_SIZE - ZV_LABEL_SIZE + 100), 0);
+  p = NULL;
+  assert_true (zvol_pool_open (&pc, &p) < 0);
+  assert_null (p);
+  tl_log_reset (false);
+}
+
+/* One pool, one opener: a second open of the same devices is -EBUSY
+ * while the first is open, and works once it is closed. */
+static void
+test_ebusy (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "busy");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p, *q = NULL;
+
+  make_pool (dev, DEV_SIZE, 4 * MiB);
+  cfg (&pc, &dev, 1, 0, false);
+  p = open_ok (&pc);
+  tl_log_reset (true);
+  assert_int_equal (zvol_pool_open (&pc, &q), -EBUSY);
+  assert_null (q);
+  pc.pc_readonly = true;
+  assert_int_equal (zvol_pool_open (&pc, &q), -EBUSY);
+  cfg (&pc, &dev, 1, 4 * MiB, true);
+  assert_int_equal (zvol_pool_open (&pc, &q), -EBUSY);
+  tl_log_reset (false);
+  vwrite (zvol_pool_volume (p), 0, 4096, 8);   /* the first is unharmed */
+  assert_int_equal (zvol_pool_close (p), 0);
+  cfg (&pc, &dev, 1, 0, false);
+  p = open_ok (&pc);
+  vcheck (zvol_pool_volume (p), 0, 4096, 8);
+  assert_int_equal (zvol_pool_close (p), 0);
+}
+
+/* The txg history: the kstat header and a row per txg. */
+static void
+test_txg_history (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "hist");
+  static const char *const cols[] = {
+    "txg", "birth", "state", "ndirty", "nread", "nwritten", "reads",
+    "writes", "otime", "qtime", "wtime", "stime",
+  };
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  char *text = NULL, *save = NULL, *line;
+  size_t len = 0;
+  unsigned committed = 0, open = 0, written = 0;
+  FILE *fp;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = open_ok (&pc);
+  for (unsigned i = 0; i < 3; i++) {
+    vwrite (zvol_pool_volume (p), i * MiB, 256 * 1024, i);
+    assert_int_equal (zvol_pool_sync (p), 0);
+  }
+  fp = open_memstream (&text, &len);
+  assert_non_null (fp);
+  zvol_pool_print_txgs (p, fp);
+  fclose (fp);
+
+  line = strtok_r (text, "\n", &save);
+  assert_non_null (line);
+  {
+    char *s2 = NULL, *tok = strtok_r (line, " ", &s2);
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+      assert_non_null (tok);
+      assert_string_equal (tok, cols[i]);
+      tok = strtok_r (NULL, " ", &s2);
+    }
+    assert_null (tok);
+  }
+  while ((line = strtok_r (NULL, "\n", &save)) != NULL) {
+    unsigned long long txg, birth, ndirty, nread, nwritten;
+    char st;
+    assert_int_equal (sscanf (line, "%llu %llu %c %llu %llu %llu", &txg,
+                              &birth, &st, &ndirty, &nread, &nwritten), 6);
+    if (st == 'C') {
+      committed++;
+      if (ndirty >= 256 * 1024 && nwritten >= 256 * 1024)
+        written++;
+    }
+    open += st == 'O';
+  }
+  assert_true (committed >= 3);
+  assert_int_equal (written, 3);
+  assert_int_equal (open, 1);
+  free (text);
+  assert_int_equal (zvol_pool_close (p), 0);
+}
+
+/* ---- the deferred-free rule ---- */
+
+typedef struct dfind {
+  uint64_t dva;
+  bool found;
+} dfind_t;
+
+static void
+defer_find_cb (void *arg, uint64_t dva, uint32_t size)
+{
+  dfind_t *d = arg;
+
+  (void) size;
+  d->found |= dva == d->dva;
+}
+
+static bool
+on_defer_list (zvol_pool_t *p, uint64_t txg, uint64_t dva)
+{
+  dfind_t d = { .dva = dva };
+
+  zv_alloc_defer_foreach (p->p_spa.spa_alloc, txg, defer_find_cb, &d);
+  return d.found;
+}
+
+/* Walker: block 0's pointer, and whether a block born in 'txg' overlaps
+ * the extent [dva, dva + size). */
+typedef struct vwalk {
+  zv_blkptr_t blk0;
+  uint64_t txg, dva;
+  uint32_t size;
+  bool overlap;
+} vwalk_t;
+
+static bool
+extents_overlap (uint64_t a, uint32_t alen, uint64_t b, uint32_t blen)
+{
+  return ZV_DVA_VDEV (a) == ZV_DVA_VDEV (b) && a < b + blen && b < a + alen;
+}
+
+static int
+vwalk_cb (void *arg, const zv_blkptr_t *bp, unsigned level, uint64_t blkid,
+          const void *data)
+{
+  vwalk_t *w = arg;
+
+  if (level == 0 && blkid == 0)
+    w->blk0 = *bp;
+  if (w->dva && bp->bp_birth == w->txg)
+    for (unsigned c = 0; c < bp->bp_ncopies; c++)
+      w->overlap |= extents_overlap (bp->bp_dva[c], bp->bp_psize, w->dva,
+                                     w->size);
+  return 0;
+}
+
+static void
+vol_walk (zvol_pool_t *p, vwalk_t *w)
+{
+  zv_dnode_phys_t dn;
+
+  zv_object_phys (&p->p_vol, &dn);
+  assert_int_equal (zv_dmu_walk (&p->p_spa, ZV_OBJ_VOLUME, &dn, false,
+                                 vwalk_cb, w), 0);
+  for (unsigned c = 0; c < p->p_objset_bp.bp_ncopies; c++)
+    if (w->dva && p->p_objset_bp.bp_birth == w->txg)
+      w->overlap |= extents_overlap (p->p_objset_bp.bp_dva[c],
+                                     p->p_objset_bp.bp_psize, w->dva,
+                                     w->size);
+}
+
+/* A block overwritten in txg T stays allocated (on T's defer list)
+ * through the sync of T+1 and is free again from T+2. */
+static void
+test_deferred_free_rule (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "defer");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zv_alloc_t *a;
+  zvol_t *zv;
+  vwalk_t w;
+  uint64_t t, old;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = open_ok (&pc);
+  zv = zvol_pool_volume (p);
+  a = p->p_spa.spa_alloc;
+  vwrite (zv, 0, BS, 1);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  memset (&w, 0, sizeof w);
+  vol_walk (p, &w);
+  old = w.blk0.bp_dva[0];
+  assert_int_not_equal (old, 0);
+  assert_true (zv_alloc_is_allocated (a, old, BS));
+
+  /* Txg T overwrites block 0. */
+  t = zv_txg_open_txg (p->p_txg);
+  vwrite (zv, 0, BS, 2);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  assert_int_equal (p->p_synced_txg, t);
+  memset (&w, 0, sizeof w);
+  vol_walk (p, &w);
+  assert_int_not_equal (w.blk0.bp_dva[0], old);
+  assert_int_equal (w.blk0.bp_birth, t);
+  assert_true (on_defer_list (p, t, old));
+  assert_true (zv_alloc_is_allocated (a, old, BS));
+
+  /* T+1 writes plenty: the old block is still reserved, and nothing
+   * born in T+1 lands on it. */
+  for (unsigned i = 1; i < 40; i++)
+    vwrite (zv, i * BS, BS, 3);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  assert_int_equal (p->p_synced_txg, t + 1);
+  assert_true (on_defer_list (p, t, old));
+  assert_true (zv_alloc_is_allocated (a, old, BS));
+  memset (&w, 0, sizeof w);
+  w.txg = t + 1;
+  w.dva = old;
+  w.size = BS;
+  vol_walk (p, &w);
+  assert_false (w.overlap);
+
+  /* T+2: the space is free (or, if already reused, by a block of T+2). */
+  vwrite (zv, 100 * BS, BS, 4);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  assert_int_equal (p->p_synced_txg, t + 2);
+  assert_false (on_defer_list (p, t, old));
+  memset (&w, 0, sizeof w);
+  w.txg = t + 2;
+  w.dva = old;
+  w.size = BS;
+  vol_walk (p, &w);
+  assert_true (!zv_alloc_is_allocated (a, old, BS) || w.overlap);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  cfg (&pc, &dev, 1, 0, false);
+  p = open_ok (&pc);
+  vcheck (zvol_pool_volume (p), 0, BS, 2);
+  vcheck (zvol_pool_volume (p), 39 * BS, BS, 3);
+  assert_int_equal (zvol_pool_close (p), 0);
+}
+
+/* ---- crash consistency ---- */
+
+#define CR_VOLSIZE (8 * MiB)
+#define CR_SLOT 4096u
+#define CR_NSLOTS (CR_VOLSIZE / CR_SLOT)
+#define CR_ROUNDS 20
+#define CR_MAGIC 0x5a56435241534821ull
+
+/* Child -> parent: "about to write slot s with version v" (M_ISSUE) or
+ * "everything issued so far is flushed" (M_FLUSHED). */
+enum { M_ISSUE = 1, M_FLUSHED = 2 };
+typedef struct crmsg {
+  uint32_t m_type, m_slot;
+  uint64_t m_version;
+} crmsg_t;
+
+/* A slot's content: a header then the pattern of (slot, version). */
+static void
+cr_fill (uint8_t *buf, uint32_t slot, uint64_t version)
+{
+  uint64_t hdr[3] = { CR_MAGIC, slot, version };
+
+  tl_pat_fill (buf, (uint64_t) slot * CR_SLOT, CR_SLOT, version);
+  memcpy (buf, hdr, sizeof hdr);
+}
+
+/* 0: zeros; else the version found; UINT64_MAX: garbage. */
+static uint64_t
+cr_parse (const uint8_t *buf, uint32_t slot)
+{
+  uint64_t hdr[3];
+
+  if (zv_is_zero (buf, CR_SLOT))
+    return 0;
+  memcpy (hdr, buf, sizeof hdr);
+  if (hdr[0] != CR_MAGIC || hdr[1] != slot || hdr[2] == 0)
+    return UINT64_MAX;
+  if (tl_pat_check (buf + sizeof hdr, (uint64_t) slot * CR_SLOT + sizeof hdr,
+                    CR_SLOT - sizeof hdr, hdr[2]) >= 0)
+    return UINT64_MAX;
+  return hdr[2];
+}
+
+typedef struct crchild {
+  const char *dev;
+  int fd;
+  unsigned round;
+  uint64_t seed;
+} crchild_t;
+
+static void
+cr_send (int fd, uint32_t type, uint32_t slot, uint64_t version)
+{
+  crmsg_t m = { .m_type = type, .m_slot = slot, .m_version = version };
+
+  if (write (fd, &m, sizeof m) != sizeof m)
+    _exit (3);
+}
+
+/* The child's writer (on its own thread: a fresh io_uring): import,
+ * start the engine with a short txg timeout, then write and flush until
+ * killed. */
+static void *
+cr_child_thread (void *arg)
+{
+  crchild_t *c = arg;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint8_t *buf = malloc (CR_SLOT);
+  uint64_t s = c->seed, seq = 0;
+
+  cfg (&pc, &c->dev, 1, 0, false);
+  pc.pc_txg.tt_timeout_ms = 20;
+  if (buf == NULL || zvol_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+    _exit (4);
+  zvol_t *zv = zvol_pool_volume (p);
+  for (;;) {
+    unsigned nw = 1 + tl_rand (&s) % 8;
+    for (unsigned i = 0; i < nw; i++) {
+      uint32_t slot = tl_rand (&s) % CR_NSLOTS;
+      uint64_t version = (uint64_t) (c->round + 1) * 1000000 + ++seq;
+      cr_fill (buf, slot, version);
+      cr_send (c->fd, M_ISSUE, slot, version);
+      if (zvol_write (zv, buf, (uint64_t) slot * CR_SLOT, CR_SLOT, 0) < 0)
+        _exit (5);
+    }
+    if (zvol_flush (zv) < 0)
+      _exit (6);
+    cr_send (c->fd, M_FLUSHED, 0, 0);
+  }
+  return NULL;
+}
+
+/* Kill a writer at random moments; every write acknowledged by a flush
+ * must be there after import, and nothing may be torn or garbage. */
+static void
+test_crash_rounds (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "crash");
+  uint64_t *acked = calloc (CR_NSLOTS, sizeof *acked);
+  uint64_t *issued = calloc (CR_NSLOTS, sizeof *issued);
+  crmsg_t *pend = calloc (1u << 16, sizeof *pend);
+  uint8_t *vol = malloc (CR_VOLSIZE);
+  uint64_t seed = tl_seed ("crash rounds");
+  uint64_t total_acked = 0, busy_ns = 0;
+  zvol_pool_config_t pc;
+
+  assert_non_null (acked);
+  assert_non_null (vol);
+  make_pool (dev, DEV_SIZE, CR_VOLSIZE);
+  cfg (&pc, &dev, 1, 0, false);
+
+  for (unsigned round = 0; round < CR_ROUNDS; round++) {
+    int fds[2];
+    pid_t pid;
+    size_t npend = 0;
+    crmsg_t m;
+    ssize_t got;
+    int status;
+
+    assert_int_equal (pipe (fds), 0);
+    fflush (NULL);
+    pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+      crchild_t c = {
+        .dev = dev, .fd = fds[1], .round = round,
+        .seed = tl_mix (seed + round),
+      };
+      pthread_t th;
+      close (fds[0]);
+      if (pthread_create (&th, NULL, cr_child_thread, &c) != 0)
+        _exit (7);
+      pthread_join (th, NULL);
+      _exit (8);
+    }
+    close (fds[1]);
+    /* Let it run 10 to 130 ms, then kill it. */
+    uint64_t s = tl_mix (seed ^ (round * 77 + 1));
+    struct timespec ts = { 0, (long) (10 + tl_rand (&s) % 120) * 1000000L };
+    nanosleep (&ts, NULL);
+    kill (pid, SIGKILL);
+    while ((got = read (fds[0], &m, sizeof m)) == sizeof m) {
+      if (m.m_type == M_ISSUE) {
+        assert_true (m.m_slot < CR_NSLOTS);
+        issued[m.m_slot] = ZV_MAX (issued[m.m_slot], m.m_version);
+        assert_true (npend < (1u << 16));
+        pend[npend++] = m;
+      }
+      else {
+        for (size_t i = 0; i < npend; i++)
+          acked[pend[i].m_slot] = ZV_MAX (acked[pend[i].m_slot],
+                                          pend[i].m_version);
+        total_acked += npend;
+        npend = 0;
+      }
+    }
+    assert_int_equal (got, 0);
+    close (fds[0]);
+    assert_int_equal (waitpid (pid, &status, 0), pid);
+    if (!WIFSIGNALED (status) || WTERMSIG (status) != SIGKILL)
+      fail_msg ("round %u: the child exited by itself (status 0x%x)", round,
+                status);
+
+    /* Import what the dead child left and check every slot.  The dead
+     * child's io_uring is torn down asynchronously by the kernel, and the
+     * lock on the device goes with its last file reference: wait. */
+    zvol_pool_t *p = NULL;
+    uint64_t t0 = zv_now_ns ();
+    int r;
+    tl_log_reset (true);
+    while ((r = zvol_pool_open (&pc, &p)) == -EBUSY
+           && zv_now_ns () - t0 < 5000000000ull) {
+      struct timespec d = { 0, 2000000 };
+      nanosleep (&d, NULL);
+    }
+    tl_log_reset (false);
+    assert_int_equal (r, 0);
+    busy_ns = ZV_MAX (busy_ns, zv_now_ns () - t0);
+    assert_int_equal (zvol_read (zvol_pool_volume (p), vol, 0, CR_VOLSIZE),
+                      0);
+    assert_int_equal (zvol_pool_close (p), 0);
+    for (uint32_t slot = 0; slot < CR_NSLOTS; slot++) {
+      uint64_t v = cr_parse (vol + (uint64_t) slot * CR_SLOT, slot);
+      if (v == UINT64_MAX)
+        fail_msg ("round %u: slot %u holds garbage", round, slot);
+      if (v < acked[slot] || v > issued[slot])
+        fail_msg ("round %u: slot %u has version %" PRIu64 ", acknowledged "
+                  "%" PRIu64 ", newest issued %" PRIu64, round, slot, v,
+                  acked[slot], issued[slot]);
+      /* What we saw is now the floor: a later round may not lose it. */
+      acked[slot] = v;
+    }
+  }
+  print_message ("  crash rounds: %" PRIu64 " acknowledged writes checked; "
+                 "longest wait for the dead child's lock %" PRIu64 " us\n",
+                 total_acked, busy_ns / 1000);
+  assert_true (total_acked > 0);
+  free (acked);
+  free (issued);
+  free (pend);
+  free (vol);
+}
+
+static int
+group_setup (void **state)
+{
+  if (tl_dir_create ("pool") < 0)
+    return -1;
+  zv_set_log (tl_log_hook);
+  return 0;
+}
+
+static int
+group_teardown (void **state)
+{
+  zv_set_log (NULL);
+  return tl_dir_remove ();
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup (test_roundtrip, tl_test_setup),
+    cmocka_unit_test_setup (test_create_refuses_pool, tl_test_setup),
+    cmocka_unit_test_setup (test_import_zeroed, tl_test_setup),
+    cmocka_unit_test_setup (test_create_checks, tl_test_setup),
+    cmocka_unit_test_setup (test_sparse_enospc, tl_test_setup),
+    cmocka_unit_test_setup (test_two_devices, tl_test_setup),
+    cmocka_unit_test_setup (test_duplicate_device, tl_test_setup),
+    cmocka_unit_test_setup (test_rewind, tl_test_setup),
+    cmocka_unit_test_setup (test_damaged_config, tl_test_setup),
+    cmocka_unit_test_setup (test_ebusy, tl_test_setup),
+    cmocka_unit_test_setup (test_txg_history, tl_test_setup),
+    cmocka_unit_test_setup (test_deferred_free_rule, tl_test_setup),
+    cmocka_unit_test_setup (test_crash_rounds, tl_test_setup),
+  };
+
+  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+}

@@ -1,0 +1,400 @@
+/*
+ * test_util.c: unit tests for core/zv_util.c: the block checksum, the zero
+ * test, aligned buffers, the power-of-two rounding macros and the log hook.
+ *
+ * Theory.  Each helper is small, but every other module trusts it: a
+ * checksum that ignores its seed would let a block copied to another place
+ * verify; a zero test that misses a byte at a word boundary would turn
+ * data into a hole.  So the tests go byte by byte (every position, every
+ * alignment of the start) rather than sampling.  No threads, no files.
+ */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zv_util.h"
+
+/* Deterministic PRNG (xorshift64). */
+static uint64_t
+ut_rnd (uint64_t *s)
+{
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void
+ut_fill_random (void *buf, size_t len, uint64_t seed)
+{
+  unsigned char *p = buf;
+  uint64_t s = seed | 1;
+
+  for (size_t i = 0; i < len; i++)
+    p[i] = (unsigned char) ut_rnd (&s);
+}
+
+/* ---- checksum -------------------------------------------------------- */
+
+/* Same input and seed: same checksum, every time, from any buffer. */
+static void
+test_cksum_deterministic (void **state)
+{
+  static const size_t lens[] = { 0, 1, 7, 64, 4096, 16384 };
+  (void) state;
+
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    size_t len = lens[k];
+    unsigned char *a = malloc (len + 1), *b = malloc (len + 1);
+    zv_cksum_t ca, cb;
+
+    assert_non_null (a);
+    assert_non_null (b);
+    ut_fill_random (a, len, 42 + len);
+    memcpy (b, a, len);
+    zv_cksum_compute (a, len, 7, &ca);
+    zv_cksum_compute (b, len, 7, &cb);
+    assert_true (zv_cksum_equal (&ca, &cb));
+    assert_memory_equal (&ca, &cb, sizeof ca);
+    /* And again from the same buffer. */
+    zv_cksum_compute (a, len, 7, &cb);
+    assert_true (zv_cksum_equal (&ca, &cb));
+    free (a);
+    free (b);
+  }
+}
+
+/* The seed (a block's place, a pool guid) changes the checksum. */
+static void
+test_cksum_seed (void **state)
+{
+  unsigned char buf[4096];
+  zv_cksum_t c0, c1;
+  (void) state;
+
+  ut_fill_random (buf, sizeof buf, 1);
+  zv_cksum_compute (buf, sizeof buf, 0, &c0);
+  for (uint64_t seed = 1; seed < 64; seed++) {
+    zv_cksum_compute (buf, sizeof buf, seed, &c1);
+    assert_false (zv_cksum_equal (&c0, &c1));
+  }
+  /* High bits of the seed count too (offsets of large devices). */
+  zv_cksum_compute (buf, sizeof buf, 1ull << 63, &c1);
+  assert_false (zv_cksum_equal (&c0, &c1));
+  zv_cksum_compute (buf, sizeof buf, 1ull << 40, &c1);
+  assert_false (zv_cksum_equal (&c0, &c1));
+  /* Even an all-zero block: zero seed and another seed differ. */
+  memset (buf, 0, sizeof buf);
+  zv_cksum_compute (buf, sizeof buf, 0, &c0);
+  zv_cksum_compute (buf, sizeof buf, 4096, &c1);
+  assert_false (zv_cksum_equal (&c0, &c1));
+}
+
+/* Any single bit flip anywhere changes it, in both words in practice. */
+static void
+test_cksum_bitflip (void **state)
+{
+  unsigned char buf[256];
+  zv_cksum_t ref, c;
+  unsigned both_words = 0, total = 0;
+  (void) state;
+
+  ut_fill_random (buf, sizeof buf, 99);
+  zv_cksum_compute (buf, sizeof buf, 12345, &ref);
+  for (size_t i = 0; i < sizeof buf; i++) {
+    for (unsigned bit = 0; bit < 8; bit++) {
+      buf[i] ^= (unsigned char) (1u << bit);
+      zv_cksum_compute (buf, sizeof buf, 12345, &c);
+      assert_false (zv_cksum_equal (&ref, &c));
+      if (c.zc_word[0] != ref.zc_word[0] && c.zc_word[1] != ref.zc_word[1])
+        both_words++;
+      total++;
+      buf[i] ^= (unsigned char) (1u << bit);
+    }
+  }
+  /* A 128-bit hash: both halves depend on the input (not a 64-bit one
+   * padded with a constant). */
+  assert_int_equal (both_words, total);
+  /* Restored buffer: back to the reference. */
+  zv_cksum_compute (buf, sizeof buf, 12345, &c);
+  assert_true (zv_cksum_equal (&ref, &c));
+
+  /* A flip in a large (16 KiB) block, near the end. */
+  unsigned char *big = malloc (16384);
+  assert_non_null (big);
+  ut_fill_random (big, 16384, 5);
+  zv_cksum_compute (big, 16384, 1, &ref);
+  big[16383] ^= 0x80;
+  zv_cksum_compute (big, 16384, 1, &c);
+  assert_false (zv_cksum_equal (&ref, &c));
+  free (big);
+}
+
+/* The length is part of the input: a trailing zero byte changes it. */
+static void
+test_cksum_length (void **state)
+{
+  unsigned char buf[65] = { 0 };
+  zv_cksum_t a, b;
+  (void) state;
+
+  zv_cksum_compute (buf, 64, 3, &a);
+  zv_cksum_compute (buf, 65, 3, &b);
+  assert_false (zv_cksum_equal (&a, &b));
+}
+
+/* zv_cksum_equal compares both words. */
+static void
+test_cksum_equal (void **state)
+{
+  zv_cksum_t a = { { 1, 2 } }, b = { { 1, 2 } };
+  (void) state;
+
+  assert_true (zv_cksum_equal (&a, &b));
+  b.zc_word[1] = 3;
+  assert_false (zv_cksum_equal (&a, &b));
+  b.zc_word[1] = 2;
+  b.zc_word[0] = 0;
+  assert_false (zv_cksum_equal (&a, &b));
+}
+
+/* ---- zero test ------------------------------------------------------- */
+
+/* All-zero buffers of every length and alignment are zero. */
+static void
+test_is_zero_all_zero (void **state)
+{
+  unsigned char *buf = calloc (1, 4096 + 16);
+  (void) state;
+
+  assert_non_null (buf);
+  assert_true (zv_is_zero (buf, 0));
+  assert_true (zv_is_zero (buf, 4096));
+  for (size_t start = 0; start < 16; start++)
+    for (size_t len = 0; len <= 80; len++)
+      assert_true (zv_is_zero (buf + start, len));
+  /* A zero-length test looks at nothing, not even a nonzero byte. */
+  buf[3] = 1;
+  assert_true (zv_is_zero (buf + 3, 0));
+  free (buf);
+}
+
+/*
+ * One nonzero byte, at every position of short buffers that start at
+ * every alignment: always found; a byte just outside the range is not.
+ */
+static void
+test_is_zero_every_position (void **state)
+{
+  enum { PAD = 8, MAXLEN = 72 };
+  unsigned char *base = zv_buf_alloc (PAD + 16 + MAXLEN + PAD);
+  (void) state;
+
+  for (size_t start = PAD; start < PAD + 16; start++) {
+    for (size_t len = 1; len <= MAXLEN; len++) {
+      unsigned char *p = base + start;
+      for (size_t pos = 0; pos < len; pos++) {
+        for (unsigned v = 1; v <= 0x80; v <<= 1) {
+          p[pos] = (unsigned char) v;
+          if (zv_is_zero (p, len))
+            fail_msg ("missed byte 0x%x at %zu of len %zu (start %% 8 = %zu)",
+                      v, pos, len, start % 8);
+          p[pos] = 0;
+        }
+      }
+      /* Nonzero neighbours outside [p, p+len) are not looked at. */
+      p[-1] = 0xff;
+      p[len] = 0xff;
+      assert_true (zv_is_zero (p, len));
+      p[-1] = 0;
+      p[len] = 0;
+    }
+  }
+  zv_buf_free (base);
+}
+
+/* A large block with its only nonzero byte last, or first. */
+static void
+test_is_zero_large (void **state)
+{
+  size_t len = 128 * 1024;
+  unsigned char *buf = zv_buf_alloc (len);
+  (void) state;
+
+  assert_true (zv_is_zero (buf, len));
+  buf[len - 1] = 1;
+  assert_false (zv_is_zero (buf, len));
+  assert_true (zv_is_zero (buf, len - 1));
+  buf[len - 1] = 0;
+  buf[0] = 0x10;
+  assert_false (zv_is_zero (buf, len));
+  assert_true (zv_is_zero (buf + 1, len - 1));
+  zv_buf_free (buf);
+}
+
+/* ---- aligned buffers -------------------------------------------------- */
+
+/* Aligned to ZV_SECTOR and zeroed, even when recycled memory was dirty. */
+static void
+test_buf_alloc (void **state)
+{
+  static const size_t sizes[] = { 0, 1, 511, 4095, 4096, 4097, 16384,
+                                  65536 + 12, 1u << 20 };
+  (void) state;
+
+  for (int round = 0; round < 4; round++) {
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      size_t len = sizes[k];
+      size_t usable = ZV_P2ROUNDUP (len ? len : 1, ZV_SECTOR);
+      unsigned char *p = zv_buf_alloc (len);
+
+      assert_non_null (p);
+      assert_int_equal ((uintptr_t) p % ZV_SECTOR, 0);
+      /* Zeroed over the rounded size: direct I/O transfers whole
+       * sectors, and a short tail must not leak old heap data. */
+      assert_true (zv_is_zero (p, usable));
+      /* Dirty it so a recycled chunk would show up next round. */
+      memset (p, 0xa5, usable);
+      zv_buf_free (p);
+    }
+  }
+  zv_buf_free (NULL);   /* like free(NULL) */
+}
+
+/* ---- rounding macros -------------------------------------------------- */
+
+static void
+test_p2_macros (void **state)
+{
+  (void) state;
+
+  assert_int_equal (ZV_P2ROUNDUP (0, 4096), 0);
+  assert_int_equal (ZV_P2ROUNDUP (1, 4096), 4096);
+  assert_int_equal (ZV_P2ROUNDUP (4095, 4096), 4096);
+  assert_int_equal (ZV_P2ROUNDUP (4096, 4096), 4096);
+  assert_int_equal (ZV_P2ROUNDUP (4097, 4096), 8192);
+  assert_int_equal (ZV_P2ROUNDUP (5, 1), 5);
+  assert_int_equal (ZV_P2ROUNDUP (17, 16), 32);
+  assert_int_equal (ZV_P2ALIGN (0, 4096), 0);
+  assert_int_equal (ZV_P2ALIGN (4095, 4096), 0);
+  assert_int_equal (ZV_P2ALIGN (4096, 4096), 4096);
+  assert_int_equal (ZV_P2ALIGN (8191, 4096), 4096);
+  assert_int_equal (ZV_P2ALIGN (5, 1), 5);
+
+  /* 64-bit values: the mask must not be truncated to 32 bits, even when
+   * the alignment is an unsigned int (ZV_SECTOR). */
+  uint64_t big = (1ull << 40) + 12345;
+  assert_true (ZV_P2ALIGN (big, ZV_SECTOR) == (1ull << 40) + 12288);
+  assert_true (ZV_P2ROUNDUP (big, ZV_SECTOR) == (1ull << 40) + 16384);
+  assert_true (ZV_P2ALIGN ((1ull << 56) - 1, 1u << 20)
+               == (1ull << 56) - (1ull << 20));
+  assert_true (ZV_P2ROUNDUP ((1ull << 56) - 1, ZV_SECTOR) == (1ull << 56));
+
+  /* Exhaustive small range against the arithmetic definition. */
+  for (uint64_t a = 1; a <= 1024; a <<= 1) {
+    for (uint64_t x = 0; x < 3000; x++) {
+      assert_true (ZV_P2ALIGN (x, a) == x / a * a);
+      assert_true (ZV_P2ROUNDUP (x, a) == (x + a - 1) / a * a);
+    }
+  }
+  assert_int_equal (ZV_MIN (3, 9), 3);
+  assert_int_equal (ZV_MAX (3, 9), 9);
+}
+
+/* ---- log hook --------------------------------------------------------- */
+
+#define UT_MAXLOG 16
+static struct {
+  enum zv_log_level level;
+  char msg[1100];
+} ut_log[UT_MAXLOG];
+static int ut_nlog;
+
+static void
+ut_log_hook (enum zv_log_level level, const char *msg)
+{
+  if (ut_nlog < UT_MAXLOG) {
+    ut_log[ut_nlog].level = level;
+    snprintf (ut_log[ut_nlog].msg, sizeof ut_log[ut_nlog].msg, "%s", msg);
+  }
+  ut_nlog++;
+  errno = EBADF;   /* a hook that clobbers errno must not leak it */
+}
+
+/* The hook sees every message, formatted, with its level. */
+static void
+test_log_hook (void **state)
+{
+  (void) state;
+
+  ut_nlog = 0;
+  zv_set_log (ut_log_hook);
+  /* The stderr threshold does not filter what the hook sees. */
+  zv_set_log_level (ZV_LOG_ERROR);
+  zv_error ("disk %d failed: %s", 3, "EIO");
+  zv_info ("txg %llu synced", 77ull);
+  zv_debug ("debug %s", "detail");
+  zv_log (ZV_LOG_INFO, "plain");
+  assert_int_equal (ut_nlog, 4);
+  assert_int_equal (ut_log[0].level, ZV_LOG_ERROR);
+  assert_string_equal (ut_log[0].msg, "disk 3 failed: EIO");
+  assert_int_equal (ut_log[1].level, ZV_LOG_INFO);
+  assert_string_equal (ut_log[1].msg, "txg 77 synced");
+  assert_int_equal (ut_log[2].level, ZV_LOG_DEBUG);
+  assert_string_equal (ut_log[2].msg, "debug detail");
+  assert_int_equal (ut_log[3].level, ZV_LOG_INFO);
+  assert_string_equal (ut_log[3].msg, "plain");
+
+  /* Logging preserves errno (callers log, then return -errno). */
+  errno = ENOSPC;
+  zv_info ("keeps errno");
+  assert_int_equal (errno, ENOSPC);
+
+  /* A very long message is truncated, not overflowed. */
+  char longmsg[3000];
+  memset (longmsg, 'x', sizeof longmsg - 1);
+  longmsg[sizeof longmsg - 1] = '\0';
+  ut_nlog = 0;
+  zv_error ("%s", longmsg);
+  assert_int_equal (ut_nlog, 1);
+  assert_true (strlen (ut_log[0].msg) > 0);
+  assert_true (strlen (ut_log[0].msg) < sizeof longmsg - 1);
+  assert_int_equal (ut_log[0].msg[0], 'x');
+
+  /* Uninstall: messages go to stderr again, not to the hook. */
+  zv_set_log (NULL);
+  ut_nlog = 0;
+  zv_set_log_level (ZV_LOG_ERROR);
+  zv_info ("not for the hook (and below the stderr threshold)");
+  assert_int_equal (ut_nlog, 0);
+  zv_set_log_level (ZV_LOG_INFO);
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_cksum_deterministic),
+    cmocka_unit_test (test_cksum_seed),
+    cmocka_unit_test (test_cksum_bitflip),
+    cmocka_unit_test (test_cksum_length),
+    cmocka_unit_test (test_cksum_equal),
+    cmocka_unit_test (test_is_zero_all_zero),
+    cmocka_unit_test (test_is_zero_every_position),
+    cmocka_unit_test (test_is_zero_large),
+    cmocka_unit_test (test_buf_alloc),
+    cmocka_unit_test (test_p2_macros),
+    cmocka_unit_test (test_log_hook),
+  };
+
+  return cmocka_run_group_tests (tests, NULL, NULL);
+}

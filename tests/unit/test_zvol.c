@@ -1,0 +1,934 @@
+/*
+ * test_zvol.c: unit tests for the volume (core/zvol.c) through the
+ * public API of core/zvol.h: random unaligned I/O against a shadow copy,
+ * a large write, trim and zero semantics (holes, partial edges, the short
+ * last block), extents, range checks, read-only pools, durability of FUA
+ * writes across a process that dies without exporting, and concurrent
+ * writers (run this binary under TSan too).
+ *
+ * Devices are sparse files in a mkdtemp directory under /var/tmp.
+ * Checks made on threads other than cmocka's are counted, not asserted
+ * (cmocka's asserts must not longjmp across threads), and the main thread
+ * asserts on the count.
+ *
+ * Forking: the device layer keeps one io_uring per thread and a forked
+ * child shares its parent's ring mappings, so the FUA child does its pool
+ * work on a thread of its own, and the parent has no pool open across the
+ * fork.
+ */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "zvol.h"
+#include "testlib.h"
+
+#define MiB (1ull << 20)
+#define KiB 1024u
+#define BS 16384u
+#define DEV_SIZE (64 * MiB)
+
+/* ---- helpers ---- */
+
+static void
+cfg (zvol_pool_config_t *pc, const char **dev, uint64_t volsize,
+     bool create)
+{
+  zvol_pool_config_init (pc);
+  pc->pc_devices[0] = *dev;
+  pc->pc_ndevices = 1;
+  pc->pc_create = create;
+  pc->pc_volsize = volsize;
+  pc->pc_cache_size = 8 * MiB;
+}
+
+/* A new pool of one device; its volume. */
+static zvol_pool_t *
+new_pool (char *path, size_t pathlen, const char *name, uint64_t devsize,
+          uint64_t volsize, uint64_t cache)
+{
+  const char *dev = tl_path (path, pathlen, name);
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+
+  assert_int_equal (tl_sparse_file (dev, devsize), 0);
+  cfg (&pc, &dev, volsize, true);
+  if (cache)
+    pc.pc_cache_size = cache;
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  return p;
+}
+
+/* Export and import again. */
+static zvol_pool_t *
+reimport (zvol_pool_t *p, const char *dev)
+{
+  zvol_pool_config_t pc;
+
+  assert_int_equal (zvol_pool_close (p), 0);
+  cfg (&pc, &dev, 0, false);
+  p = NULL;
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  return p;
+}
+
+/* Read [off, off+len) and compare with the shadow. */
+static void
+check_shadow (zvol_t *zv, const uint8_t *shadow, uint64_t off, uint64_t len)
+{
+  uint8_t *buf = malloc (len ? len : 1);
+
+  assert_non_null (buf);
+  memset (buf, 0x5a, len);
+  assert_int_equal (zvol_read (zv, buf, off, (uint32_t) len), 0);
+  if (memcmp (buf, shadow + off, len) != 0) {
+    uint64_t i = 0;
+    while (buf[i] == shadow[off + i])
+      i++;
+    fail_msg ("volume byte %" PRIu64 " (block %" PRIu64 ") is 0x%02x, "
+              "expected 0x%02x", off + i, (off + i) / BS, buf[i],
+              shadow[off + i]);
+  }
+  free (buf);
+}
+
+static void
+write_shadow (zvol_t *zv, uint8_t *shadow, uint64_t off, uint32_t len,
+              uint64_t seed, unsigned flags)
+{
+  tl_pat_fill (shadow + off, off, len, seed);
+  assert_int_equal (zvol_write (zv, shadow + off, off, len, flags), 0);
+}
+
+/* What a trim does to the shadow: whole blocks inside the range become
+ * zeros (the last, short block counts as whole when the range reaches
+ * the end of the volume); partial edges keep their bytes. */
+static void
+trim_shadow (uint8_t *shadow, uint64_t volsize, uint64_t off, uint64_t len)
+{
+  uint64_t end = off + len;
+  uint64_t b = (off + BS - 1) / BS;
+  uint64_t e = end == volsize ? (end + BS - 1) / BS : end / BS;
+
+  for (uint64_t k = b; k < e; k++)
+    memset (shadow + k * BS, 0, ZV_MIN ((uint64_t) BS, volsize - k * BS));
+}
+
+/* ---- extents ---- */
+
+typedef struct ext {
+  uint64_t off, len;
+  unsigned type;
+} ext_t;
+
+typedef struct extlist {
+  ext_t v[4096];
+  size_t n;
+  size_t stop_after;        /* return 1 after this many (0: never) */
+} extlist_t;
+
+static int
+ext_cb (void *arg, uint64_t off, uint64_t len, unsigned type)
+{
+  extlist_t *l = arg;
+
+  if (l->n < sizeof l->v / sizeof l->v[0])
+    l->v[l->n++] = (ext_t) { off, len, type };
+  return l->stop_after && l->n >= l->stop_after ? 1 : 0;
+}
+
+/* Extents of [off, off+len): ascending, contiguous, covering it, no two
+ * neighbours of one type. */
+static void
+get_extents (zvol_t *zv, uint64_t off, uint64_t len, extlist_t *l)
+{
+  uint64_t pos = off;
+
+  l->n = 0;
+  l->stop_after = 0;
+  assert_int_equal (zvol_extents (zv, off, len, ext_cb, l), 0);
+  assert_true (l->n >= 1);
+  for (size_t i = 0; i < l->n; i++) {
+    assert_int_equal (l->v[i].off, pos);
+    assert_true (l->v[i].len > 0);
+    assert_true ((l->v[i].type & ~ZVOL_EXTENT_HOLE) == 0);
+    if (i > 0)
+      assert_int_not_equal (l->v[i].type, l->v[i - 1].type);
+    pos += l->v[i].len;
+  }
+  assert_int_equal (pos, off + len);
+}
+
+/* Is [off, off+len) inside one extent of the given type? */
+static bool
+ext_is (const extlist_t *l, uint64_t off, uint64_t len, unsigned type)
+{
+  for (size_t i = 0; i < l->n; i++)
+    if (l->v[i].off <= off && off + len <= l->v[i].off + l->v[i].len)
+      return l->v[i].type == type;
+  return false;
+}
+
+/* ---- tests ---- */
+
+/* 2000 random unaligned operations (write, read, trim, zero, extents,
+ * flush, sync) against a shadow, with a cache too small to hold much;
+ * then export, import and compare the whole volume. */
+static void
+test_random_shadow (void **state)
+{
+  char path[512];
+  const uint64_t volsize = 8 * MiB + 12800;      /* short last block */
+  zvol_pool_t *p = new_pool (path, sizeof path, "random", DEV_SIZE, volsize,
+                             256 * KiB);
+  zvol_t *zv = zvol_pool_volume (p);
+  uint8_t *shadow = calloc (1, volsize);
+  uint8_t *buf = malloc (128 * KiB);
+  extlist_t *el = malloc (sizeof *el);
+  uint64_t s = tl_seed ("random shadow");
+  unsigned counts[7] = { 0 };
+
+  assert_non_null (shadow);
+  for (unsigned it = 0; it < 2000; it++) {
+    unsigned op = tl_rand (&s) % 100;
+    uint64_t len, off;
+
+    /* Mostly small, sometimes tiny, sometimes large; a fifth of the
+     * ranges hug the end of the volume. */
+    switch (tl_rand (&s) % 4) {
+    case 0: len = 1 + tl_rand (&s) % 512; break;
+    case 1: len = 1 + tl_rand (&s) % (128 * KiB); break;
+    default: len = 1 + tl_rand (&s) % (40 * KiB); break;
+    }
+    if (tl_rand (&s) % 5 == 0) {
+      uint64_t back = len + tl_rand (&s) % (3 * BS);
+      off = volsize - ZV_MIN (volsize, back);
+    }
+    else
+      off = tl_rand (&s) % volsize;
+    len = ZV_MIN (len, volsize - off);
+    if (len == 0)
+      len = 1, off = volsize - 1;
+
+    if (op < 45) {
+      counts[0]++;
+      write_shadow (zv, shadow, off, (uint32_t) len, it + 1, 0);
+    }
+    else if (op < 75) {
+      counts[1]++;
+      memset (buf, 0x5a, len);
+      assert_int_equal (zvol_read (zv, buf, off, (uint32_t) len), 0);
+      if (memcmp (buf, shadow + off, len) != 0)
+        fail_msg ("iteration %u: read %" PRIu64 "+%" PRIu64 " differs", it,
+                  off, len);
+    }
+    else if (op < 83) {
+      counts[2]++;
+      assert_int_equal (zvol_trim (zv, off, len, 0), 0);
+      trim_shadow (shadow, volsize, off, len);
+    }
+    else if (op < 91) {
+      static const unsigned zf[] = { 0, ZVOL_MAY_TRIM, ZVOL_FAST,
+                                     ZVOL_MAY_TRIM | ZVOL_FAST };
+      counts[3]++;
+      assert_int_equal (zvol_zero (zv, off, len, zf[it % 4]), 0);
+      memset (shadow + off, 0, len);
+    }
+    else if (op < 93) {
+      counts[4]++;
+      get_extents (zv, off, len, el);
+      for (size_t i = 0; i < el->n; i++)
+        if (el->v[i].type & ZVOL_EXTENT_HOLE)
+          assert_true (zv_is_zero (shadow + el->v[i].off, el->v[i].len));
+    }
+    else if (op < 99) {
+      counts[5]++;
+      assert_int_equal (zvol_flush (zv), 0);
+    }
+    else {
+      counts[6]++;
+      assert_int_equal (zvol_pool_sync (p), 0);
+    }
+  }
+  print_message ("  ops: %u writes, %u reads, %u trims, %u zeros, "
+                 "%u extents, %u flushes, %u syncs\n", counts[0], counts[1],
+                 counts[2], counts[3], counts[4], counts[5], counts[6]);
+  check_shadow (zv, shadow, 0, volsize);
+  p = reimport (p, path);
+  zv = zvol_pool_volume (p);
+  assert_int_equal (zvol_size (zv), volsize);
+  check_shadow (zv, shadow, 0, volsize);
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (el);
+  free (buf);
+  free (shadow);
+}
+
+/* One 32 MiB write, unaligned, read back before and after an import. */
+static void
+test_large_write (void **state)
+{
+  char path[512];
+  const uint64_t volsize = 40 * MiB;
+  const uint32_t len = 32 * MiB;
+  const uint64_t off = 4096 + 512;
+  zvol_pool_t *p = new_pool (path, sizeof path, "large", 128 * MiB, volsize,
+                             0);
+  uint8_t *buf = malloc (len);
+
+  assert_non_null (buf);
+  tl_pat_fill (buf, off, len, 32);
+  assert_int_equal (zvol_write (zvol_pool_volume (p), buf, off, len, 0), 0);
+  memset (buf, 0, len);
+  assert_int_equal (zvol_read (zvol_pool_volume (p), buf, off, len), 0);
+  assert_int_equal (tl_pat_check (buf, off, len, 32), -1);
+  p = reimport (p, path);
+  memset (buf, 0, len);
+  assert_int_equal (zvol_read (zvol_pool_volume (p), buf, off, len), 0);
+  assert_int_equal (tl_pat_check (buf, off, len, 32), -1);
+  assert_int_equal (zvol_read (zvol_pool_volume (p), buf, 0, off), 0);
+  assert_true (zv_is_zero (buf, off));
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (buf);
+}
+
+/* A "name value" line of the pool's stats. */
+static uint64_t
+stat_value (zvol_pool_t *p, const char *name)
+{
+  char *text = NULL, *at;
+  size_t len = 0;
+  FILE *fp = open_memstream (&text, &len);
+  uint64_t v = UINT64_MAX;
+  char key[80];
+
+  assert_non_null (fp);
+  zvol_pool_print_stats (p, fp);
+  fclose (fp);
+  snprintf (key, sizeof key, "\n%s ", name);
+  at = strstr (text, key);
+  if (at)
+    v = strtoull (at + strlen (key), NULL, 10);
+  free (text);
+  assert_int_not_equal (v, UINT64_MAX);
+  return v;
+}
+
+/* Trim frees the whole blocks inside the range (holes, zeros, space
+ * returned) and leaves partial edges as they were. */
+static void
+test_trim (void **state)
+{
+  char path[512];
+  const uint64_t volsize = MiB;
+  zvol_pool_t *p = new_pool (path, sizeof path, "trim", DEV_SIZE, volsize, 0);
+  zvol_t *zv = zvol_pool_volume (p);
+  uint8_t *shadow = calloc (1, volsize);
+  extlist_t *el = malloc (sizeof *el);
+  uint64_t before, after, alloc[3];
+
+  write_shadow (zv, shadow, 0, 10 * BS, 1, 0);
+  /* Every txg rewrites block 20: a flush of an idle pool syncs nothing,
+   * and deferred frees are applied only by later txgs.  Space in use is
+   * what is allocated less what waits on the deferred-free lists (their
+   * size varies with the metadata each txg rewrites). */
+  for (unsigned i = 0; i < 3; i++) {
+    write_shadow (zv, shadow, 20 * BS, 512, 100 + i, 0);
+    assert_int_equal (zvol_pool_sync (p), 0);
+  }
+  before = stat_value (p, "space_allocated")
+    - stat_value (p, "space_deferred");
+
+  assert_int_equal (zvol_trim (zv, BS + 5000, 6 * BS - 2000, 0), 0);
+  trim_shadow (shadow, volsize, BS + 5000, 6 * BS - 2000);
+  for (unsigned b = 2; b < 7; b++)
+    assert_true (zv_is_zero (shadow + b * BS, BS));
+  assert_false (zv_is_zero (shadow + BS + 5000, 100));   /* edges kept */
+  assert_false (zv_is_zero (shadow + 7 * BS, 100));
+  check_shadow (zv, shadow, 0, volsize);
+  get_extents (zv, 0, volsize, el);
+  assert_int_equal (el->n, 6);
+  assert_true (ext_is (el, 0, 2 * BS, 0));
+  assert_true (ext_is (el, 2 * BS, 5 * BS, ZVOL_EXTENT_HOLE));
+  assert_true (ext_is (el, 7 * BS, 3 * BS, 0));
+  assert_true (ext_is (el, 10 * BS, 10 * BS, ZVOL_EXTENT_HOLE));
+  assert_true (ext_is (el, 20 * BS, BS, 0));
+  assert_true (ext_is (el, 21 * BS, volsize - 21 * BS, ZVOL_EXTENT_HOLE));
+
+  /* A trim inside one block does nothing. */
+  assert_int_equal (zvol_trim (zv, 8 * BS + 1, BS - 2, ZVOL_FUA), 0);
+  check_shadow (zv, shadow, 0, volsize);
+
+  /* The space comes back once the frees are past the defer window. */
+  for (unsigned i = 0; i < 3; i++) {
+    write_shadow (zv, shadow, 20 * BS, 512, 200 + i, 0);
+    assert_int_equal (zvol_pool_sync (p), 0);
+    alloc[i] = stat_value (p, "space_allocated");
+  }
+  after = alloc[2] - stat_value (p, "space_deferred");
+  assert_true (after + 5 * BS <= before);
+  /* The trim's txg was the first of the three: its frees became free
+   * space when the third began to sync. */
+  assert_true (alloc[2] + 5 * BS <= alloc[1]);
+  p = reimport (p, path);
+  zv = zvol_pool_volume (p);
+  check_shadow (zv, shadow, 0, volsize);
+  get_extents (zv, 0, volsize, el);
+  assert_true (ext_is (el, 2 * BS, 5 * BS, ZVOL_EXTENT_HOLE));
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (el);
+  free (shadow);
+}
+
+/* Zero reads back zeros everywhere it was asked to, partial edges and
+ * the short last block included; whole blocks become holes. */
+static void
+test_zero (void **state)
+{
+  char path[512];
+  const uint64_t volsize = 10 * BS + 4096;
+  zvol_pool_t *p = new_pool (path, sizeof path, "zero", DEV_SIZE, volsize, 0);
+  zvol_t *zv = zvol_pool_volume (p);
+  uint8_t *shadow = calloc (1, volsize);
+  extlist_t *el = malloc (sizeof *el);
+  static const struct { uint64_t off, len; unsigned flags; } z[] = {
+    { 100, 100, 0 },                          /* inside block 0 */
+    { BS - 50, 120, 0 },                      /* straddles 0/1 */
+    { 2 * BS + 1, 3 * BS + 6, 0 },            /* 3, 4 whole; edges */
+    { 9 * BS + 3, BS - 3 + 4096, 0 },         /* to the end */
+    { 6 * BS, 2 * BS, ZVOL_FAST | ZVOL_MAY_TRIM },
+    { 8 * BS + 7, 9, ZVOL_FUA },
+  };
+
+  write_shadow (zv, shadow, 0, (uint32_t) volsize, 3, 0);
+  for (size_t i = 0; i < sizeof z / sizeof z[0]; i++) {
+    assert_int_equal (zvol_zero (zv, z[i].off, z[i].len, z[i].flags), 0);
+    memset (shadow + z[i].off, 0, z[i].len);
+    check_shadow (zv, shadow, 0, volsize);
+    if (i == 3)
+      assert_int_equal (zvol_flush (zv), 0);
+  }
+  assert_int_equal (zvol_flush (zv), 0);
+  get_extents (zv, 0, volsize, el);
+  for (unsigned b = 3; b <= 7; b++)
+    assert_true (ext_is (el, b * BS, BS, b == 5 ? 0 : ZVOL_EXTENT_HOLE));
+  assert_true (ext_is (el, 10 * BS, 4096, ZVOL_EXTENT_HOLE));
+  assert_true (ext_is (el, 0, BS, 0));
+  assert_true (ext_is (el, 9 * BS, BS, 0));
+
+  /* The short last block: rewrite it, zero a piece of it, then all. */
+  write_shadow (zv, shadow, 10 * BS, 4096, 4, 0);
+  assert_int_equal (zvol_zero (zv, 10 * BS + 100, 200, 0), 0);
+  memset (shadow + 10 * BS + 100, 0, 200);
+  check_shadow (zv, shadow, 9 * BS, BS + 4096);
+  assert_int_equal (zvol_zero (zv, volsize - 1, 1, 0), 0);
+  shadow[volsize - 1] = 0;
+  check_shadow (zv, shadow, 9 * BS, BS + 4096);
+
+  p = reimport (p, path);
+  zv = zvol_pool_volume (p);
+  check_shadow (zv, shadow, 0, volsize);
+
+  /* Everything. */
+  assert_int_equal (zvol_zero (zv, 0, volsize, ZVOL_FAST), 0);
+  memset (shadow, 0, volsize);
+  check_shadow (zv, shadow, 0, volsize);
+  assert_int_equal (zvol_flush (zv), 0);
+  get_extents (zv, 0, volsize, el);
+  assert_int_equal (el->n, 1);
+  assert_int_equal (el->v[0].type, ZVOL_EXTENT_HOLE);
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (el);
+  free (shadow);
+}
+
+/* Extents: holes where never written or trimmed, data where written
+ * (synced or not), any start offset, and a callback can stop early. */
+static void
+test_extents (void **state)
+{
+  char path[512];
+  const uint64_t volsize = MiB + 4096;
+  zvol_pool_t *p = new_pool (path, sizeof path, "extents", DEV_SIZE, volsize,
+                             0);
+  zvol_t *zv = zvol_pool_volume (p);
+  uint8_t *shadow = calloc (1, volsize);
+  extlist_t *el = malloc (sizeof *el);
+
+  get_extents (zv, 0, volsize, el);
+  assert_int_equal (el->n, 1);
+  assert_int_equal (el->v[0].type, ZVOL_EXTENT_HOLE);
+
+  write_shadow (zv, shadow, 0, 2 * BS, 1, 0);
+  write_shadow (zv, shadow, 5 * BS + 10, 20, 2, 0);   /* partial: data */
+  assert_int_equal (zvol_trim (zv, BS, BS, 0), 0);
+  trim_shadow (shadow, volsize, BS, BS);
+  get_extents (zv, 0, volsize, el);              /* before any sync */
+  assert_int_equal (el->n, 4);
+  assert_true (ext_is (el, 0, BS, 0));
+  assert_true (ext_is (el, BS, 4 * BS, ZVOL_EXTENT_HOLE));
+  assert_true (ext_is (el, 5 * BS, BS, 0));
+  assert_true (ext_is (el, 6 * BS, volsize - 6 * BS, ZVOL_EXTENT_HOLE));
+  assert_int_equal (zvol_flush (zv), 0);
+  get_extents (zv, 0, volsize, el);              /* after */
+  assert_int_equal (el->n, 4);
+  assert_true (ext_is (el, BS, 4 * BS, ZVOL_EXTENT_HOLE));
+  assert_true (ext_is (el, 5 * BS, BS, 0));
+
+  /* An unaligned window. */
+  get_extents (zv, 100, 5 * BS, el);
+  assert_int_equal (el->v[0].off, 100);
+  assert_int_equal (el->v[0].len, BS - 100);
+  assert_int_equal (el->v[el->n - 1].off + el->v[el->n - 1].len,
+                    100 + 5 * BS);
+  /* The short last block, written. */
+  write_shadow (zv, shadow, volsize - 10, 10, 3, 0);
+  get_extents (zv, MiB - 1, 4097, el);
+  assert_int_equal (el->n, 2);
+  assert_true (ext_is (el, MiB, 4096, 0));
+
+  /* Stop after the first. */
+  el->n = 0;
+  el->stop_after = 1;
+  assert_int_equal (zvol_extents (zv, 0, volsize, ext_cb, el), 0);
+  assert_int_equal (el->n, 1);
+  assert_int_equal (el->v[0].off, 0);
+  el->n = 0;
+  el->stop_after = 2;
+  assert_int_equal (zvol_extents (zv, 0, volsize, ext_cb, el), 0);
+  assert_int_equal (el->n, 2);
+  /* Zero length: no call. */
+  el->n = 0;
+  el->stop_after = 0;
+  assert_int_equal (zvol_extents (zv, 5, 0, ext_cb, el), 0);
+  assert_int_equal (el->n, 0);
+  check_shadow (zv, shadow, 0, volsize);
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (el);
+  free (shadow);
+}
+
+/* Requests past the end (including offsets that would overflow) fail
+ * with -EINVAL and change nothing. */
+static void
+test_out_of_range (void **state)
+{
+  char path[512];
+  const uint64_t volsize = MiB;
+  zvol_pool_t *p = new_pool (path, sizeof path, "range", DEV_SIZE, volsize,
+                             0);
+  zvol_t *zv = zvol_pool_volume (p);
+  uint8_t buf[64] = { 1 };
+  extlist_t *el = malloc (sizeof *el);
+  static const struct { uint64_t off, len; } bad[] = {
+    { MiB - 10, 20 }, { MiB, 1 }, { MiB + 4096, 4096 },
+    { UINT64_MAX - 10, 20 }, { UINT64_MAX, 1 }, { 1, UINT32_MAX },
+  };
+
+  tl_log_reset (true);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint32_t l32 = (uint32_t) ZV_MIN (bad[i].len, sizeof buf);
+    if (bad[i].len > sizeof buf) {
+      /* Only the range check may look at a length the buffer lacks. */
+      assert_int_equal (zvol_trim (zv, bad[i].off, bad[i].len, 0), -EINVAL);
+      assert_int_equal (zvol_zero (zv, bad[i].off, bad[i].len, 0), -EINVAL);
+      continue;
+    }
+    assert_int_equal (zvol_read (zv, buf, bad[i].off, l32), -EINVAL);
+    assert_int_equal (zvol_write (zv, buf, bad[i].off, l32, 0), -EINVAL);
+    assert_int_equal (zvol_trim (zv, bad[i].off, bad[i].len, 0), -EINVAL);
+    assert_int_equal (zvol_zero (zv, bad[i].off, bad[i].len, 0), -EINVAL);
+    assert_int_equal (zvol_extents (zv, bad[i].off, bad[i].len, ext_cb, el),
+                      -EINVAL);
+  }
+  assert_true (tl_log_has ("past the end"));
+  tl_log_reset (false);
+  /* The last byte is in range. */
+  assert_int_equal (zvol_write (zv, buf, MiB - 1, 1, 0), 0);
+  assert_int_equal (zvol_read (zv, buf + 1, MiB - 1, 1), 0);
+  assert_int_equal (buf[1], buf[0]);
+  get_extents (zv, 0, volsize, el);
+  assert_int_equal (el->n, 2);          /* only the last block has data */
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (el);
+}
+
+/* A read-only pool reads, refuses every change with -EROFS, and writes
+ * nothing to its devices. */
+static void
+test_readonly (void **state)
+{
+  char path[512];
+  const uint64_t volsize = 4 * MiB;
+  zvol_pool_t *p = new_pool (path, sizeof path, "ro", DEV_SIZE, volsize, 0);
+  const char *dev = path;
+  zvol_pool_config_t pc;
+  uint8_t buf[8192];
+  uint64_t h;
+
+  tl_pat_fill (buf, 4096, sizeof buf, 9);
+  assert_int_equal (zvol_write (zvol_pool_volume (p), buf, 4096, sizeof buf,
+                                0), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+  h = tl_hash_file (dev);
+
+  cfg (&pc, &dev, 0, false);
+  pc.pc_readonly = true;
+  p = NULL;
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (zvol_pool_start (p), 0);
+  zvol_t *zv = zvol_pool_volume (p);
+  assert_true (zvol_is_readonly (zv));
+  tl_log_reset (true);
+  assert_int_equal (zvol_write (zv, buf, 0, 512, 0), -EROFS);
+  assert_int_equal (zvol_write (zv, buf, 0, 512, ZVOL_FUA), -EROFS);
+  assert_int_equal (zvol_trim (zv, 0, BS, 0), -EROFS);
+  assert_int_equal (zvol_zero (zv, 0, BS, 0), -EROFS);
+  assert_true (tl_log_has ("read-only"));
+  tl_log_reset (false);
+  memset (buf, 0, sizeof buf);
+  assert_int_equal (zvol_read (zv, buf, 4096, sizeof buf), 0);
+  assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 9), -1);
+  assert_int_equal (zvol_flush (zv), 0);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tl_hash_file (dev), h);
+}
+
+/* ---- FUA durability ---- */
+
+typedef struct fuachild {
+  const char *dev;
+  int fd;
+} fuachild_t;
+
+#define FUA_N 5
+
+/* The child's work, on its own thread: import, start the engine with a
+ * long txg timeout (nothing syncs by itself), FUA-write, report, and die
+ * without exporting. */
+static void *
+fua_child_thread (void *arg)
+{
+  fuachild_t *c = arg;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint8_t buf[3 * 4096];
+
+  cfg (&pc, &c->dev, 0, false);
+  pc.pc_txg.tt_timeout_ms = 600000;
+  if (zvol_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+    _exit (4);
+  for (unsigned i = 0; i < FUA_N; i++) {
+    uint64_t off = i * 300000 + 1234;
+    char ack = (char) i;
+    tl_pat_fill (buf, off, sizeof buf, 70 + i);
+    if (zvol_write (zvol_pool_volume (p), buf, off, sizeof buf, ZVOL_FUA) < 0)
+      _exit (5);
+    if (write (c->fd, &ack, 1) != 1)
+      _exit (6);
+  }
+  _exit (0);                  /* no export: the pool is not closed */
+}
+
+/* A FUA write is on disk when it returns, even if the process then dies
+ * without closing the pool. */
+static void
+test_fua_durable (void **state)
+{
+  char path[512];
+  const char *dev = path;
+  zvol_pool_t *p = new_pool (path, sizeof path, "fua", DEV_SIZE, 4 * MiB, 0);
+  zvol_pool_config_t pc;
+  unsigned acks = 0;
+  char ack;
+  int fds[2], status, r;
+  pid_t pid;
+
+  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (pipe (fds), 0);
+  fflush (NULL);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    fuachild_t c = { .dev = dev, .fd = fds[1] };
+    pthread_t th;
+    close (fds[0]);
+    if (pthread_create (&th, NULL, fua_child_thread, &c) != 0)
+      _exit (7);
+    pthread_join (th, NULL);
+    _exit (8);
+  }
+  close (fds[1]);
+  while (read (fds[0], &ack, 1) == 1)
+    assert_int_equal ((unsigned) ack, acks++);
+  close (fds[0]);
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status));
+  assert_int_equal (WEXITSTATUS (status), 0);
+  assert_int_equal (acks, FUA_N);
+
+  /* The child's io_uring may hold the device briefly after it died. */
+  cfg (&pc, &dev, 0, false);
+  p = NULL;
+  tl_log_reset (true);
+  for (unsigned i = 0; (r = zvol_pool_open (&pc, &p)) == -EBUSY && i < 2500;
+       i++)
+    usleep (2000);
+  tl_log_reset (false);
+  assert_int_equal (r, 0);
+  for (unsigned i = 0; i < FUA_N; i++) {
+    uint8_t buf[3 * 4096];
+    uint64_t off = i * 300000 + 1234;
+    assert_int_equal (zvol_read (zvol_pool_volume (p), buf, off, sizeof buf),
+                      0);
+    assert_int_equal (tl_pat_check (buf, off, sizeof buf, 70 + i), -1);
+  }
+  assert_int_equal (zvol_pool_close (p), 0);
+}
+
+/* ---- concurrency ---- */
+
+#define CC_THREADS 8
+#define CC_REGION (2 * MiB)
+#define CC_VOLSIZE (CC_THREADS * CC_REGION)
+#define CC_OPS 300
+
+typedef struct ccshared {
+  zvol_pool_t *pool;
+  zvol_t *zv;
+  uint8_t *shadow;             /* region i belongs to thread i */
+  uint64_t seed;
+  atomic_uint failures;
+  atomic_uint ops;
+  atomic_bool stop;
+  char first_failure[256];
+  pthread_mutex_t fail_mtx;
+} ccshared_t;
+
+typedef struct ccthread {
+  ccshared_t *sh;
+  unsigned idx;
+} ccthread_t;
+
+static void
+cc_fail (ccshared_t *sh, const char *fmt, ...)
+{
+  va_list ap;
+
+  pthread_mutex_lock (&sh->fail_mtx);
+  if (atomic_fetch_add (&sh->failures, 1) == 0) {
+    va_start (ap, fmt);
+    vsnprintf (sh->first_failure, sizeof sh->first_failure, fmt, ap);
+    va_end (ap);
+  }
+  pthread_mutex_unlock (&sh->fail_mtx);
+}
+
+/* A writer: random writes, zeros and trims inside its own region, reads
+ * compared with its part of the shadow, a flush now and then. */
+static void *
+cc_writer (void *arg)
+{
+  ccthread_t *t = arg;
+  ccshared_t *sh = t->sh;
+  uint64_t base = t->idx * CC_REGION;
+  uint64_t s = tl_mix (sh->seed + t->idx);
+  uint8_t *buf = malloc (64 * KiB);
+  int r;
+
+  for (unsigned it = 0; it < CC_OPS && buf; it++) {
+    uint64_t len = 1 + tl_rand (&s) % (48 * KiB);
+    uint64_t off = base + tl_rand (&s) % CC_REGION;
+    unsigned op = tl_rand (&s) % 100;
+
+    len = ZV_MIN (len, base + CC_REGION - off);
+    if (op < 50) {
+      uint8_t *dst = sh->shadow + off;
+      tl_pat_fill (dst, off, len, (t->idx << 20) + it + 1);
+      r = zvol_write (sh->zv, dst, off, (uint32_t) len,
+                      it % 50 == 7 ? ZVOL_FUA : 0);
+      if (r < 0)
+        cc_fail (sh, "thread %u: write %" PRIu64 "+%" PRIu64 ": %d", t->idx,
+                 off, len, r);
+    }
+    else if (op < 85) {
+      r = zvol_read (sh->zv, buf, off, (uint32_t) len);
+      if (r < 0 || memcmp (buf, sh->shadow + off, len) != 0)
+        cc_fail (sh, "thread %u: read %" PRIu64 "+%" PRIu64 " (r %d) "
+                 "differs", t->idx, off, len, r);
+    }
+    else if (op < 90) {
+      r = zvol_zero (sh->zv, off, len, ZVOL_MAY_TRIM);
+      memset (sh->shadow + off, 0, len);
+      if (r < 0)
+        cc_fail (sh, "thread %u: zero: %d", t->idx, r);
+    }
+    else if (op < 94) {
+      r = zvol_trim (sh->zv, off, len, 0);
+      trim_shadow (sh->shadow, CC_VOLSIZE, off, len);
+      if (r < 0)
+        cc_fail (sh, "thread %u: trim: %d", t->idx, r);
+    }
+    else {
+      r = zvol_flush (sh->zv);
+      if (r < 0)
+        cc_fail (sh, "thread %u: flush: %d", t->idx, r);
+    }
+    atomic_fetch_add (&sh->ops, 1);
+  }
+  free (buf);
+  return NULL;
+}
+
+static int
+cc_ext_cb (void *arg, uint64_t off, uint64_t len, unsigned type)
+{
+  uint64_t *pos = arg;
+
+  if (off != *pos)
+    return -1;
+  *pos = off + len;
+  return 0;
+}
+
+/* A bystander: reads anywhere (content races with the writers, so only
+ * errors count), asks for extents and stats, syncs the pool. */
+static void *
+cc_bystander (void *arg)
+{
+  ccshared_t *sh = arg;
+  uint64_t s = tl_mix (sh->seed ^ 0xb7);
+  uint8_t *buf = malloc (64 * KiB);
+  int r;
+
+  while (!atomic_load (&sh->stop) && buf) {
+    uint64_t off = tl_rand (&s) % CC_VOLSIZE;
+    uint64_t len = 1 + tl_rand (&s) % (64 * KiB);
+    uint64_t pos = off;
+
+    len = ZV_MIN (len, CC_VOLSIZE - off);
+    if ((r = zvol_read (sh->zv, buf, off, (uint32_t) len)) < 0)
+      cc_fail (sh, "bystander: read: %d", r);
+    if ((r = zvol_extents (sh->zv, off, len, cc_ext_cb, &pos)) < 0
+        || pos != off + len)
+      cc_fail (sh, "bystander: extents %" PRIu64 "+%" PRIu64 ": r %d, "
+               "covered up to %" PRIu64, off, len, r, pos);
+    if (tl_rand (&s) % 16 == 0) {
+      char *text = NULL;
+      size_t tl = 0;
+      FILE *fp = open_memstream (&text, &tl);
+      if (fp) {
+        zvol_pool_print_stats (sh->pool, fp);
+        zvol_pool_print_txgs (sh->pool, fp);
+        fclose (fp);
+      }
+      free (text);
+    }
+    if (tl_rand (&s) % 32 == 0 && (r = zvol_pool_sync (sh->pool)) < 0)
+      cc_fail (sh, "bystander: sync: %d", r);
+  }
+  free (buf);
+  return NULL;
+}
+
+/* Eight writers on disjoint ranges plus a bystander, with the engine's
+ * thread syncing on a short timeout and a small dirty limit (throttle)
+ * and a small cache (evictions); then everything is compared, before
+ * and after an import. */
+static void
+test_concurrency (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "cc");
+  zvol_pool_config_t pc;
+  ccshared_t sh;
+  ccthread_t th[CC_THREADS];
+  pthread_t tid[CC_THREADS], by;
+  zvol_pool_t *p = NULL;
+
+  memset (&sh, 0, sizeof sh);
+  pthread_mutex_init (&sh.fail_mtx, NULL);
+  sh.shadow = calloc (1, CC_VOLSIZE);
+  sh.seed = tl_seed ("concurrency");
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, CC_VOLSIZE, true);
+  pc.pc_cache_size = MiB;
+  pc.pc_txg.tt_timeout_ms = 20;
+  pc.pc_txg.tt_dirty_max = 4 * MiB;
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (zvol_pool_start (p), 0);
+  sh.pool = p;
+  sh.zv = zvol_pool_volume (p);
+
+  assert_int_equal (pthread_create (&by, NULL, cc_bystander, &sh), 0);
+  for (unsigned i = 0; i < CC_THREADS; i++) {
+    th[i] = (ccthread_t) { .sh = &sh, .idx = i };
+    assert_int_equal (pthread_create (&tid[i], NULL, cc_writer, &th[i]), 0);
+  }
+  for (unsigned i = 0; i < CC_THREADS; i++)
+    pthread_join (tid[i], NULL);
+  atomic_store (&sh.stop, true);
+  pthread_join (by, NULL);
+  if (atomic_load (&sh.failures) > 0)
+    fail_msg ("%u failures; first: %s", atomic_load (&sh.failures),
+              sh.first_failure);
+  assert_int_equal (atomic_load (&sh.ops), CC_THREADS * CC_OPS);
+
+  check_shadow (sh.zv, sh.shadow, 0, CC_VOLSIZE);
+  p = reimport (p, dev);
+  check_shadow (zvol_pool_volume (p), sh.shadow, 0, CC_VOLSIZE);
+  assert_int_equal (zvol_pool_close (p), 0);
+  pthread_mutex_destroy (&sh.fail_mtx);
+  free (sh.shadow);
+}
+
+static int
+group_setup (void **state)
+{
+  if (tl_dir_create ("zvol") < 0)
+    return -1;
+  zv_set_log (tl_log_hook);
+  return 0;
+}
+
+static int
+group_teardown (void **state)
+{
+  zv_set_log (NULL);
+  return tl_dir_remove ();
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup (test_random_shadow, tl_test_setup),
+    cmocka_unit_test_setup (test_large_write, tl_test_setup),
+    cmocka_unit_test_setup (test_trim, tl_test_setup),
+    cmocka_unit_test_setup (test_zero, tl_test_setup),
+    cmocka_unit_test_setup (test_extents, tl_test_setup),
+    cmocka_unit_test_setup (test_out_of_range, tl_test_setup),
+    cmocka_unit_test_setup (test_readonly, tl_test_setup),
+    cmocka_unit_test_setup (test_fua_durable, tl_test_setup),
+    cmocka_unit_test_setup (test_concurrency, tl_test_setup),
+  };
+
+  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+}
