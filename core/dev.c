@@ -185,15 +185,28 @@ zv_dev_open_fd (const char *path, bool blockdev, bool *directp)
   return fd == -1 ? -errno : fd;
 }
 
-/* Take the exclusive pool lock without waiting. */
+/*
+ * How long to keep trying for the lock, ms.  A process killed with
+ * SIGKILL releases its lock only when the kernel has torn down its
+ * io_uring, a moment after it died: a server restarted at once would
+ * otherwise see its own predecessor's lock.  A live owner still fails us
+ * after this short wait.
+ */
+static unsigned zv_dev_lock_wait_ms = 1500;
+
+/* Take the exclusive pool lock (see zv_dev_lock_wait_ms). */
 static int
 zv_dev_lock (int fd)
 {
-  for (;;) {
+  for (unsigned waited = 0;;) {
     if (flock (fd, LOCK_EX | LOCK_NB) == 0)
       return 0;
-    if (errno != EINTR)
+    if (errno == EINTR)
+      continue;
+    if (errno != EWOULDBLOCK || waited >= zv_dev_lock_wait_ms)
       return -errno;
+    usleep (10000);
+    waited += 10;
   }
 }
 

@@ -135,10 +135,13 @@ static_assert (sizeof (zv_dnode_phys_t) == 128, "dnode is 128 bytes");
 
 /*
  * Intent-log header, in the objset (128 bytes).  The log lives in a ring
- * of zh_nslots slots of zh_blksz bytes starting at zh_ring_dva (on the
- * log device, or a region allocated from the pool at create).  Log block
- * seq s (s >= 1) goes to slot (s - 1) % nslots.  Replay starts at
- * zh_head_seq and follows the chain while blocks verify.
+ * of zh_nslots * zh_blksz bytes starting at zh_ring_dva (on the log
+ * device, or a region allocated from the pool at create).  Log blocks
+ * take roundup(64 + records, 4 KiB) bytes each, one after the other; a
+ * block never crosses the ring's end (when fewer than zh_blksz bytes are
+ * left, the next block starts over at the ring's start).  Replay starts
+ * with block zh_head_seq at ring offset zh_head_pos % ring size and
+ * follows the chain while blocks verify.
  */
 #define ZV_ZIL_BLKSZ (128u * 1024)           /* log block slot */
 #define ZV_LOG_VDEV 255u                     /* dva device of the log device */
@@ -153,7 +156,8 @@ typedef struct zv_zil_header {
   uint64_t zh_head_seq;      /* oldest block that may hold unsynced records */
   uint64_t zh_claim_txg;     /* replay pending: records above this txg */
   uint64_t zh_flags;
-  uint64_t zh_reserved[8];
+  uint64_t zh_head_pos;      /* logical byte position of the head block */
+  uint64_t zh_reserved[7];
 } zv_zil_header_t;
 static_assert (sizeof (zv_zil_header_t) == 128, "zil header is 128 bytes");
 

@@ -797,6 +797,8 @@ pool_check_zil (zvol_pool_t *p, const zv_zil_header_t *zh)
   if (zh->zh_magic != ZV_ZIL_MAGIC || zh->zh_version != ZV_FORMAT_VERSION
       || zh->zh_blksz != ZV_ZIL_BLKSZ || zh->zh_nslots < 2
       || zh->zh_nslots > (1ull << 32) || zh->zh_head_seq == 0
+      || zh->zh_head_pos % ZV_SECTOR != 0
+      || zh->zh_head_pos % len + zh->zh_blksz > len
       || off < zv_data_start () || off % ZV_SECTOR != 0) {
     zv_error ("intent log header is invalid");
     return -EIO;

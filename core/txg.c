@@ -239,7 +239,7 @@ zv_txg_active (zv_txg_t *tx, uint64_t txg)
  * threshold.  Without a running thread there is nobody to wake (waiters
  * sync inline), and the flag stays clear so a later thread can be kicked.
  */
-static void
+void
 zv_txg_kick (zv_txg_t *tx, uint64_t txg)
 {
   unsigned g = txg & TXG_MASK;

@@ -71,6 +71,10 @@ typedef struct zv_txg_hold {
 int zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h);
 void zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h);
 
+/* Ask the sync thread to sync 'txg' soon, without waiting (no-op without
+ * the thread, or if already asked). */
+void zv_txg_kick (zv_txg_t *tx, uint64_t txg);
+
 /* Charge more dirty bytes to a held txg (rarely needed). */
 void zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes);
 

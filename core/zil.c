@@ -16,15 +16,19 @@
  * issued, and only the block pointer is logged: the txg adopts that block
  * (zo_write_block) instead of writing the data a second time.
  *
- * Log blocks.  The log lives in a ring of zh_nslots slots; log block seq
- * s goes to slot (s - 1) % nslots, so the address of the next block is
- * known before it is written and no allocation is ever needed on the
- * commit path.  Each block names the next block's address and checksum
- * seed (guid, seq + 1); replay follows the chain until a block does not
- * verify.  A slot may be reused only when the block it held is before the
- * head recorded by a txg already on disk (zl_persisted_head): the head
- * moves past a block once it is written and every record in it belongs
- * to a synced txg.  A fresh chain (new guid) starts at every import.
+ * Log blocks.  The log lives in a ring (a region of the pool, or the log
+ * device); blocks follow each other in it, each as long as its records
+ * (rounded to 4 KiB), at increasing logical positions (position % ring
+ * size is the offset).  A block is placed when it is opened, right after
+ * the previous one, so the address of the next block is known when a
+ * block is sealed, and no allocation is ever needed on the commit path.
+ * Each block names the next block's address and checksum seed (guid,
+ * seq + 1); replay follows the chain until a block does not verify.  Ring
+ * space is reused only behind the head recorded by a txg already on disk
+ * (zl_persisted_pos): the head moves past a block once it is written and
+ * every record in it belongs to a synced txg; past half the ring the log
+ * kicks a txg to move it.  A fresh chain (new guid) starts at every
+ * import.
  *
  * The commit path.  zv_zil_commit(t) publishes its target with an atomic
  * max (zl_commit_target) and loops:
@@ -107,6 +111,9 @@ typedef struct zil_ind {
 
 typedef struct zil_lwb {
   uint64_t lwb_seq;
+  uint64_t lwb_pos;            /* logical ring position */
+  uint64_t lwb_next_pos;       /* of the next block (set at close) */
+  uint32_t lwb_len;            /* bytes written (set at close) */
   uint8_t *lwb_buf;
   uint32_t lwb_nused;          /* record bytes */
   uint64_t lwb_max_txg;
@@ -118,11 +125,13 @@ typedef struct zil_lwb {
   struct zil_lwb *lwb_next;
 } zil_lwb_t;
 
-/* Per-slot state of the block that last used it. */
+/* State of a block in flight or waiting for its txg, by seq % ZIL_NSTATE. */
+#define ZIL_NSTATE 16384u
 typedef struct zil_slot {
   _Atomic uint64_t zs_seq;
   _Atomic uint64_t zs_max_txg;
   _Atomic uint64_t zs_end_ticket;
+  _Atomic uint64_t zs_next_pos;   /* ring position of the block after it */
   _Atomic int zs_done;
 } zil_slot_t;
 
@@ -147,6 +156,8 @@ struct zv_zil {
   _Atomic uint64_t zl_packed;  /* next ticket to pack (read by loggers) */
   zil_lwb_t *zl_open;
   uint64_t zl_next_seq;        /* seq of the next block to open */
+  uint64_t zl_next_pos;        /* and its logical ring position */
+  uint64_t zl_ring_size;       /* bytes */
   uint64_t zl_pack_done;       /* bytes of the itx at zl_packed packed */
   _Atomic bool zl_ready;       /* replay done: blocks may be written */
 
@@ -160,10 +171,13 @@ struct zv_zil {
   _Atomic int zl_error;
   _Atomic uint64_t zl_latency_ns;     /* log-block write+flush, EWMA */
 
-  /* Slot reuse (sync thread). */
+  /* Ring reuse (sync thread). */
   uint64_t zl_head;                   /* head written in the last header */
-  _Atomic uint64_t zl_persisted_head;
+  uint64_t zl_head_pos;
+  _Atomic uint64_t zl_persisted_head; /* seq, of a header on disk */
+  _Atomic uint64_t zl_persisted_pos;  /* and its position */
   uint64_t zl_pending_head[4];        /* per txg & 3 */
+  uint64_t zl_pending_pos[4];
   uint64_t zl_pending_guid[4];        /* chain each header named */
 
   /* Stats. */
@@ -194,17 +208,27 @@ static uint64_t zil_max_commit_timeout_ns = 1000000;
 
 /* ---- helpers ---- */
 
+/* Device address of a logical ring position. */
 static uint64_t
-zil_ring_dva (zv_zil_t *zl, uint64_t seq)
+zil_pos_dva (zv_zil_t *zl, uint64_t pos)
 {
-  uint64_t slot = (seq - 1) % zl->zl_hdr.zh_nslots;
-  return zl->zl_hdr.zh_ring_dva + slot * zl->zl_hdr.zh_blksz;
+  return zl->zl_hdr.zh_ring_dva + pos % zl->zl_ring_size;
+}
+
+/* A block may start at pos only if a whole zh_blksz fits before the
+ * ring's end; else it starts the next lap. */
+static uint64_t
+zil_pos_fit (zv_zil_t *zl, uint64_t pos)
+{
+  if (pos % zl->zl_ring_size + zl->zl_hdr.zh_blksz > zl->zl_ring_size)
+    pos = pos - pos % zl->zl_ring_size + zl->zl_ring_size;
+  return pos;
 }
 
 static zil_slot_t *
 zil_slot (zv_zil_t *zl, uint64_t seq)
 {
-  return &zl->zl_slots[(seq - 1) % zl->zl_hdr.zh_nslots];
+  return &zl->zl_slots[seq % ZIL_NSTATE];
 }
 
 /* The device a ring address is on. */
@@ -271,6 +295,7 @@ zv_zil_header_init (zv_zil_header_t *zh, uint64_t ring_dva, uint64_t nslots,
   zh->zh_ring_dva = ring_dva;
   zh->zh_nslots = nslots;
   zh->zh_head_seq = 1;
+  zh->zh_head_pos = 0;
   if (getrandom (&zh->zh_guid, sizeof zh->zh_guid, 0) != sizeof zh->zh_guid)
     zh->zh_guid = zv_now_ns () ^ 0x5bd1e995ull;
 }
@@ -293,7 +318,8 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   zl->zl_tun = *zt;
   zl->zl_hdr = *zh;
   zl->zl_itxs = calloc (ZIL_ITX_RING, sizeof *zl->zl_itxs);
-  zl->zl_slots = calloc (zh->zh_nslots, sizeof *zl->zl_slots);
+  zl->zl_slots = calloc (ZIL_NSTATE, sizeof *zl->zl_slots);
+  zl->zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz;
   if (zl->zl_itxs == NULL || zl->zl_slots == NULL) {
     free (zl->zl_itxs);
     free (zl->zl_slots);
@@ -306,8 +332,10 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   /* Until replay starts a fresh chain, nothing may be written: the
    * blocks from the head on may hold records to replay. */
   zl->zl_next_seq = zh->zh_head_seq;
+  zl->zl_next_pos = zh->zh_head_pos;
   atomic_store (&zl->zl_durable_seq, zh->zh_head_seq - 1);
   zl->zl_head = zh->zh_head_seq;
+  zl->zl_head_pos = zh->zh_head_pos;
   atomic_store (&zl->zl_persisted_head, 0);
   atomic_store (&zl->zl_latency_ns, 200000);
   return zl;
@@ -460,17 +488,25 @@ zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
 static zil_lwb_t *
 zil_lwb_open (zv_zil_t *zl)
 {
-  uint64_t seq = zl->zl_next_seq;
+  uint64_t seq = zl->zl_next_seq, pos = zl->zl_next_pos;
+  uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
   zil_slot_t *zs;
   zil_lwb_t *lwb;
 
+  /* Room: the ring from the head on disk to the end of this block, and
+   * a state entry. */
   if (!atomic_load (&zl->zl_ready)
-      || seq >= atomic_load (&zl->zl_persisted_head) + zl->zl_hdr.zh_nslots)
+      || pos + zl->zl_hdr.zh_blksz - head_pos > zl->zl_ring_size
+      || seq - atomic_load (&zl->zl_persisted_head) >= ZIL_NSTATE)
     return NULL;
+  /* Past half the ring: ask for a txg, whose sync moves the head. */
+  if ((pos - head_pos) * 2 > zl->zl_ring_size)
+    zv_txg_kick (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
   lwb = calloc (1, sizeof *lwb);
   if (lwb == NULL)
     abort ();
   lwb->lwb_seq = seq;
+  lwb->lwb_pos = pos;
   lwb->lwb_buf = zv_buf_alloc (zl->zl_hdr.zh_blksz);
   lwb->lwb_open_ns = zv_now_ns ();
   zs = zil_slot (zl, seq);
@@ -494,8 +530,13 @@ zil_lwb_close (zv_zil_t *zl, uint64_t end_ticket, zil_lwb_t **closed)
 
   ZV_VERIFY (lwb->lwb_nused > 0);
   lwb->lwb_end_ticket = end_ticket;
+  lwb->lwb_len = ZV_P2ROUNDUP (sizeof (zv_lwb_hdr_t) + lwb->lwb_nused,
+                               ZV_SECTOR);
+  lwb->lwb_next_pos = zil_pos_fit (zl, lwb->lwb_pos + lwb->lwb_len);
+  zl->zl_next_pos = lwb->lwb_next_pos;
   atomic_store (&zs->zs_max_txg, lwb->lwb_max_txg);
   atomic_store (&zs->zs_end_ticket, end_ticket);
+  atomic_store (&zs->zs_next_pos, lwb->lwb_next_pos);
   zl->zl_open = NULL;
   while (*pp)
     pp = &(*pp)->lwb_next;
@@ -687,8 +728,12 @@ zil_pack (zv_zil_t *zl, bool *full)
     bool alone = atomic_load (&zl->zl_active) <= 1;
     bool old = zv_now_ns () - lwb->lwb_open_ns >= zil_commit_timeout (zl);
     bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
+    /* A block still in flight: its completion is the moment to issue
+     * this one (group commit: everything that arrived meanwhile shares
+     * one write and one flush). */
+    bool inflight = atomic_load (&zl->zl_durable_seq) + 1 < lwb->lwb_seq;
 
-    if (alone || old || nearly_full)
+    if (alone || nearly_full || (old && !inflight))
       zil_lwb_close (zl, packed, &closed);
   }
   /* Nothing open, nothing in flight: every packed ticket is durable (the
@@ -724,13 +769,13 @@ static uint32_t
 zil_lwb_seal (zv_zil_t *zl, zil_lwb_t *lwb)
 {
   zv_lwb_hdr_t *lh = (zv_lwb_hdr_t *) lwb->lwb_buf;
-  uint32_t len = ZV_P2ROUNDUP (sizeof *lh + lwb->lwb_nused, ZV_SECTOR);
+  uint32_t len = lwb->lwb_len;
 
   lh->lh_magic = ZV_LWB_MAGIC;
   lh->lh_version = ZV_FORMAT_VERSION;
   lh->lh_nused = lwb->lwb_nused;
   lh->lh_seq = lwb->lwb_seq;
-  lh->lh_next_dva = zil_ring_dva (zl, lwb->lwb_seq + 1);
+  lh->lh_next_dva = zil_pos_dva (zl, lwb->lwb_next_pos);
   lh->lh_next_seq = lwb->lwb_seq + 1;
   memset (&lh->lh_cksum, 0, sizeof lh->lh_cksum);
   zv_cksum_compute (lwb->lwb_buf, len, zil_seed (zl->zl_hdr.zh_guid,
@@ -782,7 +827,7 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
       }
     }
     uint32_t len = zil_lwb_seal (zl, lwb);
-    uint64_t dva = zil_ring_dva (zl, lwb->lwb_seq);
+    uint64_t dva = zil_pos_dva (zl, lwb->lwb_pos);
     zv_dev_t *dev = zil_ring_dev (zl, dva);
     ios[n++] = (zv_dev_io_t) {
       .di_dev = dev, .di_op = ZV_DEV_WRITE, .di_buf = lwb->lwb_buf,
@@ -885,7 +930,8 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
                                                  memory_order_relaxed)) {
       bool full;
       zil_lwb_t *closed = zil_pack (zl, &full);
-      bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket;
+      bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket
+        && atomic_load (&zl->zl_durable_seq) + 1 >= zl->zl_open->lwb_seq;
 
       atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
       if (closed) {
@@ -918,7 +964,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
 void
 zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
 {
-  uint64_t head = zl->zl_head;
+  uint64_t head = zl->zl_head, pos = zl->zl_head_pos;
 
   /* Move past blocks that are written and hold only synced records. */
   for (;;) {
@@ -927,13 +973,17 @@ zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
         || !atomic_load_explicit (&zs->zs_done, memory_order_acquire)
         || atomic_load (&zs->zs_max_txg) > txg)
       break;
+    pos = atomic_load (&zs->zs_next_pos);
     head++;
   }
   zl->zl_head = head;
+  zl->zl_head_pos = pos;
   zl->zl_pending_head[txg & 3] = head;
+  zl->zl_pending_pos[txg & 3] = pos;
   zl->zl_pending_guid[txg & 3] = zl->zl_hdr.zh_guid;
   *zh = zl->zl_hdr;
   zh->zh_head_seq = head;
+  zh->zh_head_pos = pos;
 }
 
 /* Txg is on disk: its head frees slots; drop the records it made
@@ -946,6 +996,7 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
   /* Blocks of this chain may be written once a header naming it is on
    * disk (replay would not find them otherwise). */
   if (!zl->zl_replaying && zl->zl_pending_guid[txg & 3] == zl->zl_hdr.zh_guid) {
+    zil_atomic_max (&zl->zl_persisted_pos, zl->zl_pending_pos[txg & 3]);
     zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[txg & 3]);
     atomic_store (&zl->zl_ready, true);
   }
@@ -976,6 +1027,17 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
 
 /* ---- replay ---- */
 
+/* Is dva a place where a block may start? */
+static bool
+zil_dva_ok (zv_zil_t *zl, uint64_t dva)
+{
+  uint64_t base = zl->zl_hdr.zh_ring_dva;
+
+  return ZV_DVA_VDEV (dva) == ZV_DVA_VDEV (base) && dva >= base
+    && (dva - base) % ZV_SECTOR == 0
+    && dva - base + zl->zl_hdr.zh_blksz <= zl->zl_ring_size;
+}
+
 /* Check a log block read from the ring; returns its records' length. */
 static int
 zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
@@ -986,7 +1048,7 @@ zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
 
   if (lh->lh_magic != ZV_LWB_MAGIC || lh->lh_version != ZV_FORMAT_VERSION
       || lh->lh_seq != seq || lh->lh_next_seq != seq + 1
-      || lh->lh_next_dva != zil_ring_dva (zl, seq + 1)
+      || !zil_dva_ok (zl, lh->lh_next_dva)
       || lh->lh_nused > zl->zl_hdr.zh_blksz - sizeof *lh)
     return -1;
   len = ZV_P2ROUNDUP (sizeof *lh + lh->lh_nused, ZV_SECTOR);
@@ -1114,9 +1176,10 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   /* Pass 1 finds the chain's end and claims in-place blocks; pass 2
    * applies the records. */
   for (int pass = 1; pass <= 2 && r == 0; pass++) {
-    for (seq = zh->zh_head_seq, nblocks = 0; nblocks < zh->zh_nslots;
+    uint64_t dva = zil_pos_dva (zl, zh->zh_head_pos);
+    for (seq = zh->zh_head_seq, nblocks = 0;
+         nblocks < zl->zl_ring_size / ZV_SECTOR && zil_dva_ok (zl, dva);
          seq++, nblocks++) {
-      uint64_t dva = zil_ring_dva (zl, seq);
       uint32_t nused;
 
       if (zv_dev_read (zil_ring_dev (zl, dva), buf, ZV_DVA_OFFSET (dva),
@@ -1124,6 +1187,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
         break;
       if (zil_verify_block (zl, buf, seq, &nused) < 0)
         break;
+      dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
       if (pass == 1)
         zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
       else {
@@ -1169,10 +1233,13 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
    * commits wait for that txg instead; see zv_zil_synced). */
   zv_zil_header_init (zh, zh->zh_ring_dva, zh->zh_nslots, zh->zh_blksz);
   zl->zl_head = 1;
+  zl->zl_head_pos = 0;
   zl->zl_next_seq = 1;
+  zl->zl_next_pos = 0;
   atomic_store (&zl->zl_durable_seq, 0);
   atomic_store (&zl->zl_persisted_head, 0);
-  for (uint64_t i = 0; i < zh->zh_nslots; i++)
+  atomic_store (&zl->zl_persisted_pos, 0);
+  for (uint64_t i = 0; i < ZIL_NSTATE; i++)
     atomic_store (&zl->zl_slots[i].zs_seq, 0);
   zl->zl_replaying = false;
   /* After a replay the old chain must not be replayed again: its

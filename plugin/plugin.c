@@ -94,6 +94,11 @@ static unsigned zp_dirty_sync_pct;       /* 0: engine default */
 static unsigned zp_delay_min_dirty_pct;  /* 0: engine default */
 static bool zp_cache_size_set;
 static uint64_t zp_cache_size;
+static char *zp_logdev;                  /* log=: separate log device */
+static unsigned zp_sync = ZVOL_SYNC_STANDARD;
+static unsigned zp_logbias = ZVOL_LOGBIAS_LATENCY;
+static bool zp_flush_by_txg;             /* flush=txg */
+static uint64_t zp_zil_size;             /* 0: engine default */
 static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
 
@@ -142,6 +147,7 @@ zp_unload (void)
     free (zp_devices[i]);
   zp_ndevices = 0;
   free (zp_kstat_dir);
+  free (zp_logdev);
   free (zp_kstat_path);
   free (zp_kstat_last_txg);
   free (zp_created_file);
@@ -282,8 +288,55 @@ zp_config (const char *key, const char *value)
     int64_t v;
     if (zp_parse_size (key, value, &v) == -1)
       return -1;
+    if (v < (8 << 20)) {
+      nbdkit_error ("cache_size=%s: at least 8M", value);
+      return -1;
+    }
     zp_cache_size = (uint64_t) v;
     zp_cache_size_set = true;
+  }
+  else if (strcmp (key, "log") == 0) {
+    free (zp_logdev);
+    zp_logdev = nbdkit_absolute_path (value);
+    if (zp_logdev == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "sync") == 0) {
+    if (strcmp (value, "standard") == 0)
+      zp_sync = ZVOL_SYNC_STANDARD;
+    else if (strcmp (value, "always") == 0)
+      zp_sync = ZVOL_SYNC_ALWAYS;
+    else if (strcmp (value, "disabled") == 0)
+      zp_sync = ZVOL_SYNC_DISABLED;
+    else {
+      nbdkit_error ("sync=%s: use standard, always or disabled", value);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "logbias") == 0) {
+    if (strcmp (value, "latency") == 0)
+      zp_logbias = ZVOL_LOGBIAS_LATENCY;
+    else if (strcmp (value, "throughput") == 0)
+      zp_logbias = ZVOL_LOGBIAS_THROUGHPUT;
+    else {
+      nbdkit_error ("logbias=%s: use latency or throughput", value);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "flush") == 0) {
+    if (strcmp (value, "log") == 0)
+      zp_flush_by_txg = false;
+    else if (strcmp (value, "txg") == 0)
+      zp_flush_by_txg = true;
+    else {
+      nbdkit_error ("flush=%s: use log (the intent log) or txg (wait for "
+                    "a txg sync, for comparison)", value);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "zil_size") == 0) {
+    if (zp_parse_positive_size (key, value, &zp_zil_size) == -1)
+      return -1;
   }
   else if (strcmp (key, "kstat") == 0) {
     free (zp_kstat_dir);
@@ -576,6 +629,12 @@ zp_get_ready (void)
   }
   if (zp_cache_size_set)
     pc.pc_cache_size = zp_cache_size;
+  pc.pc_logdevice = zp_logdev;
+  pc.pc_sync = zp_sync;
+  pc.pc_logbias = zp_logbias;
+  pc.pc_flush_by_txg = zp_flush_by_txg;
+  if (zp_create)
+    pc.pc_zil_size = zp_zil_size;
   if (zp_txg_timeout_s)
     pc.pc_txg.tt_timeout_ms = (uint64_t) zp_txg_timeout_s * 1000;
   if (zp_dirty_max)
@@ -1035,6 +1094,7 @@ zp_dump_plugin (void)
   printf ("zvol_max_devices=%u\n", (unsigned) ZVOL_MAX_DEVS);
   printf ("zvol_fua=native\n");
   printf ("zvol_multi_conn=yes\n");
+  printf ("zvol_intent_log=yes\n");
 }
 
 #define zp_config_help \
@@ -1049,6 +1109,11 @@ zp_dump_plugin (void)
   "dirty_sync_percent=<N>   Start a sync at N% of dirty_max (20).\n" \
   "delay_min_dirty_percent=<N> Throttle writers from N% of dirty_max (60).\n" \
   "cache_size=<SIZE>        Buffer cache limit.\n" \
+  "log=<FILE|DEV>           Separate intent-log device (create adds it).\n" \
+  "sync=standard|always|disabled  When writes are durable (standard).\n" \
+  "logbias=latency|throughput     How large writes are logged (latency).\n" \
+  "flush=log|txg            Flush through the intent log, or a txg (log).\n" \
+  "zil_size=<SIZE>          With create: log ring in the pool (64M).\n" \
   "kstat=<DIR>|none         Where to write the txgs and stats files."
 
 static struct nbdkit_plugin plugin = {
