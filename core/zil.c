@@ -89,6 +89,9 @@
 /* Published itxs that may wait to be packed. */
 #define ZIL_ITX_RING (1u << 18)
 
+/* Boundary (volume offset) on which a write split over log blocks is cut. */
+#define ZIL_SPLIT_ALIGN 4096u
+
 /* Where a write's data goes in the log. */
 enum zil_wr { ZIL_WR_COPIED = 0, ZIL_WR_NEED_COPY = 1, ZIL_WR_INDIRECT = 2 };
 
@@ -638,12 +641,20 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
       if ((r = zil_room (zl, hdr + 8, itx->itx_ticket, closed)) < 0)
         return r;
       room = (cap - zl->zl_open->lwb_nused - hdr) & ~7u;
-      if (room < ZV_MIN (left, 4096u)) {
+      n = (uint32_t) ZV_MIN (left, (uint64_t) room);
+      /* A write split over blocks is split on 4 KiB boundaries of the
+       * volume: if only the first blocks reach the disk, replay applies
+       * whole 4 KiB blocks of it, never part of one. */
+      if (n < left) {
+        uint32_t cut = (uint32_t) ((off + n) % ZIL_SPLIT_ALIGN);
+        n = cut < n ? n - cut : 0;
+      }
+      if (n == 0 || (n < left && n < ZIL_SPLIT_ALIGN)) {
+        ZV_VERIFY (zl->zl_open->lwb_nused > 0);
         /* Not worth a sliver: the rest goes in the next block. */
         zil_lwb_close (zl, itx->itx_ticket, closed);
         continue;
       }
-      n = (uint32_t) ZV_MIN (left, (uint64_t) room);
       dst = zil_append (zl, itx, ZV_LR_WRITE, off, n, n);
       r = zl->zl_ops.zo_read (zl->zl_arg, off, n, dst);
       if (r < 0)

@@ -1,0 +1,571 @@
+# functions.sh: helpers shared by the integration tests of nbdkit-zvol.
+# Sourced (not run) by tests/integration/test-*.sh.
+#
+# Environment (set by "make check" through TESTS_ENVIRONMENT):
+#   ZVOL_PLUGIN         absolute path of nbdkit-zvol-plugin.so
+#   ZVOL_TOP_SRCDIR     top of the source tree
+#   ZVOL_TOP_BUILDDIR   top of the build tree
+# Optional:
+#   ZVOL_PYTHON         a python3 that can "import nbd" (python3-libnbd)
+#   ZVOL_KEEP_TMP=1     keep the temporary directory (for debugging);
+#                       =failed: keep it only if the test fails
+#   ZVOL_TEST_SEED      seed for the randomised tests (default: random)
+#
+# Conventions:
+#   - Each test prints what it checks, one "PASS: ..." or "FAIL: ..." line
+#     per check, and ends with "N passed, N failed" (zv_summary).
+#   - Exit 0 = pass, 77 = skip (with the reason printed), 1 = fail.
+#   - Everything lives in a temporary directory under /var/tmp, removed by
+#     an EXIT trap that also kills every process the test started.
+#   - nbdkit servers listen on Unix sockets only.
+
+set -euo pipefail
+
+ZV_TEST_NAME=$(basename "$0" .sh)
+ZV_PASSED=0
+ZV_FAILED=0
+ZV_TMP=
+ZV_PIDS=()            # every background process we started (killed at exit)
+ZV_CLEANUP=()         # extra cleanup commands, run in reverse order at exit
+declare -A ZV_SRV_PID # socket -> nbdkit pid
+declare -A ZV_SRV_LOG # socket -> nbdkit log file
+ZV_SOCK=              # socket of the last server started
+ZV_PID=               # pid of the last server started
+ZV_LOG=               # log of the last server started
+
+# Timeouts (seconds).  Every wait in the tests is bounded by one of these.
+ZV_START_TIMEOUT=${ZV_START_TIMEOUT:-30}
+ZV_STOP_TIMEOUT=${ZV_STOP_TIMEOUT:-60}
+ZV_CLIENT_TIMEOUT=${ZV_CLIENT_TIMEOUT:-300}
+
+# ---------------------------------------------------------------- reporting
+
+# Print a progress message.
+zv_log ()
+{
+    echo "[$ZV_TEST_NAME] $*"
+}
+
+# Record one passed check.
+zv_pass ()
+{
+    ZV_PASSED=$((ZV_PASSED + 1))
+    echo "PASS: $*"
+}
+
+# Record one failed check.
+zv_fail ()
+{
+    ZV_FAILED=$((ZV_FAILED + 1))
+    echo "FAIL: $*"
+}
+
+# check DESC CMD...: run CMD, pass if it exits 0.
+check ()
+{
+    local desc=$1; shift
+    if "$@"; then zv_pass "$desc"; else zv_fail "$desc"; fi
+}
+
+# check_not DESC CMD...: run CMD, pass if it exits non-zero.
+check_not ()
+{
+    local desc=$1; shift
+    if "$@"; then zv_fail "$desc"; else zv_pass "$desc"; fi
+}
+
+# Print the final line and exit with the test's status.
+zv_summary ()
+{
+    ZV_SUMMARY_DONE=1
+    echo "$ZV_PASSED passed, $ZV_FAILED failed"
+    if [ "$ZV_FAILED" -eq 0 ] && [ "$ZV_PASSED" -gt 0 ]; then
+        exit 0
+    fi
+    exit 1
+}
+
+# die MESSAGE: count a failure, print the summary and stop the test (a
+# step the rest of the test depends on went wrong).
+die ()
+{
+    zv_fail "$*"
+    zv_summary
+}
+
+# skip REASON: exit 77 with the reason.
+skip ()
+{
+    echo "SKIP: $ZV_TEST_NAME: $*"
+    exit 77
+}
+
+# ------------------------------------------------------------- requirements
+
+# requires CMD [ARGS...]: skip unless CMD exists (and, with ARGS, unless
+# "CMD ARGS" succeeds).
+requires ()
+{
+    if ! command -v "$1" >/dev/null 2>&1; then
+        skip "required command '$1' not found"
+    fi
+    if [ $# -gt 1 ] && ! "$@" >/dev/null 2>&1; then
+        skip "required command '$*' failed"
+    fi
+}
+
+# requires_root: skip unless running as root.
+requires_root ()
+{
+    if [ "$(id -u)" -ne 0 ]; then
+        skip "must be run as root"
+    fi
+}
+
+# Locate the plugin.  Under "make check" ZVOL_PLUGIN is always set; a
+# missing file there is a failure (the build is broken), not a skip.
+requires_plugin ()
+{
+    requires nbdkit --version
+    if [ -z "${ZVOL_PLUGIN:-}" ]; then
+        local here
+        here=$(cd "$(dirname "$0")" && pwd)
+        ZVOL_PLUGIN=${ZVOL_TOP_BUILDDIR:-$here/../..}/plugin/.libs/nbdkit-zvol-plugin.so
+        if [ ! -f "$ZVOL_PLUGIN" ]; then
+            skip "ZVOL_PLUGIN is not set and $ZVOL_PLUGIN does not exist"
+        fi
+    fi
+    if [ ! -f "$ZVOL_PLUGIN" ]; then
+        echo "$ZV_TEST_NAME: plugin $ZVOL_PLUGIN does not exist" >&2
+        exit 1
+    fi
+    export ZVOL_PLUGIN
+}
+
+# Find a python3 that has the libnbd bindings ("import nbd"); PATH may
+# hold a python3 (pyenv, venv) that does not see Debian's python3-libnbd.
+# Sets NBD_PY; skips when there is none.
+requires_nbd_python ()
+{
+    local py
+    for py in "${ZVOL_PYTHON:-}" python3 /usr/bin/python3; do
+        [ -n "$py" ] || continue
+        if "$py" -c 'import nbd' >/dev/null 2>&1; then
+            NBD_PY=$py
+            export NBD_PY
+            return 0
+        fi
+    done
+    skip "no python3 with the libnbd bindings (install python3-libnbd)"
+}
+
+# nbdsh ARGS...: run nbdsh with the python found above (the nbdsh script
+# runs whatever "python3" comes first in PATH).
+nbdsh ()
+{
+    "$NBD_PY" -m nbd "$@"
+}
+
+# ------------------------------------------------------ temp dir and cleanup
+
+# Run at exit: user cleanups (reverse order), then kill what we started,
+# then remove the temporary directory.
+_zv_exit ()
+{
+    local rc=$? i pid
+    set +e
+    trap - EXIT INT TERM ERR
+    if [ -z "${ZV_SUMMARY_DONE:-}" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+        # set -e stopped the test outside a check: say where, count it
+        zv_fail "test aborted (status $rc) at line ${ZV_ERR_LINE:-?}: ${ZV_ERR_CMD:-?}"
+        echo "$ZV_PASSED passed, $ZV_FAILED failed"
+    fi
+    for (( i=${#ZV_CLEANUP[@]}-1; i>=0; i-- )); do
+        eval "${ZV_CLEANUP[$i]}" >/dev/null 2>&1
+    done
+    for pid in ${ZV_PIDS[@]+"${ZV_PIDS[@]}"}; do
+        if _zv_alive "$pid"; then
+            disown "$pid" 2>/dev/null
+            kill -KILL "$pid" 2>/dev/null
+            _zv_wait_exit "$pid" 10
+        fi
+        wait "$pid" 2>/dev/null
+    done
+    if [ -n "$ZV_TMP" ] && [ -d "$ZV_TMP" ]; then
+        if [ "${ZVOL_KEEP_TMP:-0}" = 1 ] ||
+           { [ "${ZVOL_KEEP_TMP:-0}" = failed ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; }; then
+            echo "$ZV_TEST_NAME: keeping $ZV_TMP"
+        else
+            rm -rf "$ZV_TMP"
+        fi
+    fi
+    exit "$rc"
+}
+
+# on_exit CMD: run CMD (a string, eval'ed) when the test exits.
+on_exit ()
+{
+    ZV_CLEANUP+=("$1")
+}
+
+# Create the temporary directory ($ZV_TMP) and install the exit trap.
+zv_setup ()
+{
+    ZV_TMP=$(mktemp -d "/var/tmp/zvol-$ZV_TEST_NAME.XXXXXX")
+    trap _zv_exit EXIT
+    trap 'ZV_ERR_LINE=$LINENO; ZV_ERR_CMD=$BASH_COMMAND' ERR
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    zv_write_pyhelpers
+    if [ -z "${ZVOL_TEST_SEED:-}" ]; then
+        ZVOL_TEST_SEED=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+    fi
+    export ZVOL_TEST_SEED
+    zv_log "temporary directory $ZV_TMP, seed $ZVOL_TEST_SEED"
+}
+
+# track_pid PID: kill PID at exit if still running.
+track_pid ()
+{
+    ZV_PIDS+=("$1")
+}
+
+# ------------------------------------------------------------ nbdkit control
+
+# nbd_uri SOCK: the NBD URI of a server on Unix socket SOCK.
+nbd_uri ()
+{
+    echo "nbd+unix:///?socket=$1"
+}
+
+# _zv_alive PID: true while any thread of PID runs.  A killed
+# multi-threaded process shows its main thread as a zombie while other
+# threads are still exiting (say, waiting for I/O) and still hold its
+# files and locks; it has exited only when every thread has.
+_zv_alive ()
+{
+    local t st
+    [ -d "/proc/$1/task" ] || return 1
+    for t in /proc/"$1"/task/*/stat; do
+        st=
+        { read -r st <"$t"; } 2>/dev/null || continue
+        st=${st##*) }      # "pid (comm) S ...": the state follows the comm
+        st=${st%% *}
+        if [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; then
+            return 0
+        fi
+    done
+    return 1
+}
+
+# _zv_reap PID: collect the exit status of our child PID (which has
+# exited) and forget the pid (so it is never killed after reuse).  Sets
+# ZV_RC.  (Not to be called in a subshell: the caller must reap.)
+_zv_reap ()
+{
+    local p keep=()
+    ZV_RC=0
+    wait "$1" 2>/dev/null || ZV_RC=$?
+    for p in ${ZV_PIDS[@]+"${ZV_PIDS[@]}"}; do
+        [ "$p" = "$1" ] || keep+=("$p")
+    done
+    ZV_PIDS=(${keep[@]+"${keep[@]}"})
+}
+
+# _zv_wait_exit PID SECONDS: wait until PID has exited; true if it did.
+_zv_wait_exit ()
+{
+    local pid=$1 tries=$(( $2 * 10 ))
+    while [ "$tries" -gt 0 ]; do
+        _zv_alive "$pid" || return 0
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    ! _zv_alive "$pid"
+}
+
+# Print the tail of a server log, indented.
+_zv_show_log ()
+{
+    echo "---- nbdkit log $1 (last 40 lines) ----"
+    tail -n 40 "$1" 2>/dev/null | sed 's/^/    /'
+    echo "----"
+}
+
+# zv_nbdkit ARGS...: run nbdkit.  When the plugin was built with
+# --enable-sanitizers (ZVOL_SANITIZERS=asan), nbdkit itself is not
+# instrumented, so the ASan runtime must be preloaded into it (and only
+# into it: not into the --run children).  Leak checking is off: nbdkit
+# and its libraries leak by design at exit; the unit tests check ours.
+zv_nbdkit ()
+{
+    if [ "${ZVOL_SANITIZERS:-}" = asan ]; then
+        LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}" \
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+            nbdkit "$@"
+    else
+        nbdkit "$@"
+    fi
+}
+
+# start_zvol SOCK ARGS...: start nbdkit with the zvol plugin in the
+# background on Unix socket SOCK with plugin arguments ARGS; wait up to
+# $ZV_START_TIMEOUT seconds for the pidfile and socket.  Returns 1 (and
+# prints the log) if nbdkit died or did not come up.  Sets ZV_SOCK,
+# ZV_PID, ZV_LOG.  Set ZV_NBDKIT_OPTS (array) for extra nbdkit options.
+start_zvol ()
+{
+    local sock=$1; shift
+    local pidfile=$sock.pid log=$sock.log pid rc tries
+    rm -f "$sock" "$pidfile"
+    echo "=== $(date '+%T') nbdkit $* ===" >>"$log"
+    zv_nbdkit -f -U "$sock" -P "$pidfile" -t 32 ${ZV_NBDKIT_OPTS[@]+"${ZV_NBDKIT_OPTS[@]}"} \
+        "$ZVOL_PLUGIN" "$@" </dev/null >>"$log" 2>&1 &
+    pid=$!
+    track_pid "$pid"
+    ZV_SRV_PID[$sock]=$pid
+    ZV_SRV_LOG[$sock]=$log
+    # shellcheck disable=SC2034 # ZV_PID and ZV_LOG are for the tests
+    ZV_SOCK=$sock; ZV_PID=$pid; ZV_LOG=$log
+    tries=$(( ZV_START_TIMEOUT * 10 ))
+    while [ "$tries" -gt 0 ]; do
+        if ! _zv_alive "$pid"; then
+            _zv_reap "$pid"
+            echo "nbdkit exited with status $ZV_RC before serving"
+            _zv_show_log "$log"
+            return 1
+        fi
+        if [ -s "$pidfile" ] && [ -S "$sock" ]; then
+            return 0
+        fi
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    echo "nbdkit did not start serving within ${ZV_START_TIMEOUT}s"
+    _zv_show_log "$log"
+    kill -KILL "$pid" 2>/dev/null || :
+    _zv_wait_exit "$pid" 10 || :
+    _zv_reap "$pid"
+    return 1
+}
+
+# _zv_pid_of [SOCK]: the pid of the server on SOCK (default: the last).
+_zv_pid_of ()
+{
+    local sock=${1:-$ZV_SOCK}
+    echo "${ZV_SRV_PID[$sock]:-}"
+}
+
+# stop_zvol [SOCK]: SIGTERM, wait up to $ZV_STOP_TIMEOUT s for the exit
+# (a clean stop syncs the pool), then SIGKILL.  Returns 0 only if nbdkit
+# exited by itself with status 0.
+stop_zvol ()
+{
+    local sock=${1:-$ZV_SOCK} pid rc
+    pid=$(_zv_pid_of "$sock")
+    [ -n "$pid" ] || { echo "stop_zvol: no server on $sock"; return 1; }
+    unset "ZV_SRV_PID[$sock]"
+    kill -TERM "$pid" 2>/dev/null || :
+    if _zv_wait_exit "$pid" "$ZV_STOP_TIMEOUT"; then
+        _zv_reap "$pid"
+        if [ "$ZV_RC" -ne 0 ]; then
+            echo "nbdkit on $sock exited with status $ZV_RC after SIGTERM"
+            _zv_show_log "${ZV_SRV_LOG[$sock]}"
+            return 1
+        fi
+        return 0
+    fi
+    echo "nbdkit on $sock did not exit within ${ZV_STOP_TIMEOUT}s of SIGTERM; SIGKILL"
+    _zv_show_log "${ZV_SRV_LOG[$sock]}"
+    kill -KILL "$pid" 2>/dev/null || :
+    _zv_wait_exit "$pid" 10 || :
+    _zv_reap "$pid"
+    return 1
+}
+
+# kill9_zvol [SOCK]: SIGKILL the server (simulated crash) and reap it.
+kill9_zvol ()
+{
+    local sock=${1:-$ZV_SOCK} pid
+    pid=$(_zv_pid_of "$sock")
+    [ -n "$pid" ] || { echo "kill9_zvol: no server on $sock"; return 1; }
+    unset "ZV_SRV_PID[$sock]"
+    # disown: no "Killed" job message; bash still reaps it
+    disown "$pid" 2>/dev/null || :
+    kill -KILL "$pid" 2>/dev/null || :
+    if ! _zv_wait_exit "$pid" 30; then
+        echo "nbdkit $pid survived SIGKILL for 30s"
+        return 1
+    fi
+    _zv_reap "$pid"
+    return 0
+}
+
+# zvol_running [SOCK]: true if the server on SOCK is still running.
+zvol_running ()
+{
+    local pid
+    pid=$(_zv_pid_of "${1:-$ZV_SOCK}")
+    [ -n "$pid" ] && _zv_alive "$pid"
+}
+
+# expect_start_failure LOG ARGS...: run nbdkit with the plugin and ARGS
+# on a fresh socket; true if it exits non-zero before serving (within
+# $ZV_START_TIMEOUT s).  Its output goes to LOG.  If it starts serving
+# instead, it is stopped and the function returns 1.
+expect_start_failure ()
+{
+    local log=$1; shift
+    local sock pidfile pid rc tries
+    sock=$ZV_TMP/fail.$RANDOM.sock
+    pidfile=$sock.pid
+    : >"$log"
+    zv_nbdkit -f -U "$sock" -P "$pidfile" -t 32 "$ZVOL_PLUGIN" "$@" </dev/null >"$log" 2>&1 &
+    pid=$!
+    track_pid "$pid"
+    tries=$(( ZV_START_TIMEOUT * 10 ))
+    while [ "$tries" -gt 0 ]; do
+        if ! _zv_alive "$pid"; then
+            _zv_reap "$pid"
+            if [ "$ZV_RC" -ne 0 ]; then
+                return 0
+            fi
+            echo "nbdkit exited with status 0 (expected a failure)"
+            return 1
+        fi
+        if [ -s "$pidfile" ]; then
+            echo "nbdkit started serving with: $* (expected a failure)"
+            kill -TERM "$pid" 2>/dev/null || :
+            _zv_wait_exit "$pid" "$ZV_STOP_TIMEOUT" || kill -KILL "$pid" 2>/dev/null || :
+            _zv_wait_exit "$pid" 10 || :
+            _zv_reap "$pid"
+            return 1
+        fi
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    echo "nbdkit neither failed nor served within ${ZV_START_TIMEOUT}s"
+    kill -KILL "$pid" 2>/dev/null || :
+    _zv_wait_exit "$pid" 10 || :
+    _zv_reap "$pid"
+    return 1
+}
+
+# ------------------------------------------------------------ python checks
+
+# py_checks DESC SCRIPT ARGS...: run a python script (with libnbd) under a
+# timeout.  The script prints "PASS: ..."/"FAIL: ..." lines, which are
+# counted here; a non-zero exit without any FAIL line counts as one failure.
+py_checks ()
+{
+    local desc=$1; shift
+    local out rc=0 p f
+    out=$ZV_TMP/py.$RANDOM.out
+    zv_log "$desc"
+    PYTHONPATH=$ZV_TMP${PYTHONPATH:+:$PYTHONPATH} \
+        timeout "$ZV_CLIENT_TIMEOUT" "$NBD_PY" "$@" >"$out" 2>&1 || rc=$?
+    cat "$out"
+    p=$(grep -c '^PASS: ' "$out" || :)
+    f=$(grep -c '^FAIL: ' "$out" || :)
+    ZV_PASSED=$((ZV_PASSED + p))
+    ZV_FAILED=$((ZV_FAILED + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        if [ "$rc" -eq 124 ]; then
+            zv_fail "$desc: timed out after ${ZV_CLIENT_TIMEOUT}s"
+        else
+            zv_fail "$desc: script exited with status $rc"
+        fi
+    fi
+    rm -f "$out"
+    [ "$rc" -eq 0 ] && [ "$f" -eq 0 ]
+}
+
+# Write $ZV_TMP/zvtest.py, the python side of these helpers.
+zv_write_pyhelpers ()
+{
+    cat >"$ZV_TMP/zvtest.py" <<'EOF'
+# zvtest.py: python helpers for the nbdkit-zvol integration tests.
+import errno, hashlib, os, sys
+import nbd
+
+failed = 0
+
+def ok(cond, desc):
+    """Print one PASS/FAIL line; return cond."""
+    global failed
+    if cond:
+        print("PASS: " + desc, flush=True)
+    else:
+        failed += 1
+        print("FAIL: " + desc, flush=True)
+    return bool(cond)
+
+def connect(uri, strict=True):
+    """Connect with the base:allocation context requested."""
+    h = nbd.NBD()
+    h.add_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
+    if not strict:
+        h.set_strict_mode(0)
+    h.connect_uri(uri)
+    return h
+
+def pattern(tag, n):
+    """n deterministic, incompressible bytes named by tag."""
+    return hashlib.shake_128(str(tag).encode()).digest(n)
+
+def expect_errno(desc, want, fn, *args, **kw):
+    """Check that fn(*args) raises nbd.Error with errno in want."""
+    if isinstance(want, int):
+        want = (want,)
+    try:
+        fn(*args, **kw)
+    except nbd.Error as e:
+        names = "/".join(errno.errorcode.get(w, str(w)) for w in want)
+        return ok(e.errnum in want,
+                  "%s (got %s: %s, want %s)" %
+                  (desc, errno.errorcode.get(e.errnum, e.errnum), e.string, names))
+    return ok(False, desc + " (the request succeeded, want an error)")
+
+def extents(h, off, count):
+    """base:allocation extents from off as a list of (off, len, flags)."""
+    out = []
+    def cb(meta, offset, entries, err):
+        if meta != nbd.CONTEXT_BASE_ALLOCATION:
+            return 0
+        o = offset
+        for i in range(0, len(entries), 2):
+            out.append((o, entries[i], entries[i + 1]))
+            o += entries[i]
+        return 0
+    h.block_status(count, off, cb)
+    return out
+
+def flags_at(ext, off, length):
+    """The set of extent flags that cover [off, off+length)."""
+    fl = set()
+    for (o, l, f) in ext:
+        if o < off + length and off < o + l:
+            fl.add(f)
+    return fl
+
+def covered(ext, off, length):
+    """True if ext covers all of [off, off+length) contiguously."""
+    pos = off
+    for (o, l, f) in ext:
+        if o > pos:
+            return False
+        if o + l > pos:
+            pos = o + l
+        if pos >= off + length:
+            return True
+    return pos >= off + length
+
+def errname(e):
+    """The errno name of an nbd.Error."""
+    return errno.errorcode.get(e.errnum, str(e.errnum))
+
+def finish():
+    sys.exit(1 if failed else 0)
+EOF
+}
