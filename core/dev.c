@@ -48,6 +48,14 @@
  * included), and later reads and writes wait until it completes.  Adjacent
  * flushes (say, one per device) go out together.
  *
+ * Observer (tests).  zv_dev_io_start() reports a request to the observer
+ * right after the fault hook let it through, so the observer runs before
+ * the kernel sees the request (the SQE is only prepared then); both
+ * drivers report its completion once zv_dev_io_progress() finished it.
+ * A flush reaches zv_dev_io_start() only when every earlier request of
+ * its batch has completed, so its submit event comes after their
+ * completion events.  The pointer test is the only cost when unset.
+ *
  * Fallback.  Where io_uring_queue_init() fails (ENOSYS under a seccomp
  * sandbox, EPERM with kernel.io_uring_disabled, a kernel without the
  * opcodes we need), the thread remembers it and runs its batches with
@@ -99,6 +107,12 @@ struct zv_dev {
   pthread_mutex_t dev_fault_lock;     /* protects the pair below */
   zv_dev_fault_fn dev_fault_fn;
   void *dev_fault_arg;
+
+  /* Observer hook: the pointer is the unset test; the pair is read
+   * under dev_fault_lock. */
+  _Atomic (zv_dev_observe_fn) dev_observe_armed;
+  zv_dev_observe_fn dev_observe_fn;
+  void *dev_observe_arg;
 };
 
 /* This thread's ring, or the note that it has none (fallback). */
@@ -112,6 +126,11 @@ static pthread_once_t zv_dev_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t zv_dev_key;
 static bool zv_dev_key_ok;
 static atomic_bool zv_dev_fallback_logged;
+
+/* The observer every newly opened device starts with (tests only). */
+static pthread_mutex_t zv_dev_default_observe_lock = PTHREAD_MUTEX_INITIALIZER;
+static zv_dev_observe_fn zv_dev_default_observe_fn;
+static void *zv_dev_default_observe_arg;
 
 /* ------------------------------------------------------------------ */
 /* Opening and closing                                                  */
@@ -300,6 +319,12 @@ zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen)
   dev->dev_direct = direct;
   dev->dev_blockdev = blockdev;
   pthread_mutex_init (&dev->dev_fault_lock, NULL);
+  pthread_mutex_lock (&zv_dev_default_observe_lock);
+  dev->dev_observe_fn = zv_dev_default_observe_fn;
+  dev->dev_observe_arg = zv_dev_default_observe_arg;
+  atomic_store_explicit (&dev->dev_observe_armed, dev->dev_observe_fn,
+                         memory_order_release);
+  pthread_mutex_unlock (&zv_dev_default_observe_lock);
 
   zv_debug ("%s: opened %s, %" PRIu64 " bytes, %s I/O", path,
             blockdev ? "block device" : "file", dev->dev_size,
@@ -375,6 +400,50 @@ zv_dev_set_fault (zv_dev_t *dev, zv_dev_fault_fn fn, void *arg)
   atomic_store_explicit (&dev->dev_fault_armed, fn != NULL,
                          memory_order_release);
   pthread_mutex_unlock (&dev->dev_fault_lock);
+}
+
+/* Install or clear the test observer of a device, or (dev == NULL) the
+ * one that devices opened from now on start with. */
+void
+zv_dev_set_observer (zv_dev_t *dev, zv_dev_observe_fn fn, void *arg)
+{
+  if (dev == NULL) {
+    pthread_mutex_lock (&zv_dev_default_observe_lock);
+    zv_dev_default_observe_fn = fn;
+    zv_dev_default_observe_arg = arg;
+    pthread_mutex_unlock (&zv_dev_default_observe_lock);
+    return;
+  }
+  pthread_mutex_lock (&dev->dev_fault_lock);
+  dev->dev_observe_fn = fn;
+  dev->dev_observe_arg = arg;
+  atomic_store_explicit (&dev->dev_observe_armed, fn, memory_order_release);
+  pthread_mutex_unlock (&dev->dev_fault_lock);
+}
+
+/* Tell the observer (if any) that a request was submitted (done == 0)
+ * or has completed (done == 1). */
+static void
+zv_dev_observe (zv_dev_io_t *io, int done)
+{
+  zv_dev_t *dev = io->di_dev;
+  zv_dev_observe_fn fn;
+  void *arg;
+
+  if (atomic_load_explicit (&dev->dev_observe_armed,
+                            memory_order_acquire) == NULL)
+    return;
+  pthread_mutex_lock (&dev->dev_fault_lock);
+  fn = dev->dev_observe_fn;
+  arg = dev->dev_observe_arg;
+  pthread_mutex_unlock (&dev->dev_fault_lock);
+  if (fn == NULL)
+    return;
+  if (io->di_op == ZV_DEV_FLUSH)
+    fn (arg, dev, io->di_op, done, 0, 0, NULL, done ? io->di_result : 0);
+  else
+    fn (arg, dev, io->di_op, done, io->di_offset, io->di_len, io->di_buf,
+        done ? io->di_result : 0);
 }
 
 /* Ask the hook (if any) whether this request should fail. */
@@ -465,6 +534,7 @@ zv_dev_io_start (zv_dev_io_t *io)
 
   if (io->di_op != ZV_DEV_FLUSH && io->di_len == 0)
     return false;                     /* nothing to move */
+  zv_dev_observe (io, 0);
   return true;
 }
 
@@ -567,6 +637,7 @@ zv_dev_batch_sync (zv_dev_io_t *ios, size_t n)
     while (zv_dev_io_progress (&ios[i], &done,
                                zv_dev_sync_attempt (&ios[i], done)))
       ;
+    zv_dev_observe (&ios[i], 1);
   }
 }
 
@@ -771,6 +842,8 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n)
         zv_dev_ring_prep (r, &ios[idx], idx, done);
         inflight++;
       }
+      else
+        zv_dev_observe (&ios[idx], 1);
     }
   }
 }

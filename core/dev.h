@@ -75,4 +75,29 @@ typedef int (*zv_dev_fault_fn) (void *arg, zv_dev_t *dev, enum zv_dev_op op,
                                 uint64_t off, uint32_t len);
 void zv_dev_set_fault (zv_dev_t *dev, zv_dev_fault_fn fn, void *arg);
 
+/*
+ * I/O observer, for tests only (a power-cut simulator sits on it).  It is
+ * called on the thread that runs the batch:
+ *   done == 0  when the request is really submitted: after the fault hook
+ *              let it through, before the kernel sees it (a flush: only
+ *              once every earlier request of its batch has completed);
+ *   done == 1  when it has completed, in full or with an error ('result',
+ *              0 or a negative errno); a short transfer resubmitted in
+ *              pieces is still one submit and one completion.
+ * off, len and buf are the whole request's (0, 0, NULL for a flush).  A
+ * request the fault hook failed, or one with nothing to move, is never
+ * seen.  The io_uring and the pread/pwrite paths report alike.
+ *
+ * zv_dev_set_observer (NULL, fn, arg) sets the observer that every device
+ * opened from then on starts with (a test reaches the devices a pool opens
+ * and replays on inside zvol_pool_open this way); it does not change the
+ * devices already open.  fn == NULL clears.  Set a device's observer while
+ * no I/O on it is in flight.
+ */
+typedef void (*zv_dev_observe_fn) (void *arg, zv_dev_t *dev,
+                                   enum zv_dev_op op, int done,
+                                   uint64_t off, uint32_t len,
+                                   const void *buf, int result);
+void zv_dev_set_observer (zv_dev_t *dev, zv_dev_observe_fn fn, void *arg);
+
 #endif /* ZV_DEV_H */

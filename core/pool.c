@@ -319,6 +319,7 @@ pool_free (zvol_pool_t *p)
     return;
   if (p->p_zil)
     zv_zil_close (p->p_zil);
+  zvol_log_free_stripes (&p->p_zvol);
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
   if (p->p_logdev)

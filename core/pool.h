@@ -20,6 +20,7 @@ struct zvol {
   zv_object_t *zv_obj;        /* held for the volume's whole life */
   zv_txg_t *zv_txg;
   zv_zil_t *zv_zil;           /* NULL when read-only */
+  pthread_mutex_t *zv_stripes; /* range locks, by block (zvol.c) */
   unsigned zv_sync;           /* ZVOL_SYNC_* */
   uint64_t zv_volsize;
   uint32_t zv_blksz;
@@ -52,5 +53,6 @@ struct zvol_pool {
 
 /* zvol.c: open the volume's intent log and replay it (pool_open). */
 int zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc);
+void zvol_log_free_stripes (zvol_t *zv);
 
 #endif /* ZV_POOL_H */

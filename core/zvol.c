@@ -23,6 +23,60 @@
 
 #include "pool.h"
 
+/*
+ * Range locks.  A change is applied to the blocks (in txg order) and then
+ * logged (in ticket order); replay follows ticket order, so for any block
+ * the two orders must agree: two overlapping writes must not apply in one
+ * order and log in the other.  A writer holds the stripe locks of the
+ * blocks it changes from before it applies the change until its record
+ * is published.  Stripes are taken in ascending order (no deadlock), and
+ * a range longer than the stripe count takes them all.  Readers take
+ * none: a read sees whole blocks under the buffer's own lock.
+ */
+#define ZVOL_STRIPES 1024u
+
+typedef struct zvol_range {
+  unsigned zr_lo[2], zr_hi[2];   /* up to two runs of stripes */
+  unsigned zr_nruns;
+} zvol_range_t;
+
+static void
+zvol_range_enter (zvol_t *zv, uint64_t off, uint64_t len, zvol_range_t *zr)
+{
+  uint64_t b0 = off / zv->zv_blksz;
+  uint64_t b1 = (off + (len ? len : 1) - 1) / zv->zv_blksz;
+  unsigned s0 = b0 % ZVOL_STRIPES, s1 = b1 % ZVOL_STRIPES;
+
+  if (b1 - b0 + 1 >= ZVOL_STRIPES) {
+    zr->zr_nruns = 1;
+    zr->zr_lo[0] = 0;
+    zr->zr_hi[0] = ZVOL_STRIPES - 1;
+  }
+  else if (s0 <= s1) {
+    zr->zr_nruns = 1;
+    zr->zr_lo[0] = s0;
+    zr->zr_hi[0] = s1;
+  }
+  else {                        /* wraps: [0, s1] then [s0, end] */
+    zr->zr_nruns = 2;
+    zr->zr_lo[0] = 0;
+    zr->zr_hi[0] = s1;
+    zr->zr_lo[1] = s0;
+    zr->zr_hi[1] = ZVOL_STRIPES - 1;
+  }
+  for (unsigned r = 0; r < zr->zr_nruns; r++)
+    for (unsigned i = zr->zr_lo[r]; i <= zr->zr_hi[r]; i++)
+      pthread_mutex_lock (&zv->zv_stripes[i]);
+}
+
+static void
+zvol_range_exit (zvol_t *zv, zvol_range_t *zr)
+{
+  for (unsigned r = zr->zr_nruns; r-- > 0;)
+    for (unsigned i = zr->zr_hi[r] + 1; i-- > zr->zr_lo[r];)
+      pthread_mutex_unlock (&zv->zv_stripes[i]);
+}
+
 /* Bytes of a request dirtied under one txg hold. */
 static uint64_t zv_zvol_chunk = 1ull << 20;
 /* Blocks freed under one txg hold. */
@@ -154,13 +208,22 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     uint32_t n = (uint32_t) ZV_MIN ((uint64_t) len, zv_zvol_chunk);
     unsigned tries = 0;
     zv_txg_hold_t h;
+    zvol_range_t zr;
 
   again:
+    zvol_range_enter (zv, off, n, &zr);
     r = zv_txg_hold (zv->zv_txg, zvol_dirty_estimate (zv, off, n), &h);
-    if (r < 0)
+    if (r < 0) {
+      zvol_range_exit (zv, &zr);
       return r;
+    }
     r = zv_dmu_write_by_dnode (zv->zv_obj, off, n, in, h.th_txg);
     zv_txg_rele (zv->zv_txg, &h);
+    /* Applied: log it, in the same order (range lock still held; after
+     * the txg hold, since the log may wait for room). */
+    if (r == 0 && zv->zv_zil)
+      ticket = zv_zil_log_write (zv->zv_zil, h.th_txg, off, n, in);
+    zvol_range_exit (zv, &zr);
     if (r == -ENOSPC && zvol_space_pending (zv, &tries))
       goto again;
     if (r < 0) {
@@ -168,9 +231,6 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
         zvol_enospc (zv, "write", off, n);
       return r;
     }
-    /* Applied: log it (after the txg hold: the log may wait for room). */
-    if (zv->zv_zil)
-      ticket = zv_zil_log_write (zv->zv_zil, h.th_txg, off, n, in);
     in += n;
     off += n;
     len -= n;
@@ -244,12 +304,17 @@ zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
   if (r < 0 || len == 0)
     return r;
   zvol_inner_blocks (zv, off, len, &b, &e);
+  if (b >= e)
+    return 0;                   /* no whole block: nothing to free */
+  zvol_range_t zr;
+  uint64_t t = 0;
+  zvol_range_enter (zv, b * zv->zv_blksz, (e - b) * zv->zv_blksz, &zr);
   r = zvol_free_blocks (zv, b, e, &last_txg);
-  if (r == 0) {
-    uint64_t t = zvol_log_free (zv, last_txg, ZV_LR_TRIM, off, len);
-    if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
-      r = zvol_commit (zv, t);
-  }
+  if (r == 0)
+    t = zvol_log_free (zv, last_txg, ZV_LR_TRIM, off, len);
+  zvol_range_exit (zv, &zr);
+  if (r == 0 && ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS))
+    r = zvol_commit (zv, t);
   return r;
 }
 
@@ -289,6 +354,9 @@ zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
     return r;
   /* Freeing is always at least as fast as writing, so ZVOL_FAST needs
    * no refusal. */
+  zvol_range_t zr;
+  uint64_t t = 0;
+  zvol_range_enter (zv, off, len, &zr);
   zvol_inner_blocks (zv, off, len, &b, &e);
   if (b >= e) {
     /* Inside one block, or straddling two without a whole one. */
@@ -304,11 +372,11 @@ zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
     if (r == 0 && e * bs < end)
       r = zvol_zero_partial (zv, e * bs, end - e * bs, &last_txg);
   }
-  if (r == 0) {
-    uint64_t t = zvol_log_free (zv, last_txg, ZV_LR_ZERO, off, len);
-    if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
-      r = zvol_commit (zv, t);
-  }
+  if (r == 0)
+    t = zvol_log_free (zv, last_txg, ZV_LR_ZERO, off, len);
+  zvol_range_exit (zv, &zr);
+  if (r == 0 && ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS))
+    r = zvol_commit (zv, t);
   return r;
 }
 
@@ -436,6 +504,11 @@ zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc)
   int r;
 
   zv->zv_sync = pc->pc_sync;
+  zv->zv_stripes = calloc (ZVOL_STRIPES, sizeof *zv->zv_stripes);
+  if (zv->zv_stripes == NULL)
+    return -ENOMEM;
+  for (unsigned i = 0; i < ZVOL_STRIPES; i++)
+    pthread_mutex_init (&zv->zv_stripes[i], NULL);
   if (p->p_readonly)
     return 0;
   zv_zil_tunables_default (&zt);
@@ -456,4 +529,16 @@ zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc)
     return r;
   }
   return 0;
+}
+
+/* Release what zvol_log_open set up (pool_free). */
+void
+zvol_log_free_stripes (zvol_t *zv)
+{
+  if (zv->zv_stripes == NULL)
+    return;
+  for (unsigned i = 0; i < ZVOL_STRIPES; i++)
+    pthread_mutex_destroy (&zv->zv_stripes[i]);
+  free (zv->zv_stripes);
+  zv->zv_stripes = NULL;
 }

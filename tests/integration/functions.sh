@@ -300,7 +300,13 @@ _zv_show_log ()
 zv_nbdkit ()
 {
     if [ "${ZVOL_SANITIZERS:-}" = asan ]; then
-        LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+        local shim="${ZV_TMP:-/tmp}/asan-exit-shim.so"
+        if [ ! -f "$shim" ]; then
+            gcc -shared -fPIC -o "$shim" \
+                "${ZVOL_TOP_SRCDIR:-$(dirname "${BASH_SOURCE[0]}")/../..}/tests/integration/asan-exit-shim.c" ||
+                die "cannot build the ASan exit shim"
+        fi
+        LD_PRELOAD="$(gcc -print-file-name=libasan.so) $shim" \
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}" \
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
             nbdkit "$@"
