@@ -292,13 +292,17 @@ _zv_show_log ()
     echo "----"
 }
 
-# zv_nbdkit ARGS...: run nbdkit.  When the plugin was built with
-# --enable-sanitizers (ZVOL_SANITIZERS=asan), nbdkit itself is not
-# instrumented, so the ASan runtime must be preloaded into it (and only
-# into it: not into the --run children).  Leak checking is off: nbdkit
-# and its libraries leak by design at exit; the unit tests check ours.
-zv_nbdkit ()
+# zv_nbdkit_cmd: set ZV_NBDKIT to the command that runs nbdkit.  When the
+# plugin was built with --enable-sanitizers (ZVOL_SANITIZERS=asan),
+# nbdkit itself is not instrumented, so the ASan runtime (and the exit
+# shim, see asan-exit-shim.c) is preloaded into it, and only into it: not
+# into --run children.  Leak checking is off: nbdkit and its libraries
+# leak by design at exit; the unit tests check ours.  The command starts
+# with env, which execs nbdkit: "$!" of a backgrounded "${ZV_NBDKIT[@]}"
+# is nbdkit's own pid.
+zv_nbdkit_cmd ()
 {
+    ZV_NBDKIT=(nbdkit)
     if [ "${ZVOL_SANITIZERS:-}" = asan ]; then
         local shim="${ZV_TMP:-/tmp}/asan-exit-shim.so"
         if [ ! -f "$shim" ]; then
@@ -306,12 +310,10 @@ zv_nbdkit ()
                 "${ZVOL_TOP_SRCDIR:-$(dirname "${BASH_SOURCE[0]}")/../..}/tests/integration/asan-exit-shim.c" ||
                 die "cannot build the ASan exit shim"
         fi
-        LD_PRELOAD="$(gcc -print-file-name=libasan.so) $shim" \
-        ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}" \
-        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-            nbdkit "$@"
-    else
-        nbdkit "$@"
+        ZV_NBDKIT=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so) $shim"
+                   "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}"
+                   "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+                   nbdkit)
     fi
 }
 
@@ -326,7 +328,8 @@ start_zvol ()
     local pidfile=$sock.pid log=$sock.log pid rc tries
     rm -f "$sock" "$pidfile"
     echo "=== $(date '+%T') nbdkit $* ===" >>"$log"
-    zv_nbdkit -f -U "$sock" -P "$pidfile" -t 32 ${ZV_NBDKIT_OPTS[@]+"${ZV_NBDKIT_OPTS[@]}"} \
+    zv_nbdkit_cmd
+    "${ZV_NBDKIT[@]}" -f -U "$sock" -P "$pidfile" -t 32 ${ZV_NBDKIT_OPTS[@]+"${ZV_NBDKIT_OPTS[@]}"} \
         "$ZVOL_PLUGIN" "$@" </dev/null >>"$log" 2>&1 &
     pid=$!
     track_pid "$pid"
@@ -427,7 +430,8 @@ expect_start_failure ()
     sock=$ZV_TMP/fail.$RANDOM.sock
     pidfile=$sock.pid
     : >"$log"
-    zv_nbdkit -f -U "$sock" -P "$pidfile" -t 32 "$ZVOL_PLUGIN" "$@" </dev/null >"$log" 2>&1 &
+    zv_nbdkit_cmd
+    "${ZV_NBDKIT[@]}" -f -U "$sock" -P "$pidfile" -t 32 "$ZVOL_PLUGIN" "$@" </dev/null >"$log" 2>&1 &
     pid=$!
     track_pid "$pid"
     tries=$(( ZV_START_TIMEOUT * 10 ))
