@@ -69,6 +69,7 @@ fi
 # ---- 2. autoreconf ----
 if [ ! -x configure ] || [ configure.ac -nt configure ]; then
     say "autoreconf -fi"
+    mkdir -p m4     # configure.ac names it; libtoolize fills it
     autoreconf -fi
 fi
 
