@@ -27,58 +27,53 @@
  * Range locks.  A change is applied to the blocks (in txg order) and then
  * logged (in ticket order); replay follows ticket order, so for any block
  * the two orders must agree: two overlapping writes must not apply in one
- * order and log in the other.  A writer holds the stripe locks of the
- * blocks it changes from before it applies the change until its record
- * is published.  Stripes are taken in ascending order (no deadlock), and
- * a range longer than the stripe count takes them all.  Readers take
- * none: a read sees whole blocks under the buffer's own lock.
+ * order and log in the other.  A writer holds the lock of the regions it
+ * changes from before it applies the change until its record is
+ * published.  The volume is cut into 1 MiB regions, region i locked by
+ * stripe i % ZVOL_STRIPES; every operation works on at most 1 MiB at a
+ * time (writes in pieces, trim and zero region by region), so it holds
+ * one or two stripes, taken in ascending order.  Readers take none: a
+ * read sees whole blocks under the buffer's own lock.
  */
-#define ZVOL_STRIPES 1024u
+#define ZVOL_STRIPES 256u
+#define ZVOL_REGION (1ull << 20)
 
 typedef struct zvol_range {
-  unsigned zr_lo[2], zr_hi[2];   /* up to two runs of stripes */
-  unsigned zr_nruns;
+  unsigned zr_s[2];
+  unsigned zr_n;
 } zvol_range_t;
 
+/* Lock the regions of [off, off + len), len <= ZVOL_REGION. */
 static void
 zvol_range_enter (zvol_t *zv, uint64_t off, uint64_t len, zvol_range_t *zr)
 {
-  uint64_t b0 = off / zv->zv_blksz;
-  uint64_t b1 = (off + (len ? len : 1) - 1) / zv->zv_blksz;
-  unsigned s0 = b0 % ZVOL_STRIPES, s1 = b1 % ZVOL_STRIPES;
+  unsigned a = (off / ZVOL_REGION) % ZVOL_STRIPES;
+  unsigned b = ((off + (len ? len : 1) - 1) / ZVOL_REGION) % ZVOL_STRIPES;
 
-  if (b1 - b0 + 1 >= ZVOL_STRIPES) {
-    zr->zr_nruns = 1;
-    zr->zr_lo[0] = 0;
-    zr->zr_hi[0] = ZVOL_STRIPES - 1;
-  }
-  else if (s0 <= s1) {
-    zr->zr_nruns = 1;
-    zr->zr_lo[0] = s0;
-    zr->zr_hi[0] = s1;
-  }
-  else {                        /* wraps: [0, s1] then [s0, end] */
-    zr->zr_nruns = 2;
-    zr->zr_lo[0] = 0;
-    zr->zr_hi[0] = s1;
-    zr->zr_lo[1] = s0;
-    zr->zr_hi[1] = ZVOL_STRIPES - 1;
-  }
-  for (unsigned r = 0; r < zr->zr_nruns; r++)
-    for (unsigned i = zr->zr_lo[r]; i <= zr->zr_hi[r]; i++)
-      pthread_mutex_lock (&zv->zv_stripes[i]);
+  ZV_VERIFY3U (len, <=, ZVOL_REGION);
+  zr->zr_n = a == b ? 1 : 2;
+  zr->zr_s[0] = ZV_MIN (a, b);
+  zr->zr_s[1] = ZV_MAX (a, b);
+  for (unsigned i = 0; i < zr->zr_n; i++)
+    pthread_mutex_lock (&zv->zv_stripes[zr->zr_s[i]]);
 }
 
 static void
 zvol_range_exit (zvol_t *zv, zvol_range_t *zr)
 {
-  for (unsigned r = zr->zr_nruns; r-- > 0;)
-    for (unsigned i = zr->zr_hi[r] + 1; i-- > zr->zr_lo[r];)
-      pthread_mutex_unlock (&zv->zv_stripes[i]);
+  for (unsigned i = zr->zr_n; i-- > 0;)
+    pthread_mutex_unlock (&zv->zv_stripes[zr->zr_s[i]]);
 }
 
-/* Bytes of a request dirtied under one txg hold. */
-static uint64_t zv_zvol_chunk = 1ull << 20;
+/* End of the region chunk that starts at off, within [off, end). */
+static uint64_t
+zvol_region_end (uint64_t off, uint64_t end)
+{
+  return ZV_MIN (end, ZV_P2ALIGN (off, ZVOL_REGION) + ZVOL_REGION);
+}
+
+/* Bytes of a request dirtied under one txg hold (at most a region). */
+static uint64_t zv_zvol_chunk = ZVOL_REGION;
 /* Blocks freed under one txg hold. */
 static uint64_t zv_zvol_free_chunk = 1ull << 16;
 
@@ -298,21 +293,26 @@ zvol_inner_blocks (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *b,
 int
 zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
 {
-  uint64_t b, e, last_txg = 0;
+  uint64_t end = off + len, t = 0;
   int r = zvol_check (zv, off, len, true, "trim");
 
   if (r < 0 || len == 0)
     return r;
-  zvol_inner_blocks (zv, off, len, &b, &e);
-  if (b >= e)
-    return 0;                   /* no whole block: nothing to free */
-  zvol_range_t zr;
-  uint64_t t = 0;
-  zvol_range_enter (zv, b * zv->zv_blksz, (e - b) * zv->zv_blksz, &zr);
-  r = zvol_free_blocks (zv, b, e, &last_txg);
-  if (r == 0)
-    t = zvol_log_free (zv, last_txg, ZV_LR_TRIM, off, len);
-  zvol_range_exit (zv, &zr);
+  for (uint64_t pos = off; pos < end && r == 0;) {
+    uint64_t next = zvol_region_end (pos, end), b, e, last_txg = 0;
+    zvol_range_t zr;
+
+    zvol_inner_blocks (zv, pos, next - pos, &b, &e);
+    if (b < e) {
+      zvol_range_enter (zv, pos, next - pos, &zr);
+      r = zvol_free_blocks (zv, b, e, &last_txg);
+      if (r == 0)
+        t = ZV_MAX (t, zvol_log_free (zv, last_txg, ZV_LR_TRIM, pos,
+                                      next - pos));
+      zvol_range_exit (zv, &zr);
+    }
+    pos = next;
+  }
   if (r == 0 && ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS))
     r = zvol_commit (zv, t);
   return r;
@@ -344,37 +344,53 @@ zvol_zero_partial (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *last)
   return r;
 }
 
+/* Zero [off, end), within one region: free whole blocks, write zeros
+ * into partial ones. */
+static int
+zvol_zero_region (zvol_t *zv, uint64_t off, uint64_t end, uint64_t *last_txg)
+{
+  uint64_t b, e, bs = zv->zv_blksz;
+  int r;
+
+  zvol_inner_blocks (zv, off, end - off, &b, &e);
+  if (b >= e) {
+    /* Inside one block, or straddling two without a whole one. */
+    uint64_t mid = ZV_MIN (end, ZV_P2ROUNDUP (off + 1, bs));
+    r = zvol_zero_partial (zv, off, mid - off, last_txg);
+    if (r == 0 && mid < end)
+      r = zvol_zero_partial (zv, mid, end - mid, last_txg);
+    return r;
+  }
+  r = zvol_zero_partial (zv, off, b * bs - off, last_txg);
+  if (r == 0)
+    r = zvol_free_blocks (zv, b, e, last_txg);
+  if (r == 0 && e * bs < end)
+    r = zvol_zero_partial (zv, e * bs, end - e * bs, last_txg);
+  return r;
+}
+
 int
 zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
 {
-  uint64_t b, e, last_txg = 0, bs = zv->zv_blksz, end = off + len;
+  uint64_t end = off + len, t = 0;
   int r = zvol_check (zv, off, len, true, "zero");
 
   if (r < 0 || len == 0)
     return r;
   /* Freeing is always at least as fast as writing, so ZVOL_FAST needs
    * no refusal. */
-  zvol_range_t zr;
-  uint64_t t = 0;
-  zvol_range_enter (zv, off, len, &zr);
-  zvol_inner_blocks (zv, off, len, &b, &e);
-  if (b >= e) {
-    /* Inside one block, or straddling two without a whole one. */
-    uint64_t mid = ZV_MIN (end, ZV_P2ROUNDUP (off + 1, bs));
-    r = zvol_zero_partial (zv, off, mid - off, &last_txg);
-    if (r == 0 && mid < end)
-      r = zvol_zero_partial (zv, mid, end - mid, &last_txg);
-  }
-  else {
-    r = zvol_zero_partial (zv, off, b * bs - off, &last_txg);
+  for (uint64_t pos = off; pos < end && r == 0;) {
+    uint64_t next = zvol_region_end (pos, end), last_txg = 0;
+    zvol_range_t zr;
+
+    zvol_range_enter (zv, pos, next - pos, &zr);
+    r = zvol_zero_region (zv, pos, next, &last_txg);
     if (r == 0)
-      r = zvol_free_blocks (zv, b, e, &last_txg);
-    if (r == 0 && e * bs < end)
-      r = zvol_zero_partial (zv, e * bs, end - e * bs, &last_txg);
+      t = ZV_MAX (t, zvol_log_free (zv, last_txg, ZV_LR_ZERO, pos,
+                                    next - pos));
+    zvol_range_exit (zv, &zr);
+    pos = next;
   }
-  if (r == 0)
-    t = zvol_log_free (zv, last_txg, ZV_LR_ZERO, off, len);
-  zvol_range_exit (zv, &zr);
   if (r == 0 && ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS))
     r = zvol_commit (zv, t);
   return r;
