@@ -594,6 +594,41 @@ zv_alloc_defer_append (zv_alloc_t *a, uint64_t txg, uint64_t dva,
   a->a_deferred += size;
 }
 
+/*
+ * Take [dva, dva + size) out of every pending deferred free (splitting
+ * the extents that overlap it): the space stays allocated, and whoever
+ * called this now owns its free.  Intent-log replay uses it for blocks
+ * that records still point at.  Returns the bytes taken out.
+ */
+uint64_t
+zv_alloc_defer_cancel (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  uint64_t lo = dva, hi = dva + size, taken = 0;
+
+  zv_alloc_lock (a);
+  for (unsigned l = 0; l < ZV_ALLOC_NLISTS; l++) {
+    zv_alloc_defer_list_t *dl = &a->a_defer[l];
+    for (size_t i = 0; i < dl->dl_count; i++) {
+      zv_alloc_defer_ent_t e = dl->dl_ents[i];
+      uint64_t elo = e.de_dva, ehi = e.de_dva + e.de_size;
+
+      if (ZV_DVA_VDEV (elo) != ZV_DVA_VDEV (lo) || ehi <= lo || elo >= hi)
+        continue;
+      /* Remove the entry, then put back the parts outside [lo, hi). */
+      dl->dl_ents[i] = dl->dl_ents[--dl->dl_count];
+      a->a_deferred -= e.de_size;
+      taken += ZV_MIN (ehi, hi) - ZV_MAX (elo, lo);
+      if (elo < lo)
+        zv_alloc_defer_append (a, e.de_txg, elo, (uint32_t) (lo - elo));
+      if (ehi > hi)
+        zv_alloc_defer_append (a, e.de_txg, hi, (uint32_t) (ehi - hi));
+      i--;                      /* look at what moved into slot i */
+    }
+  }
+  zv_alloc_unlock (a);
+  return taken;
+}
+
 /* Free when the sync of txg + ZV_TXG_DEFER begins; the block must be live. */
 void
 zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,

@@ -77,6 +77,9 @@ typedef void (*zv_alloc_extent_fn) (void *arg, uint64_t dva, uint32_t size);
 size_t zv_alloc_defer_count (zv_alloc_t *a, uint64_t txg);
 void zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg,
                              zv_alloc_extent_fn fn, void *arg);
+/* Take an extent out of the pending deferred frees (the caller frees it
+ * later); returns the bytes taken out. */
+uint64_t zv_alloc_defer_cancel (zv_alloc_t *a, uint64_t dva, uint32_t size);
 /* Import: re-queue a persisted defer list entry (bits must be set). */
 void zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
                           uint32_t size);

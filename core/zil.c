@@ -1111,6 +1111,12 @@ zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
               abort ();
           }
           zc->zc_dva[zc->zc_n++] = bp.bp_dva[0];
+          /* The space may be free on disk, or on its way to being free
+           * (a deferred free of an older txg that reused it): either way
+           * it must stay put until the record is applied, and be freed
+           * once, by us, after replay. */
+          (void) zv_alloc_defer_cancel (zl->zl_spa->spa_alloc, bp.bp_dva[0],
+                                        bp.bp_psize);
           if (!zv_alloc_is_allocated (zl->zl_spa->spa_alloc, bp.bp_dva[0],
                                       bp.bp_psize))
             zv_alloc_claim (zl->zl_spa->spa_alloc, bp.bp_dva[0],
