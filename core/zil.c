@@ -1163,7 +1163,7 @@ zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
     if (lr->lr_type != ZV_LR_NOP && lr->lr_txg > claim) {
       r = zl->zl_ops.zo_replay (zl->zl_arg, lr, lr + 1);
       if (r < 0)
-        return r;
+        return r;               /* -ENODATA: the end of the log */
       (*applied)++;
     }
     pos += lr->lr_reclen;
@@ -1210,6 +1210,10 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
       else {
         r = zil_replay_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
                               &last_seq, &applied);
+        if (r == -ENODATA) {
+          r = 0;                /* ends here: nothing after was acked */
+          break;
+        }
         if (r < 0)
           break;
       }

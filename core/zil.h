@@ -45,7 +45,8 @@ typedef struct zv_zil_ops {
    */
   int (*zo_write_block) (void *arg, uint64_t txg, uint64_t blkid,
                          zv_blkptr_t *bp);
-  /* Replay: apply a record to the volume (under normal txgs). */
+  /* Replay: apply a record to the volume (under normal txgs); -ENODATA
+   * says the log really ends before this record. */
   int (*zo_replay) (void *arg, const zv_lr_t *lr, const void *data);
   uint32_t zo_blksz;      /* the volume's block size */
 } zv_zil_ops_t;

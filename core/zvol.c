@@ -493,6 +493,15 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
     r = zv_zio_read (&zv->zv_pool->p_spa, &bp, buf, "intent log block");
     if (r == 0)
       r = zvol_write (zv, buf, lr->lr_offset, zv->zv_blksz, 0);
+    else {
+      /* The block is written before its log block and both are flushed
+       * together: a block that does not verify means its log block was
+       * never flushed, so neither this record nor any later one was
+       * acknowledged.  The log ends here. */
+      zv_info ("intent log: in-place block of record %" PRIu64 " is not on "
+               "disk; the log ends before it", lr->lr_seq);
+      r = -ENODATA;
+    }
     zv_buf_put (buf, zv->zv_blksz);
     return r;
   }
