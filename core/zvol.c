@@ -130,7 +130,7 @@ zvol_enospc (zvol_t *zv, const char *op, uint64_t off, uint64_t len)
 
 /* Syncs a writer may wait for, when space is only pending, before it
  * gives up with ENOSPC (frees of txg T come back at T+2). */
-static unsigned zv_zvol_enospc_retries = 4;
+static unsigned zv_zvol_enospc_retries = 8;
 
 /*
  * A write found no space.  If space is on its way back (frees deferred to
@@ -306,9 +306,12 @@ zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
     if (b < e) {
       zvol_range_enter (zv, pos, next - pos, &zr);
       r = zvol_free_blocks (zv, b, e, &last_txg);
-      if (r == 0)
-        t = ZV_MAX (t, zvol_log_free (zv, last_txg, ZV_LR_TRIM, pos,
-                                      next - pos));
+      if (r == 0) {
+        /* (ZV_MAX evaluates its arguments twice: log once, first.) */
+        uint64_t lt = zvol_log_free (zv, last_txg, ZV_LR_TRIM, pos,
+                                     next - pos);
+        t = ZV_MAX (t, lt);
+      }
       zvol_range_exit (zv, &zr);
     }
     pos = next;
@@ -385,9 +388,11 @@ zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
 
     zvol_range_enter (zv, pos, next - pos, &zr);
     r = zvol_zero_region (zv, pos, next, &last_txg);
-    if (r == 0)
-      t = ZV_MAX (t, zvol_log_free (zv, last_txg, ZV_LR_ZERO, pos,
-                                    next - pos));
+    if (r == 0) {
+      uint64_t lt = zvol_log_free (zv, last_txg, ZV_LR_ZERO, pos,
+                                   next - pos);
+      t = ZV_MAX (t, lt);
+    }
     zvol_range_exit (zv, &zr);
     pos = next;
   }
@@ -455,12 +460,15 @@ zvol_log_write_block (void *arg, uint64_t txg, uint64_t blkid,
   zvol_t *zv = arg;
   int r = zv_dmu_sync_block (zv->zv_obj, txg, blkid, bp);
 
-  if (r == -EAGAIN) {
-    /* Its txg is syncing now: once it is on disk the record is moot. */
+  /* No dirty record of txg to write (-ENOENT), or txg is syncing now
+   * (-EAGAIN): the record is moot only once txg is on disk, and the sync
+   * retires dirty records before it writes the uberblock, so wait. */
+  if ((r == -EAGAIN || r == -ENOENT)
+      && zv_txg_last_synced (zv->zv_txg) < txg) {
     r = zv_txg_wait_synced (zv->zv_txg, txg);
     return r < 0 ? r : -ENOENT;
   }
-  return r;
+  return r == -EAGAIN ? -ENOENT : r;
 }
 
 /* Replay one record through the normal write paths. */

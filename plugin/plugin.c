@@ -68,8 +68,8 @@ NBDKIT_DLL_PUBLIC int zvol_debug_txg = 0;
 
 /* Extra room a created backing file gets beyond the volume size: labels,
  * metadata, the intent log and copy-on-write slack.  See the man page. */
-#define ZP_CREATE_SLACK_PCT 10
-#define ZP_CREATE_SLACK_BYTES (64ull << 20)
+#define ZP_CREATE_SLACK_PCT 25
+#define ZP_CREATE_SLACK_BYTES (128ull << 20)
 #define ZP_CREATE_ROUND (1ull << 20)
 
 /* Largest request we advertise (the NBD spec's safe limit). */

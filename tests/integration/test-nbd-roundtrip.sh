@@ -274,9 +274,9 @@ start_zvol "$sock" device="$pool" create=true size=1G volblocksize=16K ||
     die "server starts with create=true"
 check "create=true made the device file" test -f "$pool"
 devsize=$(stat -c %s "$pool")
-# sparse creation: volume size + 10% + 64 MiB
-want=$(( size + size / 10 + 64 * 1024 * 1024 ))
-check "created device size is volume + 10% + 64 MiB ($want, got $devsize)" \
+# sparse creation: volume size + 25% + 128 MiB
+want=$(( size + size / 4 + 128 * 1024 * 1024 ))
+check "created device size is volume + 25% + 128 MiB ($want, got $devsize)" \
     test "$devsize" -ge $((want - 1048576)) -a "$devsize" -le $((want + 1048576))
 check "created device is sparse" \
     test "$(( $(stat -c %b "$pool") * $(stat -c %B "$pool") ))" -lt $((size / 4))
