@@ -311,6 +311,8 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
 
 /* ---- opening ---- */
 
+static void pool_unload (zvol_pool_t *p);
+
 /* Release everything a failed or finished open holds. */
 static void
 pool_free (zvol_pool_t *p)
@@ -330,16 +332,7 @@ pool_free (zvol_pool_t *p)
     zv_object_discard_dirty (&p->p_vol);
     zv_object_close (&p->p_vol);
   }
-  for (unsigned d = 0; d < ZV_MAX_DEVS; d++)
-    if (p->p_spacemap[d].fl_spa)
-      zv_flat_fini (&p->p_spacemap[d]);
-  for (unsigned i = 0; i < 2; i++)
-    if (p->p_defer[i].fl_spa)
-      zv_flat_fini (&p->p_defer[i]);
-  if (p->p_cache)
-    zv_dbuf_cache_destroy (p->p_cache);
-  if (p->p_spa.spa_alloc)
-    zv_alloc_destroy (p->p_spa.spa_alloc);
+  pool_unload (p);
   for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
     if (p->p_spa.spa_devs[d])
       zv_dev_close (p->p_spa.spa_devs[d]);
@@ -918,7 +911,8 @@ pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
   return r;
 }
 
-/* Undo a failed pool_load_ub so the next uberblock starts clean. */
+/* Drop the space maps, deferred lists, cache and allocator (a failed
+ * pool_load_ub, so the next uberblock starts clean; and pool_free). */
 static void
 pool_unload (zvol_pool_t *p)
 {
