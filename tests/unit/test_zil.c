@@ -236,6 +236,23 @@ compare_images (const uint8_t *got, const uint8_t *want, uint64_t size,
   }
 }
 
+/* Crash an open pool without losing anything: every request from now
+ * on fails, so the close cannot sync. */
+static void
+crash_close (zvol_pool_t *p)
+{
+  pc_t *cut = pc_new (1, PC_KEEP_ALL);
+
+  pc_attach (cut, p->p_spa.spa_devs[0]);
+  if (p->p_logdev)
+    pc_attach (cut, p->p_logdev);
+  tl_log_reset (true);
+  pc_cut (cut);
+  (void) zvol_pool_close (p);
+  pc_free (cut);
+  tl_log_reset (false);
+}
+
 /* Fill a 4K block with one 8-byte stamp. */
 static void
 stamp_fill (uint8_t *buf, uint64_t stamp)
@@ -324,7 +341,7 @@ obs_batch (obs_run_t *or)
 
 /* The order and content obs_batch() must produce. */
 static void
-obs_check (obs_run_t *or, const char *path)
+obs_check (obs_run_t *or)
 {
   evlog_t *el = or->or_el;
   int sa = ev_find (el, ZV_DEV_WRITE, 0, 0);
@@ -365,7 +382,6 @@ obs_check (obs_run_t *or, const char *path)
   assert_int_equal (el->el_ev[da].e_on_disk, 1);
   assert_int_equal (el->el_ev[db].e_on_disk, 1);
   assert_int_equal (el->el_ev[dc].e_on_disk, 1);
-  (void) path;
 }
 
 /* Run obs_batch() on a thread whose io_uring_setup fails (seccomp). */
@@ -439,7 +455,7 @@ test_observer (void **state)
   evlog_reset (&el, p1);
   zv_dev_set_observer (dev, ev_observe, &el);
   obs_batch (&or);
-  obs_check (&or, p1);
+  obs_check (&or);
 
   /* pread/pwrite path: new data, so "not yet on disk" means something. */
   for (int i = 0; i < 3; i++)
@@ -448,7 +464,7 @@ test_observer (void **state)
   assert_int_equal (pthread_create (&th, NULL, obs_jail_thread, &or), 0);
   assert_int_equal (pthread_join (th, NULL), 0);
   if (or.or_jail == 0)
-    obs_check (&or, p1);
+    obs_check (&or);
   else
     fprintf (stderr, "  (seccomp unavailable: fallback path not tested)\n");
 
@@ -760,8 +776,6 @@ rec_warm (zvol_pool_t *p, uint8_t *shadow, uint64_t off)
   assert_int_equal (zvol_pool_sync (p), 0);
 }
 
-static void crash_close (zvol_pool_t *p);
-
 /* Crash without losing anything, then import again (replay). */
 static zvol_pool_t *
 crash_and_import (zvol_pool_t *p, zvol_pool_config_t *pc)
@@ -1040,8 +1054,8 @@ test_commit_in_sync (void **state)
 /* Under ThreadSanitizer everything runs several times slower: fewer
  * rounds, each with a longer load (races are what that build is for). */
 #ifdef __SANITIZE_THREAD__
-#define PCT_DEFAULT_ROUNDS 50
-#define PCT_SLOW 4
+#define PCT_DEFAULT_ROUNDS 20
+#define PCT_SLOW 30
 #else
 #define PCT_DEFAULT_ROUNDS 200
 #define PCT_SLOW 1
@@ -1789,23 +1803,6 @@ hl_try_forged (const char *dev, const char *what)
   assert_int_equal (zvol_pool_close (p), 0);
   fprintf (stderr, "  %s: imported\n", what);
   return 0;
-}
-
-/* Crash an open pool without losing anything: every request from now
- * on fails, so the close cannot sync. */
-static void
-crash_close (zvol_pool_t *p)
-{
-  pc_t *cut = pc_new (1, PC_KEEP_ALL);
-
-  pc_attach (cut, p->p_spa.spa_devs[0]);
-  if (p->p_logdev)
-    pc_attach (cut, p->p_logdev);
-  tl_log_reset (true);
-  pc_cut (cut);
-  (void) zvol_pool_close (p);
-  pc_free (cut);
-  tl_log_reset (false);
 }
 
 static void
