@@ -98,6 +98,7 @@ static char *zp_logdev;                  /* log=: separate log device */
 static unsigned zp_sync = ZVOL_SYNC_STANDARD;
 static unsigned zp_logbias = ZVOL_LOGBIAS_LATENCY;
 static bool zp_flush_by_txg;             /* flush=txg */
+static bool zp_sparse;                   /* sparse=true: thin volume */
 static uint64_t zp_zil_size;             /* 0: engine default */
 static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
@@ -334,6 +335,12 @@ zp_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "sparse") == 0) {
+    int r = zp_parse_bool (key, value);
+    if (r == -1)
+      return -1;
+    zp_sparse = r;
+  }
   else if (strcmp (key, "zil_size") == 0) {
     if (zp_parse_positive_size (key, value, &zp_zil_size) == -1)
       return -1;
@@ -414,7 +421,7 @@ zp_config_complete (void)
 }
 
 /* Size of a backing file we create for a one-device pool: the volume plus
- * 10% plus 64 MiB, rounded up to 1 MiB.  Thin: the file is sparse. */
+ * 25% plus 128 MiB, rounded up to 1 MiB.  Thin: the file is sparse. */
 static uint64_t
 zp_create_file_size (uint64_t volsize)
 {
@@ -633,8 +640,10 @@ zp_get_ready (void)
   pc.pc_sync = zp_sync;
   pc.pc_logbias = zp_logbias;
   pc.pc_flush_by_txg = zp_flush_by_txg;
-  if (zp_create)
+  if (zp_create) {
     pc.pc_zil_size = zp_zil_size;
+    pc.pc_sparse = zp_sparse;
+  }
   if (zp_txg_timeout_s)
     pc.pc_txg.tt_timeout_ms = (uint64_t) zp_txg_timeout_s * 1000;
   if (zp_dirty_max)
@@ -1114,6 +1123,7 @@ zp_dump_plugin (void)
   "logbias=latency|throughput     How large writes are logged (latency).\n" \
   "flush=log|txg            Flush through the intent log, or a txg (log).\n" \
   "zil_size=<SIZE>          With create: log ring in the pool (64M).\n" \
+  "sparse=true              With create: the volume may exceed the pool.\n" \
   "kstat=<DIR>|none         Where to write the txgs and stats files."
 
 static struct nbdkit_plugin plugin = {
