@@ -22,6 +22,11 @@
  *   pc_watch (pc, false);
  *   pc_free (pc);                 (after every watched device closed)
  * then import again and check.
+ *
+ * Devices are told apart by their zv_dev_t pointer: use a simulator for
+ * one pool open (a device closed and another opened could share the
+ * address).  Writes must be multiples of 4 KiB at 4 KiB offsets (as the
+ * device layer requires).
  */
 #ifndef ZV_POWERCUT_H
 #define ZV_POWERCUT_H
