@@ -853,17 +853,7 @@ test_levels (void **state)
 static int
 group_setup (void **state)
 {
-  if (tl_dir_create ("dmu") < 0)
-    return -1;
-  zv_set_log (tl_log_hook);
-  return 0;
-}
-
-static int
-group_teardown (void **state)
-{
-  zv_set_log (NULL);
-  return tl_dir_remove ();
+  return tl_group_begin ("dmu");
 }
 
 int
@@ -882,5 +872,5 @@ main (void)
     cmocka_unit_test_setup (test_levels, tl_test_setup),
   };
 
-  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
 }

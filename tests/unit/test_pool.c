@@ -1031,17 +1031,7 @@ test_crash_rounds (void **state)
 static int
 group_setup (void **state)
 {
-  if (tl_dir_create ("pool") < 0)
-    return -1;
-  zv_set_log (tl_log_hook);
-  return 0;
-}
-
-static int
-group_teardown (void **state)
-{
-  zv_set_log (NULL);
-  return tl_dir_remove ();
+  return tl_group_begin ("pool");
 }
 
 int
@@ -1063,5 +1053,5 @@ main (void)
     cmocka_unit_test_setup (test_crash_rounds, tl_test_setup),
   };
 
-  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
 }

@@ -1945,17 +1945,7 @@ test_hostile_log (void **state)
 static int
 group_setup (void **state)
 {
-  if (tl_dir_create ("zil") < 0)
-    return -1;
-  zv_set_log (tl_log_hook);
-  return 0;
-}
-
-static int
-group_teardown (void **state)
-{
-  zv_set_log (NULL);
-  return tl_dir_remove ();
+  return tl_group_begin ("zil");
 }
 
 int
@@ -1974,5 +1964,5 @@ main (void)
 
   if (getenv ("ZV_TEST_FILTER"))
     cmocka_set_test_filter (getenv ("ZV_TEST_FILTER"));
-  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
 }

@@ -209,6 +209,26 @@ tl_log_reset (bool expect_errors)
   pthread_mutex_unlock (&tl_log_mtx);
 }
 
+/* Group setup: a scratch directory named after the test, and the
+ * engine's messages captured (tl_log_has). */
+TL_FN int
+tl_group_begin (const char *name)
+{
+  if (tl_dir_create (name) < 0)
+    return -1;
+  zv_set_log (tl_log_hook);
+  return 0;
+}
+
+/* Group teardown: the log hook back to stderr, the directory removed. */
+TL_FN int
+tl_group_teardown (void **state)
+{
+  (void) state;
+  zv_set_log (NULL);
+  return tl_dir_remove ();
+}
+
 /* Per-test setup: a test that failed while expecting errors must not
  * silence the next one. */
 TL_FN int
