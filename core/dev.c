@@ -71,6 +71,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -79,6 +80,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <linux/fs.h>
 
 #include <liburing.h>
@@ -432,18 +434,44 @@ zv_dev_observe (zv_dev_io_t *io, int done)
 
   if (atomic_load_explicit (&dev->dev_observe_armed,
                             memory_order_acquire) == NULL)
+    fn = NULL;
+  else {
+    pthread_mutex_lock (&dev->dev_fault_lock);
+    fn = dev->dev_observe_fn;
+    arg = dev->dev_observe_arg;
+    pthread_mutex_unlock (&dev->dev_fault_lock);
+  }
+  if (fn == NULL) {
+    /* Disarmed while the request was in flight. */
+    if (done && io->di_observed) {
+      zv_buf_put (io->di_observed, io->di_len);
+      io->di_observed = NULL;
+    }
     return;
-  pthread_mutex_lock (&dev->dev_fault_lock);
-  fn = dev->dev_observe_fn;
-  arg = dev->dev_observe_arg;
-  pthread_mutex_unlock (&dev->dev_fault_lock);
-  if (fn == NULL)
-    return;
+  }
   if (io->di_op == ZV_DEV_FLUSH)
     fn (arg, dev, io->di_op, done, 0, 0, NULL, done ? io->di_result : 0);
-  else
+  else if (io->di_iov == NULL)
     fn (arg, dev, io->di_op, done, io->di_offset, io->di_len, io->di_buf,
         done ? io->di_result : 0);
+  else {
+    /* Observers (tests) see one buffer, the same at submission and at
+     * completion: the segments gathered when the request is submitted. */
+    if (!done) {
+      uint8_t *flat = zv_buf_get (io->di_len);
+      for (unsigned i = 0, at = 0; i < io->di_iovcnt; i++) {
+        memcpy (flat + at, io->di_iov[i].iov_base, io->di_iov[i].iov_len);
+        at += (unsigned) io->di_iov[i].iov_len;
+      }
+      io->di_observed = flat;
+    }
+    fn (arg, dev, io->di_op, done, io->di_offset, io->di_len,
+        io->di_observed, done ? io->di_result : 0);
+    if (done) {
+      zv_buf_put (io->di_observed, io->di_len);
+      io->di_observed = NULL;
+    }
+  }
 }
 
 /* Ask the hook (if any) whether this request should fail. */
@@ -509,11 +537,25 @@ zv_dev_io_start (zv_dev_io_t *io)
              io->di_op == ZV_DEV_FLUSH);
   io->di_result = 0;
 
+  io->di_iov_done = 0;
+  io->di_observed = NULL;
   if (io->di_op != ZV_DEV_FLUSH) {
     ZV_VERIFY3U (io->di_offset % ZV_SECTOR, ==, 0);
     ZV_VERIFY3U (io->di_len % ZV_SECTOR, ==, 0);
-    ZV_VERIFY (io->di_buf != NULL);
-    ZV_VERIFY3U ((uintptr_t) io->di_buf % ZV_SECTOR, ==, 0);
+    if (io->di_iov) {
+      uint64_t sum = 0;
+      ZV_VERIFY (io->di_iovcnt > 0 && io->di_iovcnt <= IOV_MAX);
+      for (unsigned i = 0; i < io->di_iovcnt; i++) {
+        ZV_VERIFY3U ((uintptr_t) io->di_iov[i].iov_base % ZV_SECTOR, ==, 0);
+        ZV_VERIFY3U (io->di_iov[i].iov_len % ZV_SECTOR, ==, 0);
+        sum += io->di_iov[i].iov_len;
+      }
+      ZV_VERIFY3U (sum, ==, io->di_len);
+    }
+    else {
+      ZV_VERIFY (io->di_buf != NULL);
+      ZV_VERIFY3U ((uintptr_t) io->di_buf % ZV_SECTOR, ==, 0);
+    }
     if (io->di_offset > dev->dev_size ||
         io->di_len > dev->dev_size - io->di_offset) {
       zv_error ("%s: %s at %" PRIu64 " (%" PRIu32 " bytes): beyond the "
@@ -604,6 +646,30 @@ zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
 /* Fallback: synchronous system calls                                   */
 /* ------------------------------------------------------------------ */
 
+/* Advance a vectored request's segments to 'done' bytes from its start
+ * (done only grows: a resumed transfer starts where the last one ended). */
+static void
+zv_dev_iov_seek (zv_dev_io_t *io, uint32_t done)
+{
+  uint32_t skip = done - io->di_iov_done;
+
+  ZV_VERIFY3U (done, >=, io->di_iov_done);
+  while (skip > 0) {
+    ZV_VERIFY (io->di_iovcnt > 0);
+    if (skip >= io->di_iov[0].iov_len) {
+      skip -= (uint32_t) io->di_iov[0].iov_len;
+      io->di_iov++;
+      io->di_iovcnt--;
+    }
+    else {
+      io->di_iov[0].iov_base = (char *) io->di_iov[0].iov_base + skip;
+      io->di_iov[0].iov_len -= skip;
+      skip = 0;
+    }
+  }
+  io->di_iov_done = done;
+}
+
 /* One attempt at the rest of a request; returns bytes or -errno. */
 static int
 zv_dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
@@ -616,6 +682,13 @@ zv_dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
 
   if (len > INT32_MAX)
     len = ZV_P2ALIGN (INT32_MAX, ZV_SECTOR);
+  if (io->di_iov && io->di_op != ZV_DEV_FLUSH) {
+    zv_dev_iov_seek (io, done);
+    r = io->di_op == ZV_DEV_READ
+      ? preadv (fd, io->di_iov, (int) io->di_iovcnt, off)
+      : pwritev (fd, io->di_iov, (int) io->di_iovcnt, off);
+    return r == -1 ? -errno : (int) r;
+  }
   switch (io->di_op) {
   case ZV_DEV_READ: r = pread (fd, buf, len, off); break;
   case ZV_DEV_WRITE: r = pwrite (fd, buf, len, off); break;
@@ -782,6 +855,18 @@ zv_dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
     sqe = io_uring_get_sqe (&r->dr_ring);
     ZV_VERIFY (sqe != NULL);
   }
+  if (io->di_iov && io->di_op != ZV_DEV_FLUSH) {
+    /* The array stays put for the whole batch. */
+    zv_dev_iov_seek (io, done);
+    if (io->di_op == ZV_DEV_READ)
+      io_uring_prep_readv (sqe, fd, io->di_iov, io->di_iovcnt,
+                           io->di_offset + done);
+    else
+      io_uring_prep_writev (sqe, fd, io->di_iov, io->di_iovcnt,
+                            io->di_offset + done);
+    io_uring_sqe_set_data64 (sqe, ZV_DEV_UD (idx, done));
+    return;
+  }
   switch (io->di_op) {
   case ZV_DEV_READ:
     io_uring_prep_read (sqe, fd, (char *) io->di_buf + done,
@@ -800,10 +885,13 @@ zv_dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
 
 /* Run a batch through this thread's ring; see the theory comment. */
 static void
-zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n)
+zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
+                    unsigned max_active)
 {
   size_t next = 0;
   unsigned inflight = 0;
+  unsigned cap = max_active && max_active < r->dr_entries
+    ? max_active : r->dr_entries;
   bool flush_inflight = false;        /* kind of what is in flight */
 
   ZV_VERIFY3U (n, <=, UINT32_MAX);
@@ -811,12 +899,27 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n)
     struct io_uring_cqe *cqe;
 
     /* Fill free slots, stopping at a flush barrier. */
-    while (next < n && inflight < r->dr_entries) {
+    while (next < n && inflight < cap) {
       zv_dev_io_t *io = &ios[next];
       bool is_flush = io->di_op == ZV_DEV_FLUSH;
 
       if (inflight > 0 && is_flush != flush_inflight)
         break;
+      /* A lone flush (the next request is not one): fdatasync here.
+       * io_uring would hand it to a worker thread, and the hop there
+       * and back costs a log commit tens of microseconds. */
+      if (is_flush && inflight == 0
+          && (next + 1 == n || ios[next + 1].di_op != ZV_DEV_FLUSH)) {
+        if (zv_dev_io_start (io)) {
+          uint32_t done = 0;
+          while (zv_dev_io_progress (io, &done,
+                                     zv_dev_sync_attempt (io, done)))
+            ;
+          zv_dev_observe (io, 1);
+        }
+        next++;
+        continue;
+      }
       if (zv_dev_io_start (io)) {
         zv_dev_ring_prep (r, io, next, 0);
         inflight++;
@@ -852,6 +955,13 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n)
 int
 zv_dev_io_batch (zv_dev_io_t *ios, size_t n)
 {
+  return zv_dev_io_batch_max (ios, n, 0);
+}
+
+/* The same, with at most max_active requests in flight (0: no cap). */
+int
+zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n, unsigned max_active)
+{
   zv_dev_ring_t *r;
 
   if (n == 0)
@@ -859,7 +969,7 @@ zv_dev_io_batch (zv_dev_io_t *ios, size_t n)
   ZV_VERIFY (ios != NULL);
   r = zv_dev_ring_get ();
   if (r->dr_uring)
-    zv_dev_batch_uring (r, ios, n);
+    zv_dev_batch_uring (r, ios, n, max_active);
   else
     zv_dev_batch_sync (ios, n);
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/uio.h>
 
 typedef struct zv_dev zv_dev_t;
 
@@ -43,7 +44,14 @@ void zv_dev_get_stats (const zv_dev_t *dev, zv_dev_stats_t *out);
 
 enum zv_dev_op { ZV_DEV_READ = 1, ZV_DEV_WRITE = 2, ZV_DEV_FLUSH = 3 };
 
-/* One request of a batch.  'di_result' is 0 or a negative errno. */
+/*
+ * One request of a batch.  'di_result' is 0 or a negative errno.  A read
+ * or write moves di_len bytes from or to di_buf, or, when di_iov is set,
+ * from or to its di_iovcnt segments (each sector-aligned, summing to
+ * di_len, at most IOV_MAX): a write of blocks that lie in different
+ * buffers, with no copy.  The batch owns the segment array while it runs
+ * and may rewrite it (to resume a short transfer).
+ */
 typedef struct zv_dev_io {
   zv_dev_t *di_dev;
   enum zv_dev_op di_op;
@@ -51,6 +59,10 @@ typedef struct zv_dev_io {
   uint64_t di_offset;
   uint32_t di_len;
   int di_result;
+  struct iovec *di_iov;
+  unsigned di_iovcnt;
+  uint32_t di_iov_done;         /* private: bytes di_iov was advanced by */
+  void *di_observed;            /* private: the gathered copy observers see */
 } zv_dev_io_t;
 
 /*
@@ -60,6 +72,9 @@ typedef struct zv_dev_io {
  * result is in di_result).  Reads past the end of a device fail with -EIO.
  */
 int zv_dev_io_batch (zv_dev_io_t *ios, size_t n);
+/* The same with at most max_active requests in flight at once (0: as many
+ * as the ring holds), so a long batch leaves the device room for others. */
+int zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n, unsigned max_active);
 
 /* Convenience wrappers for one request. */
 int zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len);

@@ -6,7 +6,7 @@
  * Records.  Every change applied to the volume is logged in memory at once
  * (an itx) and numbered by a ticket: zv_zil_log_* takes the next ticket
  * with an atomic fetch-and-add and publishes the itx into slot
- * ticket % ZIL_ITX_RING of the itx ring with a release store.  Tickets
+ * ticket % zl_itx_ring of the itx ring with a release store.  Tickets
  * are the log's total order: a waiter is done when every ticket up to its
  * own is durable.  Small writes (zt_max_copied, 7.5 KiB) copy their data
  * into the itx; larger ones are read back from the volume when they are
@@ -86,8 +86,9 @@
 
 #include "zil.h"
 
-/* Published itxs that may wait to be packed. */
-#define ZIL_ITX_RING (1u << 18)
+/* Published itxs that may wait to be packed: 2^shift slots (a tunable,
+ * read at open; tests make the ring small to fill it). */
+unsigned zv_zil_itx_ring_shift = 18;
 
 /* Boundary (volume offset) on which a write split over log blocks is cut. */
 #define ZIL_SPLIT_ALIGN 4096u
@@ -152,6 +153,7 @@ struct zv_zil {
   /* Logging. */
   _Atomic uint64_t zl_next_ticket;
   _Atomic (zil_itx_t *) *zl_itxs;
+  uint64_t zl_itx_ring;         /* slots (a power of two) */
   bool zl_replaying;
 
   /* The issuer's state (owned by whoever holds zl_issuer). */
@@ -320,7 +322,9 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   zl->zl_arg = arg;
   zl->zl_tun = *zt;
   zl->zl_hdr = *zh;
-  zl->zl_itxs = calloc (ZIL_ITX_RING, sizeof *zl->zl_itxs);
+  ZV_VERIFY (zv_zil_itx_ring_shift >= 2 && zv_zil_itx_ring_shift <= 30);
+  zl->zl_itx_ring = 1ull << zv_zil_itx_ring_shift;
+  zl->zl_itxs = calloc (zl->zl_itx_ring, sizeof *zl->zl_itxs);
   zl->zl_slots = calloc (ZIL_NSTATE, sizeof *zl->zl_slots);
   zl->zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz;
   if (zl->zl_itxs == NULL || zl->zl_slots == NULL) {
@@ -368,7 +372,7 @@ zv_zil_close (zv_zil_t *zl)
     return;
   uint64_t end = atomic_load (&zl->zl_next_ticket);
   for (uint64_t t = atomic_load (&zl->zl_packed); t < end; t++) {
-    zil_itx_t *itx = atomic_load (&zl->zl_itxs[t % ZIL_ITX_RING]);
+    zil_itx_t *itx = atomic_load (&zl->zl_itxs[t % zl->zl_itx_ring]);
     if (itx)
       zil_itx_free (itx);
   }
@@ -380,15 +384,67 @@ zv_zil_close (zv_zil_t *zl)
 
 /* ---- logging ---- */
 
-/* Wait for room in the itx ring: commit what is there (it is packed or
- * dropped as it goes). */
+/* The log failed (zl_error): commits wait for txgs from now on, so the
+ * published itxs are never needed; drop them to free the ring.  Only
+ * with the issuer role; a holder drops them in its own pack. */
+static void
+zil_drain (zv_zil_t *zl)
+{
+  int expect = 0;
+  uint64_t packed;
+
+  if (!atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
+                                                memory_order_acquire,
+                                                memory_order_relaxed))
+    return;
+  packed = atomic_load (&zl->zl_packed);
+  for (;;) {
+    _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
+    zil_itx_t *itx = atomic_load_explicit (slot, memory_order_acquire);
+
+    if (itx == NULL)
+      break;
+    atomic_store (slot, NULL);
+    zil_itx_free (itx);
+    atomic_fetch_add (&zl->zs_rec_dropped, 1);
+    zl->zl_pack_done = 0;
+    packed++;
+    atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
+  }
+  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+}
+
+/*
+ * Wait for room in the itx ring: sync a txg (which makes the oldest itxs
+ * droppable) and commit what is there (packing or dropping it).  When the
+ * pool is suspended (the txg sync fails for good), nothing will ever be
+ * durable again: the log is marked failed and its itxs dropped, so the
+ * writer returns instead of spinning; its caller's flush then fails.
+ */
 static void
 zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
 {
-  while (ticket - atomic_load (&zl->zl_packed) >= ZIL_ITX_RING) {
+  while (ticket - atomic_load (&zl->zl_packed) >= zl->zl_itx_ring) {
+    uint64_t before = atomic_load (&zl->zl_packed);
+    int r;
+
     atomic_fetch_add (&zl->zs_fallbacks, 1);
-    (void) zv_txg_wait_synced (zl->zl_tx, 0);
-    (void) zv_zil_commit (zl, ticket - ZIL_ITX_RING);
+    if (atomic_load (&zl->zl_error) == 0) {
+      r = zv_txg_wait_synced (zl->zl_tx, 0);
+      if (r < 0) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong (&zl->zl_error, &expect, r))
+          zv_error ("intent log: the pool is suspended (%s); logged "
+                    "changes are dropped, flushes fail", strerror (-r));
+      }
+      else
+        (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
+    }
+    if (atomic_load (&zl->zl_error) != 0)
+      zil_drain (zl);
+    /* No progress (another thread holds the issuer role): let it run. */
+    if (atomic_load (&zl->zl_packed) == before)
+      zil_sleep (zl, atomic_load (&zl->zl_wake), 1000000);
   }
 }
 
@@ -399,9 +455,9 @@ zil_publish (zv_zil_t *zl, zil_itx_t *itx)
   uint64_t t = atomic_fetch_add (&zl->zl_next_ticket, 1);
 
   itx->itx_ticket = t;
-  if (t - atomic_load (&zl->zl_packed) >= ZIL_ITX_RING)
+  if (t - atomic_load (&zl->zl_packed) >= zl->zl_itx_ring)
     zil_ring_wait (zl, t);
-  atomic_store_explicit (&zl->zl_itxs[t % ZIL_ITX_RING], itx,
+  atomic_store_explicit (&zl->zl_itxs[t % zl->zl_itx_ring], itx,
                          memory_order_release);
   return t;
 }
@@ -510,7 +566,11 @@ zil_lwb_open (zv_zil_t *zl)
     abort ();
   lwb->lwb_seq = seq;
   lwb->lwb_pos = pos;
-  lwb->lwb_buf = zv_buf_alloc (zl->zl_hdr.zh_blksz);
+  /* Not zeroed: only the header, record padding and the tail up to the
+   * written length are (zil_append, zil_lwb_seal); clearing a whole
+   * 128 KiB block per commit cost a quarter of a 1-job fsync loop. */
+  lwb->lwb_buf = zv_buf_get (zl->zl_hdr.zh_blksz);
+  memset (lwb->lwb_buf, 0, sizeof (zv_lwb_hdr_t));
   lwb->lwb_open_ns = zv_now_ns ();
   zs = zil_slot (zl, seq);
   atomic_store (&zs->zs_done, 0);
@@ -573,6 +633,10 @@ zil_append (zv_zil_t *zl, const zil_itx_t *itx, uint32_t type,
 
   if (lwb->lwb_nused == 0)
     lwb->lwb_start_ticket = itx->itx_ticket;
+  memset (lr, 0, sizeof *lr);
+  if (reclen > sizeof *lr + payload)       /* padding to 8 bytes */
+    memset ((uint8_t *) (lr + 1) + payload, 0,
+            reclen - sizeof *lr - payload);
   lr->lr_type = type;
   lr->lr_reclen = reclen;
   lr->lr_seq = itx->itx_ticket;
@@ -701,7 +765,7 @@ zil_pack (zv_zil_t *zl, bool *full)
 
   *full = false;
   while (packed < end) {
-    _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % ZIL_ITX_RING];
+    _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
     zil_itx_t *itx;
     int r = 0;
 
@@ -789,6 +853,8 @@ zil_lwb_seal (zv_zil_t *zl, zil_lwb_t *lwb)
   lh->lh_next_dva = zil_pos_dva (zl, lwb->lwb_next_pos);
   lh->lh_next_seq = lwb->lwb_seq + 1;
   memset (&lh->lh_cksum, 0, sizeof lh->lh_cksum);
+  memset (lwb->lwb_buf + sizeof (zv_lwb_hdr_t) + lwb->lwb_nused, 0,
+          len - sizeof (zv_lwb_hdr_t) - lwb->lwb_nused);
   zv_cksum_compute (lwb->lwb_buf, len, zil_seed (zl->zl_hdr.zh_guid,
                                                  lwb->lwb_seq),
                     &lh->lh_cksum);
@@ -1018,7 +1084,7 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
     uint64_t packed = atomic_load (&zl->zl_packed);
 
     while (packed < end && zl->zl_pack_done == 0) {
-      _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % ZIL_ITX_RING];
+      _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
       zil_itx_t *itx = atomic_load_explicit (slot, memory_order_acquire);
       if (itx == NULL || itx->itx_txg > txg)
         break;

@@ -62,6 +62,10 @@ typedef struct zv_zil_tunables {
 
 void zv_zil_tunables_default (zv_zil_tunables_t *zt);
 
+/* log2 of the in-memory record ring's slots (18), read when a log opens;
+ * a writer that finds the ring full waits for room. */
+extern unsigned zv_zil_itx_ring_shift;
+
 /*
  * Open the log of a pool: zh is the header from the objset as imported
  * (or as created).  'logdev' is the separate log device or NULL.  The

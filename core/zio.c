@@ -21,6 +21,8 @@
 #include <string.h>
 #include <stdlib.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
 
 #include "zio.h"
 
@@ -101,6 +103,12 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
 /* Largest write made by joining blocks that are adjacent on a device. */
 static uint32_t zv_zio_aggregate_max = 1u << 20;
 
+/* Writes of one batch in flight at once (OpenZFS's
+ * zfs_vdev_async_write_max_active): a txg's megabytes go out a few at a
+ * time, so a log block written meanwhile does not queue behind them all.
+ * Overridable with ZVOL_ZIO_WRITE_MAX_ACTIVE (0: no cap), for benchmarks. */
+static unsigned zv_zio_write_max_active = 10;
+
 /* One copy of one block, to be written. */
 typedef struct zio_piece {
   zv_dev_t *zp_dev;
@@ -120,11 +128,30 @@ zio_piece_cmp (const void *a, const void *b)
   return x->zp_off < y->zp_off ? -1 : x->zp_off > y->zp_off;
 }
 
+/* The cap, read once from the environment. */
+static unsigned
+zio_write_max_active (void)
+{
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit (&cached, memory_order_relaxed);
+
+  if (v < 0) {
+    const char *e = getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE");
+    v = e && *e ? atoi (e) : (int) zv_zio_write_max_active;
+    if (v < 0)
+      v = 0;
+    atomic_store_explicit (&cached, v, memory_order_relaxed);
+  }
+  return (unsigned) v;
+}
+
 /*
  * Seal and write all copies of all blocks in one batch.  Copy on write
  * puts a txg's blocks one after the other on each device, so pieces that
  * touch are joined into writes of up to zv_zio_aggregate_max bytes (as
- * OpenZFS's vdev queue aggregates): far fewer, larger I/Os.
+ * OpenZFS's vdev queue aggregates): far fewer, larger I/Os, each gathered
+ * (writev) from the blocks' own buffers, so nothing is copied.  At most
+ * zv_zio_write_max_active of them are in flight at once.
  */
 int
 zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
@@ -132,7 +159,7 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
   size_t npieces = 0, k = 0, nios = 0;
   zio_piece_t *pieces;
   zv_dev_io_t *ios;
-  void **agg;
+  struct iovec *iovs;
   int r;
 
   for (size_t i = 0; i < n; i++)
@@ -141,8 +168,8 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     return 0;
   pieces = calloc (npieces, sizeof *pieces);
   ios = calloc (npieces, sizeof *ios);
-  agg = calloc (npieces, sizeof *agg);
-  if (pieces == NULL || ios == NULL || agg == NULL)
+  iovs = calloc (npieces, sizeof *iovs);
+  if (pieces == NULL || ios == NULL || iovs == NULL)
     abort ();
   for (size_t i = 0; i < n; i++) {
     zv_blkptr_t *bp = w[i].zw_bp;
@@ -167,7 +194,8 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
 
     while (j < npieces && pieces[j].zp_dev == pieces[i].zp_dev
            && pieces[j].zp_off == pieces[i].zp_off + len
-           && len + pieces[j].zp_len <= zv_zio_aggregate_max) {
+           && len + pieces[j].zp_len <= zv_zio_aggregate_max
+           && j - i < IOV_MAX) {
       len += pieces[j].zp_len;
       j++;
     }
@@ -177,16 +205,18 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
       .di_offset = pieces[i].zp_off, .di_len = (uint32_t) len,
     };
     if (j > i + 1) {
-      uint8_t *buf = zv_buf_get (len);
-      for (size_t m = i, at = 0; m < j; at += pieces[m].zp_len, m++)
-        memcpy (buf + at, pieces[m].zp_buf, pieces[m].zp_len);
-      agg[nios] = buf;
-      ios[nios].di_buf = buf;
+      /* Gathered from the blocks' own buffers: no copy. */
+      for (size_t m = i; m < j; m++)
+        iovs[m] = (struct iovec) { .iov_base = (void *) pieces[m].zp_buf,
+                                   .iov_len = pieces[m].zp_len };
+      ios[nios].di_buf = NULL;
+      ios[nios].di_iov = &iovs[i];
+      ios[nios].di_iovcnt = (unsigned) (j - i);
     }
     nios++;
     i = j;
   }
-  r = zv_dev_io_batch (ios, nios);
+  r = zv_dev_io_batch_max (ios, nios, zio_write_max_active ());
   if (r < 0) {
     for (size_t i = 0; i < nios; i++)
       if (ios[i].di_result < 0) {
@@ -196,10 +226,7 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
         break;
       }
   }
-  for (size_t i = 0; i < nios; i++)
-    if (agg[i])
-      zv_buf_put (agg[i], ios[i].di_len);
-  free (agg);
+  free (iovs);
   free (ios);
   free (pieces);
   return r;

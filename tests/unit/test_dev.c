@@ -35,6 +35,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -272,14 +273,21 @@ rb_problem (rb_t *c, const char *fmt, ...)
   }
 }
 
+/* A third of the requests of 2+ sectors are vectored: up to three
+ * segments, each in its own buffer, cut at random sector boundaries. */
+#define RB_MAXSEG 3
+
 static int
 run_random_batches (rb_t *c)
 {
   zv_dev_io_t *ios = calloc ((size_t) c->rb_batch, sizeof *ios);
+  unsigned char **flat = calloc ((size_t) c->rb_batch, sizeof *flat);
+  struct iovec *segs = calloc ((size_t) c->rb_batch * RB_MAXSEG,
+                               sizeof *segs);
   unsigned char *used = malloc (c->rb_nsect);
   uint64_t s = c->rb_seed | 1;
 
-  if (ios == NULL || used == NULL)
+  if (ios == NULL || flat == NULL || segs == NULL || used == NULL)
     abort ();
   for (int round = 0; round < c->rb_rounds; round++) {
     int n = 0, r;
@@ -295,18 +303,37 @@ run_random_batches (rb_t *c)
         if (!ok)
           continue;
         memset (used + sect, 1, len);
+        flat[n] = zv_buf_alloc ((size_t) len * ZV_SECTOR);
         ios[n] = (zv_dev_io_t) {
           .di_dev = c->rb_dev,
           .di_op = rnd (&s) % 5 < 3 ? ZV_DEV_WRITE : ZV_DEV_READ,
-          .di_buf = zv_buf_alloc ((size_t) len * ZV_SECTOR),
+          .di_buf = flat[n],
           .di_offset = c->rb_base + (uint64_t) sect * ZV_SECTOR,
           .di_len = len * ZV_SECTOR,
           .di_result = 12345,
         };
         if (ios[n].di_op == ZV_DEV_WRITE)
-          fill_random (ios[n].di_buf, ios[n].di_len, &s);
+          fill_random (flat[n], ios[n].di_len, &s);
         else
-          memset (ios[n].di_buf, 0xa5, ios[n].di_len);
+          memset (flat[n], 0xa5, ios[n].di_len);
+        if (len >= 2 && rnd (&s) % 3 == 0) {
+          struct iovec *v = &segs[(size_t) n * RB_MAXSEG];
+          uint32_t left = len, at = 0, cnt = 0;
+          while (left > 0) {
+            uint32_t k = cnt + 1 == RB_MAXSEG ? left
+              : 1 + (uint32_t) (rnd (&s) % left);
+            v[cnt].iov_base = zv_buf_alloc ((size_t) k * ZV_SECTOR);
+            v[cnt].iov_len = (size_t) k * ZV_SECTOR;
+            memcpy (v[cnt].iov_base, flat[n] + (size_t) at * ZV_SECTOR,
+                    v[cnt].iov_len);
+            at += k;
+            left -= k;
+            cnt++;
+          }
+          ios[n].di_buf = NULL;
+          ios[n].di_iov = v;
+          ios[n].di_iovcnt = cnt;
+        }
         n++;
         break;
       }
@@ -319,22 +346,35 @@ run_random_batches (rb_t *c)
       if (ios[i].di_result != 0)
         rb_problem (c, "round %d io %d: result %d", round, i,
                     ios[i].di_result);
+      if (ios[i].di_iov) {
+        /* Segments as first given (the batch may have advanced them). */
+        struct iovec *v = &segs[(size_t) i * RB_MAXSEG];
+        uint32_t at = 0;
+        for (unsigned k = 0; k < RB_MAXSEG && at < ios[i].di_len; k++) {
+          if (ios[i].di_op == ZV_DEV_READ)
+            memcpy (flat[i] + at, v[k].iov_base, v[k].iov_len);
+          at += (uint32_t) v[k].iov_len;
+          zv_buf_free (v[k].iov_base);
+        }
+      }
       if (ios[i].di_op == ZV_DEV_WRITE) {
-        memcpy (sh, ios[i].di_buf, ios[i].di_len);
+        memcpy (sh, flat[i], ios[i].di_len);
         c->rb_writes++;
         c->rb_wbytes += ios[i].di_len;
       }
       else {
-        if (memcmp (sh, ios[i].di_buf, ios[i].di_len) != 0)
+        if (memcmp (sh, flat[i], ios[i].di_len) != 0)
           rb_problem (c, "round %d: read at %" PRIu64 " differs", round,
                       ios[i].di_offset);
         c->rb_reads++;
         c->rb_rbytes += ios[i].di_len;
       }
-      zv_buf_free (ios[i].di_buf);
+      zv_buf_free (flat[i]);
     }
   }
   free (used);
+  free (segs);
+  free (flat);
   free (ios);
   return c->rb_problems;
 }

@@ -329,11 +329,11 @@ static void
 obs_batch (obs_run_t *or)
 {
   zv_dev_io_t ios[5] = {
-    { or->or_dev, ZV_DEV_WRITE, or->or_buf[0], 0, 8192, 0 },
-    { or->or_dev, ZV_DEV_WRITE, or->or_buf[1], 16384, 4096, 0 },
-    { or->or_dev, ZV_DEV_FLUSH, NULL, 0, 0, 0 },
-    { or->or_dev, ZV_DEV_WRITE, or->or_buf[2], 32768, 4096, 0 },
-    { or->or_dev, ZV_DEV_READ, or->or_buf[3], 0, 8192, 0 },
+    { .di_dev = or->or_dev, .di_op = ZV_DEV_WRITE, .di_buf = or->or_buf[0], .di_offset = 0, .di_len = 8192 },
+    { .di_dev = or->or_dev, .di_op = ZV_DEV_WRITE, .di_buf = or->or_buf[1], .di_offset = 16384, .di_len = 4096 },
+    { .di_dev = or->or_dev, .di_op = ZV_DEV_FLUSH, .di_buf = NULL, .di_offset = 0, .di_len = 0 },
+    { .di_dev = or->or_dev, .di_op = ZV_DEV_WRITE, .di_buf = or->or_buf[2], .di_offset = 32768, .di_len = 4096 },
+    { .di_dev = or->or_dev, .di_op = ZV_DEV_READ, .di_buf = or->or_buf[3], .di_offset = 0, .di_len = 8192 },
   };
 
   or->or_batch = zv_dev_io_batch (ios, 5);
@@ -471,8 +471,8 @@ test_observer (void **state)
   /* A request the fault hook fails is never seen. */
   evlog_reset (&el, NULL);
   zv_dev_set_fault (dev, obs_fault_16k, NULL);
-  io2[0] = (zv_dev_io_t) { dev, ZV_DEV_WRITE, or.or_buf[0], 0, 4096, 0 };
-  io2[1] = (zv_dev_io_t) { dev, ZV_DEV_WRITE, or.or_buf[1], 16384, 4096, 0 };
+  io2[0] = (zv_dev_io_t) { .di_dev = dev, .di_op = ZV_DEV_WRITE, .di_buf = or.or_buf[0], .di_offset = 0, .di_len = 4096 };
+  io2[1] = (zv_dev_io_t) { .di_dev = dev, .di_op = ZV_DEV_WRITE, .di_buf = or.or_buf[1], .di_offset = 16384, .di_len = 4096 };
   assert_int_equal (zv_dev_io_batch (io2, 2), -EIO);
   zv_dev_set_fault (dev, NULL, NULL);
   assert_int_equal (el.el_n, 2);
@@ -1351,6 +1351,81 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   tot->pt_cut_other += st.ps_cut_other;
 }
 
+/* A fault hook that fails every write (the log device's). */
+static int
+ring_fail_writes (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+                  uint32_t len)
+{
+  (void) arg; (void) dev; (void) off; (void) len;
+  return op == ZV_DEV_WRITE ? -EIO : 0;
+}
+
+/*
+ * After a log write fails, flushes wait for txgs and nothing packs the
+ * in-memory records any more: they must still be dropped as the ring
+ * fills, or the next writer to find it full loops for ever.  The ring is
+ * made 16 slots long; 200 writes go through it.
+ */
+static void
+test_ring_full_after_log_error (void **state)
+{
+  char dev[512], logdev[512];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  zvol_t *zv;
+  uint8_t *buf = zv_buf_alloc (BLK);
+  unsigned old_shift = zv_zil_itx_ring_shift;
+  const unsigned nblk = 200;
+
+  (void) state;
+  tl_path (dev, sizeof dev, "ringfull.img");
+  tl_path (logdev, sizeof logdev, "ringfull-log.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  assert_int_equal (tl_sparse_file (logdev, PCT_LOGSIZE), 0);
+  zv_zil_itx_ring_shift = 4;
+  cfg (&pc, dev, logdev, true, 16 * MiB);
+  cfg_no_txg (&pc);
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  zv_zil_itx_ring_shift = old_shift;
+  zv = zvol_pool_volume (p);
+  /* The log writes once a txg with its fresh chain is on disk. */
+  tl_pat_fill (buf, 0, BLK, 7);
+  assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), 0);
+  assert_int_equal (zvol_pool_sync (p), 0);
+
+  tl_log_reset (true);
+  zv_dev_set_fault (p->p_logdev, ring_fail_writes, NULL);
+  tl_pat_fill (buf, 0, BLK, 1);
+  assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), 0);
+  assert_int_equal (zvol_flush (zv), 0);          /* by a txg */
+  assert_true (tl_log_has ("intent log: writing"));
+  assert_true (zstatu (p, "zil_commit_fallbacks") >= 1);
+
+  alarm (120);                  /* a writer that spins fails the test */
+  for (unsigned i = 0; i < nblk; i++) {
+    tl_pat_fill (buf, (uint64_t) i * BLK, BLK, 7);
+    assert_int_equal (zvol_write (zv, buf, (uint64_t) i * BLK, BLK, 0), 0);
+  }
+  alarm (0);
+  assert_int_equal (zvol_flush (zv), 0);
+  assert_true (zstatu (p, "zil_records_dropped") >= nblk - 16);
+  zv_dev_set_fault (p->p_logdev, NULL, NULL);
+  assert_int_equal (zvol_pool_close (p), 0);
+  tl_log_reset (false);
+
+  cfg (&pc, dev, logdev, false, 0);
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  zv = zvol_pool_volume (p);
+  for (unsigned i = 0; i < nblk; i++) {
+    assert_int_equal (zvol_read (zv, buf, (uint64_t) i * BLK, BLK), 0);
+    assert_int_equal (tl_pat_check (buf, (uint64_t) i * BLK, BLK, 7), -1);
+  }
+  assert_int_equal (zvol_pool_close (p), 0);
+  zv_buf_free (buf);
+  unlink (dev);
+  unlink (logdev);
+}
+
 /* The final check of a series: import, verify, close cleanly. */
 static void
 pct_final (pct_t *g, const char *dev, const char *logdev, unsigned round)
@@ -1957,6 +2032,7 @@ main (void)
     cmocka_unit_test_setup (test_contention, tl_test_setup),
     cmocka_unit_test_setup (test_records, tl_test_setup),
     cmocka_unit_test_setup (test_commit_in_sync, tl_test_setup),
+    cmocka_unit_test_setup (test_ring_full_after_log_error, tl_test_setup),
     cmocka_unit_test_setup (test_powercut, tl_test_setup),
     cmocka_unit_test_setup (test_replay_crash, tl_test_setup),
     cmocka_unit_test_setup (test_hostile_log, tl_test_setup),
