@@ -396,16 +396,19 @@ zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
 
 /*
  * A record the intent log had written in place changes again: the block
- * written is no longer its content.  It is freed with the txg (deferred:
- * a log record may point at it until txg is on disk, and replay only
- * follows such records when txg never made it).  db_mtx held.
+ * written is no longer its content.  It is freed in the record's own txg,
+ * but deferred, never at once although it was born in that txg: a log
+ * record may point at it until txg is on disk (replay follows it only if
+ * txg never made it, and then claims the block back).  Deferred into txg
+ * itself, the free is on disk exactly when txg is; deferring it to txg + 1
+ * leaked the block when the power went between the two.  db_mtx held.
  */
 static void
 dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
 {
   if (!dr->dr_overridden)
     return;
-  zv_zio_free_bp (ob->ob_spa, &dr->dr_override, dr->dr_txg + 1);
+  zv_zio_free_bp_deferred (ob->ob_spa, &dr->dr_override, dr->dr_txg);
   dr->dr_overridden = false;
   memset (&dr->dr_override, 0, sizeof dr->dr_override);
 }
@@ -642,7 +645,7 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
       nbp.bp_fill = 1;
       r = zv_zio_write_many (ob->ob_spa, &w, 1);
       if (r < 0)
-        zv_zio_free_bp (ob->ob_spa, &nbp, txg + 1);
+        zv_zio_free_bp_deferred (ob->ob_spa, &nbp, txg);
     }
     if (r == 0) {
       dr->dr_override = nbp;

@@ -287,6 +287,16 @@ zv_zio_free_bp (zv_spa_t *spa, const zv_blkptr_t *bp, uint64_t txg)
   }
 }
 
+/* Free a block with txg, deferred even if it was born in txg (see zio.h). */
+void
+zv_zio_free_bp_deferred (zv_spa_t *spa, const zv_blkptr_t *bp, uint64_t txg)
+{
+  if (zv_bp_is_hole (bp))
+    return;
+  for (unsigned c = 0; c < bp->bp_ncopies; c++)
+    zv_alloc_free_defer (spa->spa_alloc, txg, bp->bp_dva[c], bp->bp_psize);
+}
+
 /* Copy-on-write placement of a block's new version (see zio.h). */
 int
 zv_zio_place_bp (zv_spa_t *spa, const zv_blkptr_t *old, zv_blkptr_t *bp,

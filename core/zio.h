@@ -56,6 +56,10 @@ int zv_zio_alloc_bp (zv_spa_t *spa, zv_blkptr_t *bp, uint32_t size,
                      unsigned copies);
 /* Free every copy of bp: deferred to txg+2, or at once if born in txg. */
 void zv_zio_free_bp (zv_spa_t *spa, const zv_blkptr_t *bp, uint64_t txg);
+/* Free every copy of bp with txg, deferred even if born in txg: for a
+ * block a durable log record may still point at until txg is on disk. */
+void zv_zio_free_bp_deferred (zv_spa_t *spa, const zv_blkptr_t *bp,
+                              uint64_t txg);
 
 /*
  * Give a block its new pointer for txg (copy on write): a hole frees the

@@ -724,6 +724,76 @@ vol_walk (zvol_pool_t *p, vwalk_t *w)
                                      w->size);
 }
 
+/*
+ * A block the intent log wrote in place for txg T (zv_dmu_sync_block),
+ * then overwritten in T before T synced, is freed with T: after a crash
+ * right after T's sync it must be on T's defer list as imported, not
+ * allocated with nothing pointing at it (it was deferred to T + 1, and
+ * leaked when the power went before T + 1 synced).  A child process does
+ * the work and exits without closing the pool, as a power cut would.
+ */
+static void
+test_inplace_free_durable (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "inplace");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t msg[2] = { 0, 0 };   /* the in-place block's dva, and T */
+  int fds[2], status;
+  pid_t pid;
+
+  (void) state;
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = open_ok (&pc);
+  vwrite (zvol_pool_volume (p), 0, BS, 1);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  assert_int_equal (pipe (fds), 0);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    zv_blkptr_t bp;
+    uint64_t t;
+
+    close (fds[0]);
+    cfg (&pc, &dev, 1, 0, false);
+    if (zvol_pool_open (&pc, &p) != 0)
+      _exit (10);
+    t = zv_txg_open_txg (p->p_txg);
+    vwrite (zvol_pool_volume (p), 5 * BS, BS, 2);
+    memset (&bp, 0, sizeof bp);
+    if (zv_dmu_sync_block (&p->p_vol, t, 5, &bp) != 0)
+      _exit (11);
+    vwrite (zvol_pool_volume (p), 5 * BS, BS, 3);  /* unoverride */
+    if (zvol_pool_sync (p) != 0 || p->p_synced_txg != t)
+      _exit (12);
+    msg[0] = bp.bp_dva[0];
+    msg[1] = t;
+    if (write (fds[1], msg, sizeof msg) != (ssize_t) sizeof msg)
+      _exit (13);
+    _exit (0);                  /* no close: T + 1 never syncs */
+  }
+  close (fds[1]);
+  assert_int_equal (read (fds[0], msg, sizeof msg), (ssize_t) sizeof msg);
+  close (fds[0]);
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  assert_int_not_equal (msg[0], 0);
+
+  cfg (&pc, &dev, 1, 0, false);
+  p = open_ok (&pc);
+  assert_true (zv_alloc_is_allocated (p->p_spa.spa_alloc, msg[0], BS));
+  if (!on_defer_list (p, msg[1], msg[0]))
+    fail_msg ("the in-place block of txg %" PRIu64 " is allocated after "
+              "import but on no defer list: leaked", msg[1]);
+  vcheck (zvol_pool_volume (p), 5 * BS, BS, 3);
+  assert_int_equal (zvol_pool_close (p), 0);
+  unlink (dev);
+}
+
 /* A block overwritten in txg T stays allocated (on T's defer list)
  * through the sync of T+1 and is free again from T+2. */
 static void
@@ -1050,6 +1120,7 @@ main (void)
     cmocka_unit_test_setup (test_ebusy, tl_test_setup),
     cmocka_unit_test_setup (test_txg_history, tl_test_setup),
     cmocka_unit_test_setup (test_deferred_free_rule, tl_test_setup),
+    cmocka_unit_test_setup (test_inplace_free_durable, tl_test_setup),
     cmocka_unit_test_setup (test_crash_rounds, tl_test_setup),
   };
 
