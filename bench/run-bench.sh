@@ -42,6 +42,10 @@
 #   QEMU_SHARED     qemu-nbd -e (default 4; sync suite 64, so that 16 fio
 #                   jobs, each with a probe connection, all get in)
 #   BENCH_KEEP=1    keep the backing files afterwards
+#   SETTLE          sync suite: seconds to wait (after a host sync) before
+#                   each run, so the last run's writeback -- page cache,
+#                   a zvol txg (txg_timeout is 5 s) -- does not land in the
+#                   next target's run (default 6; 0 for none)
 
 set -euo pipefail
 
@@ -78,6 +82,7 @@ BENCH_JOBS=${BENCH_JOBS:-seq-write-128k rand-write-4k-qd32 rand-write-4k-qd1-fsy
 SYNC_NUMJOBS=${SYNC_NUMJOBS-1 4 8 16}
 SYNC_FUA_CONNS=${SYNC_FUA_CONNS-1 16}
 SYNC_FILL=${SYNC_FILL:-1}
+SETTLE=${SETTLE:-6}
 SYNC_LOGDEV=${SYNC_LOGDEV:-0}
 SYNC_LOGDEV_SIZE=${SYNC_LOGDEV_SIZE:-256M}
 ZVOL_PLUGIN=${ZVOL_PLUGIN:-$here/../plugin/.libs/nbdkit-zvol-plugin.so}
@@ -476,6 +481,7 @@ suite_sync ()
             for t in "${targets[@]}"; do
                 n=$((n + 1))
                 printf 'run-bench: [%d/%d] round %d %s on %s\n' "$n" "$total" "$r" "$job" "$t"
+                if [ "$SETTLE" != 0 ]; then sync; sleep "$SETTLE"; fi
                 [ "$t" != zvol ] || zil_snapshot "$t" "$json/$job.$t.$r.zil-before"
                 sync_run "$t" "$job" "$json/$job.$t.$r.json" || failed=$((failed + 1))
                 # The intent log's counters, for zvol only (zvol-txg's
@@ -496,7 +502,8 @@ suite_sync ()
         echo "# zvol: $ZVOL_PLUGIN flush=log ${ZVOL_OPTS}; zvol-txg: the same with flush=txg;" \
             "$( [ "$SYNC_LOGDEV" = 1 ] && echo "separate log devices of $SYNC_LOGDEV_SIZE;" )" \
             "file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED;" \
-            "filled first: $( [ "$SYNC_FILL" = 1 ] && echo yes || echo no )"
+            "filled first: $( [ "$SYNC_FILL" = 1 ] && echo yes || echo no );" \
+            "settle before each run: ${SETTLE}s"
         echo "# fsync-jN: fio randwrite 4k QD1 fsync=1, N jobs (connections), disjoint regions;" \
             "p99 = write clat p99 (without the flush), sync p99 = the flush's"
         echo "# fua-cN: fua-bench, N connections, QD1 4k writes with FUA, disjoint regions;" \
