@@ -2,7 +2,8 @@
  * test_dev.c: unit tests for core/dev.c (open/lock, io_uring batches,
  * fallbacks, counters, fault injection).
  *
- * Files live under a mkdtemp directory in /var/tmp, removed at the end.
+ * Files live in testlib.h's scratch directory under /var/tmp, removed at
+ * the end.
  * Some tests need root (mounting ramfs, loop devices) and skip without it.
  */
 #include <config.h>
@@ -20,7 +21,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -48,110 +48,14 @@
 
 #include "zv_util.h"
 #include "dev.h"
+#include "testlib.h"
 
 /* Tunable in dev.c: ring size of threads created after it is set. */
 extern unsigned zv_dev_ring_entries;
 
 #define MiB (1024u * 1024u)
 
-static char g_dir[64];
-
-/* ---- log capture ---------------------------------------------------- */
-
-static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char g_log[8192];
-static int g_log_errors;
-
-static void
-test_log (enum zv_log_level level, const char *msg)
-{
-  if (getenv ("ZV_TEST_VERBOSE"))
-    fprintf (stderr, "[%d] %s\n", level, msg);
-  if (level < ZV_LOG_INFO)
-    return;
-  pthread_mutex_lock (&g_log_lock);
-  if (level == ZV_LOG_ERROR)
-    g_log_errors++;
-  if (strlen (g_log) + strlen (msg) + 2 < sizeof g_log) {
-    strcat (g_log, msg);
-    strcat (g_log, "\n");
-  }
-  pthread_mutex_unlock (&g_log_lock);
-}
-
-static void
-log_reset (void)
-{
-  pthread_mutex_lock (&g_log_lock);
-  g_log[0] = '\0';
-  g_log_errors = 0;
-  pthread_mutex_unlock (&g_log_lock);
-}
-
-static bool
-log_contains (const char *s)
-{
-  bool r;
-
-  pthread_mutex_lock (&g_log_lock);
-  r = strstr (g_log, s) != NULL;
-  pthread_mutex_unlock (&g_log_lock);
-  return r;
-}
-
-static int
-log_errors (void)
-{
-  int n;
-
-  pthread_mutex_lock (&g_log_lock);
-  n = g_log_errors;
-  pthread_mutex_unlock (&g_log_lock);
-  return n;
-}
-
 /* ---- helpers ---------------------------------------------------------- */
-
-/* Deterministic PRNG, one state per caller (threads included). */
-static uint64_t
-rnd (uint64_t *s)
-{
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
-static void
-fill_random (void *buf, size_t len, uint64_t *s)
-{
-  unsigned char *p = buf;
-  for (size_t i = 0; i < len; i += 8) {
-    uint64_t v = rnd (s);
-    memcpy (p + i, &v, ZV_MIN (8, len - i));
-  }
-}
-
-/* Create dir/name with the given size (sparse); returns a malloc'd path. */
-static char *
-make_file_in (const char *dir, const char *name, uint64_t size)
-{
-  char *path;
-  int fd;
-
-  assert_true (asprintf (&path, "%s/%s", dir, name) > 0);
-  fd = open (path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  assert_true (fd >= 0);
-  assert_int_equal (ftruncate (fd, (off_t) size), 0);
-  close (fd);
-  return path;
-}
-
-static char *
-make_file (const char *name, uint64_t size)
-{
-  return make_file_in (g_dir, name, size);
-}
 
 static zv_dev_t *
 open_ok (const char *path)
@@ -165,16 +69,6 @@ open_ok (const char *path)
   assert_int_equal (r, 0);
   assert_non_null (dev);
   return dev;
-}
-
-/* Read a file through an independent, buffered descriptor. */
-static void
-pread_file (const char *path, void *buf, size_t len, uint64_t off)
-{
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
-  assert_true (fd >= 0);
-  assert_int_equal (pread (fd, buf, len, (off_t) off), (ssize_t) len);
-  close (fd);
 }
 
 /*
@@ -295,8 +189,8 @@ run_random_batches (rb_t *c)
     memset (used, 0, c->rb_nsect);
     for (int i = 0; i < c->rb_batch; i++) {
       for (int tries = 0; tries < 200; tries++) {
-        uint32_t len = 1 + (uint32_t) (rnd (&s) % 8);
-        uint32_t sect = (uint32_t) (rnd (&s) % (c->rb_nsect - len + 1));
+        uint32_t len = 1 + (uint32_t) (tl_rand (&s) % 8);
+        uint32_t sect = (uint32_t) (tl_rand (&s) % (c->rb_nsect - len + 1));
         bool ok = true;
         for (uint32_t k = 0; k < len; k++)
           ok = ok && !used[sect + k];
@@ -306,22 +200,22 @@ run_random_batches (rb_t *c)
         flat[n] = zv_buf_alloc ((size_t) len * ZV_SECTOR);
         ios[n] = (zv_dev_io_t) {
           .di_dev = c->rb_dev,
-          .di_op = rnd (&s) % 5 < 3 ? ZV_DEV_WRITE : ZV_DEV_READ,
+          .di_op = tl_rand (&s) % 5 < 3 ? ZV_DEV_WRITE : ZV_DEV_READ,
           .di_buf = flat[n],
           .di_offset = c->rb_base + (uint64_t) sect * ZV_SECTOR,
           .di_len = len * ZV_SECTOR,
           .di_result = 12345,
         };
         if (ios[n].di_op == ZV_DEV_WRITE)
-          fill_random (flat[n], ios[n].di_len, &s);
+          tl_fill_rand (flat[n], ios[n].di_len, &s);
         else
           memset (flat[n], 0xa5, ios[n].di_len);
-        if (len >= 2 && rnd (&s) % 3 == 0) {
+        if (len >= 2 && tl_rand (&s) % 3 == 0) {
           struct iovec *v = &segs[(size_t) n * RB_MAXSEG];
           uint32_t left = len, at = 0, cnt = 0;
           while (left > 0) {
             uint32_t k = cnt + 1 == RB_MAXSEG ? left
-              : 1 + (uint32_t) (rnd (&s) % left);
+              : 1 + (uint32_t) (tl_rand (&s) % left);
             v[cnt].iov_base = zv_buf_alloc ((size_t) k * ZV_SECTOR);
             v[cnt].iov_len = (size_t) k * ZV_SECTOR;
             memcpy (v[cnt].iov_base, flat[n] + (size_t) at * ZV_SECTOR,
@@ -388,7 +282,7 @@ verify_whole (zv_dev_t *dev, const unsigned char *shadow, uint64_t len)
   assert_int_equal (zv_dev_read (dev, buf, 0, (uint32_t) len), 0);
   assert_memory_equal (buf, shadow, len);
   memset (buf, 0, len);
-  pread_file (zv_dev_path (dev), buf, len, 0);
+  assert_int_equal (tl_file_pread (zv_dev_path (dev), buf, len, 0), 0);
   assert_memory_equal (buf, shadow, len);
   zv_buf_free (buf);
 }
@@ -398,10 +292,10 @@ verify_whole (zv_dev_t *dev, const unsigned char *shadow, uint64_t len)
 static void
 test_open_missing (void **state)
 {
-  char path[128], err[256], want[300];
+  char path[512], err[256], want[600];
   zv_dev_t *dev = (zv_dev_t *) 0x1;
 
-  snprintf (path, sizeof path, "%s/does-not-exist", g_dir);
+  tl_path (path, sizeof path, "does-not-exist");
   assert_int_equal (zv_dev_open (path, &dev, err, sizeof err), -ENOENT);
   assert_null (dev);
   snprintf (want, sizeof want, "%s: no such file", path);
@@ -418,9 +312,9 @@ test_open_not_file (void **state)
   char err[256];
   zv_dev_t *dev = (zv_dev_t *) 0x1;
 
-  assert_int_equal (zv_dev_open (g_dir, &dev, err, sizeof err), -EINVAL);
+  assert_int_equal (zv_dev_open (tl_dir, &dev, err, sizeof err), -EINVAL);
   assert_null (dev);
-  assert_true (strncmp (err, g_dir, strlen (g_dir)) == 0);
+  assert_true (strncmp (err, tl_dir, strlen (tl_dir)) == 0);
   assert_non_null (strstr (err, "directory"));
 
   assert_int_equal (zv_dev_open ("/dev/null", &dev, err, sizeof err),
@@ -432,11 +326,12 @@ test_open_not_file (void **state)
 static void
 test_lock_conflict (void **state)
 {
-  char *path = make_file ("lock", MiB);
-  char err[256], want[300];
+  char path[512], err[256], want[600];
   zv_dev_t *a, *b = (zv_dev_t *) 0x1;
   int fd;
 
+  tl_path (path, sizeof path, "lock");
+  assert_int_equal (tl_sparse_file (path, MiB), 0);
   a = open_ok (path);
   assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
   assert_null (b);
@@ -459,18 +354,20 @@ test_lock_conflict (void **state)
   close (fd);
   zv_dev_close (b);
   unlink (path);
-  free (path);
 }
 
 static void
 test_size_sparse (void **state)
 {
-  char *path = make_file ("sparse", (1ull << 30) + 1234);
-  char *tiny = make_file ("tiny", 100);
+  char path[512], tiny[512];
   unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
   struct stat st;
   zv_dev_t *dev;
 
+  tl_path (path, sizeof path, "sparse");
+  tl_path (tiny, sizeof tiny, "tiny");
+  assert_int_equal (tl_sparse_file (path, (1ull << 30) + 1234), 0);
+  assert_int_equal (tl_sparse_file (tiny, 100), 0);
   dev = open_ok (path);
   assert_int_equal (zv_dev_size (dev), 1ull << 30);
   assert_false (zv_dev_is_blockdev (dev));
@@ -485,15 +382,13 @@ test_size_sparse (void **state)
 
   dev = open_ok (tiny);
   assert_int_equal (zv_dev_size (dev), 0);
-  log_reset ();
+  tl_log_reset (true);
   assert_int_equal (zv_dev_read (dev, buf, 0, ZV_SECTOR), -EIO);
   zv_dev_close (dev);
 
   zv_buf_free (buf);
   unlink (path);
   unlink (tiny);
-  free (path);
-  free (tiny);
 }
 
 /* ---- I/O ------------------------------------------------------------- */
@@ -502,17 +397,22 @@ static void
 test_roundtrip_batch (void **state)
 {
   const uint64_t size = 8 * MiB;
-  char *path = make_file ("rt", size);
+  char path[512];
   unsigned char *shadow = calloc (1, size);
   zv_dev_stats_t st;
-  zv_dev_t *dev = open_ok (path);
-  rb_t c = {
+  zv_dev_t *dev;
+  rb_t c;
+
+  tl_path (path, sizeof path, "rt");
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  dev = open_ok (path);
+  c = (rb_t) {
     .rb_dev = dev, .rb_base = 0, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
     .rb_rounds = 20, .rb_batch = 100, .rb_seed = 0x5eed1234,
     .rb_shadow = shadow,
   };
 
-  log_reset ();
+  tl_log_reset (false);
   if (run_random_batches (&c) != 0)
     fail_msg ("%d problems, first: %s", c.rb_problems, c.rb_what);
   assert_true (c.rb_writes > 500 && c.rb_reads > 300);
@@ -522,7 +422,7 @@ test_roundtrip_batch (void **state)
   assert_int_equal (st.ds_reads, c.rb_reads);
   assert_int_equal (st.ds_nread, c.rb_rbytes);
   assert_int_equal (st.ds_flushes, 0);
-  assert_int_equal (log_errors (), 0);
+  assert_int_equal (tl_log_errors (), 0);
 
   verify_whole (dev, shadow, size);
   zv_dev_close (dev);
@@ -533,20 +433,26 @@ test_roundtrip_batch (void **state)
   zv_dev_close (dev);
   free (shadow);
   unlink (path);
-  free (path);
 }
 
 static void
 test_flush (void **state)
 {
-  char *pa = make_file ("fa", 2 * MiB), *pb = make_file ("fb", 2 * MiB);
-  zv_dev_t *a = open_ok (pa), *b = open_ok (pb);
+  char pa[512], pb[512];
+  zv_dev_t *a, *b;
   enum { NW = 32 };
   zv_dev_io_t ios[2 * NW + 2];
   unsigned char *wbuf[NW], *rbuf[NW];
   zv_dev_stats_t sa, sb;
   uint64_t s = 42;
   size_t n = 0;
+
+  tl_path (pa, sizeof pa, "fa");
+  tl_path (pb, sizeof pb, "fb");
+  assert_int_equal (tl_sparse_file (pa, 2 * MiB), 0);
+  assert_int_equal (tl_sparse_file (pb, 2 * MiB), 0);
+  a = open_ok (pa);
+  b = open_ok (pb);
 
   /* Single flush. */
   unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
@@ -565,7 +471,7 @@ test_flush (void **state)
   for (int i = 0; i < NW; i++) {
     wbuf[i] = zv_buf_alloc (16384);
     rbuf[i] = zv_buf_alloc (16384);
-    fill_random (wbuf[i], 16384, &s);
+    tl_fill_rand (wbuf[i], 16384, &s);
     ios[n++] = (zv_dev_io_t) { .di_dev = i % 2 ? b : a, .di_op = ZV_DEV_WRITE,
                                .di_buf = wbuf[i],
                                .di_offset = (uint64_t) (i / 2) * 16384,
@@ -600,8 +506,6 @@ test_flush (void **state)
   zv_dev_close (b);
   unlink (pa);
   unlink (pb);
-  free (pa);
-  free (pb);
 }
 
 /* Fault hook: fail 'fa_op' on requests covering 'fa_off'. */
@@ -630,15 +534,18 @@ fault_fn (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
 static void
 test_fault_injection (void **state)
 {
-  char *path = make_file ("fault", MiB);
-  zv_dev_t *dev = open_ok (path);
+  char path[512];
+  zv_dev_t *dev;
   struct fault f = { .fa_op = ZV_DEV_WRITE, .fa_off = 65536,
                      .fa_error = -EIO };
   unsigned char *buf[3], *chk = zv_buf_alloc (ZV_SECTOR);
   zv_dev_io_t ios[3];
   zv_dev_stats_t st;
-  char want[300];
+  char want[600];
 
+  tl_path (path, sizeof path, "fault");
+  assert_int_equal (tl_sparse_file (path, MiB), 0);
+  dev = open_ok (path);
   for (int i = 0; i < 3; i++) {
     buf[i] = zv_buf_alloc (ZV_SECTOR);
     memset (buf[i], 0x11 * (i + 1), ZV_SECTOR);
@@ -648,7 +555,7 @@ test_fault_injection (void **state)
                              .di_len = ZV_SECTOR };
   }
   zv_dev_set_fault (dev, fault_fn, &f);
-  log_reset ();
+  tl_log_reset (true);
   assert_int_equal (zv_dev_io_batch (ios, 3), -EIO);
   assert_int_equal (ios[0].di_result, 0);
   assert_int_equal (ios[1].di_result, -EIO);
@@ -657,14 +564,14 @@ test_fault_injection (void **state)
   assert_int_equal (atomic_load (&f.fa_hits), 1);
   snprintf (want, sizeof want, "%s: write at 65536: %s", path,
             strerror (EIO));
-  assert_true (log_contains (want));
+  assert_true (tl_log_has (want));
 
   /* The failed write never reached the file; the others did. */
-  pread_file (path, chk, ZV_SECTOR, 65536);
+  assert_int_equal (tl_file_pread (path, chk, ZV_SECTOR, 65536), 0);
   assert_true (zv_is_zero (chk, ZV_SECTOR));
-  pread_file (path, chk, ZV_SECTOR, 0);
+  assert_int_equal (tl_file_pread (path, chk, ZV_SECTOR, 0), 0);
   assert_memory_equal (chk, buf[0], ZV_SECTOR);
-  pread_file (path, chk, ZV_SECTOR, 2 * 65536);
+  assert_int_equal (tl_file_pread (path, chk, ZV_SECTOR, 2 * 65536), 0);
   assert_memory_equal (chk, buf[2], ZV_SECTOR);
   zv_dev_get_stats (dev, &st);
   assert_int_equal (st.ds_writes, 2);
@@ -673,10 +580,10 @@ test_fault_injection (void **state)
   /* Any errno passes through, for flushes too. */
   f.fa_op = ZV_DEV_FLUSH;
   f.fa_error = -ENOSPC;
-  log_reset ();
+  tl_log_reset (true);
   assert_int_equal (zv_dev_flush (dev), -ENOSPC);
   snprintf (want, sizeof want, "%s: flush: %s", path, strerror (ENOSPC));
-  assert_true (log_contains (want));
+  assert_true (tl_log_has (want));
   zv_dev_get_stats (dev, &st);
   assert_int_equal (st.ds_flushes, 0);
 
@@ -690,7 +597,7 @@ test_fault_injection (void **state)
   /* Cleared: the write goes through. */
   zv_dev_set_fault (dev, NULL, NULL);
   assert_int_equal (zv_dev_write (dev, buf[1], 65536, ZV_SECTOR), 0);
-  pread_file (path, chk, ZV_SECTOR, 65536);
+  assert_int_equal (tl_file_pread (path, chk, ZV_SECTOR, 65536), 0);
   assert_memory_equal (chk, buf[1], ZV_SECTOR);
 
   for (int i = 0; i < 3; i++)
@@ -698,29 +605,31 @@ test_fault_injection (void **state)
   zv_buf_free (chk);
   zv_dev_close (dev);
   unlink (path);
-  free (path);
 }
 
 static void
 test_past_end (void **state)
 {
   const uint64_t size = MiB;
-  char *path = make_file ("end", size);
-  zv_dev_t *dev = open_ok (path);
+  char path[512];
+  zv_dev_t *dev;
   unsigned char *buf = zv_buf_alloc (2 * ZV_SECTOR);
   unsigned char *pat = zv_buf_alloc (2 * ZV_SECTOR);
   zv_dev_io_t ios[2];
   zv_dev_stats_t st;
   struct stat sb;
 
-  log_reset ();
+  tl_path (path, sizeof path, "end");
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  dev = open_ok (path);
+  tl_log_reset (true);
   assert_int_equal (zv_dev_read (dev, buf, size, ZV_SECTOR), -EIO);
   assert_int_equal (zv_dev_read (dev, buf, size - ZV_SECTOR, 2 * ZV_SECTOR),
                     -EIO);
   assert_int_equal (zv_dev_read (dev, buf, UINT64_MAX - ZV_SECTOR + 1,
                                  ZV_SECTOR), -EIO);
   assert_int_equal (zv_dev_write (dev, buf, size, ZV_SECTOR), -EIO);
-  assert_true (log_contains ("beyond the end of the device"));
+  assert_true (tl_log_has ("beyond the end of the device"));
   assert_int_equal (stat (path, &sb), 0);
   assert_int_equal (sb.st_size, (off_t) size);       /* did not grow */
 
@@ -746,16 +655,16 @@ test_past_end (void **state)
    */
   assert_int_equal (truncate (path, (off_t) (size - ZV_SECTOR)), 0);
   memset (buf, 0, 2 * ZV_SECTOR);
-  log_reset ();
+  tl_log_reset (true);
   assert_int_equal (zv_dev_read (dev, buf, size - 2 * ZV_SECTOR,
                                  2 * ZV_SECTOR), -EIO);
   assert_memory_equal (buf, pat, ZV_SECTOR);
-  assert_true (log_contains ("unexpected end of file"));
+  assert_true (tl_log_has ("unexpected end of file"));
   {
-    char want[300];
+    char want[600];
     snprintf (want, sizeof want, "%s: read at %" PRIu64 ": ", path,
               size - ZV_SECTOR);
-    assert_true (log_contains (want));
+    assert_true (tl_log_has (want));
   }
   /* What is left of the file still reads fine. */
   assert_int_equal (zv_dev_read (dev, buf, size - 3 * ZV_SECTOR,
@@ -767,15 +676,14 @@ test_past_end (void **state)
   zv_buf_free (pat);
   zv_dev_close (dev);
   unlink (path);
-  free (path);
 }
 
 /* A misaligned request is a caller bug: the process must stop. */
 static void
 test_misaligned_aborts (void **state)
 {
-  char *path = make_file ("misaligned", MiB);
-  zv_dev_t *dev = open_ok (path);
+  char path[512];
+  zv_dev_t *dev;
   unsigned char *buf = zv_buf_alloc (2 * ZV_SECTOR);
   struct { uint64_t off; uint32_t len; size_t bufoff; } bad[] = {
     { 512, ZV_SECTOR, 0 },          /* offset */
@@ -783,6 +691,9 @@ test_misaligned_aborts (void **state)
     { 0, ZV_SECTOR, 512 },          /* buffer */
   };
 
+  tl_path (path, sizeof path, "misaligned");
+  assert_int_equal (tl_sparse_file (path, MiB), 0);
+  dev = open_ok (path);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int status;
     pid_t pid = fork ();
@@ -800,7 +711,6 @@ test_misaligned_aborts (void **state)
   zv_buf_free (buf);
   zv_dev_close (dev);
   unlink (path);
-  free (path);
 }
 
 /* ---- O_DIRECT and the buffered fallback ------------------------------ */
@@ -851,12 +761,14 @@ check_dev_mode (const char *path, bool want_direct)
 static void
 test_direct_var_tmp (void **state)
 {
-  char *path = make_file ("direct", 2 * MiB);
+  char path[512];
   struct statfs sf;
   bool want;
 
-  assert_int_equal (statfs (g_dir, &sf), 0);
-  want = probe_direct (g_dir);
+  tl_path (path, sizeof path, "direct");
+  assert_int_equal (tl_sparse_file (path, 2 * MiB), 0);
+  assert_int_equal (statfs (tl_dir, &sf), 0);
+  want = probe_direct (tl_dir);
   /* These always take O_DIRECT. */
   if (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC ||
       sf.f_type == BTRFS_SUPER_MAGIC)
@@ -865,14 +777,14 @@ test_direct_var_tmp (void **state)
                  (unsigned long) sf.f_type, want ? "yes" : "no");
   check_dev_mode (path, want);
   unlink (path);
-  free (path);
 }
 
-/* Mount a throwaway file system under g_dir; false if not allowed. */
+/* Mount a throwaway file system in the scratch directory; false if not
+ * allowed. */
 static bool
 mount_scratch (const char *type, char *dir, size_t len)
 {
-  snprintf (dir, len, "%s/%s", g_dir, type);
+  tl_path (dir, len, type);
   assert_int_equal (mkdir (dir, 0700), 0);
   if (mount (type, dir, type, 0, NULL) == -1) {
     print_message ("cannot mount %s (%s): skipped\n", type, strerror (errno));
@@ -893,7 +805,7 @@ unmount_scratch (const char *dir)
 static void
 test_tmpfs_and_ramfs (void **state)
 {
-  char dir[128], *path;
+  char dir[512], path[PATH_MAX];
   struct statfs sf;
   bool mounted = false, want;
 
@@ -912,10 +824,10 @@ test_tmpfs_and_ramfs (void **state)
     snprintf (name, sizeof name, "zv-test-dev.%d", (int) getpid ());
     want = probe_direct (dir);
     print_message ("tmpfs (%s): O_DIRECT %s\n", dir, want ? "yes" : "no");
-    path = make_file_in (dir, name, MiB);
+    snprintf (path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal (tl_sparse_file (path, MiB), 0);
     check_dev_mode (path, want);
     unlink (path);
-    free (path);
     if (mounted)
       unmount_scratch (dir);
   }
@@ -926,10 +838,10 @@ test_tmpfs_and_ramfs (void **state)
     return;
   }
   assert_false (probe_direct (dir));
-  path = make_file_in (dir, "ram", MiB);
+  snprintf (path, sizeof path, "%s/ram", dir);
+  assert_int_equal (tl_sparse_file (path, MiB), 0);
   check_dev_mode (path, false);
   unlink (path);
-  free (path);
   unmount_scratch (dir);
 }
 
@@ -947,8 +859,8 @@ test_threads (void **state)
 {
   enum { NT = 4 };
   const uint64_t region = 2 * MiB, size = NT * region;
-  char *path = make_file ("mt", size);
-  zv_dev_t *dev = open_ok (path);
+  char path[512];
+  zv_dev_t *dev;
   unsigned char *shadow = calloc (1, size);
   pthread_t th[NT];
   rb_t c[NT];
@@ -956,10 +868,13 @@ test_threads (void **state)
   uint64_t w = 0, wb = 0, r = 0, rb = 0;
   int rings0;
 
+  tl_path (path, sizeof path, "mt");
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  dev = open_ok (path);
   /* This thread's ring exists already, for a stable baseline. */
   assert_int_equal (zv_dev_flush (dev), 0);
   rings0 = count_uring_fds ();
-  log_reset ();
+  tl_log_reset (false);
   for (int i = 0; i < NT; i++) {
     c[i] = (rb_t) {
       .rb_dev = dev, .rb_base = (uint64_t) i * region,
@@ -979,7 +894,7 @@ test_threads (void **state)
     r += c[i].rb_reads;
     rb += c[i].rb_rbytes;
   }
-  assert_int_equal (log_errors (), 0);
+  assert_int_equal (tl_log_errors (), 0);
   /* Each thread's ring went away with the thread. */
   assert_int_equal (count_uring_fds (), rings0);
 
@@ -994,7 +909,6 @@ test_threads (void **state)
   zv_dev_close (dev);
   free (shadow);
   unlink (path);
-  free (path);
 }
 
 /* A thread with a 4-entry ring: 100-request batches go in waves. */
@@ -1012,16 +926,20 @@ static void
 test_waves (void **state)
 {
   const uint64_t size = 4 * MiB;
-  char *path = make_file ("waves", size);
-  zv_dev_t *dev = open_ok (path);
+  char path[512];
+  zv_dev_t *dev;
   unsigned char *shadow = calloc (1, size);
   unsigned saved = zv_dev_ring_entries;
-  rb_t c = {
+  rb_t c;
+  pthread_t th;
+
+  tl_path (path, sizeof path, "waves");
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  dev = open_ok (path);
+  c = (rb_t) {
     .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
     .rb_rounds = 10, .rb_batch = 100, .rb_seed = 777, .rb_shadow = shadow,
   };
-  pthread_t th;
-
   zv_dev_ring_entries = 4;
   assert_int_equal (pthread_create (&th, NULL, small_ring_thread, &c), 0);
   assert_int_equal (pthread_join (th, NULL), 0);
@@ -1032,7 +950,6 @@ test_waves (void **state)
   zv_dev_close (dev);
   free (shadow);
   unlink (path);
-  free (path);
 }
 
 /*
@@ -1085,22 +1002,26 @@ static void
 test_no_uring_fallback (void **state)
 {
   const uint64_t size = 2 * MiB;
-  char *path = make_file ("nouring", size);
-  zv_dev_t *dev = open_ok (path);
+  char path[512];
+  zv_dev_t *dev;
   unsigned char *shadow = calloc (1, size);
-  nouring_t nu = {
+  nouring_t nu;
+  zv_dev_stats_t st;
+  pthread_t th;
+
+  tl_path (path, sizeof path, "nouring");
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  dev = open_ok (path);
+  nu = (nouring_t) {
     .nu_rb = {
       .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
       .rb_rounds = 10, .rb_batch = 100, .rb_seed = 31337,
       .rb_shadow = shadow,
     },
   };
-  zv_dev_stats_t st;
-  pthread_t th;
-
   assert_int_equal (zv_dev_flush (dev), 0);   /* main ring exists */
   nu.nu_rings_before = count_uring_fds ();
-  log_reset ();
+  tl_log_reset (true);                /* it reads past the end */
   assert_int_equal (pthread_create (&th, NULL, nouring_thread, &nu), 0);
   assert_int_equal (pthread_join (th, NULL), 0);
   if (nu.nu_init == 1)
@@ -1112,7 +1033,7 @@ test_no_uring_fallback (void **state)
   assert_int_equal (nu.nu_flush, 0);
   assert_int_equal (nu.nu_past_end, -EIO);
   assert_int_equal (nu.nu_rings_after, nu.nu_rings_before);
-  assert_true (log_contains ("io_uring unavailable"));
+  assert_true (tl_log_has ("io_uring unavailable"));
 
   zv_dev_get_stats (dev, &st);
   assert_int_equal (st.ds_writes, nu.nu_rb.rb_writes);
@@ -1123,7 +1044,6 @@ test_no_uring_fallback (void **state)
   zv_dev_close (dev);
   free (shadow);
   unlink (path);
-  free (path);
 }
 
 /* ---- block device (loop) ---------------------------------------------- */
@@ -1132,17 +1052,17 @@ static void
 test_blockdev (void **state)
 {
   const uint64_t size = 16 * MiB + 512;       /* rounds down to 16 MiB */
-  char *backing = make_file ("loop.img", size);
-  char lp[64], err[256], want[300];
+  char backing[512], lp[64], err[256], want[300];
   zv_dev_t *dev, *dev2 = NULL;
   unsigned char *buf, *chk;
   int ctl, bfd, lfd = -1;
 
+  tl_path (backing, sizeof backing, "loop.img");
+  assert_int_equal (tl_sparse_file (backing, size), 0);
   ctl = open ("/dev/loop-control", O_RDWR | O_CLOEXEC);
   if (ctl == -1) {
     print_message ("no /dev/loop-control (%s): skipped\n", strerror (errno));
     unlink (backing);
-    free (backing);
     skip ();
     return;
   }
@@ -1169,7 +1089,6 @@ test_blockdev (void **state)
   if (lfd == -1) {
     print_message ("cannot set up a loop device: skipped\n");
     unlink (backing);
-    free (backing);
     skip ();
     return;
   }
@@ -1193,9 +1112,11 @@ test_blockdev (void **state)
   assert_int_equal (zv_dev_flush (dev), 0);
   assert_int_equal (zv_dev_read (dev, chk, 16 * MiB - 65536, 65536), 0);
   assert_memory_equal (buf, chk, 65536);
+  tl_log_reset (true);                /* the read past the end */
   assert_int_equal (zv_dev_read (dev, chk, 16 * MiB, ZV_SECTOR), -EIO);
   memset (chk, 0, 65536);
-  pread_file (backing, chk, 65536, 16 * MiB - 65536);
+  assert_int_equal (tl_file_pread (backing, chk, 65536, 16 * MiB - 65536),
+                    0);
   assert_memory_equal (buf, chk, 65536);
   zv_buf_free (buf);
   zv_buf_free (chk);
@@ -1215,60 +1136,46 @@ test_blockdev (void **state)
   }
   close (lfd);
   unlink (backing);
-  free (backing);
 }
 
 /* ---- setup ------------------------------------------------------------- */
 
 static int
-rm_one (const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-  return remove (p) == -1 ? -1 : 0;
-}
-
-static int
 group_setup (void **state)
 {
-  snprintf (g_dir, sizeof g_dir, "/var/tmp/zv-test-dev.XXXXXX");
-  if (mkdtemp (g_dir) == NULL)
-    return -1;
-  zv_set_log (test_log);
-  return 0;
+  return tl_group_begin ("dev");
 }
 
 static int
 group_teardown (void **state)
 {
-  char dir[128];
+  char dir[512];
 
-  zv_set_log (NULL);
   /* Scratch mounts a failed test left behind. */
-  snprintf (dir, sizeof dir, "%s/tmpfs", g_dir);
-  umount2 (dir, MNT_DETACH);
-  snprintf (dir, sizeof dir, "%s/ramfs", g_dir);
-  umount2 (dir, MNT_DETACH);
-  return nftw (g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  umount2 (tl_path (dir, sizeof dir, "tmpfs"), MNT_DETACH);
+  umount2 (tl_path (dir, sizeof dir, "ramfs"), MNT_DETACH);
+  return tl_group_teardown (state);
 }
 
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (test_open_missing),
-    cmocka_unit_test (test_open_not_file),
-    cmocka_unit_test (test_lock_conflict),
-    cmocka_unit_test (test_size_sparse),
-    cmocka_unit_test (test_roundtrip_batch),
-    cmocka_unit_test (test_flush),
-    cmocka_unit_test (test_fault_injection),
-    cmocka_unit_test (test_past_end),
-    cmocka_unit_test (test_misaligned_aborts),
-    cmocka_unit_test (test_direct_var_tmp),
-    cmocka_unit_test (test_tmpfs_and_ramfs),
-    cmocka_unit_test (test_threads),
-    cmocka_unit_test (test_waves),
-    cmocka_unit_test (test_no_uring_fallback),
-    cmocka_unit_test (test_blockdev),
+    cmocka_unit_test_setup (test_open_missing, tl_test_setup),
+    cmocka_unit_test_setup (test_open_not_file, tl_test_setup),
+    cmocka_unit_test_setup (test_lock_conflict, tl_test_setup),
+    cmocka_unit_test_setup (test_size_sparse, tl_test_setup),
+    cmocka_unit_test_setup (test_roundtrip_batch, tl_test_setup),
+    cmocka_unit_test_setup (test_flush, tl_test_setup),
+    cmocka_unit_test_setup (test_fault_injection, tl_test_setup),
+    cmocka_unit_test_setup (test_past_end, tl_test_setup),
+    cmocka_unit_test_setup (test_misaligned_aborts, tl_test_setup),
+    cmocka_unit_test_setup (test_direct_var_tmp, tl_test_setup),
+    cmocka_unit_test_setup (test_tmpfs_and_ramfs, tl_test_setup),
+    cmocka_unit_test_setup (test_threads, tl_test_setup),
+    cmocka_unit_test_setup (test_waves, tl_test_setup),
+    cmocka_unit_test_setup (test_no_uring_fallback, tl_test_setup),
+    cmocka_unit_test_setup (test_blockdev, tl_test_setup),
   };
 
   return cmocka_run_group_tests (tests, group_setup, group_teardown);

@@ -11,10 +11,11 @@
  * each round it knows exactly which copies are still intact and checks the
  * exact answer (count, order, copies), not just the absence of a crash.
  *
- * Devices are sparse files in a mkdtemp directory under /var/tmp, opened
- * with zv_dev_open (O_DIRECT there).  Damage goes through a separate
- * buffered descriptor (pwrite) or through zv_dev_write; the kernel keeps
- * the two coherent.  Everything is removed at the end.
+ * Devices are sparse files in testlib.h's scratch directory under
+ * /var/tmp, opened with zv_dev_open (O_DIRECT there).  Damage goes
+ * through a separate buffered descriptor (pwrite) or through
+ * zv_dev_write; the kernel keeps the two coherent.  Everything is removed
+ * at the end.
  */
 #include <config.h>
 
@@ -25,8 +26,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +36,7 @@
 #include "format.h"
 #include "dev.h"
 #include "label.h"
+#include "testlib.h"
 
 #define MiB (1024ull * 1024)
 #define UT_GUID 0x1234abcd5678ef01ull
@@ -47,59 +47,7 @@
  * and the second is not a multiple of ZV_SECTOR. */
 static const uint64_t ut_sizes[UT_NDEVS] = { 32 * MiB, 40 * MiB + 5000 };
 
-static char ut_dir[64];
-
-/* ---- log capture ---------------------------------------------------- */
-
-static char ut_log[16384];
-
-static void
-ut_log_hook (enum zv_log_level level, const char *msg)
-{
-  if (getenv ("ZV_TEST_VERBOSE"))
-    fprintf (stderr, "[%d] %s\n", level, msg);
-  if (strlen (ut_log) + strlen (msg) + 2 < sizeof ut_log) {
-    strcat (ut_log, msg);
-    strcat (ut_log, "\n");
-  }
-}
-
 /* ---- helpers -------------------------------------------------------- */
-
-/* Deterministic PRNG (xorshift64). */
-static uint64_t
-ut_rnd (uint64_t *s)
-{
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
-static void
-ut_fill_random (void *buf, size_t len, uint64_t *s)
-{
-  unsigned char *p = buf;
-  for (size_t i = 0; i < len; i += 8) {
-    uint64_t v = ut_rnd (s);
-    memcpy (p + i, &v, ZV_MIN (8, len - i));
-  }
-}
-
-/* Create a sparse file of 'size' bytes; returns a malloc'd path. */
-static char *
-ut_make_file (const char *name, uint64_t size)
-{
-  char *path;
-  int fd;
-
-  assert_true (asprintf (&path, "%s/%s", ut_dir, name) > 0);
-  fd = open (path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  assert_true (fd >= 0);
-  assert_int_equal (ftruncate (fd, (off_t) size), 0);
-  close (fd);
-  return path;
-}
 
 static zv_dev_t *
 ut_open (const char *path)
@@ -113,36 +61,6 @@ ut_open (const char *path)
   assert_int_equal (r, 0);
   assert_non_null (dev);
   return dev;
-}
-
-/* Write through an independent buffered descriptor (damage). */
-static void
-ut_pwrite (const char *path, const void *buf, size_t len, uint64_t off)
-{
-  int fd = open (path, O_WRONLY | O_CLOEXEC);
-  assert_true (fd >= 0);
-  assert_int_equal (pwrite (fd, buf, len, (off_t) off), (ssize_t) len);
-  close (fd);
-}
-
-static void
-ut_pread (const char *path, void *buf, size_t len, uint64_t off)
-{
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
-  assert_true (fd >= 0);
-  assert_int_equal (pread (fd, buf, len, (off_t) off), (ssize_t) len);
-  close (fd);
-}
-
-/* Flip every bit of one byte of a file. */
-static void
-ut_flip_byte (const char *path, uint64_t off)
-{
-  unsigned char b;
-
-  ut_pread (path, &b, 1, off);
-  b ^= 0xff;
-  ut_pwrite (path, &b, 1, off);
 }
 
 /* A valid configuration of device 'idx' of the test pool. */
@@ -197,7 +115,7 @@ ut_slot_off (uint64_t size, unsigned l, unsigned s)
 
 /* The test pool: two devices, labels initialised. */
 typedef struct ut_pool {
-  char *up_path[UT_NDEVS];
+  char up_path[UT_NDEVS][512];
   zv_dev_t *up_dev[UT_NDEVS];
 } ut_pool_t;
 
@@ -217,7 +135,8 @@ ut_pool_open (ut_pool_t *p, const char *tag)
   for (unsigned d = 0; d < UT_NDEVS; d++) {
     char name[64];
     snprintf (name, sizeof name, "%s-%u", tag, d);
-    p->up_path[d] = ut_make_file (name, ut_sizes[d]);
+    tl_path (p->up_path[d], sizeof p->up_path[d], name);
+    assert_int_equal (tl_sparse_file (p->up_path[d], ut_sizes[d]), 0);
     p->up_dev[d] = ut_open (p->up_path[d]);
   }
   ut_pool_init_labels (p);
@@ -229,7 +148,6 @@ ut_pool_close (ut_pool_t *p)
   for (unsigned d = 0; d < UT_NDEVS; d++) {
     zv_dev_close (p->up_dev[d]);
     unlink (p->up_path[d]);
-    free (p->up_path[d]);
   }
 }
 
@@ -306,8 +224,8 @@ test_config_roundtrip (void **state)
   for (unsigned d = 0; d < UT_NDEVS; d++) {
     uint64_t back = ZV_P2ALIGN (ut_sizes[d], ZV_SECTOR) - ZV_LABEL_SIZE;
     zv_config_phys_t c0, c1;
-    ut_pread (p.up_path[d], &c0, sizeof c0, 0);
-    ut_pread (p.up_path[d], &c1, sizeof c1, back);
+    assert_int_equal (tl_file_pread (p.up_path[d], &c0, sizeof c0, 0), 0);
+    assert_int_equal (tl_file_pread (p.up_path[d], &c1, sizeof c1, back), 0);
     assert_true (c0.cf_magic == ZV_LABEL_MAGIC);
     assert_true (c1.cf_magic == ZV_LABEL_MAGIC);
     assert_true (zv_label_verify_config (&c0, 0));
@@ -338,19 +256,23 @@ test_config_one_corrupt (void **state)
   ut_config (&want, 0);
 
   /* Front copy: a byte in the middle of the name. */
-  ut_log[0] = '\0';
-  ut_flip_byte (p.up_path[0], offsetof (zv_config_phys_t, cf_name) + 2);
+  tl_log_reset (false);
+  assert_int_equal (tl_file_flip (p.up_path[0],
+                                  offsetof (zv_config_phys_t, cf_name) + 2),
+                    0);
   assert_int_equal (zv_label_read_config (p.up_dev[0], &got, &nvalid,
                                           err, sizeof err), 0);
   assert_int_equal (nvalid, 1);
   assert_memory_equal (&got, &want, offsetof (zv_config_phys_t, cf_cksum));
-  assert_non_null (strstr (ut_log, "label 0 does not verify"));
+  assert_true (tl_log_has ("label 0 does not verify"));
 
   /* Back copy instead (front repaired by a fresh init). */
   ut_pool_init_labels (&p);
   uint64_t back = ZV_P2ALIGN (ut_sizes[1], ZV_SECTOR) - ZV_LABEL_SIZE;
   ut_config (&want, 1);
-  ut_flip_byte (p.up_path[1], back + offsetof (zv_config_phys_t, cf_cksum));
+  assert_int_equal (tl_file_flip (p.up_path[1], back
+                                  + offsetof (zv_config_phys_t, cf_cksum)),
+                    0);
   assert_int_equal (zv_label_read_config (p.up_dev[1], &got, &nvalid,
                                           err, sizeof err), 0);
   assert_int_equal (nvalid, 1);
@@ -358,7 +280,7 @@ test_config_one_corrupt (void **state)
 
   /* Front copy with a destroyed magic (no longer a label at all). */
   ut_pool_init_labels (&p);
-  ut_flip_byte (p.up_path[0], 0);
+  assert_int_equal (tl_file_flip (p.up_path[0], 0), 0);
   assert_int_equal (zv_label_read_config (p.up_dev[0], &got, &nvalid,
                                           err, sizeof err), 0);
   assert_int_equal (nvalid, 1);
@@ -377,8 +299,8 @@ test_config_both_corrupt (void **state)
 
   ut_pool_open (&p, "both");
   uint64_t back = ZV_P2ALIGN (ut_sizes[0], ZV_SECTOR) - ZV_LABEL_SIZE;
-  ut_flip_byte (p.up_path[0], 40);
-  ut_flip_byte (p.up_path[0], back + 40);
+  assert_int_equal (tl_file_flip (p.up_path[0], 40), 0);
+  assert_int_equal (tl_file_flip (p.up_path[0], back + 40), 0);
   assert_int_equal (zv_label_read_config (p.up_dev[0], &got, &nvalid,
                                           err, sizeof err), -EIO);
   assert_int_equal (nvalid, 0);
@@ -388,8 +310,8 @@ test_config_both_corrupt (void **state)
   /* Magic gone in one copy, checksum bad in the other: still -EIO (a
    * pool device that is damaged, not a foreign one). */
   ut_pool_init_labels (&p);
-  ut_flip_byte (p.up_path[0], 0);
-  ut_flip_byte (p.up_path[0], back + 100);
+  assert_int_equal (tl_file_flip (p.up_path[0], 0), 0);
+  assert_int_equal (tl_file_flip (p.up_path[0], back + 100), 0);
   err[0] = '\0';
   assert_int_equal (zv_label_read_config (p.up_dev[0], &got, &nvalid,
                                           err, sizeof err), -EIO);
@@ -419,6 +341,7 @@ test_config_unreadable (void **state)
   (void) state;
 
   ut_pool_open (&p, "unread");
+  tl_log_reset (true);                /* the failed reads */
   zv_dev_set_fault (p.up_dev[0], ut_fail_reads, NULL);
   assert_int_equal (zv_label_read_config (p.up_dev[0], &got, &nvalid,
                                           err, sizeof err), -EIO);
@@ -447,23 +370,26 @@ test_config_unreadable (void **state)
 static void
 test_config_zeros (void **state)
 {
-  char *path = ut_make_file ("zeros", 32 * MiB);
-  zv_dev_t *dev = ut_open (path);
+  char path[512];
+  zv_dev_t *dev;
   zv_config_phys_t got;
   unsigned nvalid = 99;
   char err[256] = "";
   (void) state;
 
+  tl_path (path, sizeof path, "zeros");
+  assert_int_equal (tl_sparse_file (path, 32 * MiB), 0);
+  dev = ut_open (path);
   assert_int_equal (zv_label_read_config (dev, &got, &nvalid, err,
                                           sizeof err), -ENOENT);
   assert_int_equal (nvalid, 0);
   assert_non_null (strstr (err, "not a pool device"));
   zv_dev_close (dev);
   unlink (path);
-  free (path);
 
   /* Too small to hold a pool: -ENOENT with a reason, no reads past end. */
-  path = ut_make_file ("small", ZV_MIN_DEV_SIZE - ZV_SECTOR);
+  tl_path (path, sizeof path, "small");
+  assert_int_equal (tl_sparse_file (path, ZV_MIN_DEV_SIZE - ZV_SECTOR), 0);
   dev = ut_open (path);
   err[0] = '\0';
   assert_int_equal (zv_label_read_config (dev, &got, &nvalid, err,
@@ -471,7 +397,6 @@ test_config_zeros (void **state)
   assert_true (strlen (err) > 0);
   zv_dev_close (dev);
   unlink (path);
-  free (path);
 }
 
 /* Random bytes: -ENOENT or -EIO, never a crash, no uberblocks. */
@@ -480,15 +405,17 @@ test_config_random (void **state)
 {
   uint64_t seed = 0x9e3779b97f4a7c15ull;
   uint64_t size = ZV_MIN_DEV_SIZE + 3 * ZV_SECTOR;
-  char *path = ut_make_file ("random", size);
+  char path[512];
   unsigned char *buf = malloc (1 * MiB);
   (void) state;
 
+  tl_path (path, sizeof path, "random");
+  assert_int_equal (tl_sparse_file (path, size), 0);
   assert_non_null (buf);
   for (uint64_t off = 0; off < size; off += 1 * MiB) {
     size_t len = ZV_MIN (1 * MiB, size - off);
-    ut_fill_random (buf, len, &seed);
-    ut_pwrite (path, buf, len, off);
+    tl_fill_rand (buf, len, &seed);
+    assert_int_equal (tl_file_pwrite (path, buf, len, off), 0);
   }
   free (buf);
 
@@ -503,7 +430,7 @@ test_config_random (void **state)
 
   /* With the label magic in front (noise after it): damaged, -EIO. */
   uint64_t magic = ZV_LABEL_MAGIC;
-  ut_pwrite (path, &magic, sizeof magic, 0);
+  assert_int_equal (tl_file_pwrite (path, &magic, sizeof magic, 0), 0);
   r = zv_label_read_config (dev, &got, &nvalid, err, sizeof err);
   assert_int_equal (r, -EIO);
 
@@ -511,7 +438,6 @@ test_config_random (void **state)
   assert_int_equal (zv_label_collect_ubs (&dev, 1, UT_GUID, c, 8), 0);
   zv_dev_close (dev);
   unlink (path);
-  free (path);
 }
 
 /* The bounds check rejects each field out of range, with a message. */
@@ -592,12 +518,15 @@ test_config_check (void **state)
 static void
 test_config_sealed_hostile (void **state)
 {
-  char *path = ut_make_file ("hostile", 32 * MiB);
-  zv_dev_t *dev = ut_open (path);
+  char path[512];
+  zv_dev_t *dev;
   uint64_t seed = 77;
   unsigned accepted = 0;
   (void) state;
 
+  tl_path (path, sizeof path, "hostile");
+  assert_int_equal (tl_sparse_file (path, 32 * MiB), 0);
+  dev = ut_open (path);
   for (int i = 0; i < 300; i++) {
     zv_config_phys_t cf, got;
     char err[256] = "", err2[256];
@@ -607,23 +536,23 @@ test_config_sealed_hostile (void **state)
     ut_config (&cf, 0);
     cf.cf_ndevs = 1;
     cf.cf_dev_sizes[1] = 0;
-    uint64_t pick = ut_rnd (&seed);
+    uint64_t pick = tl_rand (&seed);
     if (pick & 1)
-      cf.cf_dev_index = (uint32_t) ut_rnd (&seed) % (pick & 2 ? 40 : ~0u);
+      cf.cf_dev_index = (uint32_t) tl_rand (&seed) % (pick & 2 ? 40 : ~0u);
     if (pick & 4)
-      cf.cf_ndevs = (uint32_t) ut_rnd (&seed) % (pick & 8 ? 20 : ~0u);
+      cf.cf_ndevs = (uint32_t) tl_rand (&seed) % (pick & 8 ? 20 : ~0u);
     if (pick & 16)
-      cf.cf_volblocksize = 1u << (ut_rnd (&seed) % 32);
+      cf.cf_volblocksize = 1u << (tl_rand (&seed) % 32);
     if (pick & 32)
-      ut_fill_random (cf.cf_name, sizeof cf.cf_name, &seed);
+      tl_fill_rand (cf.cf_name, sizeof cf.cf_name, &seed);
     if (pick & 64)
-      ut_fill_random (cf.cf_dev_sizes, sizeof cf.cf_dev_sizes, &seed);
+      tl_fill_rand (cf.cf_dev_sizes, sizeof cf.cf_dev_sizes, &seed);
     if ((pick & 127) == 0)
-      ut_fill_random (&cf.cf_ndevs, offsetof (zv_config_phys_t, cf_cksum)
-                      - offsetof (zv_config_phys_t, cf_ndevs), &seed);
+      tl_fill_rand (&cf.cf_ndevs, offsetof (zv_config_phys_t, cf_cksum)
+                    - offsetof (zv_config_phys_t, cf_ndevs), &seed);
     cf.cf_version = ZV_FORMAT_VERSION;
     zv_label_seal_config (&cf, 0);
-    ut_pwrite (path, &cf, sizeof cf, 0);
+    assert_int_equal (tl_file_pwrite (path, &cf, sizeof cf, 0), 0);
 
     int want = zv_label_config_check (&cf, err2, sizeof err2);
     int r = zv_label_read_config (dev, &got, &nvalid, err, sizeof err);
@@ -641,7 +570,6 @@ test_config_sealed_hostile (void **state)
   assert_true (accepted < 300);
   zv_dev_close (dev);
   unlink (path);
-  free (path);
 }
 
 /* ---- uberblocks -------------------------------------------------------- */
@@ -673,7 +601,7 @@ test_ub_ring (void **state)
     for (unsigned l = 0; l < ZV_NLABELS; l++) {
       zv_uberblock_phys_t ub;
       uint64_t off = ut_slot_off (ut_sizes[d], l, UT_LASTTXG % ZV_UB_COUNT);
-      ut_pread (p.up_path[d], &ub, sizeof ub, off);
+      assert_int_equal (tl_file_pread (p.up_path[d], &ub, sizeof ub, off), 0);
       assert_int_equal (ub.ub_txg, UT_LASTTXG);
       assert_true (zv_label_verify_ub (&ub, off));
       assert_false (zv_label_verify_ub (&ub, off + ZV_UB_SIZE));
@@ -733,8 +661,10 @@ test_ub_corrupt_newest (void **state)
   ut_pool_open (&p, "newest");
   ut_write_txgs (&p, UT_GUID, 1, UT_LASTTXG);
 
-  ut_flip_byte (p.up_path[0], ut_slot_off (ut_sizes[0], 0, slot)
-                + offsetof (zv_uberblock_phys_t, ub_rootbp) + 3);
+  assert_int_equal (tl_file_flip (p.up_path[0],
+                                  ut_slot_off (ut_sizes[0], 0, slot)
+                                  + offsetof (zv_uberblock_phys_t, ub_rootbp)
+                                  + 3), 0);
   int n = ut_collect (&p, UT_GUID, &c);
   assert_int_equal (n, ZV_UB_COUNT);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG);
@@ -745,11 +675,16 @@ test_ub_corrupt_newest (void **state)
   free (c);
 
   /* Every copy: the newest is now 69, and 70 is nowhere. */
-  ut_flip_byte (p.up_path[0], ut_slot_off (ut_sizes[0], 1, slot) + 8);
-  ut_flip_byte (p.up_path[1], ut_slot_off (ut_sizes[1], 0, slot)
-                + offsetof (zv_uberblock_phys_t, ub_cksum));
-  ut_flip_byte (p.up_path[1], ut_slot_off (ut_sizes[1], 1, slot)
-                + offsetof (zv_uberblock_phys_t, ub_pool_guid));
+  assert_int_equal (tl_file_flip (p.up_path[0],
+                                  ut_slot_off (ut_sizes[0], 1, slot) + 8), 0);
+  assert_int_equal (tl_file_flip (p.up_path[1],
+                                  ut_slot_off (ut_sizes[1], 0, slot)
+                                  + offsetof (zv_uberblock_phys_t, ub_cksum)),
+                    0);
+  assert_int_equal (tl_file_flip (p.up_path[1],
+                                  ut_slot_off (ut_sizes[1], 1, slot)
+                                  + offsetof (zv_uberblock_phys_t,
+                                              ub_pool_guid)), 0);
   n = ut_collect (&p, UT_GUID, &c);
   assert_int_equal (n, ZV_UB_COUNT - 1);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG - 1);
@@ -775,15 +710,17 @@ test_ub_misplaced (void **state)
   ut_write_txgs (&p, UT_GUID, 1, UT_LASTTXG);
 
   /* Txg 70 of dev 0 label 0 over txg 30's slot: neither counts there. */
-  ut_pread (p.up_path[0], blk, sizeof blk, ut_slot_off (ut_sizes[0], 0,
-                                                        slot70));
-  ut_pwrite (p.up_path[0], blk, sizeof blk,
-             ut_slot_off (ut_sizes[0], 0, slot30));
+  assert_int_equal (tl_file_pread (p.up_path[0], blk, sizeof blk,
+                                   ut_slot_off (ut_sizes[0], 0, slot70)), 0);
+  assert_int_equal (tl_file_pwrite (p.up_path[0], blk, sizeof blk,
+                                    ut_slot_off (ut_sizes[0], 0, slot30)), 0);
   /* ... and into the back label, same slot (another offset). */
-  ut_pread (p.up_path[1], blk, sizeof blk, ut_slot_off (ut_sizes[1], 0,
-                                                        slot30 + 1));
-  ut_pwrite (p.up_path[1], blk, sizeof blk,
-             ut_slot_off (ut_sizes[1], 1, slot30 + 1));
+  assert_int_equal (tl_file_pread (p.up_path[1], blk, sizeof blk,
+                                   ut_slot_off (ut_sizes[1], 0, slot30 + 1)),
+                    0);
+  assert_int_equal (tl_file_pwrite (p.up_path[1], blk, sizeof blk,
+                                    ut_slot_off (ut_sizes[1], 1, slot30 + 1)),
+                    0);
 
   int n = ut_collect (&p, UT_GUID, &c);
   assert_int_equal (n, ZV_UB_COUNT);
@@ -811,7 +748,7 @@ test_ub_misplaced (void **state)
   ut_ub (&ub, UT_GUID, 200);     /* slot 200 % 60 = 20 */
   uint64_t off = ut_slot_off (ut_sizes[0], 0, 21);
   zv_label_seal_ub (&ub, off);
-  ut_pwrite (p.up_path[0], &ub, sizeof ub, off);
+  assert_int_equal (tl_file_pwrite (p.up_path[0], &ub, sizeof ub, off), 0);
   n = ut_collect (&p, UT_GUID, &c);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG);
   for (int i = 0; i < n; i++)
@@ -821,7 +758,7 @@ test_ub_misplaced (void **state)
   ut_ub (&ub, UT_GUID, 0);
   off = ut_slot_off (ut_sizes[0], 0, 0);
   zv_label_seal_ub (&ub, off);
-  ut_pwrite (p.up_path[0], &ub, sizeof ub, off);
+  assert_int_equal (tl_file_pwrite (p.up_path[0], &ub, sizeof ub, off), 0);
   n = ut_collect (&p, UT_GUID, &c);
   for (int i = 0; i < n; i++)
     assert_true (c[i].uc_ub.ub_txg != 0);
@@ -919,7 +856,8 @@ ut_fz_reset (ut_pool_t *p, ut_fz_blk_t *blks)
   ut_write_txgs (p, UT_GUID, 1, UT_LASTTXG);
   for (unsigned i = 0; i < UT_FZ_BLOCKS; i++) {
     ut_fz_blk_t *b = &blks[i];
-    ut_pread (p->up_path[b->fb_dev], b->fb_legit, ZV_UB_SIZE, b->fb_off);
+    assert_int_equal (tl_file_pread (p->up_path[b->fb_dev], b->fb_legit,
+                                     ZV_UB_SIZE, b->fb_off), 0);
     memcpy (b->fb_shadow, b->fb_legit, ZV_UB_SIZE);
   }
 }
@@ -938,26 +876,26 @@ static void
 ut_fz_damage (ut_pool_t *p, ut_fz_blk_t *b, uint64_t *seed)
 {
   unsigned char *s = b->fb_shadow;
-  uint64_t how = ut_rnd (seed) % 8;
+  uint64_t how = tl_rand (seed) % 8;
 
   switch (how) {
   case 0:                       /* a whole block of noise */
-    ut_fill_random (s, ZV_UB_SIZE, seed);
+    tl_fill_rand (s, ZV_UB_SIZE, seed);
     break;
   case 1: case 2: {             /* a few random bytes in the header */
-    unsigned k = 1 + ut_rnd (seed) % 4;
+    unsigned k = 1 + tl_rand (seed) % 4;
     for (unsigned i = 0; i < k; i++)
-      s[ut_rnd (seed) % 256] = (unsigned char) ut_rnd (seed);
+      s[tl_rand (seed) % 256] = (unsigned char) tl_rand (seed);
     break;
   }
   case 3: {                     /* a random run anywhere in the block */
-    unsigned at = ut_rnd (seed) % ZV_UB_SIZE;
-    unsigned len = 1 + ut_rnd (seed) % (ZV_UB_SIZE - at);
-    ut_fill_random (s + at, len, seed);
+    unsigned at = tl_rand (seed) % ZV_UB_SIZE;
+    unsigned len = 1 + tl_rand (seed) % (ZV_UB_SIZE - at);
+    tl_fill_rand (s + at, len, seed);
     break;
   }
   case 4: {                     /* noise behind a right magic + version */
-    ut_fill_random (s, ZV_UB_SIZE, seed);
+    tl_fill_rand (s, ZV_UB_SIZE, seed);
     uint64_t m = b->fb_slot == 0 ? ZV_LABEL_MAGIC : ZV_UB_MAGIC;
     uint32_t v = ZV_FORMAT_VERSION;
     memcpy (s, &m, 8);
@@ -975,10 +913,10 @@ ut_fz_damage (ut_pool_t *p, ut_fz_blk_t *b, uint64_t *seed)
      * txg that does not belong in this slot, or txg 0.  Over a config
      * block: a foreign block type, which must not verify as a config. */
     zv_uberblock_phys_t ub;
-    uint64_t t = ut_rnd (seed) % 3;
-    ut_ub (&ub, UT_GUID, 1 + ut_rnd (seed) % 1000);
+    uint64_t t = tl_rand (seed) % 3;
+    ut_ub (&ub, UT_GUID, 1 + tl_rand (seed) % 1000);
     if (t == 0)
-      ub.ub_pool_guid = ut_rnd (seed) | 1;
+      ub.ub_pool_guid = tl_rand (seed) | 1;
     else if (t == 1) {
       if (b->fb_slot > 0 && ub.ub_txg % ZV_UB_COUNT == b->fb_slot - 1)
         ub.ub_txg++;
@@ -1102,16 +1040,16 @@ test_fuzz (void **state)
       ut_fz_reset (&p, blks);
       configs = true;
     }
-    unsigned k = 1 + ut_rnd (&seed) % 3;
+    unsigned k = 1 + tl_rand (&seed) % 3;
     for (unsigned j = 0; j < k; j++) {
       ut_fz_blk_t *b;
       /* A config block one time in six, else a ring slot. */
-      if (ut_rnd (&seed) % 6 == 0) {
-        unsigned d = ut_rnd (&seed) % UT_NDEVS, l = ut_rnd (&seed) % 2;
+      if (tl_rand (&seed) % 6 == 0) {
+        unsigned d = tl_rand (&seed) % UT_NDEVS, l = tl_rand (&seed) % 2;
         b = &blks[(d * ZV_NLABELS + l) * UT_FZ_SLOTS];
       }
       else
-        b = &blks[ut_rnd (&seed) % UT_FZ_BLOCKS];
+        b = &blks[tl_rand (&seed) % UT_FZ_BLOCKS];
       ut_fz_damage (&p, b, &seed);
       configs |= b->fb_slot == 0;
     }
@@ -1128,50 +1066,29 @@ static int
 ut_setup (void **state)
 {
   (void) state;
-  snprintf (ut_dir, sizeof ut_dir, "/var/tmp/zv-test-label-XXXXXX");
-  if (mkdtemp (ut_dir) == NULL)
-    return -1;
-  zv_set_log (ut_log_hook);
-  return 0;
-}
-
-static int
-ut_rm_one (const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-  (void) st;
-  (void) flag;
-  (void) f;
-  return remove (path);
-}
-
-static int
-ut_teardown (void **state)
-{
-  (void) state;
-  zv_set_log (NULL);
-  return nftw (ut_dir, ut_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  return tl_group_begin ("label");
 }
 
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (test_config_roundtrip),
-    cmocka_unit_test (test_config_one_corrupt),
-    cmocka_unit_test (test_config_both_corrupt),
-    cmocka_unit_test (test_config_unreadable),
-    cmocka_unit_test (test_config_zeros),
-    cmocka_unit_test (test_config_random),
-    cmocka_unit_test (test_config_check),
-    cmocka_unit_test (test_config_sealed_hostile),
-    cmocka_unit_test (test_ub_ring),
-    cmocka_unit_test (test_ub_collect_max0),
-    cmocka_unit_test (test_ub_corrupt_newest),
-    cmocka_unit_test (test_ub_misplaced),
-    cmocka_unit_test (test_ub_foreign_pool),
-    cmocka_unit_test (test_ub_same_txg),
-    cmocka_unit_test (test_fuzz),
+    cmocka_unit_test_setup (test_config_roundtrip, tl_test_setup),
+    cmocka_unit_test_setup (test_config_one_corrupt, tl_test_setup),
+    cmocka_unit_test_setup (test_config_both_corrupt, tl_test_setup),
+    cmocka_unit_test_setup (test_config_unreadable, tl_test_setup),
+    cmocka_unit_test_setup (test_config_zeros, tl_test_setup),
+    cmocka_unit_test_setup (test_config_random, tl_test_setup),
+    cmocka_unit_test_setup (test_config_check, tl_test_setup),
+    cmocka_unit_test_setup (test_config_sealed_hostile, tl_test_setup),
+    cmocka_unit_test_setup (test_ub_ring, tl_test_setup),
+    cmocka_unit_test_setup (test_ub_collect_max0, tl_test_setup),
+    cmocka_unit_test_setup (test_ub_corrupt_newest, tl_test_setup),
+    cmocka_unit_test_setup (test_ub_misplaced, tl_test_setup),
+    cmocka_unit_test_setup (test_ub_foreign_pool, tl_test_setup),
+    cmocka_unit_test_setup (test_ub_same_txg, tl_test_setup),
+    cmocka_unit_test_setup (test_fuzz, tl_test_setup),
   };
 
-  return cmocka_run_group_tests (tests, ut_setup, ut_teardown);
+  return cmocka_run_group_tests (tests, ut_setup, tl_group_teardown);
 }

@@ -1,8 +1,9 @@
 /*
- * testlib.h: small helpers shared by the pool-level unit tests
- * (test_dmu.c, test_pool.c, test_zvol.c): a scratch directory under
- * /var/tmp, sparse device files, a log hook that keeps what the engine
- * says so tests can assert on it, and a position-dependent data pattern.
+ * testlib.h: small helpers shared by the unit tests that work on files
+ * (test_dev.c, test_label.c, test_dmu.c, test_pool.c, test_zvol.c,
+ * test_zil.c): a scratch directory under /var/tmp, sparse device files, a
+ * log hook that keeps what the engine says so tests can assert on it, a
+ * position-dependent data pattern and a PRNG.
  *
  * Header-only (static functions), so each test stays one .c file; include
  * it after <cmocka.h>.  Nothing here is thread-safe except the log hook.
@@ -60,13 +61,15 @@ tl_rm_one (const char *p, const struct stat *sb, int flag, struct FTW *ftw)
   return remove (p) == -1 ? -1 : 0;
 }
 
-/* Remove the scratch directory and everything in it. */
+/* Remove the scratch directory and everything in it.  It stays on the
+ * directory's file system: a test that mounted something under it and
+ * could not unmount it leaves that (and the directory) in place. */
 TL_FN int
 tl_dir_remove (void)
 {
   if (tl_dir[0] == '\0')
     return 0;
-  return nftw (tl_dir, tl_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  return nftw (tl_dir, tl_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* Path of 'name' inside the scratch directory (a static slot per call
@@ -174,6 +177,7 @@ tl_file_flip (const char *path, uint64_t off)
 static pthread_mutex_t tl_log_mtx = PTHREAD_MUTEX_INITIALIZER;
 static char tl_log_buf[1 << 16];
 static size_t tl_log_len;
+static unsigned tl_log_nerrors;      /* ZV_LOG_ERROR messages */
 static bool tl_log_echo = true;      /* echo errors to stderr */
 
 /* The hook: keep every message (newline-separated); echo errors unless a
@@ -191,6 +195,8 @@ tl_log_hook (enum zv_log_level level, const char *msg)
     tl_log_buf[tl_log_len++] = '\n';
     tl_log_buf[tl_log_len] = '\0';
   }
+  if (level >= ZV_LOG_ERROR)
+    tl_log_nerrors++;
   if (level >= ZV_LOG_ERROR && (tl_log_echo || getenv ("ZV_TEST_VERBOSE")))
     fprintf (stderr, "  [zv error] %s\n", msg);
   else if (getenv ("ZV_TEST_VERBOSE"))
@@ -205,6 +211,7 @@ tl_log_reset (bool expect_errors)
   pthread_mutex_lock (&tl_log_mtx);
   tl_log_len = 0;
   tl_log_buf[0] = '\0';
+  tl_log_nerrors = 0;
   tl_log_echo = !expect_errors;
   pthread_mutex_unlock (&tl_log_mtx);
 }
@@ -249,6 +256,18 @@ tl_log_has (const char *needle)
   r = strstr (tl_log_buf, needle) != NULL;
   pthread_mutex_unlock (&tl_log_mtx);
   return r;
+}
+
+/* How many errors were logged since the reset (kept or not). */
+TL_FN unsigned
+tl_log_errors (void)
+{
+  unsigned n;
+
+  pthread_mutex_lock (&tl_log_mtx);
+  n = tl_log_nerrors;
+  pthread_mutex_unlock (&tl_log_mtx);
+  return n;
 }
 
 /* ---- data pattern ---- */
@@ -316,6 +335,18 @@ tl_rand (uint64_t *s)
   x ^= x >> 27;
   *s = x;
   return x * 0x2545f4914f6cdd1dull;
+}
+
+/* Fill buf with tl_rand() output: noise, zero bytes included. */
+TL_FN void
+tl_fill_rand (void *buf, size_t len, uint64_t *s)
+{
+  uint8_t *p = buf;
+
+  for (size_t i = 0; i < len; i += 8) {
+    uint64_t v = tl_rand (s);
+    memcpy (p + i, &v, ZV_MIN (8, len - i));
+  }
 }
 
 /* Seed from the environment (ZV_TEST_SEED) or the clock; printed so a
