@@ -65,7 +65,11 @@
  * completed.  A slot is reset (done = 0) before its new seq is published.
  *
  * Fallbacks: when the ring has no free slot, or a log write fails, the
- * committer waits for the txg to sync instead (always correct).
+ * committer waits for the txg to sync instead (always correct).  After a
+ * log write error (zl_error, sticky) nothing packs itxs any more, so a
+ * logger that finds the itx ring full drops the published ones
+ * (zil_drain): their txgs carry the changes.  A txg sync that fails marks
+ * the log failed too (the pool is suspended), so loggers never spin.
  *
  * Locks: none on the logging and commit paths.  The txg engine's
  * callbacks (sync_header, synced) run on the sync thread and take the
