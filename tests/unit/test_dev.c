@@ -71,6 +71,16 @@ open_ok (const char *path)
   return dev;
 }
 
+/* A new sparse file of 'size' bytes in the scratch directory, opened;
+ * its path in 'path' (512 bytes). */
+static zv_dev_t *
+scratch_dev (char *path, const char *name, uint64_t size)
+{
+  tl_path (path, 512, name);
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  return open_ok (path);
+}
+
 /*
  * Open-file flags (from /proc/self/fdinfo) of this process's only
  * descriptor for 'path'; -1 if there is none or more than one.
@@ -330,9 +340,7 @@ test_lock_conflict (void **state)
   zv_dev_t *a, *b = (zv_dev_t *) 0x1;
   int fd;
 
-  tl_path (path, sizeof path, "lock");
-  assert_int_equal (tl_sparse_file (path, MiB), 0);
-  a = open_ok (path);
+  a = scratch_dev (path, "lock", MiB);
   assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
   assert_null (b);
   snprintf (want, sizeof want,
@@ -403,9 +411,7 @@ test_roundtrip_batch (void **state)
   zv_dev_t *dev;
   rb_t c;
 
-  tl_path (path, sizeof path, "rt");
-  assert_int_equal (tl_sparse_file (path, size), 0);
-  dev = open_ok (path);
+  dev = scratch_dev (path, "rt", size);
   c = (rb_t) {
     .rb_dev = dev, .rb_base = 0, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
     .rb_rounds = 20, .rb_batch = 100, .rb_seed = 0x5eed1234,
@@ -543,9 +549,7 @@ test_fault_injection (void **state)
   zv_dev_stats_t st;
   char want[600];
 
-  tl_path (path, sizeof path, "fault");
-  assert_int_equal (tl_sparse_file (path, MiB), 0);
-  dev = open_ok (path);
+  dev = scratch_dev (path, "fault", MiB);
   for (int i = 0; i < 3; i++) {
     buf[i] = zv_buf_alloc (ZV_SECTOR);
     memset (buf[i], 0x11 * (i + 1), ZV_SECTOR);
@@ -619,9 +623,7 @@ test_past_end (void **state)
   zv_dev_stats_t st;
   struct stat sb;
 
-  tl_path (path, sizeof path, "end");
-  assert_int_equal (tl_sparse_file (path, size), 0);
-  dev = open_ok (path);
+  dev = scratch_dev (path, "end", size);
   tl_log_reset (true);
   assert_int_equal (zv_dev_read (dev, buf, size, ZV_SECTOR), -EIO);
   assert_int_equal (zv_dev_read (dev, buf, size - ZV_SECTOR, 2 * ZV_SECTOR),
@@ -691,9 +693,7 @@ test_misaligned_aborts (void **state)
     { 0, ZV_SECTOR, 512 },          /* buffer */
   };
 
-  tl_path (path, sizeof path, "misaligned");
-  assert_int_equal (tl_sparse_file (path, MiB), 0);
-  dev = open_ok (path);
+  dev = scratch_dev (path, "misaligned", MiB);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int status;
     pid_t pid = fork ();
@@ -868,9 +868,7 @@ test_threads (void **state)
   uint64_t w = 0, wb = 0, r = 0, rb = 0;
   int rings0;
 
-  tl_path (path, sizeof path, "mt");
-  assert_int_equal (tl_sparse_file (path, size), 0);
-  dev = open_ok (path);
+  dev = scratch_dev (path, "mt", size);
   /* This thread's ring exists already, for a stable baseline. */
   assert_int_equal (zv_dev_flush (dev), 0);
   rings0 = count_uring_fds ();
@@ -933,9 +931,7 @@ test_waves (void **state)
   rb_t c;
   pthread_t th;
 
-  tl_path (path, sizeof path, "waves");
-  assert_int_equal (tl_sparse_file (path, size), 0);
-  dev = open_ok (path);
+  dev = scratch_dev (path, "waves", size);
   c = (rb_t) {
     .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
     .rb_rounds = 10, .rb_batch = 100, .rb_seed = 777, .rb_shadow = shadow,
@@ -1009,9 +1005,7 @@ test_no_uring_fallback (void **state)
   zv_dev_stats_t st;
   pthread_t th;
 
-  tl_path (path, sizeof path, "nouring");
-  assert_int_equal (tl_sparse_file (path, size), 0);
-  dev = open_ok (path);
+  dev = scratch_dev (path, "nouring", size);
   nu = (nouring_t) {
     .nu_rb = {
       .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
