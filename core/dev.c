@@ -46,7 +46,11 @@
  * A flush is a barrier inside its batch: it is issued only once every
  * earlier read and write of the batch has completed (resubmitted pieces
  * included), and later reads and writes wait until it completes.  Adjacent
- * flushes (say, one per device) go out together.
+ * flushes (say, one per device) go out together; a lone flush is an
+ * fdatasync on the calling thread (io_uring would run it on a worker
+ * thread: two thread switches more per log commit).  A vectored request
+ * (di_iov) is a readv/writev; a short transfer advances its segments in
+ * place.
  *
  * Observer (tests).  zv_dev_io_start() reports a request to the observer
  * right after the fault hook let it through, so the observer runs before
