@@ -189,6 +189,16 @@ zvol_commit (zvol_t *zv, uint64_t ticket)
   return r;
 }
 
+/* A change that ended with 'ticket': durable before returning when the
+ * request asked (FUA) or the volume always does (sync=always). */
+static int
+zvol_commit_if_sync (zvol_t *zv, unsigned flags, uint64_t ticket)
+{
+  if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
+    return zvol_commit (zv, ticket);
+  return 0;
+}
+
 int
 zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
             unsigned flags)
@@ -230,9 +240,7 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     off += n;
     len -= n;
   }
-  if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
-    return zvol_commit (zv, ticket);
-  return 0;
+  return zvol_commit_if_sync (zv, flags, ticket);
 }
 
 int
@@ -316,8 +324,8 @@ zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
     }
     pos = next;
   }
-  if (r == 0 && ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS))
-    r = zvol_commit (zv, t);
+  if (r == 0)
+    r = zvol_commit_if_sync (zv, flags, t);
   return r;
 }
 
@@ -396,8 +404,8 @@ zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
     zvol_range_exit (zv, &zr);
     pos = next;
   }
-  if (r == 0 && ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS))
-    r = zvol_commit (zv, t);
+  if (r == 0)
+    r = zvol_commit_if_sync (zv, flags, t);
   return r;
 }
 
