@@ -272,6 +272,15 @@ _zv_reap ()
     ZV_PIDS=(${keep[@]+"${keep[@]}"})
 }
 
+# _zv_kill_reap PID: SIGKILL our child PID, wait up to 10 s for it to go,
+# and reap it (sets ZV_RC).
+_zv_kill_reap ()
+{
+    kill -KILL "$1" 2>/dev/null || :
+    _zv_wait_exit "$1" 10 || :
+    _zv_reap "$1"
+}
+
 # _zv_wait_exit PID SECONDS: wait until PID has exited; true if it did.
 _zv_wait_exit ()
 {
@@ -353,9 +362,7 @@ start_zvol ()
     done
     echo "nbdkit did not start serving within ${ZV_START_TIMEOUT}s"
     _zv_show_log "$log"
-    kill -KILL "$pid" 2>/dev/null || :
-    _zv_wait_exit "$pid" 10 || :
-    _zv_reap "$pid"
+    _zv_kill_reap "$pid"
     return 1
 }
 
@@ -387,9 +394,7 @@ stop_zvol ()
     fi
     echo "nbdkit on $sock did not exit within ${ZV_STOP_TIMEOUT}s of SIGTERM; SIGKILL"
     _zv_show_log "${ZV_SRV_LOG[$sock]}"
-    kill -KILL "$pid" 2>/dev/null || :
-    _zv_wait_exit "$pid" 10 || :
-    _zv_reap "$pid"
+    _zv_kill_reap "$pid"
     return 1
 }
 
@@ -456,9 +461,7 @@ expect_start_failure ()
         tries=$((tries - 1))
     done
     echo "nbdkit neither failed nor served within ${ZV_START_TIMEOUT}s"
-    kill -KILL "$pid" 2>/dev/null || :
-    _zv_wait_exit "$pid" 10 || :
-    _zv_reap "$pid"
+    _zv_kill_reap "$pid"
     return 1
 }
 

@@ -33,16 +33,13 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <linux/filter.h>
 #include <linux/loop.h>
 #include <linux/magic.h>
-#include <linux/seccomp.h>
 
 #include <liburing.h>
 
@@ -963,20 +960,10 @@ static void *
 nouring_thread (void *arg)
 {
   nouring_t *nu = arg;
-  struct sock_filter filt[] = {
-    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, nr)),
-    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { .len = sizeof filt / sizeof filt[0],
-                             .filter = filt };
   struct io_uring ring;
   unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
 
-  /* Without TSYNC the filter binds this thread only. */
-  if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
-      prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == -1) {
+  if (tl_jail_uring () != 0) {
     nu->nu_init = 1;
     zv_buf_free (buf);
     return NULL;

@@ -49,10 +49,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 
 #include "pool.h"
 #include "powercut.h"
@@ -206,17 +203,8 @@ static void *
 obs_jail_thread (void *arg)
 {
   obs_run_t *or = arg;
-  struct sock_filter filt[] = {
-    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, nr)),
-    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { .len = sizeof filt / sizeof filt[0],
-                             .filter = filt };
 
-  if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1
-      || prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == -1) {
+  if (tl_jail_uring () != 0) {
     or->or_jail = 1;
     return NULL;
   }

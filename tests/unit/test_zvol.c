@@ -623,6 +623,65 @@ typedef struct fuachild {
 
 #define FUA_N 5
 
+/*
+ * Run fn (given a fuachild_t) on a thread of a forked child, which dies
+ * without exporting (as a crash would).  Returns the child's pid; *rfd
+ * is the read end of the pipe the child reports on.
+ */
+static pid_t
+child_spawn (const char *dev, void *(*fn) (void *), int *rfd)
+{
+  int fds[2];
+  pid_t pid;
+
+  assert_int_equal (pipe (fds), 0);
+  fflush (NULL);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    fuachild_t c = { .dev = dev, .fd = fds[1] };
+    pthread_t th;
+    close (fds[0]);
+    if (pthread_create (&th, NULL, fn, &c) != 0)
+      _exit (7);
+    pthread_join (th, NULL);
+    _exit (8);
+  }
+  close (fds[1]);
+  *rfd = fds[0];
+  return pid;
+}
+
+/* The child must have exited with status 0. */
+static void
+child_reap (pid_t pid)
+{
+  int status;
+
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status));
+  assert_int_equal (WEXITSTATUS (status), 0);
+}
+
+/* Import the pool the child left (its io_uring may hold the device
+ * briefly after it died: -EBUSY is retried for up to 5 s). */
+static zvol_pool_t *
+child_import (const char *dev)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  int r;
+
+  cfg (&pc, &dev, 0, false);
+  tl_log_reset (true);
+  for (unsigned i = 0; (r = zvol_pool_open (&pc, &p)) == -EBUSY && i < 2500;
+       i++)
+    usleep (2000);
+  tl_log_reset (false);
+  assert_int_equal (r, 0);
+  return p;
+}
+
 /* The child's work, on its own thread: import, start the engine with a
  * long txg timeout (nothing syncs by itself), FUA-write, report, and die
  * without exporting. */
@@ -658,44 +717,20 @@ test_fua_durable (void **state)
   char path[512];
   const char *dev = path;
   zvol_pool_t *p = new_pool (path, sizeof path, "fua", DEV_SIZE, 4 * MiB, 0);
-  zvol_pool_config_t pc;
   unsigned acks = 0;
   char ack;
-  int fds[2], status, r;
+  int fd;
   pid_t pid;
 
   assert_int_equal (zvol_pool_close (p), 0);
-  assert_int_equal (pipe (fds), 0);
-  fflush (NULL);
-  pid = fork ();
-  assert_true (pid >= 0);
-  if (pid == 0) {
-    fuachild_t c = { .dev = dev, .fd = fds[1] };
-    pthread_t th;
-    close (fds[0]);
-    if (pthread_create (&th, NULL, fua_child_thread, &c) != 0)
-      _exit (7);
-    pthread_join (th, NULL);
-    _exit (8);
-  }
-  close (fds[1]);
-  while (read (fds[0], &ack, 1) == 1)
+  pid = child_spawn (dev, fua_child_thread, &fd);
+  while (read (fd, &ack, 1) == 1)
     assert_int_equal ((unsigned) ack, acks++);
-  close (fds[0]);
-  assert_int_equal (waitpid (pid, &status, 0), pid);
-  assert_true (WIFEXITED (status));
-  assert_int_equal (WEXITSTATUS (status), 0);
+  close (fd);
+  child_reap (pid);
   assert_int_equal (acks, FUA_N);
 
-  /* The child's io_uring may hold the device briefly after it died. */
-  cfg (&pc, &dev, 0, false);
-  p = NULL;
-  tl_log_reset (true);
-  for (unsigned i = 0; (r = zvol_pool_open (&pc, &p)) == -EBUSY && i < 2500;
-       i++)
-    usleep (2000);
-  tl_log_reset (false);
-  assert_int_equal (r, 0);
+  p = child_import (dev);
   for (unsigned i = 0; i < FUA_N; i++) {
     uint8_t buf[3 * 4096];
     uint64_t off = i * 300000 + 1234;
@@ -790,45 +825,22 @@ test_overlap_replay (void **state)
   const char *dev = path;
   zvol_pool_t *p = new_pool (path, sizeof path, "overlap", 1024 * MiB,
                              OV_SLOTS * OV_SLOT, 0);
-  zvol_pool_config_t pc;
   uint8_t *want = calloc (1, OV_SLOTS), b[OV_SLOT];
   size_t got = 0;
   ssize_t n;
-  int fds[2], status, r;
   unsigned bad = 0;
+  int fd;
   pid_t pid;
 
   assert_int_equal (zvol_pool_close (p), 0);
-  assert_int_equal (pipe (fds), 0);
-  fflush (NULL);
-  pid = fork ();
-  assert_true (pid >= 0);
-  if (pid == 0) {
-    fuachild_t c = { .dev = dev, .fd = fds[1] };
-    pthread_t th;
-    close (fds[0]);
-    if (pthread_create (&th, NULL, ov_child_thread, &c) != 0)
-      _exit (7);
-    pthread_join (th, NULL);
-    _exit (8);
-  }
-  close (fds[1]);
-  while (got < OV_SLOTS && (n = read (fds[0], want + got, OV_SLOTS - got)) > 0)
+  pid = child_spawn (dev, ov_child_thread, &fd);
+  while (got < OV_SLOTS && (n = read (fd, want + got, OV_SLOTS - got)) > 0)
     got += (size_t) n;
-  close (fds[0]);
-  assert_int_equal (waitpid (pid, &status, 0), pid);
-  assert_true (WIFEXITED (status));
-  assert_int_equal (WEXITSTATUS (status), 0);
+  close (fd);
+  child_reap (pid);
   assert_int_equal (got, OV_SLOTS);
 
-  cfg (&pc, &dev, 0, false);
-  p = NULL;
-  tl_log_reset (true);
-  for (unsigned i = 0; (r = zvol_pool_open (&pc, &p)) == -EBUSY && i < 2500;
-       i++)
-    usleep (2000);
-  tl_log_reset (false);
-  assert_int_equal (r, 0);
+  p = child_import (dev);
   for (uint32_t s = 0; s < OV_SLOTS; s++) {
     assert_int_equal (zvol_read (zvol_pool_volume (p), b,
                                  (uint64_t) s * OV_SLOT, OV_SLOT), 0);

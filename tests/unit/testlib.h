@@ -21,8 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "zv_util.h"
 
@@ -362,6 +367,28 @@ tl_seed (const char *what)
   fprintf (stderr, "  %s: seed %llu (set ZV_TEST_SEED to replay)\n", what,
            (unsigned long long) s);
   return s;
+}
+
+/* Make io_uring_setup fail with ENOSYS on the calling thread only (as in
+ * a seccomp sandbox), so the engine's pread/pwrite fallback runs there.
+ * Returns 0, or -1 where seccomp is not available (the caller skips). */
+TL_FN int
+tl_jail_uring (void)
+{
+  struct sock_filter filt[] = {
+    BPF_STMT (BPF_LD | BPF_W | BPF_ABS, offsetof (struct seccomp_data, nr)),
+    BPF_JUMP (BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    BPF_STMT (BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { .len = sizeof filt / sizeof filt[0],
+                             .filter = filt };
+
+  /* Without TSYNC the filter binds this thread only. */
+  if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1
+      || prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == -1)
+    return -1;
+  return 0;
 }
 
 #endif /* ZV_TESTLIB_H */
