@@ -4,6 +4,8 @@
 #   zvol-txg  the same with flush=txg (sync suite) ($BENCH_DIR/zvol-txg.img)
 #   file      nbdkit's file plugin               ($BENCH_DIR/file.img)
 #   qcow2     qemu-nbd, qcow2, O_DIRECT, io_uring ($BENCH_DIR/disk.qcow2)
+#   memory    nbdkit's memory plugin: a RAM disk, flush a no-op (not in
+#             the defaults; a ceiling: what the protocol alone costs)
 # all on Unix sockets, all backed by files in one directory.  Each target
 # is filled once; then the jobs run in rounds, every target one after the
 # other (interleaved), so slow drifts of the machine hit every target
@@ -94,7 +96,7 @@ PYTHON=${PYTHON:-python3}
 export RUNTIME RAMP
 
 # Every target this script knows, for the checks and the cleanup.
-ALL_TARGETS="zvol zvol-txg file qcow2"
+ALL_TARGETS="zvol zvol-txg file qcow2 memory"
 
 die () { echo "run-bench: $*" >&2; exit 1; }
 
@@ -121,7 +123,7 @@ for t in $BENCH_TARGETS; do
     zvol|zvol-txg)
         [ -f "$ZVOL_PLUGIN" ] || die "zvol plugin $ZVOL_PLUGIN not found (build it, or set ZVOL_PLUGIN)"
         ;;
-    file) ;;
+    file|memory) ;;
     qcow2)
         if ! command -v qemu-nbd >/dev/null || ! command -v qemu-img >/dev/null; then
             echo "run-bench: qemu-nbd/qemu-img not found: skipping the qcow2 target" >&2
@@ -216,6 +218,10 @@ start_target ()
         # shellcheck disable=SC2086
         nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" file \
             file="$BENCH_DIR/file.img" $FILE_OPTS >>"$log" 2>&1 </dev/null
+        ;;
+    memory)
+        nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" memory \
+            size="$BENCH_SIZE" >>"$log" 2>&1 </dev/null
         ;;
     qcow2)
         rm -f "$BENCH_DIR/disk.qcow2"

@@ -287,6 +287,20 @@ zv_dbuf_set_data (zv_dbuf_cache_t *c, zv_dbuf_t *db, void *data)
   db->db_state = ZV_DB_CACHED;
 }
 
+/* Give the cached content away (db_mtx held). */
+void *
+zv_dbuf_take_data (zv_dbuf_cache_t *c, zv_dbuf_t *db)
+{
+  dbuf_shard_t *s = &c->dc_shards[db->db_shard];
+  void *data = db->db_data;
+
+  ZV_VERIFY (db->db_state == ZV_DB_CACHED && data != NULL);
+  atomic_fetch_sub (&s->ds_bytes, db->db_size);
+  db->db_data = NULL;
+  db->db_state = ZV_DB_UNCACHED;
+  return data;
+}
+
 /* Newest dirty record (highest txg), db_mtx held. */
 zv_dirty_t *
 zv_dbuf_newest_dirty (zv_dbuf_t *db)

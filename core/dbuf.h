@@ -84,6 +84,13 @@ void zv_dbuf_rele (zv_dbuf_cache_t *c, zv_dbuf_t *db);
  */
 void zv_dbuf_set_data (zv_dbuf_cache_t *c, zv_dbuf_t *db, void *data);
 
+/*
+ * Hand the cached content to the caller (db_mtx held, db cached and not a
+ * hole): db becomes uncached until zv_dbuf_set_data gives it content again.
+ * A dirty record takes its block this way instead of copying it.
+ */
+void *zv_dbuf_take_data (zv_dbuf_cache_t *c, zv_dbuf_t *db);
+
 /* The newest dirty record of db (db_mtx held), or NULL. */
 zv_dirty_t *zv_dbuf_newest_dirty (zv_dbuf_t *db);
 

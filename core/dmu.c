@@ -447,28 +447,27 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   dr->dr_txg = txg;
   dr->dr_dbuf = db;
   if (!for_free) {
-    const void *base = NULL;
-    if (!whole) {
-      if (prev)
-        base = prev->dr_data;
-      else {
-        r = dmu_fill_locked (ob, db);
-        if (r < 0) {
-          free (dr);
-          zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-          atomic_fetch_sub (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                            ob->ob_blksz);
-          return r;
-        }
-        base = db->db_data;
+    if (!whole && prev == NULL) {
+      r = dmu_fill_locked (ob, db);
+      if (r < 0) {
+        free (dr);
+        zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+        atomic_fetch_sub (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                          ob->ob_blksz);
+        return r;
       }
     }
-    /* A whole-block write needs no old content and no zeroing. */
-    if (whole)
+    if (prev == NULL && db->db_state == ZV_DB_CACHED && db->db_data)
+      /* Nothing older needs the synced content: the record takes the
+       * cached block itself, not a copy (its sync gives it back). */
+      dr->dr_data = zv_dbuf_take_data (ob->ob_cache, db);
+    else if (whole)
+      /* A whole-block write needs no old content and no zeroing. */
       dr->dr_data = zv_buf_get (ob->ob_blksz);
-    else if (base) {
+    else if (prev && prev->dr_data) {
+      /* prev may be syncing: copy on write. */
       dr->dr_data = zv_buf_get (ob->ob_blksz);
-      memcpy (dr->dr_data, base, ob->ob_blksz);
+      memcpy (dr->dr_data, prev->dr_data, ob->ob_blksz);
     }
     else
       dr->dr_data = zv_buf_alloc (ob->ob_blksz);

@@ -287,6 +287,9 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_dev_get_stats (spa->spa_devs[d], &before[d]);
 
+  atomic_store_explicit (&spa->spa_dirty_pct,
+                         p->p_txg ? zv_txg_dirty_pct (p->p_txg) : 0,
+                         memory_order_relaxed);
   zv_alloc_sync_begin (spa->spa_alloc, txg);
   /* The list in this slot was T-2's, just applied: its blocks go. */
   zv_flat_free_all (&p->p_defer[txg % 2], txg);

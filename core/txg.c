@@ -841,6 +841,16 @@ zv_txg_dirty_total (zv_txg_t *tx)
   return ZV_LOAD (&tx->tx_dirty_total);
 }
 
+/* Dirty bytes as a percentage of dirty_max. */
+unsigned
+zv_txg_dirty_pct (zv_txg_t *tx)
+{
+  uint64_t max = tx->tx_tt.tt_dirty_max;
+
+  return max ? (unsigned) ZV_MIN (ZV_LOAD (&tx->tx_dirty_total) * 100 / max,
+                                  100) : 100;
+}
+
 /* 0, or the error that failed the engine (the pool is suspended). */
 int
 zv_txg_error (zv_txg_t *tx)

@@ -87,6 +87,9 @@ int zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg);
 uint64_t zv_txg_open_txg (zv_txg_t *tx);
 uint64_t zv_txg_last_synced (zv_txg_t *tx);
 uint64_t zv_txg_dirty_total (zv_txg_t *tx);
+
+/* The same as a percentage of dirty_max. */
+unsigned zv_txg_dirty_pct (zv_txg_t *tx);
 int zv_txg_error (zv_txg_t *tx);   /* 0 or the error that failed the engine */
 
 /*

@@ -103,11 +103,20 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
 /* Largest write made by joining blocks that are adjacent on a device. */
 static uint32_t zv_zio_aggregate_max = 1u << 20;
 
-/* Writes of one batch in flight at once (OpenZFS's
- * zfs_vdev_async_write_max_active): a txg's megabytes go out a few at a
- * time, so a log block written meanwhile does not queue behind them all.
- * Overridable with ZVOL_ZIO_WRITE_MAX_ACTIVE (0: no cap), for benchmarks. */
-static unsigned zv_zio_write_max_active = 10;
+/*
+ * Writes of one batch in flight at once, OpenZFS's async-write scaling:
+ * zv_zio_async_write_min_active while the pool's dirty data is at most
+ * active_min_dirty_pct of dirty_max, rising linearly to
+ * zv_zio_async_write_max_active at active_max_dirty_pct.  A txg's
+ * megabytes go out a few at a time, so a log block written meanwhile
+ * queues behind few of them; only when dirty data piles up (and writers
+ * are about to be throttled) does the sync take the whole queue.
+ * ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap (0: none), for benchmarks.
+ */
+static unsigned zv_zio_async_write_min_active = 2;
+static unsigned zv_zio_async_write_max_active = 10;
+static unsigned zv_zio_async_write_active_min_dirty_pct = 30;
+static unsigned zv_zio_async_write_active_max_dirty_pct = 60;
 
 /* One copy of one block, to be written. */
 typedef struct zio_piece {
@@ -128,21 +137,30 @@ zio_piece_cmp (const void *a, const void *b)
   return x->zp_off < y->zp_off ? -1 : x->zp_off > y->zp_off;
 }
 
-/* The cap, read once from the environment. */
-static unsigned
-zio_write_max_active (void)
+/* The cap at a dirty level: fixed by the environment (read once), else
+ * on the scaling curve. */
+unsigned
+zv_zio_write_max_active (unsigned dirty_pct)
 {
-  static _Atomic int cached = -1;
-  int v = atomic_load_explicit (&cached, memory_order_relaxed);
+  static _Atomic int fixed = -2;        /* -2: not read yet; -1: none */
+  int v = atomic_load_explicit (&fixed, memory_order_relaxed);
+  const unsigned lo = zv_zio_async_write_active_min_dirty_pct;
+  const unsigned hi = zv_zio_async_write_active_max_dirty_pct;
+  const unsigned amin = zv_zio_async_write_min_active;
+  const unsigned amax = zv_zio_async_write_max_active;
 
-  if (v < 0) {
+  if (v == -2) {
     const char *e = getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE");
-    v = e && *e ? atoi (e) : (int) zv_zio_write_max_active;
-    if (v < 0)
-      v = 0;
-    atomic_store_explicit (&cached, v, memory_order_relaxed);
+    v = e && *e ? ZV_MAX (atoi (e), 0) : -1;
+    atomic_store_explicit (&fixed, v, memory_order_relaxed);
   }
-  return (unsigned) v;
+  if (v >= 0)
+    return (unsigned) v;
+  if (dirty_pct <= lo)
+    return amin;
+  if (dirty_pct >= hi)
+    return amax;
+  return amin + (amax - amin) * (dirty_pct - lo) / (hi - lo);
 }
 
 /*
@@ -151,7 +169,7 @@ zio_write_max_active (void)
  * touch are joined into writes of up to zv_zio_aggregate_max bytes (as
  * OpenZFS's vdev queue aggregates): far fewer, larger I/Os, each gathered
  * (writev) from the blocks' own buffers, so nothing is copied.  At most
- * zv_zio_write_max_active of them are in flight at once.
+ * zv_zio_write_max_active (spa_dirty_pct) of them are in flight at once.
  */
 int
 zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
@@ -216,7 +234,8 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     nios++;
     i = j;
   }
-  r = zv_dev_io_batch_max (ios, nios, zio_write_max_active ());
+  r = zv_dev_io_batch_max (ios, nios, zv_zio_write_max_active (
+        atomic_load_explicit (&spa->spa_dirty_pct, memory_order_relaxed)));
   if (r < 0) {
     for (size_t i = 0; i < nios; i++)
       if (ios[i].di_result < 0) {

@@ -22,6 +22,8 @@ typedef struct zv_spa {
   uint64_t spa_guid;
   zv_alloc_t *spa_alloc;
   uint64_t spa_data_end[ZV_MAX_DEVS];  /* per device, from the config */
+  _Atomic unsigned spa_dirty_pct;      /* dirty data, % of dirty_max, set
+                                          at each txg sync's start */
 } zv_spa_t;
 
 /* Largest block the format allows (a volblock or an indirect block). */
@@ -44,6 +46,10 @@ typedef struct zv_zio_write {
   zv_blkptr_t *zw_bp;
   const void *zw_buf;
 } zv_zio_write_t;
+
+/* Writes in flight at once for a pool whose dirty data is dirty_pct of
+ * dirty_max (0: no cap). */
+unsigned zv_zio_write_max_active (unsigned dirty_pct);
 
 /* Seal and write every copy of n blocks; returns 0 or the first error. */
 int zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n);

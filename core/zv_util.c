@@ -85,7 +85,8 @@ static uint64_t zv_buf_cache_max = 256ull << 20;
 
 typedef struct zv_buf_shard {
   pthread_mutex_t bs_mtx;
-  void *bs_head;
+  void *bs_head;                 /* under bs_mtx */
+  _Atomic uint32_t bs_count;     /* buffers on bs_head: a lock-free peek */
 } __attribute__ ((aligned (64))) zv_buf_shard_t;
 
 static zv_buf_shard_t zv_buf_shards[ZV_BUF_CLASSES][ZV_BUF_SHARDS];
@@ -110,12 +111,12 @@ zv_buf_class (size_t size)
   return -1;
 }
 
-/* The shard this thread uses. */
-static zv_buf_shard_t *
-zv_buf_shard (int c)
+/* The shard this thread frees into and allocates from first. */
+static unsigned
+zv_buf_shard_index (void)
 {
   int cpu = sched_getcpu ();
-  return &zv_buf_shards[c][(unsigned) (cpu < 0 ? 0 : cpu) % ZV_BUF_SHARDS];
+  return (unsigned) (cpu < 0 ? 0 : cpu) % ZV_BUF_SHARDS;
 }
 
 /* Uninitialised aligned buffer, cached if possible. */
@@ -128,16 +129,23 @@ zv_buf_get (size_t size)
 
   if (c >= 0 && atomic_load_explicit (&zv_buf_cached,
                                       memory_order_relaxed) > 0) {
-    zv_buf_shard_t *s;
     pthread_once (&zv_buf_once, zv_buf_init);
-    s = zv_buf_shard (c);
-    pthread_mutex_lock (&s->bs_mtx);
-    p = s->bs_head;
-    if (p) {
-      memcpy (&s->bs_head, p, sizeof (void *));
-      atomic_fetch_sub (&zv_buf_cached, rounded);
+    /* This CPU's shard first, then the others: buffers are often freed
+     * on another CPU (the txg sync thread) than the one allocating. */
+    unsigned first = zv_buf_shard_index ();
+    for (unsigned i = 0; i < ZV_BUF_SHARDS && p == NULL; i++) {
+      zv_buf_shard_t *s = &zv_buf_shards[c][(first + i) % ZV_BUF_SHARDS];
+      if (atomic_load_explicit (&s->bs_count, memory_order_relaxed) == 0)
+        continue;
+      pthread_mutex_lock (&s->bs_mtx);
+      p = s->bs_head;
+      if (p) {
+        memcpy (&s->bs_head, p, sizeof (void *));
+        atomic_fetch_sub_explicit (&s->bs_count, 1, memory_order_relaxed);
+        atomic_fetch_sub (&zv_buf_cached, rounded);
+      }
+      pthread_mutex_unlock (&s->bs_mtx);
     }
-    pthread_mutex_unlock (&s->bs_mtx);
     if (p)
       return p;
   }
@@ -164,10 +172,11 @@ zv_buf_put (void *buf, size_t size)
     return;
   }
   pthread_once (&zv_buf_once, zv_buf_init);
-  s = zv_buf_shard (c);
+  s = &zv_buf_shards[c][zv_buf_shard_index ()];
   pthread_mutex_lock (&s->bs_mtx);
   memcpy (buf, &s->bs_head, sizeof (void *));
   s->bs_head = buf;
+  atomic_fetch_add_explicit (&s->bs_count, 1, memory_order_relaxed);
   atomic_fetch_add (&zv_buf_cached, rounded);
   pthread_mutex_unlock (&s->bs_mtx);
 }

@@ -497,6 +497,79 @@ test_partial_uncached (void **state)
   free (shadow);
 }
 
+/*
+ * The first dirty record of a cached block takes the cached buffer
+ * rather than copying it: the cache's byte count drops by one block
+ * while the record is open and is back after the sync.  A record behind
+ * another (txg 7 behind 6) still copies, and a discarded record leaves
+ * the block to be read back from disk.
+ */
+static void
+test_dirty_takes_cached_block (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (200, bs);
+  uint8_t *synced = malloc (200 * bs);
+  zv_dbuf_stats_t cs;
+  uint64_t clean, misses;
+
+  denv_setup (&e, "take", 200, bs, BIG_CACHE);
+  denv_write (&e, shadow, 4 * bs, bs, 1, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  zv_dbuf_get_stats (e.cache, &cs);
+  clean = cs.cs_bytes;
+  misses = cs.cs_misses;
+
+  denv_write (&e, shadow, 4 * bs + 100, 200, 2, 6);
+  zv_dbuf_get_stats (e.cache, &cs);
+  assert_int_equal (cs.cs_bytes, clean - bs);       /* taken, not copied */
+  assert_int_equal (cs.cs_misses, misses);          /* and not read */
+  denv_write (&e, shadow, 4 * bs + 5000, 300, 3, 7);  /* behind txg 6 */
+  denv_check (&e, shadow, 0, 200 * bs);
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  zv_dbuf_get_stats (e.cache, &cs);
+  assert_int_equal (cs.cs_bytes, clean);
+  assert_int_equal (zv_dmu_sync (&e.ob, 7), 0);
+  denv_check (&e, shadow, 0, 200 * bs);
+  denv_reopen (&e, BIG_CACHE);
+  denv_check (&e, shadow, 0, 200 * bs);
+
+  /* Cached again (the read above); a record discarded unsynced. */
+  memcpy (synced, shadow, 200 * bs);
+  denv_write (&e, shadow, 4 * bs + 64, 64, 4, 8);
+  zv_object_discard_dirty (&e.ob);
+  denv_check (&e, synced, 0, 200 * bs);
+  denv_teardown (&e);
+  free (synced);
+  free (shadow);
+}
+
+/* How many txg writes are in flight: OpenZFS's async-write scaling,
+ * 2 up to 30% of dirty_max, 10 from 60%, linear between. */
+static void
+test_write_cap_curve (void **state)
+{
+  unsigned last = 0;
+  (void) state;
+
+  if (getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE")) {
+    print_message ("skipped: ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap\n");
+    skip ();
+  }
+  assert_int_equal (zv_zio_write_max_active (0), 2);
+  assert_int_equal (zv_zio_write_max_active (30), 2);
+  assert_int_equal (zv_zio_write_max_active (45), 6);
+  assert_int_equal (zv_zio_write_max_active (60), 10);
+  assert_int_equal (zv_zio_write_max_active (100), 10);
+  for (unsigned pct = 0; pct <= 100; pct++) {
+    unsigned n = zv_zio_write_max_active (pct);
+    assert_true (n >= last && n >= 2 && n <= 10);
+    last = n;
+  }
+}
+
 /* Dirty in txg 6 and 7 on the same block; syncing 6 writes exactly 6's
  * content, syncing 7 the merged content. */
 static void
@@ -864,6 +937,8 @@ main (void)
     cmocka_unit_test_setup (test_zero_blocks_become_holes, tl_test_setup),
     cmocka_unit_test_setup (test_free_by_dnode, tl_test_setup),
     cmocka_unit_test_setup (test_partial_uncached, tl_test_setup),
+    cmocka_unit_test_setup (test_dirty_takes_cached_block, tl_test_setup),
+    cmocka_unit_test (test_write_cap_curve),
     cmocka_unit_test_setup (test_two_txgs_in_flight, tl_test_setup),
     cmocka_unit_test_setup (test_overwrite_defers, tl_test_setup),
     cmocka_unit_test_setup (test_resync_in_place, tl_test_setup),
