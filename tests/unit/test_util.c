@@ -292,7 +292,8 @@ test_buf_cache_across_cpus (void **state)
   (void) state;
 
 #if defined(__SANITIZE_ADDRESS__)
-  skip ();      /* the cache is off under ASan: it would hide reuse */
+  print_message ("skipped: the buffer cache is off under AddressSanitizer\n");
+  skip ();
 #endif
   assert_int_equal (sched_getaffinity (0, sizeof saved, &saved), 0);
   if (CPU_COUNT (&saved) < 2 || !pin_to_cpu (0)) {
