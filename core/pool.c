@@ -287,9 +287,15 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_dev_get_stats (spa->spa_devs[d], &before[d]);
 
-  atomic_store_explicit (&spa->spa_dirty_pct,
-                         p->p_txg ? zv_txg_dirty_pct (p->p_txg) : 0,
+  /* How fast to write: on the dirty-data curve, or flat out when the
+   * intent log's ring is past half full (its commits would otherwise
+   * stall until this txg frees the ring). */
+  unsigned pressure = p->p_txg ? zv_txg_dirty_pct (p->p_txg) : 0;
+  if (p->p_zil && zv_zil_ring_pressed (p->p_zil))
+    pressure = 100;
+  atomic_store_explicit (&spa->spa_pressure_pct, pressure,
                          memory_order_relaxed);
+  atomic_store (&p->p_sync_write_cap, zv_zio_write_max_active (pressure));
   zv_alloc_sync_begin (spa->spa_alloc, txg);
   /* The list in this slot was T-2's, just applied: its blocks go. */
   zv_flat_free_all (&p->p_defer[txg % 2], txg);
@@ -1187,6 +1193,8 @@ zvol_pool_print_stats (zvol_pool_t *p, FILE *fp)
   fprintf (fp, "txg_open %" PRIu64 "\n", zv_txg_open_txg (p->p_txg));
   fprintf (fp, "dirty_bytes %" PRIu64 "\n", zv_txg_dirty_total (p->p_txg));
   fprintf (fp, "sync_passes_last %" PRIu64 "\n", p->p_sync_passes);
+  fprintf (fp, "sync_write_max_active_last %u\n",
+           atomic_load (&p->p_sync_write_cap));
   fprintf (fp, "cache_bytes %" PRIu64 "\n", cs.cs_bytes);
   fprintf (fp, "cache_limit %" PRIu64 "\n", cs.cs_limit);
   fprintf (fp, "cache_buffers %" PRIu64 "\n", cs.cs_count);

@@ -169,6 +169,7 @@ struct zv_zil {
   uint64_t zl_ring_size;       /* bytes */
   uint64_t zl_pack_done;       /* bytes of the itx at zl_packed packed */
   _Atomic bool zl_ready;       /* replay done: blocks may be written */
+  _Atomic bool zl_ring_pressed; /* kicked a txg for room (see below) */
 
   /* Completion. */
   zil_slot_t *zl_slots;
@@ -563,8 +564,10 @@ zil_lwb_open (zv_zil_t *zl)
       || seq - atomic_load (&zl->zl_persisted_head) >= ZIL_NSTATE)
     return NULL;
   /* Past half the ring: ask for a txg, whose sync moves the head. */
-  if ((pos - head_pos) * 2 > zl->zl_ring_size)
+  if ((pos - head_pos) * 2 > zl->zl_ring_size) {
+    atomic_store_explicit (&zl->zl_ring_pressed, true, memory_order_relaxed);
     zv_txg_kick (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
+  }
   lwb = calloc (1, sizeof *lwb);
   if (lwb == NULL)
     abort ();
@@ -957,6 +960,14 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
 /* ---- commit ---- */
 
 /* Record a commit's latency in the log2 histogram. */
+/* Read and clear the ring-pressure flag (the pool, at a sync's start). */
+bool
+zv_zil_ring_pressed (zv_zil_t *zl)
+{
+  return atomic_exchange_explicit (&zl->zl_ring_pressed, false,
+                                   memory_order_relaxed);
+}
+
 static void
 zil_lat_record (zv_zil_t *zl, uint64_t ns)
 {

@@ -110,8 +110,9 @@ static uint32_t zv_zio_aggregate_max = 1u << 20;
  * zv_zio_async_write_max_active at active_max_dirty_pct.  A txg's
  * megabytes go out a few at a time, so a log block written meanwhile
  * queues behind few of them; only when dirty data piles up (and writers
- * are about to be throttled) does the sync take the whole queue.
- * ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap (0: none), for benchmarks.
+ * are about to be throttled) does the sync take the whole queue.  The
+ * pool also hurries (pressure 100) a sync the intent log asked for to
+ * free its ring.  ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap (0: none), for benchmarks.
  */
 static unsigned zv_zio_async_write_min_active = 2;
 static unsigned zv_zio_async_write_max_active = 10;
@@ -169,7 +170,7 @@ zv_zio_write_max_active (unsigned dirty_pct)
  * touch are joined into writes of up to zv_zio_aggregate_max bytes (as
  * OpenZFS's vdev queue aggregates): far fewer, larger I/Os, each gathered
  * (writev) from the blocks' own buffers, so nothing is copied.  At most
- * zv_zio_write_max_active (spa_dirty_pct) of them are in flight at once.
+ * zv_zio_write_max_active (spa_pressure_pct) of them are in flight.
  */
 int
 zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
@@ -235,7 +236,7 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     i = j;
   }
   r = zv_dev_io_batch_max (ios, nios, zv_zio_write_max_active (
-        atomic_load_explicit (&spa->spa_dirty_pct, memory_order_relaxed)));
+        atomic_load_explicit (&spa->spa_pressure_pct, memory_order_relaxed)));
   if (r < 0) {
     for (size_t i = 0; i < nios; i++)
       if (ios[i].di_result < 0) {

@@ -22,8 +22,9 @@ typedef struct zv_spa {
   uint64_t spa_guid;
   zv_alloc_t *spa_alloc;
   uint64_t spa_data_end[ZV_MAX_DEVS];  /* per device, from the config */
-  _Atomic unsigned spa_dirty_pct;      /* dirty data, % of dirty_max, set
-                                          at each txg sync's start */
+  _Atomic unsigned spa_pressure_pct;   /* how hard the txg sync writes:
+                                          dirty data, % of dirty_max (100:
+                                          hurry); set at each sync's start */
 } zv_spa_t;
 
 /* Largest block the format allows (a volblock or an indirect block). */

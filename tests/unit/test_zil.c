@@ -827,6 +827,57 @@ test_commit_in_sync (void **state)
   unlink (dev);
 }
 
+/*
+ * A txg the log asks for because its ring is past half full is synced
+ * flat out (10 writes in flight): if it were not, the other half could
+ * fill first and commits would fall back to waiting for the txg.  A txg
+ * asked for otherwise, with little dirty data, writes 2 at a time
+ * (OpenZFS's async-write scaling).
+ */
+static void
+test_ring_pressure_hurries_sync (void **state)
+{
+  char dev[512];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  zvol_t *zv;
+  uint8_t buf[BLK];
+  uint64_t synced;
+  unsigned i;
+  (void) state;
+
+  if (getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE")) {
+    print_message ("skipped: ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap\n");
+    skip ();
+  }
+  tl_path (dev, sizeof dev, "press.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  cfg (&pc, dev, NULL, true, 16 * MiB);         /* a 1 MiB log ring */
+  cfg_no_txg (&pc);
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  zv = zvol_pool_volume (p);
+
+  for (i = 0; i < 4; i++) {
+    tl_pat_fill (buf, i * BLK, BLK, 1);
+    assert_int_equal (zvol_write (zv, buf, i * BLK, BLK, ZVOL_FUA), 0);
+  }
+  assert_int_equal (zvol_pool_sync (p), 0);
+  assert_int_equal (zstatu (p, "sync_write_max_active_last"), 2);
+
+  /* One log block per FUA write: past half the ring the log kicks a
+   * txg (nothing else would sync one). */
+  synced = zstatu (p, "txg_synced");
+  for (i = 0; i < 2000 && zstatu (p, "txg_synced") == synced; i++) {
+    uint64_t off = (uint64_t) (i % 4096) * BLK;
+    tl_pat_fill (buf, off, BLK, 2);
+    assert_int_equal (zvol_write (zv, buf, off, BLK, ZVOL_FUA), 0);
+  }
+  assert_true (zstatu (p, "txg_synced") > synced);
+  assert_int_equal (zstatu (p, "sync_write_max_active_last"), 10);
+  assert_int_equal (zvol_pool_close (p), 0);
+  unlink (dev);
+}
+
 /* ------------------------------------------------------------------ */
 /* c. A failed log write                                                */
 /* ------------------------------------------------------------------ */
@@ -1202,6 +1253,7 @@ main (void)
     cmocka_unit_test_setup (test_contention, tl_test_setup),
     cmocka_unit_test_setup (test_records, tl_test_setup),
     cmocka_unit_test_setup (test_commit_in_sync, tl_test_setup),
+    cmocka_unit_test_setup (test_ring_pressure_hurries_sync, tl_test_setup),
     cmocka_unit_test_setup (test_ring_full_after_log_error, tl_test_setup),
     cmocka_unit_test_setup (test_hostile_log, tl_test_setup),
   };
