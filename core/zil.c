@@ -959,7 +959,6 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
 
 /* ---- commit ---- */
 
-/* Record a commit's latency in the log2 histogram. */
 /* Read and clear the ring-pressure flag (the pool, at a sync's start). */
 bool
 zv_zil_ring_pressed (zv_zil_t *zl)
@@ -968,6 +967,7 @@ zv_zil_ring_pressed (zv_zil_t *zl)
                                    memory_order_relaxed);
 }
 
+/* Record a commit's latency in the log2 histogram. */
 static void
 zil_lat_record (zv_zil_t *zl, uint64_t ns)
 {

@@ -112,7 +112,8 @@ static uint32_t zv_zio_aggregate_max = 1u << 20;
  * queues behind few of them; only when dirty data piles up (and writers
  * are about to be throttled) does the sync take the whole queue.  The
  * pool also hurries (pressure 100) a sync the intent log asked for to
- * free its ring.  ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap (0: none), for benchmarks.
+ * free its ring.  ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap (0: none), for
+ * benchmarks.
  */
 static unsigned zv_zio_async_write_min_active = 2;
 static unsigned zv_zio_async_write_max_active = 10;
@@ -138,10 +139,10 @@ zio_piece_cmp (const void *a, const void *b)
   return x->zp_off < y->zp_off ? -1 : x->zp_off > y->zp_off;
 }
 
-/* The cap at a dirty level: fixed by the environment (read once), else
- * on the scaling curve. */
+/* The cap at a pressure: fixed by the environment (read once), else on
+ * the scaling curve. */
 unsigned
-zv_zio_write_max_active (unsigned dirty_pct)
+zv_zio_write_max_active (unsigned pressure_pct)
 {
   static _Atomic int fixed = -2;        /* -2: not read yet; -1: none */
   int v = atomic_load_explicit (&fixed, memory_order_relaxed);
@@ -157,11 +158,11 @@ zv_zio_write_max_active (unsigned dirty_pct)
   }
   if (v >= 0)
     return (unsigned) v;
-  if (dirty_pct <= lo)
+  if (pressure_pct <= lo)
     return amin;
-  if (dirty_pct >= hi)
+  if (pressure_pct >= hi)
     return amax;
-  return amin + (amax - amin) * (dirty_pct - lo) / (hi - lo);
+  return amin + (amax - amin) * (pressure_pct - lo) / (hi - lo);
 }
 
 /*

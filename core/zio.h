@@ -48,9 +48,9 @@ typedef struct zv_zio_write {
   const void *zw_buf;
 } zv_zio_write_t;
 
-/* Writes in flight at once for a pool whose dirty data is dirty_pct of
- * dirty_max (0: no cap). */
-unsigned zv_zio_write_max_active (unsigned dirty_pct);
+/* Txg writes in flight at once at a sync pressure (spa_pressure_pct):
+ * 2 to 10, or what ZVOL_ZIO_WRITE_MAX_ACTIVE fixes (0: no cap). */
+unsigned zv_zio_write_max_active (unsigned pressure_pct);
 
 /* Seal and write every copy of n blocks; returns 0 or the first error. */
 int zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n);

@@ -279,7 +279,8 @@ pin_to_cpu (int cpu)
 
   CPU_ZERO (&set);
   CPU_SET (cpu, &set);
-  return sched_setaffinity (0, sizeof set, &set) == 0 && sched_getcpu () == cpu;
+  return sched_setaffinity (0, sizeof set, &set) == 0
+         && sched_getcpu () == cpu;
 }
 
 /* A buffer given back on one CPU is found by an allocation on another:
