@@ -991,22 +991,12 @@ test_crash_rounds (void **state)
     int status;
 
     assert_int_equal (pipe (fds), 0);
-    fflush (NULL);
-    pid = fork ();
+    crchild_t c = {
+      .dev = dev, .fd = fds[1], .round = round,
+      .seed = tl_mix (seed + round),
+    };
+    pid = tl_fork_thread (cr_child_thread, &c, fds);
     assert_true (pid >= 0);
-    if (pid == 0) {
-      crchild_t c = {
-        .dev = dev, .fd = fds[1], .round = round,
-        .seed = tl_mix (seed + round),
-      };
-      pthread_t th;
-      close (fds[0]);
-      if (pthread_create (&th, NULL, cr_child_thread, &c) != 0)
-        _exit (7);
-      pthread_join (th, NULL);
-      _exit (8);
-    }
-    close (fds[1]);
     /* Once it has imported and acknowledged its first flush, let it run
      * 10 to 130 ms more, then kill it.  (Waiting for the first flush
      * keeps the test meaningful on slow runs, under TSan say.)  The pipe

@@ -633,21 +633,12 @@ child_spawn (const char *dev, void *(*fn) (void *), int *rfd)
 {
   int fds[2];
   pid_t pid;
+  fuachild_t c;
 
   assert_int_equal (pipe (fds), 0);
-  fflush (NULL);
-  pid = fork ();
+  c = (fuachild_t) { .dev = dev, .fd = fds[1] };
+  pid = tl_fork_thread (fn, &c, fds);
   assert_true (pid >= 0);
-  if (pid == 0) {
-    fuachild_t c = { .dev = dev, .fd = fds[1] };
-    pthread_t th;
-    close (fds[0]);
-    if (pthread_create (&th, NULL, fn, &c) != 0)
-      _exit (7);
-    pthread_join (th, NULL);
-    _exit (8);
-  }
-  close (fds[1]);
   *rfd = fds[0];
   return pid;
 }

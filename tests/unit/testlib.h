@@ -330,6 +330,32 @@ tl_pat_check (const void *buf, uint64_t off, size_t len, uint64_t seed)
   return -1;
 }
 
+/*
+ * Fork a child that runs fn(arg) on a thread of its own (as a server's
+ * connection thread would) and dies without cleaning up, as a crash
+ * would: exit status 8 when fn returns, 7 if the thread cannot start.
+ * fds is a pipe the child reports on: the child closes the read end, the
+ * parent the write end.  Returns the child's pid, or -1.
+ */
+TL_FN pid_t
+tl_fork_thread (void *(*fn) (void *), void *arg, const int fds[2])
+{
+  pid_t pid;
+
+  fflush (NULL);
+  pid = fork ();
+  if (pid == 0) {
+    pthread_t th;
+    close (fds[0]);
+    if (pthread_create (&th, NULL, fn, arg) != 0)
+      _exit (7);
+    pthread_join (th, NULL);
+    _exit (8);
+  }
+  close (fds[1]);
+  return pid;
+}
+
 /* A small, fast PRNG for test decisions (xorshift64*). */
 TL_FN inline uint64_t
 tl_rand (uint64_t *s)
