@@ -914,13 +914,7 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
        * and back costs a log commit tens of microseconds. */
       if (is_flush && inflight == 0
           && (next + 1 == n || ios[next + 1].di_op != ZV_DEV_FLUSH)) {
-        if (zv_dev_io_start (io)) {
-          uint32_t done = 0;
-          while (zv_dev_io_progress (io, &done,
-                                     zv_dev_sync_attempt (io, done)))
-            ;
-          zv_dev_observe (io, 1);
-        }
+        zv_dev_batch_sync (io, 1);
         next++;
         continue;
       }
