@@ -389,25 +389,22 @@ zv_zil_close (zv_zil_t *zl)
 
 /* ---- logging ---- */
 
-/* The log failed (zl_error): commits wait for txgs from now on, so the
- * published itxs are never needed; drop them to free the ring.  Only
- * with the issuer role; a holder drops them in its own pack. */
-static void
-zil_drain (zv_zil_t *zl)
+/*
+ * With the issuer role: drop the oldest published itxs, up to ticket end
+ * and while their txg is at most max_txg; they will never be packed.  A
+ * partly packed itx is dropped only if force (the log failed: nothing is
+ * packed any more).  Returns the new zl_packed.
+ */
+static uint64_t
+zil_drop_oldest (zv_zil_t *zl, uint64_t end, uint64_t max_txg, bool force)
 {
-  int expect = 0;
-  uint64_t packed;
+  uint64_t packed = atomic_load (&zl->zl_packed);
 
-  if (!atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
-                                                memory_order_acquire,
-                                                memory_order_relaxed))
-    return;
-  packed = atomic_load (&zl->zl_packed);
-  for (;;) {
+  while (packed < end && (force || zl->zl_pack_done == 0)) {
     _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
     zil_itx_t *itx = atomic_load_explicit (slot, memory_order_acquire);
 
-    if (itx == NULL)
+    if (itx == NULL || itx->itx_txg > max_txg)
       break;
     atomic_store (slot, NULL);
     zil_itx_free (itx);
@@ -416,6 +413,22 @@ zil_drain (zv_zil_t *zl)
     packed++;
     atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
   }
+  return packed;
+}
+
+/* The log failed (zl_error): commits wait for txgs from now on, so the
+ * published itxs are never needed; drop them to free the ring.  Only
+ * with the issuer role; a holder drops them in its own pack. */
+static void
+zil_drain (zv_zil_t *zl)
+{
+  int expect = 0;
+
+  if (!atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
+                                                memory_order_acquire,
+                                                memory_order_relaxed))
+    return;
+  (void) zil_drop_oldest (zl, UINT64_MAX, UINT64_MAX, true);
   atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
 }
 
@@ -959,14 +972,6 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
 
 /* ---- commit ---- */
 
-/* Read and clear the ring-pressure flag (the pool, at a sync's start). */
-bool
-zv_zil_ring_pressed (zv_zil_t *zl)
-{
-  return atomic_exchange_explicit (&zl->zl_ring_pressed, false,
-                                   memory_order_relaxed);
-}
-
 /* Record a commit's latency in the log2 histogram. */
 static void
 zil_lat_record (zv_zil_t *zl, uint64_t ns)
@@ -1095,26 +1100,24 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
   if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
                                                memory_order_acquire,
                                                memory_order_relaxed)) {
-    uint64_t end = atomic_load (&zl->zl_next_ticket);
-    uint64_t packed = atomic_load (&zl->zl_packed);
+    uint64_t packed = zil_drop_oldest (zl,
+                                       atomic_load (&zl->zl_next_ticket),
+                                       txg, false);
 
-    while (packed < end && zl->zl_pack_done == 0) {
-      _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
-      zil_itx_t *itx = atomic_load_explicit (slot, memory_order_acquire);
-      if (itx == NULL || itx->itx_txg > txg)
-        break;
-      atomic_store (slot, NULL);
-      zil_itx_free (itx);
-      atomic_fetch_add (&zl->zs_rec_dropped, 1);
-      packed++;
-      atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
-    }
     if (zl->zl_open == NULL
         && atomic_load (&zl->zl_durable_seq) + 1 == zl->zl_next_seq)
       zil_atomic_max (&zl->zl_durable_ticket, packed);
     atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
   }
   zil_wake_all (zl);
+}
+
+/* Read and clear the ring-pressure flag (the pool, at a sync's start). */
+bool
+zv_zil_ring_pressed (zv_zil_t *zl)
+{
+  return atomic_exchange_explicit (&zl->zl_ring_pressed, false,
+                                   memory_order_relaxed);
 }
 
 /* ---- replay ---- */
