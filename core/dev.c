@@ -890,17 +890,20 @@ zv_dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
 /* Run a batch through this thread's ring; see the theory comment. */
 static void
 zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
-                    unsigned max_active)
+                    const _Atomic unsigned *max_active)
 {
   size_t next = 0;
   unsigned inflight = 0;
-  unsigned cap = max_active && max_active < r->dr_entries
-    ? max_active : r->dr_entries;
   bool flush_inflight = false;        /* kind of what is in flight */
 
   ZV_VERIFY3U (n, <=, UINT32_MAX);
   while (next < n || inflight > 0) {
     struct io_uring_cqe *cqe;
+    unsigned cap = max_active
+      ? atomic_load_explicit (max_active, memory_order_relaxed) : 0;
+
+    if (cap == 0 || cap > r->dr_entries)
+      cap = r->dr_entries;
 
     /* Fill free slots, stopping at a flush barrier. */
     while (next < n && inflight < cap) {
@@ -953,12 +956,14 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
 int
 zv_dev_io_batch (zv_dev_io_t *ios, size_t n)
 {
-  return zv_dev_io_batch_max (ios, n, 0);
+  return zv_dev_io_batch_max (ios, n, NULL);
 }
 
-/* The same, with at most max_active requests in flight (0: no cap). */
+/* The same, with at most *max_active requests in flight (NULL, 0: no
+ * cap), re-read as requests complete. */
 int
-zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n, unsigned max_active)
+zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
+                     const _Atomic unsigned *max_active)
 {
   zv_dev_ring_t *r;
 

@@ -72,9 +72,12 @@ typedef struct zv_dev_io {
  * result is in di_result).  Reads past the end of a device fail with -EIO.
  */
 int zv_dev_io_batch (zv_dev_io_t *ios, size_t n);
-/* The same with at most max_active requests in flight at once (0: as many
- * as the ring holds), so a long batch leaves the device room for others. */
-int zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n, unsigned max_active);
+/* The same with at most *max_active requests in flight at once (NULL or
+ * 0: as many as the ring holds), so a long batch leaves the device room
+ * for others.  *max_active is read again whenever a request completes:
+ * another thread may change it while the batch runs. */
+int zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
+                         const _Atomic unsigned *max_active);
 
 /* Convenience wrappers for one request. */
 int zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len);

@@ -287,15 +287,9 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_dev_get_stats (spa->spa_devs[d], &before[d]);
 
-  /* How fast to write: on the dirty-data curve, or flat out when the
-   * intent log's ring is past half full (its commits would otherwise
-   * stall until this txg frees the ring). */
-  unsigned pressure = p->p_txg ? zv_txg_dirty_pct (p->p_txg) : 0;
-  if (p->p_zil && zv_zil_ring_pressed (p->p_zil))
-    pressure = 100;
-  atomic_store_explicit (&spa->spa_pressure_pct, pressure,
-                         memory_order_relaxed);
-  atomic_store (&p->p_sync_write_cap, zv_zio_write_max_active (pressure));
+  /* How fast to write: on the dirty-data curve; the intent log raises
+   * the cap while the sync runs if its ring fills (zio.c). */
+  zv_zio_write_cap_set (spa, p->p_txg ? zv_txg_dirty_pct (p->p_txg) : 0);
   zv_alloc_sync_begin (spa->spa_alloc, txg);
   /* The list in this slot was T-2's, just applied: its blocks go. */
   zv_flat_free_all (&p->p_defer[txg % 2], txg);
@@ -306,6 +300,9 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
     zv_error ("pool %s: txg %" PRIu64 " failed to sync (%s); the pool is "
               "suspended and every later write fails", p->p_name, txg,
               strerror (-r));
+  atomic_store (&p->p_sync_write_cap,
+                atomic_load_explicit (&spa->spa_write_cap,
+                                      memory_order_relaxed));
 
   memset (st, 0, sizeof *st);
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {

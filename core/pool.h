@@ -45,7 +45,7 @@ struct zvol_pool {
   zv_zil_t *p_zil;
   uint64_t p_synced_txg;
   _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
-  _Atomic unsigned p_sync_write_cap; /* its writes in flight (stats) */
+  _Atomic unsigned p_sync_write_cap; /* its cap at its end (stats) */
   zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
   size_t p_defer_n, p_defer_cap;
   uint64_t p_ub_txg_seen;      /* newest txg in the labels at import */

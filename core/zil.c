@@ -27,7 +27,9 @@
  * space is reused only behind the head recorded by a txg already on disk
  * (zl_persisted_pos): the head moves past a block once it is written and
  * every record in it belongs to a synced txg; past half the ring the log
- * kicks a txg to move it.  A fresh chain (new guid) starts at every
+ * kicks a txg to move it, and raises how many writes that txg's sync
+ * keeps in flight as the ring fills further (zv_zio_write_cap_raise).
+ * A fresh chain (new guid) starts at every
  * import.
  *
  * The commit path.  zv_zil_commit(t) publishes its target with an atomic
@@ -93,6 +95,13 @@
 /* Published itxs that may wait to be packed: 2^shift slots (a tunable,
  * read at open; tests make the ring small to fill it). */
 unsigned zv_zil_itx_ring_shift = 18;
+
+/* Ring fill (percent, above 50) at which a txg sync under way writes flat
+ * out: from half the ring, where the log kicks a txg, to here, the sync's
+ * writes in flight rise from the fewest to the most (zio.c).  A slow
+ * writer's kicked txg syncs gently; a fast one's hurries before the ring
+ * runs out and commits fall back to waiting for the txg. */
+static const unsigned zv_zil_ring_full_speed_pct = 75;
 
 /* Boundary (volume offset) on which a write split over log blocks is cut. */
 #define ZIL_SPLIT_ALIGN 4096u
@@ -169,7 +178,6 @@ struct zv_zil {
   uint64_t zl_ring_size;       /* bytes */
   uint64_t zl_pack_done;       /* bytes of the itx at zl_packed packed */
   _Atomic bool zl_ready;       /* replay done: blocks may be written */
-  _Atomic bool zl_ring_pressed; /* kicked a txg for room (see below) */
 
   /* Completion. */
   zil_slot_t *zl_slots;
@@ -195,6 +203,7 @@ struct zv_zil {
   _Atomic uint64_t zs_rec_copied, zs_rec_need_copy, zs_rec_indirect;
   _Atomic uint64_t zs_rec_free, zs_rec_dropped, zs_rec_nop, zs_fallbacks;
   _Atomic uint64_t zs_lat_sum, zs_lat_hist[ZIL_HIST_BUCKETS];
+  _Atomic uint64_t zs_ring_end;       /* zl_next_pos, for other threads */
 };
 
 /* ---- tunables ---- */
@@ -345,6 +354,7 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
    * blocks from the head on may hold records to replay. */
   zl->zl_next_seq = zh->zh_head_seq;
   zl->zl_next_pos = zh->zh_head_pos;
+  atomic_store (&zl->zs_ring_end, zl->zl_next_pos);
   atomic_store (&zl->zl_durable_seq, zh->zh_head_seq - 1);
   zl->zl_head = zh->zh_head_seq;
   zl->zl_head_pos = zh->zh_head_pos;
@@ -576,10 +586,14 @@ zil_lwb_open (zv_zil_t *zl)
       || pos + zl->zl_hdr.zh_blksz - head_pos > zl->zl_ring_size
       || seq - atomic_load (&zl->zl_persisted_head) >= ZIL_NSTATE)
     return NULL;
-  /* Past half the ring: ask for a txg, whose sync moves the head. */
+  /* Past half the ring: ask for a txg, whose sync moves the head, and
+   * have the sync write faster the fuller the ring gets. */
   if ((pos - head_pos) * 2 > zl->zl_ring_size) {
-    atomic_store_explicit (&zl->zl_ring_pressed, true, memory_order_relaxed);
+    uint64_t fill_pct = (pos - head_pos) * 100 / zl->zl_ring_size;
+
     zv_txg_kick (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
+    zv_zio_write_cap_raise (zl->zl_spa, (unsigned) ZV_MIN (
+        (fill_pct - 50) * 100 / (zv_zil_ring_full_speed_pct - 50), 100));
   }
   lwb = calloc (1, sizeof *lwb);
   if (lwb == NULL)
@@ -617,6 +631,8 @@ zil_lwb_close (zv_zil_t *zl, uint64_t end_ticket, zil_lwb_t **closed)
                                ZV_SECTOR);
   lwb->lwb_next_pos = zil_pos_fit (zl, lwb->lwb_pos + lwb->lwb_len);
   zl->zl_next_pos = lwb->lwb_next_pos;
+  atomic_store_explicit (&zl->zs_ring_end, zl->zl_next_pos,
+                         memory_order_relaxed);
   atomic_store (&zs->zs_max_txg, lwb->lwb_max_txg);
   atomic_store (&zs->zs_end_ticket, end_ticket);
   atomic_store (&zs->zs_next_pos, lwb->lwb_next_pos);
@@ -1112,14 +1128,6 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
   zil_wake_all (zl);
 }
 
-/* Read and clear the ring-pressure flag (the pool, at a sync's start). */
-bool
-zv_zil_ring_pressed (zv_zil_t *zl)
-{
-  return atomic_exchange_explicit (&zl->zl_ring_pressed, false,
-                                   memory_order_relaxed);
-}
-
 /* ---- replay ---- */
 
 /* Is dva a place where a block may start? */
@@ -1341,6 +1349,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   zl->zl_head_pos = 0;
   zl->zl_next_seq = 1;
   zl->zl_next_pos = 0;
+  atomic_store (&zl->zs_ring_end, 0);
   atomic_store (&zl->zl_durable_seq, 0);
   atomic_store (&zl->zl_persisted_head, 0);
   atomic_store (&zl->zl_persisted_pos, 0);
@@ -1365,6 +1374,9 @@ zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
   uint64_t commits = atomic_load (&zl->zs_commits);
   uint64_t lwbs = atomic_load (&zl->zs_lwbs);
   uint64_t n = 0, p99 = 0, total = 0;
+  /* The head first: it only ever trails the end. */
+  uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
+  uint64_t ring_end = atomic_load (&zl->zs_ring_end);
 
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++)
     total += atomic_load (&zl->zs_lat_hist[b]);
@@ -1383,6 +1395,9 @@ zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
   fprintf (fp, "zil_log_device %s\n", zl->zl_logdev
            ? zv_dev_path (zl->zl_logdev) : "none");
   fprintf (fp, "zil_lwbs_written %" PRIu64 "\n", lwbs);
+  fprintf (fp, "zil_ring_size %" PRIu64 "\n", zl->zl_ring_size);
+  fprintf (fp, "zil_ring_used %" PRIu64 "\n", ring_end > head_pos
+           ? ring_end - head_pos : 0);
   fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n", atomic_load (&zl->zs_lwb_bytes));
   fprintf (fp, "zil_records_copied %" PRIu64 "\n",
            atomic_load (&zl->zs_rec_copied));

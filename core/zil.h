@@ -93,11 +93,6 @@ int zv_zil_commit (zv_zil_t *zl, uint64_t ticket);
 void zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh);
 void zv_zil_synced (zv_zil_t *zl, uint64_t txg);
 
-/* Has the log asked for a txg because its ring is past half full, since
- * the last call?  (Clears the answer.)  That txg's sync should hurry:
- * commits fall back to waiting for it if the ring fills. */
-bool zv_zil_ring_pressed (zv_zil_t *zl);
-
 /*
  * Replay every record the log holds beyond the txg the pool imported at,
  * in order, through zo_replay; then start a fresh chain.  Safe to crash

@@ -110,10 +110,17 @@ static uint32_t zv_zio_aggregate_max = 1u << 20;
  * zv_zio_async_write_max_active at active_max_dirty_pct.  A txg's
  * megabytes go out a few at a time, so a log block written meanwhile
  * queues behind few of them; only when dirty data piles up (and writers
- * are about to be throttled) does the sync take the whole queue.  The
- * pool also hurries (pressure 100) a sync the intent log asked for to
- * free its ring.  ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap (0: none), for
- * benchmarks.
+ * are about to be throttled) does the sync take the whole queue.
+ *
+ * The cap lives in spa_write_cap: the pool sets it from the dirty data
+ * when a sync starts, and the intent log raises it while the sync runs
+ * when its ring, which only a synced txg frees, fills past half
+ * (zv_zio_write_cap_raise); the device layer reads it again each time a
+ * slot frees, so a sync under way speeds up at once.  A sync the log
+ * kicked at half the ring of a slow writer stays gentle (flat out, the
+ * writer's flush p99 is higher), while a burst that would fill the ring
+ * before the sync frees it gets the whole queue.  ZVOL_ZIO_WRITE_MAX_ACTIVE
+ * fixes the cap (0: none), for benchmarks.
  */
 static unsigned zv_zio_async_write_min_active = 2;
 static unsigned zv_zio_async_write_max_active = 10;
@@ -139,30 +146,69 @@ zio_piece_cmp (const void *a, const void *b)
   return x->zp_off < y->zp_off ? -1 : x->zp_off > y->zp_off;
 }
 
-/* The cap at a pressure: fixed by the environment (read once), else on
- * the scaling curve. */
-unsigned
-zv_zio_write_max_active (unsigned pressure_pct)
+/* The cap ZVOL_ZIO_WRITE_MAX_ACTIVE fixes (read once), or -1. */
+static int
+zio_write_cap_fixed (void)
 {
-  static _Atomic int fixed = -2;        /* -2: not read yet; -1: none */
+  static _Atomic int fixed = -2;        /* -2: not read yet */
   int v = atomic_load_explicit (&fixed, memory_order_relaxed);
-  const unsigned lo = zv_zio_async_write_active_min_dirty_pct;
-  const unsigned hi = zv_zio_async_write_active_max_dirty_pct;
-  const unsigned amin = zv_zio_async_write_min_active;
-  const unsigned amax = zv_zio_async_write_max_active;
 
   if (v == -2) {
     const char *e = getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE");
     v = e && *e ? ZV_MAX (atoi (e), 0) : -1;
     atomic_store_explicit (&fixed, v, memory_order_relaxed);
   }
+  return v;
+}
+
+/* The cap at a dirty level: fixed, else on the scaling curve. */
+unsigned
+zv_zio_write_max_active (unsigned dirty_pct)
+{
+  int v = zio_write_cap_fixed ();
+  const unsigned lo = zv_zio_async_write_active_min_dirty_pct;
+  const unsigned hi = zv_zio_async_write_active_max_dirty_pct;
+  const unsigned amin = zv_zio_async_write_min_active;
+  const unsigned amax = zv_zio_async_write_max_active;
+
   if (v >= 0)
     return (unsigned) v;
-  if (pressure_pct <= lo)
+  if (dirty_pct <= lo)
     return amin;
-  if (pressure_pct >= hi)
+  if (dirty_pct >= hi)
     return amax;
-  return amin + (amax - amin) * (pressure_pct - lo) / (hi - lo);
+  return amin + (amax - amin) * (dirty_pct - lo) / (hi - lo);
+}
+
+/* The cap of a sync that starts now; see zio.h. */
+void
+zv_zio_write_cap_set (zv_spa_t *spa, unsigned dirty_pct)
+{
+  atomic_store_explicit (&spa->spa_write_cap,
+                         zv_zio_write_max_active (dirty_pct),
+                         memory_order_relaxed);
+}
+
+/* Raise the cap of the sync under way (or the next one's, until that one
+ * sets its own); see zio.h.  Relaxed: the cap is advice to the device
+ * layer, not a guard of any data. */
+void
+zv_zio_write_cap_raise (zv_spa_t *spa, unsigned share_pct)
+{
+  const unsigned amin = zv_zio_async_write_min_active;
+  const unsigned amax = zv_zio_async_write_max_active;
+  unsigned want, cur;
+
+  if (zio_write_cap_fixed () >= 0)
+    return;
+  want = amin + (amax - amin) * ZV_MIN (share_pct, 100u) / 100;
+  cur = atomic_load_explicit (&spa->spa_write_cap, memory_order_relaxed);
+  while (cur < want
+         && !atomic_compare_exchange_weak_explicit (&spa->spa_write_cap,
+                                                    &cur, want,
+                                                    memory_order_relaxed,
+                                                    memory_order_relaxed))
+    ;
 }
 
 /*
@@ -171,7 +217,7 @@ zv_zio_write_max_active (unsigned pressure_pct)
  * touch are joined into writes of up to zv_zio_aggregate_max bytes (as
  * OpenZFS's vdev queue aggregates): far fewer, larger I/Os, each gathered
  * (writev) from the blocks' own buffers, so nothing is copied.  At most
- * zv_zio_write_max_active (spa_pressure_pct) of them are in flight.
+ * spa_write_cap of them are in flight.
  */
 int
 zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
@@ -236,8 +282,7 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     nios++;
     i = j;
   }
-  r = zv_dev_io_batch_max (ios, nios, zv_zio_write_max_active (
-        atomic_load_explicit (&spa->spa_pressure_pct, memory_order_relaxed)));
+  r = zv_dev_io_batch_max (ios, nios, &spa->spa_write_cap);
   if (r < 0) {
     for (size_t i = 0; i < nios; i++)
       if (ios[i].di_result < 0) {

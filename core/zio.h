@@ -22,9 +22,10 @@ typedef struct zv_spa {
   uint64_t spa_guid;
   zv_alloc_t *spa_alloc;
   uint64_t spa_data_end[ZV_MAX_DEVS];  /* per device, from the config */
-  _Atomic unsigned spa_pressure_pct;   /* how hard the txg sync writes:
-                                          dirty data, % of dirty_max (100:
-                                          hurry); set at each sync's start */
+  _Atomic unsigned spa_write_cap;      /* txg writes in flight at most
+                                          (0: no cap): set at each sync's
+                                          start, raised by the intent log
+                                          while it runs */
 } zv_spa_t;
 
 /* Largest block the format allows (a volblock or an indirect block). */
@@ -48,9 +49,18 @@ typedef struct zv_zio_write {
   const void *zw_buf;
 } zv_zio_write_t;
 
-/* Txg writes in flight at once at a sync pressure (spa_pressure_pct):
- * 2 to 10, or what ZVOL_ZIO_WRITE_MAX_ACTIVE fixes (0: no cap). */
-unsigned zv_zio_write_max_active (unsigned pressure_pct);
+/* Txg writes in flight at once with this much dirty data (% of
+ * dirty_max): 2 to 10, or what ZVOL_ZIO_WRITE_MAX_ACTIVE fixes (0: no
+ * cap). */
+unsigned zv_zio_write_max_active (unsigned dirty_pct);
+
+/* Set spa_write_cap for a sync starting with dirty_pct of dirty_max. */
+void zv_zio_write_cap_set (zv_spa_t *spa, unsigned dirty_pct);
+
+/* Raise spa_write_cap (never lower it) to share_pct of the way from the
+ * least to the most writes in flight; takes effect in the writes already
+ * under way.  The intent log calls it as its ring fills. */
+void zv_zio_write_cap_raise (zv_spa_t *spa, unsigned share_pct);
 
 /* Seal and write every copy of n blocks; returns 0 or the first error. */
 int zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n);

@@ -827,23 +827,85 @@ test_commit_in_sync (void **state)
   unlink (dev);
 }
 
+/* Holds the first write a thread other than the test's issues (the txg
+ * sync's) until the test lets it go. */
+typedef struct {
+  pthread_t rh_main;
+  pthread_mutex_t rh_lock;
+  pthread_cond_t rh_cv;
+  int rh_state;                 /* 0 armed, 1 holding, 2 released */
+  unsigned rh_cap_held;         /* spa_write_cap when the hold began */
+  zv_spa_t *rh_spa;
+} ring_hold_t;
+
+static int
+ring_hold_sync_write (void *arg, zv_dev_t *dev, enum zv_dev_op op,
+                      uint64_t off, uint32_t len)
+{
+  ring_hold_t *h = arg;
+
+  (void) dev; (void) off; (void) len;
+  if (op != ZV_DEV_WRITE || pthread_equal (pthread_self (), h->rh_main))
+    return 0;
+  pthread_mutex_lock (&h->rh_lock);
+  if (h->rh_state == 0) {
+    h->rh_cap_held = atomic_load (&h->rh_spa->spa_write_cap);
+    h->rh_state = 1;
+    pthread_cond_broadcast (&h->rh_cv);
+    while (h->rh_state == 1)
+      pthread_cond_wait (&h->rh_cv, &h->rh_lock);
+  }
+  pthread_mutex_unlock (&h->rh_lock);
+  return 0;
+}
+
+static void *
+ring_sync_thread (void *arg)
+{
+  return (void *) (intptr_t) zvol_pool_sync (arg);
+}
+
+/* FUA writes of one block each (one log block each) until pct percent
+ * of the log's ring is in use. */
+static void
+ring_fill_to (zvol_pool_t *p, zvol_t *zv, unsigned pct, unsigned *seq)
+{
+  uint8_t buf[BLK];
+  uint64_t ring = zstatu (p, "zil_ring_size");
+
+  assert_int_equal (ring, 1 * MiB);
+  while (zstatu (p, "zil_ring_used") * 100 < pct * ring) {
+    uint64_t off = (uint64_t) (*seq % 4096) * BLK;
+
+    tl_pat_fill (buf, off, BLK, *seq);
+    assert_int_equal (zvol_write (zv, buf, off, BLK, ZVOL_FUA), 0);
+    ++*seq;
+  }
+}
+
 /*
- * A txg the log asks for because its ring is past half full is synced
- * flat out (10 writes in flight): if it were not, the other half could
- * fill first and commits would fall back to waiting for the txg.  A txg
- * asked for otherwise, with little dirty data, writes 2 at a time
- * (OpenZFS's async-write scaling).
+ * How hard a txg sync writes follows the log's ring as well as the dirty
+ * data.  Past half the ring the log kicks a txg, and the sync starts at
+ * the dirty-data cap (2 writes in flight with little dirty data): a slow
+ * writer that fills the ring in a second gets gentle syncs.  If the ring
+ * keeps filling while that sync runs, the log raises the cap of the sync
+ * under way, reaching 10 at three quarters, before commits would fall
+ * back to waiting for the txg.
  */
 static void
-test_ring_pressure_hurries_sync (void **state)
+test_ring_fill_raises_cap (void **state)
 {
   char dev[512];
   zvol_pool_config_t pc;
   zvol_pool_t *p = NULL;
   zvol_t *zv;
   uint8_t buf[BLK];
-  uint64_t synced;
-  unsigned i;
+  uint64_t synced, fallbacks;
+  unsigned seq = 1;
+  pthread_t th;
+  void *ret;
+  ring_hold_t h = { .rh_lock = PTHREAD_MUTEX_INITIALIZER,
+                    .rh_cv = PTHREAD_COND_INITIALIZER };
   (void) state;
 
   if (getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE")) {
@@ -857,23 +919,46 @@ test_ring_pressure_hurries_sync (void **state)
   assert_int_equal (zvol_pool_open (&pc, &p), 0);
   zv = zvol_pool_volume (p);
 
-  for (i = 0; i < 4; i++) {
-    tl_pat_fill (buf, i * BLK, BLK, 1);
-    assert_int_equal (zvol_write (zv, buf, i * BLK, BLK, ZVOL_FUA), 0);
-  }
-  assert_int_equal (zvol_pool_sync (p), 0);
-  assert_int_equal (zstatu (p, "sync_write_max_active_last"), 2);
-
-  /* One log block per FUA write: past half the ring the log kicks a
-   * txg (nothing else would sync one). */
+  /* Just past half the ring, the log kicks a txg (nothing else would
+   * sync one), which syncs at the dirty-data cap. */
   synced = zstatu (p, "txg_synced");
-  for (i = 0; i < 2000 && zstatu (p, "txg_synced") == synced; i++) {
-    uint64_t off = (uint64_t) (i % 4096) * BLK;
-    tl_pat_fill (buf, off, BLK, 2);
-    assert_int_equal (zvol_write (zv, buf, off, BLK, ZVOL_FUA), 0);
+  ring_fill_to (p, zv, 52, &seq);
+  assert_int_equal (zvol_pool_sync (p), 0);
+  assert_true (zstatu (p, "txg_synced") > synced + 1);
+  assert_int_equal (zstatu (p, "sync_write_max_active_last"), 2);
+  /* Two more txgs, and the head on disk has passed every block. */
+  for (unsigned i = 0; i < 2; i++) {
+    tl_pat_fill (buf, 0, BLK, seq);
+    assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), 0);
+    assert_int_equal (zvol_pool_sync (p), 0);
   }
-  assert_true (zstatu (p, "txg_synced") > synced);
+  assert_int_equal (zstatu (p, "zil_ring_used"), 0);
+
+  /* A sync that the ring overtakes: hold its first write while FUA
+   * writes fill the ring to 78%. */
+  tl_pat_fill (buf, 0, BLK, seq);
+  assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), 0);
+  h.rh_main = pthread_self ();
+  h.rh_spa = &p->p_spa;
+  zv_dev_set_fault (p->p_spa.spa_devs[0], ring_hold_sync_write, &h);
+  assert_int_equal (pthread_create (&th, NULL, ring_sync_thread, p), 0);
+  pthread_mutex_lock (&h.rh_lock);
+  while (h.rh_state == 0)
+    pthread_cond_wait (&h.rh_cv, &h.rh_lock);
+  pthread_mutex_unlock (&h.rh_lock);
+  assert_int_equal (h.rh_cap_held, 2);
+  fallbacks = zstatu (p, "zil_commit_fallbacks");
+  ring_fill_to (p, zv, 78, &seq);
+  assert_int_equal (atomic_load (&p->p_spa.spa_write_cap), 10);
+  pthread_mutex_lock (&h.rh_lock);
+  h.rh_state = 2;
+  pthread_cond_broadcast (&h.rh_cv);
+  pthread_mutex_unlock (&h.rh_lock);
+  assert_int_equal (pthread_join (th, &ret), 0);
+  assert_int_equal ((int) (intptr_t) ret, 0);
+  zv_dev_set_fault (p->p_spa.spa_devs[0], NULL, NULL);
   assert_int_equal (zstatu (p, "sync_write_max_active_last"), 10);
+  assert_int_equal (zstatu (p, "zil_commit_fallbacks"), fallbacks);
   assert_int_equal (zvol_pool_close (p), 0);
   unlink (dev);
 }
@@ -1253,7 +1338,7 @@ main (void)
     cmocka_unit_test_setup (test_contention, tl_test_setup),
     cmocka_unit_test_setup (test_records, tl_test_setup),
     cmocka_unit_test_setup (test_commit_in_sync, tl_test_setup),
-    cmocka_unit_test_setup (test_ring_pressure_hurries_sync, tl_test_setup),
+    cmocka_unit_test_setup (test_ring_fill_raises_cap, tl_test_setup),
     cmocka_unit_test_setup (test_ring_full_after_log_error, tl_test_setup),
     cmocka_unit_test_setup (test_hostile_log, tl_test_setup),
   };
