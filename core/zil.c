@@ -28,9 +28,8 @@
  * (zl_persisted_pos): the head moves past a block once it is written and
  * every record in it belongs to a synced txg; past half the ring the log
  * kicks a txg to move it, and raises how many writes that txg's sync
- * keeps in flight as the ring fills further (zv_zio_write_cap_raise).
- * A fresh chain (new guid) starts at every
- * import.
+ * keeps in flight as the ring fills further (zv_zio_write_cap_raise).  A
+ * fresh chain (new guid) starts at every import.
  *
  * The commit path.  zv_zil_commit(t) publishes its target with an atomic
  * max (zl_commit_target) and loops:
