@@ -173,7 +173,8 @@ struct zv_zil {
   _Atomic uint64_t zl_packed;  /* next ticket to pack (read by loggers) */
   zil_lwb_t *zl_open;
   uint64_t zl_next_seq;        /* seq of the next block to open */
-  uint64_t zl_next_pos;        /* and its logical ring position */
+  _Atomic uint64_t zl_next_pos; /* and its logical ring position (the
+                                  issuer's; atomic for the stats) */
   uint64_t zl_ring_size;       /* bytes */
   uint64_t zl_pack_done;       /* bytes of the itx at zl_packed packed */
   _Atomic bool zl_ready;       /* replay done: blocks may be written */
@@ -202,7 +203,6 @@ struct zv_zil {
   _Atomic uint64_t zs_rec_copied, zs_rec_need_copy, zs_rec_indirect;
   _Atomic uint64_t zs_rec_free, zs_rec_dropped, zs_rec_nop, zs_fallbacks;
   _Atomic uint64_t zs_lat_sum, zs_lat_hist[ZIL_HIST_BUCKETS];
-  _Atomic uint64_t zs_ring_end;       /* zl_next_pos, for other threads */
 };
 
 /* ---- tunables ---- */
@@ -352,8 +352,7 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   /* Until replay starts a fresh chain, nothing may be written: the
    * blocks from the head on may hold records to replay. */
   zl->zl_next_seq = zh->zh_head_seq;
-  zl->zl_next_pos = zh->zh_head_pos;
-  atomic_store (&zl->zs_ring_end, zl->zl_next_pos);
+  atomic_store (&zl->zl_next_pos, zh->zh_head_pos);
   atomic_store (&zl->zl_durable_seq, zh->zh_head_seq - 1);
   zl->zl_head = zh->zh_head_seq;
   zl->zl_head_pos = zh->zh_head_pos;
@@ -574,7 +573,9 @@ zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
 static zil_lwb_t *
 zil_lwb_open (zv_zil_t *zl)
 {
-  uint64_t seq = zl->zl_next_seq, pos = zl->zl_next_pos;
+  uint64_t seq = zl->zl_next_seq;
+  uint64_t pos = atomic_load_explicit (&zl->zl_next_pos,
+                                      memory_order_relaxed);
   uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
   zil_slot_t *zs;
   zil_lwb_t *lwb;
@@ -591,8 +592,8 @@ zil_lwb_open (zv_zil_t *zl)
     uint64_t fill_pct = (pos - head_pos) * 100 / zl->zl_ring_size;
 
     zv_txg_kick (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
-    zv_zio_write_cap_raise (zl->zl_spa, (unsigned) ZV_MIN (
-        (fill_pct - 50) * 100 / (zv_zil_ring_full_speed_pct - 50), 100));
+    zv_zio_write_cap_raise (zl->zl_spa, (unsigned) ((fill_pct - 50) * 100
+                            / (zv_zil_ring_full_speed_pct - 50)));
   }
   lwb = calloc (1, sizeof *lwb);
   if (lwb == NULL)
@@ -629,8 +630,7 @@ zil_lwb_close (zv_zil_t *zl, uint64_t end_ticket, zil_lwb_t **closed)
   lwb->lwb_len = ZV_P2ROUNDUP (sizeof (zv_lwb_hdr_t) + lwb->lwb_nused,
                                ZV_SECTOR);
   lwb->lwb_next_pos = zil_pos_fit (zl, lwb->lwb_pos + lwb->lwb_len);
-  zl->zl_next_pos = lwb->lwb_next_pos;
-  atomic_store_explicit (&zl->zs_ring_end, zl->zl_next_pos,
+  atomic_store_explicit (&zl->zl_next_pos, lwb->lwb_next_pos,
                          memory_order_relaxed);
   atomic_store (&zs->zs_max_txg, lwb->lwb_max_txg);
   atomic_store (&zs->zs_end_ticket, end_ticket);
@@ -1347,8 +1347,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   zl->zl_head = 1;
   zl->zl_head_pos = 0;
   zl->zl_next_seq = 1;
-  zl->zl_next_pos = 0;
-  atomic_store (&zl->zs_ring_end, 0);
+  atomic_store (&zl->zl_next_pos, 0);
   atomic_store (&zl->zl_durable_seq, 0);
   atomic_store (&zl->zl_persisted_head, 0);
   atomic_store (&zl->zl_persisted_pos, 0);
@@ -1375,7 +1374,7 @@ zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
   uint64_t n = 0, p99 = 0, total = 0;
   /* The head first: it only ever trails the end. */
   uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
-  uint64_t ring_end = atomic_load (&zl->zs_ring_end);
+  uint64_t ring_end = atomic_load (&zl->zl_next_pos);
 
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++)
     total += atomic_load (&zl->zs_lat_hist[b]);

@@ -161,6 +161,16 @@ zio_write_cap_fixed (void)
   return v;
 }
 
+/* The cap num/den of the way from the fewest writes to the most. */
+static unsigned
+zio_cap_between (unsigned num, unsigned den)
+{
+  const unsigned amin = zv_zio_async_write_min_active;
+  const unsigned amax = zv_zio_async_write_max_active;
+
+  return amin + (amax - amin) * ZV_MIN (num, den) / den;
+}
+
 /* The cap at a dirty level: fixed, else on the scaling curve. */
 unsigned
 zv_zio_write_max_active (unsigned dirty_pct)
@@ -168,16 +178,10 @@ zv_zio_write_max_active (unsigned dirty_pct)
   int v = zio_write_cap_fixed ();
   const unsigned lo = zv_zio_async_write_active_min_dirty_pct;
   const unsigned hi = zv_zio_async_write_active_max_dirty_pct;
-  const unsigned amin = zv_zio_async_write_min_active;
-  const unsigned amax = zv_zio_async_write_max_active;
 
   if (v >= 0)
     return (unsigned) v;
-  if (dirty_pct <= lo)
-    return amin;
-  if (dirty_pct >= hi)
-    return amax;
-  return amin + (amax - amin) * (dirty_pct - lo) / (hi - lo);
+  return zio_cap_between (dirty_pct > lo ? dirty_pct - lo : 0, hi - lo);
 }
 
 /* The cap of a sync that starts now; see zio.h. */
@@ -195,13 +199,11 @@ zv_zio_write_cap_set (zv_spa_t *spa, unsigned dirty_pct)
 void
 zv_zio_write_cap_raise (zv_spa_t *spa, unsigned share_pct)
 {
-  const unsigned amin = zv_zio_async_write_min_active;
-  const unsigned amax = zv_zio_async_write_max_active;
   unsigned want, cur;
 
   if (zio_write_cap_fixed () >= 0)
     return;
-  want = amin + (amax - amin) * ZV_MIN (share_pct, 100u) / 100;
+  want = zio_cap_between (share_pct, 100);
   cur = atomic_load_explicit (&spa->spa_write_cap, memory_order_relaxed);
   while (cur < want
          && !atomic_compare_exchange_weak_explicit (&spa->spa_write_cap,

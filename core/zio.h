@@ -57,8 +57,8 @@ unsigned zv_zio_write_max_active (unsigned dirty_pct);
 /* Set spa_write_cap for a sync starting with dirty_pct of dirty_max. */
 void zv_zio_write_cap_set (zv_spa_t *spa, unsigned dirty_pct);
 
-/* Raise spa_write_cap (never lower it) to share_pct of the way from the
- * least to the most writes in flight; takes effect in the writes already
+/* Raise spa_write_cap (never lower it) to share_pct (at most 100) of the
+ * way from the least to the most writes in flight; takes effect in the writes already
  * under way.  The intent log calls it as its ring fills. */
 void zv_zio_write_cap_raise (zv_spa_t *spa, unsigned share_pct);
 
