@@ -890,7 +890,8 @@ ring_fill_to (zvol_pool_t *p, zvol_t *zv, unsigned pct, unsigned *seq)
  * writer that fills the ring in a second gets gentle syncs.  If the ring
  * keeps filling while that sync runs, the log raises the cap of the sync
  * under way, reaching 10 at three quarters, before commits would fall
- * back to waiting for the txg.
+ * back to waiting for the txg.  (Before, a sync that started with the
+ * ring past half always ran at 10.)
  */
 static void
 test_ring_fill_raises_cap (void **state)
@@ -919,8 +920,10 @@ test_ring_fill_raises_cap (void **state)
   assert_int_equal (zvol_pool_open (&pc, &p), 0);
   zv = zvol_pool_volume (p);
 
-  /* Just past half the ring, the log kicks a txg (nothing else would
-   * sync one), which syncs at the dirty-data cap. */
+  /* A sync that starts with the ring just past half (where the log kicks
+   * a running pool's sync thread; this pool has none, so the syncs here
+   * are the test's own, inline) and no commit while it runs keeps the
+   * dirty-data cap. */
   synced = zstatu (p, "txg_synced");
   ring_fill_to (p, zv, 52, &seq);
   assert_int_equal (zvol_pool_sync (p), 0);
