@@ -109,7 +109,7 @@ zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type, const char *what)
 
 /* Set up a handle from its descriptor. */
 int
-zv_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
+zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
                 uint64_t id, const zv_dnode_phys_t *dn)
 {
   memset (ob, 0, sizeof *ob);
@@ -128,7 +128,7 @@ zv_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
 /* Throw away every dirty record (a suspended pool, a failed open): the
  * changes were never acknowledged as durable. */
 void
-zv_object_discard_dirty (zv_object_t *ob)
+zv_dmu_object_discard_dirty (zv_object_t *ob)
 {
   for (unsigned t = 0; t < ZV_TXG_SIZE; t++) {
     zv_dirty_t *dr = atomic_exchange (&ob->ob_dirty[t], NULL);
@@ -149,7 +149,7 @@ zv_object_discard_dirty (zv_object_t *ob)
 
 /* Drop cached blocks; nothing may be dirty. */
 void
-zv_object_close (zv_object_t *ob)
+zv_dmu_object_close (zv_object_t *ob)
 {
   for (unsigned t = 0; t < ZV_TXG_SIZE; t++)
     ZV_VERIFY (atomic_load (&ob->ob_dirty[t]) == NULL);
@@ -159,7 +159,7 @@ zv_object_close (zv_object_t *ob)
 
 /* Descriptor as of the last sync. */
 void
-zv_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn)
+zv_dmu_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn)
 {
   memset (dn, 0, sizeof *dn);
   dn->dn_type = ob->ob_type;

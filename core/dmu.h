@@ -35,14 +35,14 @@ typedef struct zv_object {
 unsigned zv_dmu_nlevels (uint64_t nblocks);
 
 /* Set up a handle from its on-disk descriptor. */
-int zv_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
+int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
                     uint64_t id, const zv_dnode_phys_t *dn);
 /* Throw away every dirty record (failed pools only). */
-void zv_object_discard_dirty (zv_object_t *ob);
+void zv_dmu_object_discard_dirty (zv_object_t *ob);
 /* Drop its cached blocks (nothing may be dirty). */
-void zv_object_close (zv_object_t *ob);
+void zv_dmu_object_close (zv_object_t *ob);
 /* The on-disk descriptor as of the last sync. */
-void zv_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn);
+void zv_dmu_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn);
 
 /* Open context.  Ranges are in bytes within the object. */
 int zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len,

@@ -229,7 +229,7 @@ pool_sync_meta (zvol_pool_t *p, uint64_t txg)
   os->os_pool_guid = spa->spa_guid;
   os->os_txg = txg;
   os->os_ndevs = spa->spa_ndevs;
-  zv_object_phys (&p->p_vol, &os->os_volume);
+  zv_dmu_object_phys (&p->p_vol, &os->os_volume);
   os->os_volume.dn_size = p->p_volsize;
   for (unsigned i = 0; i < 2; i++)
     zv_flat_phys (&p->p_defer[i], &os->os_defer[i]);
@@ -335,8 +335,8 @@ pool_free (zvol_pool_t *p)
   if (p->p_vol.ob_spa) {
     /* Anything still dirty belongs to a suspended pool or a failed
      * open: it cannot be written, and was never acknowledged durable. */
-    zv_object_discard_dirty (&p->p_vol);
-    zv_object_close (&p->p_vol);
+    zv_dmu_object_discard_dirty (&p->p_vol);
+    zv_dmu_object_close (&p->p_vol);
   }
   pool_unload (p);
   for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
@@ -622,7 +622,7 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
     return r;
   zv_dnode_phys_t dn;
   pool_new_volume (p, &dn);
-  zv_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
+  zv_dmu_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
   zv_alloc_dirty_all (spa->spa_alloc);
   if (p->p_logdev) {
     uint64_t lsize = cf.cf_log_size;
@@ -950,7 +950,7 @@ pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
   if (pc->pc_progress)
     pc->pc_progress (pc->pc_progress_arg, "verify", pv.pv_total,
                      pv.pv_total);
-  zv_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME,
+  zv_dmu_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME,
                   &os->os_volume);
   p->p_objset_bp = *bp;
   p->p_synced_txg = txg;

@@ -2,10 +2,10 @@
  * test_dmu.c: unit tests for objects as trees of block pointers
  * (core/dmu.c), below the pool: each test builds a one-device zv_spa_t
  * on a sparse file, an allocator over its data area and a buffer cache,
- * opens an object on it with zv_object_open, and drives the by-dnode
+ * opens an object on it with zv_dmu_object_open, and drives the by-dnode
  * calls and zv_dmu_sync directly with txg numbers of its choosing.
  *
- * "Reopen" means: take the descriptor (zv_object_phys), close the handle,
+ * "Reopen" means: take the descriptor (zv_dmu_object_phys), close the handle,
  * destroy the cache and open a new handle on a new cache, so every later
  * read goes through the on-disk tree.  A cache limit of 0 evicts every
  * clean block as soon as its last hold goes.
@@ -83,7 +83,7 @@ denv_setup (denv_t *e, const char *name, uint64_t nblocks, uint32_t blksz,
   dn.dn_nblocks = nblocks;
   dn.dn_nlevels = zv_dmu_nlevels (nblocks);
   dn.dn_size = nblocks * blksz;
-  assert_int_equal (zv_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
+  assert_int_equal (zv_dmu_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
 }
 
 /* A new handle on a new cache, from the descriptor of the last sync. */
@@ -92,17 +92,17 @@ denv_reopen (denv_t *e, uint64_t cache_limit)
 {
   zv_dnode_phys_t dn;
 
-  zv_object_phys (&e->ob, &dn);
-  zv_object_close (&e->ob);
+  zv_dmu_object_phys (&e->ob, &dn);
+  zv_dmu_object_close (&e->ob);
   zv_dbuf_cache_destroy (e->cache);
   e->cache = zv_dbuf_cache_create (cache_limit);
-  assert_int_equal (zv_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
+  assert_int_equal (zv_dmu_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
 }
 
 static void
 denv_teardown (denv_t *e)
 {
-  zv_object_close (&e->ob);
+  zv_dmu_object_close (&e->ob);
   zv_dbuf_cache_destroy (e->cache);
   zv_alloc_destroy (e->spa.spa_alloc);
   zv_dev_close (e->dev);
@@ -114,7 +114,7 @@ denv_root (denv_t *e)
 {
   zv_dnode_phys_t dn;
 
-  zv_object_phys (&e->ob, &dn);
+  zv_dmu_object_phys (&e->ob, &dn);
   return dn.dn_root;
 }
 
@@ -236,7 +236,7 @@ denv_walk (denv_t *e, bool data, wlist_t *w)
 
   memset (w, 0, sizeof *w);
   w->blksz = e->blksz;
-  zv_object_phys (&e->ob, &dn);
+  zv_dmu_object_phys (&e->ob, &dn);
   return zv_dmu_walk (&e->spa, 1, &dn, data, walk_cb, w);
 }
 
@@ -539,7 +539,7 @@ test_dirty_takes_cached_block (void **state)
   /* Cached again (the read above); a record discarded unsynced. */
   memcpy (synced, shadow, 200 * bs);
   denv_write (&e, shadow, 4 * bs + 64, 64, 4, 8);
-  zv_object_discard_dirty (&e.ob);
+  zv_dmu_object_discard_dirty (&e.ob);
   denv_check (&e, synced, 0, 200 * bs);
   denv_teardown (&e);
   free (synced);
@@ -798,7 +798,7 @@ test_walk (void **state)
     memset (&w, 0, sizeof w);
     w.blksz = bs;
     w.stop_at = 4;                           /* L3, L2, L1, first L0 */
-    zv_object_phys (&e.ob, &dn);
+    zv_dmu_object_phys (&e.ob, &dn);
     assert_int_equal (zv_dmu_walk (&e.spa, 1, &dn, false, walk_cb, &w), 7);
     assert_int_equal (w.n, 4);
     assert_int_equal (w.v[3].level, 0);

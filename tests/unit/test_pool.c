@@ -714,7 +714,7 @@ vol_walk (zvol_pool_t *p, vwalk_t *w)
 {
   zv_dnode_phys_t dn;
 
-  zv_object_phys (&p->p_vol, &dn);
+  zv_dmu_object_phys (&p->p_vol, &dn);
   assert_int_equal (zv_dmu_walk (&p->p_spa, ZV_OBJ_VOLUME, &dn, false,
                                  vwalk_cb, w), 0);
   for (unsigned c = 0; c < p->p_objset_bp.bp_ncopies; c++)
