@@ -43,12 +43,51 @@
 #include <string.h>
 #include <stdlib.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include <sys/random.h>
 #include <time.h>
 
 #include "pool.h"
 #include "label.h"
+#include "dbuf.h"
+#include "flat.h"
+
+/* A dataset: a slot of the objset (format 1 has one, the volume). */
+struct zv_pool_ds {
+  zv_pool_t *ds_pool;
+  char ds_name[ZV_NAME_MAX];
+  zv_object_t ds_obj;          /* the volume's block tree */
+  uint64_t ds_volsize;
+  uint32_t ds_blksz;
+  /* Under p_ds_lock (the sync thread reads them): */
+  zv_zil_header_t ds_zil_hdr;  /* as the last sync or the import left it */
+  zv_zil_t *ds_zil;            /* the open volume's log, or NULL */
+  bool ds_held;                /* a volume has it open */
+};
+
+struct zvol_pool {
+  zv_spa_t p_spa;
+  char p_name[ZV_NAME_MAX];
+  bool p_readonly;
+  bool p_started;
+  zv_dbuf_cache_t *p_cache;
+  zv_txg_t *p_txg;
+  pthread_mutex_t p_ds_lock;   /* the datasets' holds and logs */
+  zv_pool_ds_t p_ds;
+  zv_flat_t p_spacemap[ZV_MAX_DEVS];
+  zv_flat_t p_defer[2];
+  zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
+  zv_dev_t *p_logdev;          /* separate log device, or NULL */
+  uint64_t p_synced_txg;
+  uint64_t p_open_txg;         /* imported or created at */
+  _Atomic bool p_syncing;      /* a sync is under way (asserts) */
+  _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
+  _Atomic unsigned p_sync_write_cap; /* its cap at its end (stats) */
+  zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
+  size_t p_defer_n, p_defer_cap;
+};
 
 /* Sync passes after which the space maps must have converged. */
 static unsigned zv_pool_max_passes = 64;
@@ -71,10 +110,20 @@ pool_default_cache (void)
 void
 zvol_pool_config_init (zvol_pool_config_t *pc)
 {
+  zv_txg_tunables_t tt;
+
   memset (pc, 0, sizeof *pc);
   pc->pc_volblocksize = ZVOL_DEFAULT_VOLBLOCKSIZE;
   pc->pc_name = "zvol";
-  zv_txg_tunables_default (&pc->pc_txg);
+  zv_txg_tunables_default (&tt);
+  pc->pc_txg = (zvol_txg_tunables_t) {
+    .tt_timeout_ms = tt.tt_timeout_ms,
+    .tt_dirty_max = tt.tt_dirty_max,
+    .tt_dirty_sync_pct = tt.tt_dirty_sync_pct,
+    .tt_delay_min_dirty_pct = tt.tt_delay_min_dirty_pct,
+    .tt_delay_scale_ns = tt.tt_delay_scale_ns,
+    .tt_delay_max_ns = tt.tt_delay_max_ns,
+  };
 }
 
 /* A random, nonzero 64-bit id. */
@@ -229,16 +278,17 @@ pool_sync_meta (zvol_pool_t *p, uint64_t txg)
   os->os_pool_guid = spa->spa_guid;
   os->os_txg = txg;
   os->os_ndevs = spa->spa_ndevs;
-  zv_dmu_object_phys (&p->p_vol, &os->os_volume);
-  os->os_volume.dn_size = p->p_volsize;
+  zv_dmu_object_phys (&p->p_ds.ds_obj, &os->os_volume);
+  os->os_volume.dn_size = p->p_ds.ds_volsize;
   for (unsigned i = 0; i < 2; i++)
     zv_flat_phys (&p->p_defer[i], &os->os_defer[i]);
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_flat_phys (&p->p_spacemap[d], &os->os_spacemap[d]);
-  if (p->p_zil)
-    zv_zil_sync_header (p->p_zil, txg, &os->os_zil);
-  else
-    os->os_zil = p->p_zil_hdr;
+  pthread_mutex_lock (&p->p_ds_lock);
+  if (p->p_ds.ds_zil)
+    zv_zil_sync_header (p->p_ds.ds_zil, txg, &p->p_ds.ds_zil_hdr);
+  os->os_zil = p->p_ds.ds_zil_hdr;
+  pthread_mutex_unlock (&p->p_ds_lock);
   zv_zio_write_t w = { .zw_bp = &osbp, .zw_buf = os };
   r = zv_zio_write_many (spa, &w, 1);
   zv_buf_free (os);
@@ -269,8 +319,10 @@ pool_sync_meta (zvol_pool_t *p, uint64_t txg)
   }
   p->p_objset_bp = osbp;
   p->p_synced_txg = txg;
-  if (p->p_zil)
-    zv_zil_synced (p->p_zil, txg);
+  pthread_mutex_lock (&p->p_ds_lock);
+  if (p->p_ds.ds_zil)
+    zv_zil_synced (p->p_ds.ds_zil, txg);
+  pthread_mutex_unlock (&p->p_ds_lock);
   return 0;
 }
 
@@ -283,7 +335,13 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
   zv_dev_stats_t before[ZV_MAX_DEVS], after;
   int r;
 
+  /* One sync at a time, in txg order, never on a read-only pool: the
+   * txg engine serializes syncs, and a read-only pool has no writer. */
   ZV_VERIFY3U (txg, >, p->p_synced_txg);
+  ZV_ASSERT3U (txg, ==, p->p_synced_txg + 1);
+  ZV_VERIFY (!p->p_readonly);
+  ZV_VERIFY (!atomic_exchange_explicit (&p->p_syncing, true,
+                                        memory_order_relaxed));
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_dev_get_stats (spa->spa_devs[d], &before[d]);
 
@@ -293,16 +351,17 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
   zv_alloc_sync_begin (spa->spa_alloc, txg);
   /* The list in this slot was T-2's, just applied: its blocks go. */
   zv_flat_free_all (&p->p_defer[txg % 2], txg);
-  r = zv_dmu_sync (&p->p_vol, txg);
+  r = zv_dmu_sync (&p->p_ds.ds_obj, txg);
   if (r == 0)
     r = pool_sync_meta (p, txg);
   if (r < 0)
     zv_error ("pool %s: txg %" PRIu64 " failed to sync (%s); the pool is "
               "suspended and every later write fails", p->p_name, txg,
               strerror (-r));
-  atomic_store (&p->p_sync_write_cap,
-                atomic_load_explicit (&spa->spa_write_cap,
-                                      memory_order_relaxed));
+  atomic_store_explicit (&p->p_sync_write_cap,
+                         atomic_load_explicit (&spa->spa_write_cap,
+                                               memory_order_relaxed),
+                         memory_order_relaxed);
 
   memset (st, 0, sizeof *st);
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {
@@ -312,6 +371,7 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
     st->ss_nread += after.ds_nread - before[d].ds_nread;
     st->ss_nwritten += after.ds_nwritten - before[d].ds_nwritten;
   }
+  atomic_store_explicit (&p->p_syncing, false, memory_order_relaxed);
   return r;
 }
 
@@ -325,24 +385,23 @@ pool_free (zvol_pool_t *p)
 {
   if (p == NULL)
     return;
-  if (p->p_zil)
-    zv_zil_close (p->p_zil);
-  zvol_log_free_stripes (&p->p_zvol);
+  ZV_VERIFY (!p->p_ds.ds_held && p->p_ds.ds_zil == NULL);
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
   if (p->p_logdev)
     zv_dev_close (p->p_logdev);
-  if (p->p_vol.ob_spa) {
+  if (p->p_ds.ds_obj.ob_spa) {
     /* Anything still dirty belongs to a suspended pool or a failed
      * open: it cannot be written, and was never acknowledged durable. */
-    zv_dmu_object_discard_dirty (&p->p_vol);
-    zv_dmu_object_close (&p->p_vol);
+    zv_dmu_object_discard_dirty (&p->p_ds.ds_obj);
+    zv_dmu_object_close (&p->p_ds.ds_obj);
   }
   pool_unload (p);
   for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
     if (p->p_spa.spa_devs[d])
       zv_dev_close (p->p_spa.spa_devs[d]);
   free (p->p_defer_ents);
+  pthread_mutex_destroy (&p->p_ds_lock);
   free (p);
 }
 
@@ -408,29 +467,41 @@ pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
 static void
 pool_new_volume (zvol_pool_t *p, zv_dnode_phys_t *dn)
 {
-  uint64_t nb = pool_vol_nblocks (p->p_volsize, p->p_volblocksize);
+  uint64_t nb = pool_vol_nblocks (p->p_ds.ds_volsize, p->p_ds.ds_blksz);
 
   memset (dn, 0, sizeof *dn);
   dn->dn_type = ZV_BT_VOLDATA;
-  dn->dn_datablksz = p->p_volblocksize;
+  dn->dn_datablksz = p->p_ds.ds_blksz;
   dn->dn_nblocks = nb;
   dn->dn_nlevels = zv_dmu_nlevels (nb);
-  dn->dn_size = p->p_volsize;
+  dn->dn_size = p->p_ds.ds_volsize;
 }
 
-/* Finish opening: the txg engine and the volume handle. */
+/* The public tunables into the engine's own (field by field: the
+ * engine's struct is free to grow fields the API does not show). */
+static void
+pool_txg_tunables (const zvol_txg_tunables_t *in, zv_txg_tunables_t *tt)
+{
+  zv_txg_tunables_default (tt);
+  tt->tt_timeout_ms = in->tt_timeout_ms;
+  tt->tt_dirty_max = in->tt_dirty_max;
+  tt->tt_dirty_sync_pct = in->tt_dirty_sync_pct;
+  tt->tt_delay_min_dirty_pct = in->tt_delay_min_dirty_pct;
+  tt->tt_delay_scale_ns = in->tt_delay_scale_ns;
+  tt->tt_delay_max_ns = in->tt_delay_max_ns;
+}
+
+/* Finish opening: the txg engine. */
 static int
 pool_finish (zvol_pool_t *p, const zvol_pool_config_t *pc)
 {
-  p->p_txg = zv_txg_create (&pc->pc_txg, p->p_synced_txg + 1,
-                            pool_sync_txg, p);
+  zv_txg_tunables_t tt;
+
+  pool_txg_tunables (&pc->pc_txg, &tt);
+  p->p_txg = zv_txg_create (&tt, p->p_synced_txg + 1, pool_sync_txg, p);
   if (p->p_txg == NULL)
     return -ENOMEM;
-  p->p_zvol = (struct zvol) {
-    .zv_pool = p, .zv_obj = &p->p_vol, .zv_txg = p->p_txg,
-    .zv_volsize = p->p_volsize, .zv_blksz = p->p_volblocksize,
-    .zv_readonly = p->p_readonly,
-  };
+  p->p_open_txg = p->p_synced_txg;
   return 0;
 }
 
@@ -472,16 +543,39 @@ pool_zero_ring (zv_dev_t *dev, uint64_t off, uint64_t len)
   return r;
 }
 
-/* Create a new pool: every check first, then the labels, then txg 1. */
+/*
+ * The pool's geometry: how create shares out the devices' data areas.
+ * The allocator keeps its slop back from writers so that a sync never
+ * runs out (alloc.c); create also keeps room for the metadata of a full
+ * volume and, without a log device, for the intent log's ring.
+ */
+static const struct pool_geometry {
+  unsigned pg_slop_shift;         /* slop: 1/32 of the capacity... */
+  uint64_t pg_slop_min;           /* ...at least this */
+  unsigned pg_meta_shift;         /* metadata: 1/64 of the capacity... */
+  uint64_t pg_meta_extra;         /* ...plus this */
+  unsigned pg_zil_shift;          /* default ring: 1/16 of the capacity... */
+  uint64_t pg_zil_max;            /* ...at most this */
+  unsigned pg_zil_limit_shift;    /* any ring: at most 1/4 of it */
+  unsigned pg_zil_min_blocks;     /* and at least this many log blocks */
+} pool_geometry = {
+  .pg_slop_shift = 5, .pg_slop_min = 4ull << 20,
+  .pg_meta_shift = 6, .pg_meta_extra = 8ull << 20,
+  .pg_zil_shift = 4, .pg_zil_max = 64ull << 20,
+  .pg_zil_limit_shift = 2, .pg_zil_min_blocks = 4,
+};
+
+/* What create lays out, once every argument checked. */
+typedef struct pool_layout {
+  uint64_t pl_capacity;           /* data areas of the data devices */
+  uint64_t pl_zil_ring;           /* bytes; 0 with a log device */
+} pool_layout_t;
+
+/* Create, step 1: the arguments. */
 static int
-pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
+pool_create_validate (const zvol_pool_config_t *pc)
 {
-  zv_spa_t *spa = &p->p_spa;
   uint32_t vbs = pc->pc_volblocksize;
-  uint64_t capacity = 0;
-  zv_config_phys_t cf;
-  char err[512];
-  int r;
 
   if (vbs < ZVOL_MIN_VOLBLOCKSIZE || vbs > ZVOL_MAX_VOLBLOCKSIZE
       || (vbs & (vbs - 1)) != 0) {
@@ -500,82 +594,112 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
     zv_error ("pool name must be 1 to %u characters", ZV_NAME_MAX - 1);
     return -EINVAL;
   }
-  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
-    zv_dev_t *dev = spa->spa_devs[d];
-    uint64_t size = ZV_P2ALIGN (zv_dev_size (dev), ZV_SECTOR);
+  return 0;
+}
 
-    if (size < ZV_MIN_DEV_SIZE) {
-      zv_error ("%s: device too small (%" PRIu64 " bytes; at least %llu)",
-                zv_dev_path (dev), size, (unsigned long long) ZV_MIN_DEV_SIZE);
-      return -EINVAL;
-    }
-    r = zv_label_read_config (dev, &cf, NULL, err, sizeof err);
-    if (r == 0 || r == -EIO) {
-      if (r == 0)
-        zv_error ("%s: already a device of pool '%s' (guid %016" PRIx64
-                  "); refusing to overwrite it (import it without "
-                  "create=true, or wipe it first)", zv_dev_path (dev),
-                  cf.cf_name, cf.cf_pool_guid);
-      else
-        zv_error ("%s: holds damaged pool labels; refusing to overwrite "
-                  "(wipe the device first if it really is unused)",
-                  zv_dev_path (dev));
-      return -EEXIST;
-    }
-    spa->spa_data_end[d] = zv_data_end (size);
-    capacity += spa->spa_data_end[d] - zv_data_start ();
+/* A device create may use: large enough, and no pool's labels on it. */
+static int
+pool_create_check_dev (zv_dev_t *dev, const char *role)
+{
+  uint64_t size = ZV_P2ALIGN (zv_dev_size (dev), ZV_SECTOR);
+  zv_config_phys_t cf;
+  char err[512];
+  int r;
+
+  if (size < ZV_MIN_DEV_SIZE) {
+    zv_error ("%s: %s too small (%" PRIu64 " bytes; at least %llu)",
+              zv_dev_path (dev), role, size,
+              (unsigned long long) ZV_MIN_DEV_SIZE);
+    return -EINVAL;
+  }
+  r = zv_label_read_config (dev, &cf, NULL, err, sizeof err);
+  if (r == 0)
+    zv_error ("%s: already a device of pool '%s' (guid %016" PRIx64 "); "
+              "refusing to overwrite it as a %s (import it without "
+              "create=true, or wipe it first)", zv_dev_path (dev),
+              cf.cf_name, cf.cf_pool_guid, role);
+  else if (r == -EIO)
+    zv_error ("%s: holds damaged pool labels; refusing to overwrite it as "
+              "a %s (wipe it first if it really is unused)",
+              zv_dev_path (dev), role);
+  return r == 0 || r == -EIO ? -EEXIST : 0;
+}
+
+/* Create, step 2: check the devices and share out their space. */
+static int
+pool_create_layout (const zvol_pool_config_t *pc, zvol_pool_t *p,
+                    pool_layout_t *pl)
+{
+  const struct pool_geometry *g = &pool_geometry;
+  zv_spa_t *spa = &p->p_spa;
+  uint64_t cap = 0, ring = 0, slop, meta, usable;
+  int r;
+
+  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+    r = pool_create_check_dev (spa->spa_devs[d], "device");
+    if (r < 0)
+      return r;
+    spa->spa_data_end[d] = zv_data_end (zv_dev_size (spa->spa_devs[d]));
+    cap += spa->spa_data_end[d] - zv_data_start ();
   }
   if (p->p_logdev) {
-    zv_dev_t *dev = p->p_logdev;
-    uint64_t size = ZV_P2ALIGN (zv_dev_size (dev), ZV_SECTOR);
-    if (size < ZV_MIN_DEV_SIZE) {
-      zv_error ("%s: log device too small (%" PRIu64 " bytes; at least "
-                "%llu)", zv_dev_path (dev), size,
-                (unsigned long long) ZV_MIN_DEV_SIZE);
-      return -EINVAL;
-    }
-    r = zv_label_read_config (dev, &cf, NULL, err, sizeof err);
-    if (r == 0 || r == -EIO) {
-      zv_error ("%s: already holds pool labels; refusing to overwrite it "
-                "as a log device", zv_dev_path (dev));
-      return -EEXIST;
-    }
+    r = pool_create_check_dev (p->p_logdev, "log device");
+    if (r < 0)
+      return r;
   }
-  uint64_t zil_ring = 0;
-  if (p->p_logdev == NULL) {
-    /* The log ring in the pool: 64 MiB, or a sixteenth of a small pool. */
-    zil_ring = pc->pc_zil_size ? pc->pc_zil_size
-      : ZV_MIN (64ull << 20, capacity / 16);
-    zil_ring = ZV_P2ALIGN (zil_ring, ZV_ZIL_BLKSZ);
-    if (zil_ring < 4 * ZV_ZIL_BLKSZ || zil_ring > capacity / 4) {
+  else {
+    ring = pc->pc_zil_size ? pc->pc_zil_size
+      : ZV_MIN (g->pg_zil_max, cap >> g->pg_zil_shift);
+    ring = ZV_P2ALIGN (ring, ZV_ZIL_BLKSZ);
+    if (ring < g->pg_zil_min_blocks * (uint64_t) ZV_ZIL_BLKSZ
+        || ring > cap >> g->pg_zil_limit_shift) {
       zv_error ("intent log size %" PRIu64 " does not fit the pool (at "
-                "least 4 log blocks of %u, at most a quarter of %" PRIu64
-                ")", zil_ring, ZV_ZIL_BLKSZ, capacity);
+                "least %u log blocks of %u, at most a quarter of %" PRIu64
+                ")", ring, g->pg_zil_min_blocks, ZV_ZIL_BLKSZ, cap);
       return -EINVAL;
     }
   }
-  {
-    /* Usable: capacity less the allocator's slop, room for metadata and
-     * the log ring. */
-    uint64_t slop = ZV_MAX (capacity / 32, 4ull << 20) + zil_ring;
-    uint64_t meta = capacity / 64 + (8ull << 20);
-    uint64_t usable = capacity > slop + meta ? capacity - slop - meta : 0;
-    if (!pc->pc_sparse && pc->pc_volsize > usable) {
-      zv_error ("devices too small for a %" PRIu64 "-byte volume: %" PRIu64
-                " bytes usable of %" PRIu64 " (grow the devices, shrink "
-                "size=, or pass sparse=true for a thin volume)",
-                pc->pc_volsize, usable, capacity);
-      return -EINVAL;
-    }
+  slop = ZV_MAX (cap >> g->pg_slop_shift, g->pg_slop_min) + ring;
+  meta = (cap >> g->pg_meta_shift) + g->pg_meta_extra;
+  usable = cap > slop + meta ? cap - slop - meta : 0;
+  if (!pc->pc_sparse && pc->pc_volsize > usable) {
+    zv_error ("devices too small for a %" PRIu64 "-byte volume: %" PRIu64
+              " bytes usable of %" PRIu64 " (grow the devices, shrink "
+              "size=, or pass sparse=true for a thin volume)",
+              pc->pc_volsize, usable, cap);
+    return -EINVAL;
   }
+  pl->pl_capacity = cap;
+  pl->pl_zil_ring = ring;
+  return 0;
+}
 
-  /* Every check passed: from here on we write. */
+/* Label one device with the pool's configuration. */
+static int
+pool_label_dev (zv_dev_t *dev, const zv_config_phys_t *cf)
+{
+  int r = zv_label_init (dev, cf);
+
+  if (r < 0)
+    zv_error ("%s: writing the labels failed: %s", zv_dev_path (dev),
+              strerror (-r));
+  return r;
+}
+
+/* Create, step 3: the configuration, into every device's labels. */
+static int
+pool_create_labels (const zvol_pool_config_t *pc, zvol_pool_t *p)
+{
+  zv_spa_t *spa = &p->p_spa;
+  zv_config_phys_t cf;
+  int r = 0;
+
   memset (&cf, 0, sizeof cf);
   cf.cf_magic = ZV_LABEL_MAGIC;
   cf.cf_version = ZV_FORMAT_VERSION;
   cf.cf_ndevs = spa->spa_ndevs;
   cf.cf_pool_guid = pool_random_guid ();
-  cf.cf_volblocksize = vbs;
+  cf.cf_volblocksize = pc->pc_volblocksize;
   cf.cf_volsize = pc->pc_volsize;
   cf.cf_create_time = (uint64_t) time (NULL);
   snprintf (cf.cf_name, sizeof cf.cf_name, "%s", pc->pc_name);
@@ -588,71 +712,91 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
     cf.cf_log_guid = pool_random_guid ();
     cf.cf_log_size = ZV_P2ALIGN (zv_dev_size (p->p_logdev), ZV_SECTOR);
   }
-  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+  for (unsigned d = 0; d < spa->spa_ndevs && r == 0; d++) {
     cf.cf_dev_index = d;
     cf.cf_dev_guid = cf.cf_dev_guids[d];
     cf.cf_dev_size = cf.cf_dev_sizes[d];
-    r = zv_label_init (spa->spa_devs[d], &cf);
-    if (r < 0) {
-      zv_error ("%s: writing the labels failed: %s",
-                zv_dev_path (spa->spa_devs[d]), strerror (-r));
-      return r;
-    }
+    r = pool_label_dev (spa->spa_devs[d], &cf);
   }
-  if (p->p_logdev) {
+  if (r == 0 && p->p_logdev) {
     zv_config_phys_t lcf = cf;
     lcf.cf_role = ZV_ROLE_LOG;
     lcf.cf_dev_index = 0;
     lcf.cf_dev_guid = cf.cf_log_guid;
     lcf.cf_dev_size = cf.cf_log_size;
-    r = zv_label_init (p->p_logdev, &lcf);
-    if (r < 0) {
-      zv_error ("%s: writing the labels failed: %s",
-                zv_dev_path (p->p_logdev), strerror (-r));
-      return r;
-    }
+    r = pool_label_dev (p->p_logdev, &lcf);
   }
+  if (r < 0)
+    return r;
   spa->spa_guid = cf.cf_pool_guid;
   snprintf (p->p_name, sizeof p->p_name, "%s", cf.cf_name);
-  p->p_volsize = pc->pc_volsize;
-  p->p_volblocksize = vbs;
+  return 0;
+}
 
+/* Create, step 4: the intent log's header, and its ring in the pool
+ * (allocated and zeroed) when there is no log device. */
+static int
+pool_create_log (zvol_pool_t *p, const pool_layout_t *pl)
+{
+  zv_spa_t *spa = &p->p_spa;
+  zv_zil_header_t *zh = &p->p_ds.ds_zil_hdr;
+  uint64_t dva;
+  int r;
+
+  if (p->p_logdev) {
+    uint64_t lsize = ZV_P2ALIGN (zv_dev_size (p->p_logdev), ZV_SECTOR);
+    zv_zil_header_init (zh, ZV_DVA_MAKE (ZV_LOG_VDEV, zv_data_start ()),
+                        (zv_data_end (lsize) - zv_data_start ())
+                        / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
+    return 0;
+  }
+  r = zv_alloc_block (spa->spa_alloc, (uint32_t) pl->pl_zil_ring, 0, &dva);
+  if (r < 0) {
+    zv_error ("no room for the intent log ring (%" PRIu64 " bytes)",
+              pl->pl_zil_ring);
+    return r;
+  }
+  zv_zil_header_init (zh, dva, pl->pl_zil_ring / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
+  return pool_zero_ring (spa->spa_devs[ZV_DVA_VDEV (dva)],
+                         ZV_DVA_OFFSET (dva), pl->pl_zil_ring);
+}
+
+/* Create a new pool: every check first, then the labels, the volume and
+ * the log, then txg 1. */
+static int
+pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
+{
+  zv_spa_t *spa = &p->p_spa;
+  zv_txg_sync_stats_t st;
+  zv_dnode_phys_t dn;
+  pool_layout_t pl;
+  int r = pool_create_validate (pc);
+
+  if (r == 0)
+    r = pool_create_layout (pc, p, &pl);
+  /* Every check passed: from here on we write. */
+  if (r == 0)
+    r = pool_create_labels (pc, p);
+  if (r < 0)
+    return r;
+  snprintf (p->p_ds.ds_name, sizeof p->p_ds.ds_name, "%s", p->p_name);
+  p->p_ds.ds_volsize = pc->pc_volsize;
+  p->p_ds.ds_blksz = pc->pc_volblocksize;
   r = pool_setup (p, pc);
   if (r < 0)
     return r;
-  zv_dnode_phys_t dn;
   pool_new_volume (p, &dn);
-  zv_dmu_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
+  zv_dmu_object_open (&p->p_ds.ds_obj, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
   zv_alloc_dirty_all (spa->spa_alloc);
-  if (p->p_logdev) {
-    uint64_t lsize = cf.cf_log_size;
-    zv_zil_header_init (&p->p_zil_hdr, ZV_DVA_MAKE (ZV_LOG_VDEV,
-                                                    zv_data_start ()),
-                        (zv_data_end (lsize) - zv_data_start ())
-                        / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
-  }
-  else {
-    uint64_t dva;
-    r = zv_alloc_block (spa->spa_alloc, (uint32_t) zil_ring, 0, &dva);
-    if (r < 0) {
-      zv_error ("no room for the intent log ring (%" PRIu64 " bytes)",
-                zil_ring);
-      return r;
-    }
-    zv_zil_header_init (&p->p_zil_hdr, dva, zil_ring / ZV_ZIL_BLKSZ,
-                        ZV_ZIL_BLKSZ);
-    r = pool_zero_ring (spa->spa_devs[ZV_DVA_VDEV (dva)], ZV_DVA_OFFSET (dva),
-                        zil_ring);
-    if (r < 0)
-      return r;
-  }
-  zv_txg_sync_stats_t st;
-  r = pool_sync_txg (p, 1, &st);
+  r = pool_create_log (p, &pl);
+  if (r == 0)
+    r = pool_sync_txg (p, 1, &st);
   if (r < 0)
     return r;
   zv_info ("created pool '%s' (guid %016" PRIx64 "): %u device(s), "
            "%" PRIu64 "-byte volume, volblocksize %" PRIu32, p->p_name,
-           spa->spa_guid, spa->spa_ndevs, p->p_volsize, vbs);
+           spa->spa_guid, spa->spa_ndevs, p->p_ds.ds_volsize,
+           p->p_ds.ds_blksz);
   return 0;
 }
 
@@ -926,7 +1070,7 @@ pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
   r = pool_check_zil (p, &os->os_zil);
   if (r < 0)
     goto out;
-  p->p_zil_hdr = os->os_zil;
+  p->p_ds.ds_zil_hdr = os->os_zil;
 
   /* The volume. */
   zv_dnode_phys_t want;
@@ -950,7 +1094,7 @@ pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
   if (pc->pc_progress)
     pc->pc_progress (pc->pc_progress_arg, "verify", pv.pv_total,
                      pv.pv_total);
-  zv_dmu_object_open (&p->p_vol, spa, p->p_cache, ZV_OBJ_VOLUME,
+  zv_dmu_object_open (&p->p_ds.ds_obj, spa, p->p_cache, ZV_OBJ_VOLUME,
                   &os->os_volume);
   p->p_objset_bp = *bp;
   p->p_synced_txg = txg;
@@ -998,8 +1142,9 @@ pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
     return r;
   spa->spa_guid = ref.cf_pool_guid;
   snprintf (p->p_name, sizeof p->p_name, "%s", ref.cf_name);
-  p->p_volsize = ref.cf_volsize;
-  p->p_volblocksize = ref.cf_volblocksize;
+  snprintf (p->p_ds.ds_name, sizeof p->p_ds.ds_name, "%s", ref.cf_name);
+  p->p_ds.ds_volsize = ref.cf_volsize;
+  p->p_ds.ds_blksz = ref.cf_volblocksize;
 
   cands = calloc (MAXCAND, sizeof *cands);
   if (cands == NULL)
@@ -1012,7 +1157,6 @@ pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
     free (cands);
     return -EIO;
   }
-  p->p_ub_txg_seen = cands[0].uc_ub.ub_txg;
   r = -EIO;
   for (int i = 0; i < n; i++) {
     const zv_uberblock_phys_t *ub = &cands[i].uc_ub;
@@ -1040,6 +1184,26 @@ pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
   return 0;
 }
 
+/*
+ * A read-write import claims what the datasets' intent logs hold before
+ * anything can sync: the in-place blocks their records point at become
+ * allocated (else the next sync might allocate over them), and the
+ * header records the imported txg, so that a replay after more txgs have
+ * synced (the volume opened later, or a crash before it was) still
+ * applies exactly the records of the txgs that never reached the disk.
+ */
+static int
+pool_claim_logs (zvol_pool_t *p)
+{
+  int r = zv_zil_claim (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
+                        p->p_synced_txg);
+
+  if (r < 0)
+    zv_error ("pool '%s': claiming the intent log of '%s' failed: %s",
+              p->p_name, p->p_ds.ds_name, strerror (-r));
+  return r < 0 ? r : 0;
+}
+
 /* Create or import. */
 int
 zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
@@ -1056,6 +1220,8 @@ zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
   if (p == NULL)
     abort ();
   p->p_readonly = pc->pc_readonly;
+  p->p_ds.ds_pool = p;
+  pthread_mutex_init (&p->p_ds_lock, NULL);
   if (pc->pc_create) {
     if (pc->pc_readonly) {
       zv_error ("cannot create a pool read-only");
@@ -1090,8 +1256,8 @@ zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
   }
   if (r == 0)
     r = pool_finish (p, pc);
-  if (r == 0)
-    r = zvol_log_open (p, pc);
+  if (r == 0 && !pc->pc_create && !p->p_readonly)
+    r = pool_claim_logs (p);
   if (r < 0) {
     pool_free (p);
     return r;
@@ -1118,10 +1284,19 @@ zvol_pool_start (zvol_pool_t *p)
 int
 zvol_pool_close (zvol_pool_t *p)
 {
+  bool held;
   int r = 0;
 
   if (p == NULL)
     return 0;
+  pthread_mutex_lock (&p->p_ds_lock);
+  held = p->p_ds.ds_held;
+  pthread_mutex_unlock (&p->p_ds_lock);
+  if (held) {
+    zv_error ("pool '%s': volume '%s' is still open; close it first",
+              p->p_name, p->p_ds.ds_name);
+    return -EBUSY;
+  }
   if (!p->p_readonly)
     r = zv_txg_stop (p->p_txg);
   if (r == 0)
@@ -1129,12 +1304,6 @@ zvol_pool_close (zvol_pool_t *p)
              p->p_synced_txg);
   pool_free (p);
   return r;
-}
-
-zvol_t *
-zvol_pool_volume (zvol_pool_t *p)
-{
-  return &p->p_zvol;
 }
 
 const char *
@@ -1149,55 +1318,200 @@ zvol_pool_guid (zvol_pool_t *p)
   return p->p_spa.spa_guid;
 }
 
-/* Wait until everything written so far is on disk. */
+bool
+zvol_pool_is_readonly (zvol_pool_t *p)
+{
+  return p->p_readonly;
+}
+
+/* ---- the datasets, for the volume ---- */
+
 int
-zvol_pool_sync (zvol_pool_t *p)
+zv_pool_ds_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
+{
+  zv_pool_ds_t *ds = &p->p_ds;
+  int r = 0;
+
+  *dsp = NULL;
+  if (name != NULL && strcmp (name, ds->ds_name) != 0) {
+    zv_error ("pool '%s' has no volume '%s' (its volume is '%s')",
+              p->p_name, name, ds->ds_name);
+    return -ENOENT;
+  }
+  pthread_mutex_lock (&p->p_ds_lock);
+  if (ds->ds_held)
+    r = -EBUSY;
+  else
+    ds->ds_held = true;
+  pthread_mutex_unlock (&p->p_ds_lock);
+  if (r < 0) {
+    zv_error ("volume '%s' of pool '%s' is open already", ds->ds_name,
+              p->p_name);
+    return r;
+  }
+  *dsp = ds;
+  return 0;
+}
+
+zv_pool_ds_t *
+zv_pool_ds_find (zv_pool_t *p, const char *name)
+{
+  if (name != NULL && strcmp (name, p->p_ds.ds_name) != 0)
+    return NULL;
+  return &p->p_ds;
+}
+
+void
+zv_pool_ds_rele (zv_pool_ds_t *ds)
+{
+  zv_pool_t *p = ds->ds_pool;
+
+  pthread_mutex_lock (&p->p_ds_lock);
+  ZV_VERIFY (ds->ds_held && ds->ds_zil == NULL);
+  ds->ds_held = false;
+  pthread_mutex_unlock (&p->p_ds_lock);
+}
+
+const char *
+zv_pool_ds_name (const zv_pool_ds_t *ds)
+{
+  return ds->ds_name;
+}
+
+zv_object_t *
+zv_pool_ds_object (zv_pool_ds_t *ds)
+{
+  return &ds->ds_obj;
+}
+
+uint64_t
+zv_pool_ds_volsize (const zv_pool_ds_t *ds)
+{
+  return ds->ds_volsize;
+}
+
+uint32_t
+zv_pool_ds_blksz (const zv_pool_ds_t *ds)
+{
+  return ds->ds_blksz;
+}
+
+const zv_zil_header_t *
+zv_pool_ds_zil_header (const zv_pool_ds_t *ds)
+{
+  return &ds->ds_zil_hdr;
+}
+
+void
+zv_pool_ds_attach_zil (zv_pool_ds_t *ds, zv_zil_t *zl)
+{
+  zv_pool_t *p = ds->ds_pool;
+
+  pthread_mutex_lock (&p->p_ds_lock);
+  ZV_VERIFY (ds->ds_held);
+  ZV_VERIFY ((zl == NULL) != (ds->ds_zil == NULL));
+  ds->ds_zil = zl;
+  pthread_mutex_unlock (&p->p_ds_lock);
+}
+
+zv_spa_t *
+zv_pool_spa (zv_pool_t *p)
+{
+  return &p->p_spa;
+}
+
+zv_txg_t *
+zv_pool_txg (zv_pool_t *p)
+{
+  return p->p_txg;
+}
+
+zv_dev_t *
+zv_pool_logdev (zv_pool_t *p)
+{
+  return p->p_logdev;
+}
+
+const zv_blkptr_t *
+zv_pool_rootbp (zv_pool_t *p)
+{
+  return &p->p_objset_bp;
+}
+
+uint64_t
+zv_pool_open_txg (zv_pool_t *p)
+{
+  return p->p_open_txg;
+}
+
+bool
+zv_pool_space_pending (zv_pool_t *p)
+{
+  zv_alloc_space_t sp;
+
+  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
+  return sp.as_deferred > 0 || sp.as_reserved > 0;
+}
+
+int
+zv_pool_sync (zv_pool_t *p)
 {
   if (p->p_readonly)
     return 0;
   return zv_txg_wait_synced (p->p_txg, 0);
 }
 
-void
-zvol_pool_print_txgs (zvol_pool_t *p, FILE *fp)
-{
-  zv_txg_history_print (p->p_txg, fp);
-}
+/* ---- statistics ---- */
 
-/* Space, cache and txg figures, one "name value" line each. */
 void
-zvol_pool_print_stats (zvol_pool_t *p, FILE *fp)
+zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
 {
   zv_alloc_space_t sp;
   zv_dbuf_stats_t cs;
 
+  memset (ps, 0, sizeof *ps);
   zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
   zv_dbuf_get_stats (p->p_cache, &cs);
-  fprintf (fp, "pool_name %s\n", p->p_name);
-  fprintf (fp, "pool_guid %016" PRIx64 "\n", p->p_spa.spa_guid);
-  fprintf (fp, "devices %u\n", p->p_spa.spa_ndevs);
-  for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
-    fprintf (fp, "device%u %s direct_io=%s\n", d,
-             zv_dev_path (p->p_spa.spa_devs[d]),
-             zv_dev_is_direct (p->p_spa.spa_devs[d]) ? "yes" : "no");
-  fprintf (fp, "volsize %" PRIu64 "\n", p->p_volsize);
-  fprintf (fp, "volblocksize %" PRIu32 "\n", p->p_volblocksize);
-  fprintf (fp, "space_total %" PRIu64 "\n", sp.as_total);
-  fprintf (fp, "space_allocated %" PRIu64 "\n", sp.as_allocated);
-  fprintf (fp, "space_deferred %" PRIu64 "\n", sp.as_deferred);
-  fprintf (fp, "space_reserved %" PRIu64 "\n", sp.as_reserved);
-  fprintf (fp, "txg_synced %" PRIu64 "\n", zv_txg_last_synced (p->p_txg));
-  fprintf (fp, "txg_open %" PRIu64 "\n", zv_txg_open_txg (p->p_txg));
-  fprintf (fp, "dirty_bytes %" PRIu64 "\n", zv_txg_dirty_total (p->p_txg));
-  fprintf (fp, "sync_passes_last %" PRIu64 "\n", p->p_sync_passes);
-  fprintf (fp, "sync_write_max_active_last %u\n",
-           atomic_load (&p->p_sync_write_cap));
-  fprintf (fp, "cache_bytes %" PRIu64 "\n", cs.cs_bytes);
-  fprintf (fp, "cache_limit %" PRIu64 "\n", cs.cs_limit);
-  fprintf (fp, "cache_buffers %" PRIu64 "\n", cs.cs_count);
-  fprintf (fp, "cache_hits %" PRIu64 "\n", cs.cs_hits);
-  fprintf (fp, "cache_misses %" PRIu64 "\n", cs.cs_misses);
-  fprintf (fp, "cache_evictions %" PRIu64 "\n", cs.cs_evictions);
-  if (p->p_zil)
-    zv_zil_print_stats (p->p_zil, fp);
+  ps->ps_name = p->p_name;
+  ps->ps_guid = p->p_spa.spa_guid;
+  ps->ps_ndevs = p->p_spa.spa_ndevs;
+  for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++) {
+    ps->ps_dev_path[d] = zv_dev_path (p->p_spa.spa_devs[d]);
+    ps->ps_dev_direct[d] = zv_dev_is_direct (p->p_spa.spa_devs[d]);
+  }
+  ps->ps_space_total = sp.as_total;
+  ps->ps_space_allocated = sp.as_allocated;
+  ps->ps_space_deferred = sp.as_deferred;
+  ps->ps_space_reserved = sp.as_reserved;
+  ps->ps_txg_synced = zv_txg_last_synced (p->p_txg);
+  ps->ps_txg_open = zv_txg_open_txg (p->p_txg);
+  ps->ps_dirty_bytes = zv_txg_dirty_total (p->p_txg);
+  ps->ps_sync_passes_last = atomic_load_explicit (&p->p_sync_passes,
+                                                  memory_order_relaxed);
+  ps->ps_sync_write_max_active_last =
+    atomic_load_explicit (&p->p_sync_write_cap, memory_order_relaxed);
+  ps->ps_cache_bytes = cs.cs_bytes;
+  ps->ps_cache_limit = cs.cs_limit;
+  ps->ps_cache_buffers = cs.cs_count;
+  ps->ps_cache_hits = cs.cs_hits;
+  ps->ps_cache_misses = cs.cs_misses;
+  ps->ps_cache_evictions = cs.cs_evictions;
+}
+
+size_t
+zvol_pool_get_txgs (zvol_pool_t *p, zvol_txg_stats_t *out, size_t max)
+{
+  zv_txg_stat_t ts[ZV_TXG_HISTORY];
+  size_t n = zv_txg_history_get (p->p_txg, ts, ZV_MIN (max, ZV_TXG_HISTORY));
+
+  for (size_t i = 0; i < n; i++)
+    out[i] = (zvol_txg_stats_t) {
+      .ts_txg = ts[i].ts_txg, .ts_birth_ns = ts[i].ts_birth_ns,
+      .ts_state = ts[i].ts_state, .ts_ndirty = ts[i].ts_ndirty,
+      .ts_nread = ts[i].ts_nread, .ts_nwritten = ts[i].ts_nwritten,
+      .ts_reads = ts[i].ts_reads, .ts_writes = ts[i].ts_writes,
+      .ts_otime_ns = ts[i].ts_otime_ns, .ts_qtime_ns = ts[i].ts_qtime_ns,
+      .ts_wtime_ns = ts[i].ts_wtime_ns, .ts_stime_ns = ts[i].ts_stime_ns,
+    };
+  return n;
 }

@@ -1,59 +1,64 @@
 /*
- * pool.h: the pool's internals, shared by pool.c and zvol.c only.
+ * pool.h: the pool as the layer above it (the volume, zvol.c) and the
+ * unit tests see it.  The pool's structure is private to pool.c; the
+ * volume reaches what it needs through these functions.
+ *
+ * A dataset is a slot of the pool's object set: an object (the volume's
+ * block tree) and the header of its intent log.  The volume holds its
+ * dataset while it is open, opens the log from the header and attaches
+ * it, so that every txg sync stores the log's header in the objset and
+ * tells the log what is on disk.  Without an attached log the sync keeps
+ * the header it has (as imported, claimed, or as the last sync left it).
  */
 #ifndef ZV_POOL_H
 #define ZV_POOL_H
 
-#include <pthread.h>
+#include <stdint.h>
+#include <stdbool.h>
 
 #include "zvol.h"
 #include "format.h"
 #include "zio.h"
-#include "dbuf.h"
 #include "dmu.h"
-#include "flat.h"
 #include "txg.h"
 #include "zil.h"
 
-struct zvol {
-  zvol_pool_t *zv_pool;
-  zv_object_t *zv_obj;        /* held for the volume's whole life */
-  zv_txg_t *zv_txg;
-  zv_zil_t *zv_zil;           /* NULL when read-only */
-  pthread_mutex_t *zv_stripes; /* range locks, by block (zvol.c) */
-  unsigned zv_sync;           /* ZVOL_SYNC_* */
-  uint64_t zv_volsize;
-  uint32_t zv_blksz;
-  bool zv_readonly;
-};
+typedef struct zvol_pool zv_pool_t;
+typedef struct zv_pool_ds zv_pool_ds_t;
 
-struct zvol_pool {
-  zv_spa_t p_spa;
-  char p_name[ZV_NAME_MAX];
-  uint64_t p_volsize;
-  uint32_t p_volblocksize;
-  bool p_readonly;
-  bool p_started;
-  zv_dbuf_cache_t *p_cache;
-  zv_txg_t *p_txg;
-  zv_object_t p_vol;
-  zv_flat_t p_spacemap[ZV_MAX_DEVS];
-  zv_flat_t p_defer[2];
-  zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
-  zv_dev_t *p_logdev;          /* separate log device, or NULL */
-  zv_zil_header_t p_zil_hdr;   /* as created or imported */
-  zv_zil_t *p_zil;
-  uint64_t p_synced_txg;
-  _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
-  _Atomic unsigned p_sync_write_cap; /* its cap at its end (stats) */
-  zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
-  size_t p_defer_n, p_defer_cap;
-  uint64_t p_ub_txg_seen;      /* newest txg in the labels at import */
-  struct zvol p_zvol;
-};
+/* Hold the dataset 'name' (NULL: the only one): -ENOENT, or -EBUSY when
+ * it is held already; the error is logged. */
+int zv_pool_ds_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp);
+void zv_pool_ds_rele (zv_pool_ds_t *ds);
+/* The dataset 'name' (NULL: the only one) without a hold, or NULL: for
+ * tests and statistics, which must not outlive the pool. */
+zv_pool_ds_t *zv_pool_ds_find (zv_pool_t *p, const char *name);
 
-/* zvol.c: open the volume's intent log and replay it (pool_open). */
-int zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc);
-void zvol_log_free_stripes (zvol_t *zv);
+const char *zv_pool_ds_name (const zv_pool_ds_t *ds);
+zv_object_t *zv_pool_ds_object (zv_pool_ds_t *ds);
+uint64_t zv_pool_ds_volsize (const zv_pool_ds_t *ds);
+uint32_t zv_pool_ds_blksz (const zv_pool_ds_t *ds);
+/* The log header as the last sync (or the import) left it. */
+const zv_zil_header_t *zv_pool_ds_zil_header (const zv_pool_ds_t *ds);
+/* Attach the dataset's open log (NULL detaches it: the log must have
+ * nothing unsynced left, see zvol_close). */
+void zv_pool_ds_attach_zil (zv_pool_ds_t *ds, zv_zil_t *zl);
+
+zv_spa_t *zv_pool_spa (zv_pool_t *p);
+zv_txg_t *zv_pool_txg (zv_pool_t *p);
+zv_dev_t *zv_pool_logdev (zv_pool_t *p);
+/* The objset block of the last synced txg. */
+const zv_blkptr_t *zv_pool_rootbp (zv_pool_t *p);
+/* The txg the pool was imported or created at. */
+uint64_t zv_pool_open_txg (zv_pool_t *p);
+/*
+ * A write found no space: is some on its way back (frees deferred to a
+ * later txg, or reservations that the next sync turns into exact
+ * allocations)?
+ */
+bool zv_pool_space_pending (zv_pool_t *p);
+
+/* Tests: wait until everything written so far is on disk. */
+int zv_pool_sync (zv_pool_t *p);
 
 #endif /* ZV_POOL_H */

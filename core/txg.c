@@ -106,7 +106,6 @@
 #define TXG_SIZE 4                  /* txgs with per-txg state in flight */
 #define TXG_MASK (TXG_SIZE - 1)
 #define ZV_TXG_CACHELINE 64
-#define ZV_TXG_HISTORY 100          /* rows kept (zfs_txg_history) */
 
 /* Atomic helpers (GCC builtins: TSan understands them). */
 #define ZV_LOAD(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
@@ -190,35 +189,35 @@ zv_txg_hist_get (zv_txg_t *tx, uint64_t txg)
   return th;
 }
 
-/* Print the ring, oldest first, in the txgs kstat's layout. */
-void
-zv_txg_history_print (zv_txg_t *tx, FILE *fp)
+size_t
+zv_txg_history_get (zv_txg_t *tx, zv_txg_stat_t *out, size_t max)
 {
   uint64_t open, first, t;
+  size_t n = 0;
 
   pthread_mutex_lock (&tx->tx_lock);
   open = ZV_LOAD (&tx->tx_open_txg);
   first = open - tx->tx_first_txg >= ZV_TXG_HISTORY ?
     open - (ZV_TXG_HISTORY - 1) : tx->tx_first_txg;
-  fprintf (fp, "%-8s %-16s %-5s %-12s %-12s %-12s %-8s %-8s "
-           "%-12s %-12s %-12s %-12s\n",
-           "txg", "birth", "state", "ndirty", "nread", "nwritten",
-           "reads", "writes", "otime", "qtime", "wtime", "stime");
-  for (t = first; t <= open; t++) {
+  /* The newest rows when max cuts the list. */
+  if (open + 1 - first > max)
+    first = open + 1 - max;
+  for (t = first; t <= open && n < max; t++) {
     const zv_txg_hist_t *th = &tx->tx_hist[t % ZV_TXG_HISTORY];
 
     if (th->txh_txg != t)
       continue;
-    fprintf (fp, "%-8" PRIu64 " %-16" PRIu64 " %-5c %-12" PRIu64
-             " %-12" PRIu64 " %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64
-             " %-12" PRIu64 " %-12" PRIu64 " %-12" PRIu64 " %-12" PRIu64
-             "\n",
-             th->txh_txg, th->txh_birth - tx->tx_start_ns, th->txh_state,
-             th->txh_ndirty, th->txh_nread, th->txh_nwritten,
-             th->txh_reads, th->txh_writes, th->txh_otime, th->txh_qtime,
-             th->txh_wtime, th->txh_stime);
+    out[n++] = (zv_txg_stat_t) {
+      .ts_txg = th->txh_txg, .ts_birth_ns = th->txh_birth - tx->tx_start_ns,
+      .ts_state = th->txh_state, .ts_ndirty = th->txh_ndirty,
+      .ts_nread = th->txh_nread, .ts_nwritten = th->txh_nwritten,
+      .ts_reads = th->txh_reads, .ts_writes = th->txh_writes,
+      .ts_otime_ns = th->txh_otime, .ts_qtime_ns = th->txh_qtime,
+      .ts_wtime_ns = th->txh_wtime, .ts_stime_ns = th->txh_stime,
+    };
   }
   pthread_mutex_unlock (&tx->tx_lock);
+  return n;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -16,7 +16,6 @@
 
 #include <stdint.h>
 #include <stddef.h>
-#include <stdio.h>
 
 typedef struct zv_txg zv_txg_t;
 
@@ -93,11 +92,20 @@ unsigned zv_txg_dirty_pct (zv_txg_t *tx);
 int zv_txg_error (zv_txg_t *tx);   /* 0 or the error that failed the engine */
 
 /*
- * The last 100 txgs in the columns of OpenZFS's txgs kstat:
- * txg birth state ndirty nread nwritten reads writes otime qtime wtime stime
- * (times in ns; state O open, Q quiescing, S syncing, C committed).
+ * The history: a row per txg of the last ZV_TXG_HISTORY (as OpenZFS's
+ * zfs_txg_history), with the columns of its txgs kstat (times in ns;
+ * state O open, Q quiescing, S syncing, C committed).
  */
-void zv_txg_history_print (zv_txg_t *tx, FILE *fp);
+#define ZV_TXG_HISTORY 100u
+typedef struct zv_txg_stat {
+  uint64_t ts_txg;
+  uint64_t ts_birth_ns;             /* since the engine was created */
+  char ts_state;
+  uint64_t ts_ndirty, ts_nread, ts_nwritten, ts_reads, ts_writes;
+  uint64_t ts_otime_ns, ts_qtime_ns, ts_wtime_ns, ts_stime_ns;
+} zv_txg_stat_t;
+/* The newest rows, oldest first, at most max; returns how many. */
+size_t zv_txg_history_get (zv_txg_t *tx, zv_txg_stat_t *out, size_t max);
 
 /* The delay a writer gets at a given dirty level (exposed for tests). */
 uint64_t zv_txg_delay_ns (const zv_txg_tunables_t *tt, uint64_t dirty);

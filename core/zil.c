@@ -1219,6 +1219,48 @@ zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
   }
 }
 
+/* Read block seq of the chain at dva and verify it: 0 with the length
+ * of its records, or -1 where the chain ends. */
+static int
+zil_read_block (zv_zil_t *zl, uint64_t dva, uint64_t seq, uint8_t *buf,
+                uint32_t *nused)
+{
+  if (!zil_dva_ok (zl, dva))
+    return -1;
+  if (zv_dev_read (zil_ring_dev (zl, dva), buf, ZV_DVA_OFFSET (dva),
+                   zl->zl_hdr.zh_blksz) < 0)
+    return -1;
+  return zil_verify_block (zl, buf, seq, nused);
+}
+
+int
+zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
+              uint64_t imported_txg)
+{
+  /* Only what the chain walk reads: the ring and where it lives. */
+  zv_zil_t zl = {
+    .zl_spa = spa, .zl_logdev = logdev, .zl_hdr = *zh,
+    .zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz,
+  };
+  uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
+  uint64_t dva = zil_pos_dva (&zl, zh->zh_head_pos), seq = zh->zh_head_seq;
+  uint8_t *buf = zv_buf_get (zh->zh_blksz);
+  zil_claims_t zc = { 0 };
+  uint32_t nused;
+  int n;
+
+  for (n = 0; (uint64_t) n < zl.zl_ring_size / ZV_SECTOR
+         && zil_read_block (&zl, dva, seq, buf, &nused) == 0; n++, seq++) {
+    dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
+    zil_claim_block (&zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
+  }
+  zv_buf_put (buf, zh->zh_blksz);
+  /* Replay finds the same blocks again and frees them once applied. */
+  free (zc.zc_dva);
+  zh->zh_claim_txg = claim;
+  return n;
+}
+
 /* Apply the records of one verified block (claim rule: txg > claim). */
 static int
 zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
@@ -1286,14 +1328,11 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   for (int pass = 1; pass <= 2 && r == 0; pass++) {
     uint64_t dva = zil_pos_dva (zl, zh->zh_head_pos);
     for (seq = zh->zh_head_seq, nblocks = 0;
-         nblocks < zl->zl_ring_size / ZV_SECTOR && zil_dva_ok (zl, dva);
+         nblocks < zl->zl_ring_size / ZV_SECTOR;
          seq++, nblocks++) {
       uint32_t nused;
 
-      if (zv_dev_read (zil_ring_dev (zl, dva), buf, ZV_DVA_OFFSET (dva),
-                       zh->zh_blksz) < 0)
-        break;
-      if (zil_verify_block (zl, buf, seq, &nused) < 0)
+      if (zil_read_block (zl, dva, seq, buf, &nused) < 0)
         break;
       dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
       if (pass == 1)
@@ -1367,54 +1406,38 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
 /* ---- stats ---- */
 
 void
-zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
+zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st)
 {
-  uint64_t commits = atomic_load (&zl->zs_commits);
-  uint64_t lwbs = atomic_load (&zl->zs_lwbs);
-  uint64_t n = 0, p99 = 0, total = 0;
+  uint64_t n = 0, total = 0;
   /* The head first: it only ever trails the end. */
   uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
   uint64_t ring_end = atomic_load (&zl->zl_next_pos);
 
+  memset (st, 0, sizeof *st);
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++)
     total += atomic_load (&zl->zs_lat_hist[b]);
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++) {
     n += atomic_load (&zl->zs_lat_hist[b]);
     if (total && n * 100 >= total * 99) {
-      p99 = 1ull << (b + 1);
+      st->zst_commit_latency_p99_ns = 1ull << (b + 1);
       break;
     }
   }
-  fprintf (fp, "zil_sync_mode %s\n",
-           zl->zl_tun.zt_sync == ZV_SYNC_ALWAYS ? "always"
-           : zl->zl_tun.zt_sync == ZV_SYNC_DISABLED ? "disabled" : "standard");
-  fprintf (fp, "zil_logbias %s\n", zl->zl_tun.zt_logbias
-           == ZV_LOGBIAS_THROUGHPUT ? "throughput" : "latency");
-  fprintf (fp, "zil_log_device %s\n", zl->zl_logdev
-           ? zv_dev_path (zl->zl_logdev) : "none");
-  fprintf (fp, "zil_lwbs_written %" PRIu64 "\n", lwbs);
-  fprintf (fp, "zil_ring_size %" PRIu64 "\n", zl->zl_ring_size);
-  fprintf (fp, "zil_ring_used %" PRIu64 "\n", ring_end > head_pos
-           ? ring_end - head_pos : 0);
-  fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n", atomic_load (&zl->zs_lwb_bytes));
-  fprintf (fp, "zil_records_copied %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_copied));
-  fprintf (fp, "zil_records_need_copy %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_need_copy));
-  fprintf (fp, "zil_records_indirect %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_indirect));
-  fprintf (fp, "zil_records_free %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_free));
-  fprintf (fp, "zil_records_dropped %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_dropped));
-  fprintf (fp, "zil_commits %" PRIu64 "\n", commits);
-  fprintf (fp, "zil_commit_fallbacks %" PRIu64 "\n",
-           atomic_load (&zl->zs_fallbacks));
-  fprintf (fp, "zil_waiters_per_lwb %.2f\n",
-           lwbs ? (double) commits / (double) lwbs : 0.0);
-  fprintf (fp, "zil_commit_latency_mean_ns %" PRIu64 "\n",
-           total ? atomic_load (&zl->zs_lat_sum) / total : 0);
-  fprintf (fp, "zil_commit_latency_p99_ns %" PRIu64 "\n", p99);
-  fprintf (fp, "zil_lwb_latency_ewma_ns %" PRIu64 "\n",
-           atomic_load (&zl->zl_latency_ns));
+  st->zst_sync = zl->zl_tun.zt_sync;
+  st->zst_logbias = zl->zl_tun.zt_logbias;
+  st->zst_log_device = zl->zl_logdev ? zv_dev_path (zl->zl_logdev) : NULL;
+  st->zst_lwbs_written = atomic_load (&zl->zs_lwbs);
+  st->zst_ring_size = zl->zl_ring_size;
+  st->zst_ring_used = ring_end > head_pos ? ring_end - head_pos : 0;
+  st->zst_lwb_bytes = atomic_load (&zl->zs_lwb_bytes);
+  st->zst_records_copied = atomic_load (&zl->zs_rec_copied);
+  st->zst_records_need_copy = atomic_load (&zl->zs_rec_need_copy);
+  st->zst_records_indirect = atomic_load (&zl->zs_rec_indirect);
+  st->zst_records_free = atomic_load (&zl->zs_rec_free);
+  st->zst_records_dropped = atomic_load (&zl->zs_rec_dropped);
+  st->zst_commits = atomic_load (&zl->zs_commits);
+  st->zst_commit_fallbacks = atomic_load (&zl->zs_fallbacks);
+  st->zst_commit_latency_mean_ns = total
+    ? atomic_load (&zl->zs_lat_sum) / total : 0;
+  st->zst_lwb_latency_ewma_ns = atomic_load (&zl->zl_latency_ns);
 }

@@ -12,7 +12,6 @@
 
 #include <stdint.h>
 #include <stdbool.h>
-#include <stdio.h>
 
 #include "format.h"
 #include "zio.h"
@@ -101,8 +100,31 @@ void zv_zil_synced (zv_zil_t *zl, uint64_t txg);
  */
 int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg);
 
-/* Stats, one "name value" line each. */
-void zv_zil_print_stats (zv_zil_t *zl, FILE *fp);
+/*
+ * Import (read-write), before anything syncs: claim the log whose header
+ * is *zh.  Marks allocated every in-place block that a record of a txg
+ * after imported_txg points at, and sets zh_claim_txg (when not set
+ * yet), so the replay applies the same records however many txgs sync
+ * before it.  Returns the number of log blocks that verified, or a
+ * negative errno.
+ */
+int zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
+                  uint64_t imported_txg);
+
+/* Statistics. */
+typedef struct zv_zil_stats {
+  enum zv_sync_mode zst_sync;
+  enum zv_logbias zst_logbias;
+  const char *zst_log_device;           /* NULL: a ring in the pool */
+  uint64_t zst_lwbs_written, zst_lwb_bytes;
+  uint64_t zst_ring_size, zst_ring_used;
+  uint64_t zst_records_copied, zst_records_need_copy;
+  uint64_t zst_records_indirect, zst_records_free, zst_records_dropped;
+  uint64_t zst_commits, zst_commit_fallbacks;
+  uint64_t zst_commit_latency_mean_ns, zst_commit_latency_p99_ns;
+  uint64_t zst_lwb_latency_ewma_ns;
+} zv_zil_stats_t;
+void zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st);
 
 /* Create: the header of a new log whose ring is at ring_dva. */
 void zv_zil_header_init (zv_zil_header_t *zh, uint64_t ring_dva,

@@ -1,19 +1,29 @@
 /*
  * zvol.c: the volume: NBD-shaped requests onto the by-dnode object calls
- * under txg holds.
+ * under txg holds, and the volume's intent log.
  *
- * Theory.  A request never looks anything up: the volume keeps its object
- * handle (zv_obj) for its whole life.  A write is cut into pieces of at
- * most zv_zvol_chunk bytes; each piece takes a hold on the open txg
- * (throttled there when dirty data runs high), dirties its blocks and lets
- * go, so a huge write cannot pin one txg.  A FUA write, a flush, or any
- * write under a pool that must be durable waits for the txg to sync (the
- * intent log will make that cheaper).  Trim and zero free whole blocks
- * (holes read as zeros); zero writes zeros into partial edges, trim leaves
- * them as they are (a trim is advisory).
+ * Theory.  A request never looks anything up: the volume keeps its
+ * object handle (zv_obj) for its whole life, from the dataset it holds
+ * in the pool.  A write is cut into pieces of at most zv_zvol_chunk
+ * bytes; each piece takes a hold on the open txg (throttled there when
+ * dirty data runs high), dirties its blocks, lets go, and logs the change
+ * in the intent log (an in-memory record, no I/O), so a huge write cannot
+ * pin one txg.  A FUA write, a flush, or any write of a sync=always
+ * volume then commits the log up to its record: one log write and a
+ * device flush, shared by concurrent committers (zil.c), not a txg.
+ * Trim and zero free whole blocks (holes read as zeros); zero writes
+ * zeros into partial edges, trim leaves them as they are (a trim is
+ * advisory).
  *
- * Concurrency: nothing here is shared but the handles; the per-block
- * locks live in the buffer cache.
+ * Opening the volume opens its log from the header the pool keeps,
+ * attaches it to the pool (every txg sync stores its header and tells it
+ * what is on disk), and replays it; closing makes everything durable
+ * first, so the detached log has nothing left to say.
+ *
+ * Concurrency: requests run in parallel.  What they share is the range
+ * locks below (a writer's order of applying and of logging), the buffer
+ * cache's per-block locks (dbuf.c), the txg holds (txg.c) and the log's
+ * lock-free rings (zil.c).  Nothing else is written after open.
  */
 #include <config.h>
 
@@ -21,7 +31,27 @@
 #include <string.h>
 #include <inttypes.h>
 
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "pool.h"
+
+/* The public constants are the engine's own, not a copy to keep in step. */
+static_assert (ZVOL_MAX_DEVS == ZV_MAX_DEVS, "device count");
+static_assert (ZVOL_NAME_MAX == ZV_NAME_MAX, "name length");
+static_assert (ZVOL_MAX_VOLBLOCKSIZE <= ZV_MAX_BLKSZ, "largest block");
+static_assert (ZVOL_MIN_VOLBLOCKSIZE % ZV_SECTOR == 0, "smallest block");
+static_assert (ZVOL_SYNC_STANDARD == (unsigned) ZV_SYNC_STANDARD
+               && ZVOL_SYNC_ALWAYS == (unsigned) ZV_SYNC_ALWAYS
+               && ZVOL_SYNC_DISABLED == (unsigned) ZV_SYNC_DISABLED,
+               "sync modes");
+static_assert (ZVOL_LOGBIAS_LATENCY == (unsigned) ZV_LOGBIAS_LATENCY
+               && ZVOL_LOGBIAS_THROUGHPUT == (unsigned) ZV_LOGBIAS_THROUGHPUT,
+               "logbias");
+static_assert (ZVOL_LOG_DEBUG == (int) ZV_LOG_DEBUG
+               && ZVOL_LOG_INFO == (int) ZV_LOG_INFO
+               && ZVOL_LOG_ERROR == (int) ZV_LOG_ERROR, "log levels");
+static_assert (ZVOL_TXG_HISTORY == ZV_TXG_HISTORY, "txg history rows");
 
 /*
  * Range locks.  A change is applied to the blocks (in txg order) and then
@@ -37,6 +67,19 @@
  */
 #define ZVOL_STRIPES 256u
 #define ZVOL_REGION (1ull << 20)
+
+struct zvol {
+  zv_pool_t *zv_pool;
+  zv_pool_ds_t *zv_ds;        /* held while open */
+  zv_object_t *zv_obj;        /* the dataset's, for the volume's life */
+  zv_txg_t *zv_txg;
+  zv_zil_t *zv_zil;           /* NULL when read-only */
+  unsigned zv_sync;           /* ZVOL_SYNC_* */
+  uint64_t zv_volsize;
+  uint32_t zv_blksz;
+  bool zv_readonly;
+  pthread_mutex_t zv_stripes[ZVOL_STRIPES]; /* range locks */
+};
 
 typedef struct zvol_range {
   unsigned zr_s[2];
@@ -101,7 +144,7 @@ zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
             const char *op)
 {
   if (write && zv->zv_readonly) {
-    zv_error ("%s: pool '%s' is read-only", op, zv->zv_pool->p_name);
+    zv_error ("%s: pool '%s' is read-only", op, zvol_pool_name (zv->zv_pool));
     return -EROFS;
   }
   if (off > zv->zv_volsize || len > zv->zv_volsize - off) {
@@ -113,7 +156,7 @@ zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
     int e = zv_txg_error (zv->zv_txg);
     if (e) {
       zv_error ("%s: pool '%s' is suspended after an I/O error", op,
-                zv->zv_pool->p_name);
+                zvol_pool_name (zv->zv_pool));
       return -EIO;
     }
   }
@@ -125,7 +168,7 @@ static void
 zvol_enospc (zvol_t *zv, const char *op, uint64_t off, uint64_t len)
 {
   zv_error ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' is full", op, off,
-            len, zv->zv_pool->p_name);
+            len, zvol_pool_name (zv->zv_pool));
 }
 
 /* Syncs a writer may wait for, when space is only pending, before it
@@ -143,12 +186,9 @@ static unsigned zv_zvol_enospc_retries = 8;
 static bool
 zvol_space_pending (zvol_t *zv, unsigned *tries)
 {
-  zv_alloc_space_t sp;
-
   if ((*tries)++ >= zv_zvol_enospc_retries)
     return false;
-  zv_alloc_get_space (zv->zv_pool->p_spa.spa_alloc, &sp);
-  if (sp.as_deferred == 0 && sp.as_reserved == 0)
+  if (!zv_pool_space_pending (zv->zv_pool))
     return false;
   return zv_txg_wait_synced (zv->zv_txg,
                              zv_txg_open_txg (zv->zv_txg)) == 0;
@@ -184,7 +224,7 @@ zvol_commit (zvol_t *zv, uint64_t ticket)
     return 0;                   /* read-only */
   r = zv_zil_commit (zv->zv_zil, ticket);
   if (r < 0)
-    zv_error ("pool '%s': commit failed: %s", zv->zv_pool->p_name,
+    zv_error ("pool '%s': commit failed: %s", zvol_pool_name (zv->zv_pool),
               strerror (-r));
   return r;
 }
@@ -492,7 +532,7 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
               lr->lr_seq);
     return -EIO;
   }
-  switch (lr->lr_type) {
+  switch ((enum zv_lr_type) lr->lr_type) {
   case ZV_LR_WRITE:
     return zvol_write (zv, data, lr->lr_offset, (uint32_t) lr->lr_length, 0);
   case ZV_LR_WRITE_IND: {
@@ -506,7 +546,8 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
       return -EIO;
     }
     buf = zv_buf_get (zv->zv_blksz);
-    r = zv_zio_read (&zv->zv_pool->p_spa, &bp, buf, "intent log block");
+    r = zv_zio_read (zv_pool_spa (zv->zv_pool), &bp, buf,
+                     "intent log block");
     if (r == 0)
       r = zvol_write (zv, buf, lr->lr_offset, zv->zv_blksz, 0);
     else {
@@ -525,16 +566,52 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
     return zvol_trim (zv, lr->lr_offset, lr->lr_length, 0);
   case ZV_LR_ZERO:
     return zvol_zero (zv, lr->lr_offset, lr->lr_length, 0);
-  default:
-    return 0;
+  case ZV_LR_NOP:
+    break;
   }
+  /* The log skips padding and refuses types it does not know before it
+   * calls here. */
+  ZV_VERIFY (!"a log record of no known type reached replay");
+  return -EIO;
 }
 
-/* Open the volume's intent log; replay what it holds (read-write). */
-int
-zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc)
+/* ---- open and close ---- */
+
+/* The application's log hook, behind the engine's (same levels: the
+ * static_assert above). */
+static zvol_log_fn zvol_log_hook;
+
+static void
+zvol_log_trampoline (enum zv_log_level level, const char *msg)
 {
-  zvol_t *zv = &p->p_zvol;
+  zvol_log_hook ((zvol_log_level_t) level, msg);
+}
+
+void
+zvol_set_log (zvol_log_fn fn)
+{
+  zvol_log_hook = fn;
+  zv_set_log (fn ? zvol_log_trampoline : NULL);
+}
+
+void
+zvol_set_log_level (zvol_log_level_t level)
+{
+  zv_set_log_level ((enum zv_log_level) level);
+}
+
+void
+zvol_config_init (zvol_config_t *vc)
+{
+  memset (vc, 0, sizeof *vc);
+  vc->vc_sync = ZVOL_SYNC_STANDARD;
+  vc->vc_logbias = ZVOL_LOGBIAS_LATENCY;
+}
+
+/* Open the volume's intent log, attach it, replay what it holds. */
+static int
+zvol_log_open (zvol_t *zv, const zvol_config_t *vc)
+{
   zv_zil_tunables_t zt;
   zv_zil_ops_t ops = {
     .zo_read = zvol_log_read,
@@ -544,42 +621,147 @@ zvol_log_open (zvol_pool_t *p, const zvol_pool_config_t *pc)
   };
   int r;
 
-  zv->zv_sync = pc->pc_sync;
-  zv->zv_stripes = calloc (ZVOL_STRIPES, sizeof *zv->zv_stripes);
-  if (zv->zv_stripes == NULL)
-    return -ENOMEM;
-  for (unsigned i = 0; i < ZVOL_STRIPES; i++)
-    pthread_mutex_init (&zv->zv_stripes[i], NULL);
-  if (p->p_readonly)
-    return 0;
   zv_zil_tunables_default (&zt);
-  zt.zt_sync = pc->pc_sync == ZVOL_SYNC_ALWAYS ? ZV_SYNC_ALWAYS
-    : pc->pc_sync == ZVOL_SYNC_DISABLED ? ZV_SYNC_DISABLED : ZV_SYNC_STANDARD;
-  zt.zt_logbias = pc->pc_logbias == ZVOL_LOGBIAS_THROUGHPUT
-    ? ZV_LOGBIAS_THROUGHPUT : ZV_LOGBIAS_LATENCY;
-  zt.zt_legacy_txg_commit = pc->pc_flush_by_txg;
-  p->p_zil = zv_zil_open (&p->p_spa, p->p_logdev, p->p_txg, &p->p_zil_hdr,
-                          &ops, zv, &zt);
-  if (p->p_zil == NULL)
+  zt.zt_sync = (enum zv_sync_mode) vc->vc_sync;
+  zt.zt_logbias = (enum zv_logbias) vc->vc_logbias;
+  zt.zt_legacy_txg_commit = vc->vc_flush_by_txg;
+  zv->zv_zil = zv_zil_open (zv_pool_spa (zv->zv_pool),
+                            zv_pool_logdev (zv->zv_pool), zv->zv_txg,
+                            zv_pool_ds_zil_header (zv->zv_ds), &ops, zv,
+                            &zt);
+  if (zv->zv_zil == NULL)
     return -ENOMEM;
-  zv->zv_zil = p->p_zil;
-  r = zv_zil_replay (p->p_zil, p->p_synced_txg);
+  zv_pool_ds_attach_zil (zv->zv_ds, zv->zv_zil);
+  r = zv_zil_replay (zv->zv_zil, zv_pool_open_txg (zv->zv_pool));
   if (r < 0) {
-    zv_error ("pool '%s': intent log replay failed: %s", p->p_name,
-              strerror (-r));
+    zv_error ("volume '%s': intent log replay failed: %s",
+              zv_pool_ds_name (zv->zv_ds), strerror (-r));
     return r;
   }
   return 0;
 }
 
-/* Release what zvol_log_open set up (pool_free). */
-void
-zvol_log_free_stripes (zvol_t *zv)
+/* Detach and close the log (it has nothing unsynced, or never will). */
+static void
+zvol_log_close (zvol_t *zv)
 {
-  if (zv->zv_stripes == NULL)
+  if (zv->zv_zil == NULL)
     return;
+  zv_pool_ds_attach_zil (zv->zv_ds, NULL);
+  zv_zil_close (zv->zv_zil);
+  zv->zv_zil = NULL;
+}
+
+static void
+zvol_free (zvol_t *zv)
+{
+  zvol_log_close (zv);
   for (unsigned i = 0; i < ZVOL_STRIPES; i++)
     pthread_mutex_destroy (&zv->zv_stripes[i]);
-  free (zv->zv_stripes);
-  zv->zv_stripes = NULL;
+  zv_pool_ds_rele (zv->zv_ds);
+  free (zv);
+}
+
+int
+zvol_open (zvol_pool_t *pool, const char *name, const zvol_config_t *vc,
+           zvol_t **zvp)
+{
+  zvol_config_t dflt;
+  zv_pool_ds_t *ds;
+  zvol_t *zv;
+  int r;
+
+  *zvp = NULL;
+  if (vc == NULL) {
+    zvol_config_init (&dflt);
+    vc = &dflt;
+  }
+  if (vc->vc_sync > ZVOL_SYNC_DISABLED
+      || vc->vc_logbias > ZVOL_LOGBIAS_THROUGHPUT) {
+    zv_error ("volume: invalid sync mode %u or logbias %u", vc->vc_sync,
+              vc->vc_logbias);
+    return -EINVAL;
+  }
+  r = zv_pool_ds_hold (pool, name, &ds);
+  if (r < 0)
+    return r;
+  zv = calloc (1, sizeof *zv);
+  if (zv == NULL)
+    abort ();
+  zv->zv_pool = pool;
+  zv->zv_ds = ds;
+  zv->zv_obj = zv_pool_ds_object (ds);
+  zv->zv_txg = zv_pool_txg (pool);
+  zv->zv_sync = vc->vc_sync;
+  zv->zv_volsize = zv_pool_ds_volsize (ds);
+  zv->zv_blksz = zv_pool_ds_blksz (ds);
+  zv->zv_readonly = zvol_pool_is_readonly (pool);
+  for (unsigned i = 0; i < ZVOL_STRIPES; i++)
+    pthread_mutex_init (&zv->zv_stripes[i], NULL);
+  if (!zv->zv_readonly) {
+    r = zvol_log_open (zv, vc);
+    if (r < 0) {
+      zvol_free (zv);
+      return r;
+    }
+  }
+  *zvp = zv;
+  return 0;
+}
+
+int
+zvol_close (zvol_t *zv)
+{
+  int r = 0;
+
+  if (zv == NULL)
+    return 0;
+  /* Everything on disk first: the detached log must hold nothing the
+   * txgs do not (its header stays with the pool). */
+  if (!zv->zv_readonly)
+    r = zv_txg_wait_synced (zv->zv_txg, 0);
+  if (r < 0)
+    zv_error ("volume '%s': syncing before close failed: %s",
+              zv_pool_ds_name (zv->zv_ds), strerror (-r));
+  zvol_free (zv);
+  return r;
+}
+
+const char *
+zvol_name (zvol_t *zv)
+{
+  return zv_pool_ds_name (zv->zv_ds);
+}
+
+void
+zvol_get_stats (zvol_t *zv, zvol_stats_t *vs)
+{
+  zv_zil_stats_t st;
+
+  memset (vs, 0, sizeof *vs);
+  vs->vs_name = zvol_name (zv);
+  vs->vs_volsize = zv->zv_volsize;
+  vs->vs_volblocksize = zv->zv_blksz;
+  vs->vs_readonly = zv->zv_readonly;
+  if (zv->zv_zil == NULL)
+    return;
+  zv_zil_get_stats (zv->zv_zil, &st);
+  vs->vs_log = true;
+  vs->vs_sync = (unsigned) st.zst_sync;
+  vs->vs_logbias = (unsigned) st.zst_logbias;
+  vs->vs_log_device = st.zst_log_device;
+  vs->vs_zil_lwbs_written = st.zst_lwbs_written;
+  vs->vs_zil_lwb_bytes = st.zst_lwb_bytes;
+  vs->vs_zil_ring_size = st.zst_ring_size;
+  vs->vs_zil_ring_used = st.zst_ring_used;
+  vs->vs_zil_records_copied = st.zst_records_copied;
+  vs->vs_zil_records_need_copy = st.zst_records_need_copy;
+  vs->vs_zil_records_indirect = st.zst_records_indirect;
+  vs->vs_zil_records_free = st.zst_records_free;
+  vs->vs_zil_records_dropped = st.zst_records_dropped;
+  vs->vs_zil_commits = st.zst_commits;
+  vs->vs_zil_commit_fallbacks = st.zst_commit_fallbacks;
+  vs->vs_zil_commit_latency_mean_ns = st.zst_commit_latency_mean_ns;
+  vs->vs_zil_commit_latency_p99_ns = st.zst_commit_latency_p99_ns;
+  vs->vs_zil_lwb_latency_ewma_ns = st.zst_lwb_latency_ewma_ns;
 }

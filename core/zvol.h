@@ -1,15 +1,25 @@
 /*
- * zvol.h: the public face of the engine.  The nbdkit plugin (and the admin
- * tool) see only this header.
+ * zvol.h: the engine's public API, the one header a front end (the nbdkit
+ * plugin, the admin tool, a test) includes.  Self-contained: it includes
+ * no other header of the engine, and everything declared here carries
+ * ZVOL_API, the library's export list (the engine is built with hidden
+ * visibility; nothing else leaves it).
  *
- * A pool lives on one or more devices (files or block devices) and holds
- * one volume.  Every function returns 0 or a negative errno:
+ * A pool lives on one or more devices (files or block devices).  Open or
+ * create the pool, then open a volume of it by name.  Format version 1
+ * holds one volume per pool, named as the pool.
+ *
+ * Every function that can fail returns 0 or a negative errno:
  *   -EIO      device error, or a block whose checksum does not verify
  *   -ENOSPC   the pool is full
  *   -EROFS    the pool was opened read-only
  *   -EINVAL   bad argument (out of range, bad configuration)
- *   -EBUSY    a device is in use by another process
- * with a readable message logged through the hook of zv_set_log().
+ *   -EBUSY    a device is in use by another process, or a volume is
+ *             already open (or still open, for zvol_pool_close)
+ *   -ENOENT   no volume of that name
+ *   -ENOMEM   out of memory (see docs/design.md: only where a caller
+ *             can do something about it; elsewhere the engine aborts)
+ * with one readable message logged through the hook of zvol_set_log().
  */
 #ifndef ZVOL_H
 #define ZVOL_H
@@ -17,12 +27,15 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
 
-#include "zv_util.h"
-#include "txg.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
-#define ZVOL_MAX_DEVS 16
+#define ZVOL_API __attribute__ ((visibility ("default")))
+
+#define ZVOL_MAX_DEVS 16u
+#define ZVOL_NAME_MAX 64u               /* names, with the NUL */
 #define ZVOL_DEFAULT_VOLBLOCKSIZE 16384u
 #define ZVOL_MIN_VOLBLOCKSIZE 4096u
 #define ZVOL_MAX_VOLBLOCKSIZE (128u * 1024)
@@ -30,29 +43,78 @@
 typedef struct zvol_pool zvol_pool_t;
 typedef struct zvol zvol_t;
 
+/* ---- messages ---- */
+
+typedef enum zvol_log_level {
+  ZVOL_LOG_DEBUG = 0,
+  ZVOL_LOG_INFO = 1,
+  ZVOL_LOG_ERROR = 2,
+} zvol_log_level_t;
+
+typedef void (*zvol_log_fn) (zvol_log_level_t level, const char *msg);
+
+/* Route the engine's messages (NULL: the default, stderr). */
+ZVOL_API void zvol_set_log (zvol_log_fn fn);
+/* Lowest level the default hook prints (tests silence debug output). */
+ZVOL_API void zvol_set_log_level (zvol_log_level_t level);
+
+/* ---- pools ---- */
+
+/* The transaction-group engine's tunables (OpenZFS's names and
+ * defaults; zvol_pool_config_init fills them in). */
+typedef struct zvol_txg_tunables {
+  uint64_t tt_timeout_ms;          /* sync at least this often (5000) */
+  uint64_t tt_dirty_max;           /* bytes; min(10% of RAM, 4 GiB) */
+  unsigned tt_dirty_sync_pct;      /* sync from this share of it (20) */
+  unsigned tt_delay_min_dirty_pct; /* throttle writers from here (60) */
+  uint64_t tt_delay_scale_ns;      /* the delay curve's scale (500 us) */
+  uint64_t tt_delay_max_ns;        /* its cap (100 ms) */
+} zvol_txg_tunables_t;
+
 typedef struct zvol_pool_config {
   const char *pc_devices[ZVOL_MAX_DEVS];
   unsigned pc_ndevices;
   bool pc_create;              /* create a new pool on the devices */
-  bool pc_readonly;
-  uint64_t pc_volsize;         /* create: volume size in bytes */
-  uint32_t pc_volblocksize;    /* create: default 16 KiB */
-  bool pc_sparse;              /* create: volume may exceed the pool */
+  bool pc_readonly;            /* import without writing anything */
   const char *pc_name;         /* create: pool name, default "zvol" */
-  uint64_t pc_cache_size;      /* buffer cache limit, bytes (0: default) */
-  zv_txg_tunables_t pc_txg;    /* zv_txg_tunables_default() first */
-  /* The intent log. */
+  /* create: the pool's volume */
+  uint64_t pc_volsize;         /* bytes */
+  uint32_t pc_volblocksize;    /* default 16 KiB */
+  bool pc_sparse;              /* the volume may exceed the pool */
+  uint64_t pc_zil_size;        /* log ring in the pool (0: auto) */
   const char *pc_logdevice;    /* separate log device; create adds it,
                                   import needs it if the pool has one */
-  unsigned pc_sync;            /* ZVOL_SYNC_* */
-  unsigned pc_logbias;         /* ZVOL_LOGBIAS_* */
-  bool pc_flush_by_txg;        /* flush/FUA wait for a txg (no log) */
-  uint64_t pc_zil_size;        /* create: log ring in the pool (0: auto) */
+  uint64_t pc_cache_size;      /* buffer cache limit, bytes (0: auto) */
+  zvol_txg_tunables_t pc_txg;
   /* Import progress (may be NULL): done out of total units. */
   void (*pc_progress) (void *arg, const char *what, uint64_t done,
                        uint64_t total);
   void *pc_progress_arg;
 } zvol_pool_config_t;
+
+/* Defaults for every field. */
+ZVOL_API void zvol_pool_config_init (zvol_pool_config_t *pc);
+
+/*
+ * Create (pc_create) or import the pool.  Nothing is written before every
+ * check passed (devices exist, lockable, large enough, not part of another
+ * pool for create; all present and of one pool for import).  A read-write
+ * import claims what the volumes' intent logs hold, so the pool may sync
+ * before a volume is opened and replays its log.
+ */
+ZVOL_API int zvol_pool_open (const zvol_pool_config_t *pc,
+                             zvol_pool_t **poolp);
+/* Start the engine's threads (a server that forks: after the fork). */
+ZVOL_API int zvol_pool_start (zvol_pool_t *pool);
+/* Sync everything, stop threads, release devices; -EBUSY while a volume
+ * is open (nothing is released then).  Returns the first error. */
+ZVOL_API int zvol_pool_close (zvol_pool_t *pool);
+
+ZVOL_API const char *zvol_pool_name (zvol_pool_t *pool);
+ZVOL_API uint64_t zvol_pool_guid (zvol_pool_t *pool);
+ZVOL_API bool zvol_pool_is_readonly (zvol_pool_t *pool);
+
+/* ---- volumes ---- */
 
 #define ZVOL_SYNC_STANDARD 0u      /* flush and FUA are durable */
 #define ZVOL_SYNC_ALWAYS   1u      /* every write is durable on return */
@@ -60,52 +122,142 @@ typedef struct zvol_pool_config {
 #define ZVOL_LOGBIAS_LATENCY    0u /* small writes copied into the log */
 #define ZVOL_LOGBIAS_THROUGHPUT 1u /* data written in place, pointer logged */
 
-/* Defaults for every field. */
-void zvol_pool_config_init (zvol_pool_config_t *pc);
+typedef struct zvol_config {
+  unsigned vc_sync;            /* ZVOL_SYNC_* */
+  unsigned vc_logbias;         /* ZVOL_LOGBIAS_* */
+  bool vc_flush_by_txg;        /* flush/FUA wait for a txg (no log) */
+} zvol_config_t;
+
+ZVOL_API void zvol_config_init (zvol_config_t *vc);
 
 /*
- * Create (pc_create) or import the pool.  Nothing is written before every
- * check passed (devices exist, lockable, large enough, not part of another
- * pool for create; all present and of one pool for import).
+ * Open the volume 'name' of the pool (NULL: the pool's only volume) and,
+ * on a read-write pool, replay its intent log.  A volume is open at most
+ * once at a time (-EBUSY); it is read-only when the pool is.
  */
-int zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp);
-/* Start the engine's threads (after nbdkit forks). */
-int zvol_pool_start (zvol_pool_t *pool);
-/* Sync everything, stop threads, release devices.  Returns first error. */
-int zvol_pool_close (zvol_pool_t *pool);
+ZVOL_API int zvol_open (zvol_pool_t *pool, const char *name,
+                        const zvol_config_t *vc, zvol_t **zvp);
+/* Make everything written durable and close.  Returns the first error
+ * (the volume is closed anyway). */
+ZVOL_API int zvol_close (zvol_t *zv);
 
-/* The pool's volume; valid until zvol_pool_close. */
-zvol_t *zvol_pool_volume (zvol_pool_t *pool);
-const char *zvol_pool_name (zvol_pool_t *pool);
-uint64_t zvol_pool_guid (zvol_pool_t *pool);
+ZVOL_API const char *zvol_name (zvol_t *zv);
+ZVOL_API uint64_t zvol_size (zvol_t *zv);
+ZVOL_API uint32_t zvol_blocksize (zvol_t *zv);
+ZVOL_API bool zvol_is_readonly (zvol_t *zv);
 
-/* Write the txg history (OpenZFS txgs kstat columns). */
-void zvol_pool_print_txgs (zvol_pool_t *pool, FILE *fp);
-/* Space, cache and intent-log figures, one "name value" line each. */
-void zvol_pool_print_stats (zvol_pool_t *pool, FILE *fp);
-/* Wait until everything written so far is on disk. */
-int zvol_pool_sync (zvol_pool_t *pool);
-
-/* Volume I/O.  Any offset and length within the volume. */
+/* I/O.  Any offset and length within the volume. */
 #define ZVOL_FUA      0x1u   /* durable before returning */
 #define ZVOL_MAY_TRIM 0x2u   /* zero: holes allowed */
-#define ZVOL_FAST     0x4u   /* zero: fail -ENOTSUP unless fast */
+#define ZVOL_FAST     0x4u   /* zero: fail -ENOTSUP rather than be slow */
 
-uint64_t zvol_size (zvol_t *zv);
-uint32_t zvol_blocksize (zvol_t *zv);
-bool zvol_is_readonly (zvol_t *zv);
-int zvol_read (zvol_t *zv, void *buf, uint64_t off, uint32_t len);
-int zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
-                unsigned flags);
-int zvol_flush (zvol_t *zv);
-int zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags);
-int zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags);
+ZVOL_API int zvol_read (zvol_t *zv, void *buf, uint64_t off, uint32_t len);
+ZVOL_API int zvol_write (zvol_t *zv, const void *buf, uint64_t off,
+                         uint32_t len, unsigned flags);
+ZVOL_API int zvol_flush (zvol_t *zv);
+ZVOL_API int zvol_trim (zvol_t *zv, uint64_t off, uint64_t len,
+                        unsigned flags);
+ZVOL_API int zvol_zero (zvol_t *zv, uint64_t off, uint64_t len,
+                        unsigned flags);
 
-/* Extents: calls fn for ascending, contiguous ranges from 'off'. */
+/* Extents: calls fn for ascending, contiguous ranges from 'off'; a
+ * nonzero return from fn stops the walk (a positive one is not an
+ * error: zvol_extents then returns 0). */
 #define ZVOL_EXTENT_HOLE 0x1u   /* unallocated, reads as zeros */
 typedef int (*zvol_extent_fn) (void *arg, uint64_t off, uint64_t len,
                                unsigned type);
-int zvol_extents (zvol_t *zv, uint64_t off, uint64_t len, zvol_extent_fn fn,
-                  void *arg);
+ZVOL_API int zvol_extents (zvol_t *zv, uint64_t off, uint64_t len,
+                           zvol_extent_fn fn, void *arg);
+
+/* ---- statistics ---- */
+
+typedef struct zvol_pool_stats {
+  const char *ps_name;                  /* valid while the pool is open */
+  uint64_t ps_guid;
+  unsigned ps_ndevs;
+  const char *ps_dev_path[ZVOL_MAX_DEVS];
+  bool ps_dev_direct[ZVOL_MAX_DEVS];    /* O_DIRECT in use */
+  uint64_t ps_space_total, ps_space_allocated;
+  uint64_t ps_space_deferred;           /* freed, reusable in two txgs */
+  uint64_t ps_space_reserved;           /* dirty data's reservations */
+  uint64_t ps_txg_synced, ps_txg_open, ps_dirty_bytes;
+  uint64_t ps_sync_passes_last;
+  unsigned ps_sync_write_max_active_last;
+  uint64_t ps_cache_bytes, ps_cache_limit, ps_cache_buffers;
+  uint64_t ps_cache_hits, ps_cache_misses, ps_cache_evictions;
+} zvol_pool_stats_t;
+
+ZVOL_API void zvol_pool_get_stats (zvol_pool_t *pool, zvol_pool_stats_t *ps);
+
+/* One row of the txg history (OpenZFS's txgs kstat). */
+typedef struct zvol_txg_stats {
+  uint64_t ts_txg;
+  uint64_t ts_birth_ns;        /* since the engine started */
+  char ts_state;               /* O open, Q quiescing, S syncing,
+                                  C committed */
+  uint64_t ts_ndirty, ts_nread, ts_nwritten, ts_reads, ts_writes;
+  uint64_t ts_otime_ns, ts_qtime_ns, ts_wtime_ns, ts_stime_ns;
+} zvol_txg_stats_t;
+#define ZVOL_TXG_HISTORY 100u
+
+/* The newest txgs, oldest first, at most 'max'; returns how many. */
+ZVOL_API size_t zvol_pool_get_txgs (zvol_pool_t *pool, zvol_txg_stats_t *out,
+                                    size_t max);
+
+typedef struct zvol_stats {
+  const char *vs_name;
+  uint64_t vs_volsize;
+  uint32_t vs_volblocksize;
+  bool vs_readonly;
+  /* The intent log (all zero and vs_log false when read-only). */
+  bool vs_log;
+  unsigned vs_sync, vs_logbias;
+  const char *vs_log_device;            /* NULL: a ring in the pool */
+  uint64_t vs_zil_lwbs_written, vs_zil_lwb_bytes;
+  uint64_t vs_zil_ring_size, vs_zil_ring_used;
+  uint64_t vs_zil_records_copied, vs_zil_records_need_copy;
+  uint64_t vs_zil_records_indirect, vs_zil_records_free;
+  uint64_t vs_zil_records_dropped;
+  uint64_t vs_zil_commits, vs_zil_commit_fallbacks;
+  uint64_t vs_zil_commit_latency_mean_ns, vs_zil_commit_latency_p99_ns;
+  uint64_t vs_zil_lwb_latency_ewma_ns;
+} zvol_stats_t;
+
+ZVOL_API void zvol_get_stats (zvol_t *zv, zvol_stats_t *vs);
+
+/*
+ * The tables as text, the format of the kstat files and of the admin
+ * tool: "name value" lines of the pool's and (zv not NULL) the volume's
+ * figures; the txg history in OpenZFS's columns.  A string to free(), or
+ * NULL on ENOMEM.
+ */
+ZVOL_API char *zvol_format_stats (zvol_pool_t *pool, zvol_t *zv);
+ZVOL_API char *zvol_format_txgs (zvol_pool_t *pool);
+
+/*
+ * The kstat writer: a thread that rewrites DIR/txgs and DIR/stats every
+ * interval (atomically: a reader never sees half a table), and once more
+ * when stopped.  'tick', if set, sees the txg table after each round (the
+ * plugin logs its newest line).  Start it after a fork, like the pool.
+ */
+typedef struct zvol_kstat zvol_kstat_t;
+typedef void (*zvol_kstat_tick_fn) (void *arg, const char *txgs);
+
+/* mkdir -p DIR (0755): 0 or -errno. */
+ZVOL_API int zvol_kstat_mkdir (const char *dir);
+/* The default directory for a pool: /run/nbdkit-zvol/NAME as root, else
+ * $XDG_RUNTIME_DIR/nbdkit-zvol/NAME, made if missing; NULL when neither
+ * can be had (the reason is logged at debug level).  free() it. */
+ZVOL_API char *zvol_kstat_default_dir (const char *pool_name);
+/* dir NULL: no files, only the tick.  Returns 0 or -errno. */
+ZVOL_API int zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv,
+                               const char *dir, unsigned interval_ms,
+                               zvol_kstat_tick_fn tick, void *arg,
+                               zvol_kstat_t **ksp);
+ZVOL_API void zvol_kstat_stop (zvol_kstat_t *ks);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ZVOL_H */

@@ -17,19 +17,20 @@
  *   config_complete  check the combination (device given, size only with
  *                    create, ...).  Nothing is touched on disk yet.
  *   get_ready        create a missing backing file (create=true, one
- *                    device), resolve the device paths, zvol_pool_open.
+ *                    device), resolve the device paths, zvol_pool_open,
+ *                    zvol_open (which replays the volume's intent log).
  *                    Errors here are the last ones the user sees on the
  *                    terminal: the server exits non-zero before serving.
  *   after_fork       zvol_pool_start (the engine's threads), then the kstat
- *                    thread.  Threads must not be started before nbdkit
- *                    forks into the background, because fork keeps only
- *                    the calling thread.
- *   cleanup          stop the kstat thread, zvol_pool_close (syncs).
+ *                    writer (zvol_kstat_start).  Threads must not be
+ *                    started before nbdkit forks into the background,
+ *                    because fork keeps only the calling thread.
+ *   cleanup          stop the kstat writer, zvol_close, zvol_pool_close
+ *                    (each syncs).
  *
  * Requests arrive in the PARALLEL thread model: many at once, from many
- * connections.  The plugin keeps no per-request state and takes no lock on
- * the data path; the engine does its own locking.  The only plugin lock is
- * zp_kstat_lock, which guards the kstat thread's stop flag.
+ * connections.  The plugin keeps no per-request state and takes no lock;
+ * the engine does its own locking.
  *
  * Errors: every engine function returns 0 or -errno and has already logged
  * a message through the log hook (zp_log -> nbdkit_error), so a data
@@ -109,22 +110,16 @@ static zvol_t *zp_zv;
 static char *zp_created_file;   /* file we created or grew in get_ready */
 static bool zp_created_new;     /* ... and it did not exist before */
 
-/* kstat thread: started in after_fork, stopped in cleanup. */
-static pthread_mutex_t zp_kstat_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t zp_kstat_cv;
-static bool zp_kstat_stop;
-static bool zp_kstat_running;
-static pthread_t zp_kstat_thread;
-static char *zp_kstat_path;     /* directory actually used, or NULL */
-static int zp_kstat_last_err;   /* last write error, to log it once */
+static zvol_kstat_t *zp_kstat;   /* the kstat writer, after_fork..cleanup */
+static char *zp_kstat_path;     /* directory in use, or NULL */
 static char *zp_kstat_last_txg; /* last line logged for -D zvol.txg=1 */
 
 /* Route the engine's messages: errors to nbdkit_error (always shown),
  * the rest to nbdkit_debug (shown with -v). */
 static void
-zp_log (enum zv_log_level level, const char *msg)
+zp_log (zvol_log_level_t level, const char *msg)
 {
-  if (level == ZV_LOG_ERROR)
+  if (level == ZVOL_LOG_ERROR)
     nbdkit_error ("%s", msg);
   else
     nbdkit_debug ("%s", msg);
@@ -135,7 +130,7 @@ zp_log (enum zv_log_level level, const char *msg)
 static void
 zp_load (void)
 {
-  zv_set_log (zp_log);
+  zvol_set_log (zp_log);
 }
 
 /* Free what config allocated. */
@@ -152,7 +147,7 @@ zp_unload (void)
   free (zp_kstat_path);
   free (zp_kstat_last_txg);
   free (zp_created_file);
-  zv_set_log (NULL);
+  zvol_set_log (NULL);
 }
 
 /* Parse an unsigned integer and check it lies in [lo, hi]. */
@@ -427,7 +422,7 @@ zp_create_file_size (uint64_t volsize)
 {
   uint64_t sz = volsize + volsize / 100 * ZP_CREATE_SLACK_PCT +
     volsize % 100 * ZP_CREATE_SLACK_PCT / 100 + ZP_CREATE_SLACK_BYTES;
-  return ZV_P2ROUNDUP (sz, ZP_CREATE_ROUND);
+  return (sz + ZP_CREATE_ROUND - 1) / ZP_CREATE_ROUND * ZP_CREATE_ROUND;
 }
 
 /* create=true with one device that does not exist (or is an empty regular
@@ -495,52 +490,18 @@ zp_progress (void *arg, const char *what, uint64_t done, uint64_t total)
   nbdkit_debug ("%s: %d%%", what ? what : "import", pct);
 }
 
-/* Make 'dir' and its parents (mkdir -p).  Returns 0 or -1 with errno. */
-static int
-zp_mkdir_p (const char *dir)
-{
-  char *p, *s = strdup (dir);
-
-  if (s == NULL)
-    return -1;
-  for (p = s + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    if (mkdir (s, 0755) == -1 && errno != EEXIST) {
-      free (s);
-      return -1;
-    }
-    *p = '/';
-  }
-  if (mkdir (s, 0755) == -1 && errno != EEXIST) {
-    free (s);
-    return -1;
-  }
-  free (s);
-  return 0;
-}
-
-/* "a/b" in a new string (NULL on ENOMEM). */
-static char *
-zp_path_join (const char *a, const char *b)
-{
-  size_t n = strlen (a) + 1 + strlen (b) + 1;
-  char *s = malloc (n);
-
-  if (s)
-    snprintf (s, n, "%s/%s", a, b);
-  return s;
-}
-
 /* kstat=DIR: create it before the pool is opened, so that a directory we
  * cannot use is an error with nothing to undo. */
 static int
 zp_kstat_setup_explicit (void)
 {
+  int r;
+
   if (zp_kstat_dir == NULL)
     return 0;
-  if (zp_mkdir_p (zp_kstat_dir) == -1) {
+  r = zvol_kstat_mkdir (zp_kstat_dir);
+  if (r < 0) {
+    errno = -r;
     nbdkit_error ("kstat directory %s: %m", zp_kstat_dir);
     return -1;
   }
@@ -552,48 +513,6 @@ zp_kstat_setup_explicit (void)
   return 0;
 }
 
-/* No kstat= given: /run/nbdkit-zvol/NAME when root, else
- * $XDG_RUNTIME_DIR/nbdkit-zvol/NAME, else none.  Needs the open pool (its
- * name).  Never fails: a default directory we cannot make only disables
- * the files. */
-static void
-zp_kstat_setup_default (void)
-{
-  const char *name = zvol_pool_name (zp_pool);
-  const char *xdg = getenv ("XDG_RUNTIME_DIR");
-  char *safe, *p, *base = NULL, *dir = NULL;
-
-  /* The pool name becomes one path component. */
-  safe = strdup (name && *name ? name : "zvol");
-  if (safe == NULL)
-    return;
-  for (p = safe; *p; p++)
-    if (*p == '/')
-      *p = '_';
-  if (strcmp (safe, ".") == 0 || strcmp (safe, "..") == 0)
-    safe[0] = '_';
-
-  if (geteuid () == 0 && access ("/run", W_OK) == 0)
-    base = strdup ("/run/nbdkit-zvol");
-  else if (xdg && *xdg == '/')
-    base = zp_path_join (xdg, "nbdkit-zvol");
-  if (base)
-    dir = zp_path_join (base, safe);
-  free (base);
-  free (safe);
-  if (dir == NULL) {
-    nbdkit_debug ("kstat files disabled: not root and no XDG_RUNTIME_DIR "
-                  "(use kstat=DIR)");
-    return;
-  }
-  if (zp_mkdir_p (dir) == -1) {
-    nbdkit_debug ("kstat files disabled: cannot create %s: %m", dir);
-    free (dir);
-    return;
-  }
-  zp_kstat_path = dir;
-}
-
 /* Create (create=true) or import the pool.  This is the last callback
  * whose errors reach the user's terminal, so everything that can fail
  * (missing devices, locks, a damaged pool) fails here. */
@@ -601,6 +520,7 @@ static int
 zp_get_ready (void)
 {
   zvol_pool_config_t pc;
+  zvol_config_t vc;
   unsigned i;
   int r, last_pct = -1;
 
@@ -637,9 +557,6 @@ zp_get_ready (void)
   if (zp_cache_size_set)
     pc.pc_cache_size = zp_cache_size;
   pc.pc_logdevice = zp_logdev;
-  pc.pc_sync = zp_sync;
-  pc.pc_logbias = zp_logbias;
-  pc.pc_flush_by_txg = zp_flush_by_txg;
   if (zp_create) {
     pc.pc_zil_size = zp_zil_size;
     pc.pc_sparse = zp_sparse;
@@ -664,7 +581,20 @@ zp_get_ready (void)
     zp_pool = NULL;
     goto fail;
   }
-  zp_zv = zvol_pool_volume (zp_pool);
+  zvol_config_init (&vc);
+  vc.vc_sync = zp_sync;
+  vc.vc_logbias = zp_logbias;
+  vc.vc_flush_by_txg = zp_flush_by_txg;
+  r = zvol_open (zp_pool, NULL, &vc, &zp_zv);
+  if (r < 0) {
+    errno = -r;
+    nbdkit_error ("could not open the volume of pool %s: %m",
+                  zvol_pool_name (zp_pool));
+    /* Nothing was written for the volume: the pool closes cleanly. */
+    zvol_pool_close (zp_pool);
+    zp_pool = NULL;
+    goto fail;
+  }
   nbdkit_debug ("pool %s (guid %016" PRIx64 ") %s: volume %" PRIu64
                 " bytes, volblocksize %" PRIu32 "%s",
                 zvol_pool_name (zp_pool), zvol_pool_guid (zp_pool),
@@ -673,7 +603,7 @@ zp_get_ready (void)
                 zvol_is_readonly (zp_zv) ? ", read-only" : "");
 
   if (!zp_kstat_none && zp_kstat_path == NULL)
-    zp_kstat_setup_default ();
+    zp_kstat_path = zvol_kstat_default_dir (zvol_pool_name (zp_pool));
   if (zp_kstat_path)
     nbdkit_debug ("kstat files: %s/txgs and %s/stats", zp_kstat_path,
                   zp_kstat_path);
@@ -695,85 +625,12 @@ zp_get_ready (void)
   return -1;
 }
 
-/* Write 'len' bytes to DIR/NAME atomically: a temporary file, then
- * rename, so a reader never sees half a table.  Returns 0 or -errno. */
-static int
-zp_kstat_write (const char *name, const char *buf, size_t len)
-{
-  char *tmp = NULL, *dst = NULL;
-  int fd = -1, err = 0;
-  size_t done = 0;
-
-  size_t hlen = strlen (name) + 6;
-  char *hidden = malloc (hlen);
-
-  if (hidden == NULL)
-    return -ENOMEM;
-  snprintf (hidden, hlen, ".%s.tmp", name);
-  tmp = zp_path_join (zp_kstat_path, hidden);
-  free (hidden);
-  dst = zp_path_join (zp_kstat_path, name);
-  if (tmp == NULL || dst == NULL) {
-    err = -ENOMEM;
-    goto out;
-  }
-  fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd == -1) {
-    err = -errno;
-    goto out;
-  }
-  while (done < len) {
-    ssize_t n = write (fd, buf + done, len - done);
-    if (n == -1) {
-      if (errno == EINTR)
-        continue;
-      err = -errno;
-      goto out;
-    }
-    done += (size_t) n;
-  }
-  if (close (fd) == -1) {
-    fd = -1;
-    err = -errno;
-    goto out;
-  }
-  fd = -1;
-  if (rename (tmp, dst) == -1)
-    err = -errno;
- out:
-  if (fd != -1)
-    close (fd);
-  if (err && tmp)
-    unlink (tmp);
-  free (tmp);
-  free (dst);
-  return err;
-}
-
-/* Render one of the engine's tables into memory.  Returns NULL on ENOMEM. */
-static char *
-zp_kstat_render (void (*print) (zvol_pool_t *, FILE *), size_t *lenp)
-{
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *fp = open_memstream (&buf, &len);
-
-  if (fp == NULL)
-    return NULL;
-  print (zp_pool, fp);
-  if (fclose (fp) != 0) {
-    free (buf);
-    return NULL;
-  }
-  *lenp = len;
-  return buf;
-}
-
-/* -D zvol.txg=1: log the newest line of the txg history when it changes. */
+/* -D zvol.txg=1: log the newest line of the txg history when it changes
+ * (the kstat writer's tick). */
 static void
-zp_kstat_debug_txg (const char *txgs, size_t len)
+zp_kstat_debug_txg (void *arg, const char *txgs)
 {
-  const char *end = txgs + len, *start;
+  const char *end = txgs + strlen (txgs), *start;
 
   while (end > txgs && end[-1] == '\n')
     end--;
@@ -789,107 +646,6 @@ zp_kstat_debug_txg (const char *txgs, size_t len)
   nbdkit_debug ("txg: %.*s", (int) (end - start), start);
 }
 
-/* One tick: rewrite DIR/txgs and DIR/stats.  A failing write is logged
- * once (per distinct error), not every second. */
-static void
-zp_kstat_tick (void)
-{
-  static const struct {
-    const char *name;
-    void (*print) (zvol_pool_t *, FILE *);
-  } tables[] = {
-    { "txgs", zvol_pool_print_txgs },
-    { "stats", zvol_pool_print_stats },
-  };
-  size_t i;
-
-  for (i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-    size_t len = 0;
-    char *buf;
-    int err;
-
-    if (zp_kstat_path == NULL && !(zvol_debug_txg && i == 0))
-      continue;
-    buf = zp_kstat_render (tables[i].print, &len);
-    if (buf == NULL)
-      continue;
-    if (i == 0 && zvol_debug_txg)
-      zp_kstat_debug_txg (buf, len);
-    if (zp_kstat_path) {
-      err = zp_kstat_write (tables[i].name, buf, len);
-      if (err && err != zp_kstat_last_err) {
-        errno = -err;
-        nbdkit_debug ("kstat: cannot write %s/%s: %m", zp_kstat_path,
-                      tables[i].name);
-      }
-      zp_kstat_last_err = err;
-    }
-    free (buf);
-  }
-}
-
-/* The kstat thread: a tick every ZP_KSTAT_INTERVAL_S until told to stop. */
-static void *
-zp_kstat_main (void *arg)
-{
-  struct timespec ts;
-
-  pthread_mutex_lock (&zp_kstat_lock);
-  while (!zp_kstat_stop) {
-    pthread_mutex_unlock (&zp_kstat_lock);
-    zp_kstat_tick ();
-    pthread_mutex_lock (&zp_kstat_lock);
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ZP_KSTAT_INTERVAL_S;
-    while (!zp_kstat_stop &&
-           pthread_cond_timedwait (&zp_kstat_cv, &zp_kstat_lock, &ts) == 0)
-      ;
-  }
-  pthread_mutex_unlock (&zp_kstat_lock);
-  return NULL;
-}
-
-/* Start the kstat thread (only when it has something to do). */
-static int
-zp_kstat_start (void)
-{
-  pthread_condattr_t ca;
-  int err;
-
-  if (zp_kstat_path == NULL && !zvol_debug_txg)
-    return 0;
-  pthread_condattr_init (&ca);
-  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
-  pthread_cond_init (&zp_kstat_cv, &ca);
-  pthread_condattr_destroy (&ca);
-  zp_kstat_stop = false;
-  err = pthread_create (&zp_kstat_thread, NULL, zp_kstat_main, NULL);
-  if (err) {
-    errno = err;
-    nbdkit_error ("cannot start the kstat thread: %m");
-    pthread_cond_destroy (&zp_kstat_cv);
-    return -1;
-  }
-  zp_kstat_running = true;
-  return 0;
-}
-
-/* Stop the kstat thread and write the tables one last time. */
-static void
-zp_kstat_stop_thread (void)
-{
-  if (!zp_kstat_running)
-    return;
-  pthread_mutex_lock (&zp_kstat_lock);
-  zp_kstat_stop = true;
-  pthread_cond_signal (&zp_kstat_cv);
-  pthread_mutex_unlock (&zp_kstat_lock);
-  pthread_join (zp_kstat_thread, NULL);
-  pthread_cond_destroy (&zp_kstat_cv);
-  zp_kstat_running = false;
-  zp_kstat_tick ();
-}
-
 /* After nbdkit forked: start the engine's threads, then ours. */
 static int
 zp_after_fork (void)
@@ -902,7 +658,11 @@ zp_after_fork (void)
     return -1;
   }
   /* The statistics files are not worth refusing to serve for. */
-  if (zp_kstat_start () == -1)
+  if ((zp_kstat_path || zvol_debug_txg)
+      && zvol_kstat_start (zp_pool, zp_zv, zp_kstat_path,
+                           ZP_KSTAT_INTERVAL_S * 1000,
+                           zvol_debug_txg ? zp_kstat_debug_txg : NULL, NULL,
+                           &zp_kstat) < 0)
     nbdkit_error ("serving without kstat files");
   return 0;
 }
@@ -914,9 +674,15 @@ zp_cleanup (void)
 {
   int r;
 
-  zp_kstat_stop_thread ();
+  zvol_kstat_stop (zp_kstat);
+  zp_kstat = NULL;
   if (zp_pool == NULL)
     return;
+  r = zvol_close (zp_zv);
+  if (r < 0) {
+    errno = -r;
+    nbdkit_error ("closing the volume: %m");
+  }
   r = zvol_pool_close (zp_pool);
   if (r < 0) {
     errno = -r;

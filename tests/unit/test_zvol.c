@@ -41,6 +41,7 @@
 
 #include "zvol.h"
 #include "testlib.h"
+#include "pooltest.h"
 
 #define MiB (1ull << 20)
 #define KiB 1024u
@@ -74,7 +75,7 @@ new_pool (char *path, size_t pathlen, const char *name, uint64_t devsize,
   cfg (&pc, &dev, volsize, true);
   if (cache)
     pc.pc_cache_size = cache;
-  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (tpool_open (&pc, &p), 0);
   return p;
 }
 
@@ -84,10 +85,10 @@ reimport (zvol_pool_t *p, const char *dev)
 {
   zvol_pool_config_t pc;
 
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   cfg (&pc, &dev, 0, false);
   p = NULL;
-  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (tpool_open (&pc, &p), 0);
   return p;
 }
 
@@ -200,7 +201,7 @@ test_random_shadow (void **state)
   const uint64_t volsize = 8 * MiB + 12800;      /* short last block */
   zvol_pool_t *p = new_pool (path, sizeof path, "random", DEV_SIZE, volsize,
                              256 * KiB);
-  zvol_t *zv = zvol_pool_volume (p);
+  zvol_t *zv = tvol (p);
   uint8_t *shadow = calloc (1, volsize);
   uint8_t *buf = malloc (128 * KiB);
   extlist_t *el = malloc (sizeof *el);
@@ -266,7 +267,7 @@ test_random_shadow (void **state)
     }
     else {
       counts[6]++;
-      assert_int_equal (zvol_pool_sync (p), 0);
+      assert_int_equal (zv_pool_sync (p), 0);
     }
   }
   print_message ("  ops: %u writes, %u reads, %u trims, %u zeros, "
@@ -274,10 +275,10 @@ test_random_shadow (void **state)
                  counts[2], counts[3], counts[4], counts[5], counts[6]);
   check_shadow (zv, shadow, 0, volsize);
   p = reimport (p, path);
-  zv = zvol_pool_volume (p);
+  zv = tvol (p);
   assert_int_equal (zvol_size (zv), volsize);
   check_shadow (zv, shadow, 0, volsize);
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   free (el);
   free (buf);
   free (shadow);
@@ -297,17 +298,17 @@ test_large_write (void **state)
 
   assert_non_null (buf);
   tl_pat_fill (buf, off, len, 32);
-  assert_int_equal (zvol_write (zvol_pool_volume (p), buf, off, len, 0), 0);
+  assert_int_equal (zvol_write (tvol (p), buf, off, len, 0), 0);
   memset (buf, 0, len);
-  assert_int_equal (zvol_read (zvol_pool_volume (p), buf, off, len), 0);
+  assert_int_equal (zvol_read (tvol (p), buf, off, len), 0);
   assert_int_equal (tl_pat_check (buf, off, len, 32), -1);
   p = reimport (p, path);
   memset (buf, 0, len);
-  assert_int_equal (zvol_read (zvol_pool_volume (p), buf, off, len), 0);
+  assert_int_equal (zvol_read (tvol (p), buf, off, len), 0);
   assert_int_equal (tl_pat_check (buf, off, len, 32), -1);
-  assert_int_equal (zvol_read (zvol_pool_volume (p), buf, 0, off), 0);
+  assert_int_equal (zvol_read (tvol (p), buf, 0, off), 0);
   assert_true (zv_is_zero (buf, off));
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   free (buf);
 }
 
@@ -315,15 +316,11 @@ test_large_write (void **state)
 static uint64_t
 stat_value (zvol_pool_t *p, const char *name)
 {
-  char *text = NULL, *at;
-  size_t len = 0;
-  FILE *fp = open_memstream (&text, &len);
+  char *text = tpool_stats (p), *at;
   uint64_t v = UINT64_MAX;
   char key[80];
 
-  assert_non_null (fp);
-  zvol_pool_print_stats (p, fp);
-  fclose (fp);
+  assert_non_null (text);
   snprintf (key, sizeof key, "\n%s ", name);
   at = strstr (text, key);
   if (at)
@@ -341,7 +338,7 @@ test_trim (void **state)
   char path[512];
   const uint64_t volsize = MiB;
   zvol_pool_t *p = new_pool (path, sizeof path, "trim", DEV_SIZE, volsize, 0);
-  zvol_t *zv = zvol_pool_volume (p);
+  zvol_t *zv = tvol (p);
   uint8_t *shadow = calloc (1, volsize);
   extlist_t *el = malloc (sizeof *el);
   uint64_t before, after, alloc[3];
@@ -353,7 +350,7 @@ test_trim (void **state)
    * size varies with the metadata each txg rewrites). */
   for (unsigned i = 0; i < 3; i++) {
     write_shadow (zv, shadow, 20 * BS, 512, 100 + i, 0);
-    assert_int_equal (zvol_pool_sync (p), 0);
+    assert_int_equal (zv_pool_sync (p), 0);
   }
   before = stat_value (p, "space_allocated")
     - stat_value (p, "space_deferred");
@@ -381,7 +378,7 @@ test_trim (void **state)
   /* The space comes back once the frees are past the defer window. */
   for (unsigned i = 0; i < 3; i++) {
     write_shadow (zv, shadow, 20 * BS, 512, 200 + i, 0);
-    assert_int_equal (zvol_pool_sync (p), 0);
+    assert_int_equal (zv_pool_sync (p), 0);
     alloc[i] = stat_value (p, "space_allocated");
   }
   after = alloc[2] - stat_value (p, "space_deferred");
@@ -390,11 +387,11 @@ test_trim (void **state)
    * space when the third began to sync. */
   assert_true (alloc[2] + 5 * BS <= alloc[1]);
   p = reimport (p, path);
-  zv = zvol_pool_volume (p);
+  zv = tvol (p);
   check_shadow (zv, shadow, 0, volsize);
   get_extents (zv, 0, volsize, el);
   assert_true (ext_is (el, 2 * BS, 5 * BS, ZVOL_EXTENT_HOLE));
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   free (el);
   free (shadow);
 }
@@ -407,7 +404,7 @@ test_zero (void **state)
   char path[512];
   const uint64_t volsize = 10 * BS + 4096;
   zvol_pool_t *p = new_pool (path, sizeof path, "zero", DEV_SIZE, volsize, 0);
-  zvol_t *zv = zvol_pool_volume (p);
+  zvol_t *zv = tvol (p);
   uint8_t *shadow = calloc (1, volsize);
   extlist_t *el = malloc (sizeof *el);
   static const struct { uint64_t off, len; unsigned flags; } z[] = {
@@ -445,7 +442,7 @@ test_zero (void **state)
   check_shadow (zv, shadow, 9 * BS, BS + 4096);
 
   p = reimport (p, path);
-  zv = zvol_pool_volume (p);
+  zv = tvol (p);
   check_shadow (zv, shadow, 0, volsize);
 
   /* Everything. */
@@ -456,7 +453,7 @@ test_zero (void **state)
   get_extents (zv, 0, volsize, el);
   assert_int_equal (el->n, 1);
   assert_int_equal (el->v[0].type, ZVOL_EXTENT_HOLE);
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   free (el);
   free (shadow);
 }
@@ -470,7 +467,7 @@ test_extents (void **state)
   const uint64_t volsize = MiB + 4096;
   zvol_pool_t *p = new_pool (path, sizeof path, "extents", DEV_SIZE, volsize,
                              0);
-  zvol_t *zv = zvol_pool_volume (p);
+  zvol_t *zv = tvol (p);
   uint8_t *shadow = calloc (1, volsize);
   extlist_t *el = malloc (sizeof *el);
 
@@ -522,7 +519,7 @@ test_extents (void **state)
   assert_int_equal (zvol_extents (zv, 5, 0, ext_cb, el), 0);
   assert_int_equal (el->n, 0);
   check_shadow (zv, shadow, 0, volsize);
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   free (el);
   free (shadow);
 }
@@ -536,7 +533,7 @@ test_out_of_range (void **state)
   const uint64_t volsize = MiB;
   zvol_pool_t *p = new_pool (path, sizeof path, "range", DEV_SIZE, volsize,
                              0);
-  zvol_t *zv = zvol_pool_volume (p);
+  zvol_t *zv = tvol (p);
   uint8_t buf[64] = { 1 };
   extlist_t *el = malloc (sizeof *el);
   static const struct { uint64_t off, len; } bad[] = {
@@ -568,7 +565,7 @@ test_out_of_range (void **state)
   assert_int_equal (buf[1], buf[0]);
   get_extents (zv, 0, volsize, el);
   assert_int_equal (el->n, 2);          /* only the last block has data */
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   free (el);
 }
 
@@ -586,17 +583,17 @@ test_readonly (void **state)
   uint64_t h;
 
   tl_pat_fill (buf, 4096, sizeof buf, 9);
-  assert_int_equal (zvol_write (zvol_pool_volume (p), buf, 4096, sizeof buf,
+  assert_int_equal (zvol_write (tvol (p), buf, 4096, sizeof buf,
                                 0), 0);
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   h = tl_hash_file (dev);
 
   cfg (&pc, &dev, 0, false);
   pc.pc_readonly = true;
   p = NULL;
-  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (tpool_open (&pc, &p), 0);
   assert_int_equal (zvol_pool_start (p), 0);
-  zvol_t *zv = zvol_pool_volume (p);
+  zvol_t *zv = tvol (p);
   assert_true (zvol_is_readonly (zv));
   tl_log_reset (true);
   assert_int_equal (zvol_write (zv, buf, 0, 512, 0), -EROFS);
@@ -609,8 +606,8 @@ test_readonly (void **state)
   assert_int_equal (zvol_read (zv, buf, 4096, sizeof buf), 0);
   assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 9), -1);
   assert_int_equal (zvol_flush (zv), 0);
-  assert_int_equal (zvol_pool_sync (p), 0);
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   assert_int_equal (tl_hash_file (dev), h);
 }
 
@@ -665,7 +662,7 @@ child_import (const char *dev)
 
   cfg (&pc, &dev, 0, false);
   tl_log_reset (true);
-  for (unsigned i = 0; (r = zvol_pool_open (&pc, &p)) == -EBUSY && i < 2500;
+  for (unsigned i = 0; (r = tpool_open (&pc, &p)) == -EBUSY && i < 2500;
        i++)
     usleep (2000);
   tl_log_reset (false);
@@ -686,13 +683,13 @@ fua_child_thread (void *arg)
 
   cfg (&pc, &c->dev, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
-  if (zvol_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+  if (tpool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
   for (unsigned i = 0; i < FUA_N; i++) {
     uint64_t off = i * 300000 + 1234;
     char ack = (char) i;
     tl_pat_fill (buf, off, sizeof buf, 70 + i);
-    if (zvol_write (zvol_pool_volume (p), buf, off, sizeof buf, ZVOL_FUA) < 0)
+    if (zvol_write (tvol (p), buf, off, sizeof buf, ZVOL_FUA) < 0)
       _exit (5);
     if (write (c->fd, &ack, 1) != 1)
       _exit (6);
@@ -713,7 +710,7 @@ test_fua_durable (void **state)
   int fd;
   pid_t pid;
 
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   pid = child_spawn (dev, fua_child_thread, &fd);
   while (read (fd, &ack, 1) == 1)
     assert_int_equal ((unsigned) ack, acks++);
@@ -725,11 +722,11 @@ test_fua_durable (void **state)
   for (unsigned i = 0; i < FUA_N; i++) {
     uint8_t buf[3 * 4096];
     uint64_t off = i * 300000 + 1234;
-    assert_int_equal (zvol_read (zvol_pool_volume (p), buf, off, sizeof buf),
+    assert_int_equal (zvol_read (tvol (p), buf, off, sizeof buf),
                       0);
     assert_int_equal (tl_pat_check (buf, off, sizeof buf, 70 + i), -1);
   }
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
 }
 
 /* ---- overlapping writes and the log ---- */
@@ -782,10 +779,10 @@ ov_child_thread (void *arg)
 
   cfg (&pc, &fc->dev, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
-  if (seen == NULL || zvol_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+  if (seen == NULL || tpool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
   memset (&c, 0, sizeof c);
-  c.zv = zvol_pool_volume (p);
+  c.zv = tvol (p);
   pthread_barrier_init (&c.bar, NULL, 2);
   for (unsigned i = 0; i < 2; i++)
     if (pthread_create (&th[i], NULL, ov_writer, &c) != 0)
@@ -823,7 +820,7 @@ test_overlap_replay (void **state)
   int fd;
   pid_t pid;
 
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   pid = child_spawn (dev, ov_child_thread, &fd);
   while (got < OV_SLOTS && (n = read (fd, want + got, OV_SLOTS - got)) > 0)
     got += (size_t) n;
@@ -833,7 +830,7 @@ test_overlap_replay (void **state)
 
   p = child_import (dev);
   for (uint32_t s = 0; s < OV_SLOTS; s++) {
-    assert_int_equal (zvol_read (zvol_pool_volume (p), b,
+    assert_int_equal (zvol_read (tvol (p), b,
                                  (uint64_t) s * OV_SLOT, OV_SLOT), 0);
     assert_true (b[0] == 1 || b[0] == 2);
     if (b[0] != want[s]) {
@@ -843,7 +840,7 @@ test_overlap_replay (void **state)
       bad++;
     }
   }
-  assert_int_equal (zvol_pool_close (p), 0);
+  assert_int_equal (tpool_close (p), 0);
   free (want);
   if (bad)
     fail_msg ("%u of %u slots changed across the crash: the log replays "
@@ -979,17 +976,10 @@ cc_bystander (void *arg)
       cc_fail (sh, "bystander: extents %" PRIu64 "+%" PRIu64 ": r %d, "
                "covered up to %" PRIu64, off, len, r, pos);
     if (tl_rand (&s) % 16 == 0) {
-      char *text = NULL;
-      size_t tl = 0;
-      FILE *fp = open_memstream (&text, &tl);
-      if (fp) {
-        zvol_pool_print_stats (sh->pool, fp);
-        zvol_pool_print_txgs (sh->pool, fp);
-        fclose (fp);
-      }
-      free (text);
+      free (zvol_format_stats (sh->pool, sh->zv));
+      free (zvol_format_txgs (sh->pool));
     }
-    if (tl_rand (&s) % 32 == 0 && (r = zvol_pool_sync (sh->pool)) < 0)
+    if (tl_rand (&s) % 32 == 0 && (r = zv_pool_sync (sh->pool)) < 0)
       cc_fail (sh, "bystander: sync: %d", r);
   }
   free (buf);
@@ -1020,10 +1010,10 @@ test_concurrency (void **state)
   pc.pc_cache_size = MiB;
   pc.pc_txg.tt_timeout_ms = 20;
   pc.pc_txg.tt_dirty_max = 4 * MiB;
-  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (tpool_open (&pc, &p), 0);
   assert_int_equal (zvol_pool_start (p), 0);
   sh.pool = p;
-  sh.zv = zvol_pool_volume (p);
+  sh.zv = tvol (p);
 
   assert_int_equal (pthread_create (&by, NULL, cc_bystander, &sh), 0);
   for (unsigned i = 0; i < CC_THREADS; i++) {
@@ -1041,8 +1031,8 @@ test_concurrency (void **state)
 
   check_shadow (sh.zv, sh.shadow, 0, CC_VOLSIZE);
   p = reimport (p, dev);
-  check_shadow (zvol_pool_volume (p), sh.shadow, 0, CC_VOLSIZE);
-  assert_int_equal (zvol_pool_close (p), 0);
+  check_shadow (tvol (p), sh.shadow, 0, CC_VOLSIZE);
+  assert_int_equal (tpool_close (p), 0);
   pthread_mutex_destroy (&sh.fail_mtx);
   free (sh.shadow);
 }

@@ -23,6 +23,7 @@
 
 #include "pool.h"
 #include "testlib.h"
+#include "pooltest.h"
 
 /* Every helper is optional for a given test file. */
 #define ZT_FN static __attribute__ ((unused))
@@ -39,6 +40,7 @@ cfg (zvol_pool_config_t *pc, const char *dev, const char *logdev,
      bool create, uint64_t volsize)
 {
   zvol_pool_config_init (pc);
+  zvol_config_init (&tp_volcfg);  /* the volume's properties, likewise */
   pc->pc_devices[0] = dev;
   pc->pc_ndevices = 1;
   pc->pc_logdevice = logdev;
@@ -57,19 +59,16 @@ cfg_no_txg (zvol_pool_config_t *pc)
   pc->pc_txg.tt_dirty_max = 1ull << 30;
 }
 
-/* One value of zvol_pool_print_stats; fails the test if it is missing. */
+/* One value of the stats table; fails the test if it is missing. */
 ZT_FN double
 zstat (zvol_pool_t *p, const char *name)
 {
-  char *buf = NULL, *line;
-  size_t len = 0, nl = strlen (name);
-  FILE *f = open_memstream (&buf, &len);
+  char *buf = tpool_stats (p), *line;
+  size_t nl = strlen (name);
   double v = -1;
   bool found = false;
 
-  assert_non_null (f);
-  zvol_pool_print_stats (p, f);
-  fclose (f);
+  assert_non_null (buf);
   for (line = buf; line != NULL && *line; ) {
     char *end = strchr (line, '\n');
     if (strncmp (line, name, nl) == 0 && line[nl] == ' ') {
@@ -229,8 +228,8 @@ rec_write (zvol_t *zv, uint8_t *shadow, uint64_t off, uint32_t len,
 ZT_FN void
 rec_warm (zvol_pool_t *p, uint8_t *shadow, uint64_t off)
 {
-  rec_write (zvol_pool_volume (p), shadow, off, BLK, 424242);
-  assert_int_equal (zvol_pool_sync (p), 0);
+  rec_write (tvol (p), shadow, off, BLK, 424242);
+  assert_int_equal (zv_pool_sync (p), 0);
 }
 
 #endif /* ZV_ZILTEST_H */

@@ -1,0 +1,411 @@
+/*
+ * kstat.c: the statistics as text, and the thread that keeps them in
+ * files.
+ *
+ * Theory.  The engine hands out its figures as structs (zvol_pool_stats_t,
+ * zvol_stats_t, zvol_txg_stats_t); this module is their one text form, so
+ * the plugin's kstat files and the admin tool print the same tables:
+ * "name value" lines for the pool and its volume, and the txg history in
+ * the columns of OpenZFS's txgs kstat.  It reads the figures through the
+ * public API alone, as any front end could; of the engine's insides it
+ * uses only the log hook (zv_util.h).
+ *
+ * The writer thread renders both tables once per interval and replaces
+ * DIR/txgs and DIR/stats atomically (a temporary file, then rename), so a
+ * reader never sees half a table.  A failing write is logged once per
+ * distinct error, not every interval.  Locking: ks_lock guards only the
+ * stop flag; the figures come from the engine's own atomics and locks.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "zvol.h"
+#include "zv_util.h"
+
+struct zvol_kstat {
+  zvol_pool_t *ks_pool;
+  zvol_t *ks_zv;
+  char *ks_dir;                 /* NULL: no files, only the tick */
+  unsigned ks_interval_ms;
+  zvol_kstat_tick_fn ks_tick;
+  void *ks_tick_arg;
+  pthread_mutex_t ks_lock;
+  pthread_cond_t ks_cv;
+  bool ks_stop;
+  pthread_t ks_thread;
+  int ks_last_err;              /* last write error, logged once */
+};
+
+/* ---- the tables ---- */
+
+/* An open_memstream, or NULL. */
+static FILE *
+kstat_open_mem (char **buf, size_t *len)
+{
+  *buf = NULL;
+  *len = 0;
+  return open_memstream (buf, len);
+}
+
+/* Close it: the text (which fclose sets), or NULL. */
+static char *
+kstat_close_mem (FILE *fp, char **buf)
+{
+  if (fclose (fp) != 0) {
+    free (*buf);
+    return NULL;
+  }
+  return *buf;
+}
+
+static const char *
+kstat_sync_name (unsigned sync)
+{
+  return sync == ZVOL_SYNC_ALWAYS ? "always"
+    : sync == ZVOL_SYNC_DISABLED ? "disabled" : "standard";
+}
+
+static void
+kstat_print_volume (FILE *fp, zvol_t *zv)
+{
+  zvol_stats_t vs;
+
+  zvol_get_stats (zv, &vs);
+  fprintf (fp, "volume %s\n", vs.vs_name);
+  fprintf (fp, "volsize %" PRIu64 "\n", vs.vs_volsize);
+  fprintf (fp, "volblocksize %" PRIu32 "\n", vs.vs_volblocksize);
+  if (!vs.vs_log)
+    return;
+  fprintf (fp, "zil_sync_mode %s\n", kstat_sync_name (vs.vs_sync));
+  fprintf (fp, "zil_logbias %s\n", vs.vs_logbias == ZVOL_LOGBIAS_THROUGHPUT
+           ? "throughput" : "latency");
+  fprintf (fp, "zil_log_device %s\n",
+           vs.vs_log_device ? vs.vs_log_device : "none");
+  fprintf (fp, "zil_lwbs_written %" PRIu64 "\n", vs.vs_zil_lwbs_written);
+  fprintf (fp, "zil_ring_size %" PRIu64 "\n", vs.vs_zil_ring_size);
+  fprintf (fp, "zil_ring_used %" PRIu64 "\n", vs.vs_zil_ring_used);
+  fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n", vs.vs_zil_lwb_bytes);
+  fprintf (fp, "zil_records_copied %" PRIu64 "\n", vs.vs_zil_records_copied);
+  fprintf (fp, "zil_records_need_copy %" PRIu64 "\n",
+           vs.vs_zil_records_need_copy);
+  fprintf (fp, "zil_records_indirect %" PRIu64 "\n",
+           vs.vs_zil_records_indirect);
+  fprintf (fp, "zil_records_free %" PRIu64 "\n", vs.vs_zil_records_free);
+  fprintf (fp, "zil_records_dropped %" PRIu64 "\n",
+           vs.vs_zil_records_dropped);
+  fprintf (fp, "zil_commits %" PRIu64 "\n", vs.vs_zil_commits);
+  fprintf (fp, "zil_commit_fallbacks %" PRIu64 "\n",
+           vs.vs_zil_commit_fallbacks);
+  fprintf (fp, "zil_waiters_per_lwb %.2f\n", vs.vs_zil_lwbs_written
+           ? (double) vs.vs_zil_commits / (double) vs.vs_zil_lwbs_written
+           : 0.0);
+  fprintf (fp, "zil_commit_latency_mean_ns %" PRIu64 "\n",
+           vs.vs_zil_commit_latency_mean_ns);
+  fprintf (fp, "zil_commit_latency_p99_ns %" PRIu64 "\n",
+           vs.vs_zil_commit_latency_p99_ns);
+  fprintf (fp, "zil_lwb_latency_ewma_ns %" PRIu64 "\n",
+           vs.vs_zil_lwb_latency_ewma_ns);
+}
+
+char *
+zvol_format_stats (zvol_pool_t *pool, zvol_t *zv)
+{
+  zvol_pool_stats_t ps;
+  char *buf;
+  size_t len;
+  FILE *fp = kstat_open_mem (&buf, &len);
+
+  if (fp == NULL)
+    return NULL;
+  zvol_pool_get_stats (pool, &ps);
+  fprintf (fp, "pool_name %s\n", ps.ps_name);
+  fprintf (fp, "pool_guid %016" PRIx64 "\n", ps.ps_guid);
+  fprintf (fp, "devices %u\n", ps.ps_ndevs);
+  for (unsigned d = 0; d < ps.ps_ndevs; d++)
+    fprintf (fp, "device%u %s direct_io=%s\n", d, ps.ps_dev_path[d],
+             ps.ps_dev_direct[d] ? "yes" : "no");
+  fprintf (fp, "space_total %" PRIu64 "\n", ps.ps_space_total);
+  fprintf (fp, "space_allocated %" PRIu64 "\n", ps.ps_space_allocated);
+  fprintf (fp, "space_deferred %" PRIu64 "\n", ps.ps_space_deferred);
+  fprintf (fp, "space_reserved %" PRIu64 "\n", ps.ps_space_reserved);
+  fprintf (fp, "txg_synced %" PRIu64 "\n", ps.ps_txg_synced);
+  fprintf (fp, "txg_open %" PRIu64 "\n", ps.ps_txg_open);
+  fprintf (fp, "dirty_bytes %" PRIu64 "\n", ps.ps_dirty_bytes);
+  fprintf (fp, "sync_passes_last %" PRIu64 "\n", ps.ps_sync_passes_last);
+  fprintf (fp, "sync_write_max_active_last %u\n",
+           ps.ps_sync_write_max_active_last);
+  fprintf (fp, "cache_bytes %" PRIu64 "\n", ps.ps_cache_bytes);
+  fprintf (fp, "cache_limit %" PRIu64 "\n", ps.ps_cache_limit);
+  fprintf (fp, "cache_buffers %" PRIu64 "\n", ps.ps_cache_buffers);
+  fprintf (fp, "cache_hits %" PRIu64 "\n", ps.ps_cache_hits);
+  fprintf (fp, "cache_misses %" PRIu64 "\n", ps.ps_cache_misses);
+  fprintf (fp, "cache_evictions %" PRIu64 "\n", ps.ps_cache_evictions);
+  if (zv)
+    kstat_print_volume (fp, zv);
+  return kstat_close_mem (fp, &buf);
+}
+
+char *
+zvol_format_txgs (zvol_pool_t *pool)
+{
+  zvol_txg_stats_t ts[ZVOL_TXG_HISTORY];
+  size_t n = zvol_pool_get_txgs (pool, ts, ZVOL_TXG_HISTORY), len;
+  char *buf;
+  FILE *fp = kstat_open_mem (&buf, &len);
+
+  if (fp == NULL)
+    return NULL;
+  fprintf (fp, "%-8s %-16s %-5s %-12s %-12s %-12s %-8s %-8s "
+           "%-12s %-12s %-12s %-12s\n",
+           "txg", "birth", "state", "ndirty", "nread", "nwritten",
+           "reads", "writes", "otime", "qtime", "wtime", "stime");
+  for (size_t i = 0; i < n; i++)
+    fprintf (fp, "%-8" PRIu64 " %-16" PRIu64 " %-5c %-12" PRIu64
+             " %-12" PRIu64 " %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64
+             " %-12" PRIu64 " %-12" PRIu64 " %-12" PRIu64 " %-12" PRIu64
+             "\n", ts[i].ts_txg, ts[i].ts_birth_ns, ts[i].ts_state,
+             ts[i].ts_ndirty, ts[i].ts_nread, ts[i].ts_nwritten,
+             ts[i].ts_reads, ts[i].ts_writes, ts[i].ts_otime_ns,
+             ts[i].ts_qtime_ns, ts[i].ts_wtime_ns, ts[i].ts_stime_ns);
+  return kstat_close_mem (fp, &buf);
+}
+
+/* ---- the files ---- */
+
+int
+zvol_kstat_mkdir (const char *dir)
+{
+  char *s = strdup (dir);
+  int r = 0;
+
+  if (s == NULL)
+    return -ENOMEM;
+  for (char *p = s + 1; *p && r == 0; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir (s, 0755) == -1 && errno != EEXIST)
+      r = -errno;
+    *p = '/';
+  }
+  if (r == 0 && mkdir (s, 0755) == -1 && errno != EEXIST)
+    r = -errno;
+  free (s);
+  return r;
+}
+
+/* "a/b" in a new string (NULL on ENOMEM). */
+static char *
+kstat_path_join (const char *a, const char *b)
+{
+  char *s;
+
+  return asprintf (&s, "%s/%s", a, b) < 0 ? NULL : s;
+}
+
+char *
+zvol_kstat_default_dir (const char *pool_name)
+{
+  const char *xdg = getenv ("XDG_RUNTIME_DIR");
+  char *safe, *base = NULL, *dir = NULL;
+  int r;
+
+  /* The pool name becomes one path component. */
+  safe = strdup (pool_name && *pool_name ? pool_name : "zvol");
+  if (safe == NULL)
+    return NULL;
+  for (char *p = safe; *p; p++)
+    if (*p == '/')
+      *p = '_';
+  if (strcmp (safe, ".") == 0 || strcmp (safe, "..") == 0)
+    safe[0] = '_';
+  if (geteuid () == 0 && access ("/run", W_OK) == 0)
+    base = strdup ("/run/nbdkit-zvol");
+  else if (xdg && *xdg == '/')
+    base = kstat_path_join (xdg, "nbdkit-zvol");
+  if (base)
+    dir = kstat_path_join (base, safe);
+  free (base);
+  free (safe);
+  if (dir == NULL) {
+    zv_debug ("kstat files disabled: not root and no "
+               "XDG_RUNTIME_DIR (use kstat=DIR)");
+    return NULL;
+  }
+  r = zvol_kstat_mkdir (dir);
+  if (r < 0) {
+    zv_debug ("kstat files disabled: cannot create %s: %s",
+               dir, strerror (-r));
+    free (dir);
+    return NULL;
+  }
+  return dir;
+}
+
+/* Replace DIR/NAME with 'len' bytes: a temporary file, then rename.
+ * Returns 0 or -errno. */
+static int
+kstat_write_file (const char *dir, const char *name, const char *buf,
+                  size_t len)
+{
+  char *tmp = NULL, *dst = kstat_path_join (dir, name);
+  int fd = -1, err = 0;
+  size_t done = 0;
+
+  if (dst == NULL || asprintf (&tmp, "%s/.%s.tmp", dir, name) < 0) {
+    tmp = NULL;
+    err = -ENOMEM;
+    goto out;
+  }
+  fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd == -1) {
+    err = -errno;
+    goto out;
+  }
+  while (done < len) {
+    ssize_t n = write (fd, buf + done, len - done);
+    if (n == -1 && errno == EINTR)
+      continue;
+    if (n == -1) {
+      err = -errno;
+      goto out;
+    }
+    done += (size_t) n;
+  }
+  err = close (fd) == -1 ? -errno : 0;
+  fd = -1;
+  if (err == 0 && rename (tmp, dst) == -1)
+    err = -errno;
+ out:
+  if (fd != -1)
+    close (fd);
+  if (err && tmp)
+    unlink (tmp);
+  free (tmp);
+  free (dst);
+  return err;
+}
+
+/* One round: render both tables, hand the txgs to the tick, write. */
+static void
+kstat_round (zvol_kstat_t *ks)
+{
+  char *txgs = zvol_format_txgs (ks->ks_pool);
+  char *stats = ks->ks_dir ? zvol_format_stats (ks->ks_pool, ks->ks_zv)
+    : NULL;
+
+  if (txgs && ks->ks_tick)
+    ks->ks_tick (ks->ks_tick_arg, txgs);
+  if (ks->ks_dir) {
+    const char *names[2] = { "txgs", "stats" };
+    const char *bufs[2] = { txgs, stats };
+    for (unsigned i = 0; i < 2; i++) {
+      int err = bufs[i] ? kstat_write_file (ks->ks_dir, names[i], bufs[i],
+                                            strlen (bufs[i])) : -ENOMEM;
+      if (err && err != ks->ks_last_err)
+        zv_debug ("kstat: cannot write %s/%s: %s",
+                   ks->ks_dir, names[i], strerror (-err));
+      ks->ks_last_err = err;
+    }
+  }
+  free (txgs);
+  free (stats);
+}
+
+static void *
+kstat_main (void *arg)
+{
+  zvol_kstat_t *ks = arg;
+  struct timespec ts;
+
+  pthread_mutex_lock (&ks->ks_lock);
+  while (!ks->ks_stop) {
+    pthread_mutex_unlock (&ks->ks_lock);
+    kstat_round (ks);
+    pthread_mutex_lock (&ks->ks_lock);
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ks->ks_interval_ms / 1000;
+    ts.tv_nsec += (long) (ks->ks_interval_ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    while (!ks->ks_stop
+           && pthread_cond_timedwait (&ks->ks_cv, &ks->ks_lock, &ts) == 0)
+      ;
+  }
+  pthread_mutex_unlock (&ks->ks_lock);
+  return NULL;
+}
+
+int
+zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv, const char *dir,
+                  unsigned interval_ms, zvol_kstat_tick_fn tick, void *arg,
+                  zvol_kstat_t **ksp)
+{
+  pthread_condattr_t ca;
+  zvol_kstat_t *ks;
+  int err;
+
+  *ksp = NULL;
+  if (interval_ms == 0) {
+    zv_error ("kstat: the interval must not be zero");
+    return -EINVAL;
+  }
+  ks = calloc (1, sizeof *ks);
+  if (ks == NULL || (dir && (ks->ks_dir = strdup (dir)) == NULL)) {
+    free (ks);
+    return -ENOMEM;
+  }
+  ks->ks_pool = pool;
+  ks->ks_zv = zv;
+  ks->ks_interval_ms = interval_ms;
+  ks->ks_tick = tick;
+  ks->ks_tick_arg = arg;
+  pthread_mutex_init (&ks->ks_lock, NULL);
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&ks->ks_cv, &ca);
+  pthread_condattr_destroy (&ca);
+  err = pthread_create (&ks->ks_thread, NULL, kstat_main, ks);
+  if (err) {
+    zv_error ("cannot start the kstat thread: %s",
+               strerror (err));
+    pthread_cond_destroy (&ks->ks_cv);
+    pthread_mutex_destroy (&ks->ks_lock);
+    free (ks->ks_dir);
+    free (ks);
+    return -err;
+  }
+  *ksp = ks;
+  return 0;
+}
+
+void
+zvol_kstat_stop (zvol_kstat_t *ks)
+{
+  if (ks == NULL)
+    return;
+  pthread_mutex_lock (&ks->ks_lock);
+  ks->ks_stop = true;
+  pthread_cond_signal (&ks->ks_cv);
+  pthread_mutex_unlock (&ks->ks_lock);
+  pthread_join (ks->ks_thread, NULL);
+  /* The tables as they stand at the end. */
+  kstat_round (ks);
+  pthread_cond_destroy (&ks->ks_cv);
+  pthread_mutex_destroy (&ks->ks_lock);
+  free (ks->ks_dir);
+  free (ks);
+}
