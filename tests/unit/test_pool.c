@@ -310,6 +310,59 @@ test_sparse_enospc (void **state)
   free (buf);
 }
 
+/* A pool holds its volume by name: open once at a time, closed before
+ * the pool; read-only with the pool. */
+static void
+test_volume_open (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "vols");
+  zvol_pool_config_t pc;
+  zvol_config_t vc;
+  zvol_pool_t *p = NULL;
+  zvol_t *zv = NULL, *zv2 = NULL;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  cfg (&pc, &dev, 1, 8 * MiB, true);
+  pc.pc_name = "tank";
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  /* Format 1: one volume, named as the pool. */
+  assert_int_equal (zvol_open (p, "nosuch", NULL, &zv), -ENOENT);
+  assert_null (zv);
+  assert_true (tl_log_has ("has no volume 'nosuch'"));
+  assert_int_equal (zvol_open (p, "tank", NULL, &zv), 0);
+  assert_string_equal (zvol_name (zv), "tank");
+  assert_int_equal (zvol_size (zv), 8 * MiB);
+  assert_int_equal (zvol_open (p, NULL, NULL, &zv2), -EBUSY);
+  assert_null (zv2);
+  /* A bad property is refused before anything is held. */
+  zvol_config_init (&vc);
+  vc.vc_sync = 7;
+  assert_int_equal (zvol_open (p, NULL, &vc, &zv2), -EINVAL);
+  vwrite (zv, 0, BS, 31);
+  assert_int_equal (zvol_pool_close (p), -EBUSY);
+  assert_true (tl_log_has ("volume 'tank' is still open"));
+  vcheck (zv, 0, BS, 31);        /* the refused close touched nothing */
+  assert_int_equal (zvol_close (zv), 0);
+  /* Closed, it can be opened again in the same pool. */
+  assert_int_equal (zvol_open (p, NULL, NULL, &zv), 0);
+  vcheck (zv, 0, BS, 31);
+  assert_int_equal (zvol_close (zv), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  pc.pc_create = false;
+  pc.pc_readonly = true;
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_true (zvol_pool_is_readonly (p));
+  assert_int_equal (zvol_open (p, NULL, NULL, &zv), 0);
+  assert_true (zvol_is_readonly (zv));
+  vcheck (zv, 0, BS, 31);
+  assert_int_equal (zvol_write (zv, path, 0, 512, 0), -EROFS);
+  assert_int_equal (zvol_close (zv), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+  unlink (dev);
+}
+
 /* ---- several devices ---- */
 
 static bool
@@ -1092,6 +1145,7 @@ main (void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup (test_roundtrip, tl_test_setup),
+    cmocka_unit_test_setup (test_volume_open, tl_test_setup),
     cmocka_unit_test_setup (test_create_refuses_pool, tl_test_setup),
     cmocka_unit_test_setup (test_import_zeroed, tl_test_setup),
     cmocka_unit_test_setup (test_create_checks, tl_test_setup),
