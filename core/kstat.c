@@ -76,6 +76,64 @@ kstat_sync_name (unsigned sync)
     : sync == ZVOL_SYNC_DISABLED ? "disabled" : "standard";
 }
 
+/* The counters of a stats struct, by name and place: one table per
+ * struct instead of a printf per line. */
+typedef struct kstat_u64 {
+  const char *ku_name;
+  size_t ku_off;
+} kstat_u64_t;
+
+#define KSTAT_PS(name, field) { name, offsetof (zvol_pool_stats_t, field) }
+static const kstat_u64_t kstat_pool_u64[] = {
+  KSTAT_PS ("space_total", ps_space_total),
+  KSTAT_PS ("space_allocated", ps_space_allocated),
+  KSTAT_PS ("space_deferred", ps_space_deferred),
+  KSTAT_PS ("space_reserved", ps_space_reserved),
+  KSTAT_PS ("txg_synced", ps_txg_synced),
+  KSTAT_PS ("txg_open", ps_txg_open),
+  KSTAT_PS ("dirty_bytes", ps_dirty_bytes),
+  KSTAT_PS ("sync_passes_last", ps_sync_passes_last),
+};
+static const kstat_u64_t kstat_cache_u64[] = {
+  KSTAT_PS ("cache_bytes", ps_cache_bytes),
+  KSTAT_PS ("cache_limit", ps_cache_limit),
+  KSTAT_PS ("cache_buffers", ps_cache_buffers),
+  KSTAT_PS ("cache_hits", ps_cache_hits),
+  KSTAT_PS ("cache_misses", ps_cache_misses),
+  KSTAT_PS ("cache_evictions", ps_cache_evictions),
+};
+#define KSTAT_VS(name, field) { name, offsetof (zvol_stats_t, field) }
+static const kstat_u64_t kstat_zil_u64[] = {
+  KSTAT_VS ("zil_lwbs_written", vs_zil_lwbs_written),
+  KSTAT_VS ("zil_ring_size", vs_zil_ring_size),
+  KSTAT_VS ("zil_ring_used", vs_zil_ring_used),
+  KSTAT_VS ("zil_lwb_bytes", vs_zil_lwb_bytes),
+  KSTAT_VS ("zil_records_copied", vs_zil_records_copied),
+  KSTAT_VS ("zil_records_need_copy", vs_zil_records_need_copy),
+  KSTAT_VS ("zil_records_indirect", vs_zil_records_indirect),
+  KSTAT_VS ("zil_records_free", vs_zil_records_free),
+  KSTAT_VS ("zil_records_dropped", vs_zil_records_dropped),
+  KSTAT_VS ("zil_commits", vs_zil_commits),
+  KSTAT_VS ("zil_commit_fallbacks", vs_zil_commit_fallbacks),
+};
+static const kstat_u64_t kstat_zil_lat_u64[] = {
+  KSTAT_VS ("zil_commit_latency_mean_ns", vs_zil_commit_latency_mean_ns),
+  KSTAT_VS ("zil_commit_latency_p99_ns", vs_zil_commit_latency_p99_ns),
+  KSTAT_VS ("zil_lwb_latency_ewma_ns", vs_zil_lwb_latency_ewma_ns),
+};
+
+static void
+kstat_print_u64 (FILE *fp, const void *st, const kstat_u64_t *t, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v;
+    memcpy (&v, (const char *) st + t[i].ku_off, sizeof v);
+    fprintf (fp, "%s %" PRIu64 "\n", t[i].ku_name, v);
+  }
+}
+#define KSTAT_PRINT(fp, st, t) \
+  kstat_print_u64 ((fp), (st), (t), sizeof (t) / sizeof (t)[0])
+
 static void
 kstat_print_volume (FILE *fp, zvol_t *zv)
 {
@@ -92,30 +150,11 @@ kstat_print_volume (FILE *fp, zvol_t *zv)
            ? "throughput" : "latency");
   fprintf (fp, "zil_log_device %s\n",
            vs.vs_log_device ? vs.vs_log_device : "none");
-  fprintf (fp, "zil_lwbs_written %" PRIu64 "\n", vs.vs_zil_lwbs_written);
-  fprintf (fp, "zil_ring_size %" PRIu64 "\n", vs.vs_zil_ring_size);
-  fprintf (fp, "zil_ring_used %" PRIu64 "\n", vs.vs_zil_ring_used);
-  fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n", vs.vs_zil_lwb_bytes);
-  fprintf (fp, "zil_records_copied %" PRIu64 "\n", vs.vs_zil_records_copied);
-  fprintf (fp, "zil_records_need_copy %" PRIu64 "\n",
-           vs.vs_zil_records_need_copy);
-  fprintf (fp, "zil_records_indirect %" PRIu64 "\n",
-           vs.vs_zil_records_indirect);
-  fprintf (fp, "zil_records_free %" PRIu64 "\n", vs.vs_zil_records_free);
-  fprintf (fp, "zil_records_dropped %" PRIu64 "\n",
-           vs.vs_zil_records_dropped);
-  fprintf (fp, "zil_commits %" PRIu64 "\n", vs.vs_zil_commits);
-  fprintf (fp, "zil_commit_fallbacks %" PRIu64 "\n",
-           vs.vs_zil_commit_fallbacks);
+  KSTAT_PRINT (fp, &vs, kstat_zil_u64);
   fprintf (fp, "zil_waiters_per_lwb %.2f\n", vs.vs_zil_lwbs_written
            ? (double) vs.vs_zil_commits / (double) vs.vs_zil_lwbs_written
            : 0.0);
-  fprintf (fp, "zil_commit_latency_mean_ns %" PRIu64 "\n",
-           vs.vs_zil_commit_latency_mean_ns);
-  fprintf (fp, "zil_commit_latency_p99_ns %" PRIu64 "\n",
-           vs.vs_zil_commit_latency_p99_ns);
-  fprintf (fp, "zil_lwb_latency_ewma_ns %" PRIu64 "\n",
-           vs.vs_zil_lwb_latency_ewma_ns);
+  KSTAT_PRINT (fp, &vs, kstat_zil_lat_u64);
 }
 
 char *
@@ -135,22 +174,10 @@ zvol_format_stats (zvol_pool_t *pool, zvol_t *zv)
   for (unsigned d = 0; d < ps.ps_ndevs; d++)
     fprintf (fp, "device%u %s direct_io=%s\n", d, ps.ps_dev_path[d],
              ps.ps_dev_direct[d] ? "yes" : "no");
-  fprintf (fp, "space_total %" PRIu64 "\n", ps.ps_space_total);
-  fprintf (fp, "space_allocated %" PRIu64 "\n", ps.ps_space_allocated);
-  fprintf (fp, "space_deferred %" PRIu64 "\n", ps.ps_space_deferred);
-  fprintf (fp, "space_reserved %" PRIu64 "\n", ps.ps_space_reserved);
-  fprintf (fp, "txg_synced %" PRIu64 "\n", ps.ps_txg_synced);
-  fprintf (fp, "txg_open %" PRIu64 "\n", ps.ps_txg_open);
-  fprintf (fp, "dirty_bytes %" PRIu64 "\n", ps.ps_dirty_bytes);
-  fprintf (fp, "sync_passes_last %" PRIu64 "\n", ps.ps_sync_passes_last);
+  KSTAT_PRINT (fp, &ps, kstat_pool_u64);
   fprintf (fp, "sync_write_max_active_last %u\n",
            ps.ps_sync_write_max_active_last);
-  fprintf (fp, "cache_bytes %" PRIu64 "\n", ps.ps_cache_bytes);
-  fprintf (fp, "cache_limit %" PRIu64 "\n", ps.ps_cache_limit);
-  fprintf (fp, "cache_buffers %" PRIu64 "\n", ps.ps_cache_buffers);
-  fprintf (fp, "cache_hits %" PRIu64 "\n", ps.ps_cache_hits);
-  fprintf (fp, "cache_misses %" PRIu64 "\n", ps.ps_cache_misses);
-  fprintf (fp, "cache_evictions %" PRIu64 "\n", ps.ps_cache_evictions);
+  KSTAT_PRINT (fp, &ps, kstat_cache_u64);
   if (zv)
     kstat_print_volume (fp, zv);
   return kstat_close_mem (fp, &buf);
