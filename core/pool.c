@@ -40,6 +40,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <stdlib.h>
 #include <inttypes.h>
@@ -116,14 +117,7 @@ zvol_pool_config_init (zvol_pool_config_t *pc)
   pc->pc_volblocksize = ZVOL_DEFAULT_VOLBLOCKSIZE;
   pc->pc_name = "zvol";
   zv_txg_tunables_default (&tt);
-  pc->pc_txg = (zvol_txg_tunables_t) {
-    .tt_timeout_ms = tt.tt_timeout_ms,
-    .tt_dirty_max = tt.tt_dirty_max,
-    .tt_dirty_sync_pct = tt.tt_dirty_sync_pct,
-    .tt_delay_min_dirty_pct = tt.tt_delay_min_dirty_pct,
-    .tt_delay_scale_ns = tt.tt_delay_scale_ns,
-    .tt_delay_max_ns = tt.tt_delay_max_ns,
-  };
+  memcpy (&pc->pc_txg, &tt, sizeof tt);      /* the same layout: below */
 }
 
 /* A random, nonzero 64-bit id. */
@@ -477,19 +471,21 @@ pool_new_volume (zvol_pool_t *p, zv_dnode_phys_t *dn)
   dn->dn_size = p->p_ds.ds_volsize;
 }
 
-/* The public tunables into the engine's own (field by field: the
- * engine's struct is free to grow fields the API does not show). */
-static void
-pool_txg_tunables (const zvol_txg_tunables_t *in, zv_txg_tunables_t *tt)
-{
-  zv_txg_tunables_default (tt);
-  tt->tt_timeout_ms = in->tt_timeout_ms;
-  tt->tt_dirty_max = in->tt_dirty_max;
-  tt->tt_dirty_sync_pct = in->tt_dirty_sync_pct;
-  tt->tt_delay_min_dirty_pct = in->tt_delay_min_dirty_pct;
-  tt->tt_delay_scale_ns = in->tt_delay_scale_ns;
-  tt->tt_delay_max_ns = in->tt_delay_max_ns;
-}
+/* The public txg tunables are the engine's struct, field for field: a
+ * change to either fails the build here, not the conversion. */
+#define POOL_TT_SAME(f) \
+  static_assert (offsetof (zvol_txg_tunables_t, f) \
+                 == offsetof (zv_txg_tunables_t, f) \
+                 && sizeof (((zvol_txg_tunables_t *) 0)->f) \
+                 == sizeof (((zv_txg_tunables_t *) 0)->f), #f)
+POOL_TT_SAME (tt_timeout_ms);
+POOL_TT_SAME (tt_dirty_max);
+POOL_TT_SAME (tt_dirty_sync_pct);
+POOL_TT_SAME (tt_delay_min_dirty_pct);
+POOL_TT_SAME (tt_delay_scale_ns);
+POOL_TT_SAME (tt_delay_max_ns);
+static_assert (sizeof (zvol_txg_tunables_t) == sizeof (zv_txg_tunables_t),
+               "txg tunables");
 
 /* Finish opening: the txg engine. */
 static int
@@ -497,7 +493,7 @@ pool_finish (zvol_pool_t *p, const zvol_pool_config_t *pc)
 {
   zv_txg_tunables_t tt;
 
-  pool_txg_tunables (&pc->pc_txg, &tt);
+  memcpy (&tt, &pc->pc_txg, sizeof tt);
   p->p_txg = zv_txg_create (&tt, p->p_synced_txg + 1, pool_sync_txg, p);
   if (p->p_txg == NULL)
     return -ENOMEM;
