@@ -70,6 +70,7 @@
 #include <stdatomic.h>
 
 #include "zv_util.h"
+#include "tunable.h"
 #include "alloc.h"
 
 #define ZV_ALLOC_CHUNK_WORDS ((uint64_t) ZV_ALLOC_CHUNK / 8)
@@ -943,3 +944,33 @@ zv_alloc_unreserve (zv_alloc_t *a, uint64_t bytes)
                                                  memory_order_relaxed,
                                                  memory_order_relaxed));
 }
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_alloc_tunable_table[] = {
+  { .tn_name = "alloc_ditto_shift", .tn_module = "alloc",
+    ZV_TUNABLE_VAR_UINT (zv_alloc_ditto_shift),
+    .tn_default = 3, .tn_min = 1, .tn_max = 16,
+    .tn_unit = ZV_TUNABLE_UNIT_LOG2, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the allocator, placing a ditto copy",
+    .tn_desc = "The second copy of a block on the same device goes at "
+    "least this power of two's share of the device away from the first if "
+    "it can (3: an eighth)." },
+  { .tn_name = "alloc_slop_shift", .tn_module = "alloc",
+    ZV_TUNABLE_VAR_UINT (zv_alloc_slop_shift),
+    .tn_default = 5, .tn_min = 1, .tn_max = 16,
+    .tn_unit = ZV_TUNABLE_UNIT_LOG2, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the allocator",
+    .tn_desc = "Space kept back from writers so that a txg sync always "
+    "finds room, as a power of two's share of the pool (5: a "
+    "thirty-second).",
+    .tn_zfs = "spa_slop_shift" },
+  { .tn_name = "alloc_slop_min", .tn_module = "alloc",
+    ZV_TUNABLE_VAR_U64 (zv_alloc_slop_min),
+    .tn_default = 4ull << 20, .tn_min = 0, .tn_max = 1ull << 40,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the allocator",
+    .tn_desc = "Least space kept back, however small the pool; never more "
+    "than half of it.",
+    .tn_zfs = "spa_min_slop" },
+  ZV_TUNABLE_END
+};

@@ -18,8 +18,10 @@
 #include <string.h>
 #include <stdlib.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #include "zv_util.h"
+#include "tunable.h"
 #include "dbuf.h"
 
 #define ZV_DBUF_SHARDS 64u          /* power of two */
@@ -365,3 +367,33 @@ zv_dbuf_count (zv_dbuf_cache_t *c, bool hit)
 {
   atomic_fetch_add (hit ? &c->dc_hits : &c->dc_misses, 1);
 }
+
+/* ---- tunables (tunable.h) ---- */
+
+/* cache_size: the limit of a pool's cache; 0 (auto) sizes it from RAM. */
+static uint64_t zv_dbuf_cache_size = 0;
+
+/* The limit a pool's cache gets unless its configuration names one:
+ * cache_size, or an eighth of physical memory, at most 1 GiB. */
+uint64_t
+zv_dbuf_cache_limit_default (void)
+{
+  long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
+  uint64_t mem = pages > 0 && psz > 0 ? (uint64_t) pages * psz : 1ull << 32;
+
+  if (zv_dbuf_cache_size != 0)
+    return zv_dbuf_cache_size;
+  return ZV_MIN (mem / 8, 1ull << 30);
+}
+
+const zv_tunable_t zv_dbuf_tunable_table[] = {
+  { .tn_name = "cache_size", .tn_module = "dbuf",
+    ZV_TUNABLE_VAR_U64 (zv_dbuf_cache_size),
+    .tn_default = 0, .tn_min = 8ull << 20, .tn_max = 1ull << 40,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_flags = ZV_TUNABLE_F_AUTO,
+    .tn_when = ZV_TUNABLE_AT_OPEN, .tn_reader = "the buffer cache",
+    .tn_desc = "Limit of the clean data the buffer cache keeps (dirty "
+    "data is bounded by dirty_max); auto is an eighth of physical memory, "
+    "at most 1G." },
+  ZV_TUNABLE_END
+};

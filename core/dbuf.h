@@ -64,6 +64,8 @@ struct zv_dbuf {
 
 /* 'limit' bytes of clean cached data (dirty data is not counted). */
 zv_dbuf_cache_t *zv_dbuf_cache_create (uint64_t limit);
+/* The limit from the cache_size tunable (auto: from physical memory). */
+uint64_t zv_dbuf_cache_limit_default (void);
 /* Every dbuf must be released; frees them all. */
 void zv_dbuf_cache_destroy (zv_dbuf_cache_t *c);
 

@@ -90,6 +90,7 @@
 #include <liburing.h>
 
 #include "zv_util.h"
+#include "tunable.h"
 #include "dev.h"
 
 /*
@@ -1011,3 +1012,23 @@ zv_dev_flush (zv_dev_t *dev)
 
   return zv_dev_io_batch (&io, 1);
 }
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_dev_tunable_table[] = {
+  { .tn_name = "dev_ring_entries", .tn_module = "dev",
+    ZV_TUNABLE_VAR_UINT (zv_dev_ring_entries),
+    .tn_default = 64, .tn_min = 1, .tn_max = 4096,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_when = ZV_TUNABLE_AT_THREAD,
+    .tn_reader = "the device layer",
+    .tn_desc = "Entries of each thread's io_uring, and so the most "
+    "requests one thread keeps in flight." },
+  { .tn_name = "dev_lock_wait", .tn_module = "dev",
+    ZV_TUNABLE_VAR_UINT (zv_dev_lock_wait_ms),
+    .tn_default = 1500, .tn_min = 0, .tn_max = 60000,
+    .tn_unit = ZV_TUNABLE_UNIT_MS, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the device layer, locking a device",
+    .tn_desc = "How long to wait for a device's exclusive lock, so that a "
+    "server restarted at once after a kill -9 waits for its predecessor's "
+    "io_uring to be torn down." },
+  ZV_TUNABLE_END
+};

@@ -101,6 +101,7 @@
 #include <unistd.h>
 
 #include "zv_util.h"
+#include "tunable.h"
 #include "txg.h"
 
 #define TXG_SIZE 4                  /* txgs with per-txg state in flight */
@@ -270,10 +271,11 @@ zv_txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 
 static int zv_txg_sync_once (zv_txg_t *tx);
 
-/* Throttle defaults (dmu_tx.c's curve, dsl_pool.c's thresholds). */
-static const unsigned zv_txg_delay_min_dirty_pct_def = 60; /* delay from */
-static const uint64_t zv_txg_delay_scale_ns_def = 500000;  /* 1e9 / 2000 */
-static const uint64_t zv_txg_delay_max_ns_def = 100000000; /* 100 ms cap */
+/* Throttle tunables (dmu_tx.c's curve, dsl_pool.c's thresholds; see the
+ * table at the end). */
+static unsigned zv_txg_delay_min_dirty_pct = 60;     /* delay from */
+static uint64_t zv_txg_delay_scale_ns = 500000;      /* 1e9 / 2000 */
+static uint64_t zv_txg_delay_max_ns = 100000000;     /* 100 ms cap */
 
 /*
  * The delay curve: nothing below delay_min_dirty_pct of dirty_max, then
@@ -535,8 +537,8 @@ zv_txg_sync_once (zv_txg_t *tx)
   return err;
 }
 
-/* Timeout default: max ms of changes per txg (zfs_txg_timeout). */
-static const uint64_t zv_txg_timeout_ms_def = 5000;
+/* Timeout tunable: max seconds of changes per txg (zfs_txg_timeout). */
+static unsigned zv_txg_timeout_s = 5;
 
 /* Absolute CLOCK_MONOTONIC ns to timespec, for timed waits. */
 static struct timespec
@@ -719,12 +721,14 @@ zv_txg_stop (zv_txg_t *tx)
   return err;
 }
 
-/* Dirty-data defaults (dsl_pool.c). */
-static const uint64_t zv_txg_dirty_max_max = 4ull << 30;  /* 4 GiB cap */
-static const unsigned zv_txg_dirty_max_pct = 10;          /* of RAM */
-static const unsigned zv_txg_dirty_sync_pct_def = 20;     /* kick at */
+/* Dirty-data tunables (dsl_pool.c). */
+static uint64_t zv_txg_dirty_max = 0;                /* 0: from RAM */
+static uint64_t zv_txg_dirty_max_max = 4ull << 30;   /* 4 GiB cap */
+static unsigned zv_txg_dirty_max_pct = 10;           /* of RAM */
+static unsigned zv_txg_dirty_sync_pct = 20;          /* kick at */
 
-/* OpenZFS's defaults; dirty_max from physical memory. */
+/* The tunables' current values (the table at the end); dirty_max, when
+ * auto, from physical memory. */
 void
 zv_txg_tunables_default (zv_txg_tunables_t *tt)
 {
@@ -734,13 +738,13 @@ zv_txg_tunables_default (zv_txg_tunables_t *tt)
     (uint64_t) pages * (uint64_t) pagesize : zv_txg_dirty_max_max * 10;
 
   memset (tt, 0, sizeof *tt);
-  tt->tt_timeout_ms = zv_txg_timeout_ms_def;
-  tt->tt_dirty_max = ZV_MIN (phys / 100 * zv_txg_dirty_max_pct,
-                             zv_txg_dirty_max_max);
-  tt->tt_dirty_sync_pct = zv_txg_dirty_sync_pct_def;
-  tt->tt_delay_min_dirty_pct = zv_txg_delay_min_dirty_pct_def;
-  tt->tt_delay_scale_ns = zv_txg_delay_scale_ns_def;
-  tt->tt_delay_max_ns = zv_txg_delay_max_ns_def;
+  tt->tt_timeout_ms = (uint64_t) zv_txg_timeout_s * 1000;
+  tt->tt_dirty_max = zv_txg_dirty_max ? zv_txg_dirty_max
+    : ZV_MIN (phys / 100 * zv_txg_dirty_max_pct, zv_txg_dirty_max_max);
+  tt->tt_dirty_sync_pct = zv_txg_dirty_sync_pct;
+  tt->tt_delay_min_dirty_pct = zv_txg_delay_min_dirty_pct;
+  tt->tt_delay_scale_ns = zv_txg_delay_scale_ns;
+  tt->tt_delay_max_ns = zv_txg_delay_max_ns;
 }
 
 /* An engine whose first open txg is 'first_txg'; no thread yet. */
@@ -856,3 +860,69 @@ zv_txg_error (zv_txg_t *tx)
 {
   return ZV_LOAD (&tx->tx_error);
 }
+
+/* ---- tunables (tunable.h): read into zv_txg_tunables_t by
+ * zv_txg_tunables_default, which a pool's configuration starts from ---- */
+const zv_tunable_t zv_txg_tunable_table[] = {
+  { .tn_name = "txg_timeout", .tn_module = "txg",
+    ZV_TUNABLE_VAR_UINT (zv_txg_timeout_s),
+    .tn_default = 5, .tn_min = 1, .tn_max = 3600,
+    .tn_unit = ZV_TUNABLE_UNIT_S, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the txg sync thread",
+    .tn_desc = "Sync a txg at least this often, even if little is dirty.",
+    .tn_zfs = "zfs_txg_timeout" },
+  { .tn_name = "dirty_max", .tn_module = "txg",
+    ZV_TUNABLE_VAR_U64 (zv_txg_dirty_max),
+    .tn_default = 0, .tn_min = 1ull << 20, .tn_max = 1ull << 40,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_flags = ZV_TUNABLE_F_AUTO,
+    .tn_when = ZV_TUNABLE_AT_OPEN, .tn_reader = "the write throttle",
+    .tn_desc = "Most dirty data held in memory: writers are delayed as it "
+    "nears this and block at it; auto is dirty_max_percent of physical "
+    "memory, at most dirty_max_max.",
+    .tn_zfs = "zfs_dirty_data_max" },
+  { .tn_name = "dirty_max_max", .tn_module = "txg",
+    ZV_TUNABLE_VAR_U64 (zv_txg_dirty_max_max),
+    .tn_default = 4ull << 30, .tn_min = 1ull << 20, .tn_max = 1ull << 40,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the write throttle",
+    .tn_desc = "Cap of an auto dirty_max.",
+    .tn_zfs = "zfs_dirty_data_max_max" },
+  { .tn_name = "dirty_max_percent", .tn_module = "txg",
+    ZV_TUNABLE_VAR_UINT (zv_txg_dirty_max_pct),
+    .tn_default = 10, .tn_min = 1, .tn_max = 50,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the write throttle",
+    .tn_desc = "An auto dirty_max as a share of physical memory.",
+    .tn_zfs = "zfs_dirty_data_max_percent" },
+  { .tn_name = "dirty_sync_percent", .tn_module = "txg",
+    ZV_TUNABLE_VAR_UINT (zv_txg_dirty_sync_pct),
+    .tn_default = 20, .tn_min = 1, .tn_max = 100,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the txg engine",
+    .tn_desc = "Start a txg sync early once the open txg holds this share "
+    "of dirty_max.",
+    .tn_zfs = "zfs_dirty_data_sync_percent" },
+  { .tn_name = "delay_min_dirty_percent", .tn_module = "txg",
+    ZV_TUNABLE_VAR_UINT (zv_txg_delay_min_dirty_pct),
+    .tn_default = 60, .tn_min = 1, .tn_max = 99,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the write throttle",
+    .tn_desc = "Start delaying writers once dirty data passes this share "
+    "of dirty_max.",
+    .tn_zfs = "zfs_delay_min_dirty_percent" },
+  { .tn_name = "delay_scale", .tn_module = "txg",
+    ZV_TUNABLE_VAR_U64 (zv_txg_delay_scale_ns),
+    .tn_default = 500000, .tn_min = 0, .tn_max = 1000000000,
+    .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the write throttle",
+    .tn_desc = "A writer's delay midway between delay_min_dirty_percent "
+    "and dirty_max; the curve grows steeply past it.",
+    .tn_zfs = "zfs_delay_scale" },
+  { .tn_name = "delay_max", .tn_module = "txg",
+    ZV_TUNABLE_VAR_U64 (zv_txg_delay_max_ns),
+    .tn_default = 100000000, .tn_min = 0, .tn_max = 10000000000ull,
+    .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the write throttle",
+    .tn_desc = "Longest delay of one write by the throttle." },
+  ZV_TUNABLE_END
+};

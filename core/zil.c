@@ -89,6 +89,7 @@
 #include <sys/syscall.h>
 #include <sys/random.h>
 
+#include "tunable.h"
 #include "zil.h"
 
 /* Published itxs that may wait to be packed: 2^shift slots (a tunable,
@@ -100,7 +101,7 @@ unsigned zv_zil_itx_ring_shift = 18;
  * writes in flight rise from the fewest to the most (zio.c).  A slow
  * writer's kicked txg syncs gently; a fast one's hurries before the ring
  * runs out and commits fall back to waiting for the txg. */
-static const unsigned zv_zil_ring_full_speed_pct = 75;
+static unsigned zv_zil_ring_full_speed_pct = 75;
 
 /* Boundary (volume offset) on which a write split over log blocks is cut. */
 #define ZIL_SPLIT_ALIGN 4096u
@@ -205,17 +206,29 @@ struct zv_zil {
   _Atomic uint64_t zs_lat_sum, zs_lat_hist[ZIL_HIST_BUCKETS];
 };
 
-/* ---- tunables ---- */
+/* ---- tunables (the table at the end) ---- */
 
+/* flush=: the intent log, or a txg sync as before the log existed. */
+enum zil_flush { ZIL_FLUSH_LOG = 0, ZIL_FLUSH_TXG = 1 };
+
+static unsigned zv_zil_sync_mode = ZV_SYNC_STANDARD;
+static unsigned zv_zil_logbias = ZV_LOGBIAS_LATENCY;
+static unsigned zv_zil_flush = ZIL_FLUSH_LOG;
+static unsigned zv_zil_immediate_write_sz = 32768; /* zfs_immediate_write_sz */
+static unsigned zv_zil_max_copied = 7680;          /* zil_maxcopied */
+static unsigned zv_zil_commit_timeout_pct = 10;    /* zfs_commit_timeout_pct */
+
+/* The tunables' current values, for a log about to open. */
 void
 zv_zil_tunables_default (zv_zil_tunables_t *zt)
 {
   memset (zt, 0, sizeof *zt);
-  zt->zt_sync = ZV_SYNC_STANDARD;
-  zt->zt_logbias = ZV_LOGBIAS_LATENCY;
-  zt->zt_immediate_write_sz = 32768;  /* zfs_immediate_write_sz */
-  zt->zt_max_copied = 7680;           /* zil_maxcopied */
-  zt->zt_commit_timeout_pct = 10;     /* zfs_commit_timeout_pct */
+  zt->zt_sync = (enum zv_sync_mode) zv_zil_sync_mode;
+  zt->zt_logbias = (enum zv_logbias) zv_zil_logbias;
+  zt->zt_immediate_write_sz = zv_zil_immediate_write_sz;
+  zt->zt_max_copied = zv_zil_max_copied;
+  zt->zt_commit_timeout_pct = zv_zil_commit_timeout_pct;
+  zt->zt_legacy_txg_commit = zv_zil_flush == ZIL_FLUSH_TXG;
 }
 
 /* Longest a waiter sleeps before it looks again (safety net). */
@@ -1441,3 +1454,103 @@ zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st)
     ? atomic_load (&zl->zs_lat_sum) / total : 0;
   st->zst_lwb_latency_ewma_ns = atomic_load (&zl->zl_latency_ns);
 }
+
+/* ---- tunables (tunable.h): the first six are read into
+ * zv_zil_tunables_t by zv_zil_tunables_default, the itx ring's size by
+ * zv_zil_open, when a pool's log opens; the commit timeouts and the
+ * ring's speed-up are read as they are used ---- */
+static const char *const zv_zil_sync_names[] = {
+  [ZV_SYNC_STANDARD] = "standard", [ZV_SYNC_ALWAYS] = "always",
+  [ZV_SYNC_DISABLED] = "disabled", NULL
+};
+static const char *const zv_zil_logbias_names[] = {
+  [ZV_LOGBIAS_LATENCY] = "latency", [ZV_LOGBIAS_THROUGHPUT] = "throughput",
+  NULL
+};
+static const char *const zv_zil_flush_names[] = {
+  [ZIL_FLUSH_LOG] = "log", [ZIL_FLUSH_TXG] = "txg", NULL
+};
+
+const zv_tunable_t zv_zil_tunable_table[] = {
+  { .tn_name = "sync", .tn_module = "zil",
+    ZV_TUNABLE_VAR_ENUM (zv_zil_sync_mode, zv_zil_sync_names, 3),
+    .tn_default = ZV_SYNC_STANDARD, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "When writes are durable: standard after a flush or a FUA "
+    "write, always when each write returns, disabled only once their txg "
+    "syncs (flush and FUA do nothing; unsafe)." },
+  { .tn_name = "logbias", .tn_module = "zil",
+    ZV_TUNABLE_VAR_ENUM (zv_zil_logbias, zv_zil_logbias_names, 2),
+    .tn_default = ZV_LOGBIAS_LATENCY, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "How large writes are logged: latency copies them into log "
+    "blocks (in place from zil_immediate_write_sz without a log device), "
+    "throughput writes their whole blocks in place and logs pointers." },
+  { .tn_name = "flush", .tn_module = "zil",
+    ZV_TUNABLE_VAR_ENUM (zv_zil_flush, zv_zil_flush_names, 2),
+    .tn_default = ZIL_FLUSH_LOG, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "What a flush or FUA waits for: log commits the intent "
+    "log, txg waits for a txg sync (slow, kept to compare)." },
+  { .tn_name = "zil_immediate_write_sz", .tn_module = "zil",
+    ZV_TUNABLE_VAR_UINT (zv_zil_immediate_write_sz),
+    .tn_default = 32768, .tn_min = 4096, .tn_max = 16u << 20,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "Without a log device, writes of this size and more are "
+    "written in place and only their block pointers logged.",
+    .tn_zfs = "zfs_immediate_write_sz" },
+  { .tn_name = "zil_max_copied", .tn_module = "zil",
+    ZV_TUNABLE_VAR_UINT (zv_zil_max_copied),
+    .tn_default = 7680, .tn_min = 0, .tn_max = 128u << 10,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "Writes up to this size are copied into their log record "
+    "at once; larger ones are read back when their log block is packed.",
+    .tn_zfs = "zil_maxcopied" },
+  { .tn_name = "zil_commit_timeout_percent", .tn_module = "zil",
+    ZV_TUNABLE_VAR_UINT (zv_zil_commit_timeout_pct),
+    .tn_default = 10, .tn_min = 0, .tn_max = 100,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "How long an open log block waits for more records while "
+    "others commit, as a share of the recent log-block latency.",
+    .tn_zfs = "zfs_commit_timeout_pct" },
+  { .tn_name = "zil_itx_ring_shift", .tn_module = "zil",
+    ZV_TUNABLE_VAR_UINT (zv_zil_itx_ring_shift),
+    .tn_default = 18, .tn_min = 2, .tn_max = 24,
+    .tn_unit = ZV_TUNABLE_UNIT_LOG2, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "Slots of the in-memory ring of records not yet packed "
+    "into log blocks, as a power of two; a writer that finds it full "
+    "waits." },
+  { .tn_name = "zil_min_commit_timeout", .tn_module = "zil",
+    ZV_TUNABLE_VAR_U64 (zil_min_commit_timeout_ns),
+    .tn_default = 5000, .tn_min = 0, .tn_max = 1000000000,
+    .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "a committer waiting on an open log block",
+    .tn_desc = "Floor of the commit timeout.",
+    .tn_zfs = "zil_min_commit_timeout" },
+  { .tn_name = "zil_max_commit_timeout", .tn_module = "zil",
+    ZV_TUNABLE_VAR_U64 (zil_max_commit_timeout_ns),
+    .tn_default = 1000000, .tn_min = 0, .tn_max = 1000000000,
+    .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "a committer waiting on an open log block",
+    .tn_desc = "Ceiling of the commit timeout." },
+  { .tn_name = "zil_max_sleep", .tn_module = "zil",
+    ZV_TUNABLE_VAR_U64 (zil_max_sleep_ns),
+    .tn_default = 2000000, .tn_min = 1000, .tn_max = 1000000000,
+    .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "a committer waiting for another's log block",
+    .tn_desc = "Longest a committer sleeps before it looks at the log "
+    "again, a safety net against a missed wake-up." },
+  { .tn_name = "zil_ring_full_speed_percent", .tn_module = "zil",
+    ZV_TUNABLE_VAR_UINT (zv_zil_ring_full_speed_pct),
+    .tn_default = 75, .tn_min = 51, .tn_max = 100,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the intent log, opening a log block",
+    .tn_desc = "Log ring fill at which the txg sync under way writes flat "
+    "out; from half the ring to here its writes in flight rise from "
+    "zio_async_write_min_active to zio_async_write_max_active." },
+  ZV_TUNABLE_END
+};

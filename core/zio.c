@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <stdatomic.h>
 
+#include "tunable.h"
 #include "zio.h"
 
 /* Check one copy's address against the pool's geometry. */
@@ -398,3 +399,54 @@ zv_zio_place_bp (zv_spa_t *spa, const zv_blkptr_t *old, zv_blkptr_t *bp,
   bp->bp_fill = fill;
   return 0;
 }
+
+/* ---- tunables (tunable.h), read by the sync's writes as they are
+ * issued.  The ranges of each min/max pair meet but do not overlap, so
+ * the curve never runs backwards (or divides by zero) whatever order they
+ * are set in ---- */
+const zv_tunable_t zv_zio_tunable_table[] = {
+  { .tn_name = "zio_aggregate_max", .tn_module = "zio",
+    ZV_TUNABLE_VAR_UINT (zv_zio_aggregate_max),
+    .tn_default = 1u << 20, .tn_min = 4096, .tn_max = 16u << 20,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_SYNC,
+    .tn_reader = "the txg sync's block writes",
+    .tn_desc = "Largest write made by joining blocks that are adjacent on "
+    "a device.",
+    .tn_zfs = "zfs_vdev_aggregation_limit" },
+  { .tn_name = "zio_async_write_min_active", .tn_module = "zio",
+    ZV_TUNABLE_VAR_UINT (zv_zio_async_write_min_active),
+    .tn_default = 2, .tn_min = 1, .tn_max = 10,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_when = ZV_TUNABLE_AT_SYNC,
+    .tn_reader = "the txg sync's block writes",
+    .tn_desc = "Writes a txg sync keeps in flight while dirty data is "
+    "low.",
+    .tn_zfs = "zfs_vdev_async_write_min_active" },
+  { .tn_name = "zio_async_write_max_active", .tn_module = "zio",
+    ZV_TUNABLE_VAR_UINT (zv_zio_async_write_max_active),
+    .tn_default = 10, .tn_min = 10, .tn_max = 4096,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_when = ZV_TUNABLE_AT_SYNC,
+    .tn_reader = "the txg sync's block writes",
+    .tn_desc = "Writes a txg sync keeps in flight when dirty data is high "
+    "or the log ring fills; the environment variable "
+    "ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap instead, 0 for none.",
+    .tn_zfs = "zfs_vdev_async_write_max_active" },
+  { .tn_name = "zio_async_write_active_min_dirty_percent",
+    .tn_module = "zio",
+    ZV_TUNABLE_VAR_UINT (zv_zio_async_write_active_min_dirty_pct),
+    .tn_default = 30, .tn_min = 0, .tn_max = 50,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_AT_SYNC,
+    .tn_reader = "the txg sync's block writes",
+    .tn_desc = "Share of dirty_max up to which a sync keeps "
+    "zio_async_write_min_active writes in flight.",
+    .tn_zfs = "zfs_vdev_async_write_active_min_dirty_percent" },
+  { .tn_name = "zio_async_write_active_max_dirty_percent",
+    .tn_module = "zio",
+    ZV_TUNABLE_VAR_UINT (zv_zio_async_write_active_max_dirty_pct),
+    .tn_default = 60, .tn_min = 51, .tn_max = 100,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_AT_SYNC,
+    .tn_reader = "the txg sync's block writes",
+    .tn_desc = "Share of dirty_max from which a sync keeps "
+    "zio_async_write_max_active writes in flight.",
+    .tn_zfs = "zfs_vdev_async_write_active_max_dirty_percent" },
+  ZV_TUNABLE_END
+};

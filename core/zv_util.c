@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "zv_util.h"
+#include "tunable.h"
 
 static zv_log_fn zv_log_hook;
 static enum zv_log_level zv_log_min = ZV_LOG_INFO;
@@ -76,10 +77,11 @@ zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
  * that it still sees every use after free.
  */
 #if defined(__SANITIZE_ADDRESS__)
-static uint64_t zv_buf_cache_max = 0;
+#define ZV_BUF_CACHE_MAX_DEFAULT 0
 #else
-static uint64_t zv_buf_cache_max = 256ull << 20;
+#define ZV_BUF_CACHE_MAX_DEFAULT (256ull << 20)
 #endif
+static uint64_t zv_buf_cache_max = ZV_BUF_CACHE_MAX_DEFAULT;
 #define ZV_BUF_CLASSES 6        /* 4K, 8K, 16K, 32K, 64K, 128K */
 #define ZV_BUF_SHARDS 16
 
@@ -230,3 +232,17 @@ zv_is_zero (const void *buf, size_t len)
       return false;
   return true;
 }
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_util_tunable_table[] = {
+  { .tn_name = "buf_cache_max", .tn_module = "util",
+    ZV_TUNABLE_VAR_U64 (zv_buf_cache_max),
+    .tn_default = ZV_BUF_CACHE_MAX_DEFAULT, .tn_min = 0,
+    .tn_max = 1ull << 40,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the block buffer allocator, freeing a buffer",
+    .tn_desc = "Freed block buffers kept for reuse, which spares the page "
+    "faults of fresh memory; 0 under AddressSanitizer, so it sees every "
+    "use after free." },
+  ZV_TUNABLE_END
+};
