@@ -54,6 +54,7 @@
 #include "label.h"
 #include "dbuf.h"
 #include "flat.h"
+#include "tunable.h"
 
 /* A dataset: a slot of the objset (format 1 has one, the volume). */
 struct zv_pool_ds {
@@ -92,22 +93,15 @@ struct zvol_pool {
 
 /* Sync passes after which the space maps must have converged. */
 static unsigned zv_pool_max_passes = 64;
+/* zil_size: the log ring of a pool created without a log device (0: 64
+ * MiB, or a sixteenth of a small pool). */
+static uint64_t zv_pool_zil_size = 0;
 
 /* Deferred-free list capacity, in 16 KiB blocks (F^2: 66M extents). */
 #define ZV_DEFER_NBLOCKS ((uint64_t) ZV_INDIRECT_FANOUT * ZV_INDIRECT_FANOUT)
 #define ZV_DEFER_PER_BLK (ZV_DEFER_BLKSZ / sizeof (zv_defer_ent_t))
 
-/* Default buffer cache: an eighth of memory, at most 1 GiB. */
-static uint64_t
-pool_default_cache (void)
-{
-  long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
-  uint64_t mem = pages > 0 && psz > 0 ? (uint64_t) pages * psz : 1ull << 32;
-
-  return ZV_MIN (mem / 8, 1ull << 30);
-}
-
-/* Defaults for a pool configuration. */
+/* Defaults for a pool configuration: the tunables' current values. */
 void
 zvol_pool_config_init (zvol_pool_config_t *pc)
 {
@@ -116,6 +110,7 @@ zvol_pool_config_init (zvol_pool_config_t *pc)
   memset (pc, 0, sizeof *pc);
   pc->pc_volblocksize = ZVOL_DEFAULT_VOLBLOCKSIZE;
   pc->pc_name = "zvol";
+  pc->pc_zil_size = zv_pool_zil_size;
   zv_txg_tunables_default (&tt);
   memcpy (&pc->pc_txg, &tt, sizeof tt);      /* the same layout: below */
 }
@@ -446,7 +441,7 @@ pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
   if (spa->spa_alloc == NULL)
     return -ENOMEM;
   p->p_cache = zv_dbuf_cache_create (pc->pc_cache_size ? pc->pc_cache_size
-                                     : pool_default_cache ());
+                                     : zv_dbuf_cache_limit_default ());
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_flat_init (&p->p_spacemap[d], spa, ZV_OBJ_SPACEMAP0 + d,
                   ZV_BT_SPACEMAP, ZV_ALLOC_CHUNK,
@@ -1511,3 +1506,24 @@ zvol_pool_get_txgs (zvol_pool_t *p, zvol_txg_stats_t *out, size_t max)
     };
   return n;
 }
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_pool_tunable_table[] = {
+  { .tn_name = "zil_size", .tn_module = "pool",
+    ZV_TUNABLE_VAR_U64 (zv_pool_zil_size),
+    .tn_default = 0, .tn_min = 4 * ZV_ZIL_BLKSZ, .tn_max = 1ull << 40,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_flags = ZV_TUNABLE_F_AUTO,
+    .tn_when = ZV_TUNABLE_AT_CREATE, .tn_reader = "pool creation",
+    .tn_desc = "Without log=, the size of the intent log's ring inside "
+    "the pool, at most a quarter of it; auto is 64M, or a sixteenth of a "
+    "small pool." },
+  { .tn_name = "pool_max_passes", .tn_module = "pool",
+    ZV_TUNABLE_VAR_UINT (zv_pool_max_passes),
+    .tn_default = 64, .tn_min = 2, .tn_max = 1000,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_when = ZV_TUNABLE_AT_SYNC,
+    .tn_reader = "the txg sync",
+    .tn_desc = "Passes of one txg sync after which its space maps must "
+    "have converged; past them the sync fails and the pool is "
+    "suspended." },
+  ZV_TUNABLE_END
+};

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 
 #include "pool.h"
+#include "tunable.h"
 
 /* The public constants are the engine's own, not a copy to keep in step. */
 static_assert (ZVOL_MAX_DEVS == ZV_MAX_DEVS, "device count");
@@ -600,12 +601,48 @@ zvol_set_log_level (zvol_log_level_t level)
   zv_set_log_level ((enum zv_log_level) level);
 }
 
+/* The volume's properties default to the log's tunables (sync, logbias,
+ * flush). */
 void
 zvol_config_init (zvol_config_t *vc)
 {
+  zv_zil_tunables_t zt;
+
+  zv_zil_tunables_default (&zt);
   memset (vc, 0, sizeof *vc);
-  vc->vc_sync = ZVOL_SYNC_STANDARD;
-  vc->vc_logbias = ZVOL_LOGBIAS_LATENCY;
+  vc->vc_sync = (unsigned) zt.zt_sync;
+  vc->vc_logbias = (unsigned) zt.zt_logbias;
+  vc->vc_flush_by_txg = zt.zt_legacy_txg_commit;
+}
+
+int
+zvol_tunable_set (const char *name, const char *value, char *err,
+                  size_t errlen)
+{
+  return zv_tunable_set (name, value, err, errlen);
+}
+
+bool
+zvol_tunable_exists (const char *name)
+{
+  return zv_tunable_lookup (name) != NULL;
+}
+
+char *
+zvol_tunable_help (void)
+{
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream (&buf, &len);
+
+  if (fp == NULL)
+    return NULL;
+  zv_tunable_print_help (fp);
+  if (fclose (fp) != 0) {
+    free (buf);
+    return NULL;
+  }
+  return buf;
 }
 
 /* Open the volume's intent log, attach it, replay what it holds. */
@@ -765,3 +802,29 @@ zvol_get_stats (zvol_t *zv, zvol_stats_t *vs)
   vs->vs_zil_commit_latency_p99_ns = st.zst_commit_latency_p99_ns;
   vs->vs_zil_lwb_latency_ewma_ns = st.zst_lwb_latency_ewma_ns;
 }
+
+/* ---- tunables (tunable.h), read by every request ---- */
+const zv_tunable_t zv_zvol_tunable_table[] = {
+  { .tn_name = "zvol_chunk", .tn_module = "zvol",
+    ZV_TUNABLE_VAR_U64 (zv_zvol_chunk),
+    .tn_default = ZVOL_REGION, .tn_min = 4096, .tn_max = ZVOL_REGION,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the volume's writes",
+    .tn_desc = "A write is cut into pieces of at most this size, each "
+    "under its own txg hold, so that a huge write cannot pin one txg; at "
+    "most a range-lock region." },
+  { .tn_name = "zvol_free_chunk", .tn_module = "zvol",
+    ZV_TUNABLE_VAR_U64 (zv_zvol_free_chunk),
+    .tn_default = 1ull << 16, .tn_min = 1, .tn_max = 1ull << 24,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the volume's trims and zeroes",
+    .tn_desc = "Blocks freed under one txg hold." },
+  { .tn_name = "zvol_enospc_retries", .tn_module = "zvol",
+    ZV_TUNABLE_VAR_UINT (zv_zvol_enospc_retries),
+    .tn_default = 8, .tn_min = 0, .tn_max = 1000,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "a write that finds the pool full",
+    .tn_desc = "Txg syncs a write waits for, while freed space is still "
+    "on its way back, before it fails with ENOSPC." },
+  ZV_TUNABLE_END
+};

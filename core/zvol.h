@@ -169,6 +169,25 @@ typedef int (*zvol_extent_fn) (void *arg, uint64_t off, uint64_t len,
 ZVOL_API int zvol_extents (zvol_t *zv, uint64_t off, uint64_t len,
                            zvol_extent_fn fn, void *arg);
 
+/* ---- tunables ---- */
+
+/*
+ * The engine's tunables (every one is listed, with its range, unit and
+ * when it is read, in the man page and by zvol_tunable_help).  Set them
+ * before opening a pool: some are read when a pool is created or opened
+ * (zvol_pool_config_init and zvol_config_init take their defaults from
+ * them), others on every use.  Sizes take K, M, G, T suffixes,
+ * percentages may end in %, booleans are true/false, choices by name,
+ * and "auto" where the default is worked out.  Returns 0, -ENOENT (no
+ * tunable of that name), -EINVAL (not a value of its type) or -ERANGE,
+ * with the reason in err (the variable is unchanged then).
+ */
+ZVOL_API int zvol_tunable_set (const char *name, const char *value,
+                               char *err, size_t errlen);
+ZVOL_API bool zvol_tunable_exists (const char *name);
+/* One line per tunable, as --help shows them; a string to free(). */
+ZVOL_API char *zvol_tunable_help (void);
+
 /* ---- statistics ---- */
 
 typedef struct zvol_pool_stats {

@@ -11,9 +11,10 @@
  *
  * Lifecycle (nbdkit drives it, one thread, in this order):
  *
- *   config (xN)      remember each key in zp_* variables; paths are made
- *                    absolute now, because the server later changes
- *                    directory to "/".
+ *   config (xN)      remember each key in zp_* variables, or set the
+ *                    engine's tunable of that name (zvol_tunable_set);
+ *                    paths are made absolute now, because the server
+ *                    later changes directory to "/".
  *   config_complete  check the combination (device given, size only with
  *                    create, ...).  Nothing is touched on disk yet.
  *   get_ready        create a missing backing file (create=true, one
@@ -89,18 +90,8 @@ static bool zp_readonly;
 static uint64_t zp_volsize;              /* 0: not given */
 static uint32_t zp_volblocksize;         /* 0: not given */
 static const char *zp_name;              /* NULL: not given */
-static unsigned zp_txg_timeout_s;        /* 0: engine default */
-static uint64_t zp_dirty_max;            /* 0: engine default */
-static unsigned zp_dirty_sync_pct;       /* 0: engine default */
-static unsigned zp_delay_min_dirty_pct;  /* 0: engine default */
-static bool zp_cache_size_set;
-static uint64_t zp_cache_size;
 static char *zp_logdev;                  /* log=: separate log device */
-static unsigned zp_sync = ZVOL_SYNC_STANDARD;
-static unsigned zp_logbias = ZVOL_LOGBIAS_LATENCY;
-static bool zp_flush_by_txg;             /* flush=txg */
 static bool zp_sparse;                   /* sparse=true: thin volume */
-static uint64_t zp_zil_size;             /* 0: engine default */
 static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
 
@@ -148,24 +139,6 @@ zp_unload (void)
   free (zp_kstat_last_txg);
   free (zp_created_file);
   zvol_set_log (NULL);
-}
-
-/* Parse an unsigned integer and check it lies in [lo, hi]. */
-static int
-zp_parse_range (const char *key, const char *value, unsigned lo, unsigned hi,
-                unsigned *out)
-{
-  unsigned v;
-
-  if (nbdkit_parse_unsigned (key, value, &v) == -1)
-    return -1;
-  if (v < lo || v > hi) {
-    nbdkit_error ("%s=%u is out of range: it must be between %u and %u",
-                  key, v, lo, hi);
-    return -1;
-  }
-  *out = v;
-  return 0;
 }
 
 /* Parse a size (nbdkit_parse_size suffixes), naming the key on error
@@ -264,81 +237,17 @@ zp_config (const char *key, const char *value)
     }
     zp_name = value;    /* nbdkit keeps config strings alive */
   }
-  else if (strcmp (key, "txg_timeout") == 0) {
-    if (zp_parse_range (key, value, 1, 3600, &zp_txg_timeout_s) == -1)
-      return -1;
-  }
-  else if (strcmp (key, "dirty_max") == 0) {
-    if (zp_parse_positive_size (key, value, &zp_dirty_max) == -1)
-      return -1;
-  }
-  else if (strcmp (key, "dirty_sync_percent") == 0) {
-    if (zp_parse_range (key, value, 1, 100, &zp_dirty_sync_pct) == -1)
-      return -1;
-  }
-  else if (strcmp (key, "delay_min_dirty_percent") == 0) {
-    if (zp_parse_range (key, value, 1, 99, &zp_delay_min_dirty_pct) == -1)
-      return -1;
-  }
-  else if (strcmp (key, "cache_size") == 0) {
-    int64_t v;
-    if (zp_parse_size (key, value, &v) == -1)
-      return -1;
-    if (v < (8 << 20)) {
-      nbdkit_error ("cache_size=%s: at least 8M", value);
-      return -1;
-    }
-    zp_cache_size = (uint64_t) v;
-    zp_cache_size_set = true;
-  }
   else if (strcmp (key, "log") == 0) {
     free (zp_logdev);
     zp_logdev = nbdkit_absolute_path (value);
     if (zp_logdev == NULL)
       return -1;
   }
-  else if (strcmp (key, "sync") == 0) {
-    if (strcmp (value, "standard") == 0)
-      zp_sync = ZVOL_SYNC_STANDARD;
-    else if (strcmp (value, "always") == 0)
-      zp_sync = ZVOL_SYNC_ALWAYS;
-    else if (strcmp (value, "disabled") == 0)
-      zp_sync = ZVOL_SYNC_DISABLED;
-    else {
-      nbdkit_error ("sync=%s: use standard, always or disabled", value);
-      return -1;
-    }
-  }
-  else if (strcmp (key, "logbias") == 0) {
-    if (strcmp (value, "latency") == 0)
-      zp_logbias = ZVOL_LOGBIAS_LATENCY;
-    else if (strcmp (value, "throughput") == 0)
-      zp_logbias = ZVOL_LOGBIAS_THROUGHPUT;
-    else {
-      nbdkit_error ("logbias=%s: use latency or throughput", value);
-      return -1;
-    }
-  }
-  else if (strcmp (key, "flush") == 0) {
-    if (strcmp (value, "log") == 0)
-      zp_flush_by_txg = false;
-    else if (strcmp (value, "txg") == 0)
-      zp_flush_by_txg = true;
-    else {
-      nbdkit_error ("flush=%s: use log (the intent log) or txg (wait for "
-                    "a txg sync, for comparison)", value);
-      return -1;
-    }
-  }
   else if (strcmp (key, "sparse") == 0) {
     int r = zp_parse_bool (key, value);
     if (r == -1)
       return -1;
     zp_sparse = r;
-  }
-  else if (strcmp (key, "zil_size") == 0) {
-    if (zp_parse_positive_size (key, value, &zp_zil_size) == -1)
-      return -1;
   }
   else if (strcmp (key, "kstat") == 0) {
     free (zp_kstat_dir);
@@ -348,6 +257,17 @@ zp_config (const char *key, const char *value)
       zp_kstat_dir = nbdkit_absolute_path (value);
       if (zp_kstat_dir == NULL)
         return -1;
+    }
+  }
+  else if (zvol_tunable_exists (key)) {
+    /* An engine tunable: the engine parses it (sizes, percentages,
+     * names) and checks its range; the pool and volume configurations
+     * take their defaults from it. */
+    char err[256];
+
+    if (zvol_tunable_set (key, value, err, sizeof err) < 0) {
+      nbdkit_error ("%s", err);
+      return -1;
     }
   }
   else {
@@ -554,21 +474,11 @@ zp_get_ready (void)
     if (zp_name)
       pc.pc_name = zp_name;
   }
-  if (zp_cache_size_set)
-    pc.pc_cache_size = zp_cache_size;
+  /* The tunables (txg, cache, log ring) came in through zp_config:
+   * zvol_pool_config_init and zvol_config_init read them. */
   pc.pc_logdevice = zp_logdev;
-  if (zp_create) {
-    pc.pc_zil_size = zp_zil_size;
+  if (zp_create)
     pc.pc_sparse = zp_sparse;
-  }
-  if (zp_txg_timeout_s)
-    pc.pc_txg.tt_timeout_ms = (uint64_t) zp_txg_timeout_s * 1000;
-  if (zp_dirty_max)
-    pc.pc_txg.tt_dirty_max = zp_dirty_max;
-  if (zp_dirty_sync_pct)
-    pc.pc_txg.tt_dirty_sync_pct = zp_dirty_sync_pct;
-  if (zp_delay_min_dirty_pct)
-    pc.pc_txg.tt_delay_min_dirty_pct = zp_delay_min_dirty_pct;
   pc.pc_progress = zp_progress;
   pc.pc_progress_arg = &last_pct;
 
@@ -582,9 +492,6 @@ zp_get_ready (void)
     goto fail;
   }
   zvol_config_init (&vc);
-  vc.vc_sync = zp_sync;
-  vc.vc_logbias = zp_logbias;
-  vc.vc_flush_by_txg = zp_flush_by_txg;
   r = zvol_open (zp_pool, NULL, &vc, &zp_zv);
   if (r < 0) {
     errno = -r;
@@ -872,25 +779,19 @@ zp_dump_plugin (void)
   printf ("zvol_intent_log=yes\n");
 }
 
+/* The keys that are not tunables; a line per tunable follows, from the
+ * engine's tables (zp_help_init). */
 #define zp_config_help \
-  "device=<FILE|DEV>        (required, repeatable) File or block device.\n" \
-  "create=true              Create a new pool (otherwise import).\n" \
-  "size=<SIZE>              With create: volume size (e.g. 4G).\n" \
-  "volblocksize=<SIZE>      With create: volume block size, 4K..128K (16K).\n" \
-  "name=<NAME>              With create: pool name (zvol).\n" \
-  "readonly=true            Import read-only: nothing is written.\n" \
-  "txg_timeout=<SECONDS>    Sync a txg at least this often (5).\n" \
-  "dirty_max=<SIZE>         Dirty data limit (10% of RAM, max 4G).\n" \
-  "dirty_sync_percent=<N>   Start a sync at N% of dirty_max (20).\n" \
-  "delay_min_dirty_percent=<N> Throttle writers from N% of dirty_max (60).\n" \
-  "cache_size=<SIZE>        Buffer cache limit.\n" \
-  "log=<FILE|DEV>           Separate intent-log device (create adds it).\n" \
-  "sync=standard|always|disabled  When writes are durable (standard).\n" \
-  "logbias=latency|throughput     How large writes are logged (latency).\n" \
-  "flush=log|txg            Flush through the intent log, or a txg (log).\n" \
-  "zil_size=<SIZE>          With create: log ring in the pool (64M).\n" \
-  "sparse=true              With create: the volume may exceed the pool.\n" \
-  "kstat=<DIR>|none         Where to write the txgs and stats files."
+  "device=<FILE|DEV>             (required, repeatable) File or block device.\n" \
+  "create=true                   Create a new pool (otherwise import).\n" \
+  "size=<SIZE>                   With create: volume size (e.g. 4G).\n" \
+  "volblocksize=<SIZE>           With create: volume block size, 4K..128K (16K).\n" \
+  "name=<NAME>                   With create: pool name (zvol).\n" \
+  "readonly=true                 Import read-only: nothing is written.\n" \
+  "log=<FILE|DEV>                Separate intent-log device (create adds it).\n" \
+  "sparse=true                   With create: the volume may exceed the pool.\n" \
+  "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \
+  "Tunables (see nbdkit-zvol-plugin(1)):\n"
 
 static struct nbdkit_plugin plugin = {
   .name = "zvol",
@@ -927,6 +828,33 @@ static struct nbdkit_plugin plugin = {
   .extents = zp_extents,
   .errno_is_preserved = 1,
 };
+
+/*
+ * The --help text: zp_config_help, then a line per tunable.  Built when
+ * the plugin is loaded (dlopen), before nbdkit calls plugin_init and
+ * copies the struct, so .load would be too late; kept for the life of
+ * the process.
+ */
+static char *zp_help;
+
+static void __attribute__ ((constructor))
+zp_help_init (void)
+{
+  char *tun = zvol_tunable_help ();
+  size_t n;
+
+  if (tun == NULL)
+    return;
+  if (asprintf (&zp_help, "%s%s", zp_config_help, tun) < 0)
+    zp_help = NULL;
+  free (tun);
+  if (zp_help == NULL)
+    return;
+  n = strlen (zp_help);
+  if (n > 0 && zp_help[n - 1] == '\n')
+    zp_help[n - 1] = '\0';
+  plugin.config_help = zp_help;
+}
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 NBDKIT_REGISTER_PLUGIN (plugin)
