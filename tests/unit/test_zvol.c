@@ -406,7 +406,7 @@ test_trim (void **state)
 
 /* Zero reads back zeros everywhere it was asked to, partial edges and
  * the short last block included; with MAY_TRIM whole blocks become
- * holes. */
+ * holes (test_zero_no_hole has the zero without). */
 static void
 test_zero (void **state)
 {
@@ -1054,6 +1054,242 @@ test_concurrency (void **state)
   free (sh.shadow);
 }
 
+/* ---- zero without MAY_TRIM (NBD's NO_HOLE) ---- */
+
+#define NH_VOLSIZE (128 * BS + 4096)      /* a short last block */
+#define NH_NBLK 129u
+
+/* What each block of the no-hole volume should be: 1 data, 0 hole. */
+typedef struct nhstate {
+  uint8_t *shadow;
+  bool data[NH_NBLK];
+} nhstate_t;
+
+/* Zero [off, off+len) with flags and mirror it: blocks a zero without
+ * MAY_TRIM touches are data, whole blocks of one with MAY_TRIM holes. */
+static void
+nh_zero (zvol_t *zv, nhstate_t *st, uint64_t off, uint64_t len,
+         unsigned flags)
+{
+  assert_int_equal (zvol_zero (zv, off, len, flags), 0);
+  memset (st->shadow + off, 0, len);
+  for (uint64_t b = off / BS; b * BS < off + len; b++) {
+    uint64_t bend = ZV_MIN ((b + 1) * BS, (uint64_t) NH_VOLSIZE);
+    if (!(flags & ZVOL_MAY_TRIM))
+      st->data[b] = true;
+    else if (off <= b * BS && bend <= off + len)
+      st->data[b] = false;
+  }
+}
+
+/* Content and allocation as the state says, block by block. */
+static void
+nh_check (zvol_t *zv, const nhstate_t *st, extlist_t *el, const char *when)
+{
+  check_shadow (zv, st->shadow, 0, NH_VOLSIZE);
+  get_extents (zv, 0, NH_VOLSIZE, el);
+  for (unsigned b = 0; b < NH_NBLK; b++) {
+    uint64_t len = ZV_MIN ((uint64_t) BS, NH_VOLSIZE - (uint64_t) b * BS);
+    if (!ext_is (el, (uint64_t) b * BS, len,
+                 st->data[b] ? 0 : ZVOL_EXTENT_HOLE))
+      fail_msg ("%s: block %u is reported as %s, expected %s", when, b,
+                st->data[b] ? "a hole" : "data", st->data[b] ? "data"
+                : "a hole");
+  }
+}
+
+/* Syncs enough txgs that the frees of the first are applied, then the
+ * space in use (allocated less what waits on the deferred lists). */
+static uint64_t
+nh_space (zvol_pool_t *p, nhstate_t *st)
+{
+  for (unsigned i = 0; i < 3; i++) {
+    write_shadow (zvol_pool_volume (p), st->shadow, 127 * BS, 512, 900 + i,
+                  0);
+    assert_int_equal (zvol_pool_sync (p), 0);
+  }
+  return stat_value (p, "space_allocated") - stat_value (p, "space_deferred");
+}
+
+/* The crash child: import (nothing syncs by itself), make the log usable
+ * (a txg with its fresh chain on disk: a write of zeros into a hole
+ * dirties one and changes nothing), zero without and with MAY_TRIM,
+ * flush, report, and die without exporting. */
+static void *
+nh_child_thread (void *arg)
+{
+  fuachild_t *c = arg;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  zvol_t *zv;
+  uint8_t zeros[512] = { 0 };
+  char ack = 1;
+
+  cfg (&pc, &c->dev, 0, false);
+  pc.pc_txg.tt_timeout_ms = 600000;
+  if (zvol_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+    _exit (4);
+  zv = zvol_pool_volume (p);
+  if (zvol_write (zv, zeros, 100 * BS, sizeof zeros, 0) < 0
+      || zvol_pool_sync (p) < 0)
+    _exit (4);
+  if (zvol_zero (zv, 70 * BS, 10 * BS, 0) < 0                    /* holes */
+      || zvol_zero (zv, 90 * BS + 300, 500, 0) < 0               /* edge */
+      || zvol_zero (zv, 24 * BS, 4 * BS, ZVOL_MAY_TRIM) < 0      /* data */
+      || zvol_zero (zv, 28 * BS, 2 * BS, 0) < 0                  /* data */
+      || zvol_flush (zv) < 0)
+    _exit (5);
+  if (write (c->fd, &ack, 1) != 1)
+    _exit (6);
+  _exit (0);
+}
+
+/*
+ * A zero without MAY_TRIM keeps its range allocated: whole and partial
+ * blocks, over data and over holes, read as zeros and are reported as
+ * data in open context, after the txg sync, after an import and after an
+ * intent-log replay, and they take space; with MAY_TRIM whole blocks
+ * become holes.  ZVOL_FAST is refused (changing nothing) without
+ * MAY_TRIM and honoured with it.  A write of zeros still makes holes.
+ * A zero that does not fit in the pool fails with -ENOSPC and leaves a
+ * pool that works and exports cleanly.
+ */
+static void
+test_zero_no_hole (void **state)
+{
+  char path[512];
+  const char *dev = path;
+  zvol_pool_t *p = new_pool (path, sizeof path, "nohole", DEV_SIZE,
+                             NH_VOLSIZE, 0);
+  zvol_t *zv = zvol_pool_volume (p);
+  extlist_t *el = malloc (sizeof *el);
+  nhstate_t st = { .shadow = calloc (1, NH_VOLSIZE) };
+  uint8_t zeros[BS] = { 0 };
+  uint64_t before, after;
+  int fd, r;
+  char ack;
+  pid_t pid;
+
+  assert_non_null (el);
+  assert_non_null (st.shadow);
+  /* Data in blocks 0..31 (and 127, which nh_space rewrites). */
+  write_shadow (zv, st.shadow, 0, 32 * BS, 1, 0);
+  for (unsigned b = 0; b < 32; b++)
+    st.data[b] = true;
+  st.data[127] = true;
+  before = nh_space (p, &st);
+
+  nh_zero (zv, &st, 2 * BS + 100, 6 * BS, 0);        /* over data, edges */
+  nh_zero (zv, &st, 40 * BS, 16 * BS, 0);            /* over holes */
+  nh_zero (zv, &st, 60 * BS + 1000, 200, 0);         /* inside a hole */
+  nh_zero (zv, &st, 128 * BS, 4096, 0);              /* the short block */
+  nh_zero (zv, &st, 10 * BS, 4 * BS, ZVOL_MAY_TRIM); /* holes */
+  nh_zero (zv, &st, 20 * BS, 2 * BS, ZVOL_MAY_TRIM | ZVOL_FAST);
+  /* Fast without MAY_TRIM: refused, nothing changed. */
+  tl_log_reset (true);
+  assert_int_equal (zvol_zero (zv, 16 * BS, 4 * BS, ZVOL_FAST), -ENOTSUP);
+  assert_int_equal (zvol_zero (zv, 45 * BS + 7, 9, ZVOL_FAST | ZVOL_FUA),
+                    -ENOTSUP);
+  tl_log_reset (false);
+  /* Zeroed without MAY_TRIM, then written with zeros in the same txg:
+   * the write decides, and written zeros are a hole. */
+  nh_zero (zv, &st, 44 * BS, BS, 0);
+  assert_int_equal (zvol_write (zv, zeros, 44 * BS, BS, 0), 0);
+  nh_check (zv, &st, el, "open context");
+  st.data[44] = false;
+
+  assert_int_equal (zvol_flush (zv), 0);
+  after = nh_space (p, &st);
+  nh_check (zv, &st, el, "after the txg sync");
+  /* 17 blocks allocated on holes (40..55 less 44, 60, 128), 6 freed
+   * (10..13, 20, 21); the zeros over data replaced data: 11 more.  Two
+   * blocks of slack for the metadata each txg rewrites. */
+  if (after < before + 9 * BS)
+    fail_msg ("space in use went from %" PRIu64 " to %" PRIu64 ": the "
+              "allocated zeros take no space", before, after);
+
+  /* An ordinary write of zeros over allocated zeros makes a hole. */
+  assert_int_equal (zvol_write (zv, zeros, 41 * BS, BS, 0), 0);
+  st.data[41] = false;
+  assert_int_equal (zvol_pool_sync (p), 0);
+  nh_check (zv, &st, el, "after a write of zeros");
+
+  p = reimport (p, dev);
+  zv = zvol_pool_volume (p);
+  nh_check (zv, &st, el, "after an import");
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  /* A crash after a flush: the intent log replays each zero as it was
+   * made, allocated or holes. */
+  pid = child_spawn (dev, nh_child_thread, &fd);
+  assert_int_equal (read (fd, &ack, 1), 1);
+  close (fd);
+  child_reap (pid);
+  memset (st.shadow + 70 * BS, 0, 10 * BS);
+  memset (st.shadow + 90 * BS + 300, 0, 500);
+  memset (st.shadow + 24 * BS, 0, 6 * BS);
+  for (unsigned b = 70; b < 80; b++)
+    st.data[b] = true;
+  st.data[90] = true;
+  for (unsigned b = 24; b < 28; b++)
+    st.data[b] = false;
+  {
+    zvol_pool_config_t pc;
+    cfg (&pc, &dev, 0, false);
+    p = NULL;
+    tl_log_reset (true);
+    for (unsigned i = 0; (r = zvol_pool_open (&pc, &p)) == -EBUSY
+           && i < 2500; i++)
+      usleep (2000);
+    assert_int_equal (r, 0);
+    assert_true (tl_log_has ("intent log: replayed"));
+    tl_log_reset (false);
+  }
+  zv = zvol_pool_volume (p);
+  nh_check (zv, &st, el, "after intent-log replay");
+  p = reimport (p, dev);
+  zv = zvol_pool_volume (p);
+  nh_check (zv, &st, el, "after the replayed txgs were imported");
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  /* A sparse volume four times the pool: zeroing most of it allocated
+   * fails with -ENOSPC; the pool still works, frees, and exports. */
+  {
+    zvol_pool_config_t pc;
+    char spath[512];
+    const char *sdev = tl_path (spath, sizeof spath, "nohole-full");
+    uint8_t buf[4096];
+    uint64_t full;
+
+    assert_int_equal (tl_sparse_file (sdev, DEV_SIZE), 0);
+    cfg (&pc, &sdev, 4 * DEV_SIZE, true);
+    pc.pc_sparse = true;
+    p = NULL;
+    assert_int_equal (zvol_pool_open (&pc, &p), 0);
+    zv = zvol_pool_volume (p);
+    tl_log_reset (true);
+    assert_int_equal (zvol_zero (zv, 0, 3 * DEV_SIZE, 0), -ENOSPC);
+    assert_true (tl_log_has ("is full"));
+    tl_log_reset (false);
+    assert_int_equal (zvol_pool_sync (p), 0);
+    full = stat_value (p, "space_allocated");
+    assert_true (full > DEV_SIZE / 2);
+    assert_int_equal (zvol_zero (zv, 0, 4 * DEV_SIZE, ZVOL_MAY_TRIM), 0);
+    for (unsigned i = 0; i < 3; i++) {
+      tl_pat_fill (buf, 4096, sizeof buf, 77 + i);
+      assert_int_equal (zvol_write (zv, buf, 4096, sizeof buf, 0), 0);
+      assert_int_equal (zvol_pool_sync (p), 0);
+    }
+    assert_true (stat_value (p, "space_allocated") + DEV_SIZE / 4 < full);
+    memset (buf, 0, sizeof buf);
+    assert_int_equal (zvol_read (zv, buf, 4096, sizeof buf), 0);
+    assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 79), -1);
+    assert_int_equal (zvol_pool_close (p), 0);
+  }
+  free (st.shadow);
+  free (el);
+}
+
 static int
 group_setup (void **state)
 {
@@ -1074,6 +1310,7 @@ main (void)
     cmocka_unit_test_setup (test_fua_durable, tl_test_setup),
     cmocka_unit_test_setup (test_overlap_replay, tl_test_setup),
     cmocka_unit_test_setup (test_concurrency, tl_test_setup),
+    cmocka_unit_test_setup (test_zero_no_hole, tl_test_setup),
   };
 
   return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
