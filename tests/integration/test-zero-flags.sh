@@ -203,7 +203,7 @@ start txg_timeout=3600 || die "server imports the pool again"
 s1=$(space_in_use) || die "the stats file shows the space in use"
 MiB=$((1024 * 1024))
 # 16 MiB + one volblock allocated on holes; 3 MiB of data freed.
-zv_log "space in use: $s0 before the zeros, $s1 after ($(( (s1 - s0) / 1024 )) KiB more)"
+zv_log "space in use: $s0 before the zeros, $s1 after (a change of $(( (s1 - s0) / 1024 )) KiB)"
 check "allocated zeros take space: 16 MiB of NO_HOLE zeros less 3 MiB freed (got $(( (s1 - s0) / 1024 )) KiB)" \
     test $((s1 - s0)) -ge $((25 * MiB / 2))
 check "holes take none: 32 MiB of zeros without NO_HOLE added nothing (got $(( (s1 - s0) / 1024 )) KiB)" \
@@ -213,12 +213,15 @@ py_checks "after a restart" "$ZV_TMP/zero.py" "$uri" check || :
 zv_log "zeros, a flush, kill -9, import: the intent log replays them"
 py_checks "zeros before kill -9" "$ZV_TMP/zero.py" "$uri" crash || :
 check "kill -9 the server" kill9_zvol
+# (-v: the engine's "replayed" message is a debug message)
+# shellcheck disable=SC2034 # read by start_zvol
 ZV_NBDKIT_OPTS=(-v)
 start || die "server imports the pool after kill -9"
+# shellcheck disable=SC2034
 ZV_NBDKIT_OPTS=()
 check "the import replayed the intent log" log_replayed
 s2=$(space_in_use) || die "the stats file shows the space in use"
-zv_log "space in use after replay: $s2 ($(( (s2 - s1) / 1024 )) KiB more)"
+zv_log "space in use after replay: $s2 (a change of $(( (s2 - s1) / 1024 )) KiB)"
 check "replayed NO_HOLE zeros take space: 2 MiB less 512 KiB freed (got $(( (s2 - s1) / 1024 )) KiB)" \
     test $((s2 - s1)) -ge $MiB
 py_checks "after replay" "$ZV_TMP/zero.py" "$uri" replayed || :

@@ -1111,6 +1111,23 @@ nh_space (zvol_pool_t *p, nhstate_t *st)
   return stat_value (p, "space_allocated") - stat_value (p, "space_deferred");
 }
 
+/* This process's resident memory, bytes. */
+static uint64_t
+nh_rss (void)
+{
+  FILE *f = fopen ("/proc/self/status", "r");
+  char line[256];
+  uint64_t kib = 0;
+
+  assert_non_null (f);
+  while (fgets (line, sizeof line, f))
+    if (sscanf (line, "VmRSS: %" SCNu64, &kib) == 1)
+      break;
+  fclose (f);
+  assert_true (kib > 0);
+  return kib * 1024;
+}
+
 /* The crash child: import (nothing syncs by itself), make the log usable
  * (a txg with its fresh chain on disk: a write of zeros into a hole
  * dirties one and changes nothing), zero without and with MAY_TRIM,
@@ -1285,6 +1302,40 @@ test_zero_no_hole (void **state)
     assert_int_equal (zvol_read (zv, buf, 4096, sizeof buf), 0);
     assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 79), -1);
     assert_int_equal (zvol_pool_close (p), 0);
+  }
+
+  /* 256 MiB zeroed in one txg: the records hold no data, so memory does
+   * not grow with the range (a buffer per block would be 256 MiB). */
+  {
+    zvol_pool_config_t pc;
+    char mpath[512];
+    const char *mdev = tl_path (mpath, sizeof mpath, "nohole-mem");
+    uint64_t rss0, rss1;
+
+    assert_int_equal (tl_sparse_file (mdev, 512 * MiB), 0);
+    cfg (&pc, &mdev, 256 * MiB, true);
+    pc.pc_txg.tt_dirty_max = 1ull << 30;     /* no throttle, one txg */
+    p = NULL;
+    assert_int_equal (zvol_pool_open (&pc, &p), 0);
+    zv = zvol_pool_volume (p);
+    rss0 = nh_rss ();
+    assert_int_equal (zvol_zero (zv, 0, 256 * MiB, 0), 0);
+    rss1 = nh_rss ();
+    print_message ("  256 MiB zeroed allocated: resident memory grew by "
+                   "%" PRIu64 " KiB\n", (rss1 - ZV_MIN (rss0, rss1)) / 1024);
+    if (rss1 > rss0 + 64 * MiB)
+      fail_msg ("zeroing 256 MiB took %" PRIu64 " MiB of memory",
+                (rss1 - rss0) / MiB);
+    get_extents (zv, 0, 256 * MiB, el);
+    assert_int_equal (el->n, 1);
+    assert_int_equal (el->v[0].type, 0);
+    assert_int_equal (zvol_pool_sync (p), 0);
+    get_extents (zv, 0, 256 * MiB, el);
+    assert_int_equal (el->n, 1);
+    assert_int_equal (el->v[0].type, 0);
+    assert_true (stat_value (p, "space_allocated") >= 256 * MiB);
+    assert_int_equal (zvol_pool_close (p), 0);
+    unlink (mdev);
   }
   free (st.shadow);
   free (el);
