@@ -651,7 +651,8 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
         atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK], ob->ob_blksz);
     }
     if (r == 0) {
-      /* (As for a free: no old content, no data, no reservation.) */
+      /* The record of a free is what a whole zeroed block needs: no old
+       * content, no buffer, and no reservation beyond the one above. */
       r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
       ZV_VERIFY3U (r, ==, 0);
       if (dr->dr_data) {
