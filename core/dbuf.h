@@ -27,13 +27,19 @@
 typedef struct zv_dbuf zv_dbuf_t;
 typedef struct zv_dbuf_cache zv_dbuf_cache_t;
 
-/* A block's change in one txg.  dr_data == NULL: the block is freed. */
+/*
+ * A block's change in one txg.  dr_data == NULL: the block is freed, or,
+ * with dr_keep_alloc, it is all zeros and stays allocated (a zero without
+ * MAY_TRIM: the sync writes it from a shared zero block, so a huge zero
+ * needs no buffer per block).
+ */
 typedef struct zv_dirty {
   uint64_t dr_txg;
   zv_dbuf_t *dr_dbuf;
   void *dr_data;
   struct zv_dirty *dr_next;      /* the object's per-txg list */
   /* Under db_mtx: */
+  bool dr_keep_alloc;            /* written even if all zeros, never a hole */
   bool dr_syncing;               /* the txg sync has taken it */
   bool dr_overridden;            /* dr_data already written at dr_override */
   zv_blkptr_t dr_override;       /* (the intent log wrote it in place) */

@@ -26,6 +26,10 @@
  * the root pointer.  A block already born in T (a second sync pass of the
  * same txg) is overwritten in place: no committed uberblock can point at
  * it, and not reallocating is what lets the pool's passes converge.
+ * Data blocks of zeros become holes (the volume is thin), except those a
+ * zero without MAY_TRIM asked to keep allocated (dr_keep_alloc): their
+ * records hold no data, and the sync writes them from one shared zero
+ * block.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
@@ -46,6 +50,12 @@
 #include "dmu.h"
 
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
+
+/* The content of every allocated-zero block without data of its own
+ * (dr_keep_alloc): the sync writes them all from here, and the partial
+ * edges of such a zero are copied from it. */
+static const uint8_t dmu_zeros[ZV_MAX_BLKSZ]
+  __attribute__ ((aligned (ZV_SECTOR)));
 
 /* Entries of an indirect block (slot 0 is the header). */
 static inline zv_blkptr_t *
@@ -506,16 +516,23 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, false, &dr);
     if (r == 0) {
       if (dr->dr_data == NULL) {
-        /* Freed earlier in this txg: the rest of the block is zeros. */
-        r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+        /* Freed or zeroed earlier in this txg: the rest of the block is
+         * zeros.  A zeroed one (kept allocated) is reserved already. */
+        if (!dr->dr_keep_alloc)
+          r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
         if (r == 0) {
-          atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                            ob->ob_blksz);
+          if (!dr->dr_keep_alloc)
+            atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                              ob->ob_blksz);
           dr->dr_data = zv_buf_alloc (ob->ob_blksz);
         }
       }
-      if (r == 0)
+      if (r == 0) {
         memcpy ((uint8_t *) dr->dr_data + boff, in, n);
+        /* A write decides the block's fate as any write does: all zeros
+         * become a hole at the sync.  Only a zero keeps zeros allocated. */
+        dr->dr_keep_alloc = false;
+      }
     }
     pthread_mutex_unlock (&db->db_mtx);
     zv_dbuf_rele (ob->ob_cache, db);
@@ -559,8 +576,10 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
       }
     }
     r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
-    if (r == 0)
+    if (r == 0) {
       dmu_unoverride (ob, dr);
+      dr->dr_keep_alloc = false;
+    }
     if (r == 0 && dr->dr_data) {
       zv_buf_put (dr->dr_data, ob->ob_blksz);
       dr->dr_data = NULL;
@@ -570,6 +589,84 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
     zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
+  }
+  return 0;
+}
+
+/* After a write of zeros into part of a block in txg (the caller still
+ * holds txg and the block's range), keep the block allocated. */
+static void
+dmu_keep_alloc (zv_object_t *ob, uint64_t blkid, uint64_t txg)
+{
+  zv_dbuf_t *db = zv_dbuf_find (ob->ob_cache, ob, 0, blkid);
+  zv_dirty_t *dr;
+
+  ZV_VERIFY (db != NULL);           /* its dirty record holds it */
+  pthread_mutex_lock (&db->db_mtx);
+  dr = db->db_dirty[txg & ZV_TXG_MASK];
+  ZV_VERIFY (dr != NULL && dr->dr_txg == txg);
+  dr->dr_keep_alloc = true;
+  pthread_mutex_unlock (&db->db_mtx);
+  zv_dbuf_rele (ob->ob_cache, db);
+}
+
+/*
+ * Zero, keeping every block allocated (see dmu.h).  A whole block's
+ * record drops whatever data it had: the sync writes it from dmu_zeros,
+ * so memory does not grow with the range.  It reserves its block like a
+ * write, unless its record of this txg already did (one with data, or
+ * zeroed already); a freeing record may have reserved too (a write
+ * freed in the same txg), which only over-reserves until the sync.
+ */
+int
+zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
+                      uint64_t txg)
+{
+  ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  while (len > 0) {
+    uint64_t blkid = off / ob->ob_blksz;
+    uint32_t boff = off % ob->ob_blksz;
+    size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
+    zv_dbuf_t *db;
+    zv_dirty_t *dr;
+    bool reserve;
+    int r = 0;
+
+    if (n < ob->ob_blksz) {
+      r = zv_dmu_write_by_dnode (ob, off, n, dmu_zeros, txg);
+      if (r < 0)
+        return r;
+      dmu_keep_alloc (ob, blkid, txg);
+      off += n;
+      len -= n;
+      continue;
+    }
+    db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+    pthread_mutex_lock (&db->db_mtx);
+    dr = db->db_dirty[txg & ZV_TXG_MASK];
+    reserve = dr == NULL || (dr->dr_data == NULL && !dr->dr_keep_alloc);
+    if (reserve) {
+      r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+      if (r == 0)
+        atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK], ob->ob_blksz);
+    }
+    if (r == 0) {
+      /* The record of a free is what a whole zeroed block needs: no old
+       * content, no buffer, and no reservation beyond the one above. */
+      r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
+      ZV_VERIFY3U (r, ==, 0);
+      if (dr->dr_data) {
+        zv_buf_put (dr->dr_data, ob->ob_blksz);
+        dr->dr_data = NULL;
+      }
+      dr->dr_keep_alloc = true;
+    }
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_dbuf_rele (ob->ob_cache, db);
+    if (r < 0)
+      return r;
+    off += n;
+    len -= n;
   }
   return 0;
 }
@@ -589,7 +686,7 @@ zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole)
     pthread_mutex_lock (&db->db_mtx);
     dr = zv_dbuf_newest_dirty (db);
     if (dr)
-      *hole = dr->dr_data == NULL;
+      *hole = dr->dr_data == NULL && !dr->dr_keep_alloc;
     else if (db->db_state == ZV_DB_CACHED)
       *hole = db->db_data == NULL;
     else
@@ -845,7 +942,9 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_dirty_t *dr = drs[i];
     uint64_t blkid = dr->dr_dbuf->db_blkid;
-    bool hole = dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz);
+    /* All zeros is a hole (thin), unless a zero kept it allocated. */
+    bool hole = !dr->dr_keep_alloc
+      && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
     zv_dbuf_t *pdb;
     zv_blkptr_t *slot, old;
 
@@ -873,7 +972,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
                          ob->ob_type, 1, 1, txg);
     if (r == 0 && !hole) {
       w[nw].zw_bp = &bps[i];
-      w[nw].zw_buf = dr->dr_data;
+      w[nw].zw_buf = dr->dr_data ? dr->dr_data : dmu_zeros;
       nw++;
     }
   }
@@ -913,7 +1012,15 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     }
     pthread_mutex_lock (&db->db_mtx);
     db->db_dirty[txg & ZV_TXG_MASK] = NULL;
-    zv_dbuf_set_data (ob->ob_cache, db, data);
+    if (data == NULL && !zv_bp_is_hole (&bps[i])) {
+      /* Allocated zeros without a buffer: a cached NULL would say hole,
+       * so the content is left for a read to fetch from disk. */
+      if (db->db_data)
+        zv_buf_put (zv_dbuf_take_data (ob->ob_cache, db), ob->ob_blksz);
+      db->db_state = ZV_DB_UNCACHED;
+    }
+    else
+      zv_dbuf_set_data (ob->ob_cache, db, data);
     pthread_mutex_unlock (&db->db_mtx);
     zv_dbuf_rele (ob->ob_cache, db);
     free (dr);

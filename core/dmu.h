@@ -53,6 +53,15 @@ int zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
 /* Free whole blocks [blkid, blkid + n) in 'txg': they become holes. */
 int zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
                           uint64_t txg);
+/*
+ * Zero [off, off + len) in 'txg', every block it touches staying
+ * allocated: the sync writes them as data even though they are all zeros
+ * (a zero without MAY_TRIM).  Whole blocks keep no buffer; partial ones
+ * are written with zeros.  Reserves space like a write: -ENOSPC when full
+ * (the blocks before the one that failed are zeroed).
+ */
+int zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
+                          uint64_t txg);
 /* Is the block a hole, as a read would see it now? */
 int zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole);
 

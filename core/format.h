@@ -188,9 +188,18 @@ typedef struct zv_lr {
   uint64_t lr_txg;            /* txg the change was applied in */
   uint64_t lr_offset;
   uint64_t lr_length;
-  uint64_t lr_pad;
+  uint64_t lr_flags;          /* ZV_LR_F_* (once padding, always zero) */
 } zv_lr_t;
 static_assert (sizeof (zv_lr_t) == 48, "log record header is 48 bytes");
+
+/*
+ * A ZERO record whose blocks stay allocated (a zero without MAY_TRIM, the
+ * client's NO_HOLE).  Without it a ZERO record makes holes, as every ZERO
+ * record did before the flag existed; an older reader ignores the field
+ * and replays holes, which still read as zeros.  No other bit is defined,
+ * and no other record type carries any.
+ */
+#define ZV_LR_F_ZERO_ALLOC 0x1ull
 
 /* Objset block, 4 KiB. */
 typedef struct zv_objset_phys {

@@ -116,6 +116,7 @@ typedef struct zil_itx {
   uint64_t itx_len;
   uint8_t itx_type;            /* enum zv_lr_type */
   uint8_t itx_wr;              /* enum zil_wr */
+  uint8_t itx_flags;           /* lr_flags of its records */
   void *itx_data;              /* copied data */
 } zil_itx_t;
 
@@ -563,17 +564,19 @@ zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off, uint32_t len,
 /* Log a trim or zero applied in txg. */
 uint64_t
 zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
-                 uint64_t off, uint64_t len)
+                 uint64_t off, uint64_t len, uint64_t lr_flags)
 {
   zil_itx_t *itx;
 
   if (zl->zl_replaying || zl->zl_tun.zt_sync == ZV_SYNC_DISABLED || len == 0)
     return 0;
   ZV_VERIFY (type == ZV_LR_TRIM || type == ZV_LR_ZERO);
+  ZV_VERIFY ((lr_flags & ~(type == ZV_LR_ZERO ? ZV_LR_F_ZERO_ALLOC : 0)) == 0);
   itx = calloc (1, sizeof *itx);
   if (itx == NULL)
     abort ();
   itx->itx_type = type;
+  itx->itx_flags = (uint8_t) lr_flags;
   itx->itx_txg = txg;
   itx->itx_off = off;
   itx->itx_len = len;
@@ -691,6 +694,7 @@ zil_append (zv_zil_t *zl, const zil_itx_t *itx, uint32_t type,
   lr->lr_txg = itx->itx_txg;
   lr->lr_offset = off;
   lr->lr_length = len;
+  lr->lr_flags = itx->itx_flags;
   lwb->lwb_nused += reclen;
   lwb->lwb_max_txg = ZV_MAX (lwb->lwb_max_txg, itx->itx_txg);
   return (uint8_t *) (lr + 1);
@@ -1293,10 +1297,14 @@ zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
       return -EIO;
     }
     payload = lr->lr_reclen - sizeof (zv_lr_t);
+    /* A flag this code does not know would change what the record
+     * means: replaying it without would not be the acknowledged state. */
     if ((lr->lr_type == ZV_LR_WRITE && lr->lr_length > payload)
         || (lr->lr_type == ZV_LR_WRITE_IND
             && payload < sizeof (zv_blkptr_t))
-        || lr->lr_type > ZV_LR_ZERO) {
+        || lr->lr_type > ZV_LR_ZERO
+        || (lr->lr_flags & ~(lr->lr_type == ZV_LR_ZERO
+                             ? ZV_LR_F_ZERO_ALLOC : 0)) != 0) {
       zv_error ("intent log: record %" PRIu64 " is inconsistent; replay "
                 "stops here", lr->lr_seq);
       return -EIO;

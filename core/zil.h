@@ -75,11 +75,13 @@ zv_zil_t *zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
                        void *arg, const zv_zil_tunables_t *zt);
 void zv_zil_close (zv_zil_t *zl);
 
-/* Log a write / trim / zero applied in txg; returns its ticket. */
+/* Log a write / trim / zero applied in txg; returns its ticket.  A
+ * zero's lr_flags say how it was applied (ZV_LR_F_ZERO_ALLOC); a trim
+ * has none. */
 uint64_t zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off,
                            uint32_t len, const void *data);
 uint64_t zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
-                          uint64_t off, uint64_t len);
+                          uint64_t off, uint64_t len, uint64_t lr_flags);
 
 /* Make every record up to 'ticket' durable (0: every record so far). */
 int zv_zil_commit (zv_zil_t *zl, uint64_t ticket);

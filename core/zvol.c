@@ -11,9 +11,10 @@
  * pin one txg.  A FUA write, a flush, or any write of a sync=always
  * volume then commits the log up to its record: one log write and a
  * device flush, shared by concurrent committers (zil.c), not a txg.
- * Trim and zero free whole blocks (holes read as zeros); zero writes
- * zeros into partial edges, trim leaves them as they are (a trim is
- * advisory).
+ * Trim, and zero with MAY_TRIM, free whole blocks (holes read as zeros);
+ * zero writes zeros into partial edges, trim leaves them as they are (a
+ * trim is advisory).  A zero without MAY_TRIM keeps every block of its
+ * range allocated.
  *
  * Opening the volume opens its log from the header the pool keeps,
  * attaches it to the pool (every txg sync stores its header and tells it
@@ -295,11 +296,11 @@ zvol_flush (zvol_t *zv)
 /* Log a trim or zero that ended in txg; returns its ticket. */
 static uint64_t
 zvol_log_free (zvol_t *zv, uint64_t txg, enum zv_lr_type type, uint64_t off,
-               uint64_t len)
+               uint64_t len, uint64_t lr_flags)
 {
   if (zv->zv_zil == NULL || txg == 0)
     return 0;
-  return zv_zil_log_free (zv->zv_zil, txg, type, off, len);
+  return zv_zil_log_free (zv->zv_zil, txg, type, off, len, lr_flags);
 }
 
 /* Free whole blocks [b, e), a chunk per txg hold. */
@@ -358,7 +359,7 @@ zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
       if (r == 0) {
         /* (ZV_MAX evaluates its arguments twice: log once, first.) */
         uint64_t lt = zvol_log_free (zv, last_txg, ZV_LR_TRIM, pos,
-                                     next - pos);
+                                     next - pos, 0);
         t = ZV_MAX (t, lt);
       }
       zvol_range_exit (zv, &zr);
@@ -396,8 +397,39 @@ zvol_zero_partial (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *last)
   return r;
 }
 
-/* Zero [off, end), within one region: free whole blocks, write zeros
- * into partial ones. */
+/*
+ * Zero [off, end), within one region, keeping its blocks allocated (no
+ * MAY_TRIM): one txg hold for the region, charged with every block the
+ * sync will write, so a huge zero is throttled like a write of its size
+ * although its records hold no data.
+ */
+static int
+zvol_zero_alloc (zvol_t *zv, uint64_t off, uint64_t end, uint64_t *last_txg)
+{
+  /* The short last block is zeroed whole (its bytes past the end of the
+   * volume are never seen), so it needs no read of its old content. */
+  uint64_t dend = end == zv->zv_volsize ? ZV_P2ROUNDUP (end, zv->zv_blksz)
+    : end;
+  unsigned tries = 0;
+  zv_txg_hold_t h;
+  int r;
+
+ again:
+  r = zv_txg_hold (zv->zv_txg, zvol_dirty_estimate (zv, off, end - off), &h);
+  if (r < 0)
+    return r;
+  r = zv_dmu_zero_by_dnode (zv->zv_obj, off, dend - off, h.th_txg);
+  *last_txg = h.th_txg;
+  zv_txg_rele (zv->zv_txg, &h);
+  if (r == -ENOSPC && zvol_space_pending (zv, &tries))
+    goto again;
+  if (r == -ENOSPC)
+    zvol_enospc (zv, "zero", off, end - off);
+  return r;
+}
+
+/* Zero [off, end), within one region, with MAY_TRIM: free whole blocks,
+ * write zeros into partial ones. */
 static int
 zvol_zero_region (zvol_t *zv, uint64_t off, uint64_t end, uint64_t *last_txg)
 {
@@ -425,21 +457,38 @@ int
 zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
 {
   uint64_t end = off + len, t = 0;
+  bool may_trim = (flags & ZVOL_MAY_TRIM) != 0;
   int r = zvol_check (zv, off, len, true, "zero");
 
   if (r < 0 || len == 0)
     return r;
-  /* Freeing is always at least as fast as writing, so ZVOL_FAST needs
-   * no refusal. */
+  /*
+   * ZVOL_FAST (NBD's FAST_ZERO) asks for a failure, at once and with
+   * nothing changed, unless the zero is faster than writing zeros.  With
+   * MAY_TRIM it is: whole blocks are only freed (metadata, whatever the
+   * length) and the partial edges cost two block writes at most.  Without
+   * MAY_TRIM every block of the range is written by the txg sync and
+   * takes space, as a write of zeros would (a write of zeros even costs
+   * less here: it becomes holes); saving the copy and the log payload
+   * does not make it fast in the sense the client asks about.  Refused.
+   */
+  if ((flags & ZVOL_FAST) && !may_trim) {
+    zv_debug ("zero at %" PRIu64 "+%" PRIu64 ": a fast zero that must keep "
+              "its blocks allocated is refused", off, len);
+    return -ENOTSUP;
+  }
   for (uint64_t pos = off; pos < end && r == 0;) {
     uint64_t next = zvol_region_end (pos, end), last_txg = 0;
     zvol_range_t zr;
 
     zvol_range_enter (zv, pos, next - pos, &zr);
-    r = zvol_zero_region (zv, pos, next, &last_txg);
+    r = may_trim ? zvol_zero_region (zv, pos, next, &last_txg)
+      : zvol_zero_alloc (zv, pos, next, &last_txg);
     if (r == 0) {
+      /* Replay must repeat what was done: holes, or allocated zeros. */
       uint64_t lt = zvol_log_free (zv, last_txg, ZV_LR_ZERO, pos,
-                                   next - pos);
+                                   next - pos,
+                                   may_trim ? 0 : ZV_LR_F_ZERO_ALLOC);
       t = ZV_MAX (t, lt);
     }
     zvol_range_exit (zv, &zr);
@@ -566,7 +615,10 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
   case ZV_LR_TRIM:
     return zvol_trim (zv, lr->lr_offset, lr->lr_length, 0);
   case ZV_LR_ZERO:
-    return zvol_zero (zv, lr->lr_offset, lr->lr_length, 0);
+    /* Without the flag (every ZERO record from before it existed too)
+     * the zero made holes. */
+    return zvol_zero (zv, lr->lr_offset, lr->lr_length,
+                      lr->lr_flags & ZV_LR_F_ZERO_ALLOC ? 0 : ZVOL_MAY_TRIM);
   case ZV_LR_NOP:
     break;
   }

@@ -713,8 +713,16 @@ zp_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   return zp_result (zvol_trim (zp_zv, offset, count, zp_flags (flags)));
 }
 
-/* Zero: holes when MAY_TRIM; with FAST_ZERO the engine fails with
- * ENOTSUP rather than write zeros, which nbdkit passes on. */
+/*
+ * Zero: nbdkit sets MAY_TRIM unless the client said NO_HOLE.  With it,
+ * whole blocks become holes; without, the range stays allocated (its
+ * blocks are written with zeros at the txg sync).  FAST_ZERO is
+ * advertised and honoured: with MAY_TRIM the zero only frees blocks and
+ * succeeds; without, it costs what writing zeros costs (every block
+ * written, space taken), so the engine refuses it with ENOTSUP before
+ * changing anything, which nbdkit passes to the client (and, since
+ * FAST_ZERO was set, does not turn into a write of zeros).
+ */
 static int
 zp_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
@@ -816,7 +824,7 @@ static struct nbdkit_plugin plugin = {
   .can_fua = zp_can_fua,
   .can_trim = zp_can_one,
   .can_zero = zp_can_one,
-  .can_fast_zero = zp_can_one,
+  .can_fast_zero = zp_can_one,     /* honoured, see zp_zero */
   .can_extents = zp_can_one,
   .can_multi_conn = zp_can_multi_conn,
   .can_cache = zp_can_cache,

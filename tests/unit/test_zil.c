@@ -1207,6 +1207,13 @@ static void hl_past_end (zv_lr_t *lr, uint32_t n) { lr->lr_offset = 1ull << 40; 
 static void hl_bad_len (zv_lr_t *lr, uint32_t n) { lr->lr_reclen = 1u << 30; }
 static void hl_bad_type (zv_lr_t *lr, uint32_t n) { lr->lr_type = 77; }
 static void hl_long (zv_lr_t *lr, uint32_t n) { lr->lr_length = 1u << 20; }
+static void hl_write_flag (zv_lr_t *lr, uint32_t n) { lr->lr_flags = 1; }
+static void
+hl_zero_flag (zv_lr_t *lr, uint32_t n)
+{
+  lr->lr_type = ZV_LR_ZERO;
+  lr->lr_flags = ZV_LR_F_ZERO_ALLOC << 1;
+}
 static void
 hl_bad_ind (zv_lr_t *lr, uint32_t n)
 {
@@ -1379,6 +1386,15 @@ test_hostile_log (void **state)
     hl_forge (work, &hb[2], guid, forge[f]);
     (void) hl_try_forged (work, forge_name[f]);
   }
+  /* A flag this version does not know would change what its record
+   * means: the import fails instead of replaying something else. */
+  copy_file (snap, work);
+  hl_forge (work, &hb[2], guid, hl_write_flag);
+  assert_int_equal (hl_try_forged (work, "write record with a flag"), -EIO);
+  copy_file (snap, work);
+  hl_forge (work, &hb[2], guid, hl_zero_flag);
+  assert_int_equal (hl_try_forged (work, "zero record with an unknown flag"),
+                    -EIO);
 
   unlink (dev);
   unlink (snap);

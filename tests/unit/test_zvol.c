@@ -251,8 +251,13 @@ test_random_shadow (void **state)
       static const unsigned zf[] = { 0, ZVOL_MAY_TRIM, ZVOL_FAST,
                                      ZVOL_MAY_TRIM | ZVOL_FAST };
       counts[3]++;
-      assert_int_equal (zvol_zero (zv, off, len, zf[it % 4]), 0);
-      memset (shadow + off, 0, len);
+      /* A fast zero that must keep its blocks allocated is refused. */
+      if (zf[it % 4] == ZVOL_FAST)
+        assert_int_equal (zvol_zero (zv, off, len, zf[it % 4]), -ENOTSUP);
+      else {
+        assert_int_equal (zvol_zero (zv, off, len, zf[it % 4]), 0);
+        memset (shadow + off, 0, len);
+      }
     }
     else if (op < 93) {
       counts[4]++;
@@ -397,7 +402,8 @@ test_trim (void **state)
 }
 
 /* Zero reads back zeros everywhere it was asked to, partial edges and
- * the short last block included; whole blocks become holes. */
+ * the short last block included; with MAY_TRIM whole blocks become
+ * holes (test_zero_no_hole has the zero without). */
 static void
 test_zero (void **state)
 {
@@ -408,12 +414,12 @@ test_zero (void **state)
   uint8_t *shadow = calloc (1, volsize);
   extlist_t *el = malloc (sizeof *el);
   static const struct { uint64_t off, len; unsigned flags; } z[] = {
-    { 100, 100, 0 },                          /* inside block 0 */
-    { BS - 50, 120, 0 },                      /* straddles 0/1 */
-    { 2 * BS + 1, 3 * BS + 6, 0 },            /* 3, 4 whole; edges */
-    { 9 * BS + 3, BS - 3 + 4096, 0 },         /* to the end */
+    { 100, 100, ZVOL_MAY_TRIM },                   /* inside block 0 */
+    { BS - 50, 120, ZVOL_MAY_TRIM },               /* straddles 0/1 */
+    { 2 * BS + 1, 3 * BS + 6, ZVOL_MAY_TRIM },     /* 3, 4 whole; edges */
+    { 9 * BS + 3, BS - 3 + 4096, ZVOL_MAY_TRIM },  /* to the end */
     { 6 * BS, 2 * BS, ZVOL_FAST | ZVOL_MAY_TRIM },
-    { 8 * BS + 7, 9, ZVOL_FUA },
+    { 8 * BS + 7, 9, ZVOL_FUA | ZVOL_MAY_TRIM },
   };
 
   write_shadow (zv, shadow, 0, (uint32_t) volsize, 3, 0);
@@ -434,10 +440,10 @@ test_zero (void **state)
 
   /* The short last block: rewrite it, zero a piece of it, then all. */
   write_shadow (zv, shadow, 10 * BS, 4096, 4, 0);
-  assert_int_equal (zvol_zero (zv, 10 * BS + 100, 200, 0), 0);
+  assert_int_equal (zvol_zero (zv, 10 * BS + 100, 200, ZVOL_MAY_TRIM), 0);
   memset (shadow + 10 * BS + 100, 0, 200);
   check_shadow (zv, shadow, 9 * BS, BS + 4096);
-  assert_int_equal (zvol_zero (zv, volsize - 1, 1, 0), 0);
+  assert_int_equal (zvol_zero (zv, volsize - 1, 1, ZVOL_MAY_TRIM), 0);
   shadow[volsize - 1] = 0;
   check_shadow (zv, shadow, 9 * BS, BS + 4096);
 
@@ -446,7 +452,8 @@ test_zero (void **state)
   check_shadow (zv, shadow, 0, volsize);
 
   /* Everything. */
-  assert_int_equal (zvol_zero (zv, 0, volsize, ZVOL_FAST), 0);
+  assert_int_equal (zvol_zero (zv, 0, volsize, ZVOL_FAST | ZVOL_MAY_TRIM),
+                    0);
   memset (shadow, 0, volsize);
   check_shadow (zv, shadow, 0, volsize);
   assert_int_equal (zvol_flush (zv), 0);
@@ -1037,6 +1044,293 @@ test_concurrency (void **state)
   free (sh.shadow);
 }
 
+/* ---- zero without MAY_TRIM (NBD's NO_HOLE) ---- */
+
+#define NH_VOLSIZE (128 * BS + 4096)      /* a short last block */
+#define NH_NBLK 129u
+
+/* What each block of the no-hole volume should be: 1 data, 0 hole. */
+typedef struct nhstate {
+  uint8_t *shadow;
+  bool data[NH_NBLK];
+} nhstate_t;
+
+/* Zero [off, off+len) with flags and mirror it: blocks a zero without
+ * MAY_TRIM touches are data, whole blocks of one with MAY_TRIM holes. */
+static void
+nh_zero (zvol_t *zv, nhstate_t *st, uint64_t off, uint64_t len,
+         unsigned flags)
+{
+  assert_int_equal (zvol_zero (zv, off, len, flags), 0);
+  memset (st->shadow + off, 0, len);
+  for (uint64_t b = off / BS; b * BS < off + len; b++) {
+    uint64_t bend = ZV_MIN ((b + 1) * BS, (uint64_t) NH_VOLSIZE);
+    if (!(flags & ZVOL_MAY_TRIM))
+      st->data[b] = true;
+    else if (off <= b * BS && bend <= off + len)
+      st->data[b] = false;
+  }
+}
+
+/* Content and allocation as the state says, block by block. */
+static void
+nh_check (zvol_t *zv, const nhstate_t *st, extlist_t *el, const char *when)
+{
+  check_shadow (zv, st->shadow, 0, NH_VOLSIZE);
+  get_extents (zv, 0, NH_VOLSIZE, el);
+  for (unsigned b = 0; b < NH_NBLK; b++) {
+    uint64_t len = ZV_MIN ((uint64_t) BS, NH_VOLSIZE - (uint64_t) b * BS);
+    if (!ext_is (el, (uint64_t) b * BS, len,
+                 st->data[b] ? 0 : ZVOL_EXTENT_HOLE))
+      fail_msg ("%s: block %u is reported as %s, expected %s", when, b,
+                st->data[b] ? "a hole" : "data", st->data[b] ? "data"
+                : "a hole");
+  }
+}
+
+/* Syncs enough txgs that the frees of the first are applied, then the
+ * space in use (allocated less what waits on the deferred lists). */
+static uint64_t
+nh_space (zvol_pool_t *p, nhstate_t *st)
+{
+  for (unsigned i = 0; i < 3; i++) {
+    write_shadow (tvol (p), st->shadow, 127 * BS, 512, 900 + i,
+                  0);
+    assert_int_equal (zv_pool_sync (p), 0);
+  }
+  return stat_value (p, "space_allocated") - stat_value (p, "space_deferred");
+}
+
+/* This process's resident memory, bytes. */
+static uint64_t
+nh_rss (void)
+{
+  FILE *f = fopen ("/proc/self/status", "r");
+  char line[256];
+  uint64_t kib = 0;
+
+  assert_non_null (f);
+  while (fgets (line, sizeof line, f))
+    if (sscanf (line, "VmRSS: %" SCNu64, &kib) == 1)
+      break;
+  fclose (f);
+  assert_true (kib > 0);
+  return kib * 1024;
+}
+
+/* The crash child: import (nothing syncs by itself), make the log usable
+ * (a txg with its fresh chain on disk: a write of zeros into a hole
+ * dirties one and changes nothing), zero without and with MAY_TRIM,
+ * flush, report, and die without exporting. */
+static void *
+nh_child_thread (void *arg)
+{
+  fuachild_t *c = arg;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  zvol_t *zv;
+  uint8_t zeros[512] = { 0 };
+  char ack = 1;
+
+  cfg (&pc, &c->dev, 0, false);
+  pc.pc_txg.tt_timeout_ms = 600000;
+  if (tpool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+    _exit (4);
+  zv = tvol (p);
+  if (zvol_write (zv, zeros, 100 * BS, sizeof zeros, 0) < 0
+      || zv_pool_sync (p) < 0)
+    _exit (4);
+  if (zvol_zero (zv, 70 * BS, 10 * BS, 0) < 0                    /* holes */
+      || zvol_zero (zv, 90 * BS + 300, 500, 0) < 0               /* edge */
+      || zvol_zero (zv, 24 * BS, 4 * BS, ZVOL_MAY_TRIM) < 0      /* data */
+      || zvol_zero (zv, 28 * BS, 2 * BS, 0) < 0                  /* data */
+      || zvol_flush (zv) < 0)
+    _exit (5);
+  if (write (c->fd, &ack, 1) != 1)
+    _exit (6);
+  _exit (0);
+}
+
+/*
+ * A zero without MAY_TRIM keeps its range allocated: whole and partial
+ * blocks, over data and over holes, read as zeros and are reported as
+ * data in open context, after the txg sync, after an import and after an
+ * intent-log replay, and they take space; with MAY_TRIM whole blocks
+ * become holes.  ZVOL_FAST is refused (changing nothing) without
+ * MAY_TRIM and honoured with it.  A write of zeros still makes holes.
+ * A zero that does not fit in the pool fails with -ENOSPC and leaves a
+ * pool that works and exports cleanly.
+ */
+static void
+test_zero_no_hole (void **state)
+{
+  char path[512];
+  const char *dev = path;
+  zvol_pool_t *p = new_pool (path, sizeof path, "nohole", DEV_SIZE,
+                             NH_VOLSIZE, 0);
+  zvol_t *zv = tvol (p);
+  extlist_t *el = malloc (sizeof *el);
+  nhstate_t st = { .shadow = calloc (1, NH_VOLSIZE) };
+  uint8_t zeros[BS] = { 0 };
+  uint64_t before, after;
+  int fd, r;
+  char ack;
+  pid_t pid;
+
+  assert_non_null (el);
+  assert_non_null (st.shadow);
+  /* Data in blocks 0..31 (and 127, which nh_space rewrites). */
+  write_shadow (zv, st.shadow, 0, 32 * BS, 1, 0);
+  for (unsigned b = 0; b < 32; b++)
+    st.data[b] = true;
+  st.data[127] = true;
+  before = nh_space (p, &st);
+
+  nh_zero (zv, &st, 2 * BS + 100, 6 * BS, 0);        /* over data, edges */
+  nh_zero (zv, &st, 40 * BS, 16 * BS, 0);            /* over holes */
+  nh_zero (zv, &st, 60 * BS + 1000, 200, 0);         /* inside a hole */
+  nh_zero (zv, &st, 128 * BS, 4096, 0);              /* the short block */
+  nh_zero (zv, &st, 10 * BS, 4 * BS, ZVOL_MAY_TRIM); /* holes */
+  nh_zero (zv, &st, 20 * BS, 2 * BS, ZVOL_MAY_TRIM | ZVOL_FAST);
+  /* Fast without MAY_TRIM: refused, nothing changed. */
+  tl_log_reset (true);
+  assert_int_equal (zvol_zero (zv, 16 * BS, 4 * BS, ZVOL_FAST), -ENOTSUP);
+  assert_int_equal (zvol_zero (zv, 45 * BS + 7, 9, ZVOL_FAST | ZVOL_FUA),
+                    -ENOTSUP);
+  tl_log_reset (false);
+  /* Zeroed without MAY_TRIM, then written with zeros in the same txg:
+   * the write decides, and written zeros are a hole. */
+  nh_zero (zv, &st, 44 * BS, BS, 0);
+  assert_int_equal (zvol_write (zv, zeros, 44 * BS, BS, 0), 0);
+  nh_check (zv, &st, el, "open context");
+  st.data[44] = false;
+
+  assert_int_equal (zvol_flush (zv), 0);
+  after = nh_space (p, &st);
+  nh_check (zv, &st, el, "after the txg sync");
+  /* 17 blocks allocated on holes (40..55 less 44, 60, 128), 6 freed
+   * (10..13, 20, 21); the zeros over data replaced data: 11 more.  Two
+   * blocks of slack for the metadata each txg rewrites. */
+  if (after < before + 9 * BS)
+    fail_msg ("space in use went from %" PRIu64 " to %" PRIu64 ": the "
+              "allocated zeros take no space", before, after);
+
+  /* An ordinary write of zeros over allocated zeros makes a hole. */
+  assert_int_equal (zvol_write (zv, zeros, 41 * BS, BS, 0), 0);
+  st.data[41] = false;
+  assert_int_equal (zv_pool_sync (p), 0);
+  nh_check (zv, &st, el, "after a write of zeros");
+
+  p = reimport (p, dev);
+  zv = tvol (p);
+  nh_check (zv, &st, el, "after an import");
+  assert_int_equal (tpool_close (p), 0);
+
+  /* A crash after a flush: the intent log replays each zero as it was
+   * made, allocated or holes. */
+  pid = child_spawn (dev, nh_child_thread, &fd);
+  assert_int_equal (read (fd, &ack, 1), 1);
+  close (fd);
+  child_reap (pid);
+  memset (st.shadow + 70 * BS, 0, 10 * BS);
+  memset (st.shadow + 90 * BS + 300, 0, 500);
+  memset (st.shadow + 24 * BS, 0, 6 * BS);
+  for (unsigned b = 70; b < 80; b++)
+    st.data[b] = true;
+  st.data[90] = true;
+  for (unsigned b = 24; b < 28; b++)
+    st.data[b] = false;
+  {
+    zvol_pool_config_t pc;
+    cfg (&pc, &dev, 0, false);
+    p = NULL;
+    tl_log_reset (true);
+    for (unsigned i = 0; (r = tpool_open (&pc, &p)) == -EBUSY
+           && i < 2500; i++)
+      usleep (2000);
+    assert_int_equal (r, 0);
+    assert_true (tl_log_has ("intent log: replayed"));
+    tl_log_reset (false);
+  }
+  zv = tvol (p);
+  nh_check (zv, &st, el, "after intent-log replay");
+  p = reimport (p, dev);
+  zv = tvol (p);
+  nh_check (zv, &st, el, "after the replayed txgs were imported");
+  assert_int_equal (tpool_close (p), 0);
+
+  /* A sparse volume four times the pool: zeroing most of it allocated
+   * fails with -ENOSPC; the pool still works, frees, and exports. */
+  {
+    zvol_pool_config_t pc;
+    char spath[512];
+    const char *sdev = tl_path (spath, sizeof spath, "nohole-full");
+    uint8_t buf[4096];
+    uint64_t full;
+
+    assert_int_equal (tl_sparse_file (sdev, DEV_SIZE), 0);
+    cfg (&pc, &sdev, 4 * DEV_SIZE, true);
+    pc.pc_sparse = true;
+    p = NULL;
+    assert_int_equal (tpool_open (&pc, &p), 0);
+    zv = tvol (p);
+    tl_log_reset (true);
+    assert_int_equal (zvol_zero (zv, 0, 3 * DEV_SIZE, 0), -ENOSPC);
+    assert_true (tl_log_has ("is full"));
+    tl_log_reset (false);
+    assert_int_equal (zv_pool_sync (p), 0);
+    full = stat_value (p, "space_allocated");
+    assert_true (full > DEV_SIZE / 2);
+    assert_int_equal (zvol_zero (zv, 0, 4 * DEV_SIZE, ZVOL_MAY_TRIM), 0);
+    for (unsigned i = 0; i < 3; i++) {
+      tl_pat_fill (buf, 4096, sizeof buf, 77 + i);
+      assert_int_equal (zvol_write (zv, buf, 4096, sizeof buf, 0), 0);
+      assert_int_equal (zv_pool_sync (p), 0);
+    }
+    assert_true (stat_value (p, "space_allocated") + DEV_SIZE / 4 < full);
+    memset (buf, 0, sizeof buf);
+    assert_int_equal (zvol_read (zv, buf, 4096, sizeof buf), 0);
+    assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 79), -1);
+    assert_int_equal (tpool_close (p), 0);
+  }
+
+  /* 256 MiB zeroed in one txg: the records hold no data, so memory does
+   * not grow with the range (a buffer per block would be 256 MiB). */
+  {
+    zvol_pool_config_t pc;
+    char mpath[512];
+    const char *mdev = tl_path (mpath, sizeof mpath, "nohole-mem");
+    uint64_t rss0, rss1;
+
+    assert_int_equal (tl_sparse_file (mdev, 512 * MiB), 0);
+    cfg (&pc, &mdev, 256 * MiB, true);
+    pc.pc_txg.tt_dirty_max = 1ull << 30;     /* no throttle, one txg */
+    p = NULL;
+    assert_int_equal (tpool_open (&pc, &p), 0);
+    zv = tvol (p);
+    rss0 = nh_rss ();
+    assert_int_equal (zvol_zero (zv, 0, 256 * MiB, 0), 0);
+    rss1 = nh_rss ();
+    print_message ("  256 MiB zeroed allocated: resident memory grew by "
+                   "%" PRIu64 " KiB\n", (rss1 - ZV_MIN (rss0, rss1)) / 1024);
+    if (rss1 > rss0 + 64 * MiB)
+      fail_msg ("zeroing 256 MiB took %" PRIu64 " MiB of memory",
+                (rss1 - rss0) / MiB);
+    get_extents (zv, 0, 256 * MiB, el);
+    assert_int_equal (el->n, 1);
+    assert_int_equal (el->v[0].type, 0);
+    assert_int_equal (zv_pool_sync (p), 0);
+    get_extents (zv, 0, 256 * MiB, el);
+    assert_int_equal (el->n, 1);
+    assert_int_equal (el->v[0].type, 0);
+    assert_true (stat_value (p, "space_allocated") >= 256 * MiB);
+    assert_int_equal (tpool_close (p), 0);
+    unlink (mdev);
+  }
+  free (st.shadow);
+  free (el);
+}
+
 static int
 group_setup (void **state)
 {
@@ -1057,6 +1351,7 @@ main (void)
     cmocka_unit_test_setup (test_fua_durable, tl_test_setup),
     cmocka_unit_test_setup (test_overlap_replay, tl_test_setup),
     cmocka_unit_test_setup (test_concurrency, tl_test_setup),
+    cmocka_unit_test_setup (test_zero_no_hole, tl_test_setup),
   };
 
   return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
