@@ -825,6 +825,9 @@ tl_main_run (const struct CMUnitTest *tests, size_t n, const char *dir,
 {
   const char *filter = getenv ("ZV_TEST_FILTER");
 
+  /* Whole lines, in order with stderr's, in the test's log (cmocka's
+   * final report goes to stderr, its per-test lines to stdout). */
+  setvbuf (stdout, NULL, _IOLBF, 0);
   tl_group_name = dir;
   tl_group_fini = fini;
   if (filter && *filter)
