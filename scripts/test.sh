@@ -8,6 +8,10 @@
 # CONFIGURE_ARGS (split on spaces) goes to ./configure; when it differs
 # from the last run the tree is reconfigured and rebuilt from clean.
 # Exits with the status of make check; on failure prints the test log.
+# The last two lines count the test programs, then the test cases (cmocka
+# cases and integration checks; scripts/count-tests.sh says how):
+#   test: programs: N passed, N failed, N skipped
+#   test: N passed, N failed, N skipped
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,17 +21,15 @@ read -r -a cargs <<< "${CONFIGURE_ARGS:-}"
 bash scripts/setup.sh "${cargs[@]}"
 
 echo "test: make -j2 check"
-# A log left by an earlier run must not be mistaken for this one's.
+# Logs left by an earlier run must not be mistaken for this one's: the
+# summary, and each test's log and result (a test that does not run this
+# time then counts as failed, not as its last result).
 rm -f test-suite.log tests/test-suite.log
+for log in $(make -s --no-print-directory print-test-logs 2>/dev/null || :); do
+    rm -f "$log" "${log%.log}.trs"
+done
 rc=0
 make -j2 check || rc=$?
-
-# count NAME: the "# NAME: N" line of automake's summary (0 if absent).
-count () {
-    local n
-    n=$(sed -n "s/^# $1: *\([0-9][0-9]*\)\$/\1/p" test-suite.log | head -n 1)
-    echo "${n:-0}"
-}
 
 if [ "$rc" -ne 0 ]; then
     # A non-recursive automake tree keeps the summary log at the top.
@@ -41,7 +43,5 @@ if [ "$rc" -ne 0 ]; then
 else
     echo "test: make check passed"
 fi
-if [ -f test-suite.log ]; then
-    echo "test: $(count PASS) passed, $(( $(count FAIL) + $(count ERROR) + $(count XPASS) )) failed, $(count SKIP) skipped"
-fi
+bash scripts/count-tests.sh "$top" test || :
 exit "$rc"

@@ -93,10 +93,10 @@ die ()
     zv_summary
 }
 
-# skip REASON: exit 77 with the reason.
+# skip REASON: exit 77 with the reason (the suite's summary lists it).
 skip ()
 {
-    echo "SKIP: $ZV_TEST_NAME: $*"
+    echo "SKIP: $ZV_TEST_NAME: ${*:-no reason given (a bug in the test)}"
     exit 77
 }
 

@@ -5,28 +5,16 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
-#include <signal.h>
-#include <unistd.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #include "zv_util.h"
 #include "alloc.h"
+#include "testlib.h"
 
-#define KiB 1024ull
-#define MiB (1024ull * 1024)
-#define GiB (1024ull * 1024 * 1024)
 #define CHUNK_BYTES_OF_DEV ((uint64_t) ZV_ALLOC_CHUNK * 8 * ZV_SECTOR)
 
 /* ---- helpers ---- */
@@ -83,34 +71,6 @@ fill_4k (zv_alloc_t *a)
   while (zv_alloc_block (a, ZV_SECTOR, 0, &dva) == 0)
     n++;
   return n;
-}
-
-/* Run fn in a child; true if it died of SIGABRT (an assert fired). */
-static bool
-dies_with_abort (void (*fn) (void))
-{
-  pid_t pid = fork ();
-  int status;
-
-  assert_true (pid >= 0);
-  if (pid == 0) {
-    int fd = open ("/dev/null", O_WRONLY);
-    if (fd >= 0)
-      dup2 (fd, 2);
-    fn ();
-    _exit (0);
-  }
-  assert_int_equal (waitpid (pid, &status, 0), pid);
-  return WIFSIGNALED (status) && WTERMSIG (status) == SIGABRT;
-}
-
-/* Captured log output. */
-static char last_error[1024];
-static void
-capture_log (enum zv_log_level level, const char *msg)
-{
-  if (level == ZV_LOG_ERROR)
-    snprintf (last_error, sizeof last_error, "%s", msg);
 }
 
 /* ---- tests ---- */
@@ -336,11 +296,12 @@ test_free_now (void **state)
   zv_alloc_destroy (a);
 }
 
-/* Double frees and other misuse trip the asserts. */
-static zv_alloc_t *abort_a;
+/* Double frees and other misuse trip the asserts (each runs in a child,
+ * on the allocator it is given). */
 static void
-do_double_free_now (void)
+do_double_free_now (void *arg)
 {
+  zv_alloc_t *abort_a = arg;
   uint64_t dva;
 
   ZV_VERIFY (zv_alloc_block (abort_a, ZV_SECTOR, 0, &dva) == 0);
@@ -349,8 +310,9 @@ do_double_free_now (void)
 }
 
 static void
-do_double_free_defer (void)
+do_double_free_defer (void *arg)
 {
+  zv_alloc_t *abort_a = arg;
   uint64_t dva;
 
   ZV_VERIFY (zv_alloc_block (abort_a, ZV_SECTOR, 0, &dva) == 0);
@@ -360,23 +322,26 @@ do_double_free_defer (void)
 }
 
 static void
-do_free_unallocated_defer (void)
+do_free_unallocated_defer (void *arg)
 {
+  zv_alloc_t *abort_a = arg;
   const uint64_t start = 1 * MiB;
   zv_alloc_free_defer (abort_a, 3, ZV_DVA_MAKE (0, start + 512 * KiB),
                        ZV_SECTOR);
 }
 
 static void
-do_unreserve_too_much (void)
+do_unreserve_too_much (void *arg)
 {
+  zv_alloc_t *abort_a = arg;
   ZV_VERIFY (zv_alloc_reserve (abort_a, 8192) == 0);
   zv_alloc_unreserve (abort_a, 8192 + 4096);
 }
 
 static void
-do_nothing_wrong (void)
+do_nothing_wrong (void *arg)
 {
+  zv_alloc_t *abort_a = arg;
   uint64_t dva;
 
   ZV_VERIFY (zv_alloc_block (abort_a, ZV_SECTOR, 0, &dva) == 0);
@@ -390,15 +355,14 @@ static void
 test_misuse_aborts (void **state)
 {
   const uint64_t start = 1 * MiB, end = 2 * MiB;
+  zv_alloc_t *a = zv_alloc_create (1, &start, &end);
 
-  abort_a = zv_alloc_create (1, &start, &end);
-  assert_false (dies_with_abort (do_nothing_wrong));
-  assert_true (dies_with_abort (do_double_free_now));
-  assert_true (dies_with_abort (do_double_free_defer));
-  assert_true (dies_with_abort (do_free_unallocated_defer));
-  assert_true (dies_with_abort (do_unreserve_too_much));
-  zv_alloc_destroy (abort_a);
-  abort_a = NULL;
+  assert_false (tl_dies_with_abort (do_nothing_wrong, a));
+  assert_true (tl_dies_with_abort (do_double_free_now, a));
+  assert_true (tl_dies_with_abort (do_double_free_defer, a));
+  assert_true (tl_dies_with_abort (do_free_unallocated_defer, a));
+  assert_true (tl_dies_with_abort (do_unreserve_too_much, a));
+  zv_alloc_destroy (a);
 }
 
 /* Ditto copies: another device when there are two; apart on one device. */
@@ -462,9 +426,10 @@ scribble (zv_alloc_t *a, unsigned seed)
   uint32_t sz[400];
   unsigned i;
 
-  srand (seed);
+  uint64_t rnd = seed;
+
   for (i = 0; i < 400; i++) {
-    sz[i] = (uint32_t) (rand () % 64 + 1) * ZV_SECTOR;
+    sz[i] = (uint32_t) (tl_rand (&rnd) % 64 + 1) * ZV_SECTOR;
     assert_int_equal (zv_alloc_block (a, sz[i], 0, &dva[i]), 0);
   }
   for (i = 0; i < 400; i += 3)
@@ -621,7 +586,6 @@ test_chunk_load_garbage (void **state)
   uint64_t nbits_in_last = (600 * MiB - CHUNK_BYTES_OF_DEV) / ZV_SECTOR;
   zv_alloc_space_t sp;
 
-  zv_set_log (capture_log);
   assert_int_equal (zv_alloc_nchunks (a, 1), 2);
   zv_alloc_claim (a, ZV_DVA_MAKE (1, start[1] + CHUNK_BYTES_OF_DEV), 8192);
 
@@ -638,12 +602,13 @@ test_chunk_load_garbage (void **state)
   assert_int_equal (sp.as_allocated, ZV_SECTOR);
 
   /* First bit past the end set: refused, nothing changes. */
-  last_error[0] = 0;
+  tl_log_reset (true);
   memset (buf, 0x5a, ZV_ALLOC_CHUNK / 2);
   buf[nbits_in_last / 8] |= (unsigned char) (1u << (nbits_in_last % 8));
   assert_int_equal (zv_alloc_chunk_load (a, 1, 1, buf), -EINVAL);
-  assert_non_null (strstr (last_error, "chunk 1"));
-  assert_non_null (strstr (last_error, "device 1"));
+  assert_int_equal (tl_log_errors (), 1);
+  assert_true (tl_log_has ("chunk 1"));
+  assert_true (tl_log_has ("device 1"));
   zv_alloc_get_space (a, &sp);
   assert_int_equal (sp.as_allocated, ZV_SECTOR);
   assert_false (zv_alloc_is_allocated (a, ZV_DVA_MAKE (1, start[1] +
@@ -662,8 +627,7 @@ test_chunk_load_garbage (void **state)
   assert_int_equal (zv_alloc_chunk_load (a, 0, 0, buf), 0);
   zv_alloc_get_space (a, &sp);
   assert_int_equal (sp.as_allocated, ZV_SECTOR + CHUNK_BYTES_OF_DEV);
-
-  zv_set_log (NULL);
+  tl_log_reset (false);
   free (buf);
   zv_alloc_destroy (a);
 }
@@ -710,13 +674,13 @@ test_defer_persist (void **state)
   assert_int_equal (zv_alloc_chunk_load (b, 0, 0, buf), 0);
   for (i = 0; i < c.n; i++)
     zv_alloc_defer_load (b, 31, c.dva[i], c.size[i]);
-  zv_set_log (capture_log);
-  last_error[0] = 0;
+  tl_log_reset (true);
   /* A persisted entry naming free space is refused, not queued. */
   zv_alloc_defer_load (b, 31, ZV_DVA_MAKE (0, 8 * MiB), 4096);
-  assert_non_null (strstr (last_error, "not an allocated extent"));
+  assert_true (tl_log_has ("not an allocated extent"));
   zv_alloc_defer_load (b, 31, ZV_DVA_MAKE (5, 8 * MiB), 4096);
-  zv_set_log (NULL);
+  assert_int_equal (tl_log_errors (), 2);
+  tl_log_reset (false);
   assert_int_equal (zv_alloc_defer_count (b, 31), 2);
   zv_alloc_sync_begin (b, 32);
   assert_true (zv_alloc_is_allocated (b, d[1], 16384));
@@ -937,23 +901,22 @@ int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (test_fill_two_devices),
-    cmocka_unit_test (test_cursor_sequential),
-    cmocka_unit_test (test_no_dva_zero),
-    cmocka_unit_test (test_free_defer),
-    cmocka_unit_test (test_free_defer_pipeline),
-    cmocka_unit_test (test_free_now),
-    cmocka_unit_test (test_misuse_aborts),
-    cmocka_unit_test (test_avoid),
-    cmocka_unit_test (test_chunk_roundtrip),
-    cmocka_unit_test (test_dirty_tracking),
-    cmocka_unit_test (test_chunk_load_garbage),
-    cmocka_unit_test (test_defer_persist),
-    cmocka_unit_test (test_reserve_slop),
-    cmocka_unit_test (test_big_device_fast),
-    cmocka_unit_test (test_concurrent_reserve),
+    tl_test (test_fill_two_devices),
+    tl_test (test_cursor_sequential),
+    tl_test (test_no_dva_zero),
+    tl_test (test_free_defer),
+    tl_test (test_free_defer_pipeline),
+    tl_test (test_free_now),
+    tl_test (test_misuse_aborts),
+    tl_test (test_avoid),
+    tl_test (test_chunk_roundtrip),
+    tl_test (test_dirty_tracking),
+    tl_test (test_chunk_load_garbage),
+    tl_test (test_defer_persist),
+    tl_test (test_reserve_slop),
+    tl_test (test_big_device_fast),
+    tl_test (test_concurrent_reserve),
   };
 
-  zv_set_log_level (ZV_LOG_ERROR);
-  return cmocka_run_group_tests (tests, NULL, NULL);
+  return tl_main (tests, NULL, NULL);
 }

@@ -18,12 +18,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,32 +26,14 @@
 
 #include "zv_util.h"
 #include "dbuf.h"
+#include "testlib.h"
 
 #define UT_SHARDS 64u               /* dbuf.c's ZV_DBUF_SHARDS */
 #define UT_BLK 16384u
 
-/* An invariant checked off the main thread: fail loudly. */
-#define T_CHECK(c) do {                                                 \
-    if (!(c)) {                                                         \
-      fprintf (stderr, "test_dbuf: check failed: %s (%s:%d)\n",         \
-               #c, __FILE__, __LINE__);                                 \
-      abort ();                                                         \
-    }                                                                   \
-  } while (0)
-
 /* Objects are identified by address only. */
 static char ut_objs[4][8];
 #define OBJ(i) ((const void *) ut_objs[i])
-
-/* Deterministic PRNG (xorshift64). */
-static uint64_t
-ut_rnd (uint64_t *s)
-{
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
 
 /* The tag a block of key (obj, level, blkid) carries in its data. */
 static uint64_t
@@ -292,7 +268,7 @@ test_chain_collisions (void **state)
     zv_dbuf_rele (c, db);
     if (!same) {
       zv_dbuf_cache_destroy (c);
-      skip ();
+      tl_skip ("dbuf.c's hash is not the one this test predicts");
     }
   }
   for (uint64_t b = 0; b < (1ull << 24); b++) {
@@ -683,10 +659,10 @@ static void
 ct_check_ident (const zv_dbuf_t *db, unsigned obj, uint8_t level,
                 uint64_t blkid)
 {
-  T_CHECK (db->db_obj == OBJ (obj));
-  T_CHECK (db->db_level == level);
-  T_CHECK (db->db_blkid == blkid);
-  T_CHECK (db->db_size == CT_SIZE);
+  TL_CHECK (db->db_obj == OBJ (obj));
+  TL_CHECK (db->db_level == level);
+  TL_CHECK (db->db_blkid == blkid);
+  TL_CHECK (db->db_size == CT_SIZE);
 }
 
 /* Random hold/find, fill or check, replace, punch, release. */
@@ -699,9 +675,9 @@ ct_worker (void *argp)
   zv_dbuf_t *pending = NULL;       /* a hold kept across one more op */
 
   for (unsigned op = 0; op < CT_OPS; op++) {
-    unsigned k = ut_rnd (&s) % CT_KEYS, obj;
+    unsigned k = tl_rand (&s) % CT_KEYS, obj;
     uint8_t level;
-    uint64_t blkid, r = ut_rnd (&s);
+    uint64_t blkid, r = tl_rand (&s);
     zv_dbuf_t *db;
 
     ct_key (k, &obj, &level, &blkid);
@@ -718,8 +694,8 @@ ct_worker (void *argp)
       zv_dbuf_count (c, false);
     }
     else {
-      T_CHECK (db->db_state == ZV_DB_CACHED);
-      T_CHECK (ut_data_ok (db->db_data, CT_SIZE, tag));
+      TL_CHECK (db->db_state == ZV_DB_CACHED);
+      TL_CHECK (ut_data_ok (db->db_data, CT_SIZE, tag));
       zv_dbuf_count (c, true);
       unsigned what = (r >> 8) % 100;
       if (what < 3)                     /* a new synced version */
@@ -753,7 +729,7 @@ ct_worker (void *argp)
       zv_dbuf_stats_t st;
       zv_dbuf_evict_object (c, OBJ ((op / 1000) % 4));
       zv_dbuf_get_stats (c, &st);
-      T_CHECK (st.cs_limit == CT_LIMIT);
+      TL_CHECK (st.cs_limit == CT_LIMIT);
     }
   }
   if (pending)
@@ -814,17 +790,17 @@ int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (test_hold_find_rele),
-    cmocka_unit_test (test_rele_with_data),
-    cmocka_unit_test (test_chain_collisions),
-    cmocka_unit_test (test_eviction_limit),
-    cmocka_unit_test (test_eviction_lru),
-    cmocka_unit_test (test_held_not_evicted),
-    cmocka_unit_test (test_newest_dirty),
-    cmocka_unit_test (test_evict_object),
-    cmocka_unit_test (test_stats_count),
-    cmocka_unit_test (test_concurrency),
+    tl_test (test_hold_find_rele),
+    tl_test (test_rele_with_data),
+    tl_test (test_chain_collisions),
+    tl_test (test_eviction_limit),
+    tl_test (test_eviction_lru),
+    tl_test (test_held_not_evicted),
+    tl_test (test_newest_dirty),
+    tl_test (test_evict_object),
+    tl_test (test_stats_count),
+    tl_test (test_concurrency),
   };
 
-  return cmocka_run_group_tests (tests, NULL, NULL);
+  return tl_main (tests, NULL, NULL);
 }

@@ -12,12 +12,6 @@
 #define _GNU_SOURCE 1
 #endif
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,33 +44,7 @@
 /* Tunable in dev.c: ring size of threads created after it is set. */
 extern unsigned zv_dev_ring_entries;
 
-#define MiB (1024u * 1024u)
-
 /* ---- helpers ---------------------------------------------------------- */
-
-static zv_dev_t *
-open_ok (const char *path)
-{
-  zv_dev_t *dev = NULL;
-  char err[256];
-  int r = zv_dev_open (path, &dev, err, sizeof err);
-
-  if (r != 0)
-    print_error ("zv_dev_open: %d %s\n", r, err);
-  assert_int_equal (r, 0);
-  assert_non_null (dev);
-  return dev;
-}
-
-/* A new sparse file of 'size' bytes in the scratch directory, opened;
- * its path in 'path' (512 bytes). */
-static zv_dev_t *
-scratch_dev (char *path, const char *name, uint64_t size)
-{
-  tl_path (path, 512, name);
-  assert_int_equal (tl_sparse_file (path, size), 0);
-  return open_ok (path);
-}
 
 /*
  * Open-file flags (from /proc/self/fdinfo) of this process's only
@@ -337,7 +305,7 @@ test_lock_conflict (void **state)
   zv_dev_t *a, *b = (zv_dev_t *) 0x1;
   int fd;
 
-  a = scratch_dev (path, "lock", MiB);
+  a = tl_scratch_dev (path, sizeof path, "lock", MiB);
   assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
   assert_null (b);
   snprintf (want, sizeof want,
@@ -352,7 +320,7 @@ test_lock_conflict (void **state)
   close (fd);
 
   /* Closing releases the lock. */
-  b = open_ok (path);
+  b = tl_dev_open (path);
   fd = open (path, O_RDONLY | O_CLOEXEC);
   assert_int_equal (flock (fd, LOCK_EX | LOCK_NB), -1);
   assert_int_equal (errno, EWOULDBLOCK);
@@ -373,7 +341,7 @@ test_size_sparse (void **state)
   tl_path (tiny, sizeof tiny, "tiny");
   assert_int_equal (tl_sparse_file (path, (1ull << 30) + 1234), 0);
   assert_int_equal (tl_sparse_file (tiny, 100), 0);
-  dev = open_ok (path);
+  dev = tl_dev_open (path);
   assert_int_equal (zv_dev_size (dev), 1ull << 30);
   assert_false (zv_dev_is_blockdev (dev));
   assert_string_equal (zv_dev_path (dev), path);
@@ -385,7 +353,7 @@ test_size_sparse (void **state)
   assert_true (zv_is_zero (buf, ZV_SECTOR));
   zv_dev_close (dev);
 
-  dev = open_ok (tiny);
+  dev = tl_dev_open (tiny);
   assert_int_equal (zv_dev_size (dev), 0);
   tl_log_reset (true);
   assert_int_equal (zv_dev_read (dev, buf, 0, ZV_SECTOR), -EIO);
@@ -408,7 +376,7 @@ test_roundtrip_batch (void **state)
   zv_dev_t *dev;
   rb_t c;
 
-  dev = scratch_dev (path, "rt", size);
+  dev = tl_scratch_dev (path, sizeof path, "rt", size);
   c = (rb_t) {
     .rb_dev = dev, .rb_base = 0, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
     .rb_rounds = 20, .rb_batch = 100, .rb_seed = 0x5eed1234,
@@ -431,7 +399,7 @@ test_roundtrip_batch (void **state)
   zv_dev_close (dev);
 
   /* Still there after reopening. */
-  dev = open_ok (path);
+  dev = tl_dev_open (path);
   verify_whole (dev, shadow, size);
   zv_dev_close (dev);
   free (shadow);
@@ -454,8 +422,8 @@ test_flush (void **state)
   tl_path (pb, sizeof pb, "fb");
   assert_int_equal (tl_sparse_file (pa, 2 * MiB), 0);
   assert_int_equal (tl_sparse_file (pb, 2 * MiB), 0);
-  a = open_ok (pa);
-  b = open_ok (pb);
+  a = tl_dev_open (pa);
+  b = tl_dev_open (pb);
 
   /* Single flush. */
   unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
@@ -546,7 +514,7 @@ test_fault_injection (void **state)
   zv_dev_stats_t st;
   char want[600];
 
-  dev = scratch_dev (path, "fault", MiB);
+  dev = tl_scratch_dev (path, sizeof path, "fault", MiB);
   for (int i = 0; i < 3; i++) {
     buf[i] = zv_buf_alloc (ZV_SECTOR);
     memset (buf[i], 0x11 * (i + 1), ZV_SECTOR);
@@ -620,7 +588,7 @@ test_past_end (void **state)
   zv_dev_stats_t st;
   struct stat sb;
 
-  dev = scratch_dev (path, "end", size);
+  dev = tl_scratch_dev (path, sizeof path, "end", size);
   tl_log_reset (true);
   assert_int_equal (zv_dev_read (dev, buf, size, ZV_SECTOR), -EIO);
   assert_int_equal (zv_dev_read (dev, buf, size - ZV_SECTOR, 2 * ZV_SECTOR),
@@ -678,6 +646,21 @@ test_past_end (void **state)
 }
 
 /* A misaligned request is a caller bug: the process must stop. */
+typedef struct misread {
+  zv_dev_t *mr_dev;
+  unsigned char *mr_buf;
+  uint64_t mr_off;
+  uint32_t mr_len;
+} misread_t;
+
+static void
+misread_fn (void *arg)
+{
+  misread_t *m = arg;
+
+  zv_dev_read (m->mr_dev, m->mr_buf, m->mr_off, m->mr_len);
+}
+
 static void
 test_misaligned_aborts (void **state)
 {
@@ -689,22 +672,19 @@ test_misaligned_aborts (void **state)
     { 0, 1000, 0 },                 /* length */
     { 0, ZV_SECTOR, 512 },          /* buffer */
   };
+  misread_t m;
 
-  dev = scratch_dev (path, "misaligned", MiB);
+  dev = tl_scratch_dev (path, sizeof path, "misaligned", MiB);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    int status;
-    pid_t pid = fork ();
-    assert_true (pid >= 0);
-    if (pid == 0) {
-      int nul = open ("/dev/null", O_WRONLY);
-      dup2 (nul, 2);                  /* keep the assert message quiet */
-      zv_dev_read (dev, buf + bad[i].bufoff, bad[i].off, bad[i].len);
-      _exit (0);
-    }
-    assert_int_equal (waitpid (pid, &status, 0), pid);
-    assert_true (WIFSIGNALED (status));
-    assert_int_equal (WTERMSIG (status), SIGABRT);
+    m = (misread_t) { .mr_dev = dev, .mr_buf = buf + bad[i].bufoff,
+                      .mr_off = bad[i].off, .mr_len = bad[i].len };
+    if (!tl_dies_with_abort (misread_fn, &m))
+      fail_msg ("request %zu did not abort", i);
   }
+  /* The same read, aligned, is fine. */
+  m = (misread_t) { .mr_dev = dev, .mr_buf = buf, .mr_off = 0,
+                    .mr_len = ZV_SECTOR };
+  assert_false (tl_dies_with_abort (misread_fn, &m));
   zv_buf_free (buf);
   zv_dev_close (dev);
   unlink (path);
@@ -733,7 +713,7 @@ probe_direct (const char *dir)
 static void
 check_dev_mode (const char *path, bool want_direct)
 {
-  zv_dev_t *dev = open_ok (path);
+  zv_dev_t *dev = tl_dev_open (path);
   uint64_t size = zv_dev_size (dev);
   unsigned char *shadow = calloc (1, size);
   long flags = fd_flags_of (path);
@@ -776,19 +756,19 @@ test_direct_var_tmp (void **state)
   unlink (path);
 }
 
-/* Mount a throwaway file system in the scratch directory; false if not
- * allowed. */
-static bool
+/* Mount a throwaway file system in the scratch directory: 0, or the
+ * errno of a mount that is not allowed. */
+static int
 mount_scratch (const char *type, char *dir, size_t len)
 {
   tl_path (dir, len, type);
   assert_int_equal (mkdir (dir, 0700), 0);
   if (mount (type, dir, type, 0, NULL) == -1) {
-    print_message ("cannot mount %s (%s): skipped\n", type, strerror (errno));
+    int e = errno;
     rmdir (dir);
-    return false;
+    return e;
   }
-  return true;
+  return 0;
 }
 
 static void
@@ -805,6 +785,7 @@ test_tmpfs_and_ramfs (void **state)
   char dir[512], path[PATH_MAX];
   struct statfs sf;
   bool mounted = false, want;
+  int e;
 
   /*
    * tmpfs: it takes O_DIRECT since Linux 6.6; before that, this is the
@@ -812,10 +793,13 @@ test_tmpfs_and_ramfs (void **state)
    */
   if (statfs ("/dev/shm", &sf) == 0 && sf.f_type == TMPFS_MAGIC)
     snprintf (dir, sizeof dir, "/dev/shm");
-  else if (mount_scratch ("tmpfs", dir, sizeof dir))
+  else if ((e = mount_scratch ("tmpfs", dir, sizeof dir)) == 0)
     mounted = true;
-  else
+  else {
+    print_message ("cannot mount tmpfs (%s): tmpfs not tested\n",
+                   strerror (e));
     dir[0] = '\0';
+  }
   if (dir[0]) {
     char name[64];
     snprintf (name, sizeof name, "zv-test-dev.%d", (int) getpid ());
@@ -830,10 +814,8 @@ test_tmpfs_and_ramfs (void **state)
   }
 
   /* ramfs never takes O_DIRECT: the fallback must be used. */
-  if (!mount_scratch ("ramfs", dir, sizeof dir)) {
-    skip ();
-    return;
-  }
+  if ((e = mount_scratch ("ramfs", dir, sizeof dir)) != 0)
+    tl_skip ("cannot mount ramfs (%s)", strerror (e));
   assert_false (probe_direct (dir));
   snprintf (path, sizeof path, "%s/ram", dir);
   assert_int_equal (tl_sparse_file (path, MiB), 0);
@@ -865,7 +847,7 @@ test_threads (void **state)
   uint64_t w = 0, wb = 0, r = 0, rb = 0;
   int rings0;
 
-  dev = scratch_dev (path, "mt", size);
+  dev = tl_scratch_dev (path, sizeof path, "mt", size);
   /* This thread's ring exists already, for a stable baseline. */
   assert_int_equal (zv_dev_flush (dev), 0);
   rings0 = count_uring_fds ();
@@ -928,7 +910,7 @@ test_waves (void **state)
   rb_t c;
   pthread_t th;
 
-  dev = scratch_dev (path, "waves", size);
+  dev = tl_scratch_dev (path, sizeof path, "waves", size);
   c = (rb_t) {
     .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
     .rb_rounds = 10, .rb_batch = 100, .rb_seed = 777, .rb_shadow = shadow,
@@ -992,7 +974,7 @@ test_no_uring_fallback (void **state)
   zv_dev_stats_t st;
   pthread_t th;
 
-  dev = scratch_dev (path, "nouring", size);
+  dev = tl_scratch_dev (path, sizeof path, "nouring", size);
   nu = (nouring_t) {
     .nu_rb = {
       .rb_dev = dev, .rb_nsect = (uint32_t) (size / ZV_SECTOR),
@@ -1006,7 +988,7 @@ test_no_uring_fallback (void **state)
   assert_int_equal (pthread_create (&th, NULL, nouring_thread, &nu), 0);
   assert_int_equal (pthread_join (th, NULL), 0);
   if (nu.nu_init == 1)
-    skip ();                          /* seccomp not available */
+    tl_skip ("seccomp is not available to take io_uring away");
   assert_int_equal (nu.nu_init, -ENOSYS);
   if (nu.nu_rb.rb_problems)
     fail_msg ("%d problems, first: %s", nu.nu_rb.rb_problems,
@@ -1042,10 +1024,9 @@ test_blockdev (void **state)
   assert_int_equal (tl_sparse_file (backing, size), 0);
   ctl = open ("/dev/loop-control", O_RDWR | O_CLOEXEC);
   if (ctl == -1) {
-    print_message ("no /dev/loop-control (%s): skipped\n", strerror (errno));
+    int e = errno;
     unlink (backing);
-    skip ();
-    return;
+    tl_skip ("no /dev/loop-control (%s)", strerror (e));
   }
   bfd = open (backing, O_RDWR | O_CLOEXEC);
   assert_true (bfd >= 0);
@@ -1068,13 +1049,11 @@ test_blockdev (void **state)
   close (ctl);
   close (bfd);
   if (lfd == -1) {
-    print_message ("cannot set up a loop device: skipped\n");
     unlink (backing);
-    skip ();
-    return;
+    tl_skip ("cannot set up a loop device");
   }
 
-  dev = open_ok (lp);
+  dev = tl_dev_open (lp);
   assert_true (zv_dev_is_blockdev (dev));
   assert_true (zv_dev_is_direct (dev));
   assert_int_equal (zv_dev_size (dev), 16 * MiB);
@@ -1104,7 +1083,7 @@ test_blockdev (void **state)
 
   zv_dev_close (dev);
   /* Released: it opens again. */
-  dev = open_ok (lp);
+  dev = tl_dev_open (lp);
   zv_dev_close (dev);
 
   /* Another exclusive holder (say, a mount) that takes no flock. */
@@ -1121,43 +1100,37 @@ test_blockdev (void **state)
 
 /* ---- setup ------------------------------------------------------------- */
 
+/* Scratch mounts a failed test left behind. */
 static int
-group_setup (void **state)
-{
-  return tl_group_begin ("dev");
-}
-
-static int
-group_teardown (void **state)
+dev_unmount_leftovers (void)
 {
   char dir[512];
 
-  /* Scratch mounts a failed test left behind. */
   umount2 (tl_path (dir, sizeof dir, "tmpfs"), MNT_DETACH);
   umount2 (tl_path (dir, sizeof dir, "ramfs"), MNT_DETACH);
-  return tl_group_teardown (state);
+  return 0;
 }
 
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup (test_open_missing, tl_test_setup),
-    cmocka_unit_test_setup (test_open_not_file, tl_test_setup),
-    cmocka_unit_test_setup (test_lock_conflict, tl_test_setup),
-    cmocka_unit_test_setup (test_size_sparse, tl_test_setup),
-    cmocka_unit_test_setup (test_roundtrip_batch, tl_test_setup),
-    cmocka_unit_test_setup (test_flush, tl_test_setup),
-    cmocka_unit_test_setup (test_fault_injection, tl_test_setup),
-    cmocka_unit_test_setup (test_past_end, tl_test_setup),
-    cmocka_unit_test_setup (test_misaligned_aborts, tl_test_setup),
-    cmocka_unit_test_setup (test_direct_var_tmp, tl_test_setup),
-    cmocka_unit_test_setup (test_tmpfs_and_ramfs, tl_test_setup),
-    cmocka_unit_test_setup (test_threads, tl_test_setup),
-    cmocka_unit_test_setup (test_waves, tl_test_setup),
-    cmocka_unit_test_setup (test_no_uring_fallback, tl_test_setup),
-    cmocka_unit_test_setup (test_blockdev, tl_test_setup),
+    tl_test (test_open_missing),
+    tl_test (test_open_not_file),
+    tl_test (test_lock_conflict),
+    tl_test (test_size_sparse),
+    tl_test (test_roundtrip_batch),
+    tl_test (test_flush),
+    tl_test (test_fault_injection),
+    tl_test (test_past_end),
+    tl_test (test_misaligned_aborts),
+    tl_test (test_direct_var_tmp),
+    tl_test (test_tmpfs_and_ramfs),
+    tl_test (test_threads),
+    tl_test (test_waves),
+    tl_test (test_no_uring_fallback),
+    tl_test (test_blockdev),
   };
 
-  return cmocka_run_group_tests (tests, group_setup, group_teardown);
+  return tl_main (tests, "dev", dev_unmount_leftovers);
 }

@@ -1,9 +1,11 @@
 /*
  * test_dmu.c: unit tests for objects as trees of block pointers
  * (core/dmu.c), below the pool: each test builds a one-device zv_spa_t
- * on a sparse file, an allocator over its data area and a buffer cache,
- * opens an object on it with zv_dmu_object_open, and drives the by-dnode
- * calls and zv_dmu_sync directly with txg numbers of its choosing.
+ * on a sparse file with its allocator (testlib.h's tl_spa_create) and a
+ * buffer cache, opens an object on it with zv_dmu_object_open, and drives
+ * the by-dnode calls and zv_dmu_sync directly with txg numbers of its
+ * choosing.  Block I/O itself (checksums, ditto copies, placement) is
+ * tested in test_zio.c.
  *
  * "Reopen" means: take the descriptor (zv_dmu_object_phys), close the handle,
  * destroy the cache and open a new handle on a new cache, so every later
@@ -15,12 +17,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,25 +24,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "zv_util.h"
-#include "format.h"
-#include "alloc.h"
-#include "dev.h"
-#include "zio.h"
+#include "testlib.h"
 #include "dbuf.h"
 #include "dmu.h"
-#include "testlib.h"
 
-#define DEV_SIZE (64ull << 20)
-#define BIG_CACHE (64ull << 20)
-#define GUID 0x1234abcd5678ef01ull
+#define DEV_SIZE (64 * MiB)
+#define BIG_CACHE (64 * MiB)
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
 
 /* A pool-like setup around one object. */
 typedef struct denv {
-  char path[512];
-  zv_dev_t *dev;
-  zv_spa_t spa;
+  tl_spa_t ts;
+  zv_spa_t *spa;                /* &ts.ts_spa */
+  const char *path;             /* its device file */
   zv_dbuf_cache_t *cache;
   zv_object_t ob;
   uint32_t blksz;
@@ -58,20 +48,12 @@ static void
 denv_setup (denv_t *e, const char *name, uint64_t nblocks, uint32_t blksz,
             uint64_t cache_limit)
 {
-  char err[256];
-  uint64_t start = zv_data_start (), end = zv_data_end (DEV_SIZE);
   zv_dnode_phys_t dn;
 
   memset (e, 0, sizeof *e);
-  tl_path (e->path, sizeof e->path, name);
-  assert_int_equal (tl_sparse_file (e->path, DEV_SIZE), 0);
-  assert_int_equal (zv_dev_open (e->path, &e->dev, err, sizeof err), 0);
-  e->spa.spa_devs[0] = e->dev;
-  e->spa.spa_ndevs = 1;
-  e->spa.spa_guid = GUID;
-  e->spa.spa_data_end[0] = end;
-  e->spa.spa_alloc = zv_alloc_create (1, &start, &end);
-  assert_non_null (e->spa.spa_alloc);
+  tl_spa_create (&e->ts, name, 1, DEV_SIZE);
+  e->spa = &e->ts.ts_spa;
+  e->path = e->ts.ts_path[0];
   e->cache = zv_dbuf_cache_create (cache_limit);
   assert_non_null (e->cache);
   e->blksz = blksz;
@@ -83,7 +65,7 @@ denv_setup (denv_t *e, const char *name, uint64_t nblocks, uint32_t blksz,
   dn.dn_nblocks = nblocks;
   dn.dn_nlevels = zv_dmu_nlevels (nblocks);
   dn.dn_size = nblocks * blksz;
-  assert_int_equal (zv_dmu_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
+  assert_int_equal (zv_dmu_object_open (&e->ob, e->spa, e->cache, 1, &dn), 0);
 }
 
 /* A new handle on a new cache, from the descriptor of the last sync. */
@@ -96,7 +78,7 @@ denv_reopen (denv_t *e, uint64_t cache_limit)
   zv_dmu_object_close (&e->ob);
   zv_dbuf_cache_destroy (e->cache);
   e->cache = zv_dbuf_cache_create (cache_limit);
-  assert_int_equal (zv_dmu_object_open (&e->ob, &e->spa, e->cache, 1, &dn), 0);
+  assert_int_equal (zv_dmu_object_open (&e->ob, e->spa, e->cache, 1, &dn), 0);
 }
 
 static void
@@ -104,9 +86,7 @@ denv_teardown (denv_t *e)
 {
   zv_dmu_object_close (&e->ob);
   zv_dbuf_cache_destroy (e->cache);
-  zv_alloc_destroy (e->spa.spa_alloc);
-  zv_dev_close (e->dev);
-  unlink (e->path);
+  tl_spa_destroy (&e->ts);
 }
 
 static zv_blkptr_t
@@ -142,13 +122,7 @@ denv_check (denv_t *e, const uint8_t *shadow, uint64_t off, size_t len)
   assert_non_null (buf);
   memset (buf, 0xa5, len);
   assert_int_equal (zv_dmu_read_by_dnode (&e->ob, off, len, buf), 0);
-  if (memcmp (buf, shadow + off, len) != 0) {
-    size_t i = 0;
-    while (buf[i] == shadow[off + i])
-      i++;
-    fail_msg ("content differs at byte %" PRIu64 " (block %" PRIu64 ")",
-              off + i, (off + i) / e->blksz);
-  }
+  tl_assert_same (buf, shadow + off, len, off, "object");
   free (buf);
 }
 
@@ -237,7 +211,7 @@ denv_walk (denv_t *e, bool data, wlist_t *w)
   memset (w, 0, sizeof *w);
   w->blksz = e->blksz;
   zv_dmu_object_phys (&e->ob, &dn);
-  return zv_dmu_walk (&e->spa, 1, &dn, data, walk_cb, w);
+  return zv_dmu_walk (e->spa, 1, &dn, data, walk_cb, w);
 }
 
 static const wrec_t *
@@ -275,38 +249,16 @@ denv_bp (denv_t *e, unsigned level, uint64_t blkid)
   return bp;
 }
 
-/* Is dva on txg's defer list? */
-typedef struct dfind {
-  uint64_t dva;
-  bool found;
-} dfind_t;
-
-static void
-defer_find_cb (void *arg, uint64_t dva, uint32_t size)
-{
-  dfind_t *d = arg;
-
-  (void) size;
-  if (dva == d->dva)
-    d->found = true;
-}
-
 static bool
 denv_deferred (denv_t *e, uint64_t txg, uint64_t dva)
 {
-  dfind_t d = { .dva = dva };
-
-  zv_alloc_defer_foreach (e->spa.spa_alloc, txg, defer_find_cb, &d);
-  return d.found;
+  return tl_alloc_deferred (e->spa->spa_alloc, txg, dva);
 }
 
 static uint64_t
 denv_allocated (denv_t *e)
 {
-  zv_alloc_space_t sp;
-
-  zv_alloc_get_space (e->spa.spa_alloc, &sp);
-  return sp.as_allocated;
+  return tl_alloc_space (e->spa->spa_alloc).as_allocated;
 }
 
 /* ---- tests ---- */
@@ -546,30 +498,6 @@ test_dirty_takes_cached_block (void **state)
   free (shadow);
 }
 
-/* How many txg writes are in flight: OpenZFS's async-write scaling,
- * 2 up to 30% of dirty_max, 10 from 60%, linear between. */
-static void
-test_write_cap_curve (void **state)
-{
-  unsigned last = 0;
-  (void) state;
-
-  if (getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE")) {
-    print_message ("skipped: ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap\n");
-    skip ();
-  }
-  assert_int_equal (zv_zio_write_max_active (0), 2);
-  assert_int_equal (zv_zio_write_max_active (30), 2);
-  assert_int_equal (zv_zio_write_max_active (45), 6);
-  assert_int_equal (zv_zio_write_max_active (60), 10);
-  assert_int_equal (zv_zio_write_max_active (100), 10);
-  for (unsigned pct = 0; pct <= 100; pct++) {
-    unsigned n = zv_zio_write_max_active (pct);
-    assert_true (n >= last && n >= 2 && n <= 10);
-    last = n;
-  }
-}
-
 /* Dirty in txg 6 and 7 on the same block; syncing 6 writes exactly 6's
  * content, syncing 7 the merged content. */
 static void
@@ -648,7 +576,7 @@ test_overwrite_defers (void **state)
   zv_alloc_t *a;
 
   denv_setup (&e, "cow", 200, bs, BIG_CACHE);
-  a = e.spa.spa_alloc;
+  a = e.spa->spa_alloc;
   denv_write (&e, NULL, 0, bs, 1, 5);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   assert_int_equal (zv_alloc_defer_count (a, 5), 0);
@@ -682,7 +610,7 @@ test_overwrite_defers (void **state)
 
   /* A one-level object: the root is the data block. */
   denv_setup (&e, "cow1", 1, bs, BIG_CACHE);
-  a = e.spa.spa_alloc;
+  a = e.spa->spa_alloc;
   denv_write (&e, NULL, 0, bs, 1, 5);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   d5 = denv_root (&e);
@@ -720,7 +648,7 @@ test_resync_in_place (void **state)
   assert_int_equal (i2.bp_dva[0], i1.bp_dva[0]);
   assert_int_equal (i2.bp_dva[1], i1.bp_dva[1]);
   assert_false (zv_cksum_equal (&d1.bp_cksum, &d2.bp_cksum));
-  assert_int_equal (zv_alloc_defer_count (e.spa.spa_alloc, 5), 0);
+  assert_int_equal (zv_alloc_defer_count (e.spa->spa_alloc, 5), 0);
   assert_int_equal (denv_allocated (&e), alloc1);
 
   denv_write (&e, shadow, 4 * bs, bs, 3, 5);
@@ -799,7 +727,7 @@ test_walk (void **state)
     w.blksz = bs;
     w.stop_at = 4;                           /* L3, L2, L1, first L0 */
     zv_dmu_object_phys (&e.ob, &dn);
-    assert_int_equal (zv_dmu_walk (&e.spa, 1, &dn, false, walk_cb, &w), 7);
+    assert_int_equal (zv_dmu_walk (e.spa, 1, &dn, false, walk_cb, &w), 7);
     assert_int_equal (w.n, 4);
     assert_int_equal (w.v[3].level, 0);
     wlist_free (&w);
@@ -923,29 +851,22 @@ test_levels (void **state)
   }
 }
 
-static int
-group_setup (void **state)
-{
-  return tl_group_begin ("dmu");
-}
-
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup (test_write_read_sync, tl_test_setup),
-    cmocka_unit_test_setup (test_zero_blocks_become_holes, tl_test_setup),
-    cmocka_unit_test_setup (test_free_by_dnode, tl_test_setup),
-    cmocka_unit_test_setup (test_partial_uncached, tl_test_setup),
-    cmocka_unit_test_setup (test_dirty_takes_cached_block, tl_test_setup),
-    cmocka_unit_test (test_write_cap_curve),
-    cmocka_unit_test_setup (test_two_txgs_in_flight, tl_test_setup),
-    cmocka_unit_test_setup (test_overwrite_defers, tl_test_setup),
-    cmocka_unit_test_setup (test_resync_in_place, tl_test_setup),
-    cmocka_unit_test_setup (test_walk, tl_test_setup),
-    cmocka_unit_test_setup (test_corrupt_indirect, tl_test_setup),
-    cmocka_unit_test_setup (test_levels, tl_test_setup),
+    tl_test (test_write_read_sync),
+    tl_test (test_zero_blocks_become_holes),
+    tl_test (test_free_by_dnode),
+    tl_test (test_partial_uncached),
+    tl_test (test_dirty_takes_cached_block),
+    tl_test (test_two_txgs_in_flight),
+    tl_test (test_overwrite_defers),
+    tl_test (test_resync_in_place),
+    tl_test (test_walk),
+    tl_test (test_corrupt_indirect),
+    tl_test (test_levels),
   };
 
-  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
+  return tl_main (tests, "dmu", NULL);
 }

@@ -19,12 +19,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,8 +32,6 @@
 #include "label.h"
 #include "testlib.h"
 
-#define MiB (1024ull * 1024)
-#define UT_GUID 0x1234abcd5678ef01ull
 #define UT_NDEVS 2u
 #define UT_LASTTXG 70u
 
@@ -49,20 +41,6 @@ static const uint64_t ut_sizes[UT_NDEVS] = { 32 * MiB, 40 * MiB + 5000 };
 
 /* ---- helpers -------------------------------------------------------- */
 
-static zv_dev_t *
-ut_open (const char *path)
-{
-  zv_dev_t *dev = NULL;
-  char err[256];
-  int r = zv_dev_open (path, &dev, err, sizeof err);
-
-  if (r != 0)
-    print_error ("zv_dev_open: %d %s\n", r, err);
-  assert_int_equal (r, 0);
-  assert_non_null (dev);
-  return dev;
-}
-
 /* A valid configuration of device 'idx' of the test pool. */
 static void
 ut_config (zv_config_phys_t *cf, unsigned idx)
@@ -71,7 +49,7 @@ ut_config (zv_config_phys_t *cf, unsigned idx)
   cf->cf_magic = ZV_LABEL_MAGIC;
   cf->cf_version = ZV_FORMAT_VERSION;
   cf->cf_ndevs = UT_NDEVS;
-  cf->cf_pool_guid = UT_GUID;
+  cf->cf_pool_guid = TL_GUID;
   cf->cf_volblocksize = 16384;
   cf->cf_volsize = 8 * MiB;
   cf->cf_create_time = 1700000000;
@@ -137,7 +115,7 @@ ut_pool_open (ut_pool_t *p, const char *tag)
     snprintf (name, sizeof name, "%s-%u", tag, d);
     tl_path (p->up_path[d], sizeof p->up_path[d], name);
     assert_int_equal (tl_sparse_file (p->up_path[d], ut_sizes[d]), 0);
-    p->up_dev[d] = ut_open (p->up_path[d]);
+    p->up_dev[d] = tl_dev_open (p->up_path[d]);
   }
   ut_pool_init_labels (p);
 }
@@ -237,7 +215,7 @@ test_config_roundtrip (void **state)
 
   /* A fresh label has an empty ring. */
   zv_ub_cand_t *c;
-  assert_int_equal (ut_collect (&p, UT_GUID, &c), 0);
+  assert_int_equal (ut_collect (&p, TL_GUID, &c), 0);
   free (c);
   ut_pool_close (&p);
 }
@@ -349,16 +327,16 @@ test_config_unreadable (void **state)
   assert_non_null (strstr (err, "unreadable"));
 
   /* Uberblocks: one device unreadable, the other still answers. */
-  ut_write_txgs (&p, UT_GUID, 1, 3);
+  ut_write_txgs (&p, TL_GUID, 1, 3);
   zv_ub_cand_t *c;
-  int n = ut_collect (&p, UT_GUID, &c);
+  int n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (n, 3);
   assert_int_equal (c[0].uc_ub.ub_txg, 3);
   assert_int_equal (c[0].uc_copies, 2);
   free (c);
   /* Every device unreadable: a negative errno, not "no uberblocks". */
   zv_dev_set_fault (p.up_dev[1], ut_fail_reads, NULL);
-  n = ut_collect (&p, UT_GUID, &c);
+  n = ut_collect (&p, TL_GUID, &c);
   assert_true (n < 0);
   free (c);
   zv_dev_set_fault (p.up_dev[0], NULL, NULL);
@@ -379,7 +357,7 @@ test_config_zeros (void **state)
 
   tl_path (path, sizeof path, "zeros");
   assert_int_equal (tl_sparse_file (path, 32 * MiB), 0);
-  dev = ut_open (path);
+  dev = tl_dev_open (path);
   assert_int_equal (zv_label_read_config (dev, &got, &nvalid, err,
                                           sizeof err), -ENOENT);
   assert_int_equal (nvalid, 0);
@@ -390,7 +368,7 @@ test_config_zeros (void **state)
   /* Too small to hold a pool: -ENOENT with a reason, no reads past end. */
   tl_path (path, sizeof path, "small");
   assert_int_equal (tl_sparse_file (path, ZV_MIN_DEV_SIZE - ZV_SECTOR), 0);
-  dev = ut_open (path);
+  dev = tl_dev_open (path);
   err[0] = '\0';
   assert_int_equal (zv_label_read_config (dev, &got, &nvalid, err,
                                           sizeof err), -ENOENT);
@@ -419,7 +397,7 @@ test_config_random (void **state)
   }
   free (buf);
 
-  zv_dev_t *dev = ut_open (path);
+  zv_dev_t *dev = tl_dev_open (path);
   zv_config_phys_t got;
   unsigned nvalid = 99;
   char err[256] = "";
@@ -435,7 +413,7 @@ test_config_random (void **state)
   assert_int_equal (r, -EIO);
 
   zv_ub_cand_t c[8];
-  assert_int_equal (zv_label_collect_ubs (&dev, 1, UT_GUID, c, 8), 0);
+  assert_int_equal (zv_label_collect_ubs (&dev, 1, TL_GUID, c, 8), 0);
   zv_dev_close (dev);
   unlink (path);
 }
@@ -526,7 +504,7 @@ test_config_sealed_hostile (void **state)
 
   tl_path (path, sizeof path, "hostile");
   assert_int_equal (tl_sparse_file (path, 32 * MiB), 0);
-  dev = ut_open (path);
+  dev = tl_dev_open (path);
   for (int i = 0; i < 300; i++) {
     zv_config_phys_t cf, got;
     char err[256] = "", err2[256];
@@ -585,14 +563,14 @@ test_ub_ring (void **state)
 
   assert_int_equal (ZV_UB_COUNT, 60);
   ut_pool_open (&p, "ring");
-  ut_write_txgs (&p, UT_GUID, 1, UT_LASTTXG);
+  ut_write_txgs (&p, TL_GUID, 1, UT_LASTTXG);
 
-  int n = ut_collect (&p, UT_GUID, &c);
+  int n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (n, expect);
   for (unsigned i = 0; i < expect; i++) {
     assert_int_equal (c[i].uc_ub.ub_txg, UT_LASTTXG - i);
     assert_int_equal (c[i].uc_copies, 2 * UT_NDEVS);
-    ut_check_cand (&c[i], UT_GUID);
+    ut_check_cand (&c[i], TL_GUID);
   }
   free (c);
 
@@ -610,14 +588,14 @@ test_ub_ring (void **state)
 
   /* A small array keeps the newest, with their full copy counts. */
   zv_ub_cand_t small[5];
-  n = zv_label_collect_ubs (p.up_dev, UT_NDEVS, UT_GUID, small, 5);
+  n = zv_label_collect_ubs (p.up_dev, UT_NDEVS, TL_GUID, small, 5);
   assert_int_equal (n, 5);
   for (unsigned i = 0; i < 5; i++) {
     assert_int_equal (small[i].uc_ub.ub_txg, UT_LASTTXG - i);
     assert_int_equal (small[i].uc_copies, 2 * UT_NDEVS);
   }
   /* One device only: 2 copies each. */
-  n = zv_label_collect_ubs (&p.up_dev[1], 1, UT_GUID, small, 5);
+  n = zv_label_collect_ubs (&p.up_dev[1], 1, TL_GUID, small, 5);
   assert_int_equal (n, 5);
   assert_int_equal (small[0].uc_ub.ub_txg, UT_LASTTXG);
   assert_int_equal (small[0].uc_copies, 2);
@@ -637,9 +615,9 @@ test_ub_collect_max0 (void **state)
   (void) state;
 
   ut_pool_open (&p, "max0");
-  ut_write_txgs (&p, UT_GUID, 1, 3);
+  ut_write_txgs (&p, TL_GUID, 1, 3);
   memset (guard, 0, sizeof guard);
-  int n = zv_label_collect_ubs (p.up_dev, UT_NDEVS, UT_GUID, guard, 0);
+  int n = zv_label_collect_ubs (p.up_dev, UT_NDEVS, TL_GUID, guard, 0);
   bool untouched = true;
   for (size_t i = 0; i < sizeof guard; i++)
     untouched &= ((const unsigned char *) guard)[i] == 0;
@@ -659,17 +637,17 @@ test_ub_corrupt_newest (void **state)
   (void) state;
 
   ut_pool_open (&p, "newest");
-  ut_write_txgs (&p, UT_GUID, 1, UT_LASTTXG);
+  ut_write_txgs (&p, TL_GUID, 1, UT_LASTTXG);
 
   assert_int_equal (tl_file_flip (p.up_path[0],
                                   ut_slot_off (ut_sizes[0], 0, slot)
                                   + offsetof (zv_uberblock_phys_t, ub_rootbp)
                                   + 3), 0);
-  int n = ut_collect (&p, UT_GUID, &c);
+  int n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (n, ZV_UB_COUNT);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG);
   assert_int_equal (c[0].uc_copies, 3);
-  ut_check_cand (&c[0], UT_GUID);
+  ut_check_cand (&c[0], TL_GUID);
   assert_int_equal (c[1].uc_ub.ub_txg, UT_LASTTXG - 1);
   assert_int_equal (c[1].uc_copies, 4);
   free (c);
@@ -685,7 +663,7 @@ test_ub_corrupt_newest (void **state)
                                   ut_slot_off (ut_sizes[1], 1, slot)
                                   + offsetof (zv_uberblock_phys_t,
                                               ub_pool_guid)), 0);
-  n = ut_collect (&p, UT_GUID, &c);
+  n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (n, ZV_UB_COUNT - 1);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG - 1);
   assert_int_equal (c[0].uc_copies, 4);
@@ -707,7 +685,7 @@ test_ub_misplaced (void **state)
   (void) state;
 
   ut_pool_open (&p, "misplaced");
-  ut_write_txgs (&p, UT_GUID, 1, UT_LASTTXG);
+  ut_write_txgs (&p, TL_GUID, 1, UT_LASTTXG);
 
   /* Txg 70 of dev 0 label 0 over txg 30's slot: neither counts there. */
   assert_int_equal (tl_file_pread (p.up_path[0], blk, sizeof blk,
@@ -722,7 +700,7 @@ test_ub_misplaced (void **state)
                                     ut_slot_off (ut_sizes[1], 1, slot30 + 1)),
                     0);
 
-  int n = ut_collect (&p, UT_GUID, &c);
+  int n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (n, ZV_UB_COUNT);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG);
   assert_int_equal (c[0].uc_copies, 4);           /* not 5 */
@@ -738,28 +716,28 @@ test_ub_misplaced (void **state)
 
   /* Directly: the offset is part of the seal. */
   zv_uberblock_phys_t ub;
-  ut_ub (&ub, UT_GUID, 5);
+  ut_ub (&ub, TL_GUID, 5);
   zv_label_seal_ub (&ub, ut_slot_off (ut_sizes[0], 0, 5));
   assert_true (zv_label_verify_ub (&ub, ut_slot_off (ut_sizes[0], 0, 5)));
   assert_false (zv_label_verify_ub (&ub, ut_slot_off (ut_sizes[0], 0, 6)));
   assert_false (zv_label_verify_ub (&ub, ut_slot_off (ut_sizes[0], 1, 5)));
   /* A sealed uberblock written into the wrong slot, sealed for that slot
    * (a writer bug): its txg does not belong there, so it is refused. */
-  ut_ub (&ub, UT_GUID, 200);     /* slot 200 % 60 = 20 */
+  ut_ub (&ub, TL_GUID, 200);     /* slot 200 % 60 = 20 */
   uint64_t off = ut_slot_off (ut_sizes[0], 0, 21);
   zv_label_seal_ub (&ub, off);
   assert_int_equal (tl_file_pwrite (p.up_path[0], &ub, sizeof ub, off), 0);
-  n = ut_collect (&p, UT_GUID, &c);
+  n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG);
   for (int i = 0; i < n; i++)
     assert_true (c[i].uc_ub.ub_txg != 200);
   free (c);
   /* Txg 0 is never a committed txg. */
-  ut_ub (&ub, UT_GUID, 0);
+  ut_ub (&ub, TL_GUID, 0);
   off = ut_slot_off (ut_sizes[0], 0, 0);
   zv_label_seal_ub (&ub, off);
   assert_int_equal (tl_file_pwrite (p.up_path[0], &ub, sizeof ub, off), 0);
-  n = ut_collect (&p, UT_GUID, &c);
+  n = ut_collect (&p, TL_GUID, &c);
   for (int i = 0; i < n; i++)
     assert_true (c[i].uc_ub.ub_txg != 0);
   free (c);
@@ -772,19 +750,19 @@ test_ub_foreign_pool (void **state)
 {
   ut_pool_t p;
   zv_ub_cand_t *c;
-  const uint64_t other = UT_GUID ^ 0xffff;
+  const uint64_t other = TL_GUID ^ 0xffff;
   (void) state;
 
   ut_pool_open (&p, "foreign");
-  ut_write_txgs (&p, UT_GUID, 1, UT_LASTTXG);
+  ut_write_txgs (&p, TL_GUID, 1, UT_LASTTXG);
   /* Newer txgs of another pool over slots 11..15 (txgs 11..15 of ours). */
   ut_write_txgs (&p, other, 71, 75);
 
-  int n = ut_collect (&p, UT_GUID, &c);
+  int n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (n, ZV_UB_COUNT - 5);
   assert_int_equal (c[0].uc_ub.ub_txg, UT_LASTTXG);
   for (int i = 0; i < n; i++) {
-    assert_true (c[i].uc_ub.ub_pool_guid == UT_GUID);
+    assert_true (c[i].uc_ub.ub_pool_guid == TL_GUID);
     assert_true (c[i].uc_ub.ub_txg <= UT_LASTTXG);
     assert_true (c[i].uc_ub.ub_txg > 15);
   }
@@ -810,15 +788,15 @@ test_ub_same_txg (void **state)
   (void) state;
 
   ut_pool_open (&p, "same");
-  ut_write_txgs (&p, UT_GUID, 1, 9);
-  ut_ub (&ub, UT_GUID, 10);
+  ut_write_txgs (&p, TL_GUID, 1, 9);
+  ut_ub (&ub, TL_GUID, 10);
   assert_int_equal (zv_label_write_ub (p.up_dev, UT_NDEVS, &ub, 1), 0);
-  ut_ub (&ub, UT_GUID, 10);
+  ut_ub (&ub, TL_GUID, 10);
   ub.ub_timestamp += 5;
   ub.ub_rootbp.bp_dva[0] += 4096;
   assert_int_equal (zv_label_write_ub (p.up_dev, UT_NDEVS, &ub, 0), 0);
 
-  int n = ut_collect (&p, UT_GUID, &c);
+  int n = ut_collect (&p, TL_GUID, &c);
   assert_int_equal (n, 11);
   assert_int_equal (c[0].uc_ub.ub_txg, 10);
   assert_int_equal (c[1].uc_ub.ub_txg, 10);
@@ -853,7 +831,7 @@ static void
 ut_fz_reset (ut_pool_t *p, ut_fz_blk_t *blks)
 {
   ut_pool_init_labels (p);
-  ut_write_txgs (p, UT_GUID, 1, UT_LASTTXG);
+  ut_write_txgs (p, TL_GUID, 1, UT_LASTTXG);
   for (unsigned i = 0; i < UT_FZ_BLOCKS; i++) {
     ut_fz_blk_t *b = &blks[i];
     assert_int_equal (tl_file_pread (p->up_path[b->fb_dev], b->fb_legit,
@@ -914,7 +892,7 @@ ut_fz_damage (ut_pool_t *p, ut_fz_blk_t *b, uint64_t *seed)
      * block: a foreign block type, which must not verify as a config. */
     zv_uberblock_phys_t ub;
     uint64_t t = tl_rand (seed) % 3;
-    ut_ub (&ub, UT_GUID, 1 + tl_rand (seed) % 1000);
+    ut_ub (&ub, TL_GUID, 1 + tl_rand (seed) % 1000);
     if (t == 0)
       ub.ub_pool_guid = tl_rand (seed) | 1;
     else if (t == 1) {
@@ -923,7 +901,7 @@ ut_fz_damage (ut_pool_t *p, ut_fz_blk_t *b, uint64_t *seed)
     }
     else
       ub.ub_txg = 0;
-    if (ub.ub_pool_guid == UT_GUID && b->fb_slot > 0
+    if (ub.ub_pool_guid == TL_GUID && b->fb_slot > 0
         && ub.ub_txg % ZV_UB_COUNT == b->fb_slot - 1 && ub.ub_txg != 0)
       ub.ub_txg++;
     zv_label_seal_ub (&ub, b->fb_off);
@@ -958,14 +936,14 @@ ut_fz_check (ut_pool_t *p, ut_fz_blk_t *blks, zv_ub_cand_t *c, bool configs)
     if (copies[ub->ub_txg]++ == 0)
       ntxg++;
   }
-  int n = zv_label_collect_ubs (p->up_dev, UT_NDEVS, UT_GUID, c, 128);
+  int n = zv_label_collect_ubs (p->up_dev, UT_NDEVS, TL_GUID, c, 128);
   assert_int_equal (n, ntxg);
   for (int i = 0; i < n; i++) {
     uint64_t t = c[i].uc_ub.ub_txg;
     assert_true (t >= 1 && t <= UT_LASTTXG);
     if (i > 0)
       assert_true (t < c[i - 1].uc_ub.ub_txg);
-    ut_check_cand (&c[i], UT_GUID);
+    ut_check_cand (&c[i], TL_GUID);
     assert_int_equal (c[i].uc_copies, copies[t]);
   }
 
@@ -1062,33 +1040,26 @@ test_fuzz (void **state)
 
 /* ---- setup ------------------------------------------------------------- */
 
-static int
-ut_setup (void **state)
-{
-  (void) state;
-  return tl_group_begin ("label");
-}
-
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup (test_config_roundtrip, tl_test_setup),
-    cmocka_unit_test_setup (test_config_one_corrupt, tl_test_setup),
-    cmocka_unit_test_setup (test_config_both_corrupt, tl_test_setup),
-    cmocka_unit_test_setup (test_config_unreadable, tl_test_setup),
-    cmocka_unit_test_setup (test_config_zeros, tl_test_setup),
-    cmocka_unit_test_setup (test_config_random, tl_test_setup),
-    cmocka_unit_test_setup (test_config_check, tl_test_setup),
-    cmocka_unit_test_setup (test_config_sealed_hostile, tl_test_setup),
-    cmocka_unit_test_setup (test_ub_ring, tl_test_setup),
-    cmocka_unit_test_setup (test_ub_collect_max0, tl_test_setup),
-    cmocka_unit_test_setup (test_ub_corrupt_newest, tl_test_setup),
-    cmocka_unit_test_setup (test_ub_misplaced, tl_test_setup),
-    cmocka_unit_test_setup (test_ub_foreign_pool, tl_test_setup),
-    cmocka_unit_test_setup (test_ub_same_txg, tl_test_setup),
-    cmocka_unit_test_setup (test_fuzz, tl_test_setup),
+    tl_test (test_config_roundtrip),
+    tl_test (test_config_one_corrupt),
+    tl_test (test_config_both_corrupt),
+    tl_test (test_config_unreadable),
+    tl_test (test_config_zeros),
+    tl_test (test_config_random),
+    tl_test (test_config_check),
+    tl_test (test_config_sealed_hostile),
+    tl_test (test_ub_ring),
+    tl_test (test_ub_collect_max0),
+    tl_test (test_ub_corrupt_newest),
+    tl_test (test_ub_misplaced),
+    tl_test (test_ub_foreign_pool),
+    tl_test (test_ub_same_txg),
+    tl_test (test_fuzz),
   };
 
-  return cmocka_run_group_tests (tests, ut_setup, tl_group_teardown);
+  return tl_main (tests, "label", NULL);
 }

@@ -41,7 +41,6 @@
 #include "pool.h"
 #include "label.h"
 #include "testlib.h"
-#include "pooltest.h"
 
 #define MiB (1ull << 20)
 #define DEV_SIZE (64 * MiB)
@@ -66,7 +65,7 @@ open_ok (const zvol_pool_config_t *pc)
 {
   zvol_pool_t *p = NULL;
 
-  assert_int_equal (tpool_open (pc, &p), 0);
+  assert_int_equal (tl_pool_open (pc, &p), 0);
   assert_non_null (p);
   return p;
 }
@@ -79,7 +78,7 @@ make_pool (const char *path, uint64_t devsize, uint64_t volsize)
 
   assert_int_equal (tl_sparse_file (path, devsize), 0);
   cfg (&pc, &path, 1, volsize, true);
-  assert_int_equal (tpool_close (open_ok (&pc)), 0);
+  assert_int_equal (tl_pool_close (open_ok (&pc)), 0);
 }
 
 static void
@@ -122,7 +121,7 @@ test_roundtrip (void **state)
   cfg (&pc, &dev, 1, 16 * MiB, true);
   pc.pc_name = "roundtrip";
   p = open_ok (&pc);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   assert_int_equal (zvol_size (zv), 16 * MiB);
   assert_int_equal (zvol_blocksize (zv), BS);
   assert_false (zvol_is_readonly (zv));
@@ -130,18 +129,18 @@ test_roundtrip (void **state)
   vwrite (zv, 0, 65536, 1);
   vwrite (zv, 5 * MiB + 777, 100000, 2);
   vwrite (zv, 16 * MiB - 4096, 4096, 3);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   cfg (&pc, &dev, 1, 0, false);
   p = open_ok (&pc);
-  zv = tvol (p);
+  zv = tl_vol (p);
   assert_string_equal (zvol_pool_name (p), "roundtrip");
   assert_int_equal (zvol_pool_guid (p), guid);
   assert_int_equal (zvol_size (zv), 16 * MiB);
   vcheck (zv, 0, 65536, 1);
   vcheck (zv, 5 * MiB + 777, 100000, 2);
   vcheck (zv, 16 * MiB - 4096, 4096, 3);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 /* Create refuses a device that holds a pool (intact or damaged), and
@@ -160,7 +159,7 @@ test_create_refuses_pool (void **state)
   assert_int_not_equal (h, 0);
   cfg (&pc, &dev, 1, 8 * MiB, true);
   tl_log_reset (true);
-  assert_int_equal (tpool_open (&pc, &p), -EEXIST);
+  assert_int_equal (tl_pool_open (&pc, &p), -EEXIST);
   assert_null (p);
   assert_true (tl_log_has ("already a device of pool"));
   assert_int_equal (tl_file_allocated (dev) > 0, 1);
@@ -170,7 +169,7 @@ test_create_refuses_pool (void **state)
   assert_int_equal (tl_file_flip (dev, 64), 0);
   assert_int_equal (tl_file_flip (dev, DEV_SIZE - ZV_LABEL_SIZE + 64), 0);
   h = tl_hash_file (dev);
-  assert_int_equal (tpool_open (&pc, &p), -EEXIST);
+  assert_int_equal (tl_pool_open (&pc, &p), -EEXIST);
   assert_true (tl_log_has ("damaged pool labels"));
   assert_int_equal (tl_hash_file (dev), h);
   tl_log_reset (false);
@@ -188,7 +187,7 @@ test_import_zeroed (void **state)
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
   cfg (&pc, &dev, 1, 0, false);
   tl_log_reset (true);
-  assert_int_equal (tpool_open (&pc, &p), -EINVAL);
+  assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_null (p);
   assert_true (tl_log_has ("create=true"));
   assert_int_equal (tl_file_allocated (dev), 0);
@@ -196,7 +195,7 @@ test_import_zeroed (void **state)
   /* A device that does not exist. */
   const char *missing = tl_path (path, sizeof path, "nosuchfile");
   cfg (&pc, &missing, 1, 0, false);
-  assert_int_equal (tpool_open (&pc, &p), -ENOENT);
+  assert_int_equal (tl_pool_open (&pc, &p), -ENOENT);
   tl_log_reset (false);
 }
 
@@ -213,29 +212,29 @@ test_create_checks (void **state)
   tl_log_reset (true);
   assert_int_equal (tl_sparse_file (dev, ZV_MIN_DEV_SIZE - ZV_SECTOR), 0);
   cfg (&pc, &dev, 1, 1 * MiB, true);
-  assert_int_equal (tpool_open (&pc, &p), -EINVAL);
+  assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_true (tl_log_has ("too small"));
   assert_int_equal (tl_file_allocated (dev), 0);
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
   cfg (&pc, &dev, 1, DEV_SIZE, true);
-  assert_int_equal (tpool_open (&pc, &p), -EINVAL);
+  assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_true (tl_log_has ("sparse=true"));
   assert_int_equal (tl_file_allocated (dev), 0);
 
   /* Bad volume size and block size. */
   cfg (&pc, &dev, 1, 1000, true);
-  assert_int_equal (tpool_open (&pc, &p), -EINVAL);
+  assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   cfg (&pc, &dev, 1, MiB, true);
   pc.pc_volblocksize = 12288;
-  assert_int_equal (tpool_open (&pc, &p), -EINVAL);
+  assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_int_equal (tl_file_allocated (dev), 0);
 
   /* The same size with sparse is accepted. */
   cfg (&pc, &dev, 1, DEV_SIZE, true);
   pc.pc_sparse = true;
   tl_log_reset (false);
-  assert_int_equal (tpool_close (open_ok (&pc)), 0);
+  assert_int_equal (tl_pool_close (open_ok (&pc)), 0);
 }
 
 /* A thin volume fills the pool: the write that does not fit fails with
@@ -259,7 +258,7 @@ test_sparse_enospc (void **state)
   cfg (&pc, &dev, 1, volsize, true);
   pc.pc_sparse = true;
   p = open_ok (&pc);
-  zv = tvol (p);
+  zv = tl_vol (p);
   tl_log_reset (true);
   for (n = 0; n * chunk < volsize; n++) {
     tl_pat_fill (buf, n * chunk, chunk, 40);
@@ -277,11 +276,11 @@ test_sparse_enospc (void **state)
   assert_int_equal (zvol_write (zv, buf, n * chunk, chunk, 0), -ENOSPC);
   assert_int_equal (zv_pool_sync (p), 0);
   tl_log_reset (false);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   cfg (&pc, &dev, 1, 0, false);
   p = open_ok (&pc);
-  zv = tvol (p);
+  zv = tl_vol (p);
   for (uint64_t i = 0; i < n; i++)
     vcheck (zv, i * chunk, chunk, 40);
 
@@ -299,14 +298,14 @@ test_sparse_enospc (void **state)
     assert_int_equal (zv_pool_sync (p), 0);
   }
   assert_int_equal (zvol_write (zv, buf, n * chunk, chunk, 0), 0);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   p = open_ok (&pc);
-  zv = tvol (p);
+  zv = tl_vol (p);
   vcheck (zv, n * chunk, chunk, 41);
   vcheck (zv, (n - 1) * chunk, chunk, 40);
   vcheck (zv, n / 4 * chunk + 4096, chunk - 4096, 40);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (buf);
 }
 
@@ -368,7 +367,7 @@ test_volume_open (void **state)
 static bool
 stats_has (zvol_pool_t *p, const char *needle)
 {
-  char *text = tpool_stats (p);
+  char *text = tl_pool_stats (p);
   bool r;
 
   assert_non_null (text);
@@ -402,11 +401,11 @@ test_two_devices (void **state)
   a0 = tl_file_allocated (a);
   b0 = tl_file_allocated (b);
   for (unsigned i = 0; i < 8; i++)
-    vwrite (tvol (p), i * MiB, MiB, 60 + i);
-  assert_int_equal (zvol_flush (tvol (p)), 0);
+    vwrite (tl_vol (p), i * MiB, MiB, 60 + i);
+  assert_int_equal (zvol_flush (tl_vol (p)), 0);
   assert_true (tl_file_allocated (a) - a0 >= (int64_t) (2 * MiB));
   assert_true (tl_file_allocated (b) - b0 >= (int64_t) (2 * MiB));
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   /* Another pool, of one device. */
   make_pool (c, DEV_SIZE, MiB);
@@ -416,26 +415,26 @@ test_two_devices (void **state)
     const char *devs[] = { c, d };
     cfg (&pc, devs, 2, MiB, true);
     tl_log_reset (true);
-    assert_int_equal (tpool_open (&pc, &q), -EEXIST);  /* c is taken */
+    assert_int_equal (tl_pool_open (&pc, &q), -EEXIST);  /* c is taken */
   }
 
   tl_log_reset (true);
   {
     const char *devs[] = { a };
     cfg (&pc, devs, 1, 0, false);
-    assert_int_equal (tpool_open (&pc, &q), -EINVAL);
+    assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
     assert_true (tl_log_has ("but 1 given"));
   }
   {
     const char *devs[] = { a, c };
     cfg (&pc, devs, 2, 0, false);
-    assert_int_equal (tpool_open (&pc, &q), -EINVAL);
+    assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
     assert_true (tl_log_has ("belongs to pool"));
   }
   {
     const char *devs[] = { a, b, c };
     cfg (&pc, devs, 3, 0, false);
-    assert_int_not_equal (tpool_open (&pc, &q), 0);
+    assert_int_not_equal (tl_pool_open (&pc, &q), 0);
   }
   assert_null (q);
   tl_log_reset (false);
@@ -447,8 +446,8 @@ test_two_devices (void **state)
   }
   p = open_ok (&pc);
   for (unsigned i = 0; i < 8; i++)
-    vcheck (tvol (p), i * MiB, MiB, 60 + i);
-  assert_int_equal (tpool_close (p), 0);
+    vcheck (tl_vol (p), i * MiB, MiB, 60 + i);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 /* A device named twice is refused, and the refusal lets go of every
@@ -466,14 +465,14 @@ test_duplicate_device (void **state)
     const char *devs[] = { a, a };
     cfg (&pc, devs, 2, 0, false);
     tl_log_reset (true);
-    assert_int_equal (tpool_open (&pc, &q), -EINVAL);
+    assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
     assert_true (tl_log_has ("given twice"));
     assert_null (q);
   }
   cfg (&pc, &a, 1, 0, false);
   tl_log_reset (false);
-  assert_int_equal (tpool_open (&pc, &q), 0);   /* not -EBUSY */
-  assert_int_equal (tpool_close (q), 0);
+  assert_int_equal (tl_pool_open (&pc, &q), 0);   /* not -EBUSY */
+  assert_int_equal (tl_pool_close (q), 0);
 }
 
 /* ---- rewind ---- */
@@ -517,14 +516,14 @@ test_rewind (void **state)
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
   cfg (&pc, &dev, 1, 8 * MiB, true);
   p = open_ok (&pc);
-  vwrite (tvol (p), 0, 256 * 1024, 0xa);
+  vwrite (tl_vol (p), 0, 256 * 1024, 0xa);
   assert_int_equal (zv_pool_sync (p), 0);
   txg_a = zv_txg_last_synced (zv_pool_txg (p));
-  vwrite (tvol (p), 0, 256 * 1024, 0xb);
+  vwrite (tl_vol (p), 0, 256 * 1024, 0xb);
   assert_int_equal (zv_pool_sync (p), 0);
   txg_b = zv_txg_last_synced (zv_pool_txg (p));
   assert_true (txg_b > txg_a);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   n = read_ubs (dev, DEV_SIZE, ubs, 2 * ZV_UB_COUNT);
   assert_true (n >= 2);
@@ -558,17 +557,17 @@ test_rewind (void **state)
   p = open_ok (&pc);
   assert_true (tl_log_has ("rewound"));
   assert_int_equal (zv_txg_last_synced (zv_pool_txg (p)), txg_a);
-  vcheck (tvol (p), 0, 256 * 1024, 0xa);
+  vcheck (tl_vol (p), 0, 256 * 1024, 0xa);
   tl_log_reset (false);
   /* Writable after the rewind, and the next import is clean. */
-  vwrite (tvol (p), MiB, 65536, 0xc);
-  assert_int_equal (tpool_close (p), 0);
+  vwrite (tl_vol (p), MiB, 65536, 0xc);
+  assert_int_equal (tl_pool_close (p), 0);
   tl_log_reset (true);
   p = open_ok (&pc);
   assert_false (tl_log_has ("rewound"));
-  vcheck (tvol (p), 0, 256 * 1024, 0xa);
-  vcheck (tvol (p), MiB, 65536, 0xc);
-  assert_int_equal (tpool_close (p), 0);
+  vcheck (tl_vol (p), 0, 256 * 1024, 0xa);
+  vcheck (tl_vol (p), MiB, 65536, 0xc);
+  assert_int_equal (tl_pool_close (p), 0);
   tl_log_reset (false);
 }
 
@@ -585,15 +584,15 @@ test_damaged_config (void **state)
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
   cfg (&pc, &dev, 1, 8 * MiB, true);
   p = open_ok (&pc);
-  vwrite (tvol (p), 12345, 54321, 5);
-  assert_int_equal (tpool_close (p), 0);
+  vwrite (tl_vol (p), 12345, 54321, 5);
+  assert_int_equal (tl_pool_close (p), 0);
 
   assert_int_equal (tl_file_flip (dev, 100), 0);
   cfg (&pc, &dev, 1, 0, false);
   tl_log_reset (true);
   p = open_ok (&pc);
-  vcheck (tvol (p), 12345, 54321, 5);
-  assert_int_equal (tpool_close (p), 0);
+  vcheck (tl_vol (p), 12345, 54321, 5);
+  assert_int_equal (tl_pool_close (p), 0);
 
   /* The whole front label gone (config and ring). */
   {
@@ -602,12 +601,12 @@ test_damaged_config (void **state)
     free (z);
   }
   p = open_ok (&pc);
-  vcheck (tvol (p), 12345, 54321, 5);
-  assert_int_equal (tpool_close (p), 0);
+  vcheck (tl_vol (p), 12345, 54321, 5);
+  assert_int_equal (tl_pool_close (p), 0);
 
   assert_int_equal (tl_file_flip (dev, DEV_SIZE - ZV_LABEL_SIZE + 100), 0);
   p = NULL;
-  assert_true (tpool_open (&pc, &p) < 0);
+  assert_true (tl_pool_open (&pc, &p) < 0);
   assert_null (p);
   tl_log_reset (false);
 }
@@ -628,21 +627,21 @@ test_ebusy (void **state)
   /* (Each refusal takes the device layer's short wait for a lock held
    * by a process just killed.) */
   tl_log_reset (true);
-  assert_int_equal (tpool_open (&pc, &q), -EBUSY);
+  assert_int_equal (tl_pool_open (&pc, &q), -EBUSY);
   assert_null (q);
   assert_true (tl_log_has ("in use"));
   uint64_t h = tl_hash_file (dev);
   cfg (&pc, &dev, 1, 4 * MiB, true);
-  assert_int_equal (tpool_open (&pc, &q), -EBUSY);
+  assert_int_equal (tl_pool_open (&pc, &q), -EBUSY);
   assert_null (q);
   assert_int_equal (tl_hash_file (dev), h);
   tl_log_reset (false);
-  vwrite (tvol (p), 0, 4096, 8);   /* the first is unharmed */
-  assert_int_equal (tpool_close (p), 0);
+  vwrite (tl_vol (p), 0, 4096, 8);   /* the first is unharmed */
+  assert_int_equal (tl_pool_close (p), 0);
   cfg (&pc, &dev, 1, 0, false);
   p = open_ok (&pc);
-  vcheck (tvol (p), 0, 4096, 8);
-  assert_int_equal (tpool_close (p), 0);
+  vcheck (tl_vol (p), 0, 4096, 8);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 /* The txg history: the kstat header and a row per txg. */
@@ -664,7 +663,7 @@ test_txg_history (void **state)
   cfg (&pc, &dev, 1, 8 * MiB, true);
   p = open_ok (&pc);
   for (unsigned i = 0; i < 3; i++) {
-    vwrite (tvol (p), i * MiB, 256 * 1024, i);
+    vwrite (tl_vol (p), i * MiB, 256 * 1024, i);
     assert_int_equal (zv_pool_sync (p), 0);
   }
   text = zvol_format_txgs (p);
@@ -697,7 +696,7 @@ test_txg_history (void **state)
   assert_int_equal (written, 3);
   assert_int_equal (open, 1);
   free (text);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 /* ---- the deferred-free rule ---- */
@@ -793,9 +792,9 @@ test_inplace_free_durable (void **state)
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
   cfg (&pc, &dev, 1, 8 * MiB, true);
   p = open_ok (&pc);
-  vwrite (tvol (p), 0, BS, 1);
+  vwrite (tl_vol (p), 0, BS, 1);
   assert_int_equal (zv_pool_sync (p), 0);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   assert_int_equal (pipe (fds), 0);
   pid = fork ();
@@ -806,14 +805,14 @@ test_inplace_free_durable (void **state)
 
     close (fds[0]);
     cfg (&pc, &dev, 1, 0, false);
-    if (tpool_open (&pc, &p) != 0)
+    if (tl_pool_open (&pc, &p) != 0)
       _exit (10);
     t = zv_txg_open_txg (zv_pool_txg (p));
-    vwrite (tvol (p), 5 * BS, BS, 2);
+    vwrite (tl_vol (p), 5 * BS, BS, 2);
     memset (&bp, 0, sizeof bp);
     if (zv_dmu_sync_block (zv_pool_ds_object (zv_pool_ds_find (p, NULL)), t, 5, &bp) != 0)
       _exit (11);
-    vwrite (tvol (p), 5 * BS, BS, 3);  /* unoverride */
+    vwrite (tl_vol (p), 5 * BS, BS, 3);  /* unoverride */
     if (zv_pool_sync (p) != 0 || zv_txg_last_synced (zv_pool_txg (p)) != t)
       _exit (12);
     msg[0] = bp.bp_dva[0];
@@ -835,8 +834,8 @@ test_inplace_free_durable (void **state)
   if (!on_defer_list (p, msg[1], msg[0]))
     fail_msg ("the in-place block of txg %" PRIu64 " is allocated after "
               "import but on no defer list: leaked", msg[1]);
-  vcheck (tvol (p), 5 * BS, BS, 3);
-  assert_int_equal (tpool_close (p), 0);
+  vcheck (tl_vol (p), 5 * BS, BS, 3);
+  assert_int_equal (tl_pool_close (p), 0);
   unlink (dev);
 }
 
@@ -857,7 +856,7 @@ test_deferred_free_rule (void **state)
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
   cfg (&pc, &dev, 1, 8 * MiB, true);
   p = open_ok (&pc);
-  zv = tvol (p);
+  zv = tl_vol (p);
   a = zv_pool_spa (p)->spa_alloc;
   vwrite (zv, 0, BS, 1);
   assert_int_equal (zv_pool_sync (p), 0);
@@ -905,13 +904,13 @@ test_deferred_free_rule (void **state)
   w.size = BS;
   vol_walk (p, &w);
   assert_true (!zv_alloc_is_allocated (a, old, BS) || w.overlap);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   cfg (&pc, &dev, 1, 0, false);
   p = open_ok (&pc);
-  vcheck (tvol (p), 0, BS, 2);
-  vcheck (tvol (p), 39 * BS, BS, 3);
-  assert_int_equal (tpool_close (p), 0);
+  vcheck (tl_vol (p), 0, BS, 2);
+  vcheck (tl_vol (p), 39 * BS, BS, 3);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 /* ---- crash consistency ---- */
@@ -987,9 +986,9 @@ cr_child_thread (void *arg)
 
   cfg (&pc, &c->dev, 1, 0, false);
   pc.pc_txg.tt_timeout_ms = 20;
-  if (buf == NULL || tpool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+  if (buf == NULL || tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   for (;;) {
     unsigned nw = 1 + tl_rand (&s) % 8;
     for (unsigned i = 0; i < nw; i++) {
@@ -1097,7 +1096,7 @@ test_crash_rounds (void **state)
     int r;
     tl_log_reset (true);
     uint64_t t1 = t0;
-    while ((r = tpool_open (&pc, &p)) == -EBUSY
+    while ((r = tl_pool_open (&pc, &p)) == -EBUSY
            && zv_now_ns () - t0 < 5000000000ull) {
       struct timespec d = { 0, 2000000 };
       nanosleep (&d, NULL);
@@ -1109,9 +1108,9 @@ test_crash_rounds (void **state)
     if (getenv ("ZV_TEST_VERBOSE"))
       fprintf (stderr, "  round %u: device busy %.3f s, import %.3f s\n",
                round, (t1 - t0) / 1e9, (zv_now_ns () - t1) / 1e9);
-    assert_int_equal (zvol_read (tvol (p), vol, 0, CR_VOLSIZE),
+    assert_int_equal (zvol_read (tl_vol (p), vol, 0, CR_VOLSIZE),
                       0);
-    assert_int_equal (tpool_close (p), 0);
+    assert_int_equal (tl_pool_close (p), 0);
     for (uint32_t slot = 0; slot < CR_NSLOTS; slot++) {
       uint64_t v = cr_parse (vol + (uint64_t) slot * CR_SLOT, slot);
       if (v == UINT64_MAX)

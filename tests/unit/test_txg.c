@@ -9,12 +9,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -27,15 +21,7 @@
 
 #include "zv_util.h"
 #include "txg.h"
-
-/* An invariant checked off the main thread: fail loudly. */
-#define T_CHECK(c) do {                                                 \
-    if (!(c)) {                                                         \
-      fprintf (stderr, "test_txg: check failed: %s (%s:%d)\n",          \
-               #c, __FILE__, __LINE__);                                 \
-      abort ();                                                         \
-    }                                                                   \
-  } while (0)
+#include "testlib.h"
 
 #define T_LOAD(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
 #define T_STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
@@ -68,13 +54,13 @@ t_sync (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
 {
   tctx_t *t = arg;
 
-  T_CHECK (txg >= t->first && txg - t->first < T_RING);
-  T_CHECK (txg == t->expect);
-  T_CHECK (T_LOAD (&t->outstanding[txg - t->first]) == 0);
-  T_CHECK (zv_txg_last_synced (t->tx) == txg - 1);
-  T_CHECK (zv_txg_open_txg (t->tx) > txg);
+  TL_CHECK (txg >= t->first && txg - t->first < T_RING);
+  TL_CHECK (txg == t->expect);
+  TL_CHECK (T_LOAD (&t->outstanding[txg - t->first]) == 0);
+  TL_CHECK (zv_txg_last_synced (t->tx) == txg - 1);
+  TL_CHECK (zv_txg_open_txg (t->tx) > txg);
   t->synced[txg - t->first]++;
-  T_CHECK (t->synced[txg - t->first] == 1);
+  TL_CHECK (t->synced[txg - t->first] == 1);
   t->expect = txg + 1;
 
   st->ss_nread = txg;
@@ -302,22 +288,22 @@ t_writer (void *arg)
     zv_txg_hold_t h;
     uint64_t idx;
 
-    T_CHECK (zv_txg_hold (t->tx, 512, &h) == 0);
-    T_CHECK (h.th_txg >= prev);              /* never backwards */
-    T_CHECK (h.th_txg > zv_txg_last_synced (t->tx));
-    T_CHECK (h.th_txg <= zv_txg_open_txg (t->tx));
+    TL_CHECK (zv_txg_hold (t->tx, 512, &h) == 0);
+    TL_CHECK (h.th_txg >= prev);              /* never backwards */
+    TL_CHECK (h.th_txg > zv_txg_last_synced (t->tx));
+    TL_CHECK (h.th_txg <= zv_txg_open_txg (t->tx));
     prev = h.th_txg;
     idx = h.th_txg - t->first;
-    T_CHECK (idx < T_RING);
+    TL_CHECK (idx < T_RING);
     T_INC (&t->outstanding[idx]);
     T_STORE (&t->held[idx], 1);
-    w->seed = w->seed * 6364136223846793005ull + 1442695040888963407ull;
-    if ((w->seed >> 60) == 0)
+    uint64_t r = tl_rand (&w->seed);
+    if ((r >> 60) == 0)
       usleep (50);
-    else if ((w->seed >> 61) == 1)
+    else if ((r >> 61) == 1)
       sched_yield ();
     /* Still outstanding here: no sync of this txg may run. */
-    T_CHECK (zv_txg_last_synced (t->tx) < h.th_txg);
+    TL_CHECK (zv_txg_last_synced (t->tx) < h.th_txg);
     T_DEC (&t->outstanding[idx]);
     zv_txg_rele (t->tx, &h);
   }
@@ -334,8 +320,8 @@ t_waiter (void *arg)
     uint64_t open = zv_txg_open_txg (w->t->tx);
 
     /* 0 means every txg that had a hold: the open one may be idle. */
-    T_CHECK (zv_txg_wait_synced (w->t->tx, 0) == 0);
-    T_CHECK (zv_txg_last_synced (w->t->tx) >= open - 1);
+    TL_CHECK (zv_txg_wait_synced (w->t->tx, 0) == 0);
+    TL_CHECK (zv_txg_last_synced (w->t->tx) >= open - 1);
     usleep (200);
   }
   return NULL;
@@ -612,7 +598,7 @@ t_delayed_writer (void *arg)
 
   for (i = 0; i < 3; i++) {
     zv_txg_hold_t h;
-    T_CHECK (zv_txg_hold (t->tx, 0, &h) == 0);
+    TL_CHECK (zv_txg_hold (t->tx, 0, &h) == 0);
     zv_txg_rele (t->tx, &h);
   }
   return NULL;
@@ -680,6 +666,7 @@ test_sync_error (void **state)
   uint64_t txg;
 
   t->fail_txg = T_FIRST + 1;
+  tl_log_reset (true);
   assert_int_equal (zv_txg_start (t->tx), 0);
   txg = t_hold_rele (t, 4096);
   assert_int_equal (zv_txg_wait_synced (t->tx, 0), 0);
@@ -696,6 +683,7 @@ test_sync_error (void **state)
   assert_int_equal (w.err, -EIO);
   assert_int_equal (zv_txg_error (t->tx), -EIO);
   assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST);
+  assert_true (tl_log_has ("txg 1001: sync failed"));
 
   /* Later holds and waits fail; an old txg is still synced. */
   assert_int_equal (zv_txg_hold (t->tx, 10, &h), -EIO);
@@ -716,7 +704,10 @@ test_sync_error (void **state)
   assert_int_equal (zv_txg_hold (t->tx, 10, &h), -EIO);
   assert_int_equal (zv_txg_stop (t->tx), -EIO);
   assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+  assert_true (tl_log_has ("txg 1000: sync failed"));
+  assert_int_equal (tl_log_errors (), 2);
   t_free (t);
+  tl_log_reset (false);
 }
 
 /* The history: at most ZV_TXG_HISTORY rows, oldest first, the figures
@@ -776,21 +767,20 @@ int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (test_defaults),
-    cmocka_unit_test (test_delay_curve),
-    cmocka_unit_test (test_inline_sync),
-    cmocka_unit_test (test_concurrent_thread),
-    cmocka_unit_test (test_concurrent_inline),
-    cmocka_unit_test (test_timeout_sync),
-    cmocka_unit_test (test_dirty_kick),
-    cmocka_unit_test (test_wait_forces),
-    cmocka_unit_test (test_wait_idle),
-    cmocka_unit_test (test_throttle_block),
-    cmocka_unit_test (test_throttle_delay),
-    cmocka_unit_test (test_sync_error),
-    cmocka_unit_test (test_history),
+    tl_test (test_defaults),
+    tl_test (test_delay_curve),
+    tl_test (test_inline_sync),
+    tl_test (test_concurrent_thread),
+    tl_test (test_concurrent_inline),
+    tl_test (test_timeout_sync),
+    tl_test (test_dirty_kick),
+    tl_test (test_wait_forces),
+    tl_test (test_wait_idle),
+    tl_test (test_throttle_block),
+    tl_test (test_throttle_delay),
+    tl_test (test_sync_error),
+    tl_test (test_history),
   };
 
-  zv_set_log_level (ZV_LOG_ERROR + 1);      /* expected errors are quiet */
-  return cmocka_run_group_tests (tests, NULL, NULL);
+  return tl_main (tests, NULL, NULL);
 }

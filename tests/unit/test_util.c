@@ -10,12 +10,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -23,26 +17,7 @@
 #include <string.h>
 
 #include "zv_util.h"
-
-/* Deterministic PRNG (xorshift64). */
-static uint64_t
-ut_rnd (uint64_t *s)
-{
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
-static void
-ut_fill_random (void *buf, size_t len, uint64_t seed)
-{
-  unsigned char *p = buf;
-  uint64_t s = seed | 1;
-
-  for (size_t i = 0; i < len; i++)
-    p[i] = (unsigned char) ut_rnd (&s);
-}
+#include "testlib.h"
 
 /* ---- checksum -------------------------------------------------------- */
 
@@ -56,11 +31,12 @@ test_cksum_deterministic (void **state)
   for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
     size_t len = lens[k];
     unsigned char *a = malloc (len + 1), *b = malloc (len + 1);
+    uint64_t rnd = 42 + len;
     zv_cksum_t ca, cb;
 
     assert_non_null (a);
     assert_non_null (b);
-    ut_fill_random (a, len, 42 + len);
+    tl_fill_rand (a, len, &rnd);
     memcpy (b, a, len);
     zv_cksum_compute (a, len, 7, &ca);
     zv_cksum_compute (b, len, 7, &cb);
@@ -79,10 +55,11 @@ static void
 test_cksum_seed (void **state)
 {
   unsigned char buf[4096];
+  uint64_t rnd = 1;
   zv_cksum_t c0, c1;
   (void) state;
 
-  ut_fill_random (buf, sizeof buf, 1);
+  tl_fill_rand (buf, sizeof buf, &rnd);
   zv_cksum_compute (buf, sizeof buf, 0, &c0);
   for (uint64_t seed = 1; seed < 64; seed++) {
     zv_cksum_compute (buf, sizeof buf, seed, &c1);
@@ -107,9 +84,10 @@ test_cksum_bitflip (void **state)
   unsigned char buf[256];
   zv_cksum_t ref, c;
   unsigned both_words = 0, total = 0;
+  uint64_t rnd = 99;
   (void) state;
 
-  ut_fill_random (buf, sizeof buf, 99);
+  tl_fill_rand (buf, sizeof buf, &rnd);
   zv_cksum_compute (buf, sizeof buf, 12345, &ref);
   for (size_t i = 0; i < sizeof buf; i++) {
     for (unsigned bit = 0; bit < 8; bit++) {
@@ -132,7 +110,7 @@ test_cksum_bitflip (void **state)
   /* A flip in a large (16 KiB) block, near the end. */
   unsigned char *big = malloc (16384);
   assert_non_null (big);
-  ut_fill_random (big, 16384, 5);
+  tl_fill_rand (big, 16384, &rnd);
   zv_cksum_compute (big, 16384, 1, &ref);
   big[16383] ^= 0x80;
   zv_cksum_compute (big, 16384, 1, &c);
@@ -293,21 +271,18 @@ test_buf_cache_across_cpus (void **state)
   (void) state;
 
 #if defined(__SANITIZE_ADDRESS__)
-  print_message ("skipped: the buffer cache is off under AddressSanitizer\n");
-  skip ();
+  tl_skip ("the buffer cache is off under AddressSanitizer");
 #endif
   assert_int_equal (sched_getaffinity (0, sizeof saved, &saved), 0);
   if (CPU_COUNT (&saved) < 2 || !pin_to_cpu (0)) {
-    print_message ("skipped: needs CPUs 0 and 1 (have %d)\n",
-                   CPU_COUNT (&saved));
-    skip ();
+    sched_setaffinity (0, sizeof saved, &saved);
+    tl_skip ("needs CPUs 0 and 1 (have %d)", CPU_COUNT (&saved));
   }
   p = zv_buf_get (16384);
   zv_buf_put (p, 16384);                /* into CPU 0's shard */
   if (!pin_to_cpu (1)) {
     sched_setaffinity (0, sizeof saved, &saved);
-    print_message ("skipped: cannot run on CPU 1\n");
-    skip ();
+    tl_skip ("cannot run on CPU 1");
   }
   q = zv_buf_get (16384);
   sched_setaffinity (0, sizeof saved, &saved);
@@ -422,25 +397,26 @@ test_log_hook (void **state)
   zv_info ("not for the hook (and below the stderr threshold)");
   assert_int_equal (ut_nlog, 0);
   zv_set_log_level (ZV_LOG_INFO);
+  zv_set_log (tl_log_hook);             /* the group's hook, back */
 }
 
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test (test_cksum_deterministic),
-    cmocka_unit_test (test_cksum_seed),
-    cmocka_unit_test (test_cksum_bitflip),
-    cmocka_unit_test (test_cksum_length),
-    cmocka_unit_test (test_cksum_equal),
-    cmocka_unit_test (test_is_zero_all_zero),
-    cmocka_unit_test (test_is_zero_every_position),
-    cmocka_unit_test (test_is_zero_large),
-    cmocka_unit_test (test_buf_alloc),
-    cmocka_unit_test (test_buf_cache_across_cpus),
-    cmocka_unit_test (test_p2_macros),
-    cmocka_unit_test (test_log_hook),
+    tl_test (test_cksum_deterministic),
+    tl_test (test_cksum_seed),
+    tl_test (test_cksum_bitflip),
+    tl_test (test_cksum_length),
+    tl_test (test_cksum_equal),
+    tl_test (test_is_zero_all_zero),
+    tl_test (test_is_zero_every_position),
+    tl_test (test_is_zero_large),
+    tl_test (test_buf_alloc),
+    tl_test (test_buf_cache_across_cpus),
+    tl_test (test_p2_macros),
+    tl_test (test_log_hook),
   };
 
-  return cmocka_run_group_tests (tests, NULL, NULL);
+  return tl_main (tests, NULL, NULL);
 }

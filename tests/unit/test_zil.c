@@ -72,7 +72,7 @@ crash_close (zvol_pool_t *p)
     pc_attach (cut, zv_pool_logdev (p));
   tl_log_reset (true);
   pc_cut (cut);
-  (void) tpool_close (p);
+  (void) tl_pool_close (p);
   pc_free (cut);
   tl_log_reset (false);
 }
@@ -469,13 +469,13 @@ test_contention (void **state)
   tl_path (dev, sizeof dev, "contention.img");
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, CT_VOLSIZE);
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   assert_int_equal (zvol_pool_start (p), 0);
 
   t0 = zv_now_ns ();
   for (unsigned i = 0; i < CT_WRITERS + CT_FLUSHERS; i++) {
     thr[i] = (ct_thr_t) {
-      .ct_zv = tvol (p), .ct_shadow = shadow, .ct_idx = i,
+      .ct_zv = tl_vol (p), .ct_shadow = shadow, .ct_idx = i,
       .ct_seed = seed * 31 + i + 1, .ct_stop = &stop,
     };
     assert_int_equal (pthread_create (&th[i], NULL, i < CT_WRITERS
@@ -505,12 +505,12 @@ test_contention (void **state)
   /* Group commit: log blocks are shared by several commits. */
   assert_true (wpl > 1.0);
 
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   cfg (&pc, dev, NULL, false, 0);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  img = read_volume (tvol (p));
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  img = read_volume (tl_vol (p));
   compare_images (img, shadow, CT_VOLSIZE, "after close and import");
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (img);
   free (shadow);
   unlink (dev);
@@ -570,7 +570,7 @@ crash_and_import (zvol_pool_t *p, zvol_pool_config_t *pc)
   crash_close (p);
   pc->pc_create = false;
   p = NULL;
-  assert_int_equal (tpool_open (pc, &p), 0);
+  assert_int_equal (tl_pool_open (pc, &p), 0);
   return p;
 }
 
@@ -597,12 +597,12 @@ test_claim_before_open (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, volsize);
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   rec_warm (p, shadow, volsize - BLK);
   /* Acknowledged through the log only: in place (64K) and copied (4K). */
-  rec_write (tvol (p), shadow, 0, 65536, 21);
-  rec_write (tvol (p), shadow, 2 * MiB, 65536, 22);
-  rec_write (tvol (p), shadow, 4 * MiB, BLK, 23);
+  rec_write (tl_vol (p), shadow, 0, 65536, 21);
+  rec_write (tl_vol (p), shadow, 2 * MiB, 65536, 22);
+  rec_write (tl_vol (p), shadow, 4 * MiB, BLK, 23);
   crash_close (p);
 
   /* Import, sync without opening the volume, crash again. */
@@ -625,12 +625,12 @@ test_claim_before_open (void **state)
   }
 
   /* The volume opens at last: its log replays in full. */
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   assert_true (tl_log_has ("intent log: replayed"));
-  img = read_volume (tvol (p));
+  img = read_volume (tl_vol (p));
   compare_images (img, shadow, volsize, "replay after syncs before open");
   free (img);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (shadow);
   unlink (dev);
 }
@@ -652,8 +652,8 @@ test_records (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, volsize);
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  zv = tvol (p);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  zv = tl_vol (p);
   rec_warm (p, shadow, volsize - BLK);
   synced = zstatu (p, "txg_synced");
   rs = rec_get (p);
@@ -693,7 +693,7 @@ test_records (void **state)
   /* A crash now: replay brings back every kind of record. */
   p = crash_and_import (p, &pc);
   assert_true (tl_log_has ("intent log: replayed"));
-  zv = tvol (p);
+  zv = tl_vol (p);
   img = read_volume (zv);
   compare_images (img, shadow, volsize, "after replay of every record type");
   free (img);
@@ -714,14 +714,14 @@ test_records (void **state)
     assert_int_equal (now.rs_copied + now.rs_need_copy + now.rs_free,
                       rs.rs_copied + rs.rs_need_copy + rs.rs_free);
   }
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   /* logbias=throughput: every whole block in place, even a small write. */
   cfg (&pc, dev, NULL, false, 0);
   cfg_no_txg (&pc);
-  tp_volcfg.vc_logbias = ZVOL_LOGBIAS_THROUGHPUT;
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  zv = tvol (p);
+  tl_volcfg.vc_logbias = ZVOL_LOGBIAS_THROUGHPUT;
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  zv = tl_vol (p);
   rec_warm (p, shadow, volsize - BLK);
   rs = rec_get (p);
   rec_write (zv, shadow, 3 * MiB, 16384, 10);
@@ -729,10 +729,10 @@ test_records (void **state)
   rec_write (zv, shadow, 3 * MiB + 65536, BLK, 11);
   rec_expect (p, &rs, 1, 0, 0, 0, "4K write, logbias=throughput");
   p = crash_and_import (p, &pc);
-  img = read_volume (tvol (p));
+  img = read_volume (tl_vol (p));
   compare_images (img, shadow, volsize, "after replay (throughput)");
   free (img);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   /* With a log device, big writes are copied into the log. */
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
@@ -740,8 +740,8 @@ test_records (void **state)
   memset (shadow, 0, volsize);
   cfg (&pc, dev, logdev, true, volsize);
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  zv = tvol (p);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  zv = tl_vol (p);
   rec_warm (p, shadow, volsize - BLK);
   rs = rec_get (p);
   rec_write (zv, shadow, 0, 65536, 12);
@@ -752,10 +752,10 @@ test_records (void **state)
   rec_expect (p, &rs, 1, 0, 0, 0, "2K write with a log device");
   p = crash_and_import (p, &pc);
   assert_true (tl_log_has ("intent log: replayed"));
-  img = read_volume (tvol (p));
+  img = read_volume (tl_vol (p));
   compare_images (img, shadow, volsize, "after replay from the log device");
   free (img);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   free (shadow);
   unlink (dev);
@@ -847,9 +847,9 @@ test_commit_in_sync (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, 16 * MiB);
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   rec_warm (p, shadow, 0);
-  cs.cs_zv = tvol (p);
+  cs.cs_zv = tl_vol (p);
   cs.cs_main = pthread_self ();
   cs.cs_pc = pc_new (1, PC_KEEP_ALL);
   pc_attach (cs.cs_pc, zv_pool_spa (p)->spa_devs[0]);
@@ -865,7 +865,7 @@ test_commit_in_sync (void **state)
   pthread_mutex_unlock (&cs.cs_lock);
   r = zv_pool_sync (p);              /* the power goes in there */
   assert_int_equal (pthread_join (th, NULL), 0);
-  (void) tpool_close (p);
+  (void) tl_pool_close (p);
   pc_settle (cs.cs_pc);
   pc_free (cs.cs_pc);
   tl_log_reset (false);
@@ -875,9 +875,9 @@ test_commit_in_sync (void **state)
            cs.cs_flush_r);
 
   cfg (&pc, dev, NULL, false, 0);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  assert_int_equal (zvol_read (tvol (p), got, MiB, 65536), 0);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  assert_int_equal (zvol_read (tl_vol (p), got, MiB, 65536), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   if (cs.cs_flush_r == 0 && memcmp (got, data, 65536) != 0)
     fail_msg ("a flush during the sync of the write's txg returned 0, "
               "the txg never committed, and the write is lost after "
@@ -978,8 +978,8 @@ test_ring_fill_raises_cap (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, 16 * MiB);         /* a 1 MiB log ring */
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  zv = tvol (p);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  zv = tl_vol (p);
 
   /* A sync that starts with the ring just past half (where the log kicks
    * a running pool's sync thread; this pool has none, so the syncs here
@@ -1023,7 +1023,7 @@ test_ring_fill_raises_cap (void **state)
   zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], NULL, NULL);
   assert_int_equal (zstatu (p, "sync_write_max_active_last"), 10);
   assert_int_equal (zstatu (p, "zil_commit_fallbacks"), fallbacks);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   unlink (dev);
 }
 
@@ -1065,9 +1065,9 @@ test_ring_full_after_log_error (void **state)
   zv_zil_itx_ring_shift = 4;
   cfg (&pc, dev, logdev, true, 16 * MiB);
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   zv_zil_itx_ring_shift = old_shift;
-  zv = tvol (p);
+  zv = tl_vol (p);
   /* The log writes once a txg with its fresh chain is on disk. */
   tl_pat_fill (buf, 0, BLK, 7);
   assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), 0);
@@ -1090,17 +1090,17 @@ test_ring_full_after_log_error (void **state)
   assert_int_equal (zvol_flush (zv), 0);
   assert_true (zstatu (p, "zil_records_dropped") >= nblk - 16);
   zv_dev_set_fault (zv_pool_logdev (p), NULL, NULL);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   tl_log_reset (false);
 
   cfg (&pc, dev, logdev, false, 0);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  zv = tvol (p);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  zv = tl_vol (p);
   for (unsigned i = 0; i < nblk; i++) {
     assert_int_equal (zvol_read (zv, buf, (uint64_t) i * BLK, BLK), 0);
     assert_int_equal (tl_pat_check (buf, (uint64_t) i * BLK, BLK, 7), -1);
   }
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   zv_buf_free (buf);
   unlink (dev);
   unlink (logdev);
@@ -1157,12 +1157,12 @@ hl_expect (const char *dev, int nreplayed, const char *what)
 
   cfg (&pc, dev, NULL, false, 0);
   tl_log_reset (true);
-  r = tpool_open (&pc, &p);
+  r = tl_pool_open (&pc, &p);
   tl_log_reset (false);
   if (r != 0)
     fail_msg ("%s: import failed: %s", what, strerror (-r));
   for (int g = 0; g < 3; g++) {
-    assert_int_equal (zvol_read (tvol (p), buf, g * MiB, BLK), 0);
+    assert_int_equal (zvol_read (tl_vol (p), buf, g * MiB, BLK), 0);
     if (g < nreplayed)
       stamp_fill (want, 0x1111ull * (g + 1));
     else
@@ -1173,9 +1173,9 @@ hl_expect (const char *dev, int nreplayed, const char *what)
                 *(uint64_t *) buf);
   }
   /* Usable afterwards. */
-  assert_int_equal (zvol_write (tvol (p), want, 3 * MiB, BLK,
+  assert_int_equal (zvol_write (tl_vol (p), want, 3 * MiB, BLK,
                                 ZVOL_FUA), 0);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 /* The checksum seed of log block seq of chain guid (zil.c's rule). */
@@ -1239,7 +1239,7 @@ hl_try_forged (const char *dev, const char *what)
 
   cfg (&pc, dev, NULL, false, 0);
   tl_log_reset (true);
-  r = tpool_open (&pc, &p);
+  r = tl_pool_open (&pc, &p);
   tl_log_reset (false);
   if (r != 0) {
     fprintf (stderr, "  %s: import refused: %s\n", what, strerror (-r));
@@ -1247,12 +1247,12 @@ hl_try_forged (const char *dev, const char *what)
   }
   for (int g = 0; g < 2; g++) {
     stamp_fill (want, 0x1111ull * (g + 1));
-    assert_int_equal (zvol_read (tvol (p), buf, g * MiB, BLK), 0);
+    assert_int_equal (zvol_read (tl_vol (p), buf, g * MiB, BLK), 0);
     if (memcmp (buf, want, BLK) != 0)
       fail_msg ("%s: group %d (before the bad record) is missing", what, g);
   }
-  assert_int_equal (zvol_read (tvol (p), buf, 0, BLK), 0);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (zvol_read (tl_vol (p), buf, 0, BLK), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   fprintf (stderr, "  %s: imported\n", what);
   return 0;
 }
@@ -1282,19 +1282,19 @@ test_hostile_log (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, 16 * MiB);
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   ring_off = ZV_DVA_OFFSET (zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_ring_dva);
   ring_len = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_nslots * zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_blksz;
   assert_int_equal (ZV_DVA_VDEV (zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_ring_dva), 0);
   stamp_fill (buf, 0x9999);
-  assert_int_equal (zvol_write (tvol (p), buf, 4 * MiB, BLK, 0),
+  assert_int_equal (zvol_write (tl_vol (p), buf, 4 * MiB, BLK, 0),
                     0);
   assert_int_equal (zv_pool_sync (p), 0);
   /* Three groups, one log block each (a lone committer closes its block
    * at once). */
   for (int g = 0; g < 3; g++) {
     stamp_fill (buf, 0x1111ull * (g + 1));
-    assert_int_equal (zvol_write (tvol (p), buf, g * MiB, BLK,
+    assert_int_equal (zvol_write (tl_vol (p), buf, g * MiB, BLK,
                                   ZVOL_FUA), 0);
   }
   assert_int_equal (zstatu (p, "zil_lwbs_written"), 3);
@@ -1305,12 +1305,12 @@ test_hostile_log (void **state)
   copy_file (snap, work);
   cfg (&pc, work, NULL, false, 0);
   pc.pc_readonly = true;
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   guid = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_guid;
   head = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_head_seq;
-  assert_int_equal (zvol_read (tvol (p), buf, 0, BLK), 0);
+  assert_int_equal (zvol_read (tl_vol (p), buf, 0, BLK), 0);
   assert_true (zv_is_zero (buf, BLK));        /* only in the log */
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   n = hl_scan (snap, ring_off, ring_len, hb, 16);
   assert_int_equal (n, 3);

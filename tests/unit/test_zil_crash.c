@@ -282,20 +282,20 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   int r;
 
   cfg (&pc, dev, logdev, create, PCT_VOLSIZE);
-  tp_volcfg.vc_sync = x % 4 == 0 ? ZVOL_SYNC_ALWAYS : ZVOL_SYNC_STANDARD;
-  tp_volcfg.vc_logbias = (x >> 4) % 3 == 0 ? ZVOL_LOGBIAS_THROUGHPUT
+  tl_volcfg.vc_sync = x % 4 == 0 ? ZVOL_SYNC_ALWAYS : ZVOL_SYNC_STANDARD;
+  tl_volcfg.vc_logbias = (x >> 4) % 3 == 0 ? ZVOL_LOGBIAS_THROUGHPUT
     : ZVOL_LOGBIAS_LATENCY;
   pc.pc_txg.tt_timeout_ms = 10 + (x >> 8) % 150;
   snprintf (when, sizeof when, "round %u (%s, sync=%s, logbias=%s, "
             "txg_timeout=%" PRIu64 " ms)", round,
             logdev ? "log device" : "no log device",
-            tp_volcfg.vc_sync == ZVOL_SYNC_ALWAYS ? "always" : "standard",
-            tp_volcfg.vc_logbias ? "throughput" : "latency",
+            tl_volcfg.vc_sync == ZVOL_SYNC_ALWAYS ? "always" : "standard",
+            tl_volcfg.vc_logbias ? "throughput" : "latency",
             pc.pc_txg.tt_timeout_ms);
 
   pc_watch (cut, true);
   tl_log_reset (false);
-  r = tpool_open (&pc, &p);
+  r = tl_pool_open (&pc, &p);
   if (r != 0) {
     pc_watch (cut, false);
     pc_free (cut);
@@ -305,9 +305,9 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   if (tl_log_has ("intent log: replayed"))
     tot->pt_replays++;
   if (!create) {
-    bad = pct_verify (tvol (p), g->pt_blk, when);
+    bad = pct_verify (tl_vol (p), g->pt_blk, when);
     if (bad) {
-      (void) tpool_close (p);
+      (void) tl_pool_close (p);
       pc_watch (cut, false);
       pc_free (cut);
       fail_msg ("%s: %u bad 4K block(s) after the import that followed "
@@ -316,9 +316,9 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   }
   assert_int_equal (zvol_pool_start (p), 0);
 
-  g->pt_zv = tvol (p);
+  g->pt_zv = tl_vol (p);
   g->pt_round = round;
-  g->pt_always = tp_volcfg.vc_sync == ZVOL_SYNC_ALWAYS;
+  g->pt_always = tl_volcfg.vc_sync == ZVOL_SYNC_ALWAYS;
   atomic_store (&g->pt_stop, false);
   for (unsigned i = 0; i < PCT_THREADS; i++) {
     thr[i] = (pct_thr_t) { .tt_g = g, .tt_idx = i,
@@ -343,7 +343,7 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
     tot->pt_flushes += thr[i].tt_flushes;
     tot->pt_frees += thr[i].tt_frees;
   }
-  (void) tpool_close (p);
+  (void) tl_pool_close (p);
   pc_watch (cut, false);
   pc_get_stats (cut, &st);
   pc_free (cut);
@@ -367,11 +367,11 @@ pct_final (pct_t *g, const char *dev, const char *logdev, unsigned round)
 
   snprintf (when, sizeof when, "import after round %u", round);
   cfg (&pc, dev, logdev, false, 0);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  bad = pct_verify (tvol (p), g->pt_blk, when);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  bad = pct_verify (tl_vol (p), g->pt_blk, when);
   if (bad)
     fail_msg ("%s: %u bad 4K block(s)", when, bad);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 static void
@@ -450,7 +450,7 @@ test_powercut (void **state)
 static void
 rc_load (zvol_pool_t *p, uint8_t *shadow, uint64_t *rnd)
 {
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
 
   for (int i = 0; i < 48; i++) {
     uint64_t x = tl_rand (rnd);
@@ -497,9 +497,9 @@ rc_import (const char *dev, uint64_t seed, uint64_t n, FILE *trace,
     pc_cut_after_writes (cut, n);
   pc_set_trace (cut, trace);
   pc_watch (cut, true);
-  r = tpool_open (&pc, &p);
+  r = tl_pool_open (&pc, &p);
   if (r == 0)
-    r = tpool_close (p) == 0 ? 0 : 1;
+    r = tl_pool_close (p) == 0 ? 0 : 1;
   pc_watch (cut, false);
   pc_settle (cut);
   if (cutp)
@@ -564,7 +564,7 @@ test_replay_crash (void **state)
   cfg (&pc, dev, NULL, true, RC_VOLSIZE);
   pc.pc_zil_size = 4 * MiB;
   cfg_no_txg (&pc);
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   rec_warm (p, shadow, RC_VOLSIZE - BLK);
   synced = zstatu (p, "txg_synced");
   rc_load (p, shadow, &rnd);
@@ -576,7 +576,7 @@ test_replay_crash (void **state)
   pc_attach (cut, zv_pool_spa (p)->spa_devs[0]);
   tl_log_reset (true);
   pc_cut (cut);
-  (void) tpool_close (p);
+  (void) tl_pool_close (p);
   pc_free (cut);
   tl_log_reset (false);
   copy_file (dev, snap);
@@ -594,9 +594,9 @@ test_replay_crash (void **state)
     fwrite (trace, 1, tracelen, stderr);
   free (trace);
   cfg (&pc, work, NULL, false, 0);
-  assert_int_equal (tpool_open (&pc, &p), 0);
-  want = read_volume (tvol (p));
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  want = read_volume (tl_vol (p));
+  assert_int_equal (tl_pool_close (p), 0);
   compare_images (want, shadow, RC_VOLSIZE, "clean replay");
   fprintf (stderr, "  a clean replay writes %" PRIu64 " device blocks; %d "
            "cut points\n", w, ncuts);
@@ -624,12 +624,12 @@ test_replay_crash (void **state)
     snprintf (when, sizeof when, "import after a cut at write %" PRIu64
               " (then %" PRIu64 ") of a replay of %" PRIu64, n1, n2, w);
     cfg (&pc, work, NULL, false, 0);
-    r = tpool_open (&pc, &p);
+    r = tl_pool_open (&pc, &p);
     if (r != 0)
       fail_msg ("%s: failed: %s", when, strerror (-r));
-    img = read_volume_try (tvol (p));
+    img = read_volume_try (tl_vol (p));
     if (img == NULL) {
-      (void) tpool_close (p);
+      (void) tl_pool_close (p);
       fail_msg ("%s: the volume does not read back", when);
     }
     compare_images (img, want, RC_VOLSIZE, when);
@@ -637,26 +637,26 @@ test_replay_crash (void **state)
     /* Sound afterwards: write, two syncs (deferred frees come due),
      * close, import. */
     tl_pat_fill (shadow, 0, BLK, 77);
-    r = zvol_write (tvol (p), shadow, 0, BLK, ZVOL_FUA);
+    r = zvol_write (tl_vol (p), shadow, 0, BLK, ZVOL_FUA);
     for (int i = 0; i < 3 && r == 0; i++) {
-      r = zvol_write (tvol (p), shadow, MiB * (unsigned) i,
+      r = zvol_write (tl_vol (p), shadow, MiB * (unsigned) i,
                       BLK, 0);
       if (r == 0)
         r = zv_pool_sync (p);
     }
     if (r == 0)
-      r = tpool_close (p);
+      r = tl_pool_close (p);
     else
-      (void) tpool_close (p);
+      (void) tl_pool_close (p);
     if (r != 0)
       fail_msg ("%s: writing and syncing afterwards failed: %s", when,
                 strerror (-r));
     cfg (&pc, work, NULL, false, 0);
-    r = tpool_open (&pc, &p);
+    r = tl_pool_open (&pc, &p);
     if (r != 0)
       fail_msg ("%s: the import after that failed: %s", when,
                 strerror (-r));
-    assert_int_equal (tpool_close (p), 0);
+    assert_int_equal (tl_pool_close (p), 0);
   }
   assert_true (nfired >= ncuts / 2);
   free (want);

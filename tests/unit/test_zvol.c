@@ -40,8 +40,8 @@
 #include <sys/wait.h>
 
 #include "zvol.h"
+#include "pool.h"
 #include "testlib.h"
-#include "pooltest.h"
 
 #define MiB (1ull << 20)
 #define KiB 1024u
@@ -75,7 +75,7 @@ new_pool (char *path, size_t pathlen, const char *name, uint64_t devsize,
   cfg (&pc, &dev, volsize, true);
   if (cache)
     pc.pc_cache_size = cache;
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   return p;
 }
 
@@ -85,10 +85,10 @@ reimport (zvol_pool_t *p, const char *dev)
 {
   zvol_pool_config_t pc;
 
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   cfg (&pc, &dev, 0, false);
   p = NULL;
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   return p;
 }
 
@@ -201,7 +201,7 @@ test_random_shadow (void **state)
   const uint64_t volsize = 8 * MiB + 12800;      /* short last block */
   zvol_pool_t *p = new_pool (path, sizeof path, "random", DEV_SIZE, volsize,
                              256 * KiB);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   uint8_t *shadow = calloc (1, volsize);
   uint8_t *buf = malloc (128 * KiB);
   extlist_t *el = malloc (sizeof *el);
@@ -280,10 +280,10 @@ test_random_shadow (void **state)
                  counts[2], counts[3], counts[4], counts[5], counts[6]);
   check_shadow (zv, shadow, 0, volsize);
   p = reimport (p, path);
-  zv = tvol (p);
+  zv = tl_vol (p);
   assert_int_equal (zvol_size (zv), volsize);
   check_shadow (zv, shadow, 0, volsize);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (el);
   free (buf);
   free (shadow);
@@ -303,17 +303,17 @@ test_large_write (void **state)
 
   assert_non_null (buf);
   tl_pat_fill (buf, off, len, 32);
-  assert_int_equal (zvol_write (tvol (p), buf, off, len, 0), 0);
+  assert_int_equal (zvol_write (tl_vol (p), buf, off, len, 0), 0);
   memset (buf, 0, len);
-  assert_int_equal (zvol_read (tvol (p), buf, off, len), 0);
+  assert_int_equal (zvol_read (tl_vol (p), buf, off, len), 0);
   assert_int_equal (tl_pat_check (buf, off, len, 32), -1);
   p = reimport (p, path);
   memset (buf, 0, len);
-  assert_int_equal (zvol_read (tvol (p), buf, off, len), 0);
+  assert_int_equal (zvol_read (tl_vol (p), buf, off, len), 0);
   assert_int_equal (tl_pat_check (buf, off, len, 32), -1);
-  assert_int_equal (zvol_read (tvol (p), buf, 0, off), 0);
+  assert_int_equal (zvol_read (tl_vol (p), buf, 0, off), 0);
   assert_true (zv_is_zero (buf, off));
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (buf);
 }
 
@@ -321,7 +321,7 @@ test_large_write (void **state)
 static uint64_t
 stat_value (zvol_pool_t *p, const char *name)
 {
-  char *text = tpool_stats (p), *at;
+  char *text = tl_pool_stats (p), *at;
   uint64_t v = UINT64_MAX;
   char key[80];
 
@@ -343,7 +343,7 @@ test_trim (void **state)
   char path[512];
   const uint64_t volsize = MiB;
   zvol_pool_t *p = new_pool (path, sizeof path, "trim", DEV_SIZE, volsize, 0);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   uint8_t *shadow = calloc (1, volsize);
   extlist_t *el = malloc (sizeof *el);
   uint64_t before, after, alloc[3];
@@ -392,11 +392,11 @@ test_trim (void **state)
    * space when the third began to sync. */
   assert_true (alloc[2] + 5 * BS <= alloc[1]);
   p = reimport (p, path);
-  zv = tvol (p);
+  zv = tl_vol (p);
   check_shadow (zv, shadow, 0, volsize);
   get_extents (zv, 0, volsize, el);
   assert_true (ext_is (el, 2 * BS, 5 * BS, ZVOL_EXTENT_HOLE));
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (el);
   free (shadow);
 }
@@ -410,7 +410,7 @@ test_zero (void **state)
   char path[512];
   const uint64_t volsize = 10 * BS + 4096;
   zvol_pool_t *p = new_pool (path, sizeof path, "zero", DEV_SIZE, volsize, 0);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   uint8_t *shadow = calloc (1, volsize);
   extlist_t *el = malloc (sizeof *el);
   static const struct { uint64_t off, len; unsigned flags; } z[] = {
@@ -448,7 +448,7 @@ test_zero (void **state)
   check_shadow (zv, shadow, 9 * BS, BS + 4096);
 
   p = reimport (p, path);
-  zv = tvol (p);
+  zv = tl_vol (p);
   check_shadow (zv, shadow, 0, volsize);
 
   /* Everything. */
@@ -460,7 +460,7 @@ test_zero (void **state)
   get_extents (zv, 0, volsize, el);
   assert_int_equal (el->n, 1);
   assert_int_equal (el->v[0].type, ZVOL_EXTENT_HOLE);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (el);
   free (shadow);
 }
@@ -474,7 +474,7 @@ test_extents (void **state)
   const uint64_t volsize = MiB + 4096;
   zvol_pool_t *p = new_pool (path, sizeof path, "extents", DEV_SIZE, volsize,
                              0);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   uint8_t *shadow = calloc (1, volsize);
   extlist_t *el = malloc (sizeof *el);
 
@@ -526,7 +526,7 @@ test_extents (void **state)
   assert_int_equal (zvol_extents (zv, 5, 0, ext_cb, el), 0);
   assert_int_equal (el->n, 0);
   check_shadow (zv, shadow, 0, volsize);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (el);
   free (shadow);
 }
@@ -540,7 +540,7 @@ test_out_of_range (void **state)
   const uint64_t volsize = MiB;
   zvol_pool_t *p = new_pool (path, sizeof path, "range", DEV_SIZE, volsize,
                              0);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   uint8_t buf[64] = { 1 };
   extlist_t *el = malloc (sizeof *el);
   static const struct { uint64_t off, len; } bad[] = {
@@ -572,7 +572,7 @@ test_out_of_range (void **state)
   assert_int_equal (buf[1], buf[0]);
   get_extents (zv, 0, volsize, el);
   assert_int_equal (el->n, 2);          /* only the last block has data */
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (el);
 }
 
@@ -590,17 +590,17 @@ test_readonly (void **state)
   uint64_t h;
 
   tl_pat_fill (buf, 4096, sizeof buf, 9);
-  assert_int_equal (zvol_write (tvol (p), buf, 4096, sizeof buf,
+  assert_int_equal (zvol_write (tl_vol (p), buf, 4096, sizeof buf,
                                 0), 0);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   h = tl_hash_file (dev);
 
   cfg (&pc, &dev, 0, false);
   pc.pc_readonly = true;
   p = NULL;
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   assert_int_equal (zvol_pool_start (p), 0);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   assert_true (zvol_is_readonly (zv));
   tl_log_reset (true);
   assert_int_equal (zvol_write (zv, buf, 0, 512, 0), -EROFS);
@@ -614,7 +614,7 @@ test_readonly (void **state)
   assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 9), -1);
   assert_int_equal (zvol_flush (zv), 0);
   assert_int_equal (zv_pool_sync (p), 0);
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   assert_int_equal (tl_hash_file (dev), h);
 }
 
@@ -669,7 +669,7 @@ child_import (const char *dev)
 
   cfg (&pc, &dev, 0, false);
   tl_log_reset (true);
-  for (unsigned i = 0; (r = tpool_open (&pc, &p)) == -EBUSY && i < 2500;
+  for (unsigned i = 0; (r = tl_pool_open (&pc, &p)) == -EBUSY && i < 2500;
        i++)
     usleep (2000);
   tl_log_reset (false);
@@ -690,13 +690,13 @@ fua_child_thread (void *arg)
 
   cfg (&pc, &c->dev, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
-  if (tpool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+  if (tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
   for (unsigned i = 0; i < FUA_N; i++) {
     uint64_t off = i * 300000 + 1234;
     char ack = (char) i;
     tl_pat_fill (buf, off, sizeof buf, 70 + i);
-    if (zvol_write (tvol (p), buf, off, sizeof buf, ZVOL_FUA) < 0)
+    if (zvol_write (tl_vol (p), buf, off, sizeof buf, ZVOL_FUA) < 0)
       _exit (5);
     if (write (c->fd, &ack, 1) != 1)
       _exit (6);
@@ -717,7 +717,7 @@ test_fua_durable (void **state)
   int fd;
   pid_t pid;
 
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   pid = child_spawn (dev, fua_child_thread, &fd);
   while (read (fd, &ack, 1) == 1)
     assert_int_equal ((unsigned) ack, acks++);
@@ -729,11 +729,11 @@ test_fua_durable (void **state)
   for (unsigned i = 0; i < FUA_N; i++) {
     uint8_t buf[3 * 4096];
     uint64_t off = i * 300000 + 1234;
-    assert_int_equal (zvol_read (tvol (p), buf, off, sizeof buf),
+    assert_int_equal (zvol_read (tl_vol (p), buf, off, sizeof buf),
                       0);
     assert_int_equal (tl_pat_check (buf, off, sizeof buf, 70 + i), -1);
   }
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 }
 
 /* ---- overlapping writes and the log ---- */
@@ -786,10 +786,10 @@ ov_child_thread (void *arg)
 
   cfg (&pc, &fc->dev, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
-  if (seen == NULL || tpool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+  if (seen == NULL || tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
   memset (&c, 0, sizeof c);
-  c.zv = tvol (p);
+  c.zv = tl_vol (p);
   pthread_barrier_init (&c.bar, NULL, 2);
   for (unsigned i = 0; i < 2; i++)
     if (pthread_create (&th[i], NULL, ov_writer, &c) != 0)
@@ -827,7 +827,7 @@ test_overlap_replay (void **state)
   int fd;
   pid_t pid;
 
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   pid = child_spawn (dev, ov_child_thread, &fd);
   while (got < OV_SLOTS && (n = read (fd, want + got, OV_SLOTS - got)) > 0)
     got += (size_t) n;
@@ -837,7 +837,7 @@ test_overlap_replay (void **state)
 
   p = child_import (dev);
   for (uint32_t s = 0; s < OV_SLOTS; s++) {
-    assert_int_equal (zvol_read (tvol (p), b,
+    assert_int_equal (zvol_read (tl_vol (p), b,
                                  (uint64_t) s * OV_SLOT, OV_SLOT), 0);
     assert_true (b[0] == 1 || b[0] == 2);
     if (b[0] != want[s]) {
@@ -847,7 +847,7 @@ test_overlap_replay (void **state)
       bad++;
     }
   }
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
   free (want);
   if (bad)
     fail_msg ("%u of %u slots changed across the crash: the log replays "
@@ -1017,10 +1017,10 @@ test_concurrency (void **state)
   pc.pc_cache_size = MiB;
   pc.pc_txg.tt_timeout_ms = 20;
   pc.pc_txg.tt_dirty_max = 4 * MiB;
-  assert_int_equal (tpool_open (&pc, &p), 0);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
   assert_int_equal (zvol_pool_start (p), 0);
   sh.pool = p;
-  sh.zv = tvol (p);
+  sh.zv = tl_vol (p);
 
   assert_int_equal (pthread_create (&by, NULL, cc_bystander, &sh), 0);
   for (unsigned i = 0; i < CC_THREADS; i++) {
@@ -1038,8 +1038,8 @@ test_concurrency (void **state)
 
   check_shadow (sh.zv, sh.shadow, 0, CC_VOLSIZE);
   p = reimport (p, dev);
-  check_shadow (tvol (p), sh.shadow, 0, CC_VOLSIZE);
-  assert_int_equal (tpool_close (p), 0);
+  check_shadow (tl_vol (p), sh.shadow, 0, CC_VOLSIZE);
+  assert_int_equal (tl_pool_close (p), 0);
   pthread_mutex_destroy (&sh.fail_mtx);
   free (sh.shadow);
 }
@@ -1094,7 +1094,7 @@ static uint64_t
 nh_space (zvol_pool_t *p, nhstate_t *st)
 {
   for (unsigned i = 0; i < 3; i++) {
-    write_shadow (tvol (p), st->shadow, 127 * BS, 512, 900 + i,
+    write_shadow (tl_vol (p), st->shadow, 127 * BS, 512, 900 + i,
                   0);
     assert_int_equal (zv_pool_sync (p), 0);
   }
@@ -1134,9 +1134,9 @@ nh_child_thread (void *arg)
 
   cfg (&pc, &c->dev, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
-  if (tpool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
+  if (tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
-  zv = tvol (p);
+  zv = tl_vol (p);
   if (zvol_write (zv, zeros, 100 * BS, sizeof zeros, 0) < 0
       || zv_pool_sync (p) < 0)
     _exit (4);
@@ -1168,7 +1168,7 @@ test_zero_no_hole (void **state)
   const char *dev = path;
   zvol_pool_t *p = new_pool (path, sizeof path, "nohole", DEV_SIZE,
                              NH_VOLSIZE, 0);
-  zvol_t *zv = tvol (p);
+  zvol_t *zv = tl_vol (p);
   extlist_t *el = malloc (sizeof *el);
   nhstate_t st = { .shadow = calloc (1, NH_VOLSIZE) };
   uint8_t zeros[BS] = { 0 };
@@ -1222,9 +1222,9 @@ test_zero_no_hole (void **state)
   nh_check (zv, &st, el, "after a write of zeros");
 
   p = reimport (p, dev);
-  zv = tvol (p);
+  zv = tl_vol (p);
   nh_check (zv, &st, el, "after an import");
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   /* A crash after a flush: the intent log replays each zero as it was
    * made, allocated or holes. */
@@ -1245,19 +1245,19 @@ test_zero_no_hole (void **state)
     cfg (&pc, &dev, 0, false);
     p = NULL;
     tl_log_reset (true);
-    for (unsigned i = 0; (r = tpool_open (&pc, &p)) == -EBUSY
+    for (unsigned i = 0; (r = tl_pool_open (&pc, &p)) == -EBUSY
            && i < 2500; i++)
       usleep (2000);
     assert_int_equal (r, 0);
     assert_true (tl_log_has ("intent log: replayed"));
     tl_log_reset (false);
   }
-  zv = tvol (p);
+  zv = tl_vol (p);
   nh_check (zv, &st, el, "after intent-log replay");
   p = reimport (p, dev);
-  zv = tvol (p);
+  zv = tl_vol (p);
   nh_check (zv, &st, el, "after the replayed txgs were imported");
-  assert_int_equal (tpool_close (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
 
   /* A sparse volume four times the pool: zeroing most of it allocated
    * fails with -ENOSPC; the pool still works, frees, and exports. */
@@ -1272,8 +1272,8 @@ test_zero_no_hole (void **state)
     cfg (&pc, &sdev, 4 * DEV_SIZE, true);
     pc.pc_sparse = true;
     p = NULL;
-    assert_int_equal (tpool_open (&pc, &p), 0);
-    zv = tvol (p);
+    assert_int_equal (tl_pool_open (&pc, &p), 0);
+    zv = tl_vol (p);
     tl_log_reset (true);
     assert_int_equal (zvol_zero (zv, 0, 3 * DEV_SIZE, 0), -ENOSPC);
     assert_true (tl_log_has ("is full"));
@@ -1291,7 +1291,7 @@ test_zero_no_hole (void **state)
     memset (buf, 0, sizeof buf);
     assert_int_equal (zvol_read (zv, buf, 4096, sizeof buf), 0);
     assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 79), -1);
-    assert_int_equal (tpool_close (p), 0);
+    assert_int_equal (tl_pool_close (p), 0);
   }
 
   /* 256 MiB zeroed in one txg: the records hold no data, so memory does
@@ -1306,8 +1306,8 @@ test_zero_no_hole (void **state)
     cfg (&pc, &mdev, 256 * MiB, true);
     pc.pc_txg.tt_dirty_max = 1ull << 30;     /* no throttle, one txg */
     p = NULL;
-    assert_int_equal (tpool_open (&pc, &p), 0);
-    zv = tvol (p);
+    assert_int_equal (tl_pool_open (&pc, &p), 0);
+    zv = tl_vol (p);
     rss0 = nh_rss ();
     assert_int_equal (zvol_zero (zv, 0, 256 * MiB, 0), 0);
     rss1 = nh_rss ();
@@ -1324,7 +1324,7 @@ test_zero_no_hole (void **state)
     assert_int_equal (el->n, 1);
     assert_int_equal (el->v[0].type, 0);
     assert_true (stat_value (p, "space_allocated") >= 256 * MiB);
-    assert_int_equal (tpool_close (p), 0);
+    assert_int_equal (tl_pool_close (p), 0);
     unlink (mdev);
   }
   free (st.shadow);

@@ -1,12 +1,24 @@
 /*
- * testlib.h: small helpers shared by the unit tests that work on files
- * (test_dev.c, test_label.c, test_dmu.c, test_pool.c, test_zvol.c,
- * test_zil.c): a scratch directory under /var/tmp, sparse device files, a
- * log hook that keeps what the engine says so tests can assert on it, a
- * position-dependent data pattern and a PRNG.
+ * testlib.h: the helpers the unit tests share, so each is written once:
  *
- * Header-only (static functions), so each test stays one .c file; include
- * it after <cmocka.h>.  Nothing here is thread-safe except the log hook.
+ *   units, checks   KiB/MiB/GiB, TL_GUID, TL_CHECK (a check off cmocka's
+ *                   thread), tl_assert_same, tl_dies_with_abort, tl_skip
+ *   scratch files   a scratch directory under /var/tmp, sparse files,
+ *                   damage and hashes of files, tl_dev_open/tl_scratch_dev
+ *   log capture     a log hook that keeps what the engine says, so tests
+ *                   can assert on it and expected errors stay quiet
+ *   data            a position-dependent pattern and a PRNG
+ *   below the pool  tl_spa_t: devices, guid and allocator as zio, flat and
+ *                   dmu need them; defer-list and space look-ups
+ *   the pool        configuration, open, stats and volume I/O helpers for
+ *                   the tests that go through core/zvol.h
+ *   processes       tl_fork_thread, tl_jail_uring
+ *   main            tl_test (a test with tl_test_setup) and tl_main (the
+ *                   group: scratch directory, log hook, ZV_TEST_FILTER)
+ *
+ * Header-only (static functions), so each test stays one .c file; it
+ * includes <cmocka.h> itself.  Nothing here is thread-safe except the log
+ * hook and TL_CHECK.
  */
 #ifndef ZV_TESTLIB_H
 #define ZV_TESTLIB_H
@@ -14,7 +26,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,14 +36,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <setjmp.h>
 #include <unistd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include <cmocka.h>
+
 #include "zv_util.h"
+#include "format.h"
+#include "dev.h"
+#include "alloc.h"
+#include "zio.h"
+#include "zvol.h"
 
 /* Every helper is optional for a given test file. */
 #define TL_FN static __attribute__ ((unused))
@@ -46,6 +69,79 @@
 #ifndef TL_TSAN
 #define TL_TSAN 0
 #endif
+
+/* ---- units and checks ---- */
+
+#define KiB 1024u
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+/* The pool guid of the tests that build pools by hand. */
+#define TL_GUID 0x1234abcd5678ef01ull
+
+/* An invariant checked off cmocka's thread (its asserts must not longjmp
+ * across threads): say which and abort the binary. */
+#define TL_CHECK(c) do {                                                \
+    if (!(c)) {                                                         \
+      fprintf (stderr, "check failed: %s (%s:%d)\n", #c, __FILE__,      \
+               __LINE__);                                               \
+      abort ();                                                         \
+    }                                                                   \
+  } while (0)
+
+/* Fail unless got and want hold the same len bytes, naming the first
+ * byte that differs by its offset plus 'base' ('what' says of what). */
+TL_FN void
+tl_assert_same (const void *got, const void *want, size_t len, uint64_t base,
+                const char *what)
+{
+  const uint8_t *g = got, *w = want;
+  size_t i = 0;
+
+  if (memcmp (g, w, len) == 0)
+    return;
+  while (g[i] == w[i])
+    i++;
+  fail_msg ("%s: byte %" PRIu64 " is 0x%02x, expected 0x%02x",
+            what ? what : "content", base + i, g[i], w[i]);
+}
+
+/* Run fn(arg) in a child (stderr to /dev/null, for the assert's message);
+ * true if it died of SIGABRT, as an engine assert makes it. */
+TL_FN bool
+tl_dies_with_abort (void (*fn) (void *), void *arg)
+{
+  pid_t pid;
+  int status;
+
+  fflush (NULL);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    int fd = open ("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0)
+      dup2 (fd, 2);
+    fn (arg);
+    _exit (0);
+  }
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  return WIFSIGNALED (status) && WTERMSIG (status) == SIGABRT;
+}
+
+/* Skip the running test, saying why: "skipped: REASON" in its log (the
+ * suite's summary lists these lines). */
+TL_FN void __attribute__ ((format (printf, 1, 2)))
+tl_skip_say (const char *fmt, ...)
+{
+  char msg[512];
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  print_message ("skipped: %s\n", msg);
+}
+#define tl_skip(...) do { tl_skip_say (__VA_ARGS__); skip (); } while (0)
 
 /* ---- scratch directory ---- */
 
@@ -175,6 +271,31 @@ tl_file_flip (const char *path, uint64_t off)
     return r;
   b ^= 0xff;
   return tl_file_pwrite (path, &b, 1, off);
+}
+
+/* Open a device that must open; its error message is printed if not. */
+TL_FN zv_dev_t *
+tl_dev_open (const char *path)
+{
+  zv_dev_t *dev = NULL;
+  char err[256];
+  int r = zv_dev_open (path, &dev, err, sizeof err);
+
+  if (r != 0)
+    print_error ("zv_dev_open: %d %s\n", r, err);
+  assert_int_equal (r, 0);
+  assert_non_null (dev);
+  return dev;
+}
+
+/* A new sparse file 'name' of 'size' bytes in the scratch directory,
+ * opened as a device; its path in path[len]. */
+TL_FN zv_dev_t *
+tl_scratch_dev (char *path, size_t len, const char *name, uint64_t size)
+{
+  tl_path (path, len, name);
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  return tl_dev_open (path);
 }
 
 /* ---- log capture ---- */
@@ -416,5 +537,400 @@ tl_jail_uring (void)
     return -1;
   return 0;
 }
+
+/* ---- below the pool: the I/O context of zio, flat and dmu ---- */
+
+/* What a pool gives its objects, built by hand: devices, guid, data
+ * areas and an allocator over them. */
+typedef struct tl_spa {
+  zv_spa_t ts_spa;
+  char ts_path[ZV_MAX_DEVS][512];
+} tl_spa_t;
+
+/*
+ * ndevs new sparse files of devsize bytes, NAME-0, NAME-1, ... in the
+ * scratch directory, opened; the pool guid TL_GUID; each device's data
+ * area (between its labels) given to a new allocator.  Nothing is
+ * written: the labels stay zeros.
+ */
+TL_FN void
+tl_spa_create (tl_spa_t *ts, const char *name, unsigned ndevs,
+               uint64_t devsize)
+{
+  uint64_t start[ZV_MAX_DEVS], end[ZV_MAX_DEVS];
+
+  assert_true (ndevs >= 1 && ndevs <= ZV_MAX_DEVS);
+  memset (ts, 0, sizeof *ts);
+  for (unsigned d = 0; d < ndevs; d++) {
+    char file[128];
+    zv_dev_t *dev;
+
+    snprintf (file, sizeof file, "%s-%u", name, d);
+    dev = tl_scratch_dev (ts->ts_path[d], sizeof ts->ts_path[d], file,
+                          devsize);
+    start[d] = zv_data_start ();
+    end[d] = zv_data_end (zv_dev_size (dev));
+    ts->ts_spa.spa_devs[d] = dev;
+    ts->ts_spa.spa_data_end[d] = end[d];
+  }
+  ts->ts_spa.spa_ndevs = ndevs;
+  ts->ts_spa.spa_guid = TL_GUID;
+  ts->ts_spa.spa_alloc = zv_alloc_create (ndevs, start, end);
+  assert_non_null (ts->ts_spa.spa_alloc);
+}
+
+/* Close the devices, drop the allocator and remove the files. */
+TL_FN void
+tl_spa_destroy (tl_spa_t *ts)
+{
+  zv_alloc_destroy (ts->ts_spa.spa_alloc);
+  for (unsigned d = 0; d < ts->ts_spa.spa_ndevs; d++) {
+    zv_dev_close (ts->ts_spa.spa_devs[d]);
+    unlink (ts->ts_path[d]);
+  }
+  memset (ts, 0, sizeof *ts);
+}
+
+typedef struct tl_dfind {
+  uint64_t df_dva;
+  bool df_found;
+} tl_dfind_t;
+
+TL_FN void
+tl_dfind_cb (void *arg, uint64_t dva, uint32_t size)
+{
+  tl_dfind_t *d = arg;
+
+  (void) size;
+  d->df_found |= dva == d->df_dva;
+}
+
+/* Is dva on the defer list of txg? */
+TL_FN bool
+tl_alloc_deferred (zv_alloc_t *a, uint64_t txg, uint64_t dva)
+{
+  tl_dfind_t d = { .df_dva = dva };
+
+  zv_alloc_defer_foreach (a, txg, tl_dfind_cb, &d);
+  return d.df_found;
+}
+
+/* The allocator's space figures. */
+TL_FN zv_alloc_space_t
+tl_alloc_space (zv_alloc_t *a)
+{
+  zv_alloc_space_t sp;
+
+  zv_alloc_get_space (a, &sp);
+  return sp;
+}
+
+/* ---- the pool, through core/zvol.h ---- */
+
+/*
+ * A pool and its volume opened and closed as one, for the tests of the
+ * layers below the public split: tl_pool_open opens the pool and its
+ * only volume (which replays the volume's intent log), tl_vol finds that
+ * volume again, tl_pool_close closes both.  Tests of the split itself
+ * call zvol_open / zvol_close directly.
+ */
+#define TL_MAX_POOLS 16
+
+static struct {
+  pthread_mutex_t to_lock;
+  zvol_pool_t *to_pool[TL_MAX_POOLS];
+  zvol_t *to_vol[TL_MAX_POOLS];
+} tl_open_vols = { .to_lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The volume configuration tl_pool_open uses (a test may change it). */
+static zvol_config_t tl_volcfg = {
+  .vc_sync = ZVOL_SYNC_STANDARD, .vc_logbias = ZVOL_LOGBIAS_LATENCY,
+};
+
+/* zvol_pool_open, then zvol_open of its volume: 0 or the first error
+ * (nothing stays open then). */
+TL_FN int
+tl_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **pp)
+{
+  zvol_t *zv;
+  int r = zvol_pool_open (pc, pp);
+
+  if (r < 0)
+    return r;
+  r = zvol_open (*pp, NULL, &tl_volcfg, &zv);
+  if (r < 0) {
+    /* (A replay cut short may leave the pool suspended: its close then
+     * fails too, and releases it all the same.) */
+    (void) zvol_pool_close (*pp);
+    *pp = NULL;
+    return r;
+  }
+  pthread_mutex_lock (&tl_open_vols.to_lock);
+  for (unsigned i = 0; i < TL_MAX_POOLS; i++)
+    if (tl_open_vols.to_pool[i] == NULL) {
+      tl_open_vols.to_pool[i] = *pp;
+      tl_open_vols.to_vol[i] = zv;
+      pthread_mutex_unlock (&tl_open_vols.to_lock);
+      return 0;
+    }
+  abort ();                     /* more pools open than a test needs */
+}
+
+/* The volume tl_pool_open opened on p, or NULL. */
+TL_FN zvol_t *
+tl_vol_find (zvol_pool_t *p)
+{
+  zvol_t *zv = NULL;
+
+  pthread_mutex_lock (&tl_open_vols.to_lock);
+  for (unsigned i = 0; i < TL_MAX_POOLS; i++)
+    if (tl_open_vols.to_pool[i] == p)
+      zv = tl_open_vols.to_vol[i];
+  pthread_mutex_unlock (&tl_open_vols.to_lock);
+  return zv;
+}
+
+/* The same, for a pool that must have been opened with tl_pool_open. */
+TL_FN zvol_t *
+tl_vol (zvol_pool_t *p)
+{
+  zvol_t *zv = tl_vol_find (p);
+
+  if (zv == NULL)
+    abort ();
+  return zv;
+}
+
+/* zvol_close, then zvol_pool_close: the first error. */
+TL_FN int
+tl_pool_close (zvol_pool_t *p)
+{
+  zvol_t *zv = tl_vol (p);
+  int r, r2;
+
+  pthread_mutex_lock (&tl_open_vols.to_lock);
+  for (unsigned i = 0; i < TL_MAX_POOLS; i++)
+    if (tl_open_vols.to_pool[i] == p)
+      tl_open_vols.to_pool[i] = NULL;
+  pthread_mutex_unlock (&tl_open_vols.to_lock);
+  r = zvol_close (zv);
+  r2 = zvol_pool_close (p);
+  return r < 0 ? r : r2;
+}
+
+/* A configuration over n device paths with an 8 MiB cache. */
+TL_FN void
+tl_pool_cfg (zvol_pool_config_t *pc, const char *const *devs, unsigned n,
+             uint64_t volsize, bool create)
+{
+  assert_true (n <= ZVOL_MAX_DEVS);
+  zvol_pool_config_init (pc);
+  for (unsigned i = 0; i < n; i++)
+    pc->pc_devices[i] = devs[i];
+  pc->pc_ndevices = n;
+  pc->pc_create = create;
+  pc->pc_volsize = volsize;
+  pc->pc_cache_size = 8 * MiB;
+}
+
+/* Open a pool that must open. */
+TL_FN zvol_pool_t *
+tl_pool_open_ok (const zvol_pool_config_t *pc)
+{
+  zvol_pool_t *p = NULL;
+
+  assert_int_equal (tl_pool_open (pc, &p), 0);
+  assert_non_null (p);
+  return p;
+}
+
+/* Open a pool a killed process left: its io_uring may hold the devices
+ * for a while after it died, so -EBUSY is retried for up to 5 s (quietly:
+ * the log capture starts afresh, expecting errors, and is reset after).
+ * Returns tl_pool_open's last result. */
+TL_FN int
+tl_pool_open_retry (const zvol_pool_config_t *pc, zvol_pool_t **pp)
+{
+  uint64_t t0 = zv_now_ns ();
+  int r;
+
+  tl_log_reset (true);
+  *pp = NULL;
+  while ((r = tl_pool_open (pc, pp)) == -EBUSY
+         && zv_now_ns () - t0 < 5000000000ull) {
+    struct timespec d = { 0, 2000000 };
+    nanosleep (&d, NULL);
+  }
+  tl_log_reset (false);
+  return r;
+}
+
+/* The stats table as the kstat file shows it (the caller frees it): the
+ * pool's, and its volume's when tl_pool_open opened it. */
+TL_FN char *
+tl_pool_stats (zvol_pool_t *p)
+{
+  char *text = zvol_format_stats (p, tl_vol_find (p));
+
+  assert_non_null (text);
+  return text;
+}
+
+/* Does the pool's stats text contain needle? */
+TL_FN bool
+tl_pool_stats_has (zvol_pool_t *p, const char *needle)
+{
+  char *text = tl_pool_stats (p);
+  bool r = strstr (text, needle) != NULL;
+
+  free (text);
+  return r;
+}
+
+/* The value text of the stats line "NAME VALUE" (in text), or NULL. */
+TL_FN const char *
+tl_stats_find (const char *text, const char *name)
+{
+  size_t nl = strlen (name);
+
+  for (const char *line = text; line != NULL && *line; ) {
+    const char *end = strchr (line, '\n');
+    if (strncmp (line, name, nl) == 0 && line[nl] == ' ')
+      return line + nl + 1;
+    line = end ? end + 1 : NULL;
+  }
+  return NULL;
+}
+
+/* One value of the pool's stats; fails the test if it is missing. */
+TL_FN double
+tl_pool_stat (zvol_pool_t *p, const char *name)
+{
+  char *text = tl_pool_stats (p);
+  const char *v = tl_stats_find (text, name);
+  double d = v ? strtod (v, NULL) : 0;
+
+  free (text);
+  if (v == NULL)
+    fail_msg ("stat %s is missing", name);
+  return d;
+}
+
+/* The same for an integer stat (all 64 bits). */
+TL_FN uint64_t
+tl_pool_stat_u64 (zvol_pool_t *p, const char *name)
+{
+  char *text = tl_pool_stats (p);
+  const char *v = tl_stats_find (text, name);
+  uint64_t u = v ? strtoull (v, NULL, 10) : 0;
+
+  free (text);
+  if (v == NULL)
+    fail_msg ("stat %s is missing", name);
+  return u;
+}
+
+/* Write pattern 'seed' over [off, off+len) of the volume with 'flags';
+ * into shadow + off too, unless shadow is NULL. */
+TL_FN void
+tl_vol_write (zvol_t *zv, uint8_t *shadow, uint64_t off, uint32_t len,
+              uint64_t seed, unsigned flags)
+{
+  uint8_t *buf = shadow ? shadow + off : malloc (len ? len : 1);
+
+  assert_non_null (buf);
+  tl_pat_fill (buf, off, len, seed);
+  assert_int_equal (zvol_write (zv, buf, off, len, flags), 0);
+  if (shadow == NULL)
+    free (buf);
+}
+
+/* [off, off+len) of the volume must read as pattern 'seed'. */
+TL_FN void
+tl_vol_check (zvol_t *zv, uint64_t off, uint32_t len, uint64_t seed)
+{
+  uint8_t *buf = malloc (len ? len : 1);
+  int64_t bad;
+
+  assert_non_null (buf);
+  assert_int_equal (zvol_read (zv, buf, off, len), 0);
+  bad = tl_pat_check (buf, off, len, seed);
+  free (buf);
+  if (bad >= 0)
+    fail_msg ("volume byte %" PRId64 " is not pattern %" PRIu64, bad, seed);
+}
+
+/* [off, off+len) of the volume must read as shadow + off. */
+TL_FN void
+tl_vol_check_shadow (zvol_t *zv, const uint8_t *shadow, uint64_t off,
+                     uint32_t len)
+{
+  uint8_t *buf = malloc (len ? len : 1);
+
+  assert_non_null (buf);
+  memset (buf, 0x5a, len);
+  assert_int_equal (zvol_read (zv, buf, off, len), 0);
+  tl_assert_same (buf, shadow + off, len, off, "volume");
+  free (buf);
+}
+
+/* ---- main ---- */
+
+/* A test with the per-test setup every test should have. */
+#define tl_test(fn) cmocka_unit_test_setup (fn, tl_test_setup)
+
+static const char *tl_group_name;       /* scratch directory; NULL: none */
+static int (*tl_group_fini) (void);     /* extra group teardown, or NULL */
+
+/* Group setup: the log hook, and a scratch directory unless the group
+ * needs no files. */
+TL_FN int
+tl_group_setup (void **state)
+{
+  (void) state;
+  if (tl_group_name == NULL) {
+    zv_set_log (tl_log_hook);
+    return 0;
+  }
+  return tl_group_begin (tl_group_name);
+}
+
+/* Group teardown: the file's own (tl_group_fini) first, then testlib's. */
+TL_FN int
+tl_group_end (void **state)
+{
+  int r = tl_group_fini ? tl_group_fini () : 0;
+
+  if (tl_group_teardown (state) < 0)
+    r = -1;
+  return r;
+}
+
+TL_FN int
+tl_main_run (const struct CMUnitTest *tests, size_t n, const char *dir,
+             int (*fini) (void))
+{
+  const char *filter = getenv ("ZV_TEST_FILTER");
+
+  /* Whole lines, in order with stderr's, in the test's log (cmocka's
+   * final report goes to stderr, its per-test lines to stdout). */
+  setvbuf (stdout, NULL, _IOLBF, 0);
+  tl_group_name = dir;
+  tl_group_fini = fini;
+  if (filter && *filter)
+    cmocka_set_test_filter (filter);
+  return _cmocka_run_group_tests ("tests", tests, n, tl_group_setup,
+                                  tl_group_end);
+}
+
+/*
+ * The body of main: run the array 'tests' as one group, with the log hook
+ * installed and, unless dir is NULL, the scratch directory
+ * /var/tmp/zv-test-DIR.XXXXXX (removed at the end); fini (or NULL) runs
+ * before testlib's group teardown.  ZV_TEST_FILTER (cmocka's pattern)
+ * runs only the tests whose names match.
+ */
+#define tl_main(tests, dir, fini) \
+  tl_main_run ((tests), sizeof (tests) / sizeof ((tests)[0]), (dir), (fini))
 
 #endif /* ZV_TESTLIB_H */

@@ -23,7 +23,6 @@
 
 #include "pool.h"
 #include "testlib.h"
-#include "pooltest.h"
 
 /* Every helper is optional for a given test file. */
 #define ZT_FN static __attribute__ ((unused))
@@ -40,7 +39,7 @@ cfg (zvol_pool_config_t *pc, const char *dev, const char *logdev,
      bool create, uint64_t volsize)
 {
   zvol_pool_config_init (pc);
-  zvol_config_init (&tp_volcfg);  /* the volume's properties, likewise */
+  zvol_config_init (&tl_volcfg);  /* the volume's properties, likewise */
   pc->pc_devices[0] = dev;
   pc->pc_ndevices = 1;
   pc->pc_logdevice = logdev;
@@ -63,7 +62,7 @@ cfg_no_txg (zvol_pool_config_t *pc)
 ZT_FN double
 zstat (zvol_pool_t *p, const char *name)
 {
-  char *buf = tpool_stats (p), *line;
+  char *buf = tl_pool_stats (p), *line;
   size_t nl = strlen (name);
   double v = -1;
   bool found = false;
@@ -228,7 +227,7 @@ rec_write (zvol_t *zv, uint8_t *shadow, uint64_t off, uint32_t len,
 ZT_FN void
 rec_warm (zvol_pool_t *p, uint8_t *shadow, uint64_t off)
 {
-  rec_write (tvol (p), shadow, off, BLK, 424242);
+  rec_write (tl_vol (p), shadow, off, BLK, 424242);
   assert_int_equal (zv_pool_sync (p), 0);
 }
 
