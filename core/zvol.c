@@ -165,35 +165,79 @@ zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
   return 0;
 }
 
-/* Say why a write failed for lack of space. */
-static void
-zvol_enospc (zvol_t *zv, const char *op, uint64_t off, uint64_t len)
-{
-  zv_error ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' is full", op, off,
-            len, zvol_pool_name (zv->zv_pool));
-}
-
 /* Syncs a writer may wait for, when space is only pending, before it
  * gives up with ENOSPC (frees of txg T come back at T+2). */
 static unsigned zv_zvol_enospc_retries = 8;
 
+/* One change to the volume in the txg fn is called with. */
+typedef int (*zvol_apply_fn) (zvol_t *zv, const void *arg, uint64_t txg);
+
 /*
- * A write found no space.  If space is on its way back (frees deferred to
- * a later txg, or reservations that the next sync turns into exact
- * allocations), wait for a txg to sync and say "try again", a bounded
- * number of times: like OpenZFS's ERESTART from the space reservation, a
- * nearly full pool slows writers down to smaller txgs instead of failing
- * them.  Called with no txg held.
+ * Apply a change of [off, off+len) under a hold on the open txg charged
+ * with 'dirty' bytes; *txgp gets the txg it went into.  A change that
+ * finds no space while space is on its way back (frees deferred to a
+ * later txg, or reservations that the next sync turns into exact
+ * allocations) waits for a txg to sync and tries again, a bounded number
+ * of times: like OpenZFS's ERESTART from the space reservation, a nearly
+ * full pool slows writers down to smaller txgs instead of failing them.
+ * The one message of a full pool is logged here.
  */
-static bool
-zvol_space_pending (zvol_t *zv, unsigned *tries)
+static int
+zvol_apply (zvol_t *zv, const char *op, uint64_t off, uint64_t len,
+            uint64_t dirty, zvol_apply_fn fn, const void *arg,
+            uint64_t *txgp)
 {
-  if ((*tries)++ >= zv_zvol_enospc_retries)
-    return false;
-  if (!zv_pool_space_pending (zv->zv_pool))
-    return false;
-  return zv_txg_wait_synced (zv->zv_txg,
-                             zv_txg_open_txg (zv->zv_txg)) == 0;
+  for (unsigned tries = 0;; tries++) {
+    zv_txg_hold_t h;
+    int r = zv_txg_hold (zv->zv_txg, dirty, &h);
+
+    if (r < 0)
+      return r;
+    r = fn (zv, arg, h.th_txg);
+    zv_txg_rele (zv->zv_txg, &h);
+    *txgp = h.th_txg;
+    if (r != -ENOSPC)
+      return r;
+    if (tries >= zv_zvol_enospc_retries
+        || !zv_pool_space_pending (zv->zv_pool)
+        || zv_txg_wait_synced (zv->zv_txg,
+                               zv_txg_open_txg (zv->zv_txg)) < 0) {
+      zv_error ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' is full", op, off,
+                len, zvol_pool_name (zv->zv_pool));
+      return r;
+    }
+  }
+}
+
+/* The arguments of a data change (zvol_apply_write). */
+typedef struct zvol_piece {
+  uint64_t zp_off, zp_len;
+  const void *zp_data;
+} zvol_piece_t;
+
+static int
+zvol_apply_write (zvol_t *zv, const void *arg, uint64_t txg)
+{
+  const zvol_piece_t *pc = arg;
+
+  return zv_dmu_write_by_dnode (zv->zv_obj, pc->zp_off, pc->zp_len,
+                                pc->zp_data, txg);
+}
+
+static int
+zvol_apply_zero_alloc (zvol_t *zv, const void *arg, uint64_t txg)
+{
+  const zvol_piece_t *pc = arg;
+
+  return zv_dmu_zero_by_dnode (zv->zv_obj, pc->zp_off, pc->zp_len, txg);
+}
+
+static int
+zvol_apply_free (zvol_t *zv, const void *arg, uint64_t txg)
+{
+  const zvol_piece_t *pc = arg;
+
+  return zv_dmu_free_by_dnode (zv->zv_obj, pc->zp_off, pc->zp_len, txg);
 }
 
 /* Bytes of dirty data a piece will create. */
@@ -253,31 +297,20 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     return r;
   while (len > 0) {
     uint32_t n = (uint32_t) ZV_MIN ((uint64_t) len, zv_zvol_chunk);
-    unsigned tries = 0;
-    zv_txg_hold_t h;
+    zvol_piece_t pc = { .zp_off = off, .zp_len = n, .zp_data = in };
+    uint64_t txg;
     zvol_range_t zr;
 
-  again:
     zvol_range_enter (zv, off, n, &zr);
-    r = zv_txg_hold (zv->zv_txg, zvol_dirty_estimate (zv, off, n), &h);
-    if (r < 0) {
-      zvol_range_exit (zv, &zr);
-      return r;
-    }
-    r = zv_dmu_write_by_dnode (zv->zv_obj, off, n, in, h.th_txg);
-    zv_txg_rele (zv->zv_txg, &h);
+    r = zvol_apply (zv, "write", off, n, zvol_dirty_estimate (zv, off, n),
+                    zvol_apply_write, &pc, &txg);
     /* Applied: log it, in the same order (range lock still held; after
      * the txg hold, since the log may wait for room). */
     if (r == 0 && zv->zv_zil)
-      ticket = zv_zil_log_write (zv->zv_zil, h.th_txg, off, n, in);
+      ticket = zv_zil_log_write (zv->zv_zil, txg, off, n, in);
     zvol_range_exit (zv, &zr);
-    if (r == -ENOSPC && zvol_space_pending (zv, &tries))
-      goto again;
-    if (r < 0) {
-      if (r == -ENOSPC)
-        zvol_enospc (zv, "write", off, n);
+    if (r < 0)
       return r;
-    }
     in += n;
     off += n;
     len -= n;
@@ -308,18 +341,17 @@ static int
 zvol_free_blocks (zvol_t *zv, uint64_t b, uint64_t e, uint64_t *last_txg)
 {
   while (b < e) {
-    uint64_t n = ZV_MIN (e - b, zv_zvol_free_chunk);
-    zv_txg_hold_t h;
-    int r = zv_txg_hold (zv->zv_txg, n * sizeof (zv_blkptr_t), &h);
+    zvol_piece_t pc = {
+      .zp_off = b, .zp_len = ZV_MIN (e - b, zv_zvol_free_chunk),
+    };
+    int r = zvol_apply (zv, "free", b * zv->zv_blksz,
+                        pc.zp_len * zv->zv_blksz,
+                        pc.zp_len * sizeof (zv_blkptr_t), zvol_apply_free,
+                        &pc, last_txg);
 
     if (r < 0)
       return r;
-    r = zv_dmu_free_by_dnode (zv->zv_obj, b, n, h.th_txg);
-    *last_txg = h.th_txg;
-    zv_txg_rele (zv->zv_txg, &h);
-    if (r < 0)
-      return r;
-    b += n;
+    b += pc.zp_len;
   }
   return 0;
 }
@@ -340,35 +372,62 @@ zvol_inner_blocks (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *b,
     *e = *b;
 }
 
+/* Trim [off, end), within one region: its whole blocks become holes;
+ * partial edges are left alone (a trim is advisory). */
+static int
+zvol_trim_region (zvol_t *zv, uint64_t off, uint64_t end, uint64_t *last_txg)
+{
+  uint64_t b, e;
+
+  zvol_inner_blocks (zv, off, end - off, &b, &e);
+  return zvol_free_blocks (zv, b, e, last_txg);
+}
+
+/*
+ * Trim and zero: region by region (at most 1 MiB, under its range lock),
+ * change the region with fn, then log it as a 'type' record (lr_flags)
+ * before the lock goes, so the log's order is the order of application;
+ * commit the last record when the request asks.  A region fn changed
+ * nothing in (last txg 0) logs nothing.
+ */
+typedef int (*zvol_region_fn) (zvol_t *zv, uint64_t off, uint64_t end,
+                               uint64_t *last_txg);
+
+static int
+zvol_by_region (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags,
+                zvol_region_fn fn, enum zv_lr_type type, uint64_t lr_flags)
+{
+  uint64_t end = off + len, ticket = 0;
+  int r = 0;
+
+  for (uint64_t pos = off; pos < end && r == 0;) {
+    uint64_t next = zvol_region_end (pos, end), last_txg = 0;
+    zvol_range_t zr;
+
+    zvol_range_enter (zv, pos, next - pos, &zr);
+    r = fn (zv, pos, next, &last_txg);
+    if (r == 0) {
+      uint64_t t = zvol_log_free (zv, last_txg, type, pos, next - pos,
+                                  lr_flags);
+      ticket = ZV_MAX (ticket, t);
+    }
+    zvol_range_exit (zv, &zr);
+    pos = next;
+  }
+  if (r == 0)
+    r = zvol_commit_if_sync (zv, flags, ticket);
+  return r;
+}
+
 int
 zvol_trim (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
 {
-  uint64_t end = off + len, t = 0;
   int r = zvol_check (zv, off, len, true, "trim");
 
   if (r < 0 || len == 0)
     return r;
-  for (uint64_t pos = off; pos < end && r == 0;) {
-    uint64_t next = zvol_region_end (pos, end), b, e, last_txg = 0;
-    zvol_range_t zr;
-
-    zvol_inner_blocks (zv, pos, next - pos, &b, &e);
-    if (b < e) {
-      zvol_range_enter (zv, pos, next - pos, &zr);
-      r = zvol_free_blocks (zv, b, e, &last_txg);
-      if (r == 0) {
-        /* (ZV_MAX evaluates its arguments twice: log once, first.) */
-        uint64_t lt = zvol_log_free (zv, last_txg, ZV_LR_TRIM, pos,
-                                     next - pos, 0);
-        t = ZV_MAX (t, lt);
-      }
-      zvol_range_exit (zv, &zr);
-    }
-    pos = next;
-  }
-  if (r == 0)
-    r = zvol_commit_if_sync (zv, flags, t);
-  return r;
+  return zvol_by_region (zv, off, len, flags, zvol_trim_region, ZV_LR_TRIM,
+                         0);
 }
 
 /* Write zeros into [off, off+len) (a partial block). */
@@ -376,25 +435,13 @@ static int
 zvol_zero_partial (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *last)
 {
   static const uint8_t zeros[ZVOL_MAX_VOLBLOCKSIZE];
-  zv_txg_hold_t h;
-  int r;
+  zvol_piece_t pc = { .zp_off = off, .zp_len = len, .zp_data = zeros };
 
   if (len == 0)
     return 0;
   ZV_VERIFY3U (len, <=, sizeof zeros);
-  unsigned tries = 0;
- again:
-  r = zv_txg_hold (zv->zv_txg, zv->zv_blksz, &h);
-  if (r < 0)
-    return r;
-  r = zv_dmu_write_by_dnode (zv->zv_obj, off, len, zeros, h.th_txg);
-  *last = h.th_txg;
-  zv_txg_rele (zv->zv_txg, &h);
-  if (r == -ENOSPC && zvol_space_pending (zv, &tries))
-    goto again;
-  if (r == -ENOSPC)
-    zvol_enospc (zv, "zero", off, len);
-  return r;
+  return zvol_apply (zv, "zero", off, len, zv->zv_blksz, zvol_apply_write,
+                     &pc, last);
 }
 
 /*
@@ -410,22 +457,11 @@ zvol_zero_alloc (zvol_t *zv, uint64_t off, uint64_t end, uint64_t *last_txg)
    * volume are never seen), so it needs no read of its old content. */
   uint64_t dend = end == zv->zv_volsize ? ZV_P2ROUNDUP (end, zv->zv_blksz)
     : end;
-  unsigned tries = 0;
-  zv_txg_hold_t h;
-  int r;
+  zvol_piece_t pc = { .zp_off = off, .zp_len = dend - off };
 
- again:
-  r = zv_txg_hold (zv->zv_txg, zvol_dirty_estimate (zv, off, end - off), &h);
-  if (r < 0)
-    return r;
-  r = zv_dmu_zero_by_dnode (zv->zv_obj, off, dend - off, h.th_txg);
-  *last_txg = h.th_txg;
-  zv_txg_rele (zv->zv_txg, &h);
-  if (r == -ENOSPC && zvol_space_pending (zv, &tries))
-    goto again;
-  if (r == -ENOSPC)
-    zvol_enospc (zv, "zero", off, end - off);
-  return r;
+  return zvol_apply (zv, "zero", off, end - off,
+                     zvol_dirty_estimate (zv, off, end - off),
+                     zvol_apply_zero_alloc, &pc, last_txg);
 }
 
 /* Zero [off, end), within one region, with MAY_TRIM: free whole blocks,
@@ -456,7 +492,6 @@ zvol_zero_region (zvol_t *zv, uint64_t off, uint64_t end, uint64_t *last_txg)
 int
 zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
 {
-  uint64_t end = off + len, t = 0;
   bool may_trim = (flags & ZVOL_MAY_TRIM) != 0;
   int r = zvol_check (zv, off, len, true, "zero");
 
@@ -477,26 +512,12 @@ zvol_zero (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags)
               "its blocks allocated is refused", off, len);
     return -ENOTSUP;
   }
-  for (uint64_t pos = off; pos < end && r == 0;) {
-    uint64_t next = zvol_region_end (pos, end), last_txg = 0;
-    zvol_range_t zr;
-
-    zvol_range_enter (zv, pos, next - pos, &zr);
-    r = may_trim ? zvol_zero_region (zv, pos, next, &last_txg)
-      : zvol_zero_alloc (zv, pos, next, &last_txg);
-    if (r == 0) {
-      /* Replay must repeat what was done: holes, or allocated zeros. */
-      uint64_t lt = zvol_log_free (zv, last_txg, ZV_LR_ZERO, pos,
-                                   next - pos,
-                                   may_trim ? 0 : ZV_LR_F_ZERO_ALLOC);
-      t = ZV_MAX (t, lt);
-    }
-    zvol_range_exit (zv, &zr);
-    pos = next;
-  }
-  if (r == 0)
-    r = zvol_commit_if_sync (zv, flags, t);
-  return r;
+  /* Replay must repeat what was done: holes, or allocated zeros. */
+  if (may_trim)
+    return zvol_by_region (zv, off, len, flags, zvol_zero_region,
+                           ZV_LR_ZERO, 0);
+  return zvol_by_region (zv, off, len, flags, zvol_zero_alloc, ZV_LR_ZERO,
+                         ZV_LR_F_ZERO_ALLOC);
 }
 
 int
