@@ -179,9 +179,11 @@ pool_defer_fill (void *arg, uint64_t blkid, void *buf)
 }
 
 /*
- * Write T's deferred-free list if it changed since the last pass: only
- * the blocks from the first that changed (the list only grows in a txg,
- * but it is collected afresh, so compare).  Returns 1 if it wrote.
+ * Write T's deferred-free list if it grew since the last pass (within a
+ * sync the list only grows, so the same count is the same list).  It is
+ * collected afresh each pass, in the allocator's order, which need not
+ * be the last pass's, so every block in use is rewritten, not only those
+ * past the old end.  Returns 1 if it wrote.
  */
 static int
 pool_sync_defer (zvol_pool_t *p, zv_flat_t *df, uint64_t txg, size_t *lastn)
@@ -198,8 +200,6 @@ pool_sync_defer (zvol_pool_t *p, zv_flat_t *df, uint64_t txg, size_t *lastn)
               "record", txg, n);
     return -ENOSPC;
   }
-  /* Entries are collected in order; earlier blocks may still differ if
-   * the allocator reorders, so rewrite every block in use. */
   for (uint64_t b = 0; b * ZV_DEFER_PER_BLK < ZV_MAX (n, *lastn == SIZE_MAX
                                                         ? 0 : *lastn); b++)
     zv_flat_dirty (df, b);
