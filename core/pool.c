@@ -16,7 +16,9 @@
  *      list, then again, while writing them changed the bitmap or the list
  *      (blocks already born in T are rewritten in place, so each pass
  *      allocates less than the one before, and the loop ends);
- *   5. write the objset block (two copies), flush every device;
+ *   5. write the objset block (two copies) with each dataset's intent-log
+ *      header (from its attached log, else the one the pool keeps),
+ *      flush every device;
  *   6. write the uberblock into the front labels, flush, into the back
  *      labels, flush.  Txg T is committed when one copy is on disk.
  *
@@ -31,11 +33,19 @@
  * the space maps and deferred lists, and every indirect block of the
  * volume must read and verify, and every pointer must point at allocated
  * space.  The first uberblock that passes wins (a rewind, when it is not
- * the newest, is logged).
+ * the newest, is logged).  A read-write import then claims each
+ * dataset's log (zv_zil_claim) before anything can sync.
+ *
+ * Datasets.  The objset's slots for the volumes (format 1: one) are the
+ * pool's; a volume holds its dataset while open and attaches its log to
+ * it (pool.h).  The pool never calls up into the volume: what the sync
+ * needs of a volume is its object (dmu) and its log (zil), both below.
  *
  * Locking: pool_sync_txg runs only on the txg engine's thread (or inline
- * in a waiter, serialized by the engine); import and create run before
- * any thread starts.
+ * in a waiter, serialized by the engine; p_syncing asserts it); import
+ * and create run before any thread starts.  p_ds_lock guards the
+ * datasets' holds, attached logs and stored log headers, which volumes
+ * change while the sync thread reads them.
  */
 #include <config.h>
 
