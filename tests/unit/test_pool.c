@@ -19,12 +19,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,38 +31,12 @@
 #include <poll.h>
 #include <sys/wait.h>
 
-#include "zvol.h"
+#include "testlib.h"
 #include "pool.h"
 #include "label.h"
-#include "testlib.h"
 
-#define MiB (1ull << 20)
 #define DEV_SIZE (64 * MiB)
 #define BS 16384u
-
-/* A configuration over 'n' device paths with small caches. */
-static void
-cfg (zvol_pool_config_t *pc, const char *const *devs, unsigned n,
-     uint64_t volsize, bool create)
-{
-  zvol_pool_config_init (pc);
-  for (unsigned i = 0; i < n; i++)
-    pc->pc_devices[i] = devs[i];
-  pc->pc_ndevices = n;
-  pc->pc_create = create;
-  pc->pc_volsize = volsize;
-  pc->pc_cache_size = 8 * MiB;
-}
-
-static zvol_pool_t *
-open_ok (const zvol_pool_config_t *pc)
-{
-  zvol_pool_t *p = NULL;
-
-  assert_int_equal (tl_pool_open (pc, &p), 0);
-  assert_non_null (p);
-  return p;
-}
 
 /* Create a one-device pool on a new sparse file and close it. */
 static void
@@ -77,32 +45,8 @@ make_pool (const char *path, uint64_t devsize, uint64_t volsize)
   zvol_pool_config_t pc;
 
   assert_int_equal (tl_sparse_file (path, devsize), 0);
-  cfg (&pc, &path, 1, volsize, true);
-  assert_int_equal (tl_pool_close (open_ok (&pc)), 0);
-}
-
-static void
-vwrite (zvol_t *zv, uint64_t off, uint32_t len, uint64_t seed)
-{
-  uint8_t *buf = malloc (len);
-
-  assert_non_null (buf);
-  tl_pat_fill (buf, off, len, seed);
-  assert_int_equal (zvol_write (zv, buf, off, len, 0), 0);
-  free (buf);
-}
-
-static void
-vcheck (zvol_t *zv, uint64_t off, uint32_t len, uint64_t seed)
-{
-  uint8_t *buf = malloc (len);
-
-  assert_non_null (buf);
-  assert_int_equal (zvol_read (zv, buf, off, len), 0);
-  int64_t bad = tl_pat_check (buf, off, len, seed);
-  if (bad >= 0)
-    fail_msg ("volume byte %" PRId64 " is not pattern %" PRIu64, bad, seed);
-  free (buf);
+  tl_pool_cfg (&pc, &path, 1, volsize, true);
+  assert_int_equal (tl_pool_close (tl_pool_open_ok (&pc)), 0);
 }
 
 /* ---- create / import ---- */
@@ -118,28 +62,28 @@ test_roundtrip (void **state)
   uint64_t guid;
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 16 * MiB, true);
+  tl_pool_cfg (&pc, &dev, 1, 16 * MiB, true);
   pc.pc_name = "roundtrip";
-  p = open_ok (&pc);
+  p = tl_pool_open_ok (&pc);
   zvol_t *zv = tl_vol (p);
   assert_int_equal (zvol_size (zv), 16 * MiB);
   assert_int_equal (zvol_blocksize (zv), BS);
   assert_false (zvol_is_readonly (zv));
   guid = zvol_pool_guid (p);
-  vwrite (zv, 0, 65536, 1);
-  vwrite (zv, 5 * MiB + 777, 100000, 2);
-  vwrite (zv, 16 * MiB - 4096, 4096, 3);
+  tl_vol_write (zv, NULL, 0, 65536, 1, 0);
+  tl_vol_write (zv, NULL, 5 * MiB + 777, 100000, 2, 0);
+  tl_vol_write (zv, NULL, 16 * MiB - 4096, 4096, 3, 0);
   assert_int_equal (tl_pool_close (p), 0);
 
-  cfg (&pc, &dev, 1, 0, false);
-  p = open_ok (&pc);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   assert_string_equal (zvol_pool_name (p), "roundtrip");
   assert_int_equal (zvol_pool_guid (p), guid);
   assert_int_equal (zvol_size (zv), 16 * MiB);
-  vcheck (zv, 0, 65536, 1);
-  vcheck (zv, 5 * MiB + 777, 100000, 2);
-  vcheck (zv, 16 * MiB - 4096, 4096, 3);
+  tl_vol_check (zv, 0, 65536, 1);
+  tl_vol_check (zv, 5 * MiB + 777, 100000, 2);
+  tl_vol_check (zv, 16 * MiB - 4096, 4096, 3);
   assert_int_equal (tl_pool_close (p), 0);
 }
 
@@ -157,7 +101,7 @@ test_create_refuses_pool (void **state)
   make_pool (dev, DEV_SIZE, 8 * MiB);
   h = tl_hash_file (dev);
   assert_int_not_equal (h, 0);
-  cfg (&pc, &dev, 1, 8 * MiB, true);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
   tl_log_reset (true);
   assert_int_equal (tl_pool_open (&pc, &p), -EEXIST);
   assert_null (p);
@@ -185,7 +129,7 @@ test_import_zeroed (void **state)
   zvol_pool_t *p = NULL;
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 0, false);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
   tl_log_reset (true);
   assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_null (p);
@@ -194,7 +138,7 @@ test_import_zeroed (void **state)
 
   /* A device that does not exist. */
   const char *missing = tl_path (path, sizeof path, "nosuchfile");
-  cfg (&pc, &missing, 1, 0, false);
+  tl_pool_cfg (&pc, &missing, 1, 0, false);
   assert_int_equal (tl_pool_open (&pc, &p), -ENOENT);
   tl_log_reset (false);
 }
@@ -211,30 +155,30 @@ test_create_checks (void **state)
 
   tl_log_reset (true);
   assert_int_equal (tl_sparse_file (dev, ZV_MIN_DEV_SIZE - ZV_SECTOR), 0);
-  cfg (&pc, &dev, 1, 1 * MiB, true);
+  tl_pool_cfg (&pc, &dev, 1, 1 * MiB, true);
   assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_true (tl_log_has ("too small"));
   assert_int_equal (tl_file_allocated (dev), 0);
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, DEV_SIZE, true);
+  tl_pool_cfg (&pc, &dev, 1, DEV_SIZE, true);
   assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_true (tl_log_has ("sparse=true"));
   assert_int_equal (tl_file_allocated (dev), 0);
 
   /* Bad volume size and block size. */
-  cfg (&pc, &dev, 1, 1000, true);
+  tl_pool_cfg (&pc, &dev, 1, 1000, true);
   assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
-  cfg (&pc, &dev, 1, MiB, true);
+  tl_pool_cfg (&pc, &dev, 1, MiB, true);
   pc.pc_volblocksize = 12288;
   assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
   assert_int_equal (tl_file_allocated (dev), 0);
 
   /* The same size with sparse is accepted. */
-  cfg (&pc, &dev, 1, DEV_SIZE, true);
+  tl_pool_cfg (&pc, &dev, 1, DEV_SIZE, true);
   pc.pc_sparse = true;
   tl_log_reset (false);
-  assert_int_equal (tl_pool_close (open_ok (&pc)), 0);
+  assert_int_equal (tl_pool_close (tl_pool_open_ok (&pc)), 0);
 }
 
 /* A thin volume fills the pool: the write that does not fit fails with
@@ -255,9 +199,9 @@ test_sparse_enospc (void **state)
   int r = 0;
 
   assert_int_equal (tl_sparse_file (dev, 32 * MiB), 0);
-  cfg (&pc, &dev, 1, volsize, true);
+  tl_pool_cfg (&pc, &dev, 1, volsize, true);
   pc.pc_sparse = true;
-  p = open_ok (&pc);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   tl_log_reset (true);
   for (n = 0; n * chunk < volsize; n++) {
@@ -278,11 +222,11 @@ test_sparse_enospc (void **state)
   tl_log_reset (false);
   assert_int_equal (tl_pool_close (p), 0);
 
-  cfg (&pc, &dev, 1, 0, false);
-  p = open_ok (&pc);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   for (uint64_t i = 0; i < n; i++)
-    vcheck (zv, i * chunk, chunk, 40);
+    tl_vol_check (zv, i * chunk, chunk, 40);
 
   /* Still full after the import. */
   tl_log_reset (true);
@@ -300,11 +244,11 @@ test_sparse_enospc (void **state)
   assert_int_equal (zvol_write (zv, buf, n * chunk, chunk, 0), 0);
   assert_int_equal (tl_pool_close (p), 0);
 
-  p = open_ok (&pc);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
-  vcheck (zv, n * chunk, chunk, 41);
-  vcheck (zv, (n - 1) * chunk, chunk, 40);
-  vcheck (zv, n / 4 * chunk + 4096, chunk - 4096, 40);
+  tl_vol_check (zv, n * chunk, chunk, 41);
+  tl_vol_check (zv, (n - 1) * chunk, chunk, 40);
+  tl_vol_check (zv, n / 4 * chunk + 4096, chunk - 4096, 40);
   assert_int_equal (tl_pool_close (p), 0);
   free (buf);
 }
@@ -322,7 +266,7 @@ test_volume_open (void **state)
   zvol_t *zv = NULL, *zv2 = NULL;
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 8 * MiB, true);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
   pc.pc_name = "tank";
   assert_int_equal (zvol_pool_open (&pc, &p), 0);
   /* Format 1: one volume, named as the pool. */
@@ -338,14 +282,14 @@ test_volume_open (void **state)
   zvol_config_init (&vc);
   vc.vc_sync = 7;
   assert_int_equal (zvol_open (p, NULL, &vc, &zv2), -EINVAL);
-  vwrite (zv, 0, BS, 31);
+  tl_vol_write (zv, NULL, 0, BS, 31, 0);
   assert_int_equal (zvol_pool_close (p), -EBUSY);
   assert_true (tl_log_has ("volume 'tank' is still open"));
-  vcheck (zv, 0, BS, 31);        /* the refused close touched nothing */
+  tl_vol_check (zv, 0, BS, 31);        /* the refused close touched nothing */
   assert_int_equal (zvol_close (zv), 0);
   /* Closed, it can be opened again in the same pool. */
   assert_int_equal (zvol_open (p, NULL, NULL, &zv), 0);
-  vcheck (zv, 0, BS, 31);
+  tl_vol_check (zv, 0, BS, 31);
   assert_int_equal (zvol_close (zv), 0);
   assert_int_equal (zvol_pool_close (p), 0);
 
@@ -355,7 +299,7 @@ test_volume_open (void **state)
   assert_true (zvol_pool_is_readonly (p));
   assert_int_equal (zvol_open (p, NULL, NULL, &zv), 0);
   assert_true (zvol_is_readonly (zv));
-  vcheck (zv, 0, BS, 31);
+  tl_vol_check (zv, 0, BS, 31);
   assert_int_equal (zvol_write (zv, path, 0, 512, 0), -EROFS);
   assert_int_equal (zvol_close (zv), 0);
   assert_int_equal (zvol_pool_close (p), 0);
@@ -363,18 +307,6 @@ test_volume_open (void **state)
 }
 
 /* ---- several devices ---- */
-
-static bool
-stats_has (zvol_pool_t *p, const char *needle)
-{
-  char *text = tl_pool_stats (p);
-  bool r;
-
-  assert_non_null (text);
-  r = strstr (text, needle) != NULL;
-  free (text);
-  return r;
-}
 
 /* Writes stripe over both devices; import needs exactly the pool's
  * devices, in any order. */
@@ -394,14 +326,14 @@ test_two_devices (void **state)
   assert_int_equal (tl_sparse_file (b, DEV_SIZE), 0);
   {
     const char *devs[] = { a, b };
-    cfg (&pc, devs, 2, 64 * MiB, true);
+    tl_pool_cfg (&pc, devs, 2, 64 * MiB, true);
   }
-  p = open_ok (&pc);
-  assert_true (stats_has (p, "devices 2\n"));
+  p = tl_pool_open_ok (&pc);
+  assert_true (tl_pool_stats_has (p, "devices 2\n"));
   a0 = tl_file_allocated (a);
   b0 = tl_file_allocated (b);
   for (unsigned i = 0; i < 8; i++)
-    vwrite (tl_vol (p), i * MiB, MiB, 60 + i);
+    tl_vol_write (tl_vol (p), NULL, i * MiB, MiB, 60 + i, 0);
   assert_int_equal (zvol_flush (tl_vol (p)), 0);
   assert_true (tl_file_allocated (a) - a0 >= (int64_t) (2 * MiB));
   assert_true (tl_file_allocated (b) - b0 >= (int64_t) (2 * MiB));
@@ -413,7 +345,7 @@ test_two_devices (void **state)
   assert_int_equal (tl_sparse_file (d, DEV_SIZE), 0);
   {
     const char *devs[] = { c, d };
-    cfg (&pc, devs, 2, MiB, true);
+    tl_pool_cfg (&pc, devs, 2, MiB, true);
     tl_log_reset (true);
     assert_int_equal (tl_pool_open (&pc, &q), -EEXIST);  /* c is taken */
   }
@@ -421,19 +353,19 @@ test_two_devices (void **state)
   tl_log_reset (true);
   {
     const char *devs[] = { a };
-    cfg (&pc, devs, 1, 0, false);
+    tl_pool_cfg (&pc, devs, 1, 0, false);
     assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
     assert_true (tl_log_has ("but 1 given"));
   }
   {
     const char *devs[] = { a, c };
-    cfg (&pc, devs, 2, 0, false);
+    tl_pool_cfg (&pc, devs, 2, 0, false);
     assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
     assert_true (tl_log_has ("belongs to pool"));
   }
   {
     const char *devs[] = { a, b, c };
-    cfg (&pc, devs, 3, 0, false);
+    tl_pool_cfg (&pc, devs, 3, 0, false);
     assert_int_not_equal (tl_pool_open (&pc, &q), 0);
   }
   assert_null (q);
@@ -442,11 +374,11 @@ test_two_devices (void **state)
   /* Swapped order: fine (and every failed attempt let go of its locks). */
   {
     const char *devs[] = { b, a };
-    cfg (&pc, devs, 2, 0, false);
+    tl_pool_cfg (&pc, devs, 2, 0, false);
   }
-  p = open_ok (&pc);
+  p = tl_pool_open_ok (&pc);
   for (unsigned i = 0; i < 8; i++)
-    vcheck (tl_vol (p), i * MiB, MiB, 60 + i);
+    tl_vol_check (tl_vol (p), i * MiB, MiB, 60 + i);
   assert_int_equal (tl_pool_close (p), 0);
 }
 
@@ -463,13 +395,13 @@ test_duplicate_device (void **state)
   make_pool (a, DEV_SIZE, MiB);
   {
     const char *devs[] = { a, a };
-    cfg (&pc, devs, 2, 0, false);
+    tl_pool_cfg (&pc, devs, 2, 0, false);
     tl_log_reset (true);
     assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
     assert_true (tl_log_has ("given twice"));
     assert_null (q);
   }
-  cfg (&pc, &a, 1, 0, false);
+  tl_pool_cfg (&pc, &a, 1, 0, false);
   tl_log_reset (false);
   assert_int_equal (tl_pool_open (&pc, &q), 0);   /* not -EBUSY */
   assert_int_equal (tl_pool_close (q), 0);
@@ -514,12 +446,12 @@ test_rewind (void **state)
   int n, damaged = 0;
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 8 * MiB, true);
-  p = open_ok (&pc);
-  vwrite (tl_vol (p), 0, 256 * 1024, 0xa);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_write (tl_vol (p), NULL, 0, 256 * 1024, 0xa, 0);
   assert_int_equal (zv_pool_sync (p), 0);
   txg_a = zv_txg_last_synced (zv_pool_txg (p));
-  vwrite (tl_vol (p), 0, 256 * 1024, 0xb);
+  tl_vol_write (tl_vol (p), NULL, 0, 256 * 1024, 0xb, 0);
   assert_int_equal (zv_pool_sync (p), 0);
   txg_b = zv_txg_last_synced (zv_pool_txg (p));
   assert_true (txg_b > txg_a);
@@ -552,21 +484,21 @@ test_rewind (void **state)
   }
   assert_int_equal (damaged, txg_b - txg_a);
 
-  cfg (&pc, &dev, 1, 0, false);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
   tl_log_reset (true);
-  p = open_ok (&pc);
+  p = tl_pool_open_ok (&pc);
   assert_true (tl_log_has ("rewound"));
   assert_int_equal (zv_txg_last_synced (zv_pool_txg (p)), txg_a);
-  vcheck (tl_vol (p), 0, 256 * 1024, 0xa);
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
   tl_log_reset (false);
   /* Writable after the rewind, and the next import is clean. */
-  vwrite (tl_vol (p), MiB, 65536, 0xc);
+  tl_vol_write (tl_vol (p), NULL, MiB, 65536, 0xc, 0);
   assert_int_equal (tl_pool_close (p), 0);
   tl_log_reset (true);
-  p = open_ok (&pc);
+  p = tl_pool_open_ok (&pc);
   assert_false (tl_log_has ("rewound"));
-  vcheck (tl_vol (p), 0, 256 * 1024, 0xa);
-  vcheck (tl_vol (p), MiB, 65536, 0xc);
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
+  tl_vol_check (tl_vol (p), MiB, 65536, 0xc);
   assert_int_equal (tl_pool_close (p), 0);
   tl_log_reset (false);
 }
@@ -582,16 +514,16 @@ test_damaged_config (void **state)
   zvol_pool_t *p = NULL;
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 8 * MiB, true);
-  p = open_ok (&pc);
-  vwrite (tl_vol (p), 12345, 54321, 5);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_write (tl_vol (p), NULL, 12345, 54321, 5, 0);
   assert_int_equal (tl_pool_close (p), 0);
 
   assert_int_equal (tl_file_flip (dev, 100), 0);
-  cfg (&pc, &dev, 1, 0, false);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
   tl_log_reset (true);
-  p = open_ok (&pc);
-  vcheck (tl_vol (p), 12345, 54321, 5);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 12345, 54321, 5);
   assert_int_equal (tl_pool_close (p), 0);
 
   /* The whole front label gone (config and ring). */
@@ -600,8 +532,8 @@ test_damaged_config (void **state)
     assert_int_equal (tl_file_pwrite (dev, z, ZV_LABEL_SIZE, 0), 0);
     free (z);
   }
-  p = open_ok (&pc);
-  vcheck (tl_vol (p), 12345, 54321, 5);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 12345, 54321, 5);
   assert_int_equal (tl_pool_close (p), 0);
 
   assert_int_equal (tl_file_flip (dev, DEV_SIZE - ZV_LABEL_SIZE + 100), 0);
@@ -622,8 +554,8 @@ test_ebusy (void **state)
   zvol_pool_t *p, *q = NULL;
 
   make_pool (dev, DEV_SIZE, 4 * MiB);
-  cfg (&pc, &dev, 1, 0, false);
-  p = open_ok (&pc);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
   /* (Each refusal takes the device layer's short wait for a lock held
    * by a process just killed.) */
   tl_log_reset (true);
@@ -631,16 +563,16 @@ test_ebusy (void **state)
   assert_null (q);
   assert_true (tl_log_has ("in use"));
   uint64_t h = tl_hash_file (dev);
-  cfg (&pc, &dev, 1, 4 * MiB, true);
+  tl_pool_cfg (&pc, &dev, 1, 4 * MiB, true);
   assert_int_equal (tl_pool_open (&pc, &q), -EBUSY);
   assert_null (q);
   assert_int_equal (tl_hash_file (dev), h);
   tl_log_reset (false);
-  vwrite (tl_vol (p), 0, 4096, 8);   /* the first is unharmed */
+  tl_vol_write (tl_vol (p), NULL, 0, 4096, 8, 0);   /* the first is unharmed */
   assert_int_equal (tl_pool_close (p), 0);
-  cfg (&pc, &dev, 1, 0, false);
-  p = open_ok (&pc);
-  vcheck (tl_vol (p), 0, 4096, 8);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 0, 4096, 8);
   assert_int_equal (tl_pool_close (p), 0);
 }
 
@@ -660,10 +592,10 @@ test_txg_history (void **state)
   unsigned committed = 0, open = 0, written = 0;
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 8 * MiB, true);
-  p = open_ok (&pc);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
   for (unsigned i = 0; i < 3; i++) {
-    vwrite (tl_vol (p), i * MiB, 256 * 1024, i);
+    tl_vol_write (tl_vol (p), NULL, i * MiB, 256 * 1024, i, 0);
     assert_int_equal (zv_pool_sync (p), 0);
   }
   text = zvol_format_txgs (p);
@@ -700,29 +632,6 @@ test_txg_history (void **state)
 }
 
 /* ---- the deferred-free rule ---- */
-
-typedef struct dfind {
-  uint64_t dva;
-  bool found;
-} dfind_t;
-
-static void
-defer_find_cb (void *arg, uint64_t dva, uint32_t size)
-{
-  dfind_t *d = arg;
-
-  (void) size;
-  d->found |= dva == d->dva;
-}
-
-static bool
-on_defer_list (zvol_pool_t *p, uint64_t txg, uint64_t dva)
-{
-  dfind_t d = { .dva = dva };
-
-  zv_alloc_defer_foreach (zv_pool_spa (p)->spa_alloc, txg, defer_find_cb, &d);
-  return d.found;
-}
 
 /* Walker: block 0's pointer, and whether a block born in 'txg' overlaps
  * the extent [dva, dva + size). */
@@ -790,9 +699,9 @@ test_inplace_free_durable (void **state)
 
   (void) state;
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 8 * MiB, true);
-  p = open_ok (&pc);
-  vwrite (tl_vol (p), 0, BS, 1);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_write (tl_vol (p), NULL, 0, BS, 1, 0);
   assert_int_equal (zv_pool_sync (p), 0);
   assert_int_equal (tl_pool_close (p), 0);
 
@@ -804,15 +713,15 @@ test_inplace_free_durable (void **state)
     uint64_t t;
 
     close (fds[0]);
-    cfg (&pc, &dev, 1, 0, false);
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
     if (tl_pool_open (&pc, &p) != 0)
       _exit (10);
     t = zv_txg_open_txg (zv_pool_txg (p));
-    vwrite (tl_vol (p), 5 * BS, BS, 2);
+    tl_vol_write (tl_vol (p), NULL, 5 * BS, BS, 2, 0);
     memset (&bp, 0, sizeof bp);
     if (zv_dmu_sync_block (zv_pool_ds_object (zv_pool_ds_find (p, NULL)), t, 5, &bp) != 0)
       _exit (11);
-    vwrite (tl_vol (p), 5 * BS, BS, 3);  /* unoverride */
+    tl_vol_write (tl_vol (p), NULL, 5 * BS, BS, 3, 0);  /* unoverride */
     if (zv_pool_sync (p) != 0 || zv_txg_last_synced (zv_pool_txg (p)) != t)
       _exit (12);
     msg[0] = bp.bp_dva[0];
@@ -828,13 +737,13 @@ test_inplace_free_durable (void **state)
   assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
   assert_int_not_equal (msg[0], 0);
 
-  cfg (&pc, &dev, 1, 0, false);
-  p = open_ok (&pc);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
   assert_true (zv_alloc_is_allocated (zv_pool_spa (p)->spa_alloc, msg[0], BS));
-  if (!on_defer_list (p, msg[1], msg[0]))
+  if (!tl_alloc_deferred (zv_pool_spa (p)->spa_alloc, msg[1], msg[0]))
     fail_msg ("the in-place block of txg %" PRIu64 " is allocated after "
               "import but on no defer list: leaked", msg[1]);
-  vcheck (tl_vol (p), 5 * BS, BS, 3);
+  tl_vol_check (tl_vol (p), 5 * BS, BS, 3);
   assert_int_equal (tl_pool_close (p), 0);
   unlink (dev);
 }
@@ -854,11 +763,11 @@ test_deferred_free_rule (void **state)
   uint64_t t, old;
 
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, 1, 8 * MiB, true);
-  p = open_ok (&pc);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   a = zv_pool_spa (p)->spa_alloc;
-  vwrite (zv, 0, BS, 1);
+  tl_vol_write (zv, NULL, 0, BS, 1, 0);
   assert_int_equal (zv_pool_sync (p), 0);
   memset (&w, 0, sizeof w);
   vol_walk (p, &w);
@@ -868,23 +777,23 @@ test_deferred_free_rule (void **state)
 
   /* Txg T overwrites block 0. */
   t = zv_txg_open_txg (zv_pool_txg (p));
-  vwrite (zv, 0, BS, 2);
+  tl_vol_write (zv, NULL, 0, BS, 2, 0);
   assert_int_equal (zv_pool_sync (p), 0);
   assert_int_equal (zv_txg_last_synced (zv_pool_txg (p)), t);
   memset (&w, 0, sizeof w);
   vol_walk (p, &w);
   assert_int_not_equal (w.blk0.bp_dva[0], old);
   assert_int_equal (w.blk0.bp_birth, t);
-  assert_true (on_defer_list (p, t, old));
+  assert_true (tl_alloc_deferred (a, t, old));
   assert_true (zv_alloc_is_allocated (a, old, BS));
 
   /* T+1 writes plenty: the old block is still reserved, and nothing
    * born in T+1 lands on it. */
   for (unsigned i = 1; i < 40; i++)
-    vwrite (zv, i * BS, BS, 3);
+    tl_vol_write (zv, NULL, i * BS, BS, 3, 0);
   assert_int_equal (zv_pool_sync (p), 0);
   assert_int_equal (zv_txg_last_synced (zv_pool_txg (p)), t + 1);
-  assert_true (on_defer_list (p, t, old));
+  assert_true (tl_alloc_deferred (a, t, old));
   assert_true (zv_alloc_is_allocated (a, old, BS));
   memset (&w, 0, sizeof w);
   w.txg = t + 1;
@@ -894,10 +803,10 @@ test_deferred_free_rule (void **state)
   assert_false (w.overlap);
 
   /* T+2: the space is free (or, if already reused, by a block of T+2). */
-  vwrite (zv, 100 * BS, BS, 4);
+  tl_vol_write (zv, NULL, 100 * BS, BS, 4, 0);
   assert_int_equal (zv_pool_sync (p), 0);
   assert_int_equal (zv_txg_last_synced (zv_pool_txg (p)), t + 2);
-  assert_false (on_defer_list (p, t, old));
+  assert_false (tl_alloc_deferred (a, t, old));
   memset (&w, 0, sizeof w);
   w.txg = t + 2;
   w.dva = old;
@@ -906,10 +815,10 @@ test_deferred_free_rule (void **state)
   assert_true (!zv_alloc_is_allocated (a, old, BS) || w.overlap);
   assert_int_equal (tl_pool_close (p), 0);
 
-  cfg (&pc, &dev, 1, 0, false);
-  p = open_ok (&pc);
-  vcheck (tl_vol (p), 0, BS, 2);
-  vcheck (tl_vol (p), 39 * BS, BS, 3);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 0, BS, 2);
+  tl_vol_check (tl_vol (p), 39 * BS, BS, 3);
   assert_int_equal (tl_pool_close (p), 0);
 }
 
@@ -984,7 +893,7 @@ cr_child_thread (void *arg)
   uint8_t *buf = malloc (CR_SLOT);
   uint64_t s = c->seed, seq = 0;
 
-  cfg (&pc, &c->dev, 1, 0, false);
+  tl_pool_cfg (&pc, &c->dev, 1, 0, false);
   pc.pc_txg.tt_timeout_ms = 20;
   if (buf == NULL || tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
@@ -1025,7 +934,7 @@ test_crash_rounds (void **state)
   assert_non_null (acked);
   assert_non_null (vol);
   make_pool (dev, DEV_SIZE, CR_VOLSIZE);
-  cfg (&pc, &dev, 1, 0, false);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
 
   for (unsigned round = 0; round < CR_ROUNDS; round++) {
     int fds[2];
@@ -1092,22 +1001,12 @@ test_crash_rounds (void **state)
      * child's io_uring is torn down asynchronously by the kernel, and the
      * lock on the device goes with its last file reference: wait. */
     zvol_pool_t *p = NULL;
-    uint64_t t0 = zv_now_ns ();
-    int r;
-    tl_log_reset (true);
-    uint64_t t1 = t0;
-    while ((r = tl_pool_open (&pc, &p)) == -EBUSY
-           && zv_now_ns () - t0 < 5000000000ull) {
-      struct timespec d = { 0, 2000000 };
-      nanosleep (&d, NULL);
-      t1 = zv_now_ns ();
-    }
-    tl_log_reset (false);
-    assert_int_equal (r, 0);
-    busy_ns = ZV_MAX (busy_ns, t1 - t0);
+    uint64_t t0 = zv_now_ns (), busy;
+    assert_int_equal (tl_pool_open_retry_ex (&pc, &p, &busy, false), 0);
+    busy_ns = ZV_MAX (busy_ns, busy);
     if (getenv ("ZV_TEST_VERBOSE"))
       fprintf (stderr, "  round %u: device busy %.3f s, import %.3f s\n",
-               round, (t1 - t0) / 1e9, (zv_now_ns () - t1) / 1e9);
+               round, busy / 1e9, (zv_now_ns () - t0 - busy) / 1e9);
     assert_int_equal (zvol_read (tl_vol (p), vol, 0, CR_VOLSIZE),
                       0);
     assert_int_equal (tl_pool_close (p), 0);
@@ -1133,32 +1032,26 @@ test_crash_rounds (void **state)
   free (vol);
 }
 
-static int
-group_setup (void **state)
-{
-  return tl_group_begin ("pool");
-}
-
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup (test_roundtrip, tl_test_setup),
-    cmocka_unit_test_setup (test_volume_open, tl_test_setup),
-    cmocka_unit_test_setup (test_create_refuses_pool, tl_test_setup),
-    cmocka_unit_test_setup (test_import_zeroed, tl_test_setup),
-    cmocka_unit_test_setup (test_create_checks, tl_test_setup),
-    cmocka_unit_test_setup (test_sparse_enospc, tl_test_setup),
-    cmocka_unit_test_setup (test_two_devices, tl_test_setup),
-    cmocka_unit_test_setup (test_duplicate_device, tl_test_setup),
-    cmocka_unit_test_setup (test_rewind, tl_test_setup),
-    cmocka_unit_test_setup (test_damaged_config, tl_test_setup),
-    cmocka_unit_test_setup (test_ebusy, tl_test_setup),
-    cmocka_unit_test_setup (test_txg_history, tl_test_setup),
-    cmocka_unit_test_setup (test_deferred_free_rule, tl_test_setup),
-    cmocka_unit_test_setup (test_inplace_free_durable, tl_test_setup),
-    cmocka_unit_test_setup (test_crash_rounds, tl_test_setup),
+    tl_test (test_roundtrip),
+    tl_test (test_volume_open),
+    tl_test (test_create_refuses_pool),
+    tl_test (test_import_zeroed),
+    tl_test (test_create_checks),
+    tl_test (test_sparse_enospc),
+    tl_test (test_two_devices),
+    tl_test (test_duplicate_device),
+    tl_test (test_rewind),
+    tl_test (test_damaged_config),
+    tl_test (test_ebusy),
+    tl_test (test_txg_history),
+    tl_test (test_deferred_free_rule),
+    tl_test (test_inplace_free_durable),
+    tl_test (test_crash_rounds),
   };
 
-  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
+  return tl_main (tests, "pool", NULL);
 }

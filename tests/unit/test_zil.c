@@ -32,12 +32,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -51,10 +45,10 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
-#include "pool.h"
-#include "powercut.h"
 #include "testlib.h"
 #include "ziltest.h"
+#include "pool.h"
+#include "powercut.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                              */
@@ -235,7 +229,7 @@ evlog_reset (evlog_t *el, const char *path)
 static void
 test_observer (void **state)
 {
-  char p1[512], p2[512], p3[512], err[256];
+  char p1[512], p2[512], p3[512];
   zv_dev_t *dev, *dev2, *dev3;
   evlog_t el = { .el_lock = PTHREAD_MUTEX_INITIALIZER, .el_fd = -1 };
   evlog_t el2 = { .el_lock = PTHREAD_MUTEX_INITIALIZER, .el_fd = -1 };
@@ -243,13 +237,11 @@ test_observer (void **state)
   zv_dev_io_t io2[2];
   pthread_t th;
 
-  tl_path (p1, sizeof p1, "obs1.img");
   tl_path (p2, sizeof p2, "obs2.img");
   tl_path (p3, sizeof p3, "obs3.img");
-  assert_int_equal (tl_sparse_file (p1, MiB), 0);
   assert_int_equal (tl_sparse_file (p2, MiB), 0);
   assert_int_equal (tl_sparse_file (p3, MiB), 0);
-  assert_int_equal (zv_dev_open (p1, &dev, err, sizeof err), 0);
+  dev = tl_scratch_dev (p1, sizeof p1, "obs1.img", MiB);
   or.or_dev = dev;
   for (int i = 0; i < 4; i++) {
     or.or_buf[i] = zv_buf_alloc (8192);
@@ -292,9 +284,9 @@ test_observer (void **state)
 
   /* The default for devices opened from now on (only those). */
   zv_dev_set_observer (NULL, ev_observe, &el2);
-  assert_int_equal (zv_dev_open (p2, &dev2, err, sizeof err), 0);
+  dev2 = tl_dev_open (p2);
   zv_dev_set_observer (NULL, NULL, NULL);
-  assert_int_equal (zv_dev_open (p3, &dev3, err, sizeof err), 0);
+  dev3 = tl_dev_open (p3);
   assert_int_equal (zv_dev_write (dev2, or.or_buf[0], 4096, 4096), 0);
   assert_int_equal (zv_dev_write (dev3, or.or_buf[0], 4096, 4096), 0);
   assert_int_equal (zv_dev_flush (dev), 0);
@@ -327,7 +319,7 @@ test_observer (void **state)
 static void
 test_powercut_sim (void **state)
 {
-  char path[512], err[256];
+  char path[512];
   uint8_t *a = zv_buf_alloc (8192), *b = zv_buf_alloc (8192);
   uint8_t *c = zv_buf_alloc (8192), *got = zv_buf_alloc (8192);
   uint64_t seed = tl_seed ("powercut_sim");
@@ -345,8 +337,7 @@ test_powercut_sim (void **state)
     pc_stats_t st;
     zv_dev_t *dev;
 
-    assert_int_equal (tl_sparse_file (path, MiB), 0);
-    assert_int_equal (zv_dev_open (path, &dev, err, sizeof err), 0);
+    dev = tl_scratch_dev (path, sizeof path, "sim.img", MiB);
     pc_attach (pc, dev);
     assert_int_equal (zv_dev_write (dev, a, 0, 8192), 0);    /* durable */
     assert_int_equal (zv_dev_flush (dev), 0);
@@ -469,7 +460,7 @@ test_contention (void **state)
   tl_path (dev, sizeof dev, "contention.img");
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, CT_VOLSIZE);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   assert_int_equal (zvol_pool_start (p), 0);
 
   t0 = zv_now_ns ();
@@ -491,15 +482,15 @@ test_contention (void **state)
       fail_msg ("thread %u: %d calls failed, first with %d", i,
                 thr[i].ct_errors, thr[i].ct_first_err);
 
-  lwbs = zstatu (p, "zil_lwbs_written");
-  commits = zstatu (p, "zil_commits");
-  wpl = zstat (p, "zil_waiters_per_lwb");
+  lwbs = tl_pool_stat_u64 (p, "zil_lwbs_written");
+  commits = tl_pool_stat_u64 (p, "zil_commits");
+  wpl = tl_pool_stat (p, "zil_waiters_per_lwb");
   fprintf (stderr, "  %u FUA writes + %" PRIu64 " flushes in %.2f s: "
            "%" PRIu64 " commits, %" PRIu64 " log blocks, %.2f waiters per "
            "block, %" PRIu64 " fallbacks\n", CT_WRITERS * CT_WRITES,
            thr[CT_WRITERS].ct_ops + thr[CT_WRITERS + 1].ct_ops,
            (double) (zv_now_ns () - t0) / 1e9, commits, lwbs, wpl,
-           zstatu (p, "zil_commit_fallbacks"));
+           tl_pool_stat_u64 (p, "zil_commit_fallbacks"));
   assert_true (lwbs > 0);
   assert_true (commits >= lwbs);
   /* Group commit: log blocks are shared by several commits. */
@@ -507,7 +498,7 @@ test_contention (void **state)
 
   assert_int_equal (tl_pool_close (p), 0);
   cfg (&pc, dev, NULL, false, 0);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   img = read_volume (tl_vol (p));
   compare_images (img, shadow, CT_VOLSIZE, "after close and import");
   assert_int_equal (tl_pool_close (p), 0);
@@ -529,12 +520,12 @@ static rec_stats_t
 rec_get (zvol_pool_t *p)
 {
   return (rec_stats_t) {
-    .rs_copied = zstatu (p, "zil_records_copied"),
-    .rs_need_copy = zstatu (p, "zil_records_need_copy"),
-    .rs_indirect = zstatu (p, "zil_records_indirect"),
-    .rs_free = zstatu (p, "zil_records_free"),
-    .rs_dropped = zstatu (p, "zil_records_dropped"),
-    .rs_lwbs = zstatu (p, "zil_lwbs_written"),
+    .rs_copied = tl_pool_stat_u64 (p, "zil_records_copied"),
+    .rs_need_copy = tl_pool_stat_u64 (p, "zil_records_need_copy"),
+    .rs_indirect = tl_pool_stat_u64 (p, "zil_records_indirect"),
+    .rs_free = tl_pool_stat_u64 (p, "zil_records_free"),
+    .rs_dropped = tl_pool_stat_u64 (p, "zil_records_dropped"),
+    .rs_lwbs = tl_pool_stat_u64 (p, "zil_lwbs_written"),
   };
 }
 
@@ -569,9 +560,7 @@ crash_and_import (zvol_pool_t *p, zvol_pool_config_t *pc)
 {
   crash_close (p);
   pc->pc_create = false;
-  p = NULL;
-  assert_int_equal (tl_pool_open (pc, &p), 0);
-  return p;
+  return tl_pool_open_ok (pc);
 }
 
 /*
@@ -597,12 +586,12 @@ test_claim_before_open (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, volsize);
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   rec_warm (p, shadow, volsize - BLK);
   /* Acknowledged through the log only: in place (64K) and copied (4K). */
-  rec_write (tl_vol (p), shadow, 0, 65536, 21);
-  rec_write (tl_vol (p), shadow, 2 * MiB, 65536, 22);
-  rec_write (tl_vol (p), shadow, 4 * MiB, BLK, 23);
+  tl_vol_write (tl_vol (p), shadow, 0, 65536, 21, ZVOL_FUA);
+  tl_vol_write (tl_vol (p), shadow, 2 * MiB, 65536, 22, ZVOL_FUA);
+  tl_vol_write (tl_vol (p), shadow, 4 * MiB, BLK, 23, ZVOL_FUA);
   crash_close (p);
 
   /* Import, sync without opening the volume, crash again. */
@@ -625,7 +614,7 @@ test_claim_before_open (void **state)
   }
 
   /* The volume opens at last: its log replays in full. */
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   assert_true (tl_log_has ("intent log: replayed"));
   img = read_volume (tl_vol (p));
   compare_images (img, shadow, volsize, "replay after syncs before open");
@@ -652,30 +641,30 @@ test_records (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, volsize);
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   rec_warm (p, shadow, volsize - BLK);
-  synced = zstatu (p, "txg_synced");
+  synced = tl_pool_stat_u64 (p, "txg_synced");
   rs = rec_get (p);
 
   /* Up to zt_max_copied (7680) the data is copied into the record. */
-  rec_write (zv, shadow, 0, BLK, 1);
+  tl_vol_write (zv, shadow, 0, BLK, 1, ZVOL_FUA);
   rec_expect (p, &rs, 1, 0, 0, 0, "4K write");
-  rec_write (zv, shadow, 65536, 7680, 2);
+  tl_vol_write (zv, shadow, 65536, 7680, 2, ZVOL_FUA);
   rec_expect (p, &rs, 1, 0, 0, 0, "7680-byte write");
   /* Above it, fetched from the volume when packed. */
-  rec_write (zv, shadow, 131072, 7681, 3);
+  tl_vol_write (zv, shadow, 131072, 7681, 3, ZVOL_FUA);
   rec_expect (p, &rs, 0, 1, 0, 0, "7681-byte write");
-  rec_write (zv, shadow, 196608, 12288, 4);
+  tl_vol_write (zv, shadow, 196608, 12288, 4, ZVOL_FUA);
   rec_expect (p, &rs, 0, 1, 0, 0, "12K write");
-  rec_write (zv, shadow, 262144, 16384, 5);
+  tl_vol_write (zv, shadow, 262144, 16384, 5, ZVOL_FUA);
   rec_expect (p, &rs, 0, 1, 0, 0, "16K write (below 32K)");
   /* From 32K, without a log device: whole volume blocks in place. */
-  rec_write (zv, shadow, 327680, 32768, 6);
+  tl_vol_write (zv, shadow, 327680, 32768, 6, ZVOL_FUA);
   rec_expect (p, &rs, 0, 0, 2, 0, "32K aligned write");
-  rec_write (zv, shadow, 393216 + 8192, 65536, 7);
+  tl_vol_write (zv, shadow, 393216 + 8192, 65536, 7, ZVOL_FUA);
   rec_expect (p, &rs, 0, 2, 3, 0, "64K write at +8K (edges 8K)");
-  rec_write (zv, shadow, 524288 + 12288, 40960, 8);
+  tl_vol_write (zv, shadow, 524288 + 12288, 40960, 8, ZVOL_FUA);
   rec_expect (p, &rs, 2, 0, 2, 0, "40K write at +12K (edges 4K)");
   /* Trim and zero log a free record. */
   assert_int_equal (zvol_trim (zv, 327680, 16384, ZVOL_FUA), 0);
@@ -688,7 +677,7 @@ test_records (void **state)
   memset (shadow + 393216, 0, 49152);
   rec_expect (p, &rs, 0, 0, 0, 1, "zero of whole blocks");
   /* None of that needed a txg. */
-  assert_int_equal (zstatu (p, "txg_synced"), synced);
+  assert_int_equal (tl_pool_stat_u64 (p, "txg_synced"), synced);
 
   /* A crash now: replay brings back every kind of record. */
   p = crash_and_import (p, &pc);
@@ -720,13 +709,13 @@ test_records (void **state)
   cfg (&pc, dev, NULL, false, 0);
   cfg_no_txg (&pc);
   tl_volcfg.vc_logbias = ZVOL_LOGBIAS_THROUGHPUT;
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   rec_warm (p, shadow, volsize - BLK);
   rs = rec_get (p);
-  rec_write (zv, shadow, 3 * MiB, 16384, 10);
+  tl_vol_write (zv, shadow, 3 * MiB, 16384, 10, ZVOL_FUA);
   rec_expect (p, &rs, 0, 0, 1, 0, "16K write, logbias=throughput");
-  rec_write (zv, shadow, 3 * MiB + 65536, BLK, 11);
+  tl_vol_write (zv, shadow, 3 * MiB + 65536, BLK, 11, ZVOL_FUA);
   rec_expect (p, &rs, 1, 0, 0, 0, "4K write, logbias=throughput");
   p = crash_and_import (p, &pc);
   img = read_volume (tl_vol (p));
@@ -740,15 +729,16 @@ test_records (void **state)
   memset (shadow, 0, volsize);
   cfg (&pc, dev, logdev, true, volsize);
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   rec_warm (p, shadow, volsize - BLK);
   rs = rec_get (p);
-  rec_write (zv, shadow, 0, 65536, 12);
+  tl_vol_write (zv, shadow, 0, 65536, 12, ZVOL_FUA);
   rec_expect (p, &rs, 0, 1, 0, 0, "64K write with a log device");
-  rec_write (zv, shadow, MiB, 256 * KiB, 13);   /* spans log blocks */
+  /* (256K spans log blocks.) */
+  tl_vol_write (zv, shadow, MiB, 256 * KiB, 13, ZVOL_FUA);
   rec_expect (p, &rs, 0, 1, 0, 0, "256K write with a log device");
-  rec_write (zv, shadow, 2 * MiB, 2048, 14);
+  tl_vol_write (zv, shadow, 2 * MiB, 2048, 14, ZVOL_FUA);
   rec_expect (p, &rs, 1, 0, 0, 0, "2K write with a log device");
   p = crash_and_import (p, &pc);
   assert_true (tl_log_has ("intent log: replayed"));
@@ -847,7 +837,7 @@ test_commit_in_sync (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, 16 * MiB);
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   rec_warm (p, shadow, 0);
   cs.cs_zv = tl_vol (p);
   cs.cs_main = pthread_self ();
@@ -875,7 +865,7 @@ test_commit_in_sync (void **state)
            cs.cs_flush_r);
 
   cfg (&pc, dev, NULL, false, 0);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   assert_int_equal (zvol_read (tl_vol (p), got, MiB, 65536), 0);
   assert_int_equal (tl_pool_close (p), 0);
   if (cs.cs_flush_r == 0 && memcmp (got, data, 65536) != 0)
@@ -932,10 +922,10 @@ static void
 ring_fill_to (zvol_pool_t *p, zvol_t *zv, unsigned pct, unsigned *seq)
 {
   uint8_t buf[BLK];
-  uint64_t ring = zstatu (p, "zil_ring_size");
+  uint64_t ring = tl_pool_stat_u64 (p, "zil_ring_size");
 
   assert_int_equal (ring, 1 * MiB);
-  while (zstatu (p, "zil_ring_used") * 100 < pct * ring) {
+  while (tl_pool_stat_u64 (p, "zil_ring_used") * 100 < pct * ring) {
     uint64_t off = (uint64_t) (*seq % 4096) * BLK;
 
     tl_pat_fill (buf, off, BLK, *seq);
@@ -970,33 +960,31 @@ test_ring_fill_raises_cap (void **state)
                     .rh_cv = PTHREAD_COND_INITIALIZER };
   (void) state;
 
-  if (getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE")) {
-    print_message ("skipped: ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap\n");
-    skip ();
-  }
+  if (getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE"))
+    tl_skip ("ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap");
   tl_path (dev, sizeof dev, "press.img");
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, 16 * MiB);         /* a 1 MiB log ring */
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
 
   /* A sync that starts with the ring just past half (where the log kicks
    * a running pool's sync thread; this pool has none, so the syncs here
    * are the test's own, inline) and no commit while it runs keeps the
    * dirty-data cap. */
-  synced = zstatu (p, "txg_synced");
+  synced = tl_pool_stat_u64 (p, "txg_synced");
   ring_fill_to (p, zv, 52, &seq);
   assert_int_equal (zv_pool_sync (p), 0);
-  assert_true (zstatu (p, "txg_synced") > synced + 1);
-  assert_int_equal (zstatu (p, "sync_write_max_active_last"), 2);
+  assert_true (tl_pool_stat_u64 (p, "txg_synced") > synced + 1);
+  assert_int_equal (tl_pool_stat_u64 (p, "sync_write_max_active_last"), 2);
   /* Two more txgs, and the head on disk has passed every block. */
   for (unsigned i = 0; i < 2; i++) {
     tl_pat_fill (buf, 0, BLK, seq);
     assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), 0);
     assert_int_equal (zv_pool_sync (p), 0);
   }
-  assert_int_equal (zstatu (p, "zil_ring_used"), 0);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_ring_used"), 0);
 
   /* A sync that the ring overtakes: hold its first write while FUA
    * writes fill the ring to 78%. */
@@ -1011,7 +999,7 @@ test_ring_fill_raises_cap (void **state)
     pthread_cond_wait (&h.rh_cv, &h.rh_lock);
   pthread_mutex_unlock (&h.rh_lock);
   assert_int_equal (h.rh_cap_held, 2);
-  fallbacks = zstatu (p, "zil_commit_fallbacks");
+  fallbacks = tl_pool_stat_u64 (p, "zil_commit_fallbacks");
   ring_fill_to (p, zv, 78, &seq);
   assert_int_equal (atomic_load (&zv_pool_spa (p)->spa_write_cap), 10);
   pthread_mutex_lock (&h.rh_lock);
@@ -1021,8 +1009,8 @@ test_ring_fill_raises_cap (void **state)
   assert_int_equal (pthread_join (th, &ret), 0);
   assert_int_equal ((int) (intptr_t) ret, 0);
   zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], NULL, NULL);
-  assert_int_equal (zstatu (p, "sync_write_max_active_last"), 10);
-  assert_int_equal (zstatu (p, "zil_commit_fallbacks"), fallbacks);
+  assert_int_equal (tl_pool_stat_u64 (p, "sync_write_max_active_last"), 10);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_commit_fallbacks"), fallbacks);
   assert_int_equal (tl_pool_close (p), 0);
   unlink (dev);
 }
@@ -1065,7 +1053,7 @@ test_ring_full_after_log_error (void **state)
   zv_zil_itx_ring_shift = 4;
   cfg (&pc, dev, logdev, true, 16 * MiB);
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   zv_zil_itx_ring_shift = old_shift;
   zv = tl_vol (p);
   /* The log writes once a txg with its fresh chain is on disk. */
@@ -1079,7 +1067,7 @@ test_ring_full_after_log_error (void **state)
   assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), 0);
   assert_int_equal (zvol_flush (zv), 0);          /* by a txg */
   assert_true (tl_log_has ("intent log: writing"));
-  assert_true (zstatu (p, "zil_commit_fallbacks") >= 1);
+  assert_true (tl_pool_stat_u64 (p, "zil_commit_fallbacks") >= 1);
 
   alarm (120);                  /* a writer that spins fails the test */
   for (unsigned i = 0; i < nblk; i++) {
@@ -1088,13 +1076,13 @@ test_ring_full_after_log_error (void **state)
   }
   alarm (0);
   assert_int_equal (zvol_flush (zv), 0);
-  assert_true (zstatu (p, "zil_records_dropped") >= nblk - 16);
+  assert_true (tl_pool_stat_u64 (p, "zil_records_dropped") >= nblk - 16);
   zv_dev_set_fault (zv_pool_logdev (p), NULL, NULL);
   assert_int_equal (tl_pool_close (p), 0);
   tl_log_reset (false);
 
   cfg (&pc, dev, logdev, false, 0);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   zv = tl_vol (p);
   for (unsigned i = 0; i < nblk; i++) {
     assert_int_equal (zvol_read (zv, buf, (uint64_t) i * BLK, BLK), 0);
@@ -1282,7 +1270,7 @@ test_hostile_log (void **state)
   assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
   cfg (&pc, dev, NULL, true, 16 * MiB);
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   ring_off = ZV_DVA_OFFSET (zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_ring_dva);
   ring_len = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_nslots * zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_blksz;
   assert_int_equal (ZV_DVA_VDEV (zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_ring_dva), 0);
@@ -1297,7 +1285,7 @@ test_hostile_log (void **state)
     assert_int_equal (zvol_write (tl_vol (p), buf, g * MiB, BLK,
                                   ZVOL_FUA), 0);
   }
-  assert_int_equal (zstatu (p, "zil_lwbs_written"), 3);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), 3);
   crash_close (p);
   copy_file (dev, snap);
 
@@ -1305,7 +1293,7 @@ test_hostile_log (void **state)
   copy_file (snap, work);
   cfg (&pc, work, NULL, false, 0);
   pc.pc_readonly = true;
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   guid = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_guid;
   head = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_head_seq;
   assert_int_equal (zvol_read (tl_vol (p), buf, 0, BLK), 0);
@@ -1403,28 +1391,20 @@ test_hostile_log (void **state)
 
 /* ------------------------------------------------------------------ */
 
-static int
-group_setup (void **state)
-{
-  return tl_group_begin ("zil");
-}
-
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup (test_observer, tl_test_setup),
-    cmocka_unit_test_setup (test_powercut_sim, tl_test_setup),
-    cmocka_unit_test_setup (test_contention, tl_test_setup),
-    cmocka_unit_test_setup (test_records, tl_test_setup),
-    cmocka_unit_test_setup (test_claim_before_open, tl_test_setup),
-    cmocka_unit_test_setup (test_commit_in_sync, tl_test_setup),
-    cmocka_unit_test_setup (test_ring_fill_raises_cap, tl_test_setup),
-    cmocka_unit_test_setup (test_ring_full_after_log_error, tl_test_setup),
-    cmocka_unit_test_setup (test_hostile_log, tl_test_setup),
+    tl_test (test_observer),
+    tl_test (test_powercut_sim),
+    tl_test (test_contention),
+    tl_test (test_records),
+    tl_test (test_claim_before_open),
+    tl_test (test_commit_in_sync),
+    tl_test (test_ring_fill_raises_cap),
+    tl_test (test_ring_full_after_log_error),
+    tl_test (test_hostile_log),
   };
 
-  if (getenv ("ZV_TEST_FILTER"))
-    cmocka_set_test_filter (getenv ("ZV_TEST_FILTER"));
-  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
+  return tl_main (tests, "zil", NULL);
 }

@@ -24,12 +24,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -40,10 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pool.h"
-#include "powercut.h"
 #include "testlib.h"
 #include "ziltest.h"
+#include "pool.h"
+#include "powercut.h"
 
 /* ------------------------------------------------------------------ */
 /* a. Power cuts under load                                             */
@@ -58,13 +52,8 @@
 #define PCT_SERIES 20                          /* rounds per pool */
 /* Under ThreadSanitizer everything runs several times slower: fewer
  * rounds, each with a longer load (races are what that build is for). */
-#ifdef __SANITIZE_THREAD__
-#define PCT_DEFAULT_ROUNDS 20
-#define PCT_SLOW 30
-#else
-#define PCT_DEFAULT_ROUNDS 200
-#define PCT_SLOW 1
-#endif
+#define PCT_DEFAULT_ROUNDS (TL_TSAN ? 20 : 200)
+#define PCT_SLOW (TL_TSAN ? 30 : 1)
 
 /* The versions a 4 KiB block went through since it was last checked:
  * v[0] is what the check found, v[1..] were written after it, in order;
@@ -367,7 +356,7 @@ pct_final (pct_t *g, const char *dev, const char *logdev, unsigned round)
 
   snprintf (when, sizeof when, "import after round %u", round);
   cfg (&pc, dev, logdev, false, 0);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   bad = pct_verify (tl_vol (p), g->pt_blk, when);
   if (bad)
     fail_msg ("%s: %u bad 4K block(s)", when, bad);
@@ -564,12 +553,12 @@ test_replay_crash (void **state)
   cfg (&pc, dev, NULL, true, RC_VOLSIZE);
   pc.pc_zil_size = 4 * MiB;
   cfg_no_txg (&pc);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   rec_warm (p, shadow, RC_VOLSIZE - BLK);
-  synced = zstatu (p, "txg_synced");
+  synced = tl_pool_stat_u64 (p, "txg_synced");
   rc_load (p, shadow, &rnd);
-  assert_int_equal (zstatu (p, "txg_synced"), synced);
-  assert_true (zstatu (p, "zil_records_indirect") > 0);
+  assert_int_equal (tl_pool_stat_u64 (p, "txg_synced"), synced);
+  assert_true (tl_pool_stat_u64 (p, "zil_records_indirect") > 0);
 
   /* The power goes: whatever was not flushed may be lost. */
   cut = pc_new (tl_rand (&rnd), PC_RANDOM);
@@ -594,7 +583,7 @@ test_replay_crash (void **state)
     fwrite (trace, 1, tracelen, stderr);
   free (trace);
   cfg (&pc, work, NULL, false, 0);
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   want = read_volume (tl_vol (p));
   assert_int_equal (tl_pool_close (p), 0);
   compare_images (want, shadow, RC_VOLSIZE, "clean replay");
@@ -668,21 +657,13 @@ test_replay_crash (void **state)
 
 /* ------------------------------------------------------------------ */
 
-static int
-group_setup (void **state)
-{
-  return tl_group_begin ("zil-crash");
-}
-
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup (test_powercut, tl_test_setup),
-    cmocka_unit_test_setup (test_replay_crash, tl_test_setup),
+    tl_test (test_powercut),
+    tl_test (test_replay_crash),
   };
 
-  if (getenv ("ZV_TEST_FILTER"))
-    cmocka_set_test_filter (getenv ("ZV_TEST_FILTER"));
-  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
+  return tl_main (tests, "zil-crash", NULL);
 }

@@ -21,12 +21,6 @@
  */
 #include <config.h>
 
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -39,44 +33,28 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
-#include "zvol.h"
-#include "pool.h"
 #include "testlib.h"
+#include "pool.h"
 
-#define MiB (1ull << 20)
-#define KiB 1024u
 #define BS 16384u
 #define DEV_SIZE (64 * MiB)
 
 /* ---- helpers ---- */
 
-static void
-cfg (zvol_pool_config_t *pc, const char **dev, uint64_t volsize,
-     bool create)
-{
-  zvol_pool_config_init (pc);
-  pc->pc_devices[0] = *dev;
-  pc->pc_ndevices = 1;
-  pc->pc_create = create;
-  pc->pc_volsize = volsize;
-  pc->pc_cache_size = 8 * MiB;
-}
-
-/* A new pool of one device; its volume. */
+/* A new pool of one device (a cache of 'cache' bytes, 0: testlib's);
+ * its path in path[pathlen]. */
 static zvol_pool_t *
 new_pool (char *path, size_t pathlen, const char *name, uint64_t devsize,
           uint64_t volsize, uint64_t cache)
 {
   const char *dev = tl_path (path, pathlen, name);
   zvol_pool_config_t pc;
-  zvol_pool_t *p = NULL;
 
   assert_int_equal (tl_sparse_file (dev, devsize), 0);
-  cfg (&pc, &dev, volsize, true);
+  tl_pool_cfg (&pc, &dev, 1, volsize, true);
   if (cache)
     pc.pc_cache_size = cache;
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
-  return p;
+  return tl_pool_open_ok (&pc);
 }
 
 /* Export and import again. */
@@ -86,38 +64,16 @@ reimport (zvol_pool_t *p, const char *dev)
   zvol_pool_config_t pc;
 
   assert_int_equal (tl_pool_close (p), 0);
-  cfg (&pc, &dev, 0, false);
-  p = NULL;
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
-  return p;
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  return tl_pool_open_ok (&pc);
 }
 
-/* Read [off, off+len) and compare with the shadow. */
+/* Read [off, off+len) and compare with the shadow (a difference names
+ * its volume block too). */
 static void
 check_shadow (zvol_t *zv, const uint8_t *shadow, uint64_t off, uint64_t len)
 {
-  uint8_t *buf = malloc (len ? len : 1);
-
-  assert_non_null (buf);
-  memset (buf, 0x5a, len);
-  assert_int_equal (zvol_read (zv, buf, off, (uint32_t) len), 0);
-  if (memcmp (buf, shadow + off, len) != 0) {
-    uint64_t i = 0;
-    while (buf[i] == shadow[off + i])
-      i++;
-    fail_msg ("volume byte %" PRIu64 " (block %" PRIu64 ") is 0x%02x, "
-              "expected 0x%02x", off + i, (off + i) / BS, buf[i],
-              shadow[off + i]);
-  }
-  free (buf);
-}
-
-static void
-write_shadow (zvol_t *zv, uint8_t *shadow, uint64_t off, uint32_t len,
-              uint64_t seed, unsigned flags)
-{
-  tl_pat_fill (shadow + off, off, len, seed);
-  assert_int_equal (zvol_write (zv, shadow + off, off, len, flags), 0);
+  tl_vol_check_shadow_blk (zv, shadow, off, (uint32_t) len, BS);
 }
 
 /* What a trim does to the shadow: whole blocks inside the range become
@@ -232,7 +188,7 @@ test_random_shadow (void **state)
 
     if (op < 45) {
       counts[0]++;
-      write_shadow (zv, shadow, off, (uint32_t) len, it + 1, 0);
+      tl_vol_write (zv, shadow, off, (uint32_t) len, it + 1, 0);
     }
     else if (op < 75) {
       counts[1]++;
@@ -317,24 +273,6 @@ test_large_write (void **state)
   free (buf);
 }
 
-/* A "name value" line of the pool's stats. */
-static uint64_t
-stat_value (zvol_pool_t *p, const char *name)
-{
-  char *text = tl_pool_stats (p), *at;
-  uint64_t v = UINT64_MAX;
-  char key[80];
-
-  assert_non_null (text);
-  snprintf (key, sizeof key, "\n%s ", name);
-  at = strstr (text, key);
-  if (at)
-    v = strtoull (at + strlen (key), NULL, 10);
-  free (text);
-  assert_int_not_equal (v, UINT64_MAX);
-  return v;
-}
-
 /* Trim frees the whole blocks inside the range (holes, zeros, space
  * returned) and leaves partial edges as they were. */
 static void
@@ -348,17 +286,17 @@ test_trim (void **state)
   extlist_t *el = malloc (sizeof *el);
   uint64_t before, after, alloc[3];
 
-  write_shadow (zv, shadow, 0, 10 * BS, 1, 0);
+  tl_vol_write (zv, shadow, 0, 10 * BS, 1, 0);
   /* Every txg rewrites block 20: a flush of an idle pool syncs nothing,
    * and deferred frees are applied only by later txgs.  Space in use is
    * what is allocated less what waits on the deferred-free lists (their
    * size varies with the metadata each txg rewrites). */
   for (unsigned i = 0; i < 3; i++) {
-    write_shadow (zv, shadow, 20 * BS, 512, 100 + i, 0);
+    tl_vol_write (zv, shadow, 20 * BS, 512, 100 + i, 0);
     assert_int_equal (zv_pool_sync (p), 0);
   }
-  before = stat_value (p, "space_allocated")
-    - stat_value (p, "space_deferred");
+  before = tl_pool_stat_u64 (p, "space_allocated")
+    - tl_pool_stat_u64 (p, "space_deferred");
 
   assert_int_equal (zvol_trim (zv, BS + 5000, 6 * BS - 2000, 0), 0);
   trim_shadow (shadow, volsize, BS + 5000, 6 * BS - 2000);
@@ -382,11 +320,11 @@ test_trim (void **state)
 
   /* The space comes back once the frees are past the defer window. */
   for (unsigned i = 0; i < 3; i++) {
-    write_shadow (zv, shadow, 20 * BS, 512, 200 + i, 0);
+    tl_vol_write (zv, shadow, 20 * BS, 512, 200 + i, 0);
     assert_int_equal (zv_pool_sync (p), 0);
-    alloc[i] = stat_value (p, "space_allocated");
+    alloc[i] = tl_pool_stat_u64 (p, "space_allocated");
   }
-  after = alloc[2] - stat_value (p, "space_deferred");
+  after = alloc[2] - tl_pool_stat_u64 (p, "space_deferred");
   assert_true (after + 5 * BS <= before);
   /* The trim's txg was the first of the three: its frees became free
    * space when the third began to sync. */
@@ -422,7 +360,7 @@ test_zero (void **state)
     { 8 * BS + 7, 9, ZVOL_FUA | ZVOL_MAY_TRIM },
   };
 
-  write_shadow (zv, shadow, 0, (uint32_t) volsize, 3, 0);
+  tl_vol_write (zv, shadow, 0, (uint32_t) volsize, 3, 0);
   for (size_t i = 0; i < sizeof z / sizeof z[0]; i++) {
     assert_int_equal (zvol_zero (zv, z[i].off, z[i].len, z[i].flags), 0);
     memset (shadow + z[i].off, 0, z[i].len);
@@ -439,7 +377,7 @@ test_zero (void **state)
   assert_true (ext_is (el, 9 * BS, BS, 0));
 
   /* The short last block: rewrite it, zero a piece of it, then all. */
-  write_shadow (zv, shadow, 10 * BS, 4096, 4, 0);
+  tl_vol_write (zv, shadow, 10 * BS, 4096, 4, 0);
   assert_int_equal (zvol_zero (zv, 10 * BS + 100, 200, ZVOL_MAY_TRIM), 0);
   memset (shadow + 10 * BS + 100, 0, 200);
   check_shadow (zv, shadow, 9 * BS, BS + 4096);
@@ -482,8 +420,8 @@ test_extents (void **state)
   assert_int_equal (el->n, 1);
   assert_int_equal (el->v[0].type, ZVOL_EXTENT_HOLE);
 
-  write_shadow (zv, shadow, 0, 2 * BS, 1, 0);
-  write_shadow (zv, shadow, 5 * BS + 10, 20, 2, 0);   /* partial: data */
+  tl_vol_write (zv, shadow, 0, 2 * BS, 1, 0);
+  tl_vol_write (zv, shadow, 5 * BS + 10, 20, 2, 0);   /* partial: data */
   assert_int_equal (zvol_trim (zv, BS, BS, 0), 0);
   trim_shadow (shadow, volsize, BS, BS);
   get_extents (zv, 0, volsize, el);              /* before any sync */
@@ -505,7 +443,7 @@ test_extents (void **state)
   assert_int_equal (el->v[el->n - 1].off + el->v[el->n - 1].len,
                     100 + 5 * BS);
   /* The short last block, written. */
-  write_shadow (zv, shadow, volsize - 10, 10, 3, 0);
+  tl_vol_write (zv, shadow, volsize - 10, 10, 3, 0);
   get_extents (zv, MiB - 1, 4097, el);
   assert_int_equal (el->n, 2);
   assert_true (ext_is (el, MiB, 4096, 0));
@@ -595,10 +533,9 @@ test_readonly (void **state)
   assert_int_equal (tl_pool_close (p), 0);
   h = tl_hash_file (dev);
 
-  cfg (&pc, &dev, 0, false);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
   pc.pc_readonly = true;
-  p = NULL;
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   assert_int_equal (zvol_pool_start (p), 0);
   zvol_t *zv = tl_vol (p);
   assert_true (zvol_is_readonly (zv));
@@ -664,16 +601,10 @@ static zvol_pool_t *
 child_import (const char *dev)
 {
   zvol_pool_config_t pc;
-  zvol_pool_t *p = NULL;
-  int r;
+  zvol_pool_t *p;
 
-  cfg (&pc, &dev, 0, false);
-  tl_log_reset (true);
-  for (unsigned i = 0; (r = tl_pool_open (&pc, &p)) == -EBUSY && i < 2500;
-       i++)
-    usleep (2000);
-  tl_log_reset (false);
-  assert_int_equal (r, 0);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  assert_int_equal (tl_pool_open_retry (&pc, &p), 0);
   return p;
 }
 
@@ -688,7 +619,7 @@ fua_child_thread (void *arg)
   zvol_pool_t *p = NULL;
   uint8_t buf[3 * 4096];
 
-  cfg (&pc, &c->dev, 0, false);
+  tl_pool_cfg (&pc, &c->dev, 1, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
   if (tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
@@ -784,7 +715,7 @@ ov_child_thread (void *arg)
   pthread_t th[2];
   uint8_t *seen = malloc (OV_SLOTS), b[OV_SLOT];
 
-  cfg (&pc, &fc->dev, 0, false);
+  tl_pool_cfg (&pc, &fc->dev, 1, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
   if (seen == NULL || tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
@@ -1013,11 +944,11 @@ test_concurrency (void **state)
   sh.shadow = calloc (1, CC_VOLSIZE);
   sh.seed = tl_seed ("concurrency");
   assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
-  cfg (&pc, &dev, CC_VOLSIZE, true);
+  tl_pool_cfg (&pc, &dev, 1, CC_VOLSIZE, true);
   pc.pc_cache_size = MiB;
   pc.pc_txg.tt_timeout_ms = 20;
   pc.pc_txg.tt_dirty_max = 4 * MiB;
-  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  p = tl_pool_open_ok (&pc);
   assert_int_equal (zvol_pool_start (p), 0);
   sh.pool = p;
   sh.zv = tl_vol (p);
@@ -1094,11 +1025,12 @@ static uint64_t
 nh_space (zvol_pool_t *p, nhstate_t *st)
 {
   for (unsigned i = 0; i < 3; i++) {
-    write_shadow (tl_vol (p), st->shadow, 127 * BS, 512, 900 + i,
+    tl_vol_write (tl_vol (p), st->shadow, 127 * BS, 512, 900 + i,
                   0);
     assert_int_equal (zv_pool_sync (p), 0);
   }
-  return stat_value (p, "space_allocated") - stat_value (p, "space_deferred");
+  return tl_pool_stat_u64 (p, "space_allocated")
+    - tl_pool_stat_u64 (p, "space_deferred");
 }
 
 /* This process's resident memory, bytes. */
@@ -1132,7 +1064,7 @@ nh_child_thread (void *arg)
   uint8_t zeros[512] = { 0 };
   char ack = 1;
 
-  cfg (&pc, &c->dev, 0, false);
+  tl_pool_cfg (&pc, &c->dev, 1, 0, false);
   pc.pc_txg.tt_timeout_ms = 600000;
   if (tl_pool_open (&pc, &p) < 0 || zvol_pool_start (p) < 0)
     _exit (4);
@@ -1173,14 +1105,14 @@ test_zero_no_hole (void **state)
   nhstate_t st = { .shadow = calloc (1, NH_VOLSIZE) };
   uint8_t zeros[BS] = { 0 };
   uint64_t before, after;
-  int fd, r;
+  int fd;
   char ack;
   pid_t pid;
 
   assert_non_null (el);
   assert_non_null (st.shadow);
   /* Data in blocks 0..31 (and 127, which nh_space rewrites). */
-  write_shadow (zv, st.shadow, 0, 32 * BS, 1, 0);
+  tl_vol_write (zv, st.shadow, 0, 32 * BS, 1, 0);
   for (unsigned b = 0; b < 32; b++)
     st.data[b] = true;
   st.data[127] = true;
@@ -1242,13 +1174,8 @@ test_zero_no_hole (void **state)
     st.data[b] = false;
   {
     zvol_pool_config_t pc;
-    cfg (&pc, &dev, 0, false);
-    p = NULL;
-    tl_log_reset (true);
-    for (unsigned i = 0; (r = tl_pool_open (&pc, &p)) == -EBUSY
-           && i < 2500; i++)
-      usleep (2000);
-    assert_int_equal (r, 0);
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
+    assert_int_equal (tl_pool_open_retry_ex (&pc, &p, NULL, true), 0);
     assert_true (tl_log_has ("intent log: replayed"));
     tl_log_reset (false);
   }
@@ -1269,17 +1196,16 @@ test_zero_no_hole (void **state)
     uint64_t full;
 
     assert_int_equal (tl_sparse_file (sdev, DEV_SIZE), 0);
-    cfg (&pc, &sdev, 4 * DEV_SIZE, true);
+    tl_pool_cfg (&pc, &sdev, 1, 4 * DEV_SIZE, true);
     pc.pc_sparse = true;
-    p = NULL;
-    assert_int_equal (tl_pool_open (&pc, &p), 0);
+    p = tl_pool_open_ok (&pc);
     zv = tl_vol (p);
     tl_log_reset (true);
     assert_int_equal (zvol_zero (zv, 0, 3 * DEV_SIZE, 0), -ENOSPC);
     assert_true (tl_log_has ("is full"));
     tl_log_reset (false);
     assert_int_equal (zv_pool_sync (p), 0);
-    full = stat_value (p, "space_allocated");
+    full = tl_pool_stat_u64 (p, "space_allocated");
     assert_true (full > DEV_SIZE / 2);
     assert_int_equal (zvol_zero (zv, 0, 4 * DEV_SIZE, ZVOL_MAY_TRIM), 0);
     for (unsigned i = 0; i < 3; i++) {
@@ -1287,7 +1213,8 @@ test_zero_no_hole (void **state)
       assert_int_equal (zvol_write (zv, buf, 4096, sizeof buf, 0), 0);
       assert_int_equal (zv_pool_sync (p), 0);
     }
-    assert_true (stat_value (p, "space_allocated") + DEV_SIZE / 4 < full);
+    assert_true (tl_pool_stat_u64 (p, "space_allocated") + DEV_SIZE / 4
+                 < full);
     memset (buf, 0, sizeof buf);
     assert_int_equal (zvol_read (zv, buf, 4096, sizeof buf), 0);
     assert_int_equal (tl_pat_check (buf, 4096, sizeof buf, 79), -1);
@@ -1303,10 +1230,9 @@ test_zero_no_hole (void **state)
     uint64_t rss0, rss1;
 
     assert_int_equal (tl_sparse_file (mdev, 512 * MiB), 0);
-    cfg (&pc, &mdev, 256 * MiB, true);
+    tl_pool_cfg (&pc, &mdev, 1, 256 * MiB, true);
     pc.pc_txg.tt_dirty_max = 1ull << 30;     /* no throttle, one txg */
-    p = NULL;
-    assert_int_equal (tl_pool_open (&pc, &p), 0);
+    p = tl_pool_open_ok (&pc);
     zv = tl_vol (p);
     rss0 = nh_rss ();
     assert_int_equal (zvol_zero (zv, 0, 256 * MiB, 0), 0);
@@ -1323,7 +1249,7 @@ test_zero_no_hole (void **state)
     get_extents (zv, 0, 256 * MiB, el);
     assert_int_equal (el->n, 1);
     assert_int_equal (el->v[0].type, 0);
-    assert_true (stat_value (p, "space_allocated") >= 256 * MiB);
+    assert_true (tl_pool_stat_u64 (p, "space_allocated") >= 256 * MiB);
     assert_int_equal (tl_pool_close (p), 0);
     unlink (mdev);
   }
@@ -1331,28 +1257,22 @@ test_zero_no_hole (void **state)
   free (el);
 }
 
-static int
-group_setup (void **state)
-{
-  return tl_group_begin ("zvol");
-}
-
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup (test_random_shadow, tl_test_setup),
-    cmocka_unit_test_setup (test_large_write, tl_test_setup),
-    cmocka_unit_test_setup (test_trim, tl_test_setup),
-    cmocka_unit_test_setup (test_zero, tl_test_setup),
-    cmocka_unit_test_setup (test_extents, tl_test_setup),
-    cmocka_unit_test_setup (test_out_of_range, tl_test_setup),
-    cmocka_unit_test_setup (test_readonly, tl_test_setup),
-    cmocka_unit_test_setup (test_fua_durable, tl_test_setup),
-    cmocka_unit_test_setup (test_overlap_replay, tl_test_setup),
-    cmocka_unit_test_setup (test_concurrency, tl_test_setup),
-    cmocka_unit_test_setup (test_zero_no_hole, tl_test_setup),
+    tl_test (test_random_shadow),
+    tl_test (test_large_write),
+    tl_test (test_trim),
+    tl_test (test_zero),
+    tl_test (test_extents),
+    tl_test (test_out_of_range),
+    tl_test (test_readonly),
+    tl_test (test_fua_durable),
+    tl_test (test_overlap_replay),
+    tl_test (test_concurrency),
+    tl_test (test_zero_no_hole),
   };
 
-  return cmocka_run_group_tests (tests, group_setup, tl_group_teardown);
+  return tl_main (tests, "zvol", NULL);
 }

@@ -90,20 +90,36 @@
   } while (0)
 
 /* Fail unless got and want hold the same len bytes, naming the first
- * byte that differs by its offset plus 'base' ('what' says of what). */
+ * byte that differs by its offset plus 'base' ('what' says of what)
+ * and, unless blksz is 0, the block of blksz bytes that offset is in. */
 TL_FN void
-tl_assert_same (const void *got, const void *want, size_t len, uint64_t base,
-                const char *what)
+tl_assert_same_blk (const void *got, const void *want, size_t len,
+                    uint64_t base, const char *what, uint32_t blksz)
 {
   const uint8_t *g = got, *w = want;
+  char blk[64] = "";
   size_t i = 0;
 
   if (memcmp (g, w, len) == 0)
     return;
   while (g[i] == w[i])
     i++;
-  fail_msg ("%s: byte %" PRIu64 " is 0x%02x, expected 0x%02x",
-            what ? what : "content", base + i, g[i], w[i]);
+  if (blksz != 0 && blksz % 1024 == 0)
+    snprintf (blk, sizeof blk, " (%uK block %" PRIu64 ")", blksz / 1024,
+              (base + i) / blksz);
+  else if (blksz != 0)
+    snprintf (blk, sizeof blk, " (%u-byte block %" PRIu64 ")", blksz,
+              (base + i) / blksz);
+  fail_msg ("%s: byte %" PRIu64 "%s is 0x%02x, expected 0x%02x",
+            what ? what : "content", base + i, blk, g[i], w[i]);
+}
+
+/* The same, naming the byte only. */
+TL_FN void
+tl_assert_same (const void *got, const void *want, size_t len, uint64_t base,
+                const char *what)
+{
+  tl_assert_same_blk (got, want, len, base, what, 0);
 }
 
 /* Run fn(arg) in a child (stderr to /dev/null, for the assert's message);
@@ -746,12 +762,16 @@ tl_pool_open_ok (const zvol_pool_config_t *pc)
 
 /* Open a pool a killed process left: its io_uring may hold the devices
  * for a while after it died, so -EBUSY is retried for up to 5 s (quietly:
- * the log capture starts afresh, expecting errors, and is reset after).
- * Returns tl_pool_open's last result. */
+ * the log capture starts afresh, expecting errors).  *busy_ns (unless
+ * NULL) gets how long the devices stayed busy (from the first attempt to
+ * the start of the last one).  The capture is reset after, unless
+ * keep_log: then the caller can look at what the import said (and resets
+ * it itself).  Returns tl_pool_open's last result. */
 TL_FN int
-tl_pool_open_retry (const zvol_pool_config_t *pc, zvol_pool_t **pp)
+tl_pool_open_retry_ex (const zvol_pool_config_t *pc, zvol_pool_t **pp,
+                       uint64_t *busy_ns, bool keep_log)
 {
-  uint64_t t0 = zv_now_ns ();
+  uint64_t t0 = zv_now_ns (), t1 = t0;
   int r;
 
   tl_log_reset (true);
@@ -760,9 +780,20 @@ tl_pool_open_retry (const zvol_pool_config_t *pc, zvol_pool_t **pp)
          && zv_now_ns () - t0 < 5000000000ull) {
     struct timespec d = { 0, 2000000 };
     nanosleep (&d, NULL);
+    t1 = zv_now_ns ();
   }
-  tl_log_reset (false);
+  if (!keep_log)
+    tl_log_reset (false);
+  if (busy_ns != NULL)
+    *busy_ns = t1 - t0;
   return r;
+}
+
+/* The same, neither timed nor keeping the log. */
+TL_FN int
+tl_pool_open_retry (const zvol_pool_config_t *pc, zvol_pool_t **pp)
+{
+  return tl_pool_open_retry_ex (pc, pp, NULL, false);
 }
 
 /* The stats table as the kstat file shows it (the caller frees it): the
@@ -860,18 +891,27 @@ tl_vol_check (zvol_t *zv, uint64_t off, uint32_t len, uint64_t seed)
     fail_msg ("volume byte %" PRId64 " is not pattern %" PRIu64, bad, seed);
 }
 
-/* [off, off+len) of the volume must read as shadow + off. */
+/* [off, off+len) of the volume must read as shadow + off; a difference
+ * is reported with its block of blksz bytes too, unless blksz is 0. */
 TL_FN void
-tl_vol_check_shadow (zvol_t *zv, const uint8_t *shadow, uint64_t off,
-                     uint32_t len)
+tl_vol_check_shadow_blk (zvol_t *zv, const uint8_t *shadow, uint64_t off,
+                         uint32_t len, uint32_t blksz)
 {
   uint8_t *buf = malloc (len ? len : 1);
 
   assert_non_null (buf);
   memset (buf, 0x5a, len);
   assert_int_equal (zvol_read (zv, buf, off, len), 0);
-  tl_assert_same (buf, shadow + off, len, off, "volume");
+  tl_assert_same_blk (buf, shadow + off, len, off, "volume", blksz);
   free (buf);
+}
+
+/* The same, naming the byte only. */
+TL_FN void
+tl_vol_check_shadow (zvol_t *zv, const uint8_t *shadow, uint64_t off,
+                     uint32_t len)
+{
+  tl_vol_check_shadow_blk (zv, shadow, off, len, 0);
 }
 
 /* ---- main ---- */
