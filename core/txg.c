@@ -46,7 +46,7 @@
  *     by one until it gets there, empty or not;
  *   - stop: it syncs the open txg if it has anything in it, then exits.
  *
- * One sync (zv_txg_sync_once): under tx_lock mark tx_syncing, close the open
+ * One sync (txg_sync_once): under tx_lock mark tx_syncing, close the open
  * txg, then drop tx_lock while waiting for the holds to drain and while the
  * sync callback runs, retake it to publish the result: on success subtract
  * the txg's dirty bytes from the total, advance tx_last_synced and broadcast
@@ -170,7 +170,7 @@ struct zv_txg {
 
 /* Start the row of a txg that has just opened (tx_lock held). */
 static void
-zv_txg_hist_open (zv_txg_t *tx, uint64_t txg, uint64_t now)
+txg_hist_open (zv_txg_t *tx, uint64_t txg, uint64_t now)
 {
   zv_txg_hist_t *th = &tx->tx_hist[txg % ZV_TXG_HISTORY];
 
@@ -182,7 +182,7 @@ zv_txg_hist_open (zv_txg_t *tx, uint64_t txg, uint64_t now)
 
 /* The row of a txg still in the ring (tx_lock held). */
 static zv_txg_hist_t *
-zv_txg_hist_get (zv_txg_t *tx, uint64_t txg)
+txg_hist_get (zv_txg_t *tx, uint64_t txg)
 {
   zv_txg_hist_t *th = &tx->tx_hist[txg % ZV_TXG_HISTORY];
 
@@ -226,7 +226,7 @@ zv_txg_history_print (zv_txg_t *tx, FILE *fp)
 
 /* Did the txg in slot g take a hold or a dirty byte since it opened? */
 static bool
-zv_txg_active (zv_txg_t *tx, uint64_t txg)
+txg_active (zv_txg_t *tx, uint64_t txg)
 {
   unsigned g = txg & TXG_MASK;
 
@@ -258,7 +258,7 @@ zv_txg_kick (zv_txg_t *tx, uint64_t txg)
 
 /* Charge dirty bytes to a held txg and to the total; kick if past 20%. */
 static void
-zv_txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
+txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 {
   uint64_t d;
 
@@ -269,7 +269,7 @@ zv_txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
     zv_txg_kick (tx, txg);
 }
 
-static int zv_txg_sync_once (zv_txg_t *tx);
+static int txg_sync_once (zv_txg_t *tx);
 
 /* Throttle defaults (dmu_tx.c's curve, dsl_pool.c's thresholds). */
 static const unsigned zv_txg_delay_min_dirty_pct_def = 60; /* delay from */
@@ -300,7 +300,7 @@ zv_txg_delay_ns (const zv_txg_tunables_t *tt, uint64_t dirty)
 
 /* Sleep until an absolute CLOCK_MONOTONIC time in ns. */
 static void
-zv_txg_sleep_until (uint64_t ns)
+txg_sleep_until (uint64_t ns)
 {
   struct timespec ts = {
     .tv_sec = (time_t) (ns / 1000000000ull),
@@ -318,7 +318,7 @@ zv_txg_sleep_until (uint64_t ns)
  * spaced behind the previous delayed writer like OpenZFS's dp_last_wakeup.
  */
 static int
-zv_txg_throttle (zv_txg_t *tx)
+txg_throttle (zv_txg_t *tx)
 {
   const uint64_t max = tx->tx_tt.tt_dirty_max;
   uint64_t delay, now, last, wakeup;
@@ -338,7 +338,7 @@ zv_txg_throttle (zv_txg_t *tx)
       else if (tx->tx_syncing)
         pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
       else
-        (void) zv_txg_sync_once (tx);
+        (void) txg_sync_once (tx);
     }
     pthread_mutex_unlock (&tx->tx_lock);
   }
@@ -355,7 +355,7 @@ zv_txg_throttle (zv_txg_t *tx)
   while (!__atomic_compare_exchange_n (&tx->tx_last_wakeup, &last, wakeup,
                                        false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE));
-  zv_txg_sleep_until (wakeup);
+  txg_sleep_until (wakeup);
   return ZV_LOAD (&tx->tx_error);
 }
 
@@ -370,7 +370,7 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
 
   if ((err = ZV_LOAD (&tx->tx_error)) != 0)
     return err;
-  if ((err = zv_txg_throttle (tx)) != 0)
+  if ((err = txg_throttle (tx)) != 0)
     return err;
 
   cpu = sched_getcpu ();
@@ -387,7 +387,7 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
   if (!ZV_LOAD (&tx->tx_active[g]))
     ZV_STORE (&tx->tx_active[g], 1);
   if (bytes > 0)
-    zv_txg_charge (tx, txg, bytes);
+    txg_charge (tx, txg, bytes);
   return 0;
 }
 
@@ -414,7 +414,7 @@ zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
   ZV_ASSERT3U (txg, >, ZV_LOAD (&tx->tx_last_synced));
   ZV_ASSERT3U (txg, <=, ZV_LOAD (&tx->tx_open_txg));
   if (bytes > 0)
-    zv_txg_charge (tx, txg, bytes);
+    txg_charge (tx, txg, bytes);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -427,7 +427,7 @@ zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
  * Called with tx_lock held and tx_syncing set.  Returns the closed txg.
  */
 static uint64_t
-zv_txg_close (zv_txg_t *tx, uint64_t now)
+txg_close (zv_txg_t *tx, uint64_t now)
 {
   uint64_t txg = ZV_LOAD (&tx->tx_open_txg);
   unsigned ng = (txg + 1) & TXG_MASK;
@@ -444,13 +444,13 @@ zv_txg_close (zv_txg_t *tx, uint64_t now)
   ZV_STORE (&tx->tx_open_txg, txg + 1);
   for (c = tx->tx_ncpu; c-- > 0;)
     pthread_mutex_unlock (&tx->tx_cpu[c].tc_open_lock);
-  zv_txg_hist_open (tx, txg + 1, now);
+  txg_hist_open (tx, txg + 1, now);
   return txg;
 }
 
 /* Wait for every hold on 'txg' to be released (tx_lock not held). */
 static void
-zv_txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
+txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
 {
   unsigned g = txg & TXG_MASK;
   unsigned c;
@@ -472,7 +472,7 @@ zv_txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
  * held.  Returns 0 or the callback's error (which fails the engine).
  */
 static int
-zv_txg_sync_once (zv_txg_t *tx)
+txg_sync_once (zv_txg_t *tx)
 {
   zv_txg_sync_stats_t stats = { 0 };
   zv_txg_hist_t *th;
@@ -486,20 +486,20 @@ zv_txg_sync_once (zv_txg_t *tx)
 
   t_open = zv_now_ns ();
   tx->tx_sync_start_ns = t_open;
-  txg = zv_txg_close (tx, t_open);
+  txg = txg_close (tx, t_open);
   g = txg & TXG_MASK;
-  th = zv_txg_hist_get (tx, txg);
+  th = txg_hist_get (tx, txg);
   th->txh_state = 'Q';
   th->txh_otime = t_open - th->txh_birth;
   pthread_mutex_unlock (&tx->tx_lock);
 
-  zv_txg_quiesce_wait (tx, txg);
+  txg_quiesce_wait (tx, txg);
   t_quiesced = zv_now_ns ();
 
   /* Holds are gone: the per-txg dirty count is final. */
   ndirty = ZV_LOAD (&tx->tx_dirty_pertxg[g]);
   pthread_mutex_lock (&tx->tx_lock);
-  th = zv_txg_hist_get (tx, txg);
+  th = txg_hist_get (tx, txg);
   th->txh_qtime = t_quiesced - t_open;
   th->txh_ndirty = ndirty;
   th->txh_state = 'S';
@@ -513,7 +513,7 @@ zv_txg_sync_once (zv_txg_t *tx)
   t_done = zv_now_ns ();
 
   pthread_mutex_lock (&tx->tx_lock);
-  th = zv_txg_hist_get (tx, txg);
+  th = txg_hist_get (tx, txg);
   th->txh_stime = t_done - t_sync;
   th->txh_nread = stats.ss_nread;
   th->txh_nwritten = stats.ss_nwritten;
@@ -541,7 +541,7 @@ static const uint64_t zv_txg_timeout_ms_def = 5000;
 
 /* Absolute CLOCK_MONOTONIC ns to timespec, for timed waits. */
 static struct timespec
-zv_txg_timespec (uint64_t ns)
+txg_timespec (uint64_t ns)
 {
   struct timespec ts = {
     .tv_sec = (time_t) (ns / 1000000000ull),
@@ -555,7 +555,7 @@ zv_txg_timespec (uint64_t ns)
  * quiesces and syncs the open txg.  On stop, syncs what is left first.
  */
 static void *
-zv_txg_sync_thread (void *arg)
+txg_sync_thread (void *arg)
 {
   zv_txg_t *tx = arg;
   const uint64_t timeout_ns =
@@ -580,26 +580,26 @@ zv_txg_sync_thread (void *arg)
     open = ZV_LOAD (&tx->tx_open_txg);
     want = tx->tx_sync_want > tx->tx_last_synced;
     if (tx->tx_exiting) {
-      if (!want && !zv_txg_active (tx, open))
+      if (!want && !txg_active (tx, open))
         break;
-      (void) zv_txg_sync_once (tx);
+      (void) txg_sync_once (tx);
       continue;
     }
     if (!want) {
       now = zv_now_ns ();
       deadline = tx->tx_sync_start_ns + timeout_ns;
       if (now < deadline) {
-        struct timespec ts = zv_txg_timespec (deadline);
+        struct timespec ts = txg_timespec (deadline);
 
         pthread_cond_timedwait (&tx->tx_sync_cv, &tx->tx_lock, &ts);
         continue;
       }
-      if (!zv_txg_active (tx, open)) {
+      if (!txg_active (tx, open)) {
         tx->tx_sync_start_ns = now;     /* idle: nothing to write */
         continue;
       }
     }
-    (void) zv_txg_sync_once (tx);
+    (void) txg_sync_once (tx);
   }
   ZV_STORE (&tx->tx_running, 0);
   pthread_cond_broadcast (&tx->tx_done_cv);
@@ -628,7 +628,7 @@ zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
      * durable: wait for the one before (a flush on an idle pool then
      * costs nothing). */
     txg = ZV_LOAD (&tx->tx_open_txg);
-    if (!zv_txg_active (tx, txg))
+    if (!txg_active (tx, txg))
       txg--;
   }
   for (;;) {
@@ -649,7 +649,7 @@ zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
     else if (tx->tx_syncing)
       pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
     else
-      (void) zv_txg_sync_once (tx);
+      (void) txg_sync_once (tx);
   }
   pthread_mutex_unlock (&tx->tx_lock);
   return err;
@@ -669,7 +669,7 @@ zv_txg_start (zv_txg_t *tx)
   tx->tx_exiting = false;
   tx->tx_sync_start_ns = zv_now_ns ();
   ZV_STORE (&tx->tx_running, 1);
-  err = pthread_create (&tx->tx_thread, NULL, zv_txg_sync_thread, tx);
+  err = pthread_create (&tx->tx_thread, NULL, txg_sync_thread, tx);
   if (err != 0) {
     ZV_STORE (&tx->tx_running, 0);
     pthread_mutex_unlock (&tx->tx_lock);
@@ -710,9 +710,9 @@ zv_txg_stop (zv_txg_t *tx)
         continue;
       }
       if (tx->tx_sync_want <= tx->tx_last_synced &&
-          !zv_txg_active (tx, ZV_LOAD (&tx->tx_open_txg)))
+          !txg_active (tx, ZV_LOAD (&tx->tx_open_txg)))
         break;
-      (void) zv_txg_sync_once (tx);
+      (void) txg_sync_once (tx);
     }
   }
   err = tx->tx_error;
@@ -794,7 +794,7 @@ zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
   pthread_cond_init (&tx->tx_sync_cv, &ca);
   pthread_condattr_destroy (&ca);
   pthread_cond_init (&tx->tx_done_cv, NULL);
-  zv_txg_hist_open (tx, first_txg, tx->tx_start_ns);
+  txg_hist_open (tx, first_txg, tx->tx_start_ns);
   return tx;
 }
 

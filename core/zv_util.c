@@ -94,7 +94,7 @@ static _Atomic uint64_t zv_buf_cached;
 static pthread_once_t zv_buf_once = PTHREAD_ONCE_INIT;
 
 static void
-zv_buf_init (void)
+util_buf_init (void)
 {
   for (unsigned c = 0; c < ZV_BUF_CLASSES; c++)
     for (unsigned s = 0; s < ZV_BUF_SHARDS; s++)
@@ -103,7 +103,7 @@ zv_buf_init (void)
 
 /* Size class of a buffer size, or -1 when it is not cached. */
 static int
-zv_buf_class (size_t size)
+util_buf_class (size_t size)
 {
   for (int c = 0; c < ZV_BUF_CLASSES; c++)
     if (size == (size_t) ZV_SECTOR << c)
@@ -113,7 +113,7 @@ zv_buf_class (size_t size)
 
 /* The shard this thread frees into and allocates from first. */
 static unsigned
-zv_buf_shard_index (void)
+util_buf_shard_index (void)
 {
   int cpu = sched_getcpu ();
   return (unsigned) (cpu < 0 ? 0 : cpu) % ZV_BUF_SHARDS;
@@ -124,15 +124,15 @@ void *
 zv_buf_get (size_t size)
 {
   size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
-  int c = zv_buf_class (rounded);
+  int c = util_buf_class (rounded);
   void *p = NULL;
 
   if (c >= 0 && atomic_load_explicit (&zv_buf_cached,
                                       memory_order_relaxed) > 0) {
-    pthread_once (&zv_buf_once, zv_buf_init);
+    pthread_once (&zv_buf_once, util_buf_init);
     /* This CPU's shard first, then the others: buffers are often freed
      * on another CPU (the txg sync thread) than the one allocating. */
-    unsigned first = zv_buf_shard_index ();
+    unsigned first = util_buf_shard_index ();
     for (unsigned i = 0; i < ZV_BUF_SHARDS && p == NULL; i++) {
       zv_buf_shard_t *s = &zv_buf_shards[c][(first + i) % ZV_BUF_SHARDS];
       if (atomic_load_explicit (&s->bs_count, memory_order_relaxed) == 0)
@@ -161,7 +161,7 @@ void
 zv_buf_put (void *buf, size_t size)
 {
   size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
-  int c = zv_buf_class (rounded);
+  int c = util_buf_class (rounded);
   zv_buf_shard_t *s;
 
   if (buf == NULL)
@@ -171,8 +171,8 @@ zv_buf_put (void *buf, size_t size)
     free (buf);
     return;
   }
-  pthread_once (&zv_buf_once, zv_buf_init);
-  s = &zv_buf_shards[c][zv_buf_shard_index ()];
+  pthread_once (&zv_buf_once, util_buf_init);
+  s = &zv_buf_shards[c][util_buf_shard_index ()];
   pthread_mutex_lock (&s->bs_mtx);
   memcpy (buf, &s->bs_head, sizeof (void *));
   s->bs_head = buf;
