@@ -110,7 +110,7 @@ zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type, const char *what)
 /* Set up a handle from its descriptor. */
 int
 zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
-                uint64_t id, const zv_dnode_phys_t *dn)
+                    uint64_t id, const zv_dnode_phys_t *dn)
 {
   memset (ob, 0, sizeof *ob);
   ob->ob_spa = spa;
@@ -661,8 +661,8 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
 
 /* An indirect block changed by this sync, held until its parent knows. */
 typedef struct dmu_dirty_ind {
-  zv_dbuf_t *di_db;
-  uint64_t di_idx;
+  zv_dbuf_t *dd_db;
+  uint64_t dd_idx;
 } dmu_dirty_ind_t;
 
 typedef struct dmu_ind_set {
@@ -675,8 +675,8 @@ static void
 dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
                  uint64_t idx)
 {
-  if (s->is_n > 0 && s->is_v[s->is_n - 1].di_idx == idx) {
-    ZV_VERIFY (s->is_v[s->is_n - 1].di_db == db);
+  if (s->is_n > 0 && s->is_v[s->is_n - 1].dd_idx == idx) {
+    ZV_VERIFY (s->is_v[s->is_n - 1].dd_db == db);
     zv_dbuf_rele (ob->ob_cache, db);
     return;
   }
@@ -686,7 +686,7 @@ dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
     if (s->is_v == NULL)
       abort ();
   }
-  s->is_v[s->is_n++] = (dmu_dirty_ind_t) { .di_db = db, .di_idx = idx };
+  s->is_v[s->is_n++] = (dmu_dirty_ind_t) { .dd_db = db, .dd_idx = idx };
 }
 
 /* Sort dirty records by block. */
@@ -769,8 +769,8 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
   if (w == NULL || bps == NULL)
     abort ();
   for (size_t i = 0; i < n && r == 0; i++) {
-    zv_dbuf_t *db = cur->is_v[i].di_db;
-    uint64_t idx = cur->is_v[i].di_idx;
+    zv_dbuf_t *db = cur->is_v[i].dd_db;
+    uint64_t idx = cur->is_v[i].dd_idx;
     zv_dbuf_t *pdb;
     zv_blkptr_t *slot, old;
     uint64_t fill;
@@ -796,7 +796,7 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
   if (r == 0)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
   for (size_t i = 0; i < n && r == 0; i++) {
-    uint64_t idx = cur->is_v[i].di_idx;
+    uint64_t idx = cur->is_v[i].dd_idx;
     zv_dbuf_t *pdb;
     zv_blkptr_t *slot;
 
@@ -807,7 +807,7 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
     dmu_parent_done (ob, pdb, idx / F, next);
   }
   for (size_t i = 0; i < n; i++)
-    zv_dbuf_rele (ob->ob_cache, cur->is_v[i].di_db);
+    zv_dbuf_rele (ob->ob_cache, cur->is_v[i].dd_db);
   cur->is_n = 0;
   free (w);
   free (bps);
@@ -920,7 +920,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   }
   for (unsigned s = 0; s < 2; s++) {
     for (size_t i = 0; i < sets[s].is_n; i++)
-      zv_dbuf_rele (ob->ob_cache, sets[s].is_v[i].di_db);
+      zv_dbuf_rele (ob->ob_cache, sets[s].is_v[i].dd_db);
     free (sets[s].is_v);
   }
   free (bps);

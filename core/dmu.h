@@ -35,8 +35,9 @@ typedef struct zv_object {
 unsigned zv_dmu_nlevels (uint64_t nblocks);
 
 /* Set up a handle from its on-disk descriptor. */
-int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
-                    uint64_t id, const zv_dnode_phys_t *dn);
+int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa,
+                        zv_dbuf_cache_t *cache, uint64_t id,
+                        const zv_dnode_phys_t *dn);
 /* Throw away every dirty record (failed pools only). */
 void zv_dmu_object_discard_dirty (zv_object_t *ob);
 /* Drop its cached blocks (nothing may be dirty). */

@@ -199,10 +199,12 @@ struct zv_zil {
   uint64_t zl_pending_guid[4];        /* chain each header named */
 
   /* Stats. */
-  _Atomic uint64_t zs_lwbs, zs_lwb_bytes, zs_commits, zs_commit_waits;
-  _Atomic uint64_t zs_rec_copied, zs_rec_need_copy, zs_rec_indirect;
-  _Atomic uint64_t zs_rec_free, zs_rec_dropped, zs_rec_nop, zs_fallbacks;
-  _Atomic uint64_t zs_lat_sum, zs_lat_hist[ZIL_HIST_BUCKETS];
+  _Atomic uint64_t zl_stat_lwbs, zl_stat_lwb_bytes;
+  _Atomic uint64_t zl_stat_commits, zl_stat_commit_waits;
+  _Atomic uint64_t zl_stat_rec_copied, zl_stat_rec_need_copy;
+  _Atomic uint64_t zl_stat_rec_indirect, zl_stat_rec_free;
+  _Atomic uint64_t zl_stat_rec_dropped, zl_stat_rec_nop, zl_stat_fallbacks;
+  _Atomic uint64_t zl_stat_lat_sum, zl_stat_lat_hist[ZIL_HIST_BUCKETS];
 };
 
 /* ---- tunables ---- */
@@ -416,7 +418,7 @@ zil_drop_oldest (zv_zil_t *zl, uint64_t end, uint64_t max_txg, bool force)
       break;
     atomic_store (slot, NULL);
     zil_itx_free (itx);
-    atomic_fetch_add (&zl->zs_rec_dropped, 1);
+    atomic_fetch_add (&zl->zl_stat_rec_dropped, 1);
     zl->zl_pack_done = 0;
     packed++;
     atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
@@ -454,7 +456,7 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
     uint64_t before = atomic_load (&zl->zl_packed);
     int r;
 
-    atomic_fetch_add (&zl->zs_fallbacks, 1);
+    atomic_fetch_add (&zl->zl_stat_fallbacks, 1);
     if (atomic_load (&zl->zl_error) == 0) {
       r = zv_txg_wait_synced (zl->zl_tx, 0);
       if (r < 0) {
@@ -716,7 +718,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
     if ((r = zil_room (zl, hdr, itx->itx_ticket, closed)) < 0)
       return r;
     zil_append (zl, itx, itx->itx_type, itx->itx_off, itx->itx_len, 0);
-    atomic_fetch_add (&zl->zs_rec_free, 1);
+    atomic_fetch_add (&zl->zl_stat_rec_free, 1);
     return 0;
   }
   switch (itx->itx_wr) {
@@ -726,7 +728,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
       return r;
     memcpy (zil_append (zl, itx, ZV_LR_WRITE, itx->itx_off, itx->itx_len,
                         itx->itx_len), itx->itx_data, itx->itx_len);
-    atomic_fetch_add (&zl->zs_rec_copied, 1);
+    atomic_fetch_add (&zl->zl_stat_rec_copied, 1);
     return 0;
 
   case ZIL_WR_NEED_COPY:
@@ -760,7 +762,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
         return r;
       zl->zl_pack_done += n;
     }
-    atomic_fetch_add (&zl->zs_rec_need_copy, 1);
+    atomic_fetch_add (&zl->zl_stat_rec_need_copy, 1);
     return 0;
 
   case ZIL_WR_INDIRECT:
@@ -776,7 +778,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
       zil_append (zl, itx, ZV_LR_WRITE_IND, off, bs, sizeof (zv_blkptr_t));
       zil_add_ind (zl->zl_open, at, itx->itx_txg, off / bs);
       zl->zl_pack_done += bs;
-      atomic_fetch_add (&zl->zs_rec_indirect, 1);
+      atomic_fetch_add (&zl->zl_stat_rec_indirect, 1);
     }
     return 0;
   }
@@ -810,7 +812,7 @@ zil_pack (zv_zil_t *zl, bool *full)
     if (itx == NULL)
       break;
     if (itx->itx_txg <= synced)
-      atomic_fetch_add (&zl->zs_rec_dropped, 1);
+      atomic_fetch_add (&zl->zl_stat_rec_dropped, 1);
     else
       r = zil_pack_itx (zl, itx, &closed);
     if (r == -EAGAIN) {
@@ -935,7 +937,7 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
           r = e;
         lr->lr_type = ZV_LR_NOP;
         memset (bp, 0, sizeof *bp);
-        atomic_fetch_add (&zl->zs_rec_nop, 1);
+        atomic_fetch_add (&zl->zl_stat_rec_nop, 1);
       }
     }
     uint32_t len = zil_lwb_seal (zl, lwb);
@@ -947,8 +949,8 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
     };
     ringdev = dev;
     nlwb++;
-    atomic_fetch_add (&zl->zs_lwbs, 1);
-    atomic_fetch_add (&zl->zs_lwb_bytes, len);
+    atomic_fetch_add (&zl->zl_stat_lwbs, 1);
+    atomic_fetch_add (&zl->zl_stat_lwb_bytes, len);
   }
   /* One flush per device touched, ordered after the writes. */
   for (unsigned d = 0; d < zl->zl_spa->spa_ndevs; d++)
@@ -995,15 +997,15 @@ zil_lat_record (zv_zil_t *zl, uint64_t ns)
 
   while (b + 1 < ZIL_HIST_BUCKETS && (1ull << (b + 1)) <= ns)
     b++;
-  atomic_fetch_add (&zl->zs_lat_hist[b], 1);
-  atomic_fetch_add (&zl->zs_lat_sum, ns);
+  atomic_fetch_add (&zl->zl_stat_lat_hist[b], 1);
+  atomic_fetch_add (&zl->zl_stat_lat_sum, ns);
 }
 
 /* Fallback: everything logged so far reaches disk with its txg. */
 static int
 zil_commit_by_txg (zv_zil_t *zl)
 {
-  atomic_fetch_add (&zl->zs_fallbacks, 1);
+  atomic_fetch_add (&zl->zl_stat_fallbacks, 1);
   return zv_txg_wait_synced (zl->zl_tx, 0);
 }
 
@@ -1023,7 +1025,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
                                       memory_order_acquire) > t)
     return 0;
   start = zv_now_ns ();
-  atomic_fetch_add (&zl->zs_commits, 1);
+  atomic_fetch_add (&zl->zl_stat_commits, 1);
   atomic_fetch_add (&zl->zl_active, 1);
   zil_atomic_max (&zl->zl_commit_target, t);
   for (;;) {
@@ -1056,7 +1058,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       }
       if (atomic_load (&zl->zl_durable_ticket) > t)
         break;
-      atomic_fetch_add (&zl->zs_commit_waits, 1);
+      atomic_fetch_add (&zl->zl_stat_commit_waits, 1);
       zil_sleep (zl, seen, mine_open ? zil_commit_timeout (zl)
                  : zil_max_sleep_ns);
       continue;
@@ -1163,10 +1165,10 @@ zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
   return 0;
 }
 
-/* In-place blocks named by the records to replay (see zil_claim). */
+/* In-place blocks named by the records to replay (see zil_claim_block). */
 typedef struct zil_claims {
-  uint64_t *zc_dva;
-  size_t zc_n, zc_cap;
+  uint64_t *cl_dva;
+  size_t cl_n, cl_cap;
 } zil_claims_t;
 
 /*
@@ -1176,7 +1178,7 @@ typedef struct zil_claims {
  */
 static void
 zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
-                 uint64_t claim, zil_claims_t *zc)
+                 uint64_t claim, zil_claims_t *cl)
 {
   uint32_t pos = 0;
 
@@ -1192,16 +1194,16 @@ zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
       if (zv_zio_bp_check (zl->zl_spa, &bp, "intent log record") == 0
           && !zv_bp_is_hole (&bp) && bp.bp_ncopies == 1) {
         bool dup = false;
-        for (size_t i = 0; i < zc->zc_n && !dup; i++)
-          dup = zc->zc_dva[i] == bp.bp_dva[0];
+        for (size_t i = 0; i < cl->cl_n && !dup; i++)
+          dup = cl->cl_dva[i] == bp.bp_dva[0];
         if (!dup) {
-          if (zc->zc_n == zc->zc_cap) {
-            zc->zc_cap = zc->zc_cap ? zc->zc_cap * 2 : 64;
-            zc->zc_dva = realloc (zc->zc_dva, zc->zc_cap * sizeof (uint64_t));
-            if (zc->zc_dva == NULL)
+          if (cl->cl_n == cl->cl_cap) {
+            cl->cl_cap = cl->cl_cap ? cl->cl_cap * 2 : 64;
+            cl->cl_dva = realloc (cl->cl_dva, cl->cl_cap * sizeof (uint64_t));
+            if (cl->cl_dva == NULL)
               abort ();
           }
-          zc->zc_dva[zc->zc_n++] = bp.bp_dva[0];
+          cl->cl_dva[cl->cl_n++] = bp.bp_dva[0];
           /* The space may be free on disk, or on its way to being free
            * (a deferred free of an older txg that reused it): either way
            * it must stay put until the record is applied, and be freed
@@ -1277,7 +1279,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   uint64_t seq, last_seq = 0, nblocks = 0;
   int applied = 0, r = 0;
 
-  zil_claims_t zc = { 0 };
+  zil_claims_t cl = { 0 };
 
   zl->zl_replaying = true;
   zh->zh_claim_txg = claim;
@@ -1297,7 +1299,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
         break;
       dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
       if (pass == 1)
-        zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
+        zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &cl);
       else {
         r = zil_replay_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
                               &last_seq, &applied);
@@ -1312,7 +1314,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   }
   zv_buf_put (buf, zh->zh_blksz);
   if (r < 0) {
-    free (zc.zc_dva);
+    free (cl.cl_dva);
     zl->zl_replaying = false;
     return r;
   }
@@ -1321,19 +1323,19 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
              " block(s) (txgs after %" PRIu64 ")", applied, nblocks, claim);
   /* The in-place blocks were copied by replay: free them with the txg
    * that makes the copies durable. */
-  if (zc.zc_n > 0) {
+  if (cl.cl_n > 0) {
     zv_txg_hold_t h;
     r = zv_txg_hold (zl->zl_tx, 0, &h);
     if (r == 0) {
-      for (size_t i = 0; i < zc.zc_n; i++)
-        zv_alloc_free_defer (zl->zl_spa->spa_alloc, h.th_txg, zc.zc_dva[i],
+      for (size_t i = 0; i < cl.cl_n; i++)
+        zv_alloc_free_defer (zl->zl_spa->spa_alloc, h.th_txg, cl.cl_dva[i],
                              zl->zl_ops.zo_blksz);
       zv_txg_rele (zl->zl_tx, &h);
     }
   }
-  free (zc.zc_dva);
+  free (cl.cl_dva);
   /* Make the replayed changes durable under the old header... */
-  if (applied > 0 || zc.zc_n > 0) {
+  if (applied > 0 || cl.cl_n > 0) {
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
     if (r < 0) {
       zl->zl_replaying = false;
@@ -1356,7 +1358,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   zl->zl_replaying = false;
   /* After a replay the old chain must not be replayed again: its
    * in-place blocks are free now.  Put the new header on disk. */
-  if (applied > 0 || zc.zc_n > 0) {
+  if (applied > 0 || cl.cl_n > 0) {
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
     if (r < 0)
       return r;
@@ -1369,17 +1371,17 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
 void
 zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
 {
-  uint64_t commits = atomic_load (&zl->zs_commits);
-  uint64_t lwbs = atomic_load (&zl->zs_lwbs);
+  uint64_t commits = atomic_load (&zl->zl_stat_commits);
+  uint64_t lwbs = atomic_load (&zl->zl_stat_lwbs);
   uint64_t n = 0, p99 = 0, total = 0;
   /* The head first: it only ever trails the end. */
   uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
   uint64_t ring_end = atomic_load (&zl->zl_next_pos);
 
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++)
-    total += atomic_load (&zl->zs_lat_hist[b]);
+    total += atomic_load (&zl->zl_stat_lat_hist[b]);
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++) {
-    n += atomic_load (&zl->zs_lat_hist[b]);
+    n += atomic_load (&zl->zl_stat_lat_hist[b]);
     if (total && n * 100 >= total * 99) {
       p99 = 1ull << (b + 1);
       break;
@@ -1396,24 +1398,25 @@ zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
   fprintf (fp, "zil_ring_size %" PRIu64 "\n", zl->zl_ring_size);
   fprintf (fp, "zil_ring_used %" PRIu64 "\n", ring_end > head_pos
            ? ring_end - head_pos : 0);
-  fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n", atomic_load (&zl->zs_lwb_bytes));
+  fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n",
+           atomic_load (&zl->zl_stat_lwb_bytes));
   fprintf (fp, "zil_records_copied %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_copied));
+           atomic_load (&zl->zl_stat_rec_copied));
   fprintf (fp, "zil_records_need_copy %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_need_copy));
+           atomic_load (&zl->zl_stat_rec_need_copy));
   fprintf (fp, "zil_records_indirect %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_indirect));
+           atomic_load (&zl->zl_stat_rec_indirect));
   fprintf (fp, "zil_records_free %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_free));
+           atomic_load (&zl->zl_stat_rec_free));
   fprintf (fp, "zil_records_dropped %" PRIu64 "\n",
-           atomic_load (&zl->zs_rec_dropped));
+           atomic_load (&zl->zl_stat_rec_dropped));
   fprintf (fp, "zil_commits %" PRIu64 "\n", commits);
   fprintf (fp, "zil_commit_fallbacks %" PRIu64 "\n",
-           atomic_load (&zl->zs_fallbacks));
+           atomic_load (&zl->zl_stat_fallbacks));
   fprintf (fp, "zil_waiters_per_lwb %.2f\n",
            lwbs ? (double) commits / (double) lwbs : 0.0);
   fprintf (fp, "zil_commit_latency_mean_ns %" PRIu64 "\n",
-           total ? atomic_load (&zl->zs_lat_sum) / total : 0);
+           total ? atomic_load (&zl->zl_stat_lat_sum) / total : 0);
   fprintf (fp, "zil_commit_latency_p99_ns %" PRIu64 "\n", p99);
   fprintf (fp, "zil_lwb_latency_ewma_ns %" PRIu64 "\n",
            atomic_load (&zl->zl_latency_ns));
