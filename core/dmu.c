@@ -12,11 +12,11 @@
  * Open context (writers, under a txg hold) only ever dirties data blocks:
  * the first change of a block in txg T creates a dirty record with its own
  * copy of the block, pins the dbuf (a hold) and pushes the record on the
- * object's lock-free list for T (ob_dirty[T & 3]; a Treiber stack push, so
- * no lock is shared between writers).  A partial write of a block reads
- * the old content only when neither the cache nor an earlier dirty record
- * has it.  Reads see the newest dirty record, else the synced content,
- * else read the block through the tree and cache it.
+ * object's lock-free list for T (ob_dirty[T & ZV_TXG_MASK]; a Treiber stack
+ * push, so no lock is shared between writers).  A partial write of a
+ * block reads the old content only when neither the cache nor an earlier
+ * dirty record has it.  Reads see the newest dirty record, else the synced
+ * content, else read the block through the tree and cache it.
  *
  * Syncing context (the txg sync thread, one txg at a time) takes T's list
  * (nobody adds to it once T is quiesced), writes each block to new space
@@ -818,7 +818,8 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
 int
 zv_dmu_sync (zv_object_t *ob, uint64_t txg)
 {
-  zv_dirty_t *list = atomic_exchange (&ob->ob_dirty[txg & ZV_TXG_MASK], NULL);
+  zv_dirty_t *list = atomic_exchange (&ob->ob_dirty[txg & ZV_TXG_MASK],
+                                      NULL);
   zv_dirty_t **drs;
   zv_zio_write_t *w;
   size_t n = 0, nw = 0;
@@ -879,7 +880,8 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   }
   /* Reservations of txg are now real allocations. */
   zv_alloc_unreserve (ob->ob_spa->spa_alloc,
-                      atomic_exchange (&ob->ob_reserved[txg & ZV_TXG_MASK], 0));
+                      atomic_exchange (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                                       0));
   if (r == 0)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
   /* Record the sealed pointers (checksums now set) in the parents. */

@@ -14,25 +14,26 @@
  *   committed  the callback returned 0; zv_txg_last_synced() says so.
  *
  * At most one txg is quiescing or syncing at a time, so at most two txgs
- * carry state (the open one and the one being synced) and the per-txg arrays
- * of TXG_SIZE (4) slots, indexed by txg & TXG_MASK, never wrap onto a live
- * txg.
+ * carry state (the open one and the one being synced) and the per-txg
+ * arrays of ZV_TXG_SIZE slots (txg.h), indexed by txg & ZV_TXG_MASK, never
+ * wrap onto a live txg.
  *
  * Holds (the hot path) take no global lock.  Each CPU has a cache-line
  * aligned slot with its own mutex (the "open lock"), a per-txg hold count
  * and a condvar.  zv_txg_hold() locks the slot of the CPU it runs on, reads
- * the open txg, bumps count[txg & 3] and unlocks; zv_txg_rele() locks the
- * same slot (the hold remembers it), drops the count and broadcasts when it
- * reaches zero.  Closing the open txg (quiesce) takes every slot's open lock,
- * advances tx_open_txg and releases them all, so a hold either counted itself
- * in the old txg before the switch or sees the new one: held txgs never go
- * backwards.  Then it waits, slot by slot, for count[old & 3] to reach zero.
+ * the open txg, bumps count[txg & ZV_TXG_MASK] and unlocks; zv_txg_rele()
+ * locks the same slot (the hold remembers it), drops the count and
+ * broadcasts when it reaches zero.  Closing the open txg (quiesce) takes
+ * every slot's open lock, advances tx_open_txg and releases them all, so a
+ * hold either counted itself in the old txg before the switch or sees the
+ * new one: held txgs never go backwards.  Then it waits, slot by slot, for
+ * count[old & ZV_TXG_MASK] to reach zero.
  *
  * Dirty accounting is by atomics: each hold charges its bytes to the txg's
- * counter (tx_dirty_pertxg[txg & 3]) and to the total (tx_dirty_total).  When
- * the open txg's dirty bytes pass tt_dirty_sync_pct of tt_dirty_max, the
- * holder kicks the sync thread (once per txg, guarded by an atomic flag);
- * only then does the hot path touch the engine mutex.
+ * counter (tx_dirty_pertxg[txg & ZV_TXG_MASK]) and to the total
+ * (tx_dirty_total).  When the open txg's dirty bytes pass tt_dirty_sync_pct
+ * of tt_dirty_max, the holder kicks the sync thread (once per txg, guarded
+ * by an atomic flag); only then does the hot path touch the engine mutex.
  *
  * There is one engine thread, the sync thread, which both quiesces and
  * syncs (OpenZFS uses two; one is enough here because quiescing is short:
@@ -103,8 +104,6 @@
 #include "zv_util.h"
 #include "txg.h"
 
-#define TXG_SIZE 4                  /* txgs with per-txg state in flight */
-#define TXG_MASK (TXG_SIZE - 1)
 #define ZV_TXG_CACHELINE 64
 #define ZV_TXG_HISTORY 100          /* rows kept (zfs_txg_history) */
 
@@ -118,7 +117,7 @@
 typedef struct zv_txg_cpu {
   pthread_mutex_t tc_open_lock;     /* protects tc_count; quiesce takes all */
   pthread_cond_t tc_cv;             /* a count dropped to zero */
-  uint64_t tc_count[TXG_SIZE];      /* holds per txg & TXG_MASK */
+  uint64_t tc_count[ZV_TXG_SIZE];   /* holds per txg & ZV_TXG_MASK */
 } __attribute__ ((aligned (ZV_TXG_CACHELINE))) zv_txg_cpu_t;
 
 /* One row of the txgs history. */
@@ -143,10 +142,10 @@ struct zv_txg {
   unsigned tx_ncpu;
   zv_txg_cpu_t *tx_cpu;
   uint64_t tx_open_txg;             /* atomic; written under all open locks */
-  uint64_t tx_dirty_pertxg[TXG_SIZE]; /* atomic */
+  uint64_t tx_dirty_pertxg[ZV_TXG_SIZE]; /* atomic */
   uint64_t tx_dirty_total;          /* atomic */
-  int tx_active[TXG_SIZE];          /* atomic: the txg had a hold */
-  int tx_kicked[TXG_SIZE];          /* atomic: the txg kicked the thread */
+  int tx_active[ZV_TXG_SIZE];       /* atomic: the txg had a hold */
+  int tx_kicked[ZV_TXG_SIZE];       /* atomic: it kicked the thread */
   uint64_t tx_last_wakeup;          /* atomic: throttle spacing */
   int tx_running;                   /* atomic: the sync thread is alive */
 
@@ -228,7 +227,7 @@ zv_txg_history_print (zv_txg_t *tx, FILE *fp)
 static bool
 txg_active (zv_txg_t *tx, uint64_t txg)
 {
-  unsigned g = txg & TXG_MASK;
+  unsigned g = txg & ZV_TXG_MASK;
 
   return ZV_LOAD (&tx->tx_active[g]) != 0 ||
     ZV_LOAD (&tx->tx_dirty_pertxg[g]) != 0;
@@ -242,7 +241,7 @@ txg_active (zv_txg_t *tx, uint64_t txg)
 void
 zv_txg_kick (zv_txg_t *tx, uint64_t txg)
 {
-  unsigned g = txg & TXG_MASK;
+  unsigned g = txg & ZV_TXG_MASK;
 
   if (!ZV_LOAD (&tx->tx_running))
     return;
@@ -263,7 +262,7 @@ txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
   uint64_t d;
 
   /* Per-txg first: the total never counts bytes no txg owns. */
-  d = ZV_ADD (&tx->tx_dirty_pertxg[txg & TXG_MASK], bytes);
+  d = ZV_ADD (&tx->tx_dirty_pertxg[txg & ZV_TXG_MASK], bytes);
   ZV_ADD (&tx->tx_dirty_total, bytes);
   if (d > tx->tx_dirty_sync)
     zv_txg_kick (tx, txg);
@@ -328,7 +327,7 @@ txg_throttle (zv_txg_t *tx)
     while (ZV_LOAD (&tx->tx_dirty_total) >= max && tx->tx_error == 0) {
       uint64_t open = ZV_LOAD (&tx->tx_open_txg);
 
-      if (ZV_LOAD (&tx->tx_dirty_pertxg[open & TXG_MASK]) > 0 &&
+      if (ZV_LOAD (&tx->tx_dirty_pertxg[open & ZV_TXG_MASK]) > 0 &&
           tx->tx_sync_want < open)
         tx->tx_sync_want = open;
       if (ZV_LOAD (&tx->tx_running)) {
@@ -378,7 +377,7 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
   tc = &tx->tx_cpu[h->th_cpu];
   pthread_mutex_lock (&tc->tc_open_lock);
   txg = ZV_LOAD (&tx->tx_open_txg);
-  g = txg & TXG_MASK;
+  g = txg & ZV_TXG_MASK;
   tc->tc_count[g]++;
   pthread_mutex_unlock (&tc->tc_open_lock);
   h->th_txg = txg;
@@ -396,7 +395,7 @@ void
 zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h)
 {
   zv_txg_cpu_t *tc;
-  unsigned g = h->th_txg & TXG_MASK;
+  unsigned g = h->th_txg & ZV_TXG_MASK;
 
   ZV_ASSERT3U (h->th_cpu, <, tx->tx_ncpu);
   tc = &tx->tx_cpu[h->th_cpu];
@@ -423,14 +422,15 @@ zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 /*
  * Close the open txg: with every slot's open lock held, no hold is in
  * flight, so advancing tx_open_txg is seen by every later hold.  The slot of
- * the new txg was last used by txg-3, synced long ago: reset its flags.
+ * the new txg was last used by txg + 1 - ZV_TXG_SIZE, synced long ago:
+ * reset its flags.
  * Called with tx_lock held and tx_syncing set.  Returns the closed txg.
  */
 static uint64_t
 txg_close (zv_txg_t *tx, uint64_t now)
 {
   uint64_t txg = ZV_LOAD (&tx->tx_open_txg);
-  unsigned ng = (txg + 1) & TXG_MASK;
+  unsigned ng = (txg + 1) & ZV_TXG_MASK;
   unsigned c;
 
   ZV_ASSERT3U (tx->tx_last_synced, ==, txg - 1);
@@ -452,7 +452,7 @@ txg_close (zv_txg_t *tx, uint64_t now)
 static void
 txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
 {
-  unsigned g = txg & TXG_MASK;
+  unsigned g = txg & ZV_TXG_MASK;
   unsigned c;
 
   for (c = 0; c < tx->tx_ncpu; c++) {
@@ -487,7 +487,7 @@ txg_sync_once (zv_txg_t *tx)
   t_open = zv_now_ns ();
   tx->tx_sync_start_ns = t_open;
   txg = txg_close (tx, t_open);
-  g = txg & TXG_MASK;
+  g = txg & ZV_TXG_MASK;
   th = txg_hist_get (tx, txg);
   th->txh_state = 'Q';
   th->txh_otime = t_open - th->txh_birth;

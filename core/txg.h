@@ -17,6 +17,19 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <assert.h>
+
+/*
+ * Per-txg state (hold counts, dirty bytes, dirty records, the intent
+ * log's pending heads) lives in rings of ZV_TXG_SIZE slots indexed by
+ * txg & ZV_TXG_MASK.  At most two txgs carry such state at once (the open
+ * one and the one quiescing or syncing), so a slot is never reused while
+ * its previous txg is live.
+ */
+#define ZV_TXG_SIZE 4u
+#define ZV_TXG_MASK (ZV_TXG_SIZE - 1)
+static_assert ((ZV_TXG_SIZE & ZV_TXG_MASK) == 0,
+               "the txg ring size is a power of two");
 
 typedef struct zv_txg zv_txg_t;
 

@@ -194,9 +194,9 @@ struct zv_zil {
   uint64_t zl_head_pos;
   _Atomic uint64_t zl_persisted_head; /* seq, of a header on disk */
   _Atomic uint64_t zl_persisted_pos;  /* and its position */
-  uint64_t zl_pending_head[4];        /* per txg & 3 */
-  uint64_t zl_pending_pos[4];
-  uint64_t zl_pending_guid[4];        /* chain each header named */
+  uint64_t zl_pending_head[ZV_TXG_SIZE]; /* per txg & ZV_TXG_MASK */
+  uint64_t zl_pending_pos[ZV_TXG_SIZE];
+  uint64_t zl_pending_guid[ZV_TXG_SIZE]; /* chain each header named */
 
   /* Stats. */
   _Atomic uint64_t zl_stat_lwbs, zl_stat_lwb_bytes;
@@ -1092,9 +1092,9 @@ zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
   }
   zl->zl_head = head;
   zl->zl_head_pos = pos;
-  zl->zl_pending_head[txg & 3] = head;
-  zl->zl_pending_pos[txg & 3] = pos;
-  zl->zl_pending_guid[txg & 3] = zl->zl_hdr.zh_guid;
+  zl->zl_pending_head[txg & ZV_TXG_MASK] = head;
+  zl->zl_pending_pos[txg & ZV_TXG_MASK] = pos;
+  zl->zl_pending_guid[txg & ZV_TXG_MASK] = zl->zl_hdr.zh_guid;
   *zh = zl->zl_hdr;
   zh->zh_head_seq = head;
   zh->zh_head_pos = pos;
@@ -1105,13 +1105,14 @@ zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
 void
 zv_zil_synced (zv_zil_t *zl, uint64_t txg)
 {
+  unsigned g = txg & ZV_TXG_MASK;
   int expect = 0;
 
   /* Blocks of this chain may be written once a header naming it is on
    * disk (replay would not find them otherwise). */
-  if (!zl->zl_replaying && zl->zl_pending_guid[txg & 3] == zl->zl_hdr.zh_guid) {
-    zil_atomic_max (&zl->zl_persisted_pos, zl->zl_pending_pos[txg & 3]);
-    zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[txg & 3]);
+  if (!zl->zl_replaying && zl->zl_pending_guid[g] == zl->zl_hdr.zh_guid) {
+    zil_atomic_max (&zl->zl_persisted_pos, zl->zl_pending_pos[g]);
+    zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[g]);
     atomic_store (&zl->zl_ready, true);
   }
   if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
