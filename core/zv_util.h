@@ -83,7 +83,28 @@ bool zv_is_zero (const void *buf, size_t len);
 /* Round up / down to a power-of-two alignment. */
 #define ZV_P2ROUNDUP(x, a) (((x) + (a) - 1) & ~((uint64_t) (a) - 1))
 #define ZV_P2ALIGN(x, a) ((x) & ~((uint64_t) (a) - 1))
-#define ZV_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define ZV_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/*
+ * Smaller / larger of two values, each argument evaluated exactly once (a
+ * GNU statement expression), so ZV_MAX (t, zv_zil_log_write (...)) logs
+ * once.  The temporaries have the type the plain ?: expression would
+ * have (typeof does not evaluate), so the result and the warnings are
+ * those of ((a) < (b) ? (a) : (b)).  Their names are made unique with
+ * __COUNTER__ so that nested uses do not shadow each other (-Wshadow).
+ * A statement expression is not a constant expression: array sizes,
+ * static initializers and static_assert use ZV_MIN_CONST / ZV_MAX_CONST,
+ * which evaluate an argument twice and so want side-effect-free ones.
+ */
+#define ZV_MIN(a, b) ZV_CMP_ONCE_ (<, a, b, __COUNTER__)
+#define ZV_MAX(a, b) ZV_CMP_ONCE_ (>, a, b, __COUNTER__)
+#define ZV_MIN_CONST(a, b) ((a) < (b) ? (a) : (b))
+#define ZV_MAX_CONST(a, b) ((a) > (b) ? (a) : (b))
+#define ZV_CMP_ONCE_(op, a, b, n) ZV_CMP_ONCE2_ (op, a, b, n)
+#define ZV_CMP_ONCE2_(op, a, b, n)                                      \
+  __extension__ ({                                                     \
+      __typeof__ ((a) op (b) ? (a) : (b)) zv_cmp_a_##n = (a);          \
+      __typeof__ (zv_cmp_a_##n) zv_cmp_b_##n = (b);                    \
+      zv_cmp_a_##n op zv_cmp_b_##n ? zv_cmp_a_##n : zv_cmp_b_##n;      \
+    })
 
 #endif /* ZV_UTIL_H */

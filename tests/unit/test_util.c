@@ -1,6 +1,7 @@
 /*
  * test_util.c: unit tests for core/zv_util.c: the block checksum, the zero
- * test, aligned buffers, the power-of-two rounding macros and the log hook.
+ * test, aligned buffers, the power-of-two rounding and min / max macros
+ * and the log hook.
  *
  * Theory.  Each helper is small, but every other module trusts it: a
  * checksum that ignores its seed would let a block copied to another place
@@ -16,6 +17,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -355,6 +357,33 @@ test_p2_macros (void **state)
   assert_int_equal (ZV_MAX (3, 9), 9);
 }
 
+/* ZV_MIN / ZV_MAX evaluate each argument once, nest, and give the type of
+ * the plain ?: expression; the _CONST forms are constant expressions. */
+static void
+test_min_max (void **state)
+{
+  static char arr[ZV_MAX_CONST (3, ZV_MIN_CONST (8, 5))];
+  static_assert (ZV_MIN_CONST (2u, 7u) == 2u, "constant ZV_MIN");
+  int i = 0, j = 10;
+  uint32_t small = 7;
+  uint64_t big = 1ull << 40;
+  (void) state;
+
+  assert_int_equal (sizeof arr, 5);
+  assert_int_equal (ZV_MIN (i++, j--), 0);
+  assert_int_equal (i, 1);
+  assert_int_equal (j, 9);
+  assert_int_equal (ZV_MAX (i++, j--), 9);
+  assert_int_equal (i, 2);
+  assert_int_equal (j, 8);
+  assert_int_equal (ZV_MIN (ZV_MAX (i, j), ZV_MIN (20, ZV_MAX (j, 3))), 8);
+  assert_int_equal (ZV_MAX (-1, -5), -1);
+  assert_true (ZV_MAX (small, big) == big);
+  assert_int_equal (sizeof (ZV_MIN (small, big)), sizeof (uint64_t));
+  assert_int_equal (sizeof (ZV_MIN ((uint8_t) 1, (uint8_t) 2)),
+                    sizeof (int));
+}
+
 /* ---- log hook --------------------------------------------------------- */
 
 #define UT_MAXLOG 16
@@ -439,6 +468,7 @@ main (void)
     cmocka_unit_test (test_buf_alloc),
     cmocka_unit_test (test_buf_cache_across_cpus),
     cmocka_unit_test (test_p2_macros),
+    cmocka_unit_test (test_min_max),
     cmocka_unit_test (test_log_hook),
   };
 
