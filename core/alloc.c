@@ -937,7 +937,7 @@ zv_alloc_unreserve (zv_alloc_t *a, uint64_t bytes)
   uint64_t cur = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
 
   do
-    ZV_ASSERT3U (cur, >=, bytes);
+    ZV_VERIFY3U (cur, >=, bytes);
   while (!atomic_compare_exchange_weak_explicit (&a->a_reserved, &cur,
                                                  cur - bytes,
                                                  memory_order_relaxed,

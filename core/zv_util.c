@@ -1,5 +1,7 @@
 /*
- * zv_util.c: logging hook, asserts, aligned buffers, XXH3 checksums.
+ * zv_util.c: logging hook, assert failures, aligned buffers, XXH3
+ * checksums.  Exported names are zv_<thing> (these are the engine's
+ * common vocabulary, not a module's), file-local ones util_<thing>.
  */
 #include <config.h>
 
@@ -65,6 +67,16 @@ zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
 {
   fprintf (stderr, "zvol: assertion failed: %s (0x%llx vs 0x%llx) (%s:%d)\n",
            what, (unsigned long long) a, (unsigned long long) b, file, line);
+  abort ();
+}
+
+/* The same for signed operands. */
+void
+zv_assert3s_fail (const char *what, int64_t a, int64_t b,
+                  const char *file, int line)
+{
+  fprintf (stderr, "zvol: assertion failed: %s (%lld vs %lld) (%s:%d)\n",
+           what, (long long) a, (long long) b, file, line);
   abort ();
 }
 
