@@ -94,6 +94,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -106,12 +107,6 @@
 
 #define ZV_TXG_CACHELINE 64
 #define ZV_TXG_HISTORY 100          /* rows kept (zfs_txg_history) */
-
-/* Atomic helpers (GCC builtins: TSan understands them). */
-#define ZV_LOAD(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
-#define ZV_STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
-#define ZV_ADD(p, v) __atomic_add_fetch ((p), (v), __ATOMIC_ACQ_REL)
-#define ZV_SUB(p, v) __atomic_sub_fetch ((p), (v), __ATOMIC_ACQ_REL)
 
 /* One CPU's hold slot; aligned so CPUs do not share its cache line. */
 typedef struct zv_txg_cpu {
@@ -141,20 +136,22 @@ struct zv_txg {
   /* Hot path. */
   unsigned tx_ncpu;
   zv_txg_cpu_t *tx_cpu;
-  uint64_t tx_open_txg;             /* atomic; written under all open locks */
-  uint64_t tx_dirty_pertxg[ZV_TXG_SIZE]; /* atomic */
-  uint64_t tx_dirty_total;          /* atomic */
-  int tx_active[ZV_TXG_SIZE];       /* atomic: the txg had a hold */
-  int tx_kicked[ZV_TXG_SIZE];       /* atomic: it kicked the thread */
-  uint64_t tx_last_wakeup;          /* atomic: throttle spacing */
-  int tx_running;                   /* atomic: the sync thread is alive */
+  _Atomic uint64_t tx_open_txg;     /* written under all open locks */
+  _Atomic uint64_t tx_dirty_pertxg[ZV_TXG_SIZE];
+  _Atomic uint64_t tx_dirty_total;
+  _Atomic int tx_active[ZV_TXG_SIZE]; /* the txg had a hold */
+  _Atomic int tx_kicked[ZV_TXG_SIZE]; /* it kicked the thread */
+  _Atomic uint64_t tx_last_wakeup;  /* throttle spacing */
+  _Atomic int tx_running;           /* the sync thread is alive */
 
-  /* Engine state, under tx_lock. */
+  /* Engine state, under tx_lock.  tx_last_synced and tx_error are also
+   * read without it: written with release under tx_lock, they are loaded
+   * relaxed under it and with acquire outside it. */
   pthread_mutex_t tx_lock;
   pthread_cond_t tx_sync_cv;        /* wakes the sync thread */
   pthread_cond_t tx_done_cv;        /* a sync finished or failed */
-  uint64_t tx_last_synced;          /* also read atomically */
-  int tx_error;                     /* also read atomically */
+  _Atomic uint64_t tx_last_synced;
+  _Atomic int tx_error;
   uint64_t tx_sync_want;            /* sync up to here (kick, waiter) */
   bool tx_syncing;                  /* a quiesce + sync is in progress */
   bool tx_started;                  /* the thread was created, not joined */
@@ -196,7 +193,7 @@ zv_txg_history_print (zv_txg_t *tx, FILE *fp)
   uint64_t open, first, t;
 
   pthread_mutex_lock (&tx->tx_lock);
-  open = ZV_LOAD (&tx->tx_open_txg);
+  open = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
   first = open - tx->tx_first_txg >= ZV_TXG_HISTORY ?
     open - (ZV_TXG_HISTORY - 1) : tx->tx_first_txg;
   fprintf (fp, "%-8s %-16s %-5s %-12s %-12s %-12s %-8s %-8s "
@@ -220,6 +217,20 @@ zv_txg_history_print (zv_txg_t *tx, FILE *fp)
   pthread_mutex_unlock (&tx->tx_lock);
 }
 
+/* tx_error and tx_last_synced with tx_lock held: the lock orders them
+ * against their writers (who hold it too), so a relaxed load suffices. */
+static inline int
+txg_error_locked (zv_txg_t *tx)
+{
+  return atomic_load_explicit (&tx->tx_error, memory_order_relaxed);
+}
+
+static inline uint64_t
+txg_last_synced_locked (zv_txg_t *tx)
+{
+  return atomic_load_explicit (&tx->tx_last_synced, memory_order_relaxed);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Holds (hot path: slot locks and atomics only). */
 
@@ -229,8 +240,8 @@ txg_active (zv_txg_t *tx, uint64_t txg)
 {
   unsigned g = txg & ZV_TXG_MASK;
 
-  return ZV_LOAD (&tx->tx_active[g]) != 0 ||
-    ZV_LOAD (&tx->tx_dirty_pertxg[g]) != 0;
+  return atomic_load_explicit (&tx->tx_active[g], memory_order_acquire) != 0 ||
+    atomic_load_explicit (&tx->tx_dirty_pertxg[g], memory_order_acquire) != 0;
 }
 
 /*
@@ -243,10 +254,10 @@ zv_txg_kick (zv_txg_t *tx, uint64_t txg)
 {
   unsigned g = txg & ZV_TXG_MASK;
 
-  if (!ZV_LOAD (&tx->tx_running))
+  if (!atomic_load_explicit (&tx->tx_running, memory_order_acquire))
     return;
-  if (ZV_LOAD (&tx->tx_kicked[g]) ||
-      __atomic_exchange_n (&tx->tx_kicked[g], 1, __ATOMIC_ACQ_REL))
+  if (atomic_load_explicit (&tx->tx_kicked[g], memory_order_acquire) ||
+      atomic_exchange_explicit (&tx->tx_kicked[g], 1, memory_order_acq_rel))
     return;
   pthread_mutex_lock (&tx->tx_lock);
   if (tx->tx_sync_want < txg)
@@ -262,8 +273,10 @@ txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
   uint64_t d;
 
   /* Per-txg first: the total never counts bytes no txg owns. */
-  d = ZV_ADD (&tx->tx_dirty_pertxg[txg & ZV_TXG_MASK], bytes);
-  ZV_ADD (&tx->tx_dirty_total, bytes);
+  d = atomic_fetch_add_explicit (&tx->tx_dirty_pertxg[txg & ZV_TXG_MASK],
+                                 bytes, memory_order_acq_rel) + bytes;
+  atomic_fetch_add_explicit (&tx->tx_dirty_total, bytes,
+                             memory_order_acq_rel);
   if (d > tx->tx_dirty_sync)
     zv_txg_kick (tx, txg);
 }
@@ -322,15 +335,17 @@ txg_throttle (zv_txg_t *tx)
   const uint64_t max = tx->tx_tt.tt_dirty_max;
   uint64_t delay, now, last, wakeup;
 
-  if (ZV_LOAD (&tx->tx_dirty_total) >= max) {
+  if (zv_txg_dirty_total (tx) >= max) {
     pthread_mutex_lock (&tx->tx_lock);
-    while (ZV_LOAD (&tx->tx_dirty_total) >= max && tx->tx_error == 0) {
-      uint64_t open = ZV_LOAD (&tx->tx_open_txg);
+    while (zv_txg_dirty_total (tx) >= max && txg_error_locked (tx) == 0) {
+      uint64_t open = atomic_load_explicit (&tx->tx_open_txg,
+                                            memory_order_acquire);
+      _Atomic uint64_t *odirty = &tx->tx_dirty_pertxg[open & ZV_TXG_MASK];
 
-      if (ZV_LOAD (&tx->tx_dirty_pertxg[open & ZV_TXG_MASK]) > 0 &&
+      if (atomic_load_explicit (odirty, memory_order_acquire) > 0 &&
           tx->tx_sync_want < open)
         tx->tx_sync_want = open;
-      if (ZV_LOAD (&tx->tx_running)) {
+      if (atomic_load_explicit (&tx->tx_running, memory_order_acquire)) {
         pthread_cond_signal (&tx->tx_sync_cv);
         pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
       }
@@ -341,21 +356,22 @@ txg_throttle (zv_txg_t *tx)
     }
     pthread_mutex_unlock (&tx->tx_lock);
   }
-  if (ZV_LOAD (&tx->tx_error))
-    return ZV_LOAD (&tx->tx_error);
+  if (zv_txg_error (tx))
+    return zv_txg_error (tx);
 
-  delay = zv_txg_delay_ns (&tx->tx_tt, ZV_LOAD (&tx->tx_dirty_total));
+  delay = zv_txg_delay_ns (&tx->tx_tt, zv_txg_dirty_total (tx));
   if (delay == 0)
     return 0;
   now = zv_now_ns ();
-  last = ZV_LOAD (&tx->tx_last_wakeup);
+  last = atomic_load_explicit (&tx->tx_last_wakeup, memory_order_acquire);
   do
     wakeup = ZV_MAX (now + delay, last + delay);
-  while (!__atomic_compare_exchange_n (&tx->tx_last_wakeup, &last, wakeup,
-                                       false, __ATOMIC_ACQ_REL,
-                                       __ATOMIC_ACQUIRE));
+  while (!atomic_compare_exchange_strong_explicit (&tx->tx_last_wakeup, &last,
+                                                   wakeup,
+                                                   memory_order_acq_rel,
+                                                   memory_order_acquire));
   txg_sleep_until (wakeup);
-  return ZV_LOAD (&tx->tx_error);
+  return zv_txg_error (tx);
 }
 
 /* Join the open txg (after the throttle); no global lock. */
@@ -367,7 +383,7 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
   unsigned g;
   int cpu, err;
 
-  if ((err = ZV_LOAD (&tx->tx_error)) != 0)
+  if ((err = zv_txg_error (tx)) != 0)
     return err;
   if ((err = txg_throttle (tx)) != 0)
     return err;
@@ -376,15 +392,15 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
   h->th_cpu = cpu < 0 ? 0 : (unsigned) cpu % tx->tx_ncpu;
   tc = &tx->tx_cpu[h->th_cpu];
   pthread_mutex_lock (&tc->tc_open_lock);
-  txg = ZV_LOAD (&tx->tx_open_txg);
+  txg = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
   g = txg & ZV_TXG_MASK;
   tc->tc_count[g]++;
   pthread_mutex_unlock (&tc->tc_open_lock);
   h->th_txg = txg;
 
   /* Still counted in txg, so it cannot be quiesced under us. */
-  if (!ZV_LOAD (&tx->tx_active[g]))
-    ZV_STORE (&tx->tx_active[g], 1);
+  if (!atomic_load_explicit (&tx->tx_active[g], memory_order_acquire))
+    atomic_store_explicit (&tx->tx_active[g], 1, memory_order_release);
   if (bytes > 0)
     txg_charge (tx, txg, bytes);
   return 0;
@@ -410,8 +426,8 @@ zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h)
 void
 zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 {
-  ZV_ASSERT3U (txg, >, ZV_LOAD (&tx->tx_last_synced));
-  ZV_ASSERT3U (txg, <=, ZV_LOAD (&tx->tx_open_txg));
+  ZV_ASSERT3U (txg, >, zv_txg_last_synced (tx));
+  ZV_ASSERT3U (txg, <=, zv_txg_open_txg (tx));
   if (bytes > 0)
     txg_charge (tx, txg, bytes);
 }
@@ -429,19 +445,21 @@ zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 static uint64_t
 txg_close (zv_txg_t *tx, uint64_t now)
 {
-  uint64_t txg = ZV_LOAD (&tx->tx_open_txg);
+  uint64_t txg = atomic_load_explicit (&tx->tx_open_txg,
+                                      memory_order_acquire);
   unsigned ng = (txg + 1) & ZV_TXG_MASK;
   unsigned c;
 
-  ZV_ASSERT3U (tx->tx_last_synced, ==, txg - 1);
+  ZV_ASSERT3U (txg_last_synced_locked (tx), ==, txg - 1);
   for (c = 0; c < tx->tx_ncpu; c++)
     pthread_mutex_lock (&tx->tx_cpu[c].tc_open_lock);
   for (c = 0; c < tx->tx_ncpu; c++)
     ZV_ASSERT3U (tx->tx_cpu[c].tc_count[ng], ==, 0);
-  ZV_ASSERT3U (ZV_LOAD (&tx->tx_dirty_pertxg[ng]), ==, 0);
-  ZV_STORE (&tx->tx_active[ng], 0);
-  ZV_STORE (&tx->tx_kicked[ng], 0);
-  ZV_STORE (&tx->tx_open_txg, txg + 1);
+  ZV_ASSERT3U (atomic_load_explicit (&tx->tx_dirty_pertxg[ng],
+                                     memory_order_acquire), ==, 0);
+  atomic_store_explicit (&tx->tx_active[ng], 0, memory_order_release);
+  atomic_store_explicit (&tx->tx_kicked[ng], 0, memory_order_release);
+  atomic_store_explicit (&tx->tx_open_txg, txg + 1, memory_order_release);
   for (c = tx->tx_ncpu; c-- > 0;)
     pthread_mutex_unlock (&tx->tx_cpu[c].tc_open_lock);
   txg_hist_open (tx, txg + 1, now);
@@ -481,7 +499,7 @@ txg_sync_once (zv_txg_t *tx)
   int err;
 
   ZV_VERIFY (!tx->tx_syncing);
-  ZV_VERIFY (tx->tx_error == 0);
+  ZV_VERIFY (txg_error_locked (tx) == 0);
   tx->tx_syncing = true;
 
   t_open = zv_now_ns ();
@@ -497,7 +515,8 @@ txg_sync_once (zv_txg_t *tx)
   t_quiesced = zv_now_ns ();
 
   /* Holds are gone: the per-txg dirty count is final. */
-  ndirty = ZV_LOAD (&tx->tx_dirty_pertxg[g]);
+  ndirty = atomic_load_explicit (&tx->tx_dirty_pertxg[g],
+                                memory_order_acquire);
   pthread_mutex_lock (&tx->tx_lock);
   th = txg_hist_get (tx, txg);
   th->txh_qtime = t_quiesced - t_open;
@@ -520,16 +539,17 @@ txg_sync_once (zv_txg_t *tx)
   th->txh_reads = stats.ss_reads;
   th->txh_writes = stats.ss_writes;
   if (err == 0) {
-    ZV_ASSERT3U (ZV_LOAD (&tx->tx_dirty_total), >=, ndirty);
-    ZV_SUB (&tx->tx_dirty_total, ndirty);
-    ZV_STORE (&tx->tx_dirty_pertxg[g], 0);
+    ZV_ASSERT3U (zv_txg_dirty_total (tx), >=, ndirty);
+    atomic_fetch_sub_explicit (&tx->tx_dirty_total, ndirty,
+                               memory_order_acq_rel);
+    atomic_store_explicit (&tx->tx_dirty_pertxg[g], 0, memory_order_release);
     th->txh_state = 'C';
-    ZV_STORE (&tx->tx_last_synced, txg);
+    atomic_store_explicit (&tx->tx_last_synced, txg, memory_order_release);
   }
   else {
     zv_error ("txg %" PRIu64 ": sync failed: %s; the pool is suspended",
               txg, strerror (-err));
-    ZV_STORE (&tx->tx_error, err);
+    atomic_store_explicit (&tx->tx_error, err, memory_order_release);
   }
   tx->tx_syncing = false;
   pthread_cond_broadcast (&tx->tx_done_cv);
@@ -571,14 +591,14 @@ txg_sync_thread (void *arg)
       pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
       continue;
     }
-    if (tx->tx_error != 0) {    /* failed: sync nothing more */
+    if (txg_error_locked (tx) != 0) {   /* failed: sync nothing more */
       if (tx->tx_exiting)
         break;
       pthread_cond_wait (&tx->tx_sync_cv, &tx->tx_lock);
       continue;
     }
-    open = ZV_LOAD (&tx->tx_open_txg);
-    want = tx->tx_sync_want > tx->tx_last_synced;
+    open = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
+    want = tx->tx_sync_want > txg_last_synced_locked (tx);
     if (tx->tx_exiting) {
       if (!want && !txg_active (tx, open))
         break;
@@ -601,7 +621,7 @@ txg_sync_thread (void *arg)
     }
     (void) txg_sync_once (tx);
   }
-  ZV_STORE (&tx->tx_running, 0);
+  atomic_store_explicit (&tx->tx_running, 0, memory_order_release);
   pthread_cond_broadcast (&tx->tx_done_cv);
   pthread_mutex_unlock (&tx->tx_lock);
   return NULL;
@@ -627,22 +647,22 @@ zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
      * If the open txg never took a hold, nothing in it needs to be
      * durable: wait for the one before (a flush on an idle pool then
      * costs nothing). */
-    txg = ZV_LOAD (&tx->tx_open_txg);
+    txg = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
     if (!txg_active (tx, txg))
       txg--;
   }
   for (;;) {
-    if (tx->tx_last_synced >= txg) {
+    if (txg_last_synced_locked (tx) >= txg) {
       err = 0;
       break;
     }
-    if (tx->tx_error != 0) {
-      err = tx->tx_error;
+    if (txg_error_locked (tx) != 0) {
+      err = txg_error_locked (tx);
       break;
     }
     if (tx->tx_sync_want < txg)
       tx->tx_sync_want = txg;
-    if (ZV_LOAD (&tx->tx_running)) {
+    if (atomic_load_explicit (&tx->tx_running, memory_order_acquire)) {
       pthread_cond_signal (&tx->tx_sync_cv);
       pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
     }
@@ -668,10 +688,10 @@ zv_txg_start (zv_txg_t *tx)
   }
   tx->tx_exiting = false;
   tx->tx_sync_start_ns = zv_now_ns ();
-  ZV_STORE (&tx->tx_running, 1);
+  atomic_store_explicit (&tx->tx_running, 1, memory_order_release);
   err = pthread_create (&tx->tx_thread, NULL, txg_sync_thread, tx);
   if (err != 0) {
-    ZV_STORE (&tx->tx_running, 0);
+    atomic_store_explicit (&tx->tx_running, 0, memory_order_release);
     pthread_mutex_unlock (&tx->tx_lock);
     zv_error ("txg: cannot start the sync thread: %s", strerror (err));
     return -err;
@@ -699,23 +719,24 @@ zv_txg_stop (zv_txg_t *tx)
     err = pthread_join (tx->tx_thread, NULL);
     ZV_VERIFY (err == 0);
     pthread_mutex_lock (&tx->tx_lock);
-    ZV_VERIFY (!ZV_LOAD (&tx->tx_running));
+    ZV_VERIFY (!atomic_load_explicit (&tx->tx_running,
+                                      memory_order_acquire));
     tx->tx_started = false;
     tx->tx_exiting = false;
   }
   else {
-    while (tx->tx_error == 0) {
+    while (txg_error_locked (tx) == 0) {
       if (tx->tx_syncing) {
         pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
         continue;
       }
-      if (tx->tx_sync_want <= tx->tx_last_synced &&
-          !txg_active (tx, ZV_LOAD (&tx->tx_open_txg)))
+      if (tx->tx_sync_want <= txg_last_synced_locked (tx) &&
+          !txg_active (tx, zv_txg_open_txg (tx)))
         break;
       (void) txg_sync_once (tx);
     }
   }
-  err = tx->tx_error;
+  err = txg_error_locked (tx);
   pthread_mutex_unlock (&tx->tx_lock);
   return err;
 }
@@ -783,8 +804,9 @@ zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
   tx->tx_arg = arg;
   tx->tx_first_txg = first_txg;
   tx->tx_start_ns = zv_now_ns ();
-  tx->tx_open_txg = first_txg;
-  tx->tx_last_synced = first_txg - 1;
+  /* calloc zeroed the other atomics; nobody sees tx before we return. */
+  atomic_init (&tx->tx_open_txg, first_txg);
+  atomic_init (&tx->tx_last_synced, first_txg - 1);
   tx->tx_sync_want = first_txg - 1;
   tx->tx_sync_start_ns = tx->tx_start_ns;
 
@@ -824,21 +846,21 @@ zv_txg_destroy (zv_txg_t *tx)
 uint64_t
 zv_txg_open_txg (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_open_txg);
+  return atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
 }
 
 /* The newest txg on disk. */
 uint64_t
 zv_txg_last_synced (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_last_synced);
+  return atomic_load_explicit (&tx->tx_last_synced, memory_order_acquire);
 }
 
 /* Dirty bytes not yet synced, over every txg (the throttle's input). */
 uint64_t
 zv_txg_dirty_total (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_dirty_total);
+  return atomic_load_explicit (&tx->tx_dirty_total, memory_order_acquire);
 }
 
 /* Dirty bytes as a percentage of dirty_max. */
@@ -847,7 +869,7 @@ zv_txg_dirty_pct (zv_txg_t *tx)
 {
   uint64_t max = tx->tx_tt.tt_dirty_max;
 
-  return max ? (unsigned) ZV_MIN (ZV_LOAD (&tx->tx_dirty_total) * 100 / max,
+  return max ? (unsigned) ZV_MIN (zv_txg_dirty_total (tx) * 100 / max,
                                   100) : 100;
 }
 
@@ -855,5 +877,5 @@ zv_txg_dirty_pct (zv_txg_t *tx)
 int
 zv_txg_error (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_error);
+  return atomic_load_explicit (&tx->tx_error, memory_order_acquire);
 }
