@@ -56,14 +56,23 @@
  *
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
- * The issuer role is taken with an acquire CAS and given up with a release
- * store, so the packing state (zl_packed, the open block) passes from one
- * issuer to the next whole.  A block's slot record (end ticket, max txg)
- * is stored before the block is handed to the thread that writes it; its
- * done flag is stored with release after the flush returned, and
- * zl_durable_seq / zl_durable_ticket are advanced with acq_rel CAS, so a
- * waiter that acquires zl_durable_ticket > t knows the flush covering t
- * completed.  A slot is reset (done = 0) before its new seq is published.
+ * zl_packed is stored with release after the slots below it are cleared,
+ * and a logger loads it (seq_cst) before it reuses a slot.  The issuer
+ * role is taken with an acquire CAS and given up with a release store, so
+ * the packing state (zl_packed, the open block) passes from one issuer to
+ * the next whole.  A block's slot record (end ticket, max txg, next
+ * position) is stored when the block is closed, before the same thread
+ * writes it; its done flag is stored with release after the flush
+ * returned, and whoever loads done == 1 with acquire (zil_advance,
+ * zv_zil_sync_header) reads the record whole.  zl_durable_seq and
+ * zl_durable_ticket are advanced with seq_cst CAS (so acq_rel at least),
+ * so a waiter that acquires zl_durable_ticket > t knows the flush covering
+ * t completed.  A slot is reset (done = 0) before its new seq is published
+ * with release.  zl_wake is bumped after the state it announces changed,
+ * and FUTEX_WAIT compares it in the kernel, so a waiter cannot sleep
+ * through a wake-up.  Every atomic access that names no weaker order is
+ * seq_cst, the C11 default the code was written with; the argument above
+ * needs no more than the acquire and release it names.
  *
  * Fallbacks: when the ring has no free slot, or a log write fails, the
  * committer waits for the txg to sync instead (always correct).  After a
@@ -267,19 +276,62 @@ zil_seed (uint64_t guid, uint64_t seq)
   return guid ^ (seq * 0x9e3779b97f4a7c15ull) ^ ZV_LWB_MAGIC;
 }
 
+/* Loads of the counters most paths poll: seq_cst, like every access that
+ * names no weaker order (see "Memory ordering" above). */
+static inline uint64_t
+zil_packed (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_packed, memory_order_seq_cst);
+}
+
+static inline uint64_t
+zil_next_ticket (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_next_ticket, memory_order_seq_cst);
+}
+
+static inline int
+zil_error (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_error, memory_order_seq_cst);
+}
+
+static inline uint64_t
+zil_durable_seq (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_durable_seq, memory_order_seq_cst);
+}
+
+/* Statistics counters (only ever printed). */
+static inline void
+zil_stat_add (_Atomic uint64_t *c, uint64_t n)
+{
+  atomic_fetch_add_explicit (c, n, memory_order_seq_cst);
+}
+
+static inline uint64_t
+zil_stat_get (_Atomic uint64_t *c)
+{
+  return atomic_load_explicit (c, memory_order_seq_cst);
+}
+
 /* Raise an atomic to at least v. */
 static void
 zil_atomic_max (_Atomic uint64_t *p, uint64_t v)
 {
-  uint64_t cur = atomic_load (p);
-  while (cur < v && !atomic_compare_exchange_weak (p, &cur, v))
+  uint64_t cur = atomic_load_explicit (p, memory_order_seq_cst);
+
+  while (cur < v
+         && !atomic_compare_exchange_weak_explicit (p, &cur, v,
+                                                    memory_order_seq_cst,
+                                                    memory_order_seq_cst))
     ;
 }
 
 static void
 zil_wake_all (zv_zil_t *zl)
 {
-  atomic_fetch_add (&zl->zl_wake, 1);
+  atomic_fetch_add_explicit (&zl->zl_wake, 1, memory_order_seq_cst);
   syscall (SYS_futex, &zl->zl_wake, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
            NULL, 0);
 }
@@ -296,7 +348,7 @@ zil_sleep (zv_zil_t *zl, uint32_t seen, uint64_t ns)
 static uint64_t
 zil_commit_timeout (zv_zil_t *zl)
 {
-  uint64_t t = atomic_load (&zl->zl_latency_ns)
+  uint64_t t = atomic_load_explicit (&zl->zl_latency_ns, memory_order_seq_cst)
     * zl->zl_tun.zt_commit_timeout_pct / 100;
   return ZV_MIN (ZV_MAX (t, zil_min_commit_timeout_ns),
                  zil_max_commit_timeout_ns);
@@ -348,18 +400,20 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
     free (zl);
     return NULL;
   }
-  atomic_store (&zl->zl_next_ticket, 1);
-  atomic_store (&zl->zl_packed, 1);
-  atomic_store (&zl->zl_durable_ticket, 1);
+  /* Nobody sees zl before it is returned (calloc zeroed the other
+   * atomics). */
+  atomic_init (&zl->zl_next_ticket, 1);
+  atomic_init (&zl->zl_packed, 1);
+  atomic_init (&zl->zl_durable_ticket, 1);
   /* Until replay starts a fresh chain, nothing may be written: the
    * blocks from the head on may hold records to replay. */
   zl->zl_next_seq = zh->zh_head_seq;
-  atomic_store (&zl->zl_next_pos, zh->zh_head_pos);
-  atomic_store (&zl->zl_durable_seq, zh->zh_head_seq - 1);
+  atomic_init (&zl->zl_next_pos, zh->zh_head_pos);
+  atomic_init (&zl->zl_durable_seq, zh->zh_head_seq - 1);
   zl->zl_head = zh->zh_head_seq;
   zl->zl_head_pos = zh->zh_head_pos;
-  atomic_store (&zl->zl_persisted_head, 0);
-  atomic_store (&zl->zl_latency_ns, 200000);
+  atomic_init (&zl->zl_persisted_head, 0);
+  atomic_init (&zl->zl_latency_ns, 200000);
   return zl;
 }
 
@@ -385,9 +439,10 @@ zv_zil_close (zv_zil_t *zl)
 {
   if (zl == NULL)
     return;
-  uint64_t end = atomic_load (&zl->zl_next_ticket);
-  for (uint64_t t = atomic_load (&zl->zl_packed); t < end; t++) {
-    zil_itx_t *itx = atomic_load (&zl->zl_itxs[t % zl->zl_itx_ring]);
+  uint64_t end = zil_next_ticket (zl);
+  for (uint64_t t = zil_packed (zl); t < end; t++) {
+    zil_itx_t *itx = atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
+                                           memory_order_seq_cst);
     if (itx)
       zil_itx_free (itx);
   }
@@ -408,7 +463,7 @@ zv_zil_close (zv_zil_t *zl)
 static uint64_t
 zil_drop_oldest (zv_zil_t *zl, uint64_t end, uint64_t max_txg, bool force)
 {
-  uint64_t packed = atomic_load (&zl->zl_packed);
+  uint64_t packed = zil_packed (zl);
 
   while (packed < end && (force || zl->zl_pack_done == 0)) {
     _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
@@ -416,9 +471,9 @@ zil_drop_oldest (zv_zil_t *zl, uint64_t end, uint64_t max_txg, bool force)
 
     if (itx == NULL || itx->itx_txg > max_txg)
       break;
-    atomic_store (slot, NULL);
+    atomic_store_explicit (slot, NULL, memory_order_seq_cst);
     zil_itx_free (itx);
-    atomic_fetch_add (&zl->zl_stat_rec_dropped, 1);
+    zil_stat_add (&zl->zl_stat_rec_dropped, 1);
     zl->zl_pack_done = 0;
     packed++;
     atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
@@ -452,27 +507,30 @@ zil_drain (zv_zil_t *zl)
 static void
 zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
 {
-  while (ticket - atomic_load (&zl->zl_packed) >= zl->zl_itx_ring) {
-    uint64_t before = atomic_load (&zl->zl_packed);
+  while (ticket - zil_packed (zl) >= zl->zl_itx_ring) {
+    uint64_t before = zil_packed (zl);
     int r;
 
-    atomic_fetch_add (&zl->zl_stat_fallbacks, 1);
-    if (atomic_load (&zl->zl_error) == 0) {
+    zil_stat_add (&zl->zl_stat_fallbacks, 1);
+    if (zil_error (zl) == 0) {
       r = zv_txg_wait_synced (zl->zl_tx, 0);
       if (r < 0) {
         int expect = 0;
-        if (atomic_compare_exchange_strong (&zl->zl_error, &expect, r))
+        if (atomic_compare_exchange_strong_explicit (&zl->zl_error, &expect,
+                                                     r, memory_order_seq_cst,
+                                                     memory_order_seq_cst))
           zv_error ("intent log: the pool is suspended (%s); logged "
                     "changes are dropped, flushes fail", strerror (-r));
       }
       else
         (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
     }
-    if (atomic_load (&zl->zl_error) != 0)
+    if (zil_error (zl) != 0)
       zil_drain (zl);
     /* No progress (another thread holds the issuer role): let it run. */
-    if (atomic_load (&zl->zl_packed) == before)
-      zil_sleep (zl, atomic_load (&zl->zl_wake), 1000000);
+    if (zil_packed (zl) == before)
+      zil_sleep (zl, atomic_load_explicit (&zl->zl_wake, memory_order_seq_cst),
+                 1000000);
   }
 }
 
@@ -480,10 +538,11 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
 static uint64_t
 zil_publish (zv_zil_t *zl, zil_itx_t *itx)
 {
-  uint64_t t = atomic_fetch_add (&zl->zl_next_ticket, 1);
+  uint64_t t = atomic_fetch_add_explicit (&zl->zl_next_ticket, 1,
+                                          memory_order_seq_cst);
 
   itx->itx_ticket = t;
-  if (t - atomic_load (&zl->zl_packed) >= zl->zl_itx_ring)
+  if (t - zil_packed (zl) >= zl->zl_itx_ring)
     zil_ring_wait (zl, t);
   atomic_store_explicit (&zl->zl_itxs[t % zl->zl_itx_ring], itx,
                          memory_order_release);
@@ -578,15 +637,17 @@ zil_lwb_open (zv_zil_t *zl)
   uint64_t seq = zl->zl_next_seq;
   uint64_t pos = atomic_load_explicit (&zl->zl_next_pos,
                                       memory_order_relaxed);
-  uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
+  uint64_t head_pos = atomic_load_explicit (&zl->zl_persisted_pos,
+                                            memory_order_seq_cst);
   zil_slot_t *zs;
   zil_lwb_t *lwb;
 
   /* Room: the ring from the head on disk to the end of this block, and
    * a state entry. */
-  if (!atomic_load (&zl->zl_ready)
+  if (!atomic_load_explicit (&zl->zl_ready, memory_order_seq_cst)
       || pos + zl->zl_hdr.zh_blksz - head_pos > zl->zl_ring_size
-      || seq - atomic_load (&zl->zl_persisted_head) >= ZIL_NSTATE)
+      || seq - atomic_load_explicit (&zl->zl_persisted_head,
+                                     memory_order_seq_cst) >= ZIL_NSTATE)
     return NULL;
   /* Past half the ring: ask for a txg, whose sync moves the head, and
    * have the sync write faster the fuller the ring gets. */
@@ -609,9 +670,9 @@ zil_lwb_open (zv_zil_t *zl)
   memset (lwb->lwb_buf, 0, sizeof (zv_lwb_hdr_t));
   lwb->lwb_open_ns = zv_now_ns ();
   zs = zil_slot (zl, seq);
-  atomic_store (&zs->zs_done, 0);
-  atomic_store (&zs->zs_max_txg, 0);
-  atomic_store (&zs->zs_end_ticket, 0);
+  atomic_store_explicit (&zs->zs_done, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_max_txg, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_end_ticket, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_seq, seq, memory_order_release);
   zl->zl_next_seq = seq + 1;
   zl->zl_open = lwb;
@@ -634,9 +695,12 @@ zil_lwb_close (zv_zil_t *zl, uint64_t end_ticket, zil_lwb_t **closed)
   lwb->lwb_next_pos = zil_pos_fit (zl, lwb->lwb_pos + lwb->lwb_len);
   atomic_store_explicit (&zl->zl_next_pos, lwb->lwb_next_pos,
                          memory_order_relaxed);
-  atomic_store (&zs->zs_max_txg, lwb->lwb_max_txg);
-  atomic_store (&zs->zs_end_ticket, end_ticket);
-  atomic_store (&zs->zs_next_pos, lwb->lwb_next_pos);
+  atomic_store_explicit (&zs->zs_max_txg, lwb->lwb_max_txg,
+                         memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_end_ticket, end_ticket,
+                         memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_next_pos, lwb->lwb_next_pos,
+                         memory_order_seq_cst);
   zl->zl_open = NULL;
   while (*pp)
     pp = &(*pp)->lwb_next;
@@ -718,7 +782,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
     if ((r = zil_room (zl, hdr, itx->itx_ticket, closed)) < 0)
       return r;
     zil_append (zl, itx, itx->itx_type, itx->itx_off, itx->itx_len, 0);
-    atomic_fetch_add (&zl->zl_stat_rec_free, 1);
+    zil_stat_add (&zl->zl_stat_rec_free, 1);
     return 0;
   }
   switch (itx->itx_wr) {
@@ -728,7 +792,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
       return r;
     memcpy (zil_append (zl, itx, ZV_LR_WRITE, itx->itx_off, itx->itx_len,
                         itx->itx_len), itx->itx_data, itx->itx_len);
-    atomic_fetch_add (&zl->zl_stat_rec_copied, 1);
+    zil_stat_add (&zl->zl_stat_rec_copied, 1);
     return 0;
 
   case ZIL_WR_NEED_COPY:
@@ -762,7 +826,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
         return r;
       zl->zl_pack_done += n;
     }
-    atomic_fetch_add (&zl->zl_stat_rec_need_copy, 1);
+    zil_stat_add (&zl->zl_stat_rec_need_copy, 1);
     return 0;
 
   case ZIL_WR_INDIRECT:
@@ -778,7 +842,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
       zil_append (zl, itx, ZV_LR_WRITE_IND, off, bs, sizeof (zv_blkptr_t));
       zil_add_ind (zl->zl_open, at, itx->itx_txg, off / bs);
       zl->zl_pack_done += bs;
-      atomic_fetch_add (&zl->zl_stat_rec_indirect, 1);
+      zil_stat_add (&zl->zl_stat_rec_indirect, 1);
     }
     return 0;
   }
@@ -795,9 +859,9 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
 static zil_lwb_t *
 zil_pack (zv_zil_t *zl, bool *full)
 {
-  uint64_t end = atomic_load (&zl->zl_next_ticket);
+  uint64_t end = zil_next_ticket (zl);
   uint64_t synced = zv_txg_last_synced (zl->zl_tx);
-  uint64_t packed = atomic_load (&zl->zl_packed);
+  uint64_t packed = zil_packed (zl);
   zil_lwb_t *closed = NULL, *lwb;
 
   *full = false;
@@ -812,7 +876,7 @@ zil_pack (zv_zil_t *zl, bool *full)
     if (itx == NULL)
       break;
     if (itx->itx_txg <= synced)
-      atomic_fetch_add (&zl->zl_stat_rec_dropped, 1);
+      zil_stat_add (&zl->zl_stat_rec_dropped, 1);
     else
       r = zil_pack_itx (zl, itx, &closed);
     if (r == -EAGAIN) {
@@ -824,10 +888,10 @@ zil_pack (zv_zil_t *zl, bool *full)
        * txgs (the records packed so far are harmless to replay). */
       zv_error ("intent log: cannot fetch logged data (%s); flushes now "
                 "wait for txg syncs", strerror (-r));
-      atomic_store (&zl->zl_error, r);
+      atomic_store_explicit (&zl->zl_error, r, memory_order_seq_cst);
     }
     zl->zl_pack_done = 0;
-    atomic_store (slot, NULL);
+    atomic_store_explicit (slot, NULL, memory_order_seq_cst);
     zil_itx_free (itx);
     packed++;
     atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
@@ -835,15 +899,17 @@ zil_pack (zv_zil_t *zl, bool *full)
 
   lwb = zl->zl_open;
   if (lwb && lwb->lwb_nused > 0 && !*full
-      && atomic_load (&zl->zl_commit_target) >= lwb->lwb_start_ticket) {
+      && atomic_load_explicit (&zl->zl_commit_target, memory_order_seq_cst)
+         >= lwb->lwb_start_ticket) {
     uint32_t cap = zl->zl_hdr.zh_blksz - sizeof (zv_lwb_hdr_t);
-    bool alone = atomic_load (&zl->zl_active) <= 1;
+    bool alone = atomic_load_explicit (&zl->zl_active,
+                                       memory_order_seq_cst) <= 1;
     bool old = zv_now_ns () - lwb->lwb_open_ns >= zil_commit_timeout (zl);
     bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
     /* A block still in flight: its completion is the moment to issue
      * this one (group commit: everything that arrived meanwhile shares
      * one write and one flush). */
-    bool inflight = atomic_load (&zl->zl_durable_seq) + 1 < lwb->lwb_seq;
+    bool inflight = zil_durable_seq (zl) + 1 < lwb->lwb_seq;
 
     if (alone || nearly_full || (old && !inflight))
       zil_lwb_close (zl, packed, &closed);
@@ -851,7 +917,7 @@ zil_pack (zv_zil_t *zl, bool *full)
   /* Nothing open, nothing in flight: every packed ticket is durable (the
    * dropped records are in synced txgs). */
   if (zl->zl_open == NULL && closed == NULL
-      && atomic_load (&zl->zl_durable_seq) + 1 == zl->zl_next_seq)
+      && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
     zil_atomic_max (&zl->zl_durable_ticket, packed);
   return closed;
 }
@@ -863,15 +929,18 @@ static void
 zil_advance (zv_zil_t *zl)
 {
   for (;;) {
-    uint64_t d = atomic_load (&zl->zl_durable_seq), n = d + 1;
+    uint64_t d = zil_durable_seq (zl), n = d + 1;
     zil_slot_t *zs = zil_slot (zl, n);
 
     if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != n
         || !atomic_load_explicit (&zs->zs_done, memory_order_acquire))
       break;
-    if (atomic_compare_exchange_strong (&zl->zl_durable_seq, &d, n))
+    if (atomic_compare_exchange_strong_explicit (&zl->zl_durable_seq, &d, n,
+                                                 memory_order_seq_cst,
+                                                 memory_order_seq_cst))
       zil_atomic_max (&zl->zl_durable_ticket,
-                      atomic_load (&zs->zs_end_ticket));
+                      atomic_load_explicit (&zs->zs_end_ticket,
+                                            memory_order_seq_cst));
   }
   zil_wake_all (zl);
 }
@@ -937,7 +1006,7 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
           r = e;
         lr->lr_type = ZV_LR_NOP;
         memset (bp, 0, sizeof *bp);
-        atomic_fetch_add (&zl->zl_stat_rec_nop, 1);
+        zil_stat_add (&zl->zl_stat_rec_nop, 1);
       }
     }
     uint32_t len = zil_lwb_seal (zl, lwb);
@@ -949,8 +1018,8 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
     };
     ringdev = dev;
     nlwb++;
-    atomic_fetch_add (&zl->zl_stat_lwbs, 1);
-    atomic_fetch_add (&zl->zl_stat_lwb_bytes, len);
+    zil_stat_add (&zl->zl_stat_lwbs, 1);
+    zil_stat_add (&zl->zl_stat_lwb_bytes, len);
   }
   /* One flush per device touched, ordered after the writes. */
   for (unsigned d = 0; d < zl->zl_spa->spa_ndevs; d++)
@@ -966,12 +1035,16 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
   if (r < 0) {
     zv_error ("intent log: writing %zu log block(s) failed (%s); flushes "
               "now wait for txg syncs", nlwb, strerror (-r));
-    atomic_store (&zl->zl_error, r);
+    atomic_store_explicit (&zl->zl_error, r, memory_order_seq_cst);
   }
   else {
     /* Latency EWMA (7/8 old), per block batch. */
-    uint64_t lat = zv_now_ns () - start, old = atomic_load (&zl->zl_latency_ns);
-    atomic_store (&zl->zl_latency_ns, old - old / 8 + lat / 8);
+    uint64_t lat = zv_now_ns () - start;
+    uint64_t old = atomic_load_explicit (&zl->zl_latency_ns,
+                                         memory_order_seq_cst);
+
+    atomic_store_explicit (&zl->zl_latency_ns, old - old / 8 + lat / 8,
+                           memory_order_seq_cst);
   }
   while (list) {
     zil_lwb_t *next = list->lwb_next;
@@ -997,15 +1070,15 @@ zil_lat_record (zv_zil_t *zl, uint64_t ns)
 
   while (b + 1 < ZIL_HIST_BUCKETS && (1ull << (b + 1)) <= ns)
     b++;
-  atomic_fetch_add (&zl->zl_stat_lat_hist[b], 1);
-  atomic_fetch_add (&zl->zl_stat_lat_sum, ns);
+  zil_stat_add (&zl->zl_stat_lat_hist[b], 1);
+  zil_stat_add (&zl->zl_stat_lat_sum, ns);
 }
 
 /* Fallback: everything logged so far reaches disk with its txg. */
 static int
 zil_commit_by_txg (zv_zil_t *zl)
 {
-  atomic_fetch_add (&zl->zl_stat_fallbacks, 1);
+  zil_stat_add (&zl->zl_stat_fallbacks, 1);
   return zv_txg_wait_synced (zl->zl_tx, 0);
 }
 
@@ -1020,22 +1093,22 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   if (zl->zl_tun.zt_legacy_txg_commit)
     return zv_txg_wait_synced (zl->zl_tx, 0);
   if (t == 0)
-    t = atomic_load (&zl->zl_next_ticket) - 1;
+    t = zil_next_ticket (zl) - 1;
   if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
                                       memory_order_acquire) > t)
     return 0;
   start = zv_now_ns ();
-  atomic_fetch_add (&zl->zl_stat_commits, 1);
-  atomic_fetch_add (&zl->zl_active, 1);
+  zil_stat_add (&zl->zl_stat_commits, 1);
+  atomic_fetch_add_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   zil_atomic_max (&zl->zl_commit_target, t);
   for (;;) {
-    uint32_t seen = atomic_load (&zl->zl_wake);
+    uint32_t seen = atomic_load_explicit (&zl->zl_wake, memory_order_seq_cst);
     int expect = 0;
 
     if (atomic_load_explicit (&zl->zl_durable_ticket,
                               memory_order_acquire) > t)
       break;
-    if (atomic_load (&zl->zl_error)) {
+    if (zil_error (zl)) {
       r = zil_commit_by_txg (zl);
       break;
     }
@@ -1045,7 +1118,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       bool full;
       zil_lwb_t *closed = zil_pack (zl, &full);
       bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket
-        && atomic_load (&zl->zl_durable_seq) + 1 >= zl->zl_open->lwb_seq;
+        && zil_durable_seq (zl) + 1 >= zl->zl_open->lwb_seq;
 
       atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
       if (closed) {
@@ -1056,9 +1129,10 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
         r = zil_commit_by_txg (zl);
         break;
       }
-      if (atomic_load (&zl->zl_durable_ticket) > t)
+      if (atomic_load_explicit (&zl->zl_durable_ticket,
+                                memory_order_seq_cst) > t)
         break;
-      atomic_fetch_add (&zl->zl_stat_commit_waits, 1);
+      zil_stat_add (&zl->zl_stat_commit_waits, 1);
       zil_sleep (zl, seen, mine_open ? zil_commit_timeout (zl)
                  : zil_max_sleep_ns);
       continue;
@@ -1067,7 +1141,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
      * we take the role when they let go. */
     zil_sleep (zl, seen, zil_commit_timeout (zl));
   }
-  atomic_fetch_sub (&zl->zl_active, 1);
+  atomic_fetch_sub_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   zil_lat_record (zl, zv_now_ns () - start);
   return r;
 }
@@ -1085,9 +1159,9 @@ zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
     zil_slot_t *zs = zil_slot (zl, head);
     if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != head
         || !atomic_load_explicit (&zs->zs_done, memory_order_acquire)
-        || atomic_load (&zs->zs_max_txg) > txg)
+        || atomic_load_explicit (&zs->zs_max_txg, memory_order_seq_cst) > txg)
       break;
-    pos = atomic_load (&zs->zs_next_pos);
+    pos = atomic_load_explicit (&zs->zs_next_pos, memory_order_seq_cst);
     head++;
   }
   zl->zl_head = head;
@@ -1113,17 +1187,16 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
   if (!zl->zl_replaying && zl->zl_pending_guid[g] == zl->zl_hdr.zh_guid) {
     zil_atomic_max (&zl->zl_persisted_pos, zl->zl_pending_pos[g]);
     zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[g]);
-    atomic_store (&zl->zl_ready, true);
+    atomic_store_explicit (&zl->zl_ready, true, memory_order_seq_cst);
   }
   if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
                                                memory_order_acquire,
                                                memory_order_relaxed)) {
-    uint64_t packed = zil_drop_oldest (zl,
-                                       atomic_load (&zl->zl_next_ticket),
-                                       txg, false);
+    uint64_t packed = zil_drop_oldest (zl, zil_next_ticket (zl), txg,
+                                       false);
 
     if (zl->zl_open == NULL
-        && atomic_load (&zl->zl_durable_seq) + 1 == zl->zl_next_seq)
+        && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
       zil_atomic_max (&zl->zl_durable_ticket, packed);
     atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
   }
@@ -1350,12 +1423,12 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   zl->zl_head = 1;
   zl->zl_head_pos = 0;
   zl->zl_next_seq = 1;
-  atomic_store (&zl->zl_next_pos, 0);
-  atomic_store (&zl->zl_durable_seq, 0);
-  atomic_store (&zl->zl_persisted_head, 0);
-  atomic_store (&zl->zl_persisted_pos, 0);
+  atomic_store_explicit (&zl->zl_next_pos, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zl->zl_durable_seq, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zl->zl_persisted_head, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zl->zl_persisted_pos, 0, memory_order_seq_cst);
   for (uint64_t i = 0; i < ZIL_NSTATE; i++)
-    atomic_store (&zl->zl_slots[i].zs_seq, 0);
+    atomic_store_explicit (&zl->zl_slots[i].zs_seq, 0, memory_order_seq_cst);
   zl->zl_replaying = false;
   /* After a replay the old chain must not be replayed again: its
    * in-place blocks are free now.  Put the new header on disk. */
@@ -1372,17 +1445,19 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
 void
 zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
 {
-  uint64_t commits = atomic_load (&zl->zl_stat_commits);
-  uint64_t lwbs = atomic_load (&zl->zl_stat_lwbs);
+  uint64_t commits = zil_stat_get (&zl->zl_stat_commits);
+  uint64_t lwbs = zil_stat_get (&zl->zl_stat_lwbs);
   uint64_t n = 0, p99 = 0, total = 0;
   /* The head first: it only ever trails the end. */
-  uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
-  uint64_t ring_end = atomic_load (&zl->zl_next_pos);
+  uint64_t head_pos = atomic_load_explicit (&zl->zl_persisted_pos,
+                                            memory_order_seq_cst);
+  uint64_t ring_end = atomic_load_explicit (&zl->zl_next_pos,
+                                            memory_order_seq_cst);
 
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++)
-    total += atomic_load (&zl->zl_stat_lat_hist[b]);
+    total += zil_stat_get (&zl->zl_stat_lat_hist[b]);
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++) {
-    n += atomic_load (&zl->zl_stat_lat_hist[b]);
+    n += zil_stat_get (&zl->zl_stat_lat_hist[b]);
     if (total && n * 100 >= total * 99) {
       p99 = 1ull << (b + 1);
       break;
@@ -1400,25 +1475,25 @@ zv_zil_print_stats (zv_zil_t *zl, FILE *fp)
   fprintf (fp, "zil_ring_used %" PRIu64 "\n", ring_end > head_pos
            ? ring_end - head_pos : 0);
   fprintf (fp, "zil_lwb_bytes %" PRIu64 "\n",
-           atomic_load (&zl->zl_stat_lwb_bytes));
+           zil_stat_get (&zl->zl_stat_lwb_bytes));
   fprintf (fp, "zil_records_copied %" PRIu64 "\n",
-           atomic_load (&zl->zl_stat_rec_copied));
+           zil_stat_get (&zl->zl_stat_rec_copied));
   fprintf (fp, "zil_records_need_copy %" PRIu64 "\n",
-           atomic_load (&zl->zl_stat_rec_need_copy));
+           zil_stat_get (&zl->zl_stat_rec_need_copy));
   fprintf (fp, "zil_records_indirect %" PRIu64 "\n",
-           atomic_load (&zl->zl_stat_rec_indirect));
+           zil_stat_get (&zl->zl_stat_rec_indirect));
   fprintf (fp, "zil_records_free %" PRIu64 "\n",
-           atomic_load (&zl->zl_stat_rec_free));
+           zil_stat_get (&zl->zl_stat_rec_free));
   fprintf (fp, "zil_records_dropped %" PRIu64 "\n",
-           atomic_load (&zl->zl_stat_rec_dropped));
+           zil_stat_get (&zl->zl_stat_rec_dropped));
   fprintf (fp, "zil_commits %" PRIu64 "\n", commits);
   fprintf (fp, "zil_commit_fallbacks %" PRIu64 "\n",
-           atomic_load (&zl->zl_stat_fallbacks));
+           zil_stat_get (&zl->zl_stat_fallbacks));
   fprintf (fp, "zil_waiters_per_lwb %.2f\n",
            lwbs ? (double) commits / (double) lwbs : 0.0);
   fprintf (fp, "zil_commit_latency_mean_ns %" PRIu64 "\n",
-           total ? atomic_load (&zl->zl_stat_lat_sum) / total : 0);
+           total ? zil_stat_get (&zl->zl_stat_lat_sum) / total : 0);
   fprintf (fp, "zil_commit_latency_p99_ns %" PRIu64 "\n", p99);
   fprintf (fp, "zil_lwb_latency_ewma_ns %" PRIu64 "\n",
-           atomic_load (&zl->zl_latency_ns));
+           atomic_load_explicit (&zl->zl_latency_ns, memory_order_seq_cst));
 }
