@@ -789,7 +789,8 @@ dev_ring_probe (struct io_uring *ring)
 static void
 dev_log_fallback (int error)
 {
-  if (!atomic_exchange (&zv_dev_fallback_logged, true))
+  if (!atomic_exchange_explicit (&zv_dev_fallback_logged, true,
+                                 memory_order_seq_cst))
     zv_info ("io_uring unavailable (%s): using pread/pwrite/fdatasync",
              strerror (-error));
 }

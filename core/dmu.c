@@ -131,8 +131,9 @@ void
 zv_dmu_object_discard_dirty (zv_object_t *ob)
 {
   for (unsigned t = 0; t < ZV_TXG_SIZE; t++) {
-    zv_dirty_t *dr = atomic_exchange (&ob->ob_dirty[t], NULL);
-    atomic_store (&ob->ob_reserved[t], 0);
+    zv_dirty_t *dr = atomic_exchange_explicit (&ob->ob_dirty[t], NULL,
+                                               memory_order_seq_cst);
+    atomic_store_explicit (&ob->ob_reserved[t], 0, memory_order_seq_cst);
     while (dr) {
       zv_dirty_t *next = dr->dr_next;
       zv_dbuf_t *db = dr->dr_dbuf;
@@ -152,7 +153,8 @@ void
 zv_dmu_object_close (zv_object_t *ob)
 {
   for (unsigned t = 0; t < ZV_TXG_SIZE; t++)
-    ZV_VERIFY (atomic_load (&ob->ob_dirty[t]) == NULL);
+    ZV_VERIFY (atomic_load_explicit (&ob->ob_dirty[t],
+                                     memory_order_seq_cst) == NULL);
   zv_dbuf_evict_object (ob->ob_cache, ob);
   pthread_mutex_destroy (&ob->ob_mtx);
 }
@@ -413,6 +415,28 @@ dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
   memset (&dr->dr_override, 0, sizeof dr->dr_override);
 }
 
+/* Reserve space for one block of txg (zv_alloc_reserve), counted in
+ * ob_reserved so the sync of txg turns it into its allocation. */
+static int
+dmu_reserve (zv_object_t *ob, uint64_t txg)
+{
+  int r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+
+  if (r == 0)
+    atomic_fetch_add_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                               ob->ob_blksz, memory_order_seq_cst);
+  return r;
+}
+
+/* Give back what dmu_reserve took. */
+static void
+dmu_unreserve (zv_object_t *ob, uint64_t txg)
+{
+  zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+  atomic_fetch_sub_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                             ob->ob_blksz, memory_order_seq_cst);
+}
+
 /*
  * The dirty record of db for txg, created if needed (db_mtx held).  A
  * record for a write that covers the whole block needs no old content.
@@ -435,12 +459,8 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   prev = zv_dbuf_newest_dirty (db);
   if (prev)
     ZV_VERIFY3U (prev->dr_txg, <, txg);
-  if (!for_free) {
-    r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-    if (r < 0)
-      return r;
-    atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK], ob->ob_blksz);
-  }
+  if (!for_free && (r = dmu_reserve (ob, txg)) < 0)
+    return r;
   dr = calloc (1, sizeof *dr);
   if (dr == NULL)
     abort ();
@@ -451,9 +471,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
       r = dmu_fill_locked (ob, db);
       if (r < 0) {
         free (dr);
-        zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-        atomic_fetch_sub (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                          ob->ob_blksz);
+        dmu_unreserve (ob, txg);
         return r;
       }
     }
@@ -507,12 +525,9 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     if (r == 0) {
       if (dr->dr_data == NULL) {
         /* Freed earlier in this txg: the rest of the block is zeros. */
-        r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-        if (r == 0) {
-          atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                            ob->ob_blksz);
+        r = dmu_reserve (ob, txg);
+        if (r == 0)
           dr->dr_data = zv_buf_alloc (ob->ob_blksz);
-        }
       }
       if (r == 0)
         memcpy ((uint8_t *) dr->dr_data + boff, in, n);
@@ -786,7 +801,8 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
     old = *slot;
     dmu_parent_done (ob, pdb, idx / F, NULL);
     r = zv_zio_place_bp (ob->ob_spa, &old, &bps[i], fill == 0,
-                         ZV_INDIRECT_SIZE, level, ZV_BT_INDIRECT, fill, 2, txg);
+                         ZV_INDIRECT_SIZE, level, ZV_BT_INDIRECT, fill, 2,
+                         txg);
     if (r == 0 && fill > 0) {
       w[nw].zw_bp = &bps[i];
       w[nw].zw_buf = db->db_data;
@@ -818,8 +834,9 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
 int
 zv_dmu_sync (zv_object_t *ob, uint64_t txg)
 {
-  zv_dirty_t *list = atomic_exchange (&ob->ob_dirty[txg & ZV_TXG_MASK],
-                                      NULL);
+  unsigned g = txg & ZV_TXG_MASK;
+  zv_dirty_t *list = atomic_exchange_explicit (&ob->ob_dirty[g], NULL,
+                                               memory_order_seq_cst);
   zv_dirty_t **drs;
   zv_zio_write_t *w;
   size_t n = 0, nw = 0;
@@ -880,8 +897,8 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   }
   /* Reservations of txg are now real allocations. */
   zv_alloc_unreserve (ob->ob_spa->spa_alloc,
-                      atomic_exchange (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                                       0));
+                      atomic_exchange_explicit (&ob->ob_reserved[g], 0,
+                                                memory_order_seq_cst));
   if (r == 0)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
   /* Record the sealed pointers (checksums now set) in the parents. */
@@ -914,7 +931,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       data = NULL;
     }
     pthread_mutex_lock (&db->db_mtx);
-    db->db_dirty[txg & ZV_TXG_MASK] = NULL;
+    db->db_dirty[g] = NULL;
     zv_dbuf_set_data (ob->ob_cache, db, data);
     pthread_mutex_unlock (&db->db_mtx);
     zv_dbuf_rele (ob->ob_cache, db);

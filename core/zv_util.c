@@ -154,7 +154,8 @@ zv_buf_get (size_t size)
       if (p) {
         memcpy (&s->bs_head, p, sizeof (void *));
         atomic_fetch_sub_explicit (&s->bs_count, 1, memory_order_relaxed);
-        atomic_fetch_sub (&zv_buf_cached, rounded);
+        atomic_fetch_sub_explicit (&zv_buf_cached, rounded,
+                                   memory_order_seq_cst);
       }
       pthread_mutex_unlock (&s->bs_mtx);
     }
@@ -189,7 +190,7 @@ zv_buf_put (void *buf, size_t size)
   memcpy (buf, &s->bs_head, sizeof (void *));
   s->bs_head = buf;
   atomic_fetch_add_explicit (&s->bs_count, 1, memory_order_relaxed);
-  atomic_fetch_add (&zv_buf_cached, rounded);
+  atomic_fetch_add_explicit (&zv_buf_cached, rounded, memory_order_seq_cst);
   pthread_mutex_unlock (&s->bs_mtx);
 }
 
