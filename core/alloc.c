@@ -679,21 +679,6 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
   alloc_unlock (a);
 }
 
-/* How many deferred frees txg made (to size its persisted list). */
-size_t
-zv_alloc_defer_count (zv_alloc_t *a, uint64_t txg)
-{
-  const zv_alloc_defer_list_t *dl = &a->a_defer[txg % ZV_ALLOC_NLISTS];
-  size_t i, count = 0;
-
-  alloc_lock (a);
-  for (i = 0; i < dl->dl_count; i++)
-    if (dl->dl_ents[i].de_txg == txg)
-      count++;
-  alloc_unlock (a);
-  return count;
-}
-
 /*
  * Hand txg's deferred frees to fn, in the order they were made.  The list
  * is copied first so fn runs without a_lock and may allocate or free.

@@ -74,7 +74,6 @@ void zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg);
 
 /* The defer list of 'txg' (for persisting it): calls fn per extent. */
 typedef void (*zv_alloc_extent_fn) (void *arg, uint64_t dva, uint32_t size);
-size_t zv_alloc_defer_count (zv_alloc_t *a, uint64_t txg);
 void zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg,
                              zv_alloc_extent_fn fn, void *arg);
 /* Take an extent out of the pending deferred frees (the caller frees it

@@ -993,17 +993,6 @@ zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len)
   return zv_dev_io_batch (&io, 1);
 }
 
-/* One write; the buffer is only read from. */
-int
-zv_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len)
-{
-  zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_WRITE,
-                     .di_buf = (void *) (uintptr_t) buf,
-                     .di_offset = off, .di_len = len };
-
-  return zv_dev_io_batch (&io, 1);
-}
-
 /* Make every completed write to this device durable. */
 int
 zv_dev_flush (zv_dev_t *dev)

@@ -79,9 +79,8 @@ int zv_dev_io_batch (zv_dev_io_t *ios, size_t n);
 int zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
                          const _Atomic unsigned *max_active);
 
-/* Convenience wrappers for one request. */
+/* Convenience wrappers for one request (writes are always batched). */
 int zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len);
-int zv_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len);
 int zv_dev_flush (zv_dev_t *dev);
 
 /*

@@ -174,10 +174,10 @@ zv_dmu_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn)
   pthread_mutex_unlock (&ob->ob_mtx);
 }
 
-/* Check an indirect block's header. */
-int
-zv_dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
-                       uint64_t blkid, const char *what)
+/* Check an indirect block's header read from disk. */
+static int
+dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
+                    uint64_t blkid, const char *what)
 {
   const zv_mblk_hdr_t *h = buf;
 
@@ -230,7 +230,7 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   data = zv_buf_get (size);
   r = zv_zio_read (ob->ob_spa, bp, data, what);
   if (r == 0 && level > 0)
-    r = zv_dmu_check_indirect (data, ob->ob_id, level, idx, what);
+    r = dmu_check_indirect (data, ob->ob_id, level, idx, what);
   if (r < 0) {
     zv_buf_put (data, size);
     return r;
@@ -985,7 +985,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     data = zv_buf_get (size);
     r = zv_zio_read (w->dw_spa, bp, data, what);
     if (r == 0 && level > 0)
-      r = zv_dmu_check_indirect (data, w->dw_obj, level, idx, what);
+      r = dmu_check_indirect (data, w->dw_obj, level, idx, what);
     if (r < 0)
       goto out;
   }

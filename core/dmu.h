@@ -81,10 +81,6 @@ typedef int (*zv_dmu_walk_fn) (void *arg, const zv_blkptr_t *bp,
 int zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
                  bool data, zv_dmu_walk_fn fn, void *arg);
 
-/* Check an indirect block's header read from disk. */
-int zv_dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
-                           uint64_t blkid, const char *what);
-
 /* Shape check of a dnode read from disk. */
 int zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type,
                         const char *what);

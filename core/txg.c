@@ -422,16 +422,6 @@ zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h)
   pthread_mutex_unlock (&tc->tc_open_lock);
 }
 
-/* More dirty bytes for a txg the caller holds. */
-void
-zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
-{
-  ZV_ASSERT3U (txg, >, zv_txg_last_synced (tx));
-  ZV_ASSERT3U (txg, <=, zv_txg_open_txg (tx));
-  if (bytes > 0)
-    txg_charge (tx, txg, bytes);
-}
-
 /* ---------------------------------------------------------------------- */
 /* Quiesce and sync. */
 

@@ -88,9 +88,6 @@ void zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h);
  * the thread, or if already asked). */
 void zv_txg_kick (zv_txg_t *tx, uint64_t txg);
 
-/* Charge more dirty bytes to a held txg (rarely needed). */
-void zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes);
-
 /*
  * Wait until 'txg' has synced (0 means: the txg open now), forcing the
  * sync if needed.  Returns 0, or the engine's error.

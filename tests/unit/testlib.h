@@ -30,6 +30,7 @@
 #include <linux/seccomp.h>
 
 #include "zv_util.h"
+#include "dev.h"
 
 /* Every helper is optional for a given test file. */
 #define TL_FN static __attribute__ ((unused))
@@ -175,6 +176,17 @@ tl_file_flip (const char *path, uint64_t off)
     return r;
   b ^= 0xff;
   return tl_file_pwrite (path, &b, 1, off);
+}
+
+/* One write to a device, as the engine issues them: a batch of one. */
+TL_FN int
+tl_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len)
+{
+  zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_WRITE,
+                     .di_buf = (void *) (uintptr_t) buf,
+                     .di_offset = off, .di_len = len };
+
+  return zv_dev_io_batch (&io, 1);
 }
 
 /* ---- log capture ---- */
