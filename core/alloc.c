@@ -55,8 +55,12 @@
  * lock.  No callback runs under a_lock (defer_foreach snapshots first), so
  * a callback may call back into the allocator.
  *
- * Trust: arguments from the engine's own bookkeeping (frees, the chunk
- * index of save) are checked with ZV_VERIFY; data that came off a disk
+ * Trust: arguments from the engine's own bookkeeping (frees, chunk
+ * indices, device areas, the reservation given back) are checked with
+ * ZV_VERIFY, in every build: a double free or a lost byte of accounting
+ * would corrupt the pool later, far from its cause.  The allocator's own
+ * postconditions (a run it found clear changes every bit it marks, a
+ * range stays inside its map) are ZV_ASSERTs.  Data that came off a disk
  * (chunk_load, defer_load, claim on import) is checked and refused with a
  * message instead, since a damaged pool must not crash the server.
  */
@@ -388,8 +392,8 @@ zv_alloc_create (unsigned ndevs, const uint64_t *start, const uint64_t *end)
     zv_alloc_dev_t *d = &a->a_devs[i];
 
     ZV_VERIFY (start[i] % ZV_SECTOR == 0 && end[i] % ZV_SECTOR == 0);
-    ZV_ASSERT3U (start[i], <=, end[i]);
-    ZV_ASSERT3U (end[i], <=, 1ull << 56);
+    ZV_VERIFY3U (start[i], <=, end[i]);
+    ZV_VERIFY3U (end[i], <=, 1ull << 56);  /* a dva's offset field */
     d->ad_start = start[i];
     d->ad_end = end[i];
     d->ad_nbits = (end[i] - start[i]) / ZV_SECTOR;
@@ -742,7 +746,7 @@ zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
 size_t
 zv_alloc_nchunks (zv_alloc_t *a, unsigned vdev)
 {
-  ZV_ASSERT3U (vdev, <, a->a_ndevs);
+  ZV_VERIFY3U (vdev, <, a->a_ndevs);
   return a->a_devs[vdev].ad_nchunks;
 }
 
@@ -752,8 +756,8 @@ zv_alloc_chunk_dirty (zv_alloc_t *a, unsigned vdev, size_t idx)
 {
   bool dirty;
 
-  ZV_ASSERT3U (vdev, <, a->a_ndevs);
-  ZV_ASSERT3U (idx, <, a->a_devs[vdev].ad_nchunks);
+  ZV_VERIFY3U (vdev, <, a->a_ndevs);
+  ZV_VERIFY3U (idx, <, a->a_devs[vdev].ad_nchunks);
   alloc_lock (a);
   dirty = a->a_devs[vdev].ad_dirty[idx] != 0;
   alloc_unlock (a);
@@ -769,9 +773,9 @@ zv_alloc_chunk_save (zv_alloc_t *a, unsigned vdev, size_t idx, void *buf)
   unsigned char *dst = buf;
   uint64_t i;
 
-  ZV_ASSERT3U (vdev, <, a->a_ndevs);
+  ZV_VERIFY3U (vdev, <, a->a_ndevs);
   d = &a->a_devs[vdev];
-  ZV_ASSERT3U (idx, <, d->ad_nchunks);
+  ZV_VERIFY3U (idx, <, d->ad_nchunks);
   alloc_lock (a);
   src = &d->ad_map[idx * ZV_ALLOC_CHUNK_WORDS];
   for (i = 0; i < ZV_ALLOC_CHUNK_WORDS; i++) {
