@@ -96,7 +96,7 @@ dbuf_hash_remove (zv_dbuf_cache_t *c, dbuf_shard_t *s, zv_dbuf_t *db)
 
   (void) c;
   while (*pp != db) {
-    ZV_VERIFY (*pp != NULL);
+    ZV_ASSERT (*pp != NULL);
     pp = &(*pp)->db_hnext;
   }
   *pp = db->db_hnext;
@@ -239,7 +239,7 @@ zv_dbuf_add_hold (zv_dbuf_cache_t *c, zv_dbuf_t *db)
   dbuf_shard_t *s = &c->dc_shards[db->db_shard];
 
   pthread_mutex_lock (&s->ds_mtx);
-  ZV_VERIFY3U (db->db_holds, >, 0);
+  ZV_ASSERT3U (db->db_holds, >, 0);
   db->db_holds++;
   pthread_mutex_unlock (&s->ds_mtx);
 }
@@ -251,7 +251,7 @@ zv_dbuf_rele (zv_dbuf_cache_t *c, zv_dbuf_t *db)
   dbuf_shard_t *s = &c->dc_shards[db->db_shard];
 
   pthread_mutex_lock (&s->ds_mtx);
-  ZV_VERIFY3U (db->db_holds, >, 0);
+  ZV_ASSERT3U (db->db_holds, >, 0);
   if (--db->db_holds == 0) {
     if (db->db_data == NULL) {
       /* Nothing worth keeping (uncached, or a cached hole: cheap to
@@ -298,7 +298,7 @@ zv_dbuf_take_data (zv_dbuf_cache_t *c, zv_dbuf_t *db)
   dbuf_shard_t *s = &c->dc_shards[db->db_shard];
   void *data = db->db_data;
 
-  ZV_VERIFY (db->db_state == ZV_DB_CACHED && data != NULL);
+  ZV_ASSERT (db->db_state == ZV_DB_CACHED && data != NULL);
   atomic_fetch_sub_explicit (&s->ds_bytes, db->db_size, memory_order_seq_cst);
   db->db_data = NULL;
   db->db_state = ZV_DB_UNCACHED;

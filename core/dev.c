@@ -515,7 +515,7 @@ zv_dev_op_name (enum zv_dev_op op)
 static void
 dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
 {
-  ZV_VERIFY (error < 0);
+  ZV_ASSERT3S (error, <, 0);
   if (io->di_op == ZV_DEV_FLUSH)
     zv_error ("%s: flush: %s", io->di_dev->dev_path, strerror (-error));
   else
@@ -576,7 +576,7 @@ dev_io_start (zv_dev_io_t *io)
     dev_io_fail (io, io->di_offset, r);
     return false;
   }
-  ZV_VERIFY3U (r, ==, 0);
+  ZV_ASSERT3S (r, ==, 0);                /* the hook: 0 or -errno */
 
   if (io->di_op != ZV_DEV_FLUSH && io->di_len == 0)
     return false;                     /* nothing to move */
@@ -657,9 +657,9 @@ dev_iov_seek (zv_dev_io_t *io, uint32_t done)
 {
   uint32_t skip = done - io->di_iov_done;
 
-  ZV_VERIFY3U (done, >=, io->di_iov_done);
+  ZV_ASSERT3U (done, >=, io->di_iov_done);
   while (skip > 0) {
-    ZV_VERIFY (io->di_iovcnt > 0);
+    ZV_ASSERT (io->di_iovcnt > 0);
     if (skip >= io->di_iov[0].iov_len) {
       skip -= (uint32_t) io->di_iov[0].iov_len;
       io->di_iov++;
@@ -941,7 +941,7 @@ dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
 
       io_uring_cqe_seen (&r->dr_ring, cqe);
       ZV_VERIFY3U (idx, <, n);
-      ZV_VERIFY3U (inflight, >, 0);
+      ZV_ASSERT3U (inflight, >, 0);
       inflight--;
       if (dev_io_progress (&ios[idx], &done, res)) {
         dev_ring_prep (r, &ios[idx], idx, done);

@@ -254,7 +254,7 @@ dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
   void *data;
   int r;
 
-  ZV_VERIFY (level >= 1 && level < ob->ob_nlevels);
+  ZV_ASSERT (level >= 1 && level < ob->ob_nlevels);
   pthread_mutex_lock (&db->db_mtx);
   if (db->db_state == ZV_DB_CACHED) {
     pthread_mutex_unlock (&db->db_mtx);
@@ -356,7 +356,7 @@ dmu_current_locked (zv_dbuf_t *db)
 
   if (dr)
     return dr->dr_data;
-  ZV_VERIFY (db->db_state == ZV_DB_CACHED);
+  ZV_ASSERT (db->db_state == ZV_DB_CACHED);
   return db->db_data;
 }
 
@@ -691,7 +691,7 @@ dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
                  uint64_t idx)
 {
   if (s->is_n > 0 && s->is_v[s->is_n - 1].dd_idx == idx) {
-    ZV_VERIFY (s->is_v[s->is_n - 1].dd_db == db);
+    ZV_ASSERT3P (s->is_v[s->is_n - 1].dd_db, ==, db);
     zv_dbuf_rele (ob->ob_cache, db);
     return;
   }
