@@ -72,6 +72,17 @@
  * total dirty, spaced so that writers wake at least that far apart
  * (tx_last_wakeup, updated with compare-and-swap).
  *
+ * Invariants, asserted where they are relied on: the open txg is
+ * last_synced + 1, or last_synced + 2 while the txg before it quiesces or
+ * syncs; a txg is closed only as last_synced + 1 and committed only as
+ * last_synced + 1 with the open txg right after it, so txgs go through
+ * open > quiescing > syncing > committed one at a time and in order (the
+ * history row of each goes O, Q, S, C); a held txg is never synced; hold
+ * counts never go below zero; the slot a new txg takes has no hold and no
+ * dirty byte left of the txg that used it before.  Those on the hold path
+ * are ZV_ASSERTs (debug builds), those of the once-per-txg close and sync
+ * ZV_VERIFYs.
+ *
  * Locking: lock order is tx_lock -> slot open lock.  The hot path takes only
  * a slot lock, never while holding tx_lock.  tx_lock protects tx_syncing,
  * tx_sync_want, the thread flags, tx_sync_start_ns and the history ring.
@@ -272,6 +283,7 @@ txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 {
   uint64_t d;
 
+  ZV_ASSERT3U (txg, >, zv_txg_last_synced (tx));     /* held: not synced */
   /* Per-txg first: the total never counts bytes no txg owns. */
   d = atomic_fetch_add_explicit (&tx->tx_dirty_pertxg[txg & ZV_TXG_MASK],
                                  bytes, memory_order_acq_rel) + bytes;
@@ -393,6 +405,10 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
   tc = &tx->tx_cpu[h->th_cpu];
   pthread_mutex_lock (&tc->tc_open_lock);
   txg = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
+  /* The open txg is past the last synced one, by one, or by two while
+   * the txg before it quiesces or syncs. */
+  ZV_ASSERT3U (txg, >, zv_txg_last_synced (tx));
+  ZV_ASSERT3U (txg - zv_txg_last_synced (tx), <=, 2);
   g = txg & ZV_TXG_MASK;
   tc->tc_count[g]++;
   pthread_mutex_unlock (&tc->tc_open_lock);
@@ -414,9 +430,11 @@ zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h)
   unsigned g = h->th_txg & ZV_TXG_MASK;
 
   ZV_ASSERT3U (h->th_cpu, <, tx->tx_ncpu);
+  /* A held txg cannot have synced: its quiesce waits for this rele. */
+  ZV_ASSERT3U (h->th_txg, >, zv_txg_last_synced (tx));
   tc = &tx->tx_cpu[h->th_cpu];
   pthread_mutex_lock (&tc->tc_open_lock);
-  ZV_ASSERT3U (tc->tc_count[g], >, 0);
+  ZV_ASSERT3U (tc->tc_count[g], >, 0);          /* never negative */
   if (--tc->tc_count[g] == 0)
     pthread_cond_broadcast (&tc->tc_cv);
   pthread_mutex_unlock (&tc->tc_open_lock);
@@ -440,12 +458,14 @@ txg_close (zv_txg_t *tx, uint64_t now)
   unsigned ng = (txg + 1) & ZV_TXG_MASK;
   unsigned c;
 
-  ZV_ASSERT3U (txg_last_synced_locked (tx), ==, txg - 1);
+  /* Nothing quiesces or syncs: the open txg is the only one with state. */
+  ZV_VERIFY3U (txg_last_synced_locked (tx), ==, txg - 1);
   for (c = 0; c < tx->tx_ncpu; c++)
     pthread_mutex_lock (&tx->tx_cpu[c].tc_open_lock);
+  /* The new txg's slot holds nothing of the txg that last used it. */
   for (c = 0; c < tx->tx_ncpu; c++)
-    ZV_ASSERT3U (tx->tx_cpu[c].tc_count[ng], ==, 0);
-  ZV_ASSERT3U (atomic_load_explicit (&tx->tx_dirty_pertxg[ng],
+    ZV_VERIFY3U (tx->tx_cpu[c].tc_count[ng], ==, 0);
+  ZV_VERIFY3U (atomic_load_explicit (&tx->tx_dirty_pertxg[ng],
                                      memory_order_acquire), ==, 0);
   atomic_store_explicit (&tx->tx_active[ng], 0, memory_order_release);
   atomic_store_explicit (&tx->tx_kicked[ng], 0, memory_order_release);
@@ -497,6 +517,7 @@ txg_sync_once (zv_txg_t *tx)
   txg = txg_close (tx, t_open);
   g = txg & ZV_TXG_MASK;
   th = txg_hist_get (tx, txg);
+  ZV_ASSERT (th->txh_state == 'O');
   th->txh_state = 'Q';
   th->txh_otime = t_open - th->txh_birth;
   pthread_mutex_unlock (&tx->tx_lock);
@@ -511,6 +532,7 @@ txg_sync_once (zv_txg_t *tx)
   th = txg_hist_get (tx, txg);
   th->txh_qtime = t_quiesced - t_open;
   th->txh_ndirty = ndirty;
+  ZV_ASSERT (th->txh_state == 'Q');
   th->txh_state = 'S';
   t_sync = zv_now_ns ();
   th->txh_wtime = t_sync - t_quiesced;
@@ -529,7 +551,10 @@ txg_sync_once (zv_txg_t *tx)
   th->txh_reads = stats.ss_reads;
   th->txh_writes = stats.ss_writes;
   if (err == 0) {
-    ZV_ASSERT3U (zv_txg_dirty_total (tx), >=, ndirty);
+    /* Synced in order, and the only quiesce + sync in progress. */
+    ZV_VERIFY3U (txg_last_synced_locked (tx), ==, txg - 1);
+    ZV_VERIFY3U (zv_txg_open_txg (tx), ==, txg + 1);
+    ZV_VERIFY3U (zv_txg_dirty_total (tx), >=, ndirty);
     atomic_fetch_sub_explicit (&tx->tx_dirty_total, ndirty,
                                memory_order_acq_rel);
     atomic_store_explicit (&tx->tx_dirty_pertxg[g], 0, memory_order_release);
