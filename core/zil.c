@@ -74,6 +74,14 @@
  * seq_cst, the C11 default the code was written with; the argument above
  * needs no more than the acquire and release it names.
  *
+ * Invariants (ZV_ASSERT, debug builds): tickets are ordered durable <=
+ * packed <= next (the ones handed out), and the itx in ring slot
+ * packed % ring carries ticket packed; a logger publishes ticket t only
+ * once t - packed < ring, into a slot already cleared; whoever packs or
+ * drops itxs holds the issuer role; a block claims no ticket past
+ * zl_packed, and takes its state slot only when the slot's previous block
+ * is done; a committer's ticket is one that was handed out.
+ *
  * Fallbacks: when the ring has no free slot, or a log write fails, the
  * committer waits for the txg to sync instead (always correct).  After a
  * log write error (zl_error, sticky) nothing packs itxs any more, so a
@@ -260,6 +268,18 @@ zil_slot (zv_zil_t *zl, uint64_t seq)
   return &zl->zl_slots[seq % ZIL_NSTATE];
 }
 
+/* May block seq take its state slot?  Yes if the slot was never used, or
+ * its last block, seq - ZIL_NSTATE, is done (for asserts). */
+static inline bool
+zil_slot_reusable (zil_slot_t *zs, uint64_t seq)
+{
+  uint64_t old = atomic_load_explicit (&zs->zs_seq, memory_order_acquire);
+
+  return old == 0
+    || (old + ZIL_NSTATE == seq
+        && atomic_load_explicit (&zs->zs_done, memory_order_acquire));
+}
+
 /* The device a ring address is on. */
 static zv_dev_t *
 zil_ring_dev (zv_zil_t *zl, uint64_t dva)
@@ -326,6 +346,32 @@ zil_atomic_max (_Atomic uint64_t *p, uint64_t v)
                                                     memory_order_seq_cst,
                                                     memory_order_seq_cst))
     ;
+}
+
+/* The issuer role is held (by the caller: nobody else packs). */
+#define ZIL_ASSERT_ISSUER(zl) \
+  ZV_ASSERT (atomic_load_explicit (&(zl)->zl_issuer, \
+                                   memory_order_relaxed) == 1)
+
+/*
+ * The ticket order: durable <= packed <= next (reserved; published ones
+ * lie between packed and next).  Loaded in that order, and each only
+ * grows, so a later load can only be larger: the check holds however the
+ * loads interleave with the writers.  Debug builds only.
+ */
+static inline void
+zil_assert_ticket_order (zv_zil_t *zl)
+{
+#ifdef ZV_DEBUG
+  uint64_t durable = atomic_load_explicit (&zl->zl_durable_ticket,
+                                           memory_order_seq_cst);
+  uint64_t packed = zil_packed (zl);
+
+  ZV_ASSERT3U (durable, <=, packed);
+  ZV_ASSERT3U (packed, <=, zil_next_ticket (zl));
+#else
+  (void) zl;
+#endif
 }
 
 static void
@@ -465,12 +511,14 @@ zil_drop_oldest (zv_zil_t *zl, uint64_t end, uint64_t max_txg, bool force)
 {
   uint64_t packed = zil_packed (zl);
 
+  ZIL_ASSERT_ISSUER (zl);
   while (packed < end && (force || zl->zl_pack_done == 0)) {
     _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
     zil_itx_t *itx = atomic_load_explicit (slot, memory_order_acquire);
 
     if (itx == NULL || itx->itx_txg > max_txg)
       break;
+    ZV_ASSERT3U (itx->itx_ticket, ==, packed);
     atomic_store_explicit (slot, NULL, memory_order_seq_cst);
     zil_itx_free (itx);
     zil_stat_add (&zl->zl_stat_rec_dropped, 1);
@@ -544,6 +592,11 @@ zil_publish (zv_zil_t *zl, zil_itx_t *itx)
   itx->itx_ticket = t;
   if (t - zil_packed (zl) >= zl->zl_itx_ring)
     zil_ring_wait (zl, t);
+  /* Room: ticket t - ring, the slot's last user, is packed or dropped,
+   * and the slot was cleared before zl_packed passed it. */
+  ZV_ASSERT3U (t - zil_packed (zl), <, zl->zl_itx_ring);
+  ZV_ASSERT (atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
+                                   memory_order_relaxed) == NULL);
   atomic_store_explicit (&zl->zl_itxs[t % zl->zl_itx_ring], itx,
                          memory_order_release);
   return t;
@@ -670,6 +723,9 @@ zil_lwb_open (zv_zil_t *zl)
   memset (lwb->lwb_buf, 0, sizeof (zv_lwb_hdr_t));
   lwb->lwb_open_ns = zv_now_ns ();
   zs = zil_slot (zl, seq);
+  /* The room check above keeps seq - ZIL_NSTATE behind the head on disk,
+   * which only moves past done blocks. */
+  ZV_ASSERT (zil_slot_reusable (zs, seq));
   atomic_store_explicit (&zs->zs_done, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_max_txg, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_end_ticket, 0, memory_order_seq_cst);
@@ -688,7 +744,11 @@ zil_lwb_close (zv_zil_t *zl, uint64_t end_ticket, zil_lwb_t **closed)
   zil_lwb_t *lwb = zl->zl_open, **pp = closed;
   zil_slot_t *zs = zil_slot (zl, lwb->lwb_seq);
 
-  ZV_VERIFY (lwb->lwb_nused > 0);
+  ZV_ASSERT3U (lwb->lwb_nused, >, 0);
+  ZV_ASSERT3U (atomic_load_explicit (&zs->zs_seq, memory_order_relaxed), ==,
+               lwb->lwb_seq);
+  /* Nothing past what is packed is claimed by the block. */
+  ZV_ASSERT3U (end_ticket, <=, zil_packed (zl));
   lwb->lwb_end_ticket = end_ticket;
   lwb->lwb_len = ZV_P2ROUNDUP (sizeof (zv_lwb_hdr_t) + lwb->lwb_nused,
                                ZV_SECTOR);
@@ -815,7 +875,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
         n = cut < n ? n - cut : 0;
       }
       if (n == 0 || (n < left && n < ZIL_SPLIT_ALIGN)) {
-        ZV_VERIFY (zl->zl_open->lwb_nused > 0);
+        ZV_ASSERT3U (zl->zl_open->lwb_nused, >, 0);
         /* Not worth a sliver: the rest goes in the next block. */
         zil_lwb_close (zl, itx->itx_ticket, closed);
         continue;
@@ -864,6 +924,8 @@ zil_pack (zv_zil_t *zl, bool *full)
   uint64_t packed = zil_packed (zl);
   zil_lwb_t *closed = NULL, *lwb;
 
+  ZIL_ASSERT_ISSUER (zl);
+  ZV_ASSERT3U (packed, <=, end);
   *full = false;
   while (packed < end) {
     _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
@@ -875,6 +937,7 @@ zil_pack (zv_zil_t *zl, bool *full)
     itx = atomic_load_explicit (slot, memory_order_acquire);
     if (itx == NULL)
       break;
+    ZV_ASSERT3U (itx->itx_ticket, ==, packed);
     if (itx->itx_txg <= synced)
       zil_stat_add (&zl->zl_stat_rec_dropped, 1);
     else
@@ -937,10 +1000,13 @@ zil_advance (zv_zil_t *zl)
       break;
     if (atomic_compare_exchange_strong_explicit (&zl->zl_durable_seq, &d, n,
                                                  memory_order_seq_cst,
-                                                 memory_order_seq_cst))
-      zil_atomic_max (&zl->zl_durable_ticket,
-                      atomic_load_explicit (&zs->zs_end_ticket,
-                                            memory_order_seq_cst));
+                                                 memory_order_seq_cst)) {
+      uint64_t end = atomic_load_explicit (&zs->zs_end_ticket,
+                                           memory_order_seq_cst);
+
+      ZV_ASSERT3U (end, <=, zil_packed (zl));
+      zil_atomic_max (&zl->zl_durable_ticket, end);
+    }
   }
   zil_wake_all (zl);
 }
@@ -1097,6 +1163,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
                                       memory_order_acquire) > t)
     return 0;
+  ZV_ASSERT3U (t, <, zil_next_ticket (zl));      /* a ticket handed out */
   start = zv_now_ns ();
   zil_stat_add (&zl->zl_stat_commits, 1);
   atomic_fetch_add_explicit (&zl->zl_active, 1, memory_order_seq_cst);
@@ -1120,6 +1187,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket
         && zil_durable_seq (zl) + 1 >= zl->zl_open->lwb_seq;
 
+      zil_assert_ticket_order (zl);
       atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
       if (closed) {
         (void) zil_issue (zl, closed);
