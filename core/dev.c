@@ -5,10 +5,11 @@
  * ------
  * A zv_dev_t is an open, locked file descriptor plus a few immutable
  * facts learned at open time (path, size, O_DIRECT or not, block device
- * or not), atomic counters and an optional fault hook.  Nothing in it
- * changes after zv_dev_open() except the counters and the hook, so any
- * number of threads may issue I/O on it without a lock.  The caller must
- * not call zv_dev_close() while I/O on the device is in progress.
+ * or not), atomic counters and the optional test hooks (fault, observer).
+ * Nothing in it changes after zv_dev_open() except the counters and the
+ * hooks, so any number of threads may issue I/O on it without a lock.
+ * The caller must not call zv_dev_close() while I/O on the device is in
+ * progress.
  *
  * Opening.  stat() first, so that we never open a character device or a
  * FIFO read-write just to reject it.  Regular files and block devices are
@@ -21,7 +22,8 @@
  * same file conflicts even inside one process, and the lock goes away by
  * itself when the process dies.
  *
- * I/O.  Every request goes through zv_dev_io_batch().  Each thread owns
+ * I/O.  Every request goes through zv_dev_io_batch_max() (which
+ * zv_dev_io_batch() and the one-request wrappers call).  Each thread owns
  * one io_uring (zv_dev_ring_t), created the first time the thread issues
  * a batch and torn down by a pthread key destructor when the thread
  * exits.  Rings are not shared, so no lock guards them, and one ring
@@ -36,11 +38,12 @@
  *                              |                  |  error: done (logged)
  *                              +---- short, EAGAIN, EINTR: requeue rest
  *
- * At most zv_dev_ring_entries requests are in flight, so the completion
- * queue (twice the size of the submission queue) can never overflow;
- * larger batches go in waves as completions free slots.  The identity of
- * a request and its progress travel in the SQE's user_data (index << 32 |
- * bytes done), so the driver needs no memory of its own.
+ * At most zv_dev_ring_entries requests are in flight (fewer when the
+ * caller's *max_active says so, re-read at every completion), so the
+ * completion queue (twice the size of the submission queue) can never
+ * overflow; larger batches go in waves as completions free slots.  The
+ * identity of a request and its progress travel in the SQE's user_data
+ * (index << 32 | bytes done), so the driver needs no memory of its own.
  *
  * Order.  Reads and writes of one batch run concurrently, in any order.
  * A flush is a barrier inside its batch: it is issued only once every
