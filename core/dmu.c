@@ -10,22 +10,31 @@
  * slot i % F.
  *
  * Open context (writers, under a txg hold) only ever dirties data blocks:
- * the first change of a block in txg T creates a dirty record with its own
- * copy of the block, pins the dbuf (a hold) and pushes the record on the
- * object's lock-free list for T (ob_dirty[T & ZV_TXG_MASK]; a Treiber stack
- * push, so no lock is shared between writers).  A partial write of a
- * block reads the old content only when neither the cache nor an earlier
- * dirty record has it.  Reads see the newest dirty record, else the synced
- * content, else read the block through the tree and cache it.
+ * the first change of a block in txg T creates a dirty record that owns a
+ * whole buffer of the block, pins the dbuf (a hold) and pushes the record
+ * on the object's lock-free list for T (ob_dirty[T & ZV_TXG_MASK]; a
+ * Treiber stack push, so no lock is shared between writers).  That buffer
+ * is the cache's own when no record of an earlier txg is pending and the
+ * content is cached (the dbuf is uncached until the sync of T hands the
+ * written buffer back: docs/design.md, "Choices"); otherwise a write of
+ * the whole block gets a fresh buffer, a partial one a copy of the
+ * earlier record's data (that record may be syncing and must not change
+ * under the sync), or zeros over a hole.  A free's record has no buffer.
+ * A partial write of a block reads the old content only when neither the
+ * cache nor an earlier dirty record has it.  Reads see the newest dirty
+ * record, else the synced content, else read the block through the tree
+ * and cache it.
  *
  * Syncing context (the txg sync thread, one txg at a time) takes T's list
  * (nobody adds to it once T is quiesced), writes each block to new space
- * (copy on write: the old copy is freed, deferred to T+2) and records the
- * new pointer in the parent indirect block in memory; then writes the
- * indirect blocks of each level (two copies each), bottom up, and last
- * the root pointer.  A block already born in T (a second sync pass of the
- * same txg) is overwritten in place: no committed uberblock can point at
- * it, and not reallocating is what lets the pool's passes converge.
+ * (copy on write: the old copy is freed, deferred to T+2), or adopts the
+ * block the intent log already wrote for it (zv_dmu_sync_block), and
+ * records the new pointer in the parent indirect block in memory; then
+ * writes the indirect blocks of each level (two copies each), bottom up,
+ * and last the root pointer.  A block already born in T (a second sync
+ * pass of the same txg) is overwritten in place: no committed uberblock
+ * can point at it, and not reallocating is what lets the pool's passes
+ * converge.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
