@@ -245,7 +245,7 @@ txg_last_synced_locked (zv_txg_t *tx)
 /* ---------------------------------------------------------------------- */
 /* Holds (hot path: slot locks and atomics only). */
 
-/* Did the txg in slot g take a hold or a dirty byte since it opened? */
+/* Did txg take a hold or a dirty byte since it opened (its slot says)? */
 static bool
 txg_active (zv_txg_t *tx, uint64_t txg)
 {
@@ -277,7 +277,8 @@ zv_txg_kick (zv_txg_t *tx, uint64_t txg)
   pthread_mutex_unlock (&tx->tx_lock);
 }
 
-/* Charge dirty bytes to a held txg and to the total; kick if past 20%. */
+/* Charge dirty bytes to a held txg and to the total; kick the sync once
+ * the txg passes the sync threshold (dirty_sync_pct of dirty_max). */
 static void
 txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 {

@@ -37,16 +37,19 @@
  *   - else it tries to become the issuer with a compare-and-swap on
  *     zl_issuer.  The issuer packs every published itx, in ticket order,
  *     into the open log block (dropping those whose txg has synced),
- *     closing blocks that fill up; it closes the open block too when it
- *     holds a record somebody waits for, unless other committers are
- *     active and the block is younger than the commit timeout (10% of the
- *     recent log-block latency), when more records may still join it.
+ *     closing blocks that fill up.  It closes the open block too when the
+ *     block holds a record somebody waits for and the committer is alone,
+ *     or the block is 7/8 full, or it is older than the commit timeout
+ *     (10% of the recent log-block latency) with no earlier block in
+ *     flight; otherwise more records may still join it, and an earlier
+ *     block's completion is the moment to issue it (group commit).
  *     Then it gives up the role and, holding no role at all, writes the
  *     blocks it closed and flushes the devices they touched.  So another
  *     thread can pack and write the next block while this one's I/O is in
  *     flight: several log blocks are in flight at once.
  *   - else it sleeps on a futex (zl_wake), for the commit timeout when its
- *     record waits in the open block, a few ms otherwise, and loops.
+ *     record waits in the open block or another thread holds the role, a
+ *     few ms otherwise, and loops.
  * When a block's write and flush are done, its thread marks the slot done
  * and advances zl_durable_seq over every consecutive done block with a
  * compare-and-swap loop, raising zl_durable_ticket to the end ticket of
@@ -89,9 +92,10 @@
  * (zil_drain): their txgs carry the changes.  A txg sync that fails marks
  * the log failed too (the pool is suspended), so loggers never spin.
  *
- * Locks: none on the logging and commit paths.  The txg engine's
- * callbacks (sync_header, synced) run on the sync thread and take the
- * issuer role only by try-CAS.
+ * Locks: none on the logging and commit paths.  Of the txg engine's
+ * callbacks (syncing context), zv_zil_synced takes the issuer role only
+ * by try-CAS, and zv_zil_sync_header needs no role: it reads the block
+ * state slots and writes only the sync-side head (zl_head, zl_pending_*).
  */
 #include <config.h>
 
