@@ -88,13 +88,12 @@ dbuf_free (dbuf_shard_t *s, zv_dbuf_t *db)
 
 /* Unlink from the hash chain (shard mutex held). */
 static void
-dbuf_hash_remove (zv_dbuf_cache_t *c, dbuf_shard_t *s, zv_dbuf_t *db)
+dbuf_hash_remove (dbuf_shard_t *s, zv_dbuf_t *db)
 {
   uint64_t h = dbuf_hash (db->db_obj, db->db_level, db->db_blkid);
   zv_dbuf_t **pp =
     &s->ds_buckets[(h / ZV_DBUF_SHARDS) & (ZV_DBUF_BUCKETS - 1)];
 
-  (void) c;
   while (*pp != db) {
     ZV_ASSERT (*pp != NULL);
     pp = &(*pp)->db_hnext;
@@ -128,7 +127,7 @@ dbuf_evict_some (zv_dbuf_cache_t *c, dbuf_shard_t *s)
 
     ZV_VERIFY3U (db->db_holds, ==, 0);
     dbuf_lru_remove (s, db);
-    dbuf_hash_remove (c, s, db);
+    dbuf_hash_remove (s, db);
     dbuf_free (s, db);
     atomic_fetch_add_explicit (&c->dc_evictions, 1, memory_order_seq_cst);
   }
@@ -256,7 +255,7 @@ zv_dbuf_rele (zv_dbuf_cache_t *c, zv_dbuf_t *db)
     if (db->db_data == NULL) {
       /* Nothing worth keeping (uncached, or a cached hole: cheap to
        * rediscover from the tree). */
-      dbuf_hash_remove (c, s, db);
+      dbuf_hash_remove (s, db);
       dbuf_free (s, db);
     }
     else {
