@@ -21,8 +21,9 @@
  * (rounded to 4 KiB), at increasing logical positions (position % ring
  * size is the offset).  A block is placed when it is opened, right after
  * the previous one, so the address of the next block is known when a
- * block is sealed, and no allocation is ever needed on the commit path.
- * Each block names the next block's address and checksum seed (guid,
+ * block is sealed, and placing a log block never allocates (only the
+ * in-place data blocks of large writes are allocated, when their log
+ * block is issued).  Each block names the next block's address and checksum seed (guid,
  * seq + 1); replay follows the chain until a block does not verify.  Ring
  * space is reused only behind the head recorded by a txg already on disk
  * (zl_persisted_pos): the head moves past a block once it is written and
