@@ -503,8 +503,9 @@ dev_fault_check (zv_dev_t *dev, const zv_dev_io_t *io)
 /* Request steps shared by the io_uring and the fallback paths          */
 /* ------------------------------------------------------------------ */
 
+/* An operation's name, for messages. */
 static const char *
-zv_dev_op_name (enum zv_dev_op op)
+dev_op_name (enum zv_dev_op op)
 {
   switch (op) {
   case ZV_DEV_READ: return "read";
@@ -523,7 +524,7 @@ dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
     zv_error ("%s: flush: %s", io->di_dev->dev_path, strerror (-error));
   else
     zv_error ("%s: %s at %" PRIu64 ": %s", io->di_dev->dev_path,
-              zv_dev_op_name (io->di_op), off, strerror (-error));
+              dev_op_name (io->di_op), off, strerror (-error));
   io->di_result = error;
 }
 
@@ -567,7 +568,7 @@ dev_io_start (zv_dev_io_t *io)
         io->di_len > dev->dev_size - io->di_offset) {
       zv_error ("%s: %s at %" PRIu64 " (%" PRIu32 " bytes): beyond the "
                 "end of the device (%" PRIu64 " bytes)", dev->dev_path,
-                zv_dev_op_name (io->di_op), io->di_offset, io->di_len,
+                dev_op_name (io->di_op), io->di_offset, io->di_len,
                 dev->dev_size);
       io->di_result = -EIO;
       return false;
@@ -635,7 +636,7 @@ dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
     /* Past EOF (the file shrank under us), or a write that moved
      * nothing: either way, retrying would spin forever. */
     zv_error ("%s: %s at %" PRIu64 ": %s", io->di_dev->dev_path,
-              zv_dev_op_name (io->di_op), off,
+              dev_op_name (io->di_op), off,
               io->di_op == ZV_DEV_READ ? "unexpected end of file"
               : "no progress");
     io->di_result = -EIO;
