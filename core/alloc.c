@@ -55,8 +55,12 @@
  * lock.  No callback runs under a_lock (defer_foreach snapshots first), so
  * a callback may call back into the allocator.
  *
- * Trust: arguments from the engine's own bookkeeping (frees, the chunk
- * index of save) are checked with ZV_VERIFY; data that came off a disk
+ * Trust: arguments from the engine's own bookkeeping (frees, chunk
+ * indices, device areas, the reservation given back) are checked with
+ * ZV_VERIFY, in every build: a double free or a lost byte of accounting
+ * would corrupt the pool later, far from its cause.  The allocator's own
+ * postconditions (a run it found clear changes every bit it marks, a
+ * range stays inside its map) are ZV_ASSERTs.  Data that came off a disk
  * (chunk_load, defer_load, claim on import) is checked and refused with a
  * message instead, since a damaged pool must not crash the server.
  */
@@ -127,13 +131,13 @@ static uint64_t zv_alloc_slop_min = 4ull << 20;
 
 /* Lock wrappers: a failing pthread call is a bug, not a condition. */
 static void
-zv_alloc_lock (zv_alloc_t *a)
+alloc_lock (zv_alloc_t *a)
 {
   ZV_VERIFY (pthread_mutex_lock (&a->a_lock) == 0);
 }
 
 static void
-zv_alloc_unlock (zv_alloc_t *a)
+alloc_unlock (zv_alloc_t *a)
 {
   ZV_VERIFY (pthread_mutex_unlock (&a->a_lock) == 0);
 }
@@ -142,7 +146,7 @@ zv_alloc_unlock (zv_alloc_t *a)
 
 /* Mask of bits [lo, hi) of one word, 0 <= lo < hi <= 64. */
 static inline uint64_t
-zv_alloc_mask (unsigned lo, unsigned hi)
+alloc_mask (unsigned lo, unsigned hi)
 {
   uint64_t m = hi - lo == 64 ? ~0ull : ((1ull << (hi - lo)) - 1);
   return m << lo;
@@ -153,7 +157,7 @@ zv_alloc_mask (unsigned lo, unsigned hi)
  * which is what keeps a nearly full device cheap to scan.
  */
 static uint64_t
-zv_alloc_next_clear (const uint64_t *map, uint64_t from, uint64_t to)
+alloc_next_clear (const uint64_t *map, uint64_t from, uint64_t to)
 {
   uint64_t w, word;
 
@@ -174,7 +178,7 @@ zv_alloc_next_clear (const uint64_t *map, uint64_t from, uint64_t to)
 
 /* First set bit in [from, to), or 'to'; skips whole words of zeros. */
 static uint64_t
-zv_alloc_next_set (const uint64_t *map, uint64_t from, uint64_t to)
+alloc_next_set (const uint64_t *map, uint64_t from, uint64_t to)
 {
   uint64_t w, word;
 
@@ -198,18 +202,18 @@ zv_alloc_next_set (const uint64_t *map, uint64_t from, uint64_t to)
  * before 'limit' (to <= limit), or ZV_ALLOC_NONE.
  */
 static uint64_t
-zv_alloc_find_run (const uint64_t *map, uint64_t from, uint64_t to,
-                   uint64_t limit, uint64_t n)
+alloc_find_run (const uint64_t *map, uint64_t from, uint64_t to,
+                uint64_t limit, uint64_t n)
 {
   uint64_t s = from;
 
   while (s < to) {
     uint64_t e;
 
-    s = zv_alloc_next_clear (map, s, to);
+    s = alloc_next_clear (map, s, to);
     if (s >= to || n > limit - s)
       return ZV_ALLOC_NONE;
-    e = zv_alloc_next_set (map, s, s + n);
+    e = alloc_next_set (map, s, s + n);
     if (e == s + n)
       return s;
     s = e + 1;
@@ -225,8 +229,8 @@ zv_alloc_find_run (const uint64_t *map, uint64_t from, uint64_t to,
  * cursor comes last.
  */
 static uint64_t
-zv_alloc_dev_search (const zv_alloc_dev_t *d, uint64_t n, uint64_t cursor,
-                     uint64_t wlo, uint64_t whi)
+alloc_dev_search (const zv_alloc_dev_t *d, uint64_t n, uint64_t cursor,
+                  uint64_t wlo, uint64_t whi)
 {
   uint64_t lo[2], hi[2], s;
   unsigned k = 0, j, pass;
@@ -258,13 +262,13 @@ zv_alloc_dev_search (const zv_alloc_dev_t *d, uint64_t n, uint64_t cursor,
     unsigned i = (j + pass) % k;
     uint64_t from = pass == 0 ? ZV_MAX (cursor, lo[i]) : lo[i];
 
-    s = zv_alloc_find_run (d->ad_map, from, hi[i], hi[i], n);
+    s = alloc_find_run (d->ad_map, from, hi[i], hi[i], n);
     if (s != ZV_ALLOC_NONE)
       return s;
   }
   if (cursor > lo[j])
-    return zv_alloc_find_run (d->ad_map, lo[j], ZV_MIN (cursor, hi[j]),
-                              hi[j], n);
+    return alloc_find_run (d->ad_map, lo[j], ZV_MIN (cursor, hi[j]),
+                           hi[j], n);
   return ZV_ALLOC_NONE;
 }
 
@@ -273,7 +277,7 @@ zv_alloc_dev_search (const zv_alloc_dev_t *d, uint64_t n, uint64_t cursor,
  * whose bits change.  Returns the number of bits that changed.
  */
 static uint64_t
-zv_alloc_range_mark (zv_alloc_dev_t *d, uint64_t b, uint64_t n, bool set)
+alloc_range_mark (zv_alloc_dev_t *d, uint64_t b, uint64_t n, bool set)
 {
   uint64_t end = b + n, changed = 0;
 
@@ -282,7 +286,7 @@ zv_alloc_range_mark (zv_alloc_dev_t *d, uint64_t b, uint64_t n, bool set)
     uint64_t w = b / 64;
     unsigned lo = (unsigned) (b % 64);
     unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - b));
-    uint64_t mask = zv_alloc_mask (lo, hi);
+    uint64_t mask = alloc_mask (lo, hi);
     uint64_t old = d->ad_map[w];
     uint64_t neu = set ? old | mask : old & ~mask;
 
@@ -298,14 +302,14 @@ zv_alloc_range_mark (zv_alloc_dev_t *d, uint64_t b, uint64_t n, bool set)
 
 /* Are all bits [b, b + n) of d set? */
 static bool
-zv_alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
 {
   uint64_t end = b + n;
 
   while (b < end) {
     unsigned lo = (unsigned) (b % 64);
     unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - b));
-    uint64_t mask = zv_alloc_mask (lo, hi);
+    uint64_t mask = alloc_mask (lo, hi);
 
     if ((d->ad_map[b / 64] & mask) != mask)
       return false;
@@ -319,8 +323,8 @@ zv_alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
  * is not sector-aligned, empty, or not wholly inside one device's area.
  */
 static bool
-zv_alloc_extent (zv_alloc_t *a, uint64_t dva, uint32_t size,
-                 zv_alloc_dev_t **dp, uint64_t *bp, uint64_t *np)
+alloc_extent (zv_alloc_t *a, uint64_t dva, uint32_t size,
+              zv_alloc_dev_t **dp, uint64_t *bp, uint64_t *np)
 {
   unsigned v = ZV_DVA_VDEV (dva);
   uint64_t off = ZV_DVA_OFFSET (dva);
@@ -340,9 +344,9 @@ zv_alloc_extent (zv_alloc_t *a, uint64_t dva, uint32_t size,
 
 /* Mark a found run allocated and account for it. */
 static void
-zv_alloc_take (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+alloc_take (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
 {
-  uint64_t changed = zv_alloc_range_mark (d, b, n, true);
+  uint64_t changed = alloc_range_mark (d, b, n, true);
 
   ZV_ASSERT3U (changed, ==, n);
   d->ad_free -= n;
@@ -352,12 +356,12 @@ zv_alloc_take (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
 
 /* Clear an allocated extent; every bit must be set (else double free). */
 static void
-zv_alloc_release (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+alloc_release (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
 {
   uint64_t changed;
 
-  ZV_VERIFY (zv_alloc_range_all_set (d, b, n));
-  changed = zv_alloc_range_mark (d, b, n, false);
+  ZV_VERIFY (alloc_range_all_set (d, b, n));
+  changed = alloc_range_mark (d, b, n, false);
   ZV_ASSERT3U (changed, ==, n);
   d->ad_free += n;
   atomic_fetch_sub_explicit (&a->a_allocated, n * ZV_SECTOR,
@@ -389,8 +393,8 @@ zv_alloc_create (unsigned ndevs, const uint64_t *start, const uint64_t *end)
     zv_alloc_dev_t *d = &a->a_devs[i];
 
     ZV_VERIFY (start[i] % ZV_SECTOR == 0 && end[i] % ZV_SECTOR == 0);
-    ZV_ASSERT3U (start[i], <=, end[i]);
-    ZV_ASSERT3U (end[i], <=, 1ull << 56);
+    ZV_VERIFY3U (start[i], <=, end[i]);
+    ZV_VERIFY3U (end[i], <=, 1ull << 56);  /* a dva's offset field */
     d->ad_start = start[i];
     d->ad_end = end[i];
     d->ad_nbits = (end[i] - start[i]) / ZV_SECTOR;
@@ -444,17 +448,17 @@ zv_alloc_destroy (zv_alloc_t *a)
 
 /* Plain first fit on one device from its cursor; moves the cursor. */
 static bool
-zv_alloc_try_dev (zv_alloc_t *a, unsigned v, uint64_t n, uint64_t *dva)
+alloc_try_dev (zv_alloc_t *a, unsigned v, uint64_t n, uint64_t *dva)
 {
   zv_alloc_dev_t *d = &a->a_devs[v];
   uint64_t s;
 
   if (d->ad_free < n)
     return false;
-  s = zv_alloc_dev_search (d, n, d->ad_cursor, 0, 0);
+  s = alloc_dev_search (d, n, d->ad_cursor, 0, 0);
   if (s == ZV_ALLOC_NONE)
     return false;
-  zv_alloc_take (a, d, s, n);
+  alloc_take (a, d, s, n);
   d->ad_cursor = s + n < d->ad_nbits ? s + n : 0;
   *dva = ZV_DVA_MAKE (v, d->ad_start + s * ZV_SECTOR);
   return true;
@@ -466,7 +470,7 @@ zv_alloc_try_dev (zv_alloc_t *a, unsigned v, uint64_t n, uint64_t *dva)
  * stays where the ordinary allocations left it.
  */
 static bool
-zv_alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
+alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
 {
   unsigned v = ZV_DVA_VDEV (avoid);
   zv_alloc_dev_t *d = &a->a_devs[v];
@@ -477,7 +481,7 @@ zv_alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
     return false;
   if (off < d->ad_start || off >= d->ad_end) {
     /* Not in this area at all: nothing to keep away from. */
-    s = zv_alloc_dev_search (d, n, d->ad_cursor, 0, 0);
+    s = alloc_dev_search (d, n, d->ad_cursor, 0, 0);
   }
   else {
     ab = (off - d->ad_start) / ZV_SECTOR;
@@ -485,13 +489,13 @@ zv_alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
     dist = d->ad_nbits >> zv_alloc_ditto_shift;
     wlo = ab > dist ? ab - dist : 0;
     whi = aend + dist;
-    s = zv_alloc_dev_search (d, n, whi, wlo, whi);
+    s = alloc_dev_search (d, n, whi, wlo, whi);
     if (s == ZV_ALLOC_NONE)
-      s = zv_alloc_dev_search (d, n, d->ad_cursor, ab, aend);
+      s = alloc_dev_search (d, n, d->ad_cursor, ab, aend);
   }
   if (s == ZV_ALLOC_NONE)
     return false;
-  zv_alloc_take (a, d, s, n);
+  alloc_take (a, d, s, n);
   *dva = ZV_DVA_MAKE (v, d->ad_start + s * ZV_SECTOR);
   return true;
 }
@@ -509,7 +513,7 @@ zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid, uint64_t *dva)
   int r = -ENOSPC;
 
   ZV_VERIFY (size > 0 && size % ZV_SECTOR == 0);
-  zv_alloc_lock (a);
+  alloc_lock (a);
   first = a->a_rotor;
   a->a_rotor = (a->a_rotor + 1) % a->a_ndevs;
   for (i = 0; i < a->a_ndevs; i++) {
@@ -517,15 +521,15 @@ zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid, uint64_t *dva)
 
     if (v == avdev)
       continue;
-    if (zv_alloc_try_dev (a, v, n, dva)) {
+    if (alloc_try_dev (a, v, n, dva)) {
       r = 0;
       goto out;
     }
   }
-  if (avdev < a->a_ndevs && zv_alloc_try_apart (a, avoid, n, dva))
+  if (avdev < a->a_ndevs && alloc_try_apart (a, avoid, n, dva))
     r = 0;
  out:
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
   return r;
 }
 
@@ -540,18 +544,18 @@ zv_alloc_claim (zv_alloc_t *a, uint64_t dva, uint32_t size)
   zv_alloc_dev_t *d;
   uint64_t b, n, changed;
 
-  if (!zv_alloc_extent (a, dva, size, &d, &b, &n)) {
+  if (!alloc_extent (a, dva, size, &d, &b, &n)) {
     zv_error ("alloc: claim of an invalid extent (device %u offset %llu "
               "size %u) ignored", ZV_DVA_VDEV (dva),
               (unsigned long long) ZV_DVA_OFFSET (dva), size);
     return;
   }
-  zv_alloc_lock (a);
-  changed = zv_alloc_range_mark (d, b, n, true);
+  alloc_lock (a);
+  changed = alloc_range_mark (d, b, n, true);
   d->ad_free -= changed;
   atomic_fetch_add_explicit (&a->a_allocated, changed * ZV_SECTOR,
                              memory_order_relaxed);
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
 }
 
 /* Free a block that no committed txg references: reusable at once. */
@@ -561,18 +565,18 @@ zv_alloc_free_now (zv_alloc_t *a, uint64_t dva, uint32_t size)
   zv_alloc_dev_t *d;
   uint64_t b, n;
 
-  ZV_VERIFY (zv_alloc_extent (a, dva, size, &d, &b, &n));
-  zv_alloc_lock (a);
-  zv_alloc_release (a, d, b, n);
-  zv_alloc_unlock (a);
+  ZV_VERIFY (alloc_extent (a, dva, size, &d, &b, &n));
+  alloc_lock (a);
+  alloc_release (a, d, b, n);
+  alloc_unlock (a);
 }
 
 /* ---- deferred frees ---- */
 
 /* Append to the defer list of txg (caller holds a_lock). */
 static void
-zv_alloc_defer_append (zv_alloc_t *a, uint64_t txg, uint64_t dva,
-                       uint32_t size)
+alloc_defer_append (zv_alloc_t *a, uint64_t txg, uint64_t dva,
+                    uint32_t size)
 {
   zv_alloc_defer_list_t *dl = &a->a_defer[txg % ZV_ALLOC_NLISTS];
 
@@ -606,7 +610,7 @@ zv_alloc_defer_cancel (zv_alloc_t *a, uint64_t dva, uint32_t size)
 {
   uint64_t lo = dva, hi = dva + size, taken = 0;
 
-  zv_alloc_lock (a);
+  alloc_lock (a);
   for (unsigned l = 0; l < ZV_ALLOC_NLISTS; l++) {
     zv_alloc_defer_list_t *dl = &a->a_defer[l];
     for (size_t i = 0; i < dl->dl_count; i++) {
@@ -620,13 +624,13 @@ zv_alloc_defer_cancel (zv_alloc_t *a, uint64_t dva, uint32_t size)
       a->a_deferred -= e.de_size;
       taken += ZV_MIN (ehi, hi) - ZV_MAX (elo, lo);
       if (elo < lo)
-        zv_alloc_defer_append (a, e.de_txg, elo, (uint32_t) (lo - elo));
+        alloc_defer_append (a, e.de_txg, elo, (uint32_t) (lo - elo));
       if (ehi > hi)
-        zv_alloc_defer_append (a, e.de_txg, hi, (uint32_t) (ehi - hi));
+        alloc_defer_append (a, e.de_txg, hi, (uint32_t) (ehi - hi));
       i--;                      /* look at what moved into slot i */
     }
   }
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
   return taken;
 }
 
@@ -638,11 +642,11 @@ zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,
   zv_alloc_dev_t *d;
   uint64_t b, n;
 
-  ZV_VERIFY (zv_alloc_extent (a, dva, size, &d, &b, &n));
-  zv_alloc_lock (a);
-  ZV_VERIFY (zv_alloc_range_all_set (d, b, n));
-  zv_alloc_defer_append (a, txg, dva, size);
-  zv_alloc_unlock (a);
+  ZV_VERIFY (alloc_extent (a, dva, size, &d, &b, &n));
+  alloc_lock (a);
+  ZV_VERIFY (alloc_range_all_set (d, b, n));
+  alloc_defer_append (a, txg, dva, size);
+  alloc_unlock (a);
 }
 
 /*
@@ -657,7 +661,7 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
 
   if (txg < ZV_TXG_DEFER)
     return;
-  zv_alloc_lock (a);
+  alloc_lock (a);
   for (l = 0; l < ZV_ALLOC_NLISTS; l++) {
     zv_alloc_defer_list_t *dl = &a->a_defer[l];
     size_t i, keep = 0;
@@ -671,28 +675,13 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
         dl->dl_ents[keep++] = *e;
         continue;
       }
-      ZV_VERIFY (zv_alloc_extent (a, e->de_dva, e->de_size, &d, &b, &n));
-      zv_alloc_release (a, d, b, n);
+      ZV_VERIFY (alloc_extent (a, e->de_dva, e->de_size, &d, &b, &n));
+      alloc_release (a, d, b, n);
       a->a_deferred -= e->de_size;
     }
     dl->dl_count = keep;
   }
-  zv_alloc_unlock (a);
-}
-
-/* How many deferred frees txg made (to size its persisted list). */
-size_t
-zv_alloc_defer_count (zv_alloc_t *a, uint64_t txg)
-{
-  const zv_alloc_defer_list_t *dl = &a->a_defer[txg % ZV_ALLOC_NLISTS];
-  size_t i, count = 0;
-
-  zv_alloc_lock (a);
-  for (i = 0; i < dl->dl_count; i++)
-    if (dl->dl_ents[i].de_txg == txg)
-      count++;
-  zv_alloc_unlock (a);
-  return count;
+  alloc_unlock (a);
 }
 
 /*
@@ -707,7 +696,7 @@ zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg, zv_alloc_extent_fn fn,
   zv_alloc_defer_ent_t *copy = NULL;
   size_t i, count = 0;
 
-  zv_alloc_lock (a);
+  alloc_lock (a);
   if (dl->dl_count > 0) {
     copy = malloc (dl->dl_count * sizeof *copy);
     if (copy == NULL) {
@@ -718,7 +707,7 @@ zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg, zv_alloc_extent_fn fn,
       if (dl->dl_ents[i].de_txg == txg)
         copy[count++] = dl->dl_ents[i];
   }
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
 
   for (i = 0; i < count; i++)
     fn (arg, copy[i].de_dva, copy[i].de_size);
@@ -738,13 +727,13 @@ zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
   uint64_t b, n;
   bool ok;
 
-  ok = zv_alloc_extent (a, dva, size, &d, &b, &n);
-  zv_alloc_lock (a);
+  ok = alloc_extent (a, dva, size, &d, &b, &n);
+  alloc_lock (a);
   if (ok)
-    ok = zv_alloc_range_all_set (d, b, n);
+    ok = alloc_range_all_set (d, b, n);
   if (ok)
-    zv_alloc_defer_append (a, txg, dva, size);
-  zv_alloc_unlock (a);
+    alloc_defer_append (a, txg, dva, size);
+  alloc_unlock (a);
   if (!ok)
     zv_error ("alloc: deferred free of txg %llu (device %u offset %llu "
               "size %u) is not an allocated extent; ignored",
@@ -758,7 +747,7 @@ zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
 size_t
 zv_alloc_nchunks (zv_alloc_t *a, unsigned vdev)
 {
-  ZV_ASSERT3U (vdev, <, a->a_ndevs);
+  ZV_VERIFY3U (vdev, <, a->a_ndevs);
   return a->a_devs[vdev].ad_nchunks;
 }
 
@@ -768,11 +757,11 @@ zv_alloc_chunk_dirty (zv_alloc_t *a, unsigned vdev, size_t idx)
 {
   bool dirty;
 
-  ZV_ASSERT3U (vdev, <, a->a_ndevs);
-  ZV_ASSERT3U (idx, <, a->a_devs[vdev].ad_nchunks);
-  zv_alloc_lock (a);
+  ZV_VERIFY3U (vdev, <, a->a_ndevs);
+  ZV_VERIFY3U (idx, <, a->a_devs[vdev].ad_nchunks);
+  alloc_lock (a);
   dirty = a->a_devs[vdev].ad_dirty[idx] != 0;
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
   return dirty;
 }
 
@@ -785,17 +774,17 @@ zv_alloc_chunk_save (zv_alloc_t *a, unsigned vdev, size_t idx, void *buf)
   unsigned char *dst = buf;
   uint64_t i;
 
-  ZV_ASSERT3U (vdev, <, a->a_ndevs);
+  ZV_VERIFY3U (vdev, <, a->a_ndevs);
   d = &a->a_devs[vdev];
-  ZV_ASSERT3U (idx, <, d->ad_nchunks);
-  zv_alloc_lock (a);
+  ZV_VERIFY3U (idx, <, d->ad_nchunks);
+  alloc_lock (a);
   src = &d->ad_map[idx * ZV_ALLOC_CHUNK_WORDS];
   for (i = 0; i < ZV_ALLOC_CHUNK_WORDS; i++) {
     uint64_t le = htole64 (src[i]);
     memcpy (dst + i * 8, &le, 8);
   }
   d->ad_dirty[idx] = 0;
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
 }
 
 /*
@@ -827,7 +816,7 @@ zv_alloc_chunk_load (zv_alloc_t *a, unsigned vdev, size_t idx,
     memcpy (&w, src + i * 8, 8);
     w = le64toh (w);
     valid = bit0 >= d->ad_nbits ? 0 :
-      zv_alloc_mask (0, (unsigned) (d->ad_nbits - bit0));
+      alloc_mask (0, (unsigned) (d->ad_nbits - bit0));
     if ((w & ~valid) != 0) {
       zv_error ("alloc: space map chunk %zu of device %u marks sectors past "
                 "the end of the device (bit %llu); refusing it",
@@ -838,7 +827,7 @@ zv_alloc_chunk_load (zv_alloc_t *a, unsigned vdev, size_t idx,
     }
   }
 
-  zv_alloc_lock (a);
+  alloc_lock (a);
   for (i = 0; i < ZV_ALLOC_CHUNK_WORDS; i++) {
     uint64_t *dst = &d->ad_map[idx * ZV_ALLOC_CHUNK_WORDS + i], w;
 
@@ -856,7 +845,7 @@ zv_alloc_chunk_load (zv_alloc_t *a, unsigned vdev, size_t idx,
     atomic_fetch_sub_explicit (&a->a_allocated, (before - after) * ZV_SECTOR,
                                memory_order_relaxed);
   d->ad_dirty[idx] = 0;
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
   return 0;
 }
 
@@ -866,11 +855,11 @@ zv_alloc_dirty_all (zv_alloc_t *a)
 {
   unsigned v;
 
-  zv_alloc_lock (a);
+  alloc_lock (a);
   for (v = 0; v < a->a_ndevs; v++)
     if (a->a_devs[v].ad_nchunks > 0)
       memset (a->a_devs[v].ad_dirty, 1, a->a_devs[v].ad_nchunks);
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
 }
 
 /* ---- queries ---- */
@@ -883,11 +872,11 @@ zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size)
   uint64_t b, n;
   bool r;
 
-  if (!zv_alloc_extent (a, dva, size, &d, &b, &n))
+  if (!alloc_extent (a, dva, size, &d, &b, &n))
     return false;
-  zv_alloc_lock (a);
-  r = zv_alloc_range_all_set (d, b, n);
-  zv_alloc_unlock (a);
+  alloc_lock (a);
+  r = alloc_range_all_set (d, b, n);
+  alloc_unlock (a);
   return r;
 }
 
@@ -895,14 +884,14 @@ zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size)
 void
 zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)
 {
-  zv_alloc_lock (a);
+  alloc_lock (a);
   out->as_total = a->a_total;
   out->as_allocated = atomic_load_explicit (&a->a_allocated,
                                             memory_order_relaxed);
   out->as_deferred = a->a_deferred;
   out->as_reserved = atomic_load_explicit (&a->a_reserved,
                                            memory_order_relaxed);
-  zv_alloc_unlock (a);
+  alloc_unlock (a);
 }
 
 /* ---- reservation (lock-free) ---- */
@@ -938,7 +927,7 @@ zv_alloc_unreserve (zv_alloc_t *a, uint64_t bytes)
   uint64_t cur = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
 
   do
-    ZV_ASSERT3U (cur, >=, bytes);
+    ZV_VERIFY3U (cur, >=, bytes);
   while (!atomic_compare_exchange_weak_explicit (&a->a_reserved, &cur,
                                                  cur - bytes,
                                                  memory_order_relaxed,

@@ -23,8 +23,12 @@
  * sync never runs out of space; a slop of 1/32 of the pool (at least
  * 4 MiB) is kept for metadata.
  *
- * Locking: one mutex guards the bitmaps and defer lists (the sync thread
- * is the only allocator; writers touch only the atomic reservation).
+ * Locking: one mutex guards the bitmaps and defer lists.  The txg sync is
+ * not the only thread that allocates and frees: the intent log allocates
+ * the blocks it writes in place (on committing threads), open context
+ * defers the free of such a block when a later write supersedes it, and
+ * import and replay claim and free.  Writers otherwise touch only the
+ * atomic reservation, which takes no lock.
  */
 #ifndef ZV_ALLOC_H
 #define ZV_ALLOC_H
@@ -74,7 +78,6 @@ void zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg);
 
 /* The defer list of 'txg' (for persisting it): calls fn per extent. */
 typedef void (*zv_alloc_extent_fn) (void *arg, uint64_t dva, uint32_t size);
-size_t zv_alloc_defer_count (zv_alloc_t *a, uint64_t txg);
 void zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg,
                              zv_alloc_extent_fn fn, void *arg);
 /* Take an extent out of the pending deferred frees (the caller frees it

@@ -80,7 +80,8 @@ dbuf_free (dbuf_shard_t *s, zv_dbuf_t *db)
   for (unsigned t = 0; t < ZV_TXG_SIZE; t++)
     ZV_VERIFY (db->db_dirty[t] == NULL);
   if (db->db_data) {
-    atomic_fetch_sub (&s->ds_bytes, db->db_size);
+    atomic_fetch_sub_explicit (&s->ds_bytes, db->db_size,
+                               memory_order_seq_cst);
     zv_buf_put (db->db_data, db->db_size);
   }
   pthread_mutex_destroy (&db->db_mtx);
@@ -89,14 +90,14 @@ dbuf_free (dbuf_shard_t *s, zv_dbuf_t *db)
 
 /* Unlink from the hash chain (shard mutex held). */
 static void
-dbuf_hash_remove (zv_dbuf_cache_t *c, dbuf_shard_t *s, zv_dbuf_t *db)
+dbuf_hash_remove (dbuf_shard_t *s, zv_dbuf_t *db)
 {
   uint64_t h = dbuf_hash (db->db_obj, db->db_level, db->db_blkid);
-  zv_dbuf_t **pp = &s->ds_buckets[(h / ZV_DBUF_SHARDS) & (ZV_DBUF_BUCKETS - 1)];
+  zv_dbuf_t **pp =
+    &s->ds_buckets[(h / ZV_DBUF_SHARDS) & (ZV_DBUF_BUCKETS - 1)];
 
-  (void) c;
   while (*pp != db) {
-    ZV_VERIFY (*pp != NULL);
+    ZV_ASSERT (*pp != NULL);
     pp = &(*pp)->db_hnext;
   }
   *pp = db->db_hnext;
@@ -122,15 +123,15 @@ dbuf_lru_remove (dbuf_shard_t *s, zv_dbuf_t *db)
 static void
 dbuf_evict_some (zv_dbuf_cache_t *c, dbuf_shard_t *s)
 {
-  while (atomic_load (&s->ds_bytes) > c->dc_shard_limit
-         && s->ds_lru_tail != NULL) {
+  while (atomic_load_explicit (&s->ds_bytes, memory_order_seq_cst)
+         > c->dc_shard_limit && s->ds_lru_tail != NULL) {
     zv_dbuf_t *db = s->ds_lru_tail;
 
     ZV_VERIFY3U (db->db_holds, ==, 0);
     dbuf_lru_remove (s, db);
-    dbuf_hash_remove (c, s, db);
+    dbuf_hash_remove (s, db);
     dbuf_free (s, db);
-    atomic_fetch_add (&c->dc_evictions, 1);
+    atomic_fetch_add_explicit (&c->dc_evictions, 1, memory_order_seq_cst);
   }
 }
 
@@ -239,7 +240,7 @@ zv_dbuf_add_hold (zv_dbuf_cache_t *c, zv_dbuf_t *db)
   dbuf_shard_t *s = &c->dc_shards[db->db_shard];
 
   pthread_mutex_lock (&s->ds_mtx);
-  ZV_VERIFY3U (db->db_holds, >, 0);
+  ZV_ASSERT3U (db->db_holds, >, 0);
   db->db_holds++;
   pthread_mutex_unlock (&s->ds_mtx);
 }
@@ -251,12 +252,12 @@ zv_dbuf_rele (zv_dbuf_cache_t *c, zv_dbuf_t *db)
   dbuf_shard_t *s = &c->dc_shards[db->db_shard];
 
   pthread_mutex_lock (&s->ds_mtx);
-  ZV_VERIFY3U (db->db_holds, >, 0);
+  ZV_ASSERT3U (db->db_holds, >, 0);
   if (--db->db_holds == 0) {
     if (db->db_data == NULL) {
       /* Nothing worth keeping (uncached, or a cached hole: cheap to
        * rediscover from the tree). */
-      dbuf_hash_remove (c, s, db);
+      dbuf_hash_remove (s, db);
       dbuf_free (s, db);
     }
     else {
@@ -280,12 +281,14 @@ zv_dbuf_set_data (zv_dbuf_cache_t *c, zv_dbuf_t *db, void *data)
   dbuf_shard_t *s = &c->dc_shards[db->db_shard];
 
   if (db->db_data) {
-    atomic_fetch_sub (&s->ds_bytes, db->db_size);
+    atomic_fetch_sub_explicit (&s->ds_bytes, db->db_size,
+                               memory_order_seq_cst);
     zv_buf_put (db->db_data, db->db_size);
   }
   db->db_data = data;
   if (data)
-    atomic_fetch_add (&s->ds_bytes, db->db_size);
+    atomic_fetch_add_explicit (&s->ds_bytes, db->db_size,
+                               memory_order_seq_cst);
   db->db_state = ZV_DB_CACHED;
 }
 
@@ -296,8 +299,8 @@ zv_dbuf_take_data (zv_dbuf_cache_t *c, zv_dbuf_t *db)
   dbuf_shard_t *s = &c->dc_shards[db->db_shard];
   void *data = db->db_data;
 
-  ZV_VERIFY (db->db_state == ZV_DB_CACHED && data != NULL);
-  atomic_fetch_sub (&s->ds_bytes, db->db_size);
+  ZV_ASSERT (db->db_state == ZV_DB_CACHED && data != NULL);
+  atomic_fetch_sub_explicit (&s->ds_bytes, db->db_size, memory_order_seq_cst);
   db->db_data = NULL;
   db->db_state = ZV_DB_UNCACHED;
   return data;
@@ -348,13 +351,14 @@ void
 zv_dbuf_get_stats (zv_dbuf_cache_t *c, zv_dbuf_stats_t *out)
 {
   memset (out, 0, sizeof *out);
-  out->cs_hits = atomic_load (&c->dc_hits);
-  out->cs_misses = atomic_load (&c->dc_misses);
-  out->cs_evictions = atomic_load (&c->dc_evictions);
+  out->cs_hits = atomic_load_explicit (&c->dc_hits, memory_order_seq_cst);
+  out->cs_misses = atomic_load_explicit (&c->dc_misses, memory_order_seq_cst);
+  out->cs_evictions = atomic_load_explicit (&c->dc_evictions,
+                                           memory_order_seq_cst);
   out->cs_limit = c->dc_limit;
   for (unsigned i = 0; i < ZV_DBUF_SHARDS; i++) {
     dbuf_shard_t *s = &c->dc_shards[i];
-    out->cs_bytes += atomic_load (&s->ds_bytes);
+    out->cs_bytes += atomic_load_explicit (&s->ds_bytes, memory_order_seq_cst);
     pthread_mutex_lock (&s->ds_mtx);
     out->cs_count += s->ds_count;
     pthread_mutex_unlock (&s->ds_mtx);
@@ -365,7 +369,8 @@ zv_dbuf_get_stats (zv_dbuf_cache_t *c, zv_dbuf_stats_t *out)
 void
 zv_dbuf_count (zv_dbuf_cache_t *c, bool hit)
 {
-  atomic_fetch_add (hit ? &c->dc_hits : &c->dc_misses, 1);
+  atomic_fetch_add_explicit (hit ? &c->dc_hits : &c->dc_misses, 1,
+                             memory_order_seq_cst);
 }
 
 /* ---- tunables (tunable.h) ---- */

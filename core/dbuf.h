@@ -2,7 +2,8 @@
  * dbuf.h: the buffer cache.  One zv_dbuf_t per cached block of an object
  * (volume data blocks and their indirect blocks), found by (object, level,
  * blkid) in a sharded hash.  A dbuf holds the block's last synced content
- * and at most one dirty record per open txg (TXG_SIZE = 4 slots).
+ * and at most one dirty record per txg not yet synced, in ZV_TXG_SIZE
+ * slots (txg.h).
  *
  * Locking.  A shard mutex guards its hash chains, its LRU list and the
  * hold counts of its dbufs; db_mtx guards a dbuf's content (state, data,
@@ -20,9 +21,7 @@
 #include <pthread.h>
 
 #include "format.h"
-
-#define ZV_TXG_SIZE 4u
-#define ZV_TXG_MASK (ZV_TXG_SIZE - 1)
+#include "txg.h"
 
 typedef struct zv_dbuf zv_dbuf_t;
 typedef struct zv_dbuf_cache zv_dbuf_cache_t;

@@ -5,10 +5,11 @@
  * ------
  * A zv_dev_t is an open, locked file descriptor plus a few immutable
  * facts learned at open time (path, size, O_DIRECT or not, block device
- * or not), atomic counters and an optional fault hook.  Nothing in it
- * changes after zv_dev_open() except the counters and the hook, so any
- * number of threads may issue I/O on it without a lock.  The caller must
- * not call zv_dev_close() while I/O on the device is in progress.
+ * or not), atomic counters and the optional test hooks (fault, observer).
+ * Nothing in it changes after zv_dev_open() except the counters and the
+ * hooks, so any number of threads may issue I/O on it without a lock.
+ * The caller must not call zv_dev_close() while I/O on the device is in
+ * progress.
  *
  * Opening.  stat() first, so that we never open a character device or a
  * FIFO read-write just to reject it.  Regular files and block devices are
@@ -21,7 +22,8 @@
  * same file conflicts even inside one process, and the lock goes away by
  * itself when the process dies.
  *
- * I/O.  Every request goes through zv_dev_io_batch().  Each thread owns
+ * I/O.  Every request goes through zv_dev_io_batch_max() (which
+ * zv_dev_io_batch() and the one-request wrappers call).  Each thread owns
  * one io_uring (zv_dev_ring_t), created the first time the thread issues
  * a batch and torn down by a pthread key destructor when the thread
  * exits.  Rings are not shared, so no lock guards them, and one ring
@@ -36,11 +38,12 @@
  *                              |                  |  error: done (logged)
  *                              +---- short, EAGAIN, EINTR: requeue rest
  *
- * At most zv_dev_ring_entries requests are in flight, so the completion
- * queue (twice the size of the submission queue) can never overflow;
- * larger batches go in waves as completions free slots.  The identity of
- * a request and its progress travel in the SQE's user_data (index << 32 |
- * bytes done), so the driver needs no memory of its own.
+ * At most zv_dev_ring_entries requests are in flight (fewer when the
+ * caller's *max_active says so, re-read at every completion), so the
+ * completion queue (twice the size of the submission queue) can never
+ * overflow; larger batches go in waves as completions free slots.  The
+ * identity of a request and its progress travel in the SQE's user_data
+ * (index << 32 | bytes done), so the driver needs no memory of its own.
  *
  * Order.  Reads and writes of one batch run concurrently, in any order.
  * A flush is a barrier inside its batch: it is issued only once every
@@ -52,11 +55,11 @@
  * (di_iov) is a readv/writev; a short transfer advances its segments in
  * place.
  *
- * Observer (tests).  zv_dev_io_start() reports a request to the observer
+ * Observer (tests).  dev_io_start() reports a request to the observer
  * right after the fault hook let it through, so the observer runs before
  * the kernel sees the request (the SQE is only prepared then); both
- * drivers report its completion once zv_dev_io_progress() finished it.
- * A flush reaches zv_dev_io_start() only when every earlier request of
+ * drivers report its completion once dev_io_progress() finished it.
+ * A flush reaches dev_io_start() only when every earlier request of
  * its batch has completed, so its submit event comes after their
  * completion events.  The pointer test is the only cost when unset.
  *
@@ -145,8 +148,8 @@ static void *zv_dev_default_observe_arg;
 
 /* Put "PATH: message" into the caller's buffer (if it gave one). */
 static void __attribute__ ((format (printf, 4, 5)))
-zv_dev_errmsg (char *err, size_t errlen, const char *path,
-               const char *fmt, ...)
+dev_errmsg (char *err, size_t errlen, const char *path,
+            const char *fmt, ...)
 {
   va_list ap;
   int n;
@@ -163,30 +166,30 @@ zv_dev_errmsg (char *err, size_t errlen, const char *path,
 
 /* Map a failed open()/stat() errno to our error code and message. */
 static int
-zv_dev_open_error (int e, const char *what, const char *path,
-                   char *err, size_t errlen)
+dev_open_error (int e, const char *what, const char *path,
+                char *err, size_t errlen)
 {
   switch (e) {
   case ENOENT:
-    zv_dev_errmsg (err, errlen, path, "no such file");
+    dev_errmsg (err, errlen, path, "no such file");
     return -ENOENT;
   case EBUSY:                         /* O_EXCL on a claimed block device */
-    zv_dev_errmsg (err, errlen, path,
-                   "in use by another process (device locked)");
+    dev_errmsg (err, errlen, path,
+                "in use by another process (device locked)");
     return -EBUSY;
   case EISDIR:
-    zv_dev_errmsg (err, errlen, path,
-                   "is a directory, not a regular file or block device");
+    dev_errmsg (err, errlen, path,
+                "is a directory, not a regular file or block device");
     return -EINVAL;
   default:
-    zv_dev_errmsg (err, errlen, path, "%s: %s", what, strerror (e));
+    dev_errmsg (err, errlen, path, "%s: %s", what, strerror (e));
     return -e;
   }
 }
 
 /* The only kinds of file a pool may live on. */
 static bool
-zv_dev_type_ok (mode_t mode)
+dev_type_ok (mode_t mode)
 {
   return S_ISREG (mode) || S_ISBLK (mode);
 }
@@ -196,7 +199,7 @@ zv_dev_type_ok (mode_t mode)
  * fd or -errno; *directp says whether O_DIRECT stuck.
  */
 static int
-zv_dev_open_fd (const char *path, bool blockdev, bool *directp)
+dev_open_fd (const char *path, bool blockdev, bool *directp)
 {
   int flags = O_RDWR | O_CLOEXEC | (blockdev ? O_EXCL : 0);
   int fd;
@@ -222,7 +225,7 @@ static unsigned zv_dev_lock_wait_ms = 1500;
 
 /* Take the exclusive pool lock (see zv_dev_lock_wait_ms). */
 static int
-zv_dev_lock (int fd)
+dev_lock (int fd)
 {
   for (unsigned waited = 0;;) {
     if (flock (fd, LOCK_EX | LOCK_NB) == 0)
@@ -238,8 +241,8 @@ zv_dev_lock (int fd)
 
 /* Size in bytes of the open device, not yet rounded. */
 static int
-zv_dev_query_size (int fd, bool blockdev, const struct stat *st,
-                   uint64_t *sizep)
+dev_query_size (int fd, bool blockdev, const struct stat *st,
+                uint64_t *sizep)
 {
   if (blockdev) {
     uint64_t sz;
@@ -271,53 +274,53 @@ zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen)
     err[0] = '\0';
 
   if (stat (path, &st) == -1)
-    return zv_dev_open_error (errno, "stat", path, err, errlen);
-  if (!zv_dev_type_ok (st.st_mode)) {
-    zv_dev_errmsg (err, errlen, path, "%s, not a regular file or "
-                   "block device", S_ISDIR (st.st_mode) ? "is a directory"
-                   : "is a special file");
+    return dev_open_error (errno, "stat", path, err, errlen);
+  if (!dev_type_ok (st.st_mode)) {
+    dev_errmsg (err, errlen, path, "%s, not a regular file or "
+                "block device", S_ISDIR (st.st_mode) ? "is a directory"
+                : "is a special file");
     return -EINVAL;
   }
   blockdev = S_ISBLK (st.st_mode);
 
-  fd = zv_dev_open_fd (path, blockdev, &direct);
+  fd = dev_open_fd (path, blockdev, &direct);
   if (fd < 0)
-    return zv_dev_open_error (-fd, "open", path, err, errlen);
+    return dev_open_error (-fd, "open", path, err, errlen);
 
   /* The path could have been replaced between stat() and open(). */
   if (fstat (fd, &fst) == -1) {
     r = -errno;
-    zv_dev_errmsg (err, errlen, path, "fstat: %s", strerror (-r));
+    dev_errmsg (err, errlen, path, "fstat: %s", strerror (-r));
     goto fail;
   }
   if ((fst.st_mode & S_IFMT) != (st.st_mode & S_IFMT)) {
-    zv_dev_errmsg (err, errlen, path, "changed type while being opened");
+    dev_errmsg (err, errlen, path, "changed type while being opened");
     r = -EINVAL;
     goto fail;
   }
 
-  r = zv_dev_lock (fd);
+  r = dev_lock (fd);
   if (r == -EWOULDBLOCK) {
-    zv_dev_errmsg (err, errlen, path,
-                   "in use by another process (device locked)");
+    dev_errmsg (err, errlen, path,
+                "in use by another process (device locked)");
     r = -EBUSY;
     goto fail;
   }
   if (r < 0) {
-    zv_dev_errmsg (err, errlen, path, "flock: %s", strerror (-r));
+    dev_errmsg (err, errlen, path, "flock: %s", strerror (-r));
     goto fail;
   }
 
-  r = zv_dev_query_size (fd, blockdev, &fst, &size);
+  r = dev_query_size (fd, blockdev, &fst, &size);
   if (r < 0) {
-    zv_dev_errmsg (err, errlen, path, "cannot get size: %s", strerror (-r));
+    dev_errmsg (err, errlen, path, "cannot get size: %s", strerror (-r));
     goto fail;
   }
 
   dev = calloc (1, sizeof *dev);
   if (dev == NULL || (dev->dev_path = strdup (path)) == NULL) {
     free (dev);
-    zv_dev_errmsg (err, errlen, path, "out of memory");
+    dev_errmsg (err, errlen, path, "out of memory");
     r = -ENOMEM;
     goto fail;
   }
@@ -431,7 +434,7 @@ zv_dev_set_observer (zv_dev_t *dev, zv_dev_observe_fn fn, void *arg)
 /* Tell the observer (if any) that a request was submitted (done == 0)
  * or has completed (done == 1). */
 static void
-zv_dev_observe (zv_dev_io_t *io, int done)
+dev_observe (zv_dev_io_t *io, int done)
 {
   zv_dev_t *dev = io->di_dev;
   zv_dev_observe_fn fn;
@@ -481,7 +484,7 @@ zv_dev_observe (zv_dev_io_t *io, int done)
 
 /* Ask the hook (if any) whether this request should fail. */
 static int
-zv_dev_fault_check (zv_dev_t *dev, const zv_dev_io_t *io)
+dev_fault_check (zv_dev_t *dev, const zv_dev_io_t *io)
 {
   zv_dev_fault_fn fn;
   void *arg;
@@ -501,8 +504,9 @@ zv_dev_fault_check (zv_dev_t *dev, const zv_dev_io_t *io)
 /* Request steps shared by the io_uring and the fallback paths          */
 /* ------------------------------------------------------------------ */
 
+/* An operation's name, for messages. */
 static const char *
-zv_dev_op_name (enum zv_dev_op op)
+dev_op_name (enum zv_dev_op op)
 {
   switch (op) {
   case ZV_DEV_READ: return "read";
@@ -514,14 +518,14 @@ zv_dev_op_name (enum zv_dev_op op)
 
 /* Record a failed request: log it against the device and keep the errno. */
 static void
-zv_dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
+dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
 {
-  ZV_VERIFY (error < 0);
+  ZV_ASSERT3S (error, <, 0);
   if (io->di_op == ZV_DEV_FLUSH)
     zv_error ("%s: flush: %s", io->di_dev->dev_path, strerror (-error));
   else
     zv_error ("%s: %s at %" PRIu64 ": %s", io->di_dev->dev_path,
-              zv_dev_op_name (io->di_op), off, strerror (-error));
+              dev_op_name (io->di_op), off, strerror (-error));
   io->di_result = error;
 }
 
@@ -532,7 +536,7 @@ zv_dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
  * end is an ordinary -EIO, as a real disk would give.
  */
 static bool
-zv_dev_io_start (zv_dev_io_t *io)
+dev_io_start (zv_dev_io_t *io)
 {
   zv_dev_t *dev = io->di_dev;
   int r;
@@ -565,29 +569,29 @@ zv_dev_io_start (zv_dev_io_t *io)
         io->di_len > dev->dev_size - io->di_offset) {
       zv_error ("%s: %s at %" PRIu64 " (%" PRIu32 " bytes): beyond the "
                 "end of the device (%" PRIu64 " bytes)", dev->dev_path,
-                zv_dev_op_name (io->di_op), io->di_offset, io->di_len,
+                dev_op_name (io->di_op), io->di_offset, io->di_len,
                 dev->dev_size);
       io->di_result = -EIO;
       return false;
     }
   }
 
-  r = zv_dev_fault_check (dev, io);
+  r = dev_fault_check (dev, io);
   if (r < 0) {
-    zv_dev_io_fail (io, io->di_offset, r);
+    dev_io_fail (io, io->di_offset, r);
     return false;
   }
-  ZV_VERIFY3U (r, ==, 0);
+  ZV_ASSERT3S (r, ==, 0);                /* the hook: 0 or -errno */
 
   if (io->di_op != ZV_DEV_FLUSH && io->di_len == 0)
     return false;                     /* nothing to move */
-  zv_dev_observe (io, 0);
+  dev_observe (io, 0);
   return true;
 }
 
 /* A request finished in full: count it. */
 static void
-zv_dev_io_done (zv_dev_io_t *io)
+dev_io_done (zv_dev_io_t *io)
 {
   zv_dev_t *dev = io->di_dev;
 
@@ -615,25 +619,25 @@ zv_dev_io_done (zv_dev_io_t *io)
  * the rest must be issued again, with *donep advanced.
  */
 static bool
-zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
+dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
 {
   uint64_t off = io->di_offset + *donep;
 
   if (res == -EAGAIN || res == -EINTR)
     return true;
   if (res < 0) {
-    zv_dev_io_fail (io, off, res);
+    dev_io_fail (io, off, res);
     return false;
   }
   if (io->di_op == ZV_DEV_FLUSH) {
-    zv_dev_io_done (io);
+    dev_io_done (io);
     return false;
   }
   if (res == 0) {
     /* Past EOF (the file shrank under us), or a write that moved
      * nothing: either way, retrying would spin forever. */
     zv_error ("%s: %s at %" PRIu64 ": %s", io->di_dev->dev_path,
-              zv_dev_op_name (io->di_op), off,
+              dev_op_name (io->di_op), off,
               io->di_op == ZV_DEV_READ ? "unexpected end of file"
               : "no progress");
     io->di_result = -EIO;
@@ -643,7 +647,7 @@ zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
   *donep += (uint32_t) res;
   if (*donep < io->di_len)
     return true;                      /* short transfer: do the rest */
-  zv_dev_io_done (io);
+  dev_io_done (io);
   return false;
 }
 
@@ -654,13 +658,13 @@ zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
 /* Advance a vectored request's segments to 'done' bytes from its start
  * (done only grows: a resumed transfer starts where the last one ended). */
 static void
-zv_dev_iov_seek (zv_dev_io_t *io, uint32_t done)
+dev_iov_seek (zv_dev_io_t *io, uint32_t done)
 {
   uint32_t skip = done - io->di_iov_done;
 
-  ZV_VERIFY3U (done, >=, io->di_iov_done);
+  ZV_ASSERT3U (done, >=, io->di_iov_done);
   while (skip > 0) {
-    ZV_VERIFY (io->di_iovcnt > 0);
+    ZV_ASSERT (io->di_iovcnt > 0);
     if (skip >= io->di_iov[0].iov_len) {
       skip -= (uint32_t) io->di_iov[0].iov_len;
       io->di_iov++;
@@ -677,7 +681,7 @@ zv_dev_iov_seek (zv_dev_io_t *io, uint32_t done)
 
 /* One attempt at the rest of a request; returns bytes or -errno. */
 static int
-zv_dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
+dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
 {
   int fd = io->di_dev->dev_fd;
   char *buf = (char *) io->di_buf + done;
@@ -688,7 +692,7 @@ zv_dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
   if (len > INT32_MAX)
     len = ZV_P2ALIGN (INT32_MAX, ZV_SECTOR);
   if (io->di_iov && io->di_op != ZV_DEV_FLUSH) {
-    zv_dev_iov_seek (io, done);
+    dev_iov_seek (io, done);
     r = io->di_op == ZV_DEV_READ
       ? preadv (fd, io->di_iov, (int) io->di_iovcnt, off)
       : pwritev (fd, io->di_iov, (int) io->di_iovcnt, off);
@@ -705,17 +709,17 @@ zv_dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
 
 /* Run a batch in order with pread/pwrite/fdatasync. */
 static void
-zv_dev_batch_sync (zv_dev_io_t *ios, size_t n)
+dev_batch_sync (zv_dev_io_t *ios, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     uint32_t done = 0;
 
-    if (!zv_dev_io_start (&ios[i]))
+    if (!dev_io_start (&ios[i]))
       continue;
-    while (zv_dev_io_progress (&ios[i], &done,
-                               zv_dev_sync_attempt (&ios[i], done)))
+    while (dev_io_progress (&ios[i], &done,
+                            dev_sync_attempt (&ios[i], done)))
       ;
-    zv_dev_observe (&ios[i], 1);
+    dev_observe (&ios[i], 1);
   }
 }
 
@@ -725,7 +729,7 @@ zv_dev_batch_sync (zv_dev_io_t *ios, size_t n)
 
 /* Thread exit: give the ring back to the kernel. */
 static void
-zv_dev_ring_destroy (void *p)
+dev_ring_destroy (void *p)
 {
   zv_dev_ring_t *r = p;
 
@@ -741,7 +745,7 @@ zv_dev_ring_destroy (void *p)
  * where the pool was opened).
  */
 static void
-zv_dev_atfork_child (void)
+dev_atfork_child (void)
 {
   zv_dev_ring_t *r;
 
@@ -750,21 +754,21 @@ zv_dev_atfork_child (void)
   r = pthread_getspecific (zv_dev_key);
   if (r != NULL) {
     pthread_setspecific (zv_dev_key, NULL);
-    zv_dev_ring_destroy (r);
+    dev_ring_destroy (r);
   }
 }
 
 static void
-zv_dev_key_create (void)
+dev_key_create (void)
 {
-  zv_dev_key_ok = pthread_key_create (&zv_dev_key, zv_dev_ring_destroy) == 0;
+  zv_dev_key_ok = pthread_key_create (&zv_dev_key, dev_ring_destroy) == 0;
   if (zv_dev_key_ok)
-    pthread_atfork (NULL, NULL, zv_dev_atfork_child);
+    pthread_atfork (NULL, NULL, dev_atfork_child);
 }
 
 /* Unloading (dlclose of the plugin): threads must not call into us. */
 static void __attribute__ ((destructor))
-zv_dev_key_fini (void)
+dev_key_fini (void)
 {
   if (zv_dev_key_ok)
     pthread_key_delete (zv_dev_key);
@@ -772,7 +776,7 @@ zv_dev_key_fini (void)
 
 /* The ring must know the operations we use (READ/WRITE: Linux 5.6). */
 static int
-zv_dev_ring_probe (struct io_uring *ring)
+dev_ring_probe (struct io_uring *ring)
 {
   struct io_uring_probe *p = io_uring_get_probe_ring (ring);
   bool ok;
@@ -788,21 +792,22 @@ zv_dev_ring_probe (struct io_uring *ring)
 
 /* Say once per process why batches run without io_uring. */
 static void
-zv_dev_log_fallback (int error)
+dev_log_fallback (int error)
 {
-  if (!atomic_exchange (&zv_dev_fallback_logged, true))
+  if (!atomic_exchange_explicit (&zv_dev_fallback_logged, true,
+                                 memory_order_seq_cst))
     zv_info ("io_uring unavailable (%s): using pread/pwrite/fdatasync",
              strerror (-error));
 }
 
 /* This thread's ring, created on its first batch. */
 static zv_dev_ring_t *
-zv_dev_ring_get (void)
+dev_ring_get (void)
 {
   zv_dev_ring_t *r;
   int e;
 
-  ZV_VERIFY (pthread_once (&zv_dev_key_once, zv_dev_key_create) == 0);
+  ZV_VERIFY (pthread_once (&zv_dev_key_once, dev_key_create) == 0);
   ZV_VERIFY (zv_dev_key_ok);
   r = pthread_getspecific (zv_dev_key);
   if (r != NULL)
@@ -813,13 +818,13 @@ zv_dev_ring_get (void)
   r->dr_entries = ZV_MAX (zv_dev_ring_entries, 1u);
   e = io_uring_queue_init (r->dr_entries, &r->dr_ring, 0);
   if (e == 0) {
-    e = zv_dev_ring_probe (&r->dr_ring);
+    e = dev_ring_probe (&r->dr_ring);
     if (e < 0)
       io_uring_queue_exit (&r->dr_ring);
   }
   r->dr_uring = e == 0;
   if (e < 0)
-    zv_dev_log_fallback (e);
+    dev_log_fallback (e);
   ZV_VERIFY (pthread_setspecific (zv_dev_key, r) == 0);
   return r;
 }
@@ -835,7 +840,7 @@ zv_dev_ring_get (void)
 
 /* Enter the kernel: push queued SQEs, optionally wait for one CQE. */
 static void
-zv_dev_ring_submit (zv_dev_ring_t *r, unsigned wait)
+dev_ring_submit (zv_dev_ring_t *r, unsigned wait)
 {
   int e = io_uring_submit_and_wait (&r->dr_ring, wait);
 
@@ -848,21 +853,21 @@ zv_dev_ring_submit (zv_dev_ring_t *r, unsigned wait)
 
 /* Queue (the rest of) request 'idx' on the ring. */
 static void
-zv_dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
-                  uint32_t done)
+dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
+               uint32_t done)
 {
   struct io_uring_sqe *sqe = io_uring_get_sqe (&r->dr_ring);
   int fd = io->di_dev->dev_fd;
 
   if (sqe == NULL) {
     /* Cannot happen while in-flight <= ring size, but be safe. */
-    zv_dev_ring_submit (r, 0);
+    dev_ring_submit (r, 0);
     sqe = io_uring_get_sqe (&r->dr_ring);
     ZV_VERIFY (sqe != NULL);
   }
   if (io->di_iov && io->di_op != ZV_DEV_FLUSH) {
     /* The array stays put for the whole batch. */
-    zv_dev_iov_seek (io, done);
+    dev_iov_seek (io, done);
     if (io->di_op == ZV_DEV_READ)
       io_uring_prep_readv (sqe, fd, io->di_iov, io->di_iovcnt,
                            io->di_offset + done);
@@ -890,8 +895,8 @@ zv_dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
 
 /* Run a batch through this thread's ring; see the theory comment. */
 static void
-zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
-                    const _Atomic unsigned *max_active)
+dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
+                 const _Atomic unsigned *max_active)
 {
   size_t next = 0;
   unsigned inflight = 0;
@@ -918,12 +923,12 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
        * and back costs a log commit tens of microseconds. */
       if (is_flush && inflight == 0
           && (next + 1 == n || ios[next + 1].di_op != ZV_DEV_FLUSH)) {
-        zv_dev_batch_sync (io, 1);
+        dev_batch_sync (io, 1);
         next++;
         continue;
       }
-      if (zv_dev_io_start (io)) {
-        zv_dev_ring_prep (r, io, next, 0);
+      if (dev_io_start (io)) {
+        dev_ring_prep (r, io, next, 0);
         inflight++;
         flush_inflight = is_flush;
       }
@@ -932,7 +937,7 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
     if (inflight == 0)
       continue;
 
-    zv_dev_ring_submit (r, 1);
+    dev_ring_submit (r, 1);
     while (io_uring_peek_cqe (&r->dr_ring, &cqe) == 0) {
       uint64_t ud = io_uring_cqe_get_data64 (cqe);
       size_t idx = ZV_DEV_UD_IDX (ud);
@@ -941,14 +946,14 @@ zv_dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
 
       io_uring_cqe_seen (&r->dr_ring, cqe);
       ZV_VERIFY3U (idx, <, n);
-      ZV_VERIFY3U (inflight, >, 0);
+      ZV_ASSERT3U (inflight, >, 0);
       inflight--;
-      if (zv_dev_io_progress (&ios[idx], &done, res)) {
-        zv_dev_ring_prep (r, &ios[idx], idx, done);
+      if (dev_io_progress (&ios[idx], &done, res)) {
+        dev_ring_prep (r, &ios[idx], idx, done);
         inflight++;
       }
       else
-        zv_dev_observe (&ios[idx], 1);
+        dev_observe (&ios[idx], 1);
     }
   }
 }
@@ -971,11 +976,11 @@ zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
   if (n == 0)
     return 0;
   ZV_VERIFY (ios != NULL);
-  r = zv_dev_ring_get ();
+  r = dev_ring_get ();
   if (r->dr_uring)
-    zv_dev_batch_uring (r, ios, n, max_active);
+    dev_batch_uring (r, ios, n, max_active);
   else
-    zv_dev_batch_sync (ios, n);
+    dev_batch_sync (ios, n);
 
   for (size_t i = 0; i < n; i++)
     if (ios[i].di_result < 0)
@@ -988,17 +993,6 @@ int
 zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len)
 {
   zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_READ, .di_buf = buf,
-                     .di_offset = off, .di_len = len };
-
-  return zv_dev_io_batch (&io, 1);
-}
-
-/* One write; the buffer is only read from. */
-int
-zv_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len)
-{
-  zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_WRITE,
-                     .di_buf = (void *) (uintptr_t) buf,
                      .di_offset = off, .di_len = len };
 
   return zv_dev_io_batch (&io, 1);

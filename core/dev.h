@@ -4,11 +4,14 @@
  * A device is opened read-write with O_DIRECT where the file system takes
  * it (tmpfs does not: we fall back to buffered I/O), and locked
  * exclusively (flock LOCK_EX|LOCK_NB, plus O_EXCL for block devices) so
- * one pool is never imported by two processes.  All I/O goes through
- * io_uring (liburing): each calling thread owns a small ring, created on
- * first use, and dev_io_batch() submits a whole batch at once and reaps
- * every completion before returning.  Offsets and lengths are multiples of
- * ZV_SECTOR and buffers come from zv_buf_alloc().
+ * one pool is never imported by two processes.  I/O goes in batches:
+ * zv_dev_io_batch_max() (zv_dev_io_batch() without a cap) issues a whole
+ * batch and waits for every request before returning.  A batch goes
+ * through the calling thread's own io_uring (liburing), created on first
+ * use, except that a lone flush is an fdatasync() on the calling thread,
+ * and that a thread where io_uring is unavailable runs its batches with
+ * pread/pwrite/fdatasync instead.  Offsets and lengths are multiples of
+ * ZV_SECTOR and buffers are ZV_SECTOR-aligned (zv_buf_get/zv_buf_alloc).
  */
 #ifndef ZV_DEV_H
 #define ZV_DEV_H
@@ -66,10 +69,12 @@ typedef struct zv_dev_io {
 } zv_dev_io_t;
 
 /*
- * Submit every request through this thread's io_uring and wait for all of
- * them.  Short transfers are resumed; EINTR/EAGAIN are retried.  Returns 0
- * when all succeeded, else the first negative errno (each request's own
- * result is in di_result).  Reads past the end of a device fail with -EIO.
+ * Issue every request (through this thread's io_uring, or with plain
+ * system calls where it has none; see above) and wait for all of them.
+ * Short transfers are resumed; EINTR/EAGAIN are retried.  Returns 0 when
+ * all succeeded, else the first negative errno (each request's own result
+ * is in di_result).  Reads past the end of a device fail with -EIO, a
+ * misaligned request stops the process.
  */
 int zv_dev_io_batch (zv_dev_io_t *ios, size_t n);
 /* The same with at most *max_active requests in flight at once (NULL or
@@ -79,9 +84,8 @@ int zv_dev_io_batch (zv_dev_io_t *ios, size_t n);
 int zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
                          const _Atomic unsigned *max_active);
 
-/* Convenience wrappers for one request. */
+/* Convenience wrappers for one request (writes are always batched). */
 int zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len);
-int zv_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len);
 int zv_dev_flush (zv_dev_t *dev);
 
 /*

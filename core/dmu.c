@@ -10,26 +10,34 @@
  * slot i % F.
  *
  * Open context (writers, under a txg hold) only ever dirties data blocks:
- * the first change of a block in txg T creates a dirty record with its own
- * copy of the block, pins the dbuf (a hold) and pushes the record on the
- * object's lock-free list for T (ob_dirty[T & 3]; a Treiber stack push, so
- * no lock is shared between writers).  A partial write of a block reads
- * the old content only when neither the cache nor an earlier dirty record
- * has it.  Reads see the newest dirty record, else the synced content,
- * else read the block through the tree and cache it.
+ * the first change of a block in txg T creates a dirty record that owns a
+ * whole buffer of the block, pins the dbuf (a hold) and pushes the record
+ * on the object's lock-free list for T (ob_dirty[T & ZV_TXG_MASK]; a
+ * Treiber stack push, so no lock is shared between writers).  That buffer
+ * is the cache's own when no record of an earlier txg is pending and the
+ * content is cached (the dbuf is uncached until the sync of T hands the
+ * written buffer back: docs/design.md, "Choices"); otherwise a write of
+ * the whole block gets a fresh buffer, a partial one a copy of the
+ * earlier record's data (that record may be syncing and must not change
+ * under the sync), or zeros over a hole.  A free's record has no buffer.
+ * A partial write of a block reads the old content only when neither the
+ * cache nor an earlier dirty record has it.  Reads see the newest dirty
+ * record, else the synced content, else read the block through the tree
+ * and cache it.
  *
  * Syncing context (the txg sync thread, one txg at a time) takes T's list
  * (nobody adds to it once T is quiesced), writes each block to new space
- * (copy on write: the old copy is freed, deferred to T+2) and records the
- * new pointer in the parent indirect block in memory; then writes the
- * indirect blocks of each level (two copies each), bottom up, and last
- * the root pointer.  A block already born in T (a second sync pass of the
- * same txg) is overwritten in place: no committed uberblock can point at
- * it, and not reallocating is what lets the pool's passes converge.
- * Data blocks of zeros become holes (the volume is thin), except those a
- * zero without MAY_TRIM asked to keep allocated (dr_keep_alloc): their
- * records hold no data, and the sync writes them from one shared zero
- * block.
+ * (copy on write: the old copy is freed, deferred to T+2), or adopts the
+ * block the intent log already wrote for it (zv_dmu_sync_block), and
+ * records the new pointer in the parent indirect block in memory; then
+ * writes the indirect blocks of each level (two copies each), bottom up,
+ * and last the root pointer.  A block already born in T (a second sync
+ * pass of the same txg) is overwritten in place: no committed uberblock
+ * can point at it, and not reallocating is what lets the pool's passes
+ * converge.  Data blocks of zeros become holes (the volume is thin),
+ * except those a zero without MAY_TRIM asked to keep allocated
+ * (dr_keep_alloc): their records hold no data, and the sync writes them
+ * from one shared zero block.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
@@ -120,7 +128,7 @@ zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type, const char *what)
 /* Set up a handle from its descriptor. */
 int
 zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
-                uint64_t id, const zv_dnode_phys_t *dn)
+                    uint64_t id, const zv_dnode_phys_t *dn)
 {
   memset (ob, 0, sizeof *ob);
   ob->ob_spa = spa;
@@ -141,8 +149,9 @@ void
 zv_dmu_object_discard_dirty (zv_object_t *ob)
 {
   for (unsigned t = 0; t < ZV_TXG_SIZE; t++) {
-    zv_dirty_t *dr = atomic_exchange (&ob->ob_dirty[t], NULL);
-    atomic_store (&ob->ob_reserved[t], 0);
+    zv_dirty_t *dr = atomic_exchange_explicit (&ob->ob_dirty[t], NULL,
+                                               memory_order_seq_cst);
+    atomic_store_explicit (&ob->ob_reserved[t], 0, memory_order_seq_cst);
     while (dr) {
       zv_dirty_t *next = dr->dr_next;
       zv_dbuf_t *db = dr->dr_dbuf;
@@ -162,7 +171,8 @@ void
 zv_dmu_object_close (zv_object_t *ob)
 {
   for (unsigned t = 0; t < ZV_TXG_SIZE; t++)
-    ZV_VERIFY (atomic_load (&ob->ob_dirty[t]) == NULL);
+    ZV_VERIFY (atomic_load_explicit (&ob->ob_dirty[t],
+                                     memory_order_seq_cst) == NULL);
   zv_dbuf_evict_object (ob->ob_cache, ob);
   pthread_mutex_destroy (&ob->ob_mtx);
 }
@@ -182,10 +192,10 @@ zv_dmu_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn)
   pthread_mutex_unlock (&ob->ob_mtx);
 }
 
-/* Check an indirect block's header. */
-int
-zv_dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
-                       uint64_t blkid, const char *what)
+/* Check an indirect block's header read from disk. */
+static int
+dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
+                    uint64_t blkid, const char *what)
 {
   const zv_mblk_hdr_t *h = buf;
 
@@ -238,7 +248,7 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   data = zv_buf_get (size);
   r = zv_zio_read (ob->ob_spa, bp, data, what);
   if (r == 0 && level > 0)
-    r = zv_dmu_check_indirect (data, ob->ob_id, level, idx, what);
+    r = dmu_check_indirect (data, ob->ob_id, level, idx, what);
   if (r < 0) {
     zv_buf_put (data, size);
     return r;
@@ -262,7 +272,7 @@ dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
   void *data;
   int r;
 
-  ZV_VERIFY (level >= 1 && level < ob->ob_nlevels);
+  ZV_ASSERT (level >= 1 && level < ob->ob_nlevels);
   pthread_mutex_lock (&db->db_mtx);
   if (db->db_state == ZV_DB_CACHED) {
     pthread_mutex_unlock (&db->db_mtx);
@@ -364,7 +374,7 @@ dmu_current_locked (zv_dbuf_t *db)
 
   if (dr)
     return dr->dr_data;
-  ZV_VERIFY (db->db_state == ZV_DB_CACHED);
+  ZV_ASSERT (db->db_state == ZV_DB_CACHED);
   return db->db_data;
 }
 
@@ -423,6 +433,28 @@ dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
   memset (&dr->dr_override, 0, sizeof dr->dr_override);
 }
 
+/* Reserve space for one block of txg (zv_alloc_reserve), counted in
+ * ob_reserved so the sync of txg turns it into its allocation. */
+static int
+dmu_reserve (zv_object_t *ob, uint64_t txg)
+{
+  int r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+
+  if (r == 0)
+    atomic_fetch_add_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                               ob->ob_blksz, memory_order_seq_cst);
+  return r;
+}
+
+/* Give back what dmu_reserve took. */
+static void
+dmu_unreserve (zv_object_t *ob, uint64_t txg)
+{
+  zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+  atomic_fetch_sub_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK],
+                             ob->ob_blksz, memory_order_seq_cst);
+}
+
 /*
  * The dirty record of db for txg, created if needed (db_mtx held).  A
  * record for a write that covers the whole block needs no old content.
@@ -445,12 +477,8 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   prev = zv_dbuf_newest_dirty (db);
   if (prev)
     ZV_VERIFY3U (prev->dr_txg, <, txg);
-  if (!for_free) {
-    r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-    if (r < 0)
-      return r;
-    atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK], ob->ob_blksz);
-  }
+  if (!for_free && (r = dmu_reserve (ob, txg)) < 0)
+    return r;
   dr = calloc (1, sizeof *dr);
   if (dr == NULL)
     abort ();
@@ -461,9 +489,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
       r = dmu_fill_locked (ob, db);
       if (r < 0) {
         free (dr);
-        zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-        atomic_fetch_sub (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                          ob->ob_blksz);
+        dmu_unreserve (ob, txg);
         return r;
       }
     }
@@ -519,13 +545,9 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
         /* Freed or zeroed earlier in this txg: the rest of the block is
          * zeros.  A zeroed one (kept allocated) is reserved already. */
         if (!dr->dr_keep_alloc)
-          r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-        if (r == 0) {
-          if (!dr->dr_keep_alloc)
-            atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                              ob->ob_blksz);
+          r = dmu_reserve (ob, txg);
+        if (r == 0)
           dr->dr_data = zv_buf_alloc (ob->ob_blksz);
-        }
       }
       if (r == 0) {
         memcpy ((uint8_t *) dr->dr_data + boff, in, n);
@@ -645,11 +667,8 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     pthread_mutex_lock (&db->db_mtx);
     dr = db->db_dirty[txg & ZV_TXG_MASK];
     reserve = dr == NULL || (dr->dr_data == NULL && !dr->dr_keep_alloc);
-    if (reserve) {
-      r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-      if (r == 0)
-        atomic_fetch_add (&ob->ob_reserved[txg & ZV_TXG_MASK], ob->ob_blksz);
-    }
+    if (reserve)
+      r = dmu_reserve (ob, txg);
     if (r == 0) {
       /* The record of a free is what a whole zeroed block needs: no old
        * content, no buffer, and no reservation beyond the one above. */
@@ -758,8 +777,8 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
 
 /* An indirect block changed by this sync, held until its parent knows. */
 typedef struct dmu_dirty_ind {
-  zv_dbuf_t *di_db;
-  uint64_t di_idx;
+  zv_dbuf_t *dd_db;
+  uint64_t dd_idx;
 } dmu_dirty_ind_t;
 
 typedef struct dmu_ind_set {
@@ -772,8 +791,8 @@ static void
 dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
                  uint64_t idx)
 {
-  if (s->is_n > 0 && s->is_v[s->is_n - 1].di_idx == idx) {
-    ZV_VERIFY (s->is_v[s->is_n - 1].di_db == db);
+  if (s->is_n > 0 && s->is_v[s->is_n - 1].dd_idx == idx) {
+    ZV_ASSERT3P (s->is_v[s->is_n - 1].dd_db, ==, db);
     zv_dbuf_rele (ob->ob_cache, db);
     return;
   }
@@ -783,7 +802,7 @@ dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
     if (s->is_v == NULL)
       abort ();
   }
-  s->is_v[s->is_n++] = (dmu_dirty_ind_t) { .di_db = db, .di_idx = idx };
+  s->is_v[s->is_n++] = (dmu_dirty_ind_t) { .dd_db = db, .dd_idx = idx };
 }
 
 /* Sort dirty records by block. */
@@ -866,8 +885,8 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
   if (w == NULL || bps == NULL)
     abort ();
   for (size_t i = 0; i < n && r == 0; i++) {
-    zv_dbuf_t *db = cur->is_v[i].di_db;
-    uint64_t idx = cur->is_v[i].di_idx;
+    zv_dbuf_t *db = cur->is_v[i].dd_db;
+    uint64_t idx = cur->is_v[i].dd_idx;
     zv_dbuf_t *pdb;
     zv_blkptr_t *slot, old;
     uint64_t fill;
@@ -883,7 +902,8 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
     old = *slot;
     dmu_parent_done (ob, pdb, idx / F, NULL);
     r = zv_zio_place_bp (ob->ob_spa, &old, &bps[i], fill == 0,
-                         ZV_INDIRECT_SIZE, level, ZV_BT_INDIRECT, fill, 2, txg);
+                         ZV_INDIRECT_SIZE, level, ZV_BT_INDIRECT, fill, 2,
+                         txg);
     if (r == 0 && fill > 0) {
       w[nw].zw_bp = &bps[i];
       w[nw].zw_buf = db->db_data;
@@ -893,7 +913,7 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
   if (r == 0)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
   for (size_t i = 0; i < n && r == 0; i++) {
-    uint64_t idx = cur->is_v[i].di_idx;
+    uint64_t idx = cur->is_v[i].dd_idx;
     zv_dbuf_t *pdb;
     zv_blkptr_t *slot;
 
@@ -904,7 +924,7 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
     dmu_parent_done (ob, pdb, idx / F, next);
   }
   for (size_t i = 0; i < n; i++)
-    zv_dbuf_rele (ob->ob_cache, cur->is_v[i].di_db);
+    zv_dbuf_rele (ob->ob_cache, cur->is_v[i].dd_db);
   cur->is_n = 0;
   free (w);
   free (bps);
@@ -915,7 +935,9 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
 int
 zv_dmu_sync (zv_object_t *ob, uint64_t txg)
 {
-  zv_dirty_t *list = atomic_exchange (&ob->ob_dirty[txg & ZV_TXG_MASK], NULL);
+  unsigned g = txg & ZV_TXG_MASK;
+  zv_dirty_t *list = atomic_exchange_explicit (&ob->ob_dirty[g], NULL,
+                                               memory_order_seq_cst);
   zv_dirty_t **drs;
   zv_zio_write_t *w;
   size_t n = 0, nw = 0;
@@ -978,7 +1000,8 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   }
   /* Reservations of txg are now real allocations. */
   zv_alloc_unreserve (ob->ob_spa->spa_alloc,
-                      atomic_exchange (&ob->ob_reserved[txg & ZV_TXG_MASK], 0));
+                      atomic_exchange_explicit (&ob->ob_reserved[g], 0,
+                                                memory_order_seq_cst));
   if (r == 0)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
   /* Record the sealed pointers (checksums now set) in the parents. */
@@ -1011,7 +1034,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       data = NULL;
     }
     pthread_mutex_lock (&db->db_mtx);
-    db->db_dirty[txg & ZV_TXG_MASK] = NULL;
+    db->db_dirty[g] = NULL;
     if (data == NULL && !zv_bp_is_hole (&bps[i])) {
       /* Allocated zeros without a buffer: a cached NULL would say hole,
        * so the content is left for a read to fetch from disk. */
@@ -1027,7 +1050,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   }
   for (unsigned s = 0; s < 2; s++) {
     for (size_t i = 0; i < sets[s].is_n; i++)
-      zv_dbuf_rele (ob->ob_cache, sets[s].is_v[i].di_db);
+      zv_dbuf_rele (ob->ob_cache, sets[s].is_v[i].dd_db);
     free (sets[s].is_v);
   }
   free (bps);
@@ -1073,7 +1096,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     data = zv_buf_get (size);
     r = zv_zio_read (w->dw_spa, bp, data, what);
     if (r == 0 && level > 0)
-      r = zv_dmu_check_indirect (data, w->dw_obj, level, idx, what);
+      r = dmu_check_indirect (data, w->dw_obj, level, idx, what);
     if (r < 0)
       goto out;
   }

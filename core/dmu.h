@@ -35,8 +35,9 @@ typedef struct zv_object {
 unsigned zv_dmu_nlevels (uint64_t nblocks);
 
 /* Set up a handle from its on-disk descriptor. */
-int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
-                    uint64_t id, const zv_dnode_phys_t *dn);
+int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa,
+                        zv_dbuf_cache_t *cache, uint64_t id,
+                        const zv_dnode_phys_t *dn);
 /* Throw away every dirty record (failed pools only). */
 void zv_dmu_object_discard_dirty (zv_object_t *ob);
 /* Drop its cached blocks (nothing may be dirty). */
@@ -88,10 +89,6 @@ typedef int (*zv_dmu_walk_fn) (void *arg, const zv_blkptr_t *bp,
                                const void *data);
 int zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
                  bool data, zv_dmu_walk_fn fn, void *arg);
-
-/* Check an indirect block's header read from disk. */
-int zv_dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
-                           uint64_t blkid, const char *what);
 
 /* Shape check of a dnode read from disk. */
 int zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type,

@@ -165,7 +165,7 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
   uint64_t ndirty = 0, nw = 0;
   zv_zio_write_t *w;
   void **bufs;
-  uint64_t *idxs;
+  uint64_t k = 0;
   int r = 0;
 
   for (uint64_t i = 0; i < fl->fl_len[l]; i++)
@@ -174,10 +174,9 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
     return 0;
   w = calloc (ndirty, sizeof *w);
   bufs = calloc (ndirty, sizeof *bufs);
-  idxs = calloc (ndirty, sizeof *idxs);
-  if (w == NULL || bufs == NULL || idxs == NULL)
+  if (w == NULL || bufs == NULL)
     abort ();
-  for (uint64_t i = 0, k = 0; i < fl->fl_len[l] && r == 0; i++) {
+  for (uint64_t i = 0; i < fl->fl_len[l] && r == 0; i++) {
     zv_blkptr_t *bp = &fl->fl_bps[l][i];
     zv_blkptr_t old = *bp;
     uint64_t bfill;
@@ -205,15 +204,14 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
     }
     if (l + 1u < fl->fl_nlevels)
       fl->fl_dirty[l + 1][i / F] = 1;
-    idxs[k++] = i;
+    k++;
   }
   if (r == 0)
     r = zv_zio_write_many (fl->fl_spa, w, nw);
-  for (uint64_t k = 0; k < ndirty; k++)
-    zv_buf_free (bufs[k]);
+  for (uint64_t b = 0; b < k; b++)
+    zv_buf_free (bufs[b]);
   free (w);
   free (bufs);
-  free (idxs);
   return r;
 }
 

@@ -25,8 +25,9 @@
  * and the deferred-free lists of the last two txgs.  An object's blocks
  * hang from a tree of indirect blocks; every pointer (zv_blkptr_t) carries
  * its child's checksum (XXH3-128 seeded with the pool guid), birth txg and
- * sizes.  Metadata (indirect and objset blocks) is written twice (ditto),
- * on two devices when the pool has more than one.
+ * sizes.  Metadata (every block but volume data: objset, indirect,
+ * space-map and defer blocks) is written twice (ditto), on two devices
+ * when the pool has more than one.
  */
 #ifndef ZV_FORMAT_H
 #define ZV_FORMAT_H

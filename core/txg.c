@@ -14,25 +14,26 @@
  *   committed  the callback returned 0; zv_txg_last_synced() says so.
  *
  * At most one txg is quiescing or syncing at a time, so at most two txgs
- * carry state (the open one and the one being synced) and the per-txg arrays
- * of TXG_SIZE (4) slots, indexed by txg & TXG_MASK, never wrap onto a live
- * txg.
+ * carry state (the open one and the one being synced) and the per-txg
+ * arrays of ZV_TXG_SIZE slots (txg.h), indexed by txg & ZV_TXG_MASK, never
+ * wrap onto a live txg.
  *
  * Holds (the hot path) take no global lock.  Each CPU has a cache-line
  * aligned slot with its own mutex (the "open lock"), a per-txg hold count
  * and a condvar.  zv_txg_hold() locks the slot of the CPU it runs on, reads
- * the open txg, bumps count[txg & 3] and unlocks; zv_txg_rele() locks the
- * same slot (the hold remembers it), drops the count and broadcasts when it
- * reaches zero.  Closing the open txg (quiesce) takes every slot's open lock,
- * advances tx_open_txg and releases them all, so a hold either counted itself
- * in the old txg before the switch or sees the new one: held txgs never go
- * backwards.  Then it waits, slot by slot, for count[old & 3] to reach zero.
+ * the open txg, bumps count[txg & ZV_TXG_MASK] and unlocks; zv_txg_rele()
+ * locks the same slot (the hold remembers it), drops the count and
+ * broadcasts when it reaches zero.  Closing the open txg (quiesce) takes
+ * every slot's open lock, advances tx_open_txg and releases them all, so a
+ * hold either counted itself in the old txg before the switch or sees the
+ * new one: held txgs never go backwards.  Then it waits, slot by slot, for
+ * count[old & ZV_TXG_MASK] to reach zero.
  *
  * Dirty accounting is by atomics: each hold charges its bytes to the txg's
- * counter (tx_dirty_pertxg[txg & 3]) and to the total (tx_dirty_total).  When
- * the open txg's dirty bytes pass tt_dirty_sync_pct of tt_dirty_max, the
- * holder kicks the sync thread (once per txg, guarded by an atomic flag);
- * only then does the hot path touch the engine mutex.
+ * counter (tx_dirty_pertxg[txg & ZV_TXG_MASK]) and to the total
+ * (tx_dirty_total).  When the open txg's dirty bytes pass tt_dirty_sync_pct
+ * of tt_dirty_max, the holder kicks the sync thread (once per txg, guarded
+ * by an atomic flag); only then does the hot path touch the engine mutex.
  *
  * There is one engine thread, the sync thread, which both quiesces and
  * syncs (OpenZFS uses two; one is enough here because quiescing is short:
@@ -46,7 +47,7 @@
  *     by one until it gets there, empty or not;
  *   - stop: it syncs the open txg if it has anything in it, then exits.
  *
- * One sync (zv_txg_sync_once): under tx_lock mark tx_syncing, close the open
+ * One sync (txg_sync_once): under tx_lock mark tx_syncing, close the open
  * txg, then drop tx_lock while waiting for the holds to drain and while the
  * sync callback runs, retake it to publish the result: on success subtract
  * the txg's dirty bytes from the total, advance tx_last_synced and broadcast
@@ -71,6 +72,17 @@
  * total dirty, spaced so that writers wake at least that far apart
  * (tx_last_wakeup, updated with compare-and-swap).
  *
+ * Invariants, asserted where they are relied on: the open txg is
+ * last_synced + 1, or last_synced + 2 while the txg before it quiesces or
+ * syncs; a txg is closed only as last_synced + 1 and committed only as
+ * last_synced + 1 with the open txg right after it, so txgs go through
+ * open > quiescing > syncing > committed one at a time and in order (the
+ * history row of each goes O, Q, S, C); a held txg is never synced; hold
+ * counts never go below zero; the slot a new txg takes has no hold and no
+ * dirty byte left of the txg that used it before.  Those on the hold path
+ * are ZV_ASSERTs (debug builds), those of the once-per-txg close and sync
+ * ZV_VERIFYs.
+ *
  * Locking: lock order is tx_lock -> slot open lock.  The hot path takes only
  * a slot lock, never while holding tx_lock.  tx_lock protects tx_syncing,
  * tx_sync_want, the thread flags, tx_sync_start_ns and the history ring.
@@ -93,6 +105,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -104,21 +117,13 @@
 #include "tunable.h"
 #include "txg.h"
 
-#define TXG_SIZE 4                  /* txgs with per-txg state in flight */
-#define TXG_MASK (TXG_SIZE - 1)
 #define ZV_TXG_CACHELINE 64
-
-/* Atomic helpers (GCC builtins: TSan understands them). */
-#define ZV_LOAD(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
-#define ZV_STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
-#define ZV_ADD(p, v) __atomic_add_fetch ((p), (v), __ATOMIC_ACQ_REL)
-#define ZV_SUB(p, v) __atomic_sub_fetch ((p), (v), __ATOMIC_ACQ_REL)
 
 /* One CPU's hold slot; aligned so CPUs do not share its cache line. */
 typedef struct zv_txg_cpu {
   pthread_mutex_t tc_open_lock;     /* protects tc_count; quiesce takes all */
   pthread_cond_t tc_cv;             /* a count dropped to zero */
-  uint64_t tc_count[TXG_SIZE];      /* holds per txg & TXG_MASK */
+  uint64_t tc_count[ZV_TXG_SIZE];   /* holds per txg & ZV_TXG_MASK */
 } __attribute__ ((aligned (ZV_TXG_CACHELINE))) zv_txg_cpu_t;
 
 /* One row of the txgs history. */
@@ -142,20 +147,22 @@ struct zv_txg {
   /* Hot path. */
   unsigned tx_ncpu;
   zv_txg_cpu_t *tx_cpu;
-  uint64_t tx_open_txg;             /* atomic; written under all open locks */
-  uint64_t tx_dirty_pertxg[TXG_SIZE]; /* atomic */
-  uint64_t tx_dirty_total;          /* atomic */
-  int tx_active[TXG_SIZE];          /* atomic: the txg had a hold */
-  int tx_kicked[TXG_SIZE];          /* atomic: the txg kicked the thread */
-  uint64_t tx_last_wakeup;          /* atomic: throttle spacing */
-  int tx_running;                   /* atomic: the sync thread is alive */
+  _Atomic uint64_t tx_open_txg;     /* written under all open locks */
+  _Atomic uint64_t tx_dirty_pertxg[ZV_TXG_SIZE];
+  _Atomic uint64_t tx_dirty_total;
+  _Atomic int tx_active[ZV_TXG_SIZE]; /* the txg had a hold */
+  _Atomic int tx_kicked[ZV_TXG_SIZE]; /* it kicked the thread */
+  _Atomic uint64_t tx_last_wakeup;  /* throttle spacing */
+  _Atomic int tx_running;           /* the sync thread is alive */
 
-  /* Engine state, under tx_lock. */
+  /* Engine state, under tx_lock.  tx_last_synced and tx_error are also
+   * read without it: written with release under tx_lock, they are loaded
+   * relaxed under it and with acquire outside it. */
   pthread_mutex_t tx_lock;
   pthread_cond_t tx_sync_cv;        /* wakes the sync thread */
   pthread_cond_t tx_done_cv;        /* a sync finished or failed */
-  uint64_t tx_last_synced;          /* also read atomically */
-  int tx_error;                     /* also read atomically */
+  _Atomic uint64_t tx_last_synced;
+  _Atomic int tx_error;
   uint64_t tx_sync_want;            /* sync up to here (kick, waiter) */
   bool tx_syncing;                  /* a quiesce + sync is in progress */
   bool tx_started;                  /* the thread was created, not joined */
@@ -170,7 +177,7 @@ struct zv_txg {
 
 /* Start the row of a txg that has just opened (tx_lock held). */
 static void
-zv_txg_hist_open (zv_txg_t *tx, uint64_t txg, uint64_t now)
+txg_hist_open (zv_txg_t *tx, uint64_t txg, uint64_t now)
 {
   zv_txg_hist_t *th = &tx->tx_hist[txg % ZV_TXG_HISTORY];
 
@@ -182,7 +189,7 @@ zv_txg_hist_open (zv_txg_t *tx, uint64_t txg, uint64_t now)
 
 /* The row of a txg still in the ring (tx_lock held). */
 static zv_txg_hist_t *
-zv_txg_hist_get (zv_txg_t *tx, uint64_t txg)
+txg_hist_get (zv_txg_t *tx, uint64_t txg)
 {
   zv_txg_hist_t *th = &tx->tx_hist[txg % ZV_TXG_HISTORY];
 
@@ -197,7 +204,7 @@ zv_txg_history_get (zv_txg_t *tx, zv_txg_stat_t *out, size_t max)
   size_t n = 0;
 
   pthread_mutex_lock (&tx->tx_lock);
-  open = ZV_LOAD (&tx->tx_open_txg);
+  open = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
   first = open - tx->tx_first_txg >= ZV_TXG_HISTORY ?
     open - (ZV_TXG_HISTORY - 1) : tx->tx_first_txg;
   /* The newest rows when max cuts the list. */
@@ -221,17 +228,31 @@ zv_txg_history_get (zv_txg_t *tx, zv_txg_stat_t *out, size_t max)
   return n;
 }
 
+/* tx_error and tx_last_synced with tx_lock held: the lock orders them
+ * against their writers (who hold it too), so a relaxed load suffices. */
+static inline int
+txg_error_locked (zv_txg_t *tx)
+{
+  return atomic_load_explicit (&tx->tx_error, memory_order_relaxed);
+}
+
+static inline uint64_t
+txg_last_synced_locked (zv_txg_t *tx)
+{
+  return atomic_load_explicit (&tx->tx_last_synced, memory_order_relaxed);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Holds (hot path: slot locks and atomics only). */
 
-/* Did the txg in slot g take a hold or a dirty byte since it opened? */
+/* Did txg take a hold or a dirty byte since it opened (its slot says)? */
 static bool
-zv_txg_active (zv_txg_t *tx, uint64_t txg)
+txg_active (zv_txg_t *tx, uint64_t txg)
 {
-  unsigned g = txg & TXG_MASK;
+  unsigned g = txg & ZV_TXG_MASK;
 
-  return ZV_LOAD (&tx->tx_active[g]) != 0 ||
-    ZV_LOAD (&tx->tx_dirty_pertxg[g]) != 0;
+  return atomic_load_explicit (&tx->tx_active[g], memory_order_acquire) != 0 ||
+    atomic_load_explicit (&tx->tx_dirty_pertxg[g], memory_order_acquire) != 0;
 }
 
 /*
@@ -242,12 +263,12 @@ zv_txg_active (zv_txg_t *tx, uint64_t txg)
 void
 zv_txg_kick (zv_txg_t *tx, uint64_t txg)
 {
-  unsigned g = txg & TXG_MASK;
+  unsigned g = txg & ZV_TXG_MASK;
 
-  if (!ZV_LOAD (&tx->tx_running))
+  if (!atomic_load_explicit (&tx->tx_running, memory_order_acquire))
     return;
-  if (ZV_LOAD (&tx->tx_kicked[g]) ||
-      __atomic_exchange_n (&tx->tx_kicked[g], 1, __ATOMIC_ACQ_REL))
+  if (atomic_load_explicit (&tx->tx_kicked[g], memory_order_acquire) ||
+      atomic_exchange_explicit (&tx->tx_kicked[g], 1, memory_order_acq_rel))
     return;
   pthread_mutex_lock (&tx->tx_lock);
   if (tx->tx_sync_want < txg)
@@ -256,20 +277,24 @@ zv_txg_kick (zv_txg_t *tx, uint64_t txg)
   pthread_mutex_unlock (&tx->tx_lock);
 }
 
-/* Charge dirty bytes to a held txg and to the total; kick if past 20%. */
+/* Charge dirty bytes to a held txg and to the total; kick the sync once
+ * the txg passes the sync threshold (dirty_sync_pct of dirty_max). */
 static void
-zv_txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
+txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 {
   uint64_t d;
 
+  ZV_ASSERT3U (txg, >, zv_txg_last_synced (tx));     /* held: not synced */
   /* Per-txg first: the total never counts bytes no txg owns. */
-  d = ZV_ADD (&tx->tx_dirty_pertxg[txg & TXG_MASK], bytes);
-  ZV_ADD (&tx->tx_dirty_total, bytes);
+  d = atomic_fetch_add_explicit (&tx->tx_dirty_pertxg[txg & ZV_TXG_MASK],
+                                 bytes, memory_order_acq_rel) + bytes;
+  atomic_fetch_add_explicit (&tx->tx_dirty_total, bytes,
+                             memory_order_acq_rel);
   if (d > tx->tx_dirty_sync)
     zv_txg_kick (tx, txg);
 }
 
-static int zv_txg_sync_once (zv_txg_t *tx);
+static int txg_sync_once (zv_txg_t *tx);
 
 /* Throttle tunables (dmu_tx.c's curve, dsl_pool.c's thresholds; see the
  * table at the end). */
@@ -301,7 +326,7 @@ zv_txg_delay_ns (const zv_txg_tunables_t *tt, uint64_t dirty)
 
 /* Sleep until an absolute CLOCK_MONOTONIC time in ns. */
 static void
-zv_txg_sleep_until (uint64_t ns)
+txg_sleep_until (uint64_t ns)
 {
   struct timespec ts = {
     .tv_sec = (time_t) (ns / 1000000000ull),
@@ -319,45 +344,48 @@ zv_txg_sleep_until (uint64_t ns)
  * spaced behind the previous delayed writer like OpenZFS's dp_last_wakeup.
  */
 static int
-zv_txg_throttle (zv_txg_t *tx)
+txg_throttle (zv_txg_t *tx)
 {
   const uint64_t max = tx->tx_tt.tt_dirty_max;
   uint64_t delay, now, last, wakeup;
 
-  if (ZV_LOAD (&tx->tx_dirty_total) >= max) {
+  if (zv_txg_dirty_total (tx) >= max) {
     pthread_mutex_lock (&tx->tx_lock);
-    while (ZV_LOAD (&tx->tx_dirty_total) >= max && tx->tx_error == 0) {
-      uint64_t open = ZV_LOAD (&tx->tx_open_txg);
+    while (zv_txg_dirty_total (tx) >= max && txg_error_locked (tx) == 0) {
+      uint64_t open = atomic_load_explicit (&tx->tx_open_txg,
+                                            memory_order_acquire);
+      _Atomic uint64_t *odirty = &tx->tx_dirty_pertxg[open & ZV_TXG_MASK];
 
-      if (ZV_LOAD (&tx->tx_dirty_pertxg[open & TXG_MASK]) > 0 &&
+      if (atomic_load_explicit (odirty, memory_order_acquire) > 0 &&
           tx->tx_sync_want < open)
         tx->tx_sync_want = open;
-      if (ZV_LOAD (&tx->tx_running)) {
+      if (atomic_load_explicit (&tx->tx_running, memory_order_acquire)) {
         pthread_cond_signal (&tx->tx_sync_cv);
         pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
       }
       else if (tx->tx_syncing)
         pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
       else
-        (void) zv_txg_sync_once (tx);
+        (void) txg_sync_once (tx);
     }
     pthread_mutex_unlock (&tx->tx_lock);
   }
-  if (ZV_LOAD (&tx->tx_error))
-    return ZV_LOAD (&tx->tx_error);
+  if (zv_txg_error (tx))
+    return zv_txg_error (tx);
 
-  delay = zv_txg_delay_ns (&tx->tx_tt, ZV_LOAD (&tx->tx_dirty_total));
+  delay = zv_txg_delay_ns (&tx->tx_tt, zv_txg_dirty_total (tx));
   if (delay == 0)
     return 0;
   now = zv_now_ns ();
-  last = ZV_LOAD (&tx->tx_last_wakeup);
+  last = atomic_load_explicit (&tx->tx_last_wakeup, memory_order_acquire);
   do
     wakeup = ZV_MAX (now + delay, last + delay);
-  while (!__atomic_compare_exchange_n (&tx->tx_last_wakeup, &last, wakeup,
-                                       false, __ATOMIC_ACQ_REL,
-                                       __ATOMIC_ACQUIRE));
-  zv_txg_sleep_until (wakeup);
-  return ZV_LOAD (&tx->tx_error);
+  while (!atomic_compare_exchange_strong_explicit (&tx->tx_last_wakeup, &last,
+                                                   wakeup,
+                                                   memory_order_acq_rel,
+                                                   memory_order_acquire));
+  txg_sleep_until (wakeup);
+  return zv_txg_error (tx);
 }
 
 /* Join the open txg (after the throttle); no global lock. */
@@ -369,26 +397,30 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
   unsigned g;
   int cpu, err;
 
-  if ((err = ZV_LOAD (&tx->tx_error)) != 0)
+  if ((err = zv_txg_error (tx)) != 0)
     return err;
-  if ((err = zv_txg_throttle (tx)) != 0)
+  if ((err = txg_throttle (tx)) != 0)
     return err;
 
   cpu = sched_getcpu ();
   h->th_cpu = cpu < 0 ? 0 : (unsigned) cpu % tx->tx_ncpu;
   tc = &tx->tx_cpu[h->th_cpu];
   pthread_mutex_lock (&tc->tc_open_lock);
-  txg = ZV_LOAD (&tx->tx_open_txg);
-  g = txg & TXG_MASK;
+  txg = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
+  /* The open txg is past the last synced one, by one, or by two while
+   * the txg before it quiesces or syncs. */
+  ZV_ASSERT3U (txg, >, zv_txg_last_synced (tx));
+  ZV_ASSERT3U (txg - zv_txg_last_synced (tx), <=, 2);
+  g = txg & ZV_TXG_MASK;
   tc->tc_count[g]++;
   pthread_mutex_unlock (&tc->tc_open_lock);
   h->th_txg = txg;
 
   /* Still counted in txg, so it cannot be quiesced under us. */
-  if (!ZV_LOAD (&tx->tx_active[g]))
-    ZV_STORE (&tx->tx_active[g], 1);
+  if (!atomic_load_explicit (&tx->tx_active[g], memory_order_acquire))
+    atomic_store_explicit (&tx->tx_active[g], 1, memory_order_release);
   if (bytes > 0)
-    zv_txg_charge (tx, txg, bytes);
+    txg_charge (tx, txg, bytes);
   return 0;
 }
 
@@ -397,25 +429,17 @@ void
 zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h)
 {
   zv_txg_cpu_t *tc;
-  unsigned g = h->th_txg & TXG_MASK;
+  unsigned g = h->th_txg & ZV_TXG_MASK;
 
   ZV_ASSERT3U (h->th_cpu, <, tx->tx_ncpu);
+  /* A held txg cannot have synced: its quiesce waits for this rele. */
+  ZV_ASSERT3U (h->th_txg, >, zv_txg_last_synced (tx));
   tc = &tx->tx_cpu[h->th_cpu];
   pthread_mutex_lock (&tc->tc_open_lock);
-  ZV_ASSERT3U (tc->tc_count[g], >, 0);
+  ZV_ASSERT3U (tc->tc_count[g], >, 0);          /* never negative */
   if (--tc->tc_count[g] == 0)
     pthread_cond_broadcast (&tc->tc_cv);
   pthread_mutex_unlock (&tc->tc_open_lock);
-}
-
-/* More dirty bytes for a txg the caller holds. */
-void
-zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
-{
-  ZV_ASSERT3U (txg, >, ZV_LOAD (&tx->tx_last_synced));
-  ZV_ASSERT3U (txg, <=, ZV_LOAD (&tx->tx_open_txg));
-  if (bytes > 0)
-    zv_txg_charge (tx, txg, bytes);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -424,36 +448,41 @@ zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 /*
  * Close the open txg: with every slot's open lock held, no hold is in
  * flight, so advancing tx_open_txg is seen by every later hold.  The slot of
- * the new txg was last used by txg-3, synced long ago: reset its flags.
+ * the new txg was last used by txg + 1 - ZV_TXG_SIZE, synced long ago:
+ * reset its flags.
  * Called with tx_lock held and tx_syncing set.  Returns the closed txg.
  */
 static uint64_t
-zv_txg_close (zv_txg_t *tx, uint64_t now)
+txg_close (zv_txg_t *tx, uint64_t now)
 {
-  uint64_t txg = ZV_LOAD (&tx->tx_open_txg);
-  unsigned ng = (txg + 1) & TXG_MASK;
+  uint64_t txg = atomic_load_explicit (&tx->tx_open_txg,
+                                      memory_order_acquire);
+  unsigned ng = (txg + 1) & ZV_TXG_MASK;
   unsigned c;
 
-  ZV_ASSERT3U (tx->tx_last_synced, ==, txg - 1);
+  /* Nothing quiesces or syncs: the open txg is the only one with state. */
+  ZV_VERIFY3U (txg_last_synced_locked (tx), ==, txg - 1);
   for (c = 0; c < tx->tx_ncpu; c++)
     pthread_mutex_lock (&tx->tx_cpu[c].tc_open_lock);
+  /* The new txg's slot holds nothing of the txg that last used it. */
   for (c = 0; c < tx->tx_ncpu; c++)
-    ZV_ASSERT3U (tx->tx_cpu[c].tc_count[ng], ==, 0);
-  ZV_ASSERT3U (ZV_LOAD (&tx->tx_dirty_pertxg[ng]), ==, 0);
-  ZV_STORE (&tx->tx_active[ng], 0);
-  ZV_STORE (&tx->tx_kicked[ng], 0);
-  ZV_STORE (&tx->tx_open_txg, txg + 1);
+    ZV_VERIFY3U (tx->tx_cpu[c].tc_count[ng], ==, 0);
+  ZV_VERIFY3U (atomic_load_explicit (&tx->tx_dirty_pertxg[ng],
+                                     memory_order_acquire), ==, 0);
+  atomic_store_explicit (&tx->tx_active[ng], 0, memory_order_release);
+  atomic_store_explicit (&tx->tx_kicked[ng], 0, memory_order_release);
+  atomic_store_explicit (&tx->tx_open_txg, txg + 1, memory_order_release);
   for (c = tx->tx_ncpu; c-- > 0;)
     pthread_mutex_unlock (&tx->tx_cpu[c].tc_open_lock);
-  zv_txg_hist_open (tx, txg + 1, now);
+  txg_hist_open (tx, txg + 1, now);
   return txg;
 }
 
 /* Wait for every hold on 'txg' to be released (tx_lock not held). */
 static void
-zv_txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
+txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
 {
-  unsigned g = txg & TXG_MASK;
+  unsigned g = txg & ZV_TXG_MASK;
   unsigned c;
 
   for (c = 0; c < tx->tx_ncpu; c++) {
@@ -473,7 +502,7 @@ zv_txg_quiesce_wait (zv_txg_t *tx, uint64_t txg)
  * held.  Returns 0 or the callback's error (which fails the engine).
  */
 static int
-zv_txg_sync_once (zv_txg_t *tx)
+txg_sync_once (zv_txg_t *tx)
 {
   zv_txg_sync_stats_t stats = { 0 };
   zv_txg_hist_t *th;
@@ -482,27 +511,30 @@ zv_txg_sync_once (zv_txg_t *tx)
   int err;
 
   ZV_VERIFY (!tx->tx_syncing);
-  ZV_VERIFY (tx->tx_error == 0);
+  ZV_VERIFY (txg_error_locked (tx) == 0);
   tx->tx_syncing = true;
 
   t_open = zv_now_ns ();
   tx->tx_sync_start_ns = t_open;
-  txg = zv_txg_close (tx, t_open);
-  g = txg & TXG_MASK;
-  th = zv_txg_hist_get (tx, txg);
+  txg = txg_close (tx, t_open);
+  g = txg & ZV_TXG_MASK;
+  th = txg_hist_get (tx, txg);
+  ZV_ASSERT (th->txh_state == 'O');
   th->txh_state = 'Q';
   th->txh_otime = t_open - th->txh_birth;
   pthread_mutex_unlock (&tx->tx_lock);
 
-  zv_txg_quiesce_wait (tx, txg);
+  txg_quiesce_wait (tx, txg);
   t_quiesced = zv_now_ns ();
 
   /* Holds are gone: the per-txg dirty count is final. */
-  ndirty = ZV_LOAD (&tx->tx_dirty_pertxg[g]);
+  ndirty = atomic_load_explicit (&tx->tx_dirty_pertxg[g],
+                                memory_order_acquire);
   pthread_mutex_lock (&tx->tx_lock);
-  th = zv_txg_hist_get (tx, txg);
+  th = txg_hist_get (tx, txg);
   th->txh_qtime = t_quiesced - t_open;
   th->txh_ndirty = ndirty;
+  ZV_ASSERT (th->txh_state == 'Q');
   th->txh_state = 'S';
   t_sync = zv_now_ns ();
   th->txh_wtime = t_sync - t_quiesced;
@@ -514,23 +546,27 @@ zv_txg_sync_once (zv_txg_t *tx)
   t_done = zv_now_ns ();
 
   pthread_mutex_lock (&tx->tx_lock);
-  th = zv_txg_hist_get (tx, txg);
+  th = txg_hist_get (tx, txg);
   th->txh_stime = t_done - t_sync;
   th->txh_nread = stats.ss_nread;
   th->txh_nwritten = stats.ss_nwritten;
   th->txh_reads = stats.ss_reads;
   th->txh_writes = stats.ss_writes;
   if (err == 0) {
-    ZV_ASSERT3U (ZV_LOAD (&tx->tx_dirty_total), >=, ndirty);
-    ZV_SUB (&tx->tx_dirty_total, ndirty);
-    ZV_STORE (&tx->tx_dirty_pertxg[g], 0);
+    /* Synced in order, and the only quiesce + sync in progress. */
+    ZV_VERIFY3U (txg_last_synced_locked (tx), ==, txg - 1);
+    ZV_VERIFY3U (zv_txg_open_txg (tx), ==, txg + 1);
+    ZV_VERIFY3U (zv_txg_dirty_total (tx), >=, ndirty);
+    atomic_fetch_sub_explicit (&tx->tx_dirty_total, ndirty,
+                               memory_order_acq_rel);
+    atomic_store_explicit (&tx->tx_dirty_pertxg[g], 0, memory_order_release);
     th->txh_state = 'C';
-    ZV_STORE (&tx->tx_last_synced, txg);
+    atomic_store_explicit (&tx->tx_last_synced, txg, memory_order_release);
   }
   else {
     zv_error ("txg %" PRIu64 ": sync failed: %s; the pool is suspended",
               txg, strerror (-err));
-    ZV_STORE (&tx->tx_error, err);
+    atomic_store_explicit (&tx->tx_error, err, memory_order_release);
   }
   tx->tx_syncing = false;
   pthread_cond_broadcast (&tx->tx_done_cv);
@@ -542,7 +578,7 @@ static unsigned zv_txg_timeout_s = 5;
 
 /* Absolute CLOCK_MONOTONIC ns to timespec, for timed waits. */
 static struct timespec
-zv_txg_timespec (uint64_t ns)
+txg_timespec (uint64_t ns)
 {
   struct timespec ts = {
     .tv_sec = (time_t) (ns / 1000000000ull),
@@ -556,7 +592,7 @@ zv_txg_timespec (uint64_t ns)
  * quiesces and syncs the open txg.  On stop, syncs what is left first.
  */
 static void *
-zv_txg_sync_thread (void *arg)
+txg_sync_thread (void *arg)
 {
   zv_txg_t *tx = arg;
   const uint64_t timeout_ns =
@@ -572,37 +608,37 @@ zv_txg_sync_thread (void *arg)
       pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
       continue;
     }
-    if (tx->tx_error != 0) {    /* failed: sync nothing more */
+    if (txg_error_locked (tx) != 0) {   /* failed: sync nothing more */
       if (tx->tx_exiting)
         break;
       pthread_cond_wait (&tx->tx_sync_cv, &tx->tx_lock);
       continue;
     }
-    open = ZV_LOAD (&tx->tx_open_txg);
-    want = tx->tx_sync_want > tx->tx_last_synced;
+    open = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
+    want = tx->tx_sync_want > txg_last_synced_locked (tx);
     if (tx->tx_exiting) {
-      if (!want && !zv_txg_active (tx, open))
+      if (!want && !txg_active (tx, open))
         break;
-      (void) zv_txg_sync_once (tx);
+      (void) txg_sync_once (tx);
       continue;
     }
     if (!want) {
       now = zv_now_ns ();
       deadline = tx->tx_sync_start_ns + timeout_ns;
       if (now < deadline) {
-        struct timespec ts = zv_txg_timespec (deadline);
+        struct timespec ts = txg_timespec (deadline);
 
         pthread_cond_timedwait (&tx->tx_sync_cv, &tx->tx_lock, &ts);
         continue;
       }
-      if (!zv_txg_active (tx, open)) {
+      if (!txg_active (tx, open)) {
         tx->tx_sync_start_ns = now;     /* idle: nothing to write */
         continue;
       }
     }
-    (void) zv_txg_sync_once (tx);
+    (void) txg_sync_once (tx);
   }
-  ZV_STORE (&tx->tx_running, 0);
+  atomic_store_explicit (&tx->tx_running, 0, memory_order_release);
   pthread_cond_broadcast (&tx->tx_done_cv);
   pthread_mutex_unlock (&tx->tx_lock);
   return NULL;
@@ -628,29 +664,29 @@ zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
      * If the open txg never took a hold, nothing in it needs to be
      * durable: wait for the one before (a flush on an idle pool then
      * costs nothing). */
-    txg = ZV_LOAD (&tx->tx_open_txg);
-    if (!zv_txg_active (tx, txg))
+    txg = atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
+    if (!txg_active (tx, txg))
       txg--;
   }
   for (;;) {
-    if (tx->tx_last_synced >= txg) {
+    if (txg_last_synced_locked (tx) >= txg) {
       err = 0;
       break;
     }
-    if (tx->tx_error != 0) {
-      err = tx->tx_error;
+    if (txg_error_locked (tx) != 0) {
+      err = txg_error_locked (tx);
       break;
     }
     if (tx->tx_sync_want < txg)
       tx->tx_sync_want = txg;
-    if (ZV_LOAD (&tx->tx_running)) {
+    if (atomic_load_explicit (&tx->tx_running, memory_order_acquire)) {
       pthread_cond_signal (&tx->tx_sync_cv);
       pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
     }
     else if (tx->tx_syncing)
       pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
     else
-      (void) zv_txg_sync_once (tx);
+      (void) txg_sync_once (tx);
   }
   pthread_mutex_unlock (&tx->tx_lock);
   return err;
@@ -669,10 +705,10 @@ zv_txg_start (zv_txg_t *tx)
   }
   tx->tx_exiting = false;
   tx->tx_sync_start_ns = zv_now_ns ();
-  ZV_STORE (&tx->tx_running, 1);
-  err = pthread_create (&tx->tx_thread, NULL, zv_txg_sync_thread, tx);
+  atomic_store_explicit (&tx->tx_running, 1, memory_order_release);
+  err = pthread_create (&tx->tx_thread, NULL, txg_sync_thread, tx);
   if (err != 0) {
-    ZV_STORE (&tx->tx_running, 0);
+    atomic_store_explicit (&tx->tx_running, 0, memory_order_release);
     pthread_mutex_unlock (&tx->tx_lock);
     zv_error ("txg: cannot start the sync thread: %s", strerror (err));
     return -err;
@@ -700,23 +736,24 @@ zv_txg_stop (zv_txg_t *tx)
     err = pthread_join (tx->tx_thread, NULL);
     ZV_VERIFY (err == 0);
     pthread_mutex_lock (&tx->tx_lock);
-    ZV_VERIFY (!ZV_LOAD (&tx->tx_running));
+    ZV_VERIFY (!atomic_load_explicit (&tx->tx_running,
+                                      memory_order_acquire));
     tx->tx_started = false;
     tx->tx_exiting = false;
   }
   else {
-    while (tx->tx_error == 0) {
+    while (txg_error_locked (tx) == 0) {
       if (tx->tx_syncing) {
         pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
         continue;
       }
-      if (tx->tx_sync_want <= tx->tx_last_synced &&
-          !zv_txg_active (tx, ZV_LOAD (&tx->tx_open_txg)))
+      if (tx->tx_sync_want <= txg_last_synced_locked (tx) &&
+          !txg_active (tx, zv_txg_open_txg (tx)))
         break;
-      (void) zv_txg_sync_once (tx);
+      (void) txg_sync_once (tx);
     }
   }
-  err = tx->tx_error;
+  err = txg_error_locked (tx);
   pthread_mutex_unlock (&tx->tx_lock);
   return err;
 }
@@ -786,8 +823,9 @@ zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
   tx->tx_arg = arg;
   tx->tx_first_txg = first_txg;
   tx->tx_start_ns = zv_now_ns ();
-  tx->tx_open_txg = first_txg;
-  tx->tx_last_synced = first_txg - 1;
+  /* calloc zeroed the other atomics; nobody sees tx before we return. */
+  atomic_init (&tx->tx_open_txg, first_txg);
+  atomic_init (&tx->tx_last_synced, first_txg - 1);
   tx->tx_sync_want = first_txg - 1;
   tx->tx_sync_start_ns = tx->tx_start_ns;
 
@@ -797,7 +835,7 @@ zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
   pthread_cond_init (&tx->tx_sync_cv, &ca);
   pthread_condattr_destroy (&ca);
   pthread_cond_init (&tx->tx_done_cv, NULL);
-  zv_txg_hist_open (tx, first_txg, tx->tx_start_ns);
+  txg_hist_open (tx, first_txg, tx->tx_start_ns);
   return tx;
 }
 
@@ -827,21 +865,21 @@ zv_txg_destroy (zv_txg_t *tx)
 uint64_t
 zv_txg_open_txg (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_open_txg);
+  return atomic_load_explicit (&tx->tx_open_txg, memory_order_acquire);
 }
 
 /* The newest txg on disk. */
 uint64_t
 zv_txg_last_synced (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_last_synced);
+  return atomic_load_explicit (&tx->tx_last_synced, memory_order_acquire);
 }
 
 /* Dirty bytes not yet synced, over every txg (the throttle's input). */
 uint64_t
 zv_txg_dirty_total (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_dirty_total);
+  return atomic_load_explicit (&tx->tx_dirty_total, memory_order_acquire);
 }
 
 /* Dirty bytes as a percentage of dirty_max. */
@@ -850,7 +888,7 @@ zv_txg_dirty_pct (zv_txg_t *tx)
 {
   uint64_t max = tx->tx_tt.tt_dirty_max;
 
-  return max ? (unsigned) ZV_MIN (ZV_LOAD (&tx->tx_dirty_total) * 100 / max,
+  return max ? (unsigned) ZV_MIN (zv_txg_dirty_total (tx) * 100 / max,
                                   100) : 100;
 }
 
@@ -858,7 +896,7 @@ zv_txg_dirty_pct (zv_txg_t *tx)
 int
 zv_txg_error (zv_txg_t *tx)
 {
-  return ZV_LOAD (&tx->tx_error);
+  return atomic_load_explicit (&tx->tx_error, memory_order_acquire);
 }
 
 /* ---- tunables (tunable.h): read into zv_txg_tunables_t by

@@ -2,20 +2,34 @@
  * txg.h: the transaction-group engine.
  *
  * Txgs move open -> quiescing -> syncing -> synced.  Writers join the open
- * txg with txg_hold() (a per-CPU hold: no global lock), dirty buffers in
- * it, then txg_rele().  The engine's sync thread closes the open txg on a
- * timeout (txg_timeout, 5 s), when the open txg's dirty bytes pass
+ * txg with zv_txg_hold() (a per-CPU hold: no global lock), dirty buffers
+ * in it, then zv_txg_rele().  The engine's sync thread closes the open txg
+ * on a timeout (txg_timeout, 5 s), when the open txg's dirty bytes pass
  * dirty_sync_pct of dirty_max, or when someone waits for it; it waits for
  * the holds on that txg to drain (quiescing) and calls the sync callback,
- * which writes the txg to disk.  Writers are throttled on OpenZFS's delay
- * curve once total dirty data passes delay_min_dirty_pct of dirty_max, and
- * block while it is at dirty_max.
+ * which writes the txg to disk.  Without the thread (before zv_txg_start)
+ * a waiter runs the same quiesce and sync itself.  Writers are throttled
+ * on OpenZFS's delay curve once total dirty data passes
+ * delay_min_dirty_pct of dirty_max, and block while it is at dirty_max.
  */
 #ifndef ZV_TXG_H
 #define ZV_TXG_H
 
 #include <stdint.h>
 #include <stddef.h>
+#include <assert.h>
+
+/*
+ * Per-txg state (hold counts, dirty bytes, dirty records, the intent
+ * log's pending heads) lives in rings of ZV_TXG_SIZE slots indexed by
+ * txg & ZV_TXG_MASK.  At most two txgs carry such state at once (the open
+ * one and the one quiescing or syncing), so a slot is never reused while
+ * its previous txg is live.
+ */
+#define ZV_TXG_SIZE 4u
+#define ZV_TXG_MASK (ZV_TXG_SIZE - 1)
+static_assert ((ZV_TXG_SIZE & ZV_TXG_MASK) == 0,
+               "the txg ring size is a power of two");
 
 typedef struct zv_txg zv_txg_t;
 
@@ -62,10 +76,10 @@ typedef struct zv_txg_hold {
 
 /*
  * Throttle (delay on the curve, block while dirty >= dirty_max), then hold
- * the open txg.  Returns the txg held.  'bytes' is what the caller will
- * dirty; it is charged to the txg (dirty accounting, early sync kick).
- * Returns 0 with h->th_txg set to the txg held, or a negative errno (the
- * engine's error) when the pool has failed.
+ * the open txg.  'bytes' is what the caller will dirty; it is charged to
+ * the txg (dirty accounting, early sync kick).  Returns 0 with h->th_txg
+ * set to the txg held, or a negative errno (the engine's error) when the
+ * pool has failed.
  */
 int zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h);
 void zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h);
@@ -74,12 +88,11 @@ void zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h);
  * the thread, or if already asked). */
 void zv_txg_kick (zv_txg_t *tx, uint64_t txg);
 
-/* Charge more dirty bytes to a held txg (rarely needed). */
-void zv_txg_dirty (zv_txg_t *tx, uint64_t txg, uint64_t bytes);
-
 /*
- * Wait until 'txg' has synced (0 means: the txg open now), forcing the
- * sync if needed.  Returns 0, or the engine's error.
+ * Wait until 'txg' has synced, forcing the sync if needed.  0 means every
+ * txg that took a hold so far: the open one, or the one before it if the
+ * open txg has had no hold nor dirty byte.  The caller must not hold a
+ * txg.  Returns 0, or the engine's error.
  */
 int zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg);
 

@@ -21,8 +21,9 @@
  * (rounded to 4 KiB), at increasing logical positions (position % ring
  * size is the offset).  A block is placed when it is opened, right after
  * the previous one, so the address of the next block is known when a
- * block is sealed, and no allocation is ever needed on the commit path.
- * Each block names the next block's address and checksum seed (guid,
+ * block is sealed, and placing a log block never allocates (only the
+ * in-place data blocks of large writes are allocated, when their log
+ * block is issued).  Each block names the next block's address and checksum seed (guid,
  * seq + 1); replay follows the chain until a block does not verify.  Ring
  * space is reused only behind the head recorded by a txg already on disk
  * (zl_persisted_pos): the head moves past a block once it is written and
@@ -37,16 +38,19 @@
  *   - else it tries to become the issuer with a compare-and-swap on
  *     zl_issuer.  The issuer packs every published itx, in ticket order,
  *     into the open log block (dropping those whose txg has synced),
- *     closing blocks that fill up; it closes the open block too when it
- *     holds a record somebody waits for, unless other committers are
- *     active and the block is younger than the commit timeout (10% of the
- *     recent log-block latency), when more records may still join it.
+ *     closing blocks that fill up.  It closes the open block too when the
+ *     block holds a record somebody waits for and the committer is alone,
+ *     or the block is 7/8 full, or it is older than the commit timeout
+ *     (10% of the recent log-block latency) with no earlier block in
+ *     flight; otherwise more records may still join it, and an earlier
+ *     block's completion is the moment to issue it (group commit).
  *     Then it gives up the role and, holding no role at all, writes the
  *     blocks it closed and flushes the devices they touched.  So another
  *     thread can pack and write the next block while this one's I/O is in
  *     flight: several log blocks are in flight at once.
  *   - else it sleeps on a futex (zl_wake), for the commit timeout when its
- *     record waits in the open block, a few ms otherwise, and loops.
+ *     record waits in the open block or another thread holds the role, a
+ *     few ms otherwise, and loops.
  * When a block's write and flush are done, its thread marks the slot done
  * and advances zl_durable_seq over every consecutive done block with a
  * compare-and-swap loop, raising zl_durable_ticket to the end ticket of
@@ -56,14 +60,31 @@
  *
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
- * The issuer role is taken with an acquire CAS and given up with a release
- * store, so the packing state (zl_packed, the open block) passes from one
- * issuer to the next whole.  A block's slot record (end ticket, max txg)
- * is stored before the block is handed to the thread that writes it; its
- * done flag is stored with release after the flush returned, and
- * zl_durable_seq / zl_durable_ticket are advanced with acq_rel CAS, so a
- * waiter that acquires zl_durable_ticket > t knows the flush covering t
- * completed.  A slot is reset (done = 0) before its new seq is published.
+ * zl_packed is stored with release after the slots below it are cleared,
+ * and a logger loads it (seq_cst) before it reuses a slot.  The issuer
+ * role is taken with an acquire CAS and given up with a release store, so
+ * the packing state (zl_packed, the open block) passes from one issuer to
+ * the next whole.  A block's slot record (end ticket, max txg, next
+ * position) is stored when the block is closed, before the same thread
+ * writes it; its done flag is stored with release after the flush
+ * returned, and whoever loads done == 1 with acquire (zil_advance,
+ * zv_zil_sync_header) reads the record whole.  zl_durable_seq and
+ * zl_durable_ticket are advanced with seq_cst CAS (so acq_rel at least),
+ * so a waiter that acquires zl_durable_ticket > t knows the flush covering
+ * t completed.  A slot is reset (done = 0) before its new seq is published
+ * with release.  zl_wake is bumped after the state it announces changed,
+ * and FUTEX_WAIT compares it in the kernel, so a waiter cannot sleep
+ * through a wake-up.  Every atomic access that names no weaker order is
+ * seq_cst, the C11 default the code was written with; the argument above
+ * needs no more than the acquire and release it names.
+ *
+ * Invariants (ZV_ASSERT, debug builds): tickets are ordered durable <=
+ * packed <= next (the ones handed out), and the itx in ring slot
+ * packed % ring carries ticket packed; a logger publishes ticket t only
+ * once t - packed < ring, into a slot already cleared; whoever packs or
+ * drops itxs holds the issuer role; a block claims no ticket past
+ * zl_packed, and takes its state slot only when the slot's previous block
+ * is done; a committer's ticket is one that was handed out.
  *
  * Fallbacks: when the ring has no free slot, or a log write fails, the
  * committer waits for the txg to sync instead (always correct).  After a
@@ -72,9 +93,10 @@
  * (zil_drain): their txgs carry the changes.  A txg sync that fails marks
  * the log failed too (the pool is suspended), so loggers never spin.
  *
- * Locks: none on the logging and commit paths.  The txg engine's
- * callbacks (sync_header, synced) run on the sync thread and take the
- * issuer role only by try-CAS.
+ * Locks: none on the logging and commit paths.  Of the txg engine's
+ * callbacks (syncing context), zv_zil_synced takes the issuer role only
+ * by try-CAS, and zv_zil_sync_header needs no role: it reads the block
+ * state slots and writes only the sync-side head (zl_head, zl_pending_*).
  */
 #include <config.h>
 
@@ -196,15 +218,17 @@ struct zv_zil {
   uint64_t zl_head_pos;
   _Atomic uint64_t zl_persisted_head; /* seq, of a header on disk */
   _Atomic uint64_t zl_persisted_pos;  /* and its position */
-  uint64_t zl_pending_head[4];        /* per txg & 3 */
-  uint64_t zl_pending_pos[4];
-  uint64_t zl_pending_guid[4];        /* chain each header named */
+  uint64_t zl_pending_head[ZV_TXG_SIZE]; /* per txg & ZV_TXG_MASK */
+  uint64_t zl_pending_pos[ZV_TXG_SIZE];
+  uint64_t zl_pending_guid[ZV_TXG_SIZE]; /* chain each header named */
 
   /* Stats. */
-  _Atomic uint64_t zs_lwbs, zs_lwb_bytes, zs_commits, zs_commit_waits;
-  _Atomic uint64_t zs_rec_copied, zs_rec_need_copy, zs_rec_indirect;
-  _Atomic uint64_t zs_rec_free, zs_rec_dropped, zs_rec_nop, zs_fallbacks;
-  _Atomic uint64_t zs_lat_sum, zs_lat_hist[ZIL_HIST_BUCKETS];
+  _Atomic uint64_t zl_stat_lwbs, zl_stat_lwb_bytes;
+  _Atomic uint64_t zl_stat_commits, zl_stat_commit_waits;
+  _Atomic uint64_t zl_stat_rec_copied, zl_stat_rec_need_copy;
+  _Atomic uint64_t zl_stat_rec_indirect, zl_stat_rec_free;
+  _Atomic uint64_t zl_stat_rec_dropped, zl_stat_rec_nop, zl_stat_fallbacks;
+  _Atomic uint64_t zl_stat_lat_sum, zl_stat_lat_hist[ZIL_HIST_BUCKETS];
 };
 
 /* ---- tunables (the table at the end) ---- */
@@ -263,6 +287,18 @@ zil_slot (zv_zil_t *zl, uint64_t seq)
   return &zl->zl_slots[seq % ZIL_NSTATE];
 }
 
+/* May block seq take its state slot?  Yes if the slot was never used, or
+ * its last block, seq - ZIL_NSTATE, is done (for asserts). */
+static inline bool
+zil_slot_reusable (zil_slot_t *zs, uint64_t seq)
+{
+  uint64_t old = atomic_load_explicit (&zs->zs_seq, memory_order_acquire);
+
+  return old == 0
+    || (old + ZIL_NSTATE == seq
+        && atomic_load_explicit (&zs->zs_done, memory_order_acquire));
+}
+
 /* The device a ring address is on. */
 static zv_dev_t *
 zil_ring_dev (zv_zil_t *zl, uint64_t dva)
@@ -279,19 +315,88 @@ zil_seed (uint64_t guid, uint64_t seq)
   return guid ^ (seq * 0x9e3779b97f4a7c15ull) ^ ZV_LWB_MAGIC;
 }
 
+/* Loads of the counters most paths poll: seq_cst, like every access that
+ * names no weaker order (see "Memory ordering" above). */
+static inline uint64_t
+zil_packed (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_packed, memory_order_seq_cst);
+}
+
+static inline uint64_t
+zil_next_ticket (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_next_ticket, memory_order_seq_cst);
+}
+
+static inline int
+zil_error (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_error, memory_order_seq_cst);
+}
+
+static inline uint64_t
+zil_durable_seq (zv_zil_t *zl)
+{
+  return atomic_load_explicit (&zl->zl_durable_seq, memory_order_seq_cst);
+}
+
+/* Statistics counters (only ever printed). */
+static inline void
+zil_stat_add (_Atomic uint64_t *c, uint64_t n)
+{
+  atomic_fetch_add_explicit (c, n, memory_order_seq_cst);
+}
+
+static inline uint64_t
+zil_stat_get (_Atomic uint64_t *c)
+{
+  return atomic_load_explicit (c, memory_order_seq_cst);
+}
+
 /* Raise an atomic to at least v. */
 static void
 zil_atomic_max (_Atomic uint64_t *p, uint64_t v)
 {
-  uint64_t cur = atomic_load (p);
-  while (cur < v && !atomic_compare_exchange_weak (p, &cur, v))
+  uint64_t cur = atomic_load_explicit (p, memory_order_seq_cst);
+
+  while (cur < v
+         && !atomic_compare_exchange_weak_explicit (p, &cur, v,
+                                                    memory_order_seq_cst,
+                                                    memory_order_seq_cst))
     ;
+}
+
+/* The issuer role is held (by the caller: nobody else packs). */
+#define ZIL_ASSERT_ISSUER(zl) \
+  ZV_ASSERT (atomic_load_explicit (&(zl)->zl_issuer, \
+                                   memory_order_relaxed) == 1)
+
+/*
+ * The ticket order: durable <= packed <= next (reserved; published ones
+ * lie between packed and next).  Loaded in that order, and each only
+ * grows, so a later load can only be larger: the check holds however the
+ * loads interleave with the writers.  Debug builds only.
+ */
+static inline void
+zil_assert_ticket_order (zv_zil_t *zl)
+{
+#ifdef ZV_DEBUG
+  uint64_t durable = atomic_load_explicit (&zl->zl_durable_ticket,
+                                           memory_order_seq_cst);
+  uint64_t packed = zil_packed (zl);
+
+  ZV_ASSERT3U (durable, <=, packed);
+  ZV_ASSERT3U (packed, <=, zil_next_ticket (zl));
+#else
+  (void) zl;
+#endif
 }
 
 static void
 zil_wake_all (zv_zil_t *zl)
 {
-  atomic_fetch_add (&zl->zl_wake, 1);
+  atomic_fetch_add_explicit (&zl->zl_wake, 1, memory_order_seq_cst);
   syscall (SYS_futex, &zl->zl_wake, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
            NULL, 0);
 }
@@ -308,7 +413,7 @@ zil_sleep (zv_zil_t *zl, uint32_t seen, uint64_t ns)
 static uint64_t
 zil_commit_timeout (zv_zil_t *zl)
 {
-  uint64_t t = atomic_load (&zl->zl_latency_ns)
+  uint64_t t = atomic_load_explicit (&zl->zl_latency_ns, memory_order_seq_cst)
     * zl->zl_tun.zt_commit_timeout_pct / 100;
   return ZV_MIN (ZV_MAX (t, zil_min_commit_timeout_ns),
                  zil_max_commit_timeout_ns);
@@ -360,18 +465,20 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
     free (zl);
     return NULL;
   }
-  atomic_store (&zl->zl_next_ticket, 1);
-  atomic_store (&zl->zl_packed, 1);
-  atomic_store (&zl->zl_durable_ticket, 1);
+  /* Nobody sees zl before it is returned (calloc zeroed the other
+   * atomics). */
+  atomic_init (&zl->zl_next_ticket, 1);
+  atomic_init (&zl->zl_packed, 1);
+  atomic_init (&zl->zl_durable_ticket, 1);
   /* Until replay starts a fresh chain, nothing may be written: the
    * blocks from the head on may hold records to replay. */
   zl->zl_next_seq = zh->zh_head_seq;
-  atomic_store (&zl->zl_next_pos, zh->zh_head_pos);
-  atomic_store (&zl->zl_durable_seq, zh->zh_head_seq - 1);
+  atomic_init (&zl->zl_next_pos, zh->zh_head_pos);
+  atomic_init (&zl->zl_durable_seq, zh->zh_head_seq - 1);
   zl->zl_head = zh->zh_head_seq;
   zl->zl_head_pos = zh->zh_head_pos;
-  atomic_store (&zl->zl_persisted_head, 0);
-  atomic_store (&zl->zl_latency_ns, 200000);
+  atomic_init (&zl->zl_persisted_head, 0);
+  atomic_init (&zl->zl_latency_ns, 200000);
   return zl;
 }
 
@@ -397,9 +504,10 @@ zv_zil_close (zv_zil_t *zl)
 {
   if (zl == NULL)
     return;
-  uint64_t end = atomic_load (&zl->zl_next_ticket);
-  for (uint64_t t = atomic_load (&zl->zl_packed); t < end; t++) {
-    zil_itx_t *itx = atomic_load (&zl->zl_itxs[t % zl->zl_itx_ring]);
+  uint64_t end = zil_next_ticket (zl);
+  for (uint64_t t = zil_packed (zl); t < end; t++) {
+    zil_itx_t *itx = atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
+                                           memory_order_seq_cst);
     if (itx)
       zil_itx_free (itx);
   }
@@ -420,17 +528,19 @@ zv_zil_close (zv_zil_t *zl)
 static uint64_t
 zil_drop_oldest (zv_zil_t *zl, uint64_t end, uint64_t max_txg, bool force)
 {
-  uint64_t packed = atomic_load (&zl->zl_packed);
+  uint64_t packed = zil_packed (zl);
 
+  ZIL_ASSERT_ISSUER (zl);
   while (packed < end && (force || zl->zl_pack_done == 0)) {
     _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
     zil_itx_t *itx = atomic_load_explicit (slot, memory_order_acquire);
 
     if (itx == NULL || itx->itx_txg > max_txg)
       break;
-    atomic_store (slot, NULL);
+    ZV_ASSERT3U (itx->itx_ticket, ==, packed);
+    atomic_store_explicit (slot, NULL, memory_order_seq_cst);
     zil_itx_free (itx);
-    atomic_fetch_add (&zl->zs_rec_dropped, 1);
+    zil_stat_add (&zl->zl_stat_rec_dropped, 1);
     zl->zl_pack_done = 0;
     packed++;
     atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
@@ -464,27 +574,30 @@ zil_drain (zv_zil_t *zl)
 static void
 zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
 {
-  while (ticket - atomic_load (&zl->zl_packed) >= zl->zl_itx_ring) {
-    uint64_t before = atomic_load (&zl->zl_packed);
+  while (ticket - zil_packed (zl) >= zl->zl_itx_ring) {
+    uint64_t before = zil_packed (zl);
     int r;
 
-    atomic_fetch_add (&zl->zs_fallbacks, 1);
-    if (atomic_load (&zl->zl_error) == 0) {
+    zil_stat_add (&zl->zl_stat_fallbacks, 1);
+    if (zil_error (zl) == 0) {
       r = zv_txg_wait_synced (zl->zl_tx, 0);
       if (r < 0) {
         int expect = 0;
-        if (atomic_compare_exchange_strong (&zl->zl_error, &expect, r))
+        if (atomic_compare_exchange_strong_explicit (&zl->zl_error, &expect,
+                                                     r, memory_order_seq_cst,
+                                                     memory_order_seq_cst))
           zv_error ("intent log: the pool is suspended (%s); logged "
                     "changes are dropped, flushes fail", strerror (-r));
       }
       else
         (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
     }
-    if (atomic_load (&zl->zl_error) != 0)
+    if (zil_error (zl) != 0)
       zil_drain (zl);
     /* No progress (another thread holds the issuer role): let it run. */
-    if (atomic_load (&zl->zl_packed) == before)
-      zil_sleep (zl, atomic_load (&zl->zl_wake), 1000000);
+    if (zil_packed (zl) == before)
+      zil_sleep (zl, atomic_load_explicit (&zl->zl_wake, memory_order_seq_cst),
+                 1000000);
   }
 }
 
@@ -492,11 +605,17 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
 static uint64_t
 zil_publish (zv_zil_t *zl, zil_itx_t *itx)
 {
-  uint64_t t = atomic_fetch_add (&zl->zl_next_ticket, 1);
+  uint64_t t = atomic_fetch_add_explicit (&zl->zl_next_ticket, 1,
+                                          memory_order_seq_cst);
 
   itx->itx_ticket = t;
-  if (t - atomic_load (&zl->zl_packed) >= zl->zl_itx_ring)
+  if (t - zil_packed (zl) >= zl->zl_itx_ring)
     zil_ring_wait (zl, t);
+  /* Room: ticket t - ring, the slot's last user, is packed or dropped,
+   * and the slot was cleared before zl_packed passed it. */
+  ZV_ASSERT3U (t - zil_packed (zl), <, zl->zl_itx_ring);
+  ZV_ASSERT (atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
+                                   memory_order_relaxed) == NULL);
   atomic_store_explicit (&zl->zl_itxs[t % zl->zl_itx_ring], itx,
                          memory_order_release);
   return t;
@@ -592,15 +711,17 @@ zil_lwb_open (zv_zil_t *zl)
   uint64_t seq = zl->zl_next_seq;
   uint64_t pos = atomic_load_explicit (&zl->zl_next_pos,
                                       memory_order_relaxed);
-  uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
+  uint64_t head_pos = atomic_load_explicit (&zl->zl_persisted_pos,
+                                            memory_order_seq_cst);
   zil_slot_t *zs;
   zil_lwb_t *lwb;
 
   /* Room: the ring from the head on disk to the end of this block, and
    * a state entry. */
-  if (!atomic_load (&zl->zl_ready)
+  if (!atomic_load_explicit (&zl->zl_ready, memory_order_seq_cst)
       || pos + zl->zl_hdr.zh_blksz - head_pos > zl->zl_ring_size
-      || seq - atomic_load (&zl->zl_persisted_head) >= ZIL_NSTATE)
+      || seq - atomic_load_explicit (&zl->zl_persisted_head,
+                                     memory_order_seq_cst) >= ZIL_NSTATE)
     return NULL;
   /* Past half the ring: ask for a txg, whose sync moves the head, and
    * have the sync write faster the fuller the ring gets. */
@@ -623,9 +744,12 @@ zil_lwb_open (zv_zil_t *zl)
   memset (lwb->lwb_buf, 0, sizeof (zv_lwb_hdr_t));
   lwb->lwb_open_ns = zv_now_ns ();
   zs = zil_slot (zl, seq);
-  atomic_store (&zs->zs_done, 0);
-  atomic_store (&zs->zs_max_txg, 0);
-  atomic_store (&zs->zs_end_ticket, 0);
+  /* The room check above keeps seq - ZIL_NSTATE behind the head on disk,
+   * which only moves past done blocks. */
+  ZV_ASSERT (zil_slot_reusable (zs, seq));
+  atomic_store_explicit (&zs->zs_done, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_max_txg, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_end_ticket, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_seq, seq, memory_order_release);
   zl->zl_next_seq = seq + 1;
   zl->zl_open = lwb;
@@ -641,16 +765,23 @@ zil_lwb_close (zv_zil_t *zl, uint64_t end_ticket, zil_lwb_t **closed)
   zil_lwb_t *lwb = zl->zl_open, **pp = closed;
   zil_slot_t *zs = zil_slot (zl, lwb->lwb_seq);
 
-  ZV_VERIFY (lwb->lwb_nused > 0);
+  ZV_ASSERT3U (lwb->lwb_nused, >, 0);
+  ZV_ASSERT3U (atomic_load_explicit (&zs->zs_seq, memory_order_relaxed), ==,
+               lwb->lwb_seq);
+  /* Nothing past what is packed is claimed by the block. */
+  ZV_ASSERT3U (end_ticket, <=, zil_packed (zl));
   lwb->lwb_end_ticket = end_ticket;
   lwb->lwb_len = ZV_P2ROUNDUP (sizeof (zv_lwb_hdr_t) + lwb->lwb_nused,
                                ZV_SECTOR);
   lwb->lwb_next_pos = zil_pos_fit (zl, lwb->lwb_pos + lwb->lwb_len);
   atomic_store_explicit (&zl->zl_next_pos, lwb->lwb_next_pos,
                          memory_order_relaxed);
-  atomic_store (&zs->zs_max_txg, lwb->lwb_max_txg);
-  atomic_store (&zs->zs_end_ticket, end_ticket);
-  atomic_store (&zs->zs_next_pos, lwb->lwb_next_pos);
+  atomic_store_explicit (&zs->zs_max_txg, lwb->lwb_max_txg,
+                         memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_end_ticket, end_ticket,
+                         memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_next_pos, lwb->lwb_next_pos,
+                         memory_order_seq_cst);
   zl->zl_open = NULL;
   while (*pp)
     pp = &(*pp)->lwb_next;
@@ -733,7 +864,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
     if ((r = zil_room (zl, hdr, itx->itx_ticket, closed)) < 0)
       return r;
     zil_append (zl, itx, itx->itx_type, itx->itx_off, itx->itx_len, 0);
-    atomic_fetch_add (&zl->zs_rec_free, 1);
+    zil_stat_add (&zl->zl_stat_rec_free, 1);
     return 0;
   }
   switch (itx->itx_wr) {
@@ -743,7 +874,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
       return r;
     memcpy (zil_append (zl, itx, ZV_LR_WRITE, itx->itx_off, itx->itx_len,
                         itx->itx_len), itx->itx_data, itx->itx_len);
-    atomic_fetch_add (&zl->zs_rec_copied, 1);
+    zil_stat_add (&zl->zl_stat_rec_copied, 1);
     return 0;
 
   case ZIL_WR_NEED_COPY:
@@ -766,7 +897,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
         n = cut < n ? n - cut : 0;
       }
       if (n == 0 || (n < left && n < ZIL_SPLIT_ALIGN)) {
-        ZV_VERIFY (zl->zl_open->lwb_nused > 0);
+        ZV_ASSERT3U (zl->zl_open->lwb_nused, >, 0);
         /* Not worth a sliver: the rest goes in the next block. */
         zil_lwb_close (zl, itx->itx_ticket, closed);
         continue;
@@ -777,7 +908,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
         return r;
       zl->zl_pack_done += n;
     }
-    atomic_fetch_add (&zl->zs_rec_need_copy, 1);
+    zil_stat_add (&zl->zl_stat_rec_need_copy, 1);
     return 0;
 
   case ZIL_WR_INDIRECT:
@@ -793,7 +924,7 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
       zil_append (zl, itx, ZV_LR_WRITE_IND, off, bs, sizeof (zv_blkptr_t));
       zil_add_ind (zl->zl_open, at, itx->itx_txg, off / bs);
       zl->zl_pack_done += bs;
-      atomic_fetch_add (&zl->zs_rec_indirect, 1);
+      zil_stat_add (&zl->zl_stat_rec_indirect, 1);
     }
     return 0;
   }
@@ -810,11 +941,13 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
 static zil_lwb_t *
 zil_pack (zv_zil_t *zl, bool *full)
 {
-  uint64_t end = atomic_load (&zl->zl_next_ticket);
+  uint64_t end = zil_next_ticket (zl);
   uint64_t synced = zv_txg_last_synced (zl->zl_tx);
-  uint64_t packed = atomic_load (&zl->zl_packed);
+  uint64_t packed = zil_packed (zl);
   zil_lwb_t *closed = NULL, *lwb;
 
+  ZIL_ASSERT_ISSUER (zl);
+  ZV_ASSERT3U (packed, <=, end);
   *full = false;
   while (packed < end) {
     _Atomic (zil_itx_t *) *slot = &zl->zl_itxs[packed % zl->zl_itx_ring];
@@ -826,8 +959,9 @@ zil_pack (zv_zil_t *zl, bool *full)
     itx = atomic_load_explicit (slot, memory_order_acquire);
     if (itx == NULL)
       break;
+    ZV_ASSERT3U (itx->itx_ticket, ==, packed);
     if (itx->itx_txg <= synced)
-      atomic_fetch_add (&zl->zs_rec_dropped, 1);
+      zil_stat_add (&zl->zl_stat_rec_dropped, 1);
     else
       r = zil_pack_itx (zl, itx, &closed);
     if (r == -EAGAIN) {
@@ -839,10 +973,10 @@ zil_pack (zv_zil_t *zl, bool *full)
        * txgs (the records packed so far are harmless to replay). */
       zv_error ("intent log: cannot fetch logged data (%s); flushes now "
                 "wait for txg syncs", strerror (-r));
-      atomic_store (&zl->zl_error, r);
+      atomic_store_explicit (&zl->zl_error, r, memory_order_seq_cst);
     }
     zl->zl_pack_done = 0;
-    atomic_store (slot, NULL);
+    atomic_store_explicit (slot, NULL, memory_order_seq_cst);
     zil_itx_free (itx);
     packed++;
     atomic_store_explicit (&zl->zl_packed, packed, memory_order_release);
@@ -850,15 +984,17 @@ zil_pack (zv_zil_t *zl, bool *full)
 
   lwb = zl->zl_open;
   if (lwb && lwb->lwb_nused > 0 && !*full
-      && atomic_load (&zl->zl_commit_target) >= lwb->lwb_start_ticket) {
+      && atomic_load_explicit (&zl->zl_commit_target, memory_order_seq_cst)
+         >= lwb->lwb_start_ticket) {
     uint32_t cap = zl->zl_hdr.zh_blksz - sizeof (zv_lwb_hdr_t);
-    bool alone = atomic_load (&zl->zl_active) <= 1;
+    bool alone = atomic_load_explicit (&zl->zl_active,
+                                       memory_order_seq_cst) <= 1;
     bool old = zv_now_ns () - lwb->lwb_open_ns >= zil_commit_timeout (zl);
     bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
     /* A block still in flight: its completion is the moment to issue
      * this one (group commit: everything that arrived meanwhile shares
      * one write and one flush). */
-    bool inflight = atomic_load (&zl->zl_durable_seq) + 1 < lwb->lwb_seq;
+    bool inflight = zil_durable_seq (zl) + 1 < lwb->lwb_seq;
 
     if (alone || nearly_full || (old && !inflight))
       zil_lwb_close (zl, packed, &closed);
@@ -866,7 +1002,7 @@ zil_pack (zv_zil_t *zl, bool *full)
   /* Nothing open, nothing in flight: every packed ticket is durable (the
    * dropped records are in synced txgs). */
   if (zl->zl_open == NULL && closed == NULL
-      && atomic_load (&zl->zl_durable_seq) + 1 == zl->zl_next_seq)
+      && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
     zil_atomic_max (&zl->zl_durable_ticket, packed);
   return closed;
 }
@@ -878,15 +1014,21 @@ static void
 zil_advance (zv_zil_t *zl)
 {
   for (;;) {
-    uint64_t d = atomic_load (&zl->zl_durable_seq), n = d + 1;
+    uint64_t d = zil_durable_seq (zl), n = d + 1;
     zil_slot_t *zs = zil_slot (zl, n);
 
     if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != n
         || !atomic_load_explicit (&zs->zs_done, memory_order_acquire))
       break;
-    if (atomic_compare_exchange_strong (&zl->zl_durable_seq, &d, n))
-      zil_atomic_max (&zl->zl_durable_ticket,
-                      atomic_load (&zs->zs_end_ticket));
+    if (atomic_compare_exchange_strong_explicit (&zl->zl_durable_seq, &d, n,
+                                                 memory_order_seq_cst,
+                                                 memory_order_seq_cst)) {
+      uint64_t end = atomic_load_explicit (&zs->zs_end_ticket,
+                                           memory_order_seq_cst);
+
+      ZV_ASSERT3U (end, <=, zil_packed (zl));
+      zil_atomic_max (&zl->zl_durable_ticket, end);
+    }
   }
   zil_wake_all (zl);
 }
@@ -952,7 +1094,7 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
           r = e;
         lr->lr_type = ZV_LR_NOP;
         memset (bp, 0, sizeof *bp);
-        atomic_fetch_add (&zl->zs_rec_nop, 1);
+        zil_stat_add (&zl->zl_stat_rec_nop, 1);
       }
     }
     uint32_t len = zil_lwb_seal (zl, lwb);
@@ -964,8 +1106,8 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
     };
     ringdev = dev;
     nlwb++;
-    atomic_fetch_add (&zl->zs_lwbs, 1);
-    atomic_fetch_add (&zl->zs_lwb_bytes, len);
+    zil_stat_add (&zl->zl_stat_lwbs, 1);
+    zil_stat_add (&zl->zl_stat_lwb_bytes, len);
   }
   /* One flush per device touched, ordered after the writes. */
   for (unsigned d = 0; d < zl->zl_spa->spa_ndevs; d++)
@@ -981,12 +1123,16 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
   if (r < 0) {
     zv_error ("intent log: writing %zu log block(s) failed (%s); flushes "
               "now wait for txg syncs", nlwb, strerror (-r));
-    atomic_store (&zl->zl_error, r);
+    atomic_store_explicit (&zl->zl_error, r, memory_order_seq_cst);
   }
   else {
     /* Latency EWMA (7/8 old), per block batch. */
-    uint64_t lat = zv_now_ns () - start, old = atomic_load (&zl->zl_latency_ns);
-    atomic_store (&zl->zl_latency_ns, old - old / 8 + lat / 8);
+    uint64_t lat = zv_now_ns () - start;
+    uint64_t old = atomic_load_explicit (&zl->zl_latency_ns,
+                                         memory_order_seq_cst);
+
+    atomic_store_explicit (&zl->zl_latency_ns, old - old / 8 + lat / 8,
+                           memory_order_seq_cst);
   }
   while (list) {
     zil_lwb_t *next = list->lwb_next;
@@ -1012,15 +1158,15 @@ zil_lat_record (zv_zil_t *zl, uint64_t ns)
 
   while (b + 1 < ZIL_HIST_BUCKETS && (1ull << (b + 1)) <= ns)
     b++;
-  atomic_fetch_add (&zl->zs_lat_hist[b], 1);
-  atomic_fetch_add (&zl->zs_lat_sum, ns);
+  zil_stat_add (&zl->zl_stat_lat_hist[b], 1);
+  zil_stat_add (&zl->zl_stat_lat_sum, ns);
 }
 
 /* Fallback: everything logged so far reaches disk with its txg. */
 static int
 zil_commit_by_txg (zv_zil_t *zl)
 {
-  atomic_fetch_add (&zl->zs_fallbacks, 1);
+  zil_stat_add (&zl->zl_stat_fallbacks, 1);
   return zv_txg_wait_synced (zl->zl_tx, 0);
 }
 
@@ -1035,22 +1181,23 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   if (zl->zl_tun.zt_legacy_txg_commit)
     return zv_txg_wait_synced (zl->zl_tx, 0);
   if (t == 0)
-    t = atomic_load (&zl->zl_next_ticket) - 1;
+    t = zil_next_ticket (zl) - 1;
   if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
                                       memory_order_acquire) > t)
     return 0;
+  ZV_ASSERT3U (t, <, zil_next_ticket (zl));      /* a ticket handed out */
   start = zv_now_ns ();
-  atomic_fetch_add (&zl->zs_commits, 1);
-  atomic_fetch_add (&zl->zl_active, 1);
+  zil_stat_add (&zl->zl_stat_commits, 1);
+  atomic_fetch_add_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   zil_atomic_max (&zl->zl_commit_target, t);
   for (;;) {
-    uint32_t seen = atomic_load (&zl->zl_wake);
+    uint32_t seen = atomic_load_explicit (&zl->zl_wake, memory_order_seq_cst);
     int expect = 0;
 
     if (atomic_load_explicit (&zl->zl_durable_ticket,
                               memory_order_acquire) > t)
       break;
-    if (atomic_load (&zl->zl_error)) {
+    if (zil_error (zl)) {
       r = zil_commit_by_txg (zl);
       break;
     }
@@ -1060,8 +1207,9 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       bool full;
       zil_lwb_t *closed = zil_pack (zl, &full);
       bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket
-        && atomic_load (&zl->zl_durable_seq) + 1 >= zl->zl_open->lwb_seq;
+        && zil_durable_seq (zl) + 1 >= zl->zl_open->lwb_seq;
 
+      zil_assert_ticket_order (zl);
       atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
       if (closed) {
         (void) zil_issue (zl, closed);
@@ -1071,9 +1219,10 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
         r = zil_commit_by_txg (zl);
         break;
       }
-      if (atomic_load (&zl->zl_durable_ticket) > t)
+      if (atomic_load_explicit (&zl->zl_durable_ticket,
+                                memory_order_seq_cst) > t)
         break;
-      atomic_fetch_add (&zl->zs_commit_waits, 1);
+      zil_stat_add (&zl->zl_stat_commit_waits, 1);
       zil_sleep (zl, seen, mine_open ? zil_commit_timeout (zl)
                  : zil_max_sleep_ns);
       continue;
@@ -1082,7 +1231,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
      * we take the role when they let go. */
     zil_sleep (zl, seen, zil_commit_timeout (zl));
   }
-  atomic_fetch_sub (&zl->zl_active, 1);
+  atomic_fetch_sub_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   zil_lat_record (zl, zv_now_ns () - start);
   return r;
 }
@@ -1100,16 +1249,16 @@ zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
     zil_slot_t *zs = zil_slot (zl, head);
     if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != head
         || !atomic_load_explicit (&zs->zs_done, memory_order_acquire)
-        || atomic_load (&zs->zs_max_txg) > txg)
+        || atomic_load_explicit (&zs->zs_max_txg, memory_order_seq_cst) > txg)
       break;
-    pos = atomic_load (&zs->zs_next_pos);
+    pos = atomic_load_explicit (&zs->zs_next_pos, memory_order_seq_cst);
     head++;
   }
   zl->zl_head = head;
   zl->zl_head_pos = pos;
-  zl->zl_pending_head[txg & 3] = head;
-  zl->zl_pending_pos[txg & 3] = pos;
-  zl->zl_pending_guid[txg & 3] = zl->zl_hdr.zh_guid;
+  zl->zl_pending_head[txg & ZV_TXG_MASK] = head;
+  zl->zl_pending_pos[txg & ZV_TXG_MASK] = pos;
+  zl->zl_pending_guid[txg & ZV_TXG_MASK] = zl->zl_hdr.zh_guid;
   *zh = zl->zl_hdr;
   zh->zh_head_seq = head;
   zh->zh_head_pos = pos;
@@ -1120,24 +1269,24 @@ zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
 void
 zv_zil_synced (zv_zil_t *zl, uint64_t txg)
 {
+  unsigned g = txg & ZV_TXG_MASK;
   int expect = 0;
 
   /* Blocks of this chain may be written once a header naming it is on
    * disk (replay would not find them otherwise). */
-  if (!zl->zl_replaying && zl->zl_pending_guid[txg & 3] == zl->zl_hdr.zh_guid) {
-    zil_atomic_max (&zl->zl_persisted_pos, zl->zl_pending_pos[txg & 3]);
-    zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[txg & 3]);
-    atomic_store (&zl->zl_ready, true);
+  if (!zl->zl_replaying && zl->zl_pending_guid[g] == zl->zl_hdr.zh_guid) {
+    zil_atomic_max (&zl->zl_persisted_pos, zl->zl_pending_pos[g]);
+    zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[g]);
+    atomic_store_explicit (&zl->zl_ready, true, memory_order_seq_cst);
   }
   if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
                                                memory_order_acquire,
                                                memory_order_relaxed)) {
-    uint64_t packed = zil_drop_oldest (zl,
-                                       atomic_load (&zl->zl_next_ticket),
-                                       txg, false);
+    uint64_t packed = zil_drop_oldest (zl, zil_next_ticket (zl), txg,
+                                       false);
 
     if (zl->zl_open == NULL
-        && atomic_load (&zl->zl_durable_seq) + 1 == zl->zl_next_seq)
+        && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
       zil_atomic_max (&zl->zl_durable_ticket, packed);
     atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
   }
@@ -1180,10 +1329,10 @@ zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
   return 0;
 }
 
-/* In-place blocks named by the records to replay (see zil_claim). */
+/* In-place blocks named by the records to replay (see zil_claim_block). */
 typedef struct zil_claims {
-  uint64_t *zc_dva;
-  size_t zc_n, zc_cap;
+  uint64_t *cl_dva;
+  size_t cl_n, cl_cap;
 } zil_claims_t;
 
 /*
@@ -1193,7 +1342,7 @@ typedef struct zil_claims {
  */
 static void
 zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
-                 uint64_t claim, zil_claims_t *zc)
+                 uint64_t claim, zil_claims_t *cl)
 {
   uint32_t pos = 0;
 
@@ -1209,16 +1358,16 @@ zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
       if (zv_zio_bp_check (zl->zl_spa, &bp, "intent log record") == 0
           && !zv_bp_is_hole (&bp) && bp.bp_ncopies == 1) {
         bool dup = false;
-        for (size_t i = 0; i < zc->zc_n && !dup; i++)
-          dup = zc->zc_dva[i] == bp.bp_dva[0];
+        for (size_t i = 0; i < cl->cl_n && !dup; i++)
+          dup = cl->cl_dva[i] == bp.bp_dva[0];
         if (!dup) {
-          if (zc->zc_n == zc->zc_cap) {
-            zc->zc_cap = zc->zc_cap ? zc->zc_cap * 2 : 64;
-            zc->zc_dva = realloc (zc->zc_dva, zc->zc_cap * sizeof (uint64_t));
-            if (zc->zc_dva == NULL)
+          if (cl->cl_n == cl->cl_cap) {
+            cl->cl_cap = cl->cl_cap ? cl->cl_cap * 2 : 64;
+            cl->cl_dva = realloc (cl->cl_dva, cl->cl_cap * sizeof (uint64_t));
+            if (cl->cl_dva == NULL)
               abort ();
           }
-          zc->zc_dva[zc->zc_n++] = bp.bp_dva[0];
+          cl->cl_dva[cl->cl_n++] = bp.bp_dva[0];
           /* The space may be free on disk, or on its way to being free
            * (a deferred free of an older txg that reused it): either way
            * it must stay put until the record is applied, and be freed
@@ -1273,7 +1422,7 @@ zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
   }
   zv_buf_put (buf, zh->zh_blksz);
   /* Replay finds the same blocks again and frees them once applied. */
-  free (zc.zc_dva);
+  free (zc.cl_dva);
   zh->zh_claim_txg = claim;
   return n;
 }
@@ -1340,7 +1489,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   uint64_t seq, last_seq = 0, nblocks = 0;
   int applied = 0, r = 0;
 
-  zil_claims_t zc = { 0 };
+  zil_claims_t cl = { 0 };
 
   zl->zl_replaying = true;
   zh->zh_claim_txg = claim;
@@ -1357,7 +1506,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
         break;
       dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
       if (pass == 1)
-        zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
+        zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &cl);
       else {
         r = zil_replay_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
                               &last_seq, &applied);
@@ -1372,7 +1521,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   }
   zv_buf_put (buf, zh->zh_blksz);
   if (r < 0) {
-    free (zc.zc_dva);
+    free (cl.cl_dva);
     zl->zl_replaying = false;
     return r;
   }
@@ -1381,19 +1530,19 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
              " block(s) (txgs after %" PRIu64 ")", applied, nblocks, claim);
   /* The in-place blocks were copied by replay: free them with the txg
    * that makes the copies durable. */
-  if (zc.zc_n > 0) {
+  if (cl.cl_n > 0) {
     zv_txg_hold_t h;
     r = zv_txg_hold (zl->zl_tx, 0, &h);
     if (r == 0) {
-      for (size_t i = 0; i < zc.zc_n; i++)
-        zv_alloc_free_defer (zl->zl_spa->spa_alloc, h.th_txg, zc.zc_dva[i],
+      for (size_t i = 0; i < cl.cl_n; i++)
+        zv_alloc_free_defer (zl->zl_spa->spa_alloc, h.th_txg, cl.cl_dva[i],
                              zl->zl_ops.zo_blksz);
       zv_txg_rele (zl->zl_tx, &h);
     }
   }
-  free (zc.zc_dva);
+  free (cl.cl_dva);
   /* Make the replayed changes durable under the old header... */
-  if (applied > 0 || zc.zc_n > 0) {
+  if (applied > 0 || cl.cl_n > 0) {
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
     if (r < 0) {
       zl->zl_replaying = false;
@@ -1407,16 +1556,16 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   zl->zl_head = 1;
   zl->zl_head_pos = 0;
   zl->zl_next_seq = 1;
-  atomic_store (&zl->zl_next_pos, 0);
-  atomic_store (&zl->zl_durable_seq, 0);
-  atomic_store (&zl->zl_persisted_head, 0);
-  atomic_store (&zl->zl_persisted_pos, 0);
+  atomic_store_explicit (&zl->zl_next_pos, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zl->zl_durable_seq, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zl->zl_persisted_head, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zl->zl_persisted_pos, 0, memory_order_seq_cst);
   for (uint64_t i = 0; i < ZIL_NSTATE; i++)
-    atomic_store (&zl->zl_slots[i].zs_seq, 0);
+    atomic_store_explicit (&zl->zl_slots[i].zs_seq, 0, memory_order_seq_cst);
   zl->zl_replaying = false;
   /* After a replay the old chain must not be replayed again: its
    * in-place blocks are free now.  Put the new header on disk. */
-  if (applied > 0 || zc.zc_n > 0) {
+  if (applied > 0 || cl.cl_n > 0) {
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
     if (r < 0)
       return r;
@@ -1431,14 +1580,16 @@ zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st)
 {
   uint64_t n = 0, total = 0;
   /* The head first: it only ever trails the end. */
-  uint64_t head_pos = atomic_load (&zl->zl_persisted_pos);
-  uint64_t ring_end = atomic_load (&zl->zl_next_pos);
+  uint64_t head_pos = atomic_load_explicit (&zl->zl_persisted_pos,
+                                            memory_order_seq_cst);
+  uint64_t ring_end = atomic_load_explicit (&zl->zl_next_pos,
+                                            memory_order_seq_cst);
 
   memset (st, 0, sizeof *st);
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++)
-    total += atomic_load (&zl->zs_lat_hist[b]);
+    total += zil_stat_get (&zl->zl_stat_lat_hist[b]);
   for (unsigned b = 0; b < ZIL_HIST_BUCKETS; b++) {
-    n += atomic_load (&zl->zs_lat_hist[b]);
+    n += zil_stat_get (&zl->zl_stat_lat_hist[b]);
     if (total && n * 100 >= total * 99) {
       st->zst_commit_latency_p99_ns = 1ull << (b + 1);
       break;
@@ -1447,20 +1598,21 @@ zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st)
   st->zst_sync = zl->zl_tun.zt_sync;
   st->zst_logbias = zl->zl_tun.zt_logbias;
   st->zst_log_device = zl->zl_logdev ? zv_dev_path (zl->zl_logdev) : NULL;
-  st->zst_lwbs_written = atomic_load (&zl->zs_lwbs);
+  st->zst_lwbs_written = zil_stat_get (&zl->zl_stat_lwbs);
   st->zst_ring_size = zl->zl_ring_size;
   st->zst_ring_used = ring_end > head_pos ? ring_end - head_pos : 0;
-  st->zst_lwb_bytes = atomic_load (&zl->zs_lwb_bytes);
-  st->zst_records_copied = atomic_load (&zl->zs_rec_copied);
-  st->zst_records_need_copy = atomic_load (&zl->zs_rec_need_copy);
-  st->zst_records_indirect = atomic_load (&zl->zs_rec_indirect);
-  st->zst_records_free = atomic_load (&zl->zs_rec_free);
-  st->zst_records_dropped = atomic_load (&zl->zs_rec_dropped);
-  st->zst_commits = atomic_load (&zl->zs_commits);
-  st->zst_commit_fallbacks = atomic_load (&zl->zs_fallbacks);
+  st->zst_lwb_bytes = zil_stat_get (&zl->zl_stat_lwb_bytes);
+  st->zst_records_copied = zil_stat_get (&zl->zl_stat_rec_copied);
+  st->zst_records_need_copy = zil_stat_get (&zl->zl_stat_rec_need_copy);
+  st->zst_records_indirect = zil_stat_get (&zl->zl_stat_rec_indirect);
+  st->zst_records_free = zil_stat_get (&zl->zl_stat_rec_free);
+  st->zst_records_dropped = zil_stat_get (&zl->zl_stat_rec_dropped);
+  st->zst_commits = zil_stat_get (&zl->zl_stat_commits);
+  st->zst_commit_fallbacks = zil_stat_get (&zl->zl_stat_fallbacks);
   st->zst_commit_latency_mean_ns = total
-    ? atomic_load (&zl->zs_lat_sum) / total : 0;
-  st->zst_lwb_latency_ewma_ns = atomic_load (&zl->zl_latency_ns);
+    ? zil_stat_get (&zl->zl_stat_lat_sum) / total : 0;
+  st->zst_lwb_latency_ewma_ns = atomic_load_explicit (&zl->zl_latency_ns,
+                                                      memory_order_seq_cst);
 }
 
 /* ---- tunables (tunable.h): the first six are read into

@@ -25,9 +25,9 @@ enum zv_logbias { ZV_LOGBIAS_LATENCY = 0, ZV_LOGBIAS_THROUGHPUT };
 
 /* Record types (lr_type). */
 enum zv_lr_type {
-  ZV_LR_NOP = 0,          /* padding, or an indirect write that lost its block */
+  ZV_LR_NOP = 0,          /* padding, or a WRITE_IND that lost its block */
   ZV_LR_WRITE = 1,        /* data follows */
-  ZV_LR_WRITE_IND = 2,    /* one volblock, written in place: a blkptr follows */
+  ZV_LR_WRITE_IND = 2,    /* one volblock written in place: a blkptr follows */
   ZV_LR_TRIM = 3,
   ZV_LR_ZERO = 4,
 };

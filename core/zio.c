@@ -9,11 +9,13 @@
  * does the caller see -EIO.  Nothing read is trusted before it verifies,
  * and no pointer is followed before its fields are bounds-checked.
  *
- * Writes are batched: zv_zio_write_many seals every pointer and issues
- * every copy of every block through one call to zv_dev_io_batch, which
- * keeps the io_uring queue full (the txg sync writes thousands at once).
+ * Writes are batched: zv_zio_write_many seals every pointer, joins the
+ * copies that touch on a device into larger gathered writes, and issues
+ * them all through one call to zv_dev_io_batch_max, which keeps at most
+ * spa_write_cap of them in flight (see the scaling comment below).
  *
- * No state of its own, no locks.
+ * No locks.  Its only state is the write cap in the zv_spa_t (atomic) and
+ * the ZVOL_ZIO_WRITE_MAX_ACTIVE override, read once.
  */
 #include <config.h>
 

@@ -1,7 +1,7 @@
 /*
  * zio.h: block I/O by block pointer.  Reads verify the checksum the
  * parent's pointer carries and fall back to the ditto copy; writes seal
- * the pointer (checksum) and issue every copy in one io_uring batch.
+ * the pointer (checksum) and issue every copy in one device batch.
  * The zv_spa_t is the I/O context every object carries: the pool's
  * devices, guid and allocator.
  */
@@ -58,8 +58,8 @@ unsigned zv_zio_write_max_active (unsigned dirty_pct);
 void zv_zio_write_cap_set (zv_spa_t *spa, unsigned dirty_pct);
 
 /* Raise spa_write_cap (never lower it) to share_pct (at most 100) of the
- * way from the least to the most writes in flight; takes effect in the writes already
- * under way.  The intent log calls it as its ring fills. */
+ * way from the least to the most writes in flight; takes effect in the
+ * writes already under way.  The intent log calls it as its ring fills. */
 void zv_zio_write_cap_raise (zv_spa_t *spa, unsigned share_pct);
 
 /* Seal and write every copy of n blocks; returns 0 or the first error. */

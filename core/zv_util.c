@@ -1,5 +1,7 @@
 /*
- * zv_util.c: logging hook, asserts, aligned buffers, XXH3 checksums.
+ * zv_util.c: logging hook, assert failures, aligned buffers, XXH3
+ * checksums.  Exported names are zv_<thing> (these are the engine's
+ * common vocabulary, not a module's), file-local ones util_<thing>.
  */
 #include <config.h>
 
@@ -69,6 +71,16 @@ zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
   abort ();
 }
 
+/* The same for signed operands. */
+void
+zv_assert3s_fail (const char *what, int64_t a, int64_t b,
+                  const char *file, int line)
+{
+  fprintf (stderr, "zvol: assertion failed: %s (%lld vs %lld) (%s:%d)\n",
+           what, (long long) a, (long long) b, file, line);
+  abort ();
+}
+
 /*
  * Buffer cache: freed block buffers of the power-of-two sizes 4K..128K
  * wait in per-CPU-ish shards (a mutex and a free list each, linked
@@ -96,7 +108,7 @@ static _Atomic uint64_t zv_buf_cached;
 static pthread_once_t zv_buf_once = PTHREAD_ONCE_INIT;
 
 static void
-zv_buf_init (void)
+util_buf_init (void)
 {
   for (unsigned c = 0; c < ZV_BUF_CLASSES; c++)
     for (unsigned s = 0; s < ZV_BUF_SHARDS; s++)
@@ -105,7 +117,7 @@ zv_buf_init (void)
 
 /* Size class of a buffer size, or -1 when it is not cached. */
 static int
-zv_buf_class (size_t size)
+util_buf_class (size_t size)
 {
   for (int c = 0; c < ZV_BUF_CLASSES; c++)
     if (size == (size_t) ZV_SECTOR << c)
@@ -115,7 +127,7 @@ zv_buf_class (size_t size)
 
 /* The shard this thread frees into and allocates from first. */
 static unsigned
-zv_buf_shard_index (void)
+util_buf_shard_index (void)
 {
   int cpu = sched_getcpu ();
   return (unsigned) (cpu < 0 ? 0 : cpu) % ZV_BUF_SHARDS;
@@ -126,15 +138,15 @@ void *
 zv_buf_get (size_t size)
 {
   size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
-  int c = zv_buf_class (rounded);
+  int c = util_buf_class (rounded);
   void *p = NULL;
 
   if (c >= 0 && atomic_load_explicit (&zv_buf_cached,
                                       memory_order_relaxed) > 0) {
-    pthread_once (&zv_buf_once, zv_buf_init);
+    pthread_once (&zv_buf_once, util_buf_init);
     /* This CPU's shard first, then the others: buffers are often freed
      * on another CPU (the txg sync thread) than the one allocating. */
-    unsigned first = zv_buf_shard_index ();
+    unsigned first = util_buf_shard_index ();
     for (unsigned i = 0; i < ZV_BUF_SHARDS && p == NULL; i++) {
       zv_buf_shard_t *s = &zv_buf_shards[c][(first + i) % ZV_BUF_SHARDS];
       if (atomic_load_explicit (&s->bs_count, memory_order_relaxed) == 0)
@@ -144,7 +156,8 @@ zv_buf_get (size_t size)
       if (p) {
         memcpy (&s->bs_head, p, sizeof (void *));
         atomic_fetch_sub_explicit (&s->bs_count, 1, memory_order_relaxed);
-        atomic_fetch_sub (&zv_buf_cached, rounded);
+        atomic_fetch_sub_explicit (&zv_buf_cached, rounded,
+                                   memory_order_seq_cst);
       }
       pthread_mutex_unlock (&s->bs_mtx);
     }
@@ -163,7 +176,7 @@ void
 zv_buf_put (void *buf, size_t size)
 {
   size_t rounded = ZV_P2ROUNDUP (size ? size : 1, ZV_SECTOR);
-  int c = zv_buf_class (rounded);
+  int c = util_buf_class (rounded);
   zv_buf_shard_t *s;
 
   if (buf == NULL)
@@ -173,13 +186,13 @@ zv_buf_put (void *buf, size_t size)
     free (buf);
     return;
   }
-  pthread_once (&zv_buf_once, zv_buf_init);
-  s = &zv_buf_shards[c][zv_buf_shard_index ()];
+  pthread_once (&zv_buf_once, util_buf_init);
+  s = &zv_buf_shards[c][util_buf_shard_index ()];
   pthread_mutex_lock (&s->bs_mtx);
   memcpy (buf, &s->bs_head, sizeof (void *));
   s->bs_head = buf;
   atomic_fetch_add_explicit (&s->bs_count, 1, memory_order_relaxed);
-  atomic_fetch_add (&zv_buf_cached, rounded);
+  atomic_fetch_add_explicit (&zv_buf_cached, rounded, memory_order_seq_cst);
   pthread_mutex_unlock (&s->bs_mtx);
 }
 

@@ -1,8 +1,9 @@
 /*
  * zv_util.h: small helpers shared by every core module: logging through a
  * hook the embedder installs (the nbdkit plugin routes it to nbdkit_error /
- * nbdkit_debug), state asserts in the OpenZFS style, aligned buffers and
- * the block checksum (XXH3-128).
+ * nbdkit_debug), the two tiers of asserts of OpenZFS (VERIFY always,
+ * ASSERT in debug builds), aligned buffers, the block checksum (XXH3-128)
+ * and arithmetic macros.
  */
 #ifndef ZV_UTIL_H
 #define ZV_UTIL_H
@@ -29,19 +30,60 @@ void zv_log (enum zv_log_level level, const char *fmt, ...)
 #define zv_info(...)  zv_log (ZV_LOG_INFO, __VA_ARGS__)
 #define zv_debug(...) zv_log (ZV_LOG_DEBUG, __VA_ARGS__)
 
-/* Asserts that state invariants; always on (storage code must not limp). */
+/*
+ * Assertions, in OpenZFS's two tiers.
+ *
+ * ZV_VERIFY* are always on.  They guard what would corrupt the pool or
+ * serve wrong data if it did not hold (space accounting, a double free, a
+ * request outside a device or an object): a storage server must stop
+ * rather than limp on.  Data read from disk or sent by a client is checked
+ * and refused with an error, not asserted on; a VERIFY that backs up such
+ * a check made by the caller (a range the plugin already validated) is
+ * still a VERIFY.
+ *
+ * ZV_ASSERT* state cheap internal invariants, on hot paths too, and are
+ * compiled in only with ZV_DEBUG (configure --enable-debug, implied by
+ * --enable-sanitizers and --enable-tsan).  Otherwise they do not evaluate
+ * their arguments (so an argument must have no side effect the code
+ * relies on) but still type-check them, inside sizeof.
+ *
+ * The 3 forms print both sides: U as unsigned (hex), S as signed, P as
+ * pointers.
+ */
 #define ZV_VERIFY(c) \
   ((c) ? (void) 0 : zv_assert_fail (#c, __FILE__, __LINE__))
 #define ZV_VERIFY3U(a, op, b) \
   (((uint64_t) (a) op (uint64_t) (b)) ? (void) 0 : \
    zv_assert3_fail (#a " " #op " " #b, (uint64_t) (a), (uint64_t) (b), \
                     __FILE__, __LINE__))
+#define ZV_VERIFY3S(a, op, b) \
+  (((int64_t) (a) op (int64_t) (b)) ? (void) 0 : \
+   zv_assert3s_fail (#a " " #op " " #b, (int64_t) (a), (int64_t) (b), \
+                     __FILE__, __LINE__))
+#define ZV_VERIFY3P(a, op, b) \
+  (((uintptr_t) (a) op (uintptr_t) (b)) ? (void) 0 : \
+   zv_assert3_fail (#a " " #op " " #b, (uint64_t) (uintptr_t) (a), \
+                    (uint64_t) (uintptr_t) (b), __FILE__, __LINE__))
+#ifdef ZV_DEBUG
 #define ZV_ASSERT(c) ZV_VERIFY (c)
 #define ZV_ASSERT3U(a, op, b) ZV_VERIFY3U (a, op, b)
+#define ZV_ASSERT3S(a, op, b) ZV_VERIFY3S (a, op, b)
+#define ZV_ASSERT3P(a, op, b) ZV_VERIFY3P (a, op, b)
+#else
+#define ZV_ASSERT(c) ((void) sizeof (!(c)))
+#define ZV_ASSERT3U(a, op, b) \
+  ((void) sizeof ((uint64_t) (a) op (uint64_t) (b)))
+#define ZV_ASSERT3S(a, op, b) \
+  ((void) sizeof ((int64_t) (a) op (int64_t) (b)))
+#define ZV_ASSERT3P(a, op, b) \
+  ((void) sizeof ((uintptr_t) (a) op (uintptr_t) (b)))
+#endif
 void zv_assert_fail (const char *what, const char *file, int line)
   __attribute__ ((noreturn));
 void zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
                       const char *file, int line) __attribute__ ((noreturn));
+void zv_assert3s_fail (const char *what, int64_t a, int64_t b,
+                       const char *file, int line) __attribute__ ((noreturn));
 
 /* I/O unit: every on-disk offset and size is a multiple of this. */
 #define ZV_SECTOR 4096u
@@ -83,7 +125,28 @@ bool zv_is_zero (const void *buf, size_t len);
 /* Round up / down to a power-of-two alignment. */
 #define ZV_P2ROUNDUP(x, a) (((x) + (a) - 1) & ~((uint64_t) (a) - 1))
 #define ZV_P2ALIGN(x, a) ((x) & ~((uint64_t) (a) - 1))
-#define ZV_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define ZV_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/*
+ * Smaller / larger of two values, each argument evaluated exactly once (a
+ * GNU statement expression), so ZV_MAX (t, zv_zil_log_write (...)) logs
+ * once.  The temporaries have the type the plain ?: expression would
+ * have (typeof does not evaluate), so the result and the warnings are
+ * those of ((a) < (b) ? (a) : (b)).  Their names are made unique with
+ * __COUNTER__ so that nested uses do not shadow each other (-Wshadow).
+ * A statement expression is not a constant expression: array sizes,
+ * static initializers and static_assert use ZV_MIN_CONST / ZV_MAX_CONST,
+ * which evaluate an argument twice and so want side-effect-free ones.
+ */
+#define ZV_MIN(a, b) ZV_CMP_ONCE_ (<, a, b, __COUNTER__)
+#define ZV_MAX(a, b) ZV_CMP_ONCE_ (>, a, b, __COUNTER__)
+#define ZV_MIN_CONST(a, b) ((a) < (b) ? (a) : (b))
+#define ZV_MAX_CONST(a, b) ((a) > (b) ? (a) : (b))
+#define ZV_CMP_ONCE_(op, a, b, n) ZV_CMP_ONCE2_ (op, a, b, n)
+#define ZV_CMP_ONCE2_(op, a, b, n)                                      \
+  __extension__ ({                                                     \
+      __typeof__ ((a) op (b) ? (a) : (b)) zv_cmp_a_##n = (a);          \
+      __typeof__ (zv_cmp_a_##n) zv_cmp_b_##n = (b);                    \
+      zv_cmp_a_##n op zv_cmp_b_##n ? zv_cmp_a_##n : zv_cmp_b_##n;      \
+    })
 
 #endif /* ZV_UTIL_H */

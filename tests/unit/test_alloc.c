@@ -211,8 +211,8 @@ test_free_defer (void **state)
   assert_int_equal (fill_4k (a), 256);
   zv_alloc_sync_begin (a, 10);
   zv_alloc_free_defer (a, 10, x, 2 * ZV_SECTOR);
-  assert_int_equal (zv_alloc_defer_count (a, 10), 1);
-  assert_int_equal (zv_alloc_defer_count (a, 11), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 10), 1);
+  assert_int_equal (tl_alloc_defer_count (a, 11), 0);
   zv_alloc_get_space (a, &sp);
   assert_int_equal (sp.as_deferred, 8192);
   assert_int_equal (sp.as_allocated, 1 * MiB);
@@ -224,7 +224,7 @@ test_free_defer (void **state)
 
   zv_alloc_sync_begin (a, 12);
   assert_false (zv_alloc_is_allocated (a, x, ZV_SECTOR));
-  assert_int_equal (zv_alloc_defer_count (a, 10), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 10), 0);
   zv_alloc_get_space (a, &sp);
   assert_int_equal (sp.as_deferred, 0);
   assert_int_equal (sp.as_allocated, 1 * MiB - 8192);
@@ -263,13 +263,13 @@ test_free_defer_pipeline (void **state)
   zv_alloc_claim (a, ZV_DVA_MAKE (0, start), 8 * ZV_SECTOR);
   zv_alloc_free_defer (a, 8, ZV_DVA_MAKE (0, start), ZV_SECTOR);
   zv_alloc_free_defer (a, 11, ZV_DVA_MAKE (0, start + ZV_SECTOR), ZV_SECTOR);
-  assert_int_equal (zv_alloc_defer_count (a, 8), 1);
-  assert_int_equal (zv_alloc_defer_count (a, 11), 1);
+  assert_int_equal (tl_alloc_defer_count (a, 8), 1);
+  assert_int_equal (tl_alloc_defer_count (a, 11), 1);
   zv_alloc_sync_begin (a, 10);
   assert_false (zv_alloc_is_allocated (a, ZV_DVA_MAKE (0, start), ZV_SECTOR));
   assert_true (zv_alloc_is_allocated (a, ZV_DVA_MAKE (0, start + ZV_SECTOR),
                                       ZV_SECTOR));
-  assert_int_equal (zv_alloc_defer_count (a, 11), 1);
+  assert_int_equal (tl_alloc_defer_count (a, 11), 1);
   zv_alloc_sync_begin (a, 13);
   assert_false (zv_alloc_is_allocated (a, ZV_DVA_MAKE (0, start + ZV_SECTOR),
                                        ZV_SECTOR));
@@ -661,7 +661,7 @@ test_defer_persist (void **state)
   zv_alloc_free_defer (a, 30, d[0], 8192);
   zv_alloc_free_defer (a, 31, d[1], 16384);
   zv_alloc_free_defer (a, 31, d[2], 24576);
-  assert_int_equal (zv_alloc_defer_count (a, 31), 2);
+  assert_int_equal (tl_alloc_defer_count (a, 31), 2);
   zv_alloc_defer_foreach (a, 31, collect_fn, &c);
   assert_int_equal (c.n, 2);
   assert_int_equal (c.dva[0], d[1]);
@@ -681,7 +681,7 @@ test_defer_persist (void **state)
   zv_alloc_defer_load (b, 31, ZV_DVA_MAKE (5, 8 * MiB), 4096);
   assert_int_equal (tl_log_errors (), 2);
   tl_log_reset (false);
-  assert_int_equal (zv_alloc_defer_count (b, 31), 2);
+  assert_int_equal (tl_alloc_defer_count (b, 31), 2);
   zv_alloc_sync_begin (b, 32);
   assert_true (zv_alloc_is_allocated (b, d[1], 16384));
   zv_alloc_sync_begin (b, 33);

@@ -428,7 +428,7 @@ test_flush (void **state)
   /* Single flush. */
   unsigned char *buf = zv_buf_alloc (ZV_SECTOR);
   memset (buf, 0x5a, ZV_SECTOR);
-  assert_int_equal (zv_dev_write (a, buf, 0, ZV_SECTOR), 0);
+  assert_int_equal (tl_dev_write (a, buf, 0, ZV_SECTOR), 0);
   assert_int_equal (zv_dev_flush (a), 0);
   zv_dev_get_stats (a, &sa);
   assert_int_equal (sa.ds_flushes, 1);
@@ -565,7 +565,7 @@ test_fault_injection (void **state)
 
   /* Cleared: the write goes through. */
   zv_dev_set_fault (dev, NULL, NULL);
-  assert_int_equal (zv_dev_write (dev, buf[1], 65536, ZV_SECTOR), 0);
+  assert_int_equal (tl_dev_write (dev, buf[1], 65536, ZV_SECTOR), 0);
   assert_int_equal (tl_file_pread (path, chk, ZV_SECTOR, 65536), 0);
   assert_memory_equal (chk, buf[1], ZV_SECTOR);
 
@@ -595,7 +595,7 @@ test_past_end (void **state)
                     -EIO);
   assert_int_equal (zv_dev_read (dev, buf, UINT64_MAX - ZV_SECTOR + 1,
                                  ZV_SECTOR), -EIO);
-  assert_int_equal (zv_dev_write (dev, buf, size, ZV_SECTOR), -EIO);
+  assert_int_equal (tl_dev_write (dev, buf, size, ZV_SECTOR), -EIO);
   assert_true (tl_log_has ("beyond the end of the device"));
   assert_int_equal (stat (path, &sb), 0);
   assert_int_equal (sb.st_size, (off_t) size);       /* did not grow */
@@ -1068,7 +1068,7 @@ test_blockdev (void **state)
   buf = zv_buf_alloc (65536);
   chk = zv_buf_alloc (65536);
   memset (buf, 0xc3, 65536);
-  assert_int_equal (zv_dev_write (dev, buf, 16 * MiB - 65536, 65536), 0);
+  assert_int_equal (tl_dev_write (dev, buf, 16 * MiB - 65536, 65536), 0);
   assert_int_equal (zv_dev_flush (dev), 0);
   assert_int_equal (zv_dev_read (dev, chk, 16 * MiB - 65536, 65536), 0);
   assert_memory_equal (buf, chk, 65536);

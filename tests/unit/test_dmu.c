@@ -579,7 +579,7 @@ test_overwrite_defers (void **state)
   a = e.spa->spa_alloc;
   denv_write (&e, NULL, 0, bs, 1, 5);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
-  assert_int_equal (zv_alloc_defer_count (a, 5), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 5), 0);
   d5 = denv_bp (&e, 0, 0);
   i5 = denv_bp (&e, 1, 0);
   assert_int_not_equal (i5.bp_dva[0], i5.bp_dva[1]);   /* ditto */
@@ -592,7 +592,7 @@ test_overwrite_defers (void **state)
   assert_int_not_equal (i6.bp_dva[0], i5.bp_dva[0]);
   assert_int_not_equal (i6.bp_dva[1], i5.bp_dva[1]);
   assert_int_equal (d6.bp_birth, 6);
-  assert_int_equal (zv_alloc_defer_count (a, 6), 3);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 3);
   assert_true (denv_deferred (&e, 6, d5.bp_dva[0]));
   assert_true (denv_deferred (&e, 6, i5.bp_dva[0]));
   assert_true (denv_deferred (&e, 6, i5.bp_dva[1]));
@@ -617,7 +617,7 @@ test_overwrite_defers (void **state)
   denv_write (&e, NULL, 100, 10, 2, 6);
   assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
   assert_int_not_equal (denv_root (&e).bp_dva[0], d5.bp_dva[0]);
-  assert_int_equal (zv_alloc_defer_count (a, 6), 1);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 1);
   assert_true (denv_deferred (&e, 6, d5.bp_dva[0]));
   denv_teardown (&e);
 }
@@ -648,7 +648,7 @@ test_resync_in_place (void **state)
   assert_int_equal (i2.bp_dva[0], i1.bp_dva[0]);
   assert_int_equal (i2.bp_dva[1], i1.bp_dva[1]);
   assert_false (zv_cksum_equal (&d1.bp_cksum, &d2.bp_cksum));
-  assert_int_equal (zv_alloc_defer_count (e.spa->spa_alloc, 5), 0);
+  assert_int_equal (tl_alloc_defer_count (e.spa->spa_alloc, 5), 0);
   assert_int_equal (denv_allocated (&e), alloc1);
 
   denv_write (&e, shadow, 4 * bs, bs, 3, 5);

@@ -283,7 +283,7 @@ test_roundtrip (void **state)
     assert_true (tl_alloc_deferred (a, 6, oldroot.bp_dva[c]));
   }
   /* data 1, 254; level-1 block 0; the root: two copies each */
-  assert_int_equal (zv_alloc_defer_count (a, 6), 8);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 8);
   zv_flat_phys (&fl, &dn);
   assert_int_equal (dn.dn_root.bp_fill, 4);
   assert_int_equal (dn.dn_txg, 6);
@@ -378,7 +378,7 @@ test_zero_blocks_are_holes (void **state)
   /* Born in this txg: given back at once. */
   assert_int_equal (tl_alloc_space (a).as_allocated,
                     2 * (BS + 2 * ZV_INDIRECT_SIZE));
-  assert_int_equal (zv_alloc_defer_count (a, 5), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 5), 0);
   zv_flat_phys (&fl, &dn);
   assert_int_equal (fc_reload (&fl, &dn, &fc, &got), 0);
   fc_check_load (&fl, &fc, &got);
@@ -392,7 +392,7 @@ test_zero_blocks_are_holes (void **state)
   for (unsigned l = 0; l < fl.fl_nlevels; l++)
     for (uint64_t i = 0; i < fl.fl_len[l]; i++)
       assert_true (zv_bp_is_hole (&fl.fl_bps[l][i]));
-  assert_int_equal (zv_alloc_defer_count (a, 6), 6);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 6);
   zv_flat_phys (&fl, &dn);
   assert_true (zv_bp_is_hole (&dn.dn_root));
   assert_int_equal (fc_reload (&fl, &dn, &fc, &got), 0);
@@ -442,7 +442,7 @@ test_resync_in_place (void **state)
   assert_false (zv_cksum_equal (&fl.fl_bps[0][10].bp_cksum,
                                 &before[0][10].bp_cksum));
   assert_int_equal (tl_alloc_space (a).as_allocated, used);
-  assert_int_equal (zv_alloc_defer_count (a, 5), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 5), 0);
 
   zv_flat_phys (&fl, &dn);
   assert_int_equal (fc_reload (&fl, &dn, &fc, &got), 0);
@@ -492,7 +492,7 @@ test_free_all (void **state)
       assert_true (zv_bp_is_hole (&fl.fl_bps[l][i]));
       assert_int_equal (fl.fl_dirty[l][i], 0);
     }
-  assert_int_equal (zv_alloc_defer_count (a, 6), 18);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 18);
   assert_int_equal (tl_alloc_space (a).as_deferred,
                     2 * (6 * BS + 3 * ZV_INDIRECT_SIZE));
   /* Nothing dirty is left: a sync writes nothing. */
@@ -508,7 +508,7 @@ test_free_all (void **state)
   assert_true (tl_alloc_space (a).as_allocated > 0);
   zv_flat_free_all (&fl, 9);
   assert_int_equal (tl_alloc_space (a).as_allocated, 0);
-  assert_int_equal (zv_alloc_defer_count (a, 9), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 9), 0);
 
   fc_fini (&fc);
   zv_flat_fini (&fl);

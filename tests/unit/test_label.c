@@ -14,8 +14,8 @@
  * Devices are sparse files in testlib.h's scratch directory under
  * /var/tmp, opened with zv_dev_open (O_DIRECT there).  Damage goes
  * through a separate buffered descriptor (pwrite) or through
- * zv_dev_write; the kernel keeps the two coherent.  Everything is removed
- * at the end.
+ * tl_dev_write on the pool's own; the kernel keeps the two coherent.
+ * Everything is removed at the end.
  */
 #include <config.h>
 
@@ -913,7 +913,7 @@ ut_fz_damage (ut_pool_t *p, ut_fz_blk_t *b, uint64_t *seed)
   /* Through the device (direct I/O wants an aligned buffer). */
   void *io = zv_buf_alloc (ZV_UB_SIZE);
   memcpy (io, s, ZV_UB_SIZE);
-  assert_int_equal (zv_dev_write (p->up_dev[b->fb_dev], io, b->fb_off,
+  assert_int_equal (tl_dev_write (p->up_dev[b->fb_dev], io, b->fb_off,
                                   ZV_UB_SIZE), 0);
   zv_buf_free (io);
 }

@@ -1,20 +1,29 @@
 /*
  * test_util.c: unit tests for core/zv_util.c: the block checksum, the zero
- * test, aligned buffers, the power-of-two rounding macros and the log hook.
+ * test, aligned buffers, the power-of-two rounding and min / max macros,
+ * the log hook and the two assertion tiers.
  *
  * Theory.  Each helper is small, but every other module trusts it: a
  * checksum that ignores its seed would let a block copied to another place
  * verify; a zero test that misses a byte at a word boundary would turn
  * data into a hole.  So the tests go byte by byte (every position, every
- * alignment of the start) rather than sampling.  No threads, no files.
+ * alignment of the start) rather than sampling.  No files; the buffer
+ * cache test runs threads, the assertion tests fork a child per failing
+ * assertion (it must die of SIGABRT).
  */
 #include <config.h>
 
+#include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "zv_util.h"
 #include "testlib.h"
@@ -330,6 +339,33 @@ test_p2_macros (void **state)
   assert_int_equal (ZV_MAX (3, 9), 9);
 }
 
+/* ZV_MIN / ZV_MAX evaluate each argument once, nest, and give the type of
+ * the plain ?: expression; the _CONST forms are constant expressions. */
+static void
+test_min_max (void **state)
+{
+  static char arr[ZV_MAX_CONST (3, ZV_MIN_CONST (8, 5))];
+  static_assert (ZV_MIN_CONST (2u, 7u) == 2u, "constant ZV_MIN");
+  int i = 0, j = 10;
+  uint32_t small = 7;
+  uint64_t big = 1ull << 40;
+  (void) state;
+
+  assert_int_equal (sizeof arr, 5);
+  assert_int_equal (ZV_MIN (i++, j--), 0);
+  assert_int_equal (i, 1);
+  assert_int_equal (j, 9);
+  assert_int_equal (ZV_MAX (i++, j--), 9);
+  assert_int_equal (i, 2);
+  assert_int_equal (j, 8);
+  assert_int_equal (ZV_MIN (ZV_MAX (i, j), ZV_MIN (20, ZV_MAX (j, 3))), 8);
+  assert_int_equal (ZV_MAX (-1, -5), -1);
+  assert_true (ZV_MAX (small, big) == big);
+  assert_int_equal (sizeof (ZV_MIN (small, big)), sizeof (uint64_t));
+  assert_int_equal (sizeof (ZV_MIN ((uint8_t) 1, (uint8_t) 2)),
+                    sizeof (int));
+}
+
 /* ---- log hook --------------------------------------------------------- */
 
 #define UT_MAXLOG 16
@@ -400,6 +436,103 @@ test_log_hook (void **state)
   zv_set_log (tl_log_hook);             /* the group's hook, back */
 }
 
+/* ---- assertions ------------------------------------------------------ */
+
+/* Never 1: the compiler cannot fold a failing check away. */
+static volatile int ut_zero;
+
+enum ut_check {
+  UT_VERIFY, UT_VERIFY3U, UT_VERIFY3S, UT_VERIFY3P,
+  UT_ASSERT, UT_ASSERT3U, UT_ASSERT3S, UT_ASSERT3P,
+};
+
+/* Run one failing check in a child; its exit status, as waitpid says. */
+static int
+ut_run_failing (enum ut_check which)
+{
+  int status = 0;
+  pid_t pid = fork ();
+
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    struct rlimit no_core = { 0, 0 };
+    int devnull = open ("/dev/null", O_WRONLY);
+
+    signal (SIGABRT, SIG_DFL);
+    setrlimit (RLIMIT_CORE, &no_core);
+    if (devnull >= 0)
+      dup2 (devnull, 2);        /* the failure message is expected */
+    switch (which) {
+    case UT_VERIFY: ZV_VERIFY (ut_zero == 1); break;
+    case UT_VERIFY3U: ZV_VERIFY3U (ut_zero, >, 0); break;
+    case UT_VERIFY3S: ZV_VERIFY3S (ut_zero - 1, >=, 0); break;
+    case UT_VERIFY3P: ZV_VERIFY3P (&ut_zero, ==, NULL); break;
+    case UT_ASSERT: ZV_ASSERT (ut_zero == 1); break;
+    case UT_ASSERT3U: ZV_ASSERT3U (ut_zero, >, 0); break;
+    case UT_ASSERT3S: ZV_ASSERT3S (ut_zero - 1, >=, 0); break;
+    case UT_ASSERT3P: ZV_ASSERT3P (&ut_zero, ==, NULL); break;
+    }
+    _exit (0);
+  }
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  return status;
+}
+
+static bool
+ut_died_of_abort (int status)
+{
+  return WIFSIGNALED (status) && WTERMSIG (status) == SIGABRT;
+}
+
+/* Every VERIFY form stops the process when its condition is false, and
+ * evaluates its argument once when it holds. */
+static void
+test_verify_aborts (void **state)
+{
+  int n = 0;
+  (void) state;
+
+  assert_true (ut_died_of_abort (ut_run_failing (UT_VERIFY)));
+  assert_true (ut_died_of_abort (ut_run_failing (UT_VERIFY3U)));
+  assert_true (ut_died_of_abort (ut_run_failing (UT_VERIFY3S)));
+  assert_true (ut_died_of_abort (ut_run_failing (UT_VERIFY3P)));
+  ZV_VERIFY (++n == 1);
+  ZV_VERIFY3U (n++, ==, 1);
+  ZV_VERIFY3S (-(n++), ==, -2);
+  assert_int_equal (n, 3);
+}
+
+/* With ZV_DEBUG, ASSERT is VERIFY.  Without it, ASSERT neither stops the
+ * process nor evaluates its argument (the counter below never moves). */
+static void
+test_assert_tier (void **state)
+{
+  int n = 0;
+  (void) state;
+
+#ifdef ZV_DEBUG
+  assert_true (ut_died_of_abort (ut_run_failing (UT_ASSERT)));
+  assert_true (ut_died_of_abort (ut_run_failing (UT_ASSERT3U)));
+  assert_true (ut_died_of_abort (ut_run_failing (UT_ASSERT3S)));
+  assert_true (ut_died_of_abort (ut_run_failing (UT_ASSERT3P)));
+  ZV_ASSERT (++n == 1);
+  ZV_ASSERT3U (n++, ==, 1);
+  ZV_ASSERT3S (-(n++), ==, -2);
+  ZV_ASSERT3P ((n++, &n), !=, NULL);
+  assert_int_equal (n, 4);
+#else
+  for (enum ut_check c = UT_ASSERT; c <= UT_ASSERT3P; c++) {
+    int status = ut_run_failing (c);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  }
+  ZV_ASSERT (++n == 1);
+  ZV_ASSERT3U (n++, ==, 7);
+  ZV_ASSERT3S (n--, <, -7);
+  ZV_ASSERT3P ((n++, &n), ==, NULL);
+  assert_int_equal (n, 0);
+#endif
+}
+
 int
 main (void)
 {
@@ -415,7 +548,10 @@ main (void)
     tl_test (test_buf_alloc),
     tl_test (test_buf_cache_across_cpus),
     tl_test (test_p2_macros),
+    tl_test (test_min_max),
     tl_test (test_log_hook),
+    tl_test (test_verify_aborts),
+    tl_test (test_assert_tier),
   };
 
   return tl_main (tests, NULL, NULL);

@@ -287,8 +287,8 @@ test_observer (void **state)
   dev2 = tl_dev_open (p2);
   zv_dev_set_observer (NULL, NULL, NULL);
   dev3 = tl_dev_open (p3);
-  assert_int_equal (zv_dev_write (dev2, or.or_buf[0], 4096, 4096), 0);
-  assert_int_equal (zv_dev_write (dev3, or.or_buf[0], 4096, 4096), 0);
+  assert_int_equal (tl_dev_write (dev2, or.or_buf[0], 4096, 4096), 0);
+  assert_int_equal (tl_dev_write (dev3, or.or_buf[0], 4096, 4096), 0);
   assert_int_equal (zv_dev_flush (dev), 0);
   assert_int_equal (el.el_n, 2);
   assert_int_equal (el2.el_n, 2);
@@ -339,12 +339,12 @@ test_powercut_sim (void **state)
 
     dev = tl_scratch_dev (path, sizeof path, "sim.img", MiB);
     pc_attach (pc, dev);
-    assert_int_equal (zv_dev_write (dev, a, 0, 8192), 0);    /* durable */
+    assert_int_equal (tl_dev_write (dev, a, 0, 8192), 0);    /* durable */
     assert_int_equal (zv_dev_flush (dev), 0);
-    assert_int_equal (zv_dev_write (dev, b, 0, 8192), 0);    /* pending */
-    assert_int_equal (zv_dev_write (dev, c, 65536, 8192), 0); /* pending */
+    assert_int_equal (tl_dev_write (dev, b, 0, 8192), 0);    /* pending */
+    assert_int_equal (tl_dev_write (dev, c, 65536, 8192), 0); /* pending */
     pc_cut (pc);
-    assert_int_equal (zv_dev_write (dev, a, 8192, 4096), -EIO);
+    assert_int_equal (tl_dev_write (dev, a, 8192, 4096), -EIO);
     assert_int_equal (zv_dev_flush (dev), -EIO);
     pc_get_stats (pc, &st);
     zv_dev_close (dev);

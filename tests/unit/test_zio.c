@@ -814,7 +814,7 @@ test_free_bp (void **state)
   zv_zio_free_bp (spa, &hole, 6);
   zv_zio_free_bp_deferred (spa, &hole, 6);
   assert_int_equal (tl_alloc_space (a).as_allocated, used);
-  assert_int_equal (zv_alloc_defer_count (a, 6), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 0);
 
   zv_zio_free_bp (spa, &now, 6);                 /* born in 6: at once */
   for (unsigned c = 0; c < 2; c++) {
@@ -825,7 +825,7 @@ test_free_bp (void **state)
 
   zv_zio_free_bp (spa, &old, 6);                 /* born in 5: deferred */
   zv_zio_free_bp_deferred (spa, &log, 6);        /* born in 6, deferred */
-  assert_int_equal (zv_alloc_defer_count (a, 6), 4);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 4);
   for (unsigned c = 0; c < 2; c++) {
     assert_true (zv_alloc_is_allocated (a, old.bp_dva[c], 16384));
     assert_true (tl_alloc_deferred (a, 6, old.bp_dva[c]));
@@ -880,7 +880,7 @@ test_place_bp (void **state)
   assert_int_equal (bp.bp_comp, 0);
   assert_true (zv_alloc_is_allocated (a, bp.bp_dva[0], 16384));
   assert_true (zv_alloc_is_allocated (a, bp.bp_dva[1], 16384));
-  assert_int_equal (zv_alloc_defer_count (a, 6), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 0);
 
   /* Born in 6, rewritten in 6 with the same shape: in place. */
   prev = bp;
@@ -891,7 +891,7 @@ test_place_bp (void **state)
   assert_int_equal (bp.bp_dva[1], prev.bp_dva[1]);
   assert_int_equal (bp.bp_fill, 9);
   assert_int_equal (tl_alloc_space (a).as_allocated, used);
-  assert_int_equal (zv_alloc_defer_count (a, 6), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 0);
 
   /* Born in 6, rewritten in 6 with one copy: new space, the old block
    * freed at once. */
@@ -909,7 +909,7 @@ test_place_bp (void **state)
                                      ZV_BT_VOLDATA, 1, 1, 6), 0);
   assert_int_equal (bp.bp_psize, 8192);
   assert_false (zv_alloc_is_allocated (a, prev.bp_dva[0], 16384));
-  assert_int_equal (zv_alloc_defer_count (a, 6), 0);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 0);
 
   /* Born in 5, rewritten in 6: new space, the old copies deferred. */
   b = zio_put (spa, &old, 16384, 2, 4, 5);

@@ -314,6 +314,17 @@ tl_scratch_dev (char *path, size_t len, const char *name, uint64_t size)
   return tl_dev_open (path);
 }
 
+/* One write to a device, as the engine issues them: a batch of one. */
+TL_FN int
+tl_dev_write (zv_dev_t *dev, const void *buf, uint64_t off, uint32_t len)
+{
+  zv_dev_io_t io = { .di_dev = dev, .di_op = ZV_DEV_WRITE,
+                     .di_buf = (void *) (uintptr_t) buf,
+                     .di_offset = off, .di_len = len };
+
+  return zv_dev_io_batch (&io, 1);
+}
+
 /* ---- log capture ---- */
 
 static pthread_mutex_t tl_log_mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -629,6 +640,25 @@ tl_alloc_deferred (zv_alloc_t *a, uint64_t txg, uint64_t dva)
 
   zv_alloc_defer_foreach (a, txg, tl_dfind_cb, &d);
   return d.df_found;
+}
+
+static void
+tl_dcount_cb (void *arg, uint64_t dva, uint32_t size)
+{
+  (void) dva;
+  (void) size;
+  (*(size_t *) arg)++;
+}
+
+/* How many deferred frees txg has, counted as the pool's sync lists
+ * them. */
+TL_FN size_t
+tl_alloc_defer_count (zv_alloc_t *a, uint64_t txg)
+{
+  size_t n = 0;
+
+  zv_alloc_defer_foreach (a, txg, tl_dcount_cb, &n);
+  return n;
 }
 
 /* The allocator's space figures. */
