@@ -378,14 +378,10 @@ zv_alloc_create (unsigned ndevs, const uint64_t *start, const uint64_t *end)
   unsigned i;
 
   ZV_VERIFY (ndevs >= 1 && ndevs <= 256);
-  a = calloc (1, sizeof *a);
-  if (a == NULL)
-    goto nomem;
+  a = zv_calloc (1, sizeof *a);
   ZV_VERIFY (pthread_mutex_init (&a->a_lock, NULL) == 0);
   a->a_ndevs = ndevs;
-  a->a_devs = calloc (ndevs, sizeof *a->a_devs);
-  if (a->a_devs == NULL)
-    goto nomem;
+  a->a_devs = zv_calloc (ndevs, sizeof *a->a_devs);
   atomic_init (&a->a_allocated, 0);
   atomic_init (&a->a_reserved, 0);
 
@@ -404,10 +400,8 @@ zv_alloc_create (unsigned ndevs, const uint64_t *start, const uint64_t *end)
     d->ad_nchunks = (size_t) ((d->ad_nbits + ZV_ALLOC_CHUNK_BITS - 1) /
                               ZV_ALLOC_CHUNK_BITS);
     if (d->ad_nchunks > 0) {
-      d->ad_map = calloc (d->ad_nchunks, ZV_ALLOC_CHUNK);
-      d->ad_dirty = calloc (d->ad_nchunks, 1);
-      if (d->ad_map == NULL || d->ad_dirty == NULL)
-        goto nomem;
+      d->ad_map = zv_calloc (d->ad_nchunks, ZV_ALLOC_CHUNK);
+      d->ad_dirty = zv_calloc (d->ad_nchunks, 1);
     }
     a->a_total += end[i] - start[i];
   }
@@ -416,11 +410,6 @@ zv_alloc_create (unsigned ndevs, const uint64_t *start, const uint64_t *end)
   a->a_slop = ZV_MIN (a->a_slop, a->a_total / 2);
   return a;
 
- nomem:
-  zv_error ("alloc: out of memory creating the space maps of %u devices",
-            ndevs);
-  zv_alloc_destroy (a);
-  return NULL;
 }
 
 /* Free everything; pending defer lists are simply dropped. */
@@ -580,18 +569,7 @@ alloc_defer_append (zv_alloc_t *a, uint64_t txg, uint64_t dva,
 {
   zv_alloc_defer_list_t *dl = &a->a_defer[txg % ZV_ALLOC_NLISTS];
 
-  if (dl->dl_count == dl->dl_cap) {
-    size_t cap = dl->dl_cap ? dl->dl_cap * 2 : 64;
-    zv_alloc_defer_ent_t *e = realloc (dl->dl_ents, cap * sizeof *e);
-
-    if (e == NULL) {
-      /* Dropping a free would leak; losing track of one is worse. */
-      zv_error ("alloc: out of memory growing a defer list");
-      abort ();
-    }
-    dl->dl_ents = e;
-    dl->dl_cap = cap;
-  }
+  ZV_GROW (dl->dl_ents, dl->dl_count, dl->dl_cap, 64);
   dl->dl_ents[dl->dl_count].de_dva = dva;
   dl->dl_ents[dl->dl_count].de_txg = txg;
   dl->dl_ents[dl->dl_count].de_size = size;
@@ -698,11 +676,7 @@ zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg, zv_alloc_extent_fn fn,
 
   alloc_lock (a);
   if (dl->dl_count > 0) {
-    copy = malloc (dl->dl_count * sizeof *copy);
-    if (copy == NULL) {
-      zv_error ("alloc: out of memory copying a defer list");
-      abort ();
-    }
+    copy = zv_alloc (dl->dl_count * sizeof *copy);
     for (i = 0; i < dl->dl_count; i++)
       if (dl->dl_ents[i].de_txg == txg)
         copy[count++] = dl->dl_ents[i];

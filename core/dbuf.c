@@ -60,10 +60,8 @@ dbuf_hash (const void *obj, uint8_t level, uint64_t blkid)
 zv_dbuf_cache_t *
 zv_dbuf_cache_create (uint64_t limit)
 {
-  zv_dbuf_cache_t *c = calloc (1, sizeof *c);
+  zv_dbuf_cache_t *c = zv_calloc (1, sizeof *c);
 
-  if (c == NULL)
-    abort ();
   c->dc_limit = limit;
   /* Per shard: a limit under 64 blocks caches little (the plugin asks
    * for at least 8 MiB). */
@@ -195,9 +193,7 @@ zv_dbuf_hold (zv_dbuf_cache_t *c, const void *obj, uint8_t level,
     dbuf_hold_locked (s, db);
   }
   else {
-    db = calloc (1, sizeof *db);
-    if (db == NULL)
-      abort ();
+    db = zv_calloc (1, sizeof *db);
     db->db_obj = obj;
     db->db_level = level;
     db->db_blkid = blkid;

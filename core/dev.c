@@ -317,13 +317,8 @@ zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen)
     goto fail;
   }
 
-  dev = calloc (1, sizeof *dev);
-  if (dev == NULL || (dev->dev_path = strdup (path)) == NULL) {
-    free (dev);
-    dev_errmsg (err, errlen, path, "out of memory");
-    r = -ENOMEM;
-    goto fail;
-  }
+  dev = zv_calloc (1, sizeof *dev);
+  dev->dev_path = zv_strdup (path);
   dev->dev_fd = fd;
   dev->dev_size = ZV_P2ALIGN (size, ZV_SECTOR);
   dev->dev_direct = direct;
@@ -813,8 +808,7 @@ dev_ring_get (void)
   if (r != NULL)
     return r;
 
-  r = calloc (1, sizeof *r);
-  ZV_VERIFY (r != NULL);
+  r = zv_calloc (1, sizeof *r);
   r->dr_entries = ZV_MAX (zv_dev_ring_entries, 1u);
   e = io_uring_queue_init (r->dr_entries, &r->dr_ring, 0);
   if (e == 0) {

@@ -479,9 +479,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
     ZV_VERIFY3U (prev->dr_txg, <, txg);
   if (!for_free && (r = dmu_reserve (ob, txg)) < 0)
     return r;
-  dr = calloc (1, sizeof *dr);
-  if (dr == NULL)
-    abort ();
+  dr = zv_calloc (1, sizeof *dr);
   dr->dr_txg = txg;
   dr->dr_dbuf = db;
   if (!for_free) {
@@ -796,12 +794,7 @@ dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
     zv_dbuf_rele (ob->ob_cache, db);
     return;
   }
-  if (s->is_n == s->is_cap) {
-    s->is_cap = s->is_cap ? s->is_cap * 2 : 64;
-    s->is_v = realloc (s->is_v, s->is_cap * sizeof *s->is_v);
-    if (s->is_v == NULL)
-      abort ();
-  }
+  ZV_GROW (s->is_v, s->is_n, s->is_cap, 64);
   s->is_v[s->is_n++] = (dmu_dirty_ind_t) { .dd_db = db, .dd_idx = idx };
 }
 
@@ -878,12 +871,10 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
                     dmu_ind_set_t *next, uint64_t txg)
 {
   size_t n = cur->is_n, nw = 0;
-  zv_zio_write_t *w = calloc (n ? n : 1, sizeof *w);
-  zv_blkptr_t *bps = calloc (n ? n : 1, sizeof *bps);
+  zv_zio_write_t *w = zv_calloc (n ? n : 1, sizeof *w);
+  zv_blkptr_t *bps = zv_calloc (n ? n : 1, sizeof *bps);
   int r = 0;
 
-  if (w == NULL || bps == NULL)
-    abort ();
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_dbuf_t *db = cur->is_v[i].dd_db;
     uint64_t idx = cur->is_v[i].dd_idx;
@@ -948,19 +939,15 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     n++;
   if (n == 0)
     return 0;
-  drs = malloc (n * sizeof *drs);
-  w = calloc (n, sizeof *w);
-  if (drs == NULL || w == NULL)
-    abort ();
+  drs = zv_alloc (n * sizeof *drs);
+  w = zv_calloc (n, sizeof *w);
   n = 0;
   for (zv_dirty_t *dr = list; dr; dr = dr->dr_next)
     drs[n++] = dr;
   qsort (drs, n, sizeof *drs, dmu_dr_cmp);
 
   /* Data blocks: place each, record its pointer in the parent. */
-  zv_blkptr_t *bps = calloc (n, sizeof *bps);
-  if (bps == NULL)
-    abort ();
+  zv_blkptr_t *bps = zv_calloc (n, sizeof *bps);
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_dirty_t *dr = drs[i];
     uint64_t blkid = dr->dr_dbuf->db_blkid;

@@ -44,10 +44,8 @@ zv_flat_init (zv_flat_t *fl, zv_spa_t *spa, uint64_t obj, uint8_t type,
   ZV_VERIFY3U (fl->fl_nlevels, <=, ZV_MAX_LEVELS);
   for (unsigned l = 0; l < fl->fl_nlevels; l++) {
     fl->fl_len[l] = len;
-    fl->fl_bps[l] = calloc (len, sizeof (zv_blkptr_t));
-    fl->fl_dirty[l] = calloc (len, 1);
-    if (fl->fl_bps[l] == NULL || fl->fl_dirty[l] == NULL)
-      abort ();
+    fl->fl_bps[l] = zv_calloc (len, sizeof (zv_blkptr_t));
+    fl->fl_dirty[l] = zv_calloc (len, 1);
     len = (len + F - 1) / F;
   }
   ZV_VERIFY3U (fl->fl_len[fl->fl_nlevels - 1], ==, 1);
@@ -172,10 +170,8 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
     ndirty += fl->fl_dirty[l][i];
   if (ndirty == 0)
     return 0;
-  w = calloc (ndirty, sizeof *w);
-  bufs = calloc (ndirty, sizeof *bufs);
-  if (w == NULL || bufs == NULL)
-    abort ();
+  w = zv_calloc (ndirty, sizeof *w);
+  bufs = zv_calloc (ndirty, sizeof *bufs);
   for (uint64_t i = 0; i < fl->fl_len[l] && r == 0; i++) {
     zv_blkptr_t *bp = &fl->fl_bps[l][i];
     zv_blkptr_t old = *bp;

@@ -49,23 +49,27 @@ struct zvol_kstat {
 
 /* ---- the tables ---- */
 
-/* An open_memstream, or NULL. */
+/* A table is printed into memory; like every engine allocation, that
+ * does not fail (zv_util.h). */
 static FILE *
 kstat_open_mem (char **buf, size_t *len)
 {
+  FILE *fp;
+
   *buf = NULL;
   *len = 0;
-  return open_memstream (buf, len);
+  fp = open_memstream (buf, len);
+  if (fp == NULL)
+    zv_nomem (BUFSIZ);
+  return fp;
 }
 
-/* Close it: the text (which fclose sets), or NULL. */
+/* Close it: the text (which fclose sets). */
 static char *
 kstat_close_mem (FILE *fp, char **buf)
 {
-  if (fclose (fp) != 0) {
-    free (*buf);
-    return NULL;
-  }
+  if (fclose (fp) != 0)
+    zv_nomem (BUFSIZ);
   return *buf;
 }
 
@@ -165,8 +169,6 @@ zvol_format_stats (zvol_pool_t *pool, zvol_t *zv)
   size_t len;
   FILE *fp = kstat_open_mem (&buf, &len);
 
-  if (fp == NULL)
-    return NULL;
   zvol_pool_get_stats (pool, &ps);
   fprintf (fp, "pool_name %s\n", ps.ps_name);
   fprintf (fp, "pool_guid %016" PRIx64 "\n", ps.ps_guid);
@@ -191,8 +193,6 @@ zvol_format_txgs (zvol_pool_t *pool)
   char *buf;
   FILE *fp = kstat_open_mem (&buf, &len);
 
-  if (fp == NULL)
-    return NULL;
   fprintf (fp, "%-8s %-16s %-5s %-12s %-12s %-12s %-8s %-8s "
            "%-12s %-12s %-12s %-12s\n",
            "txg", "birth", "state", "ndirty", "nread", "nwritten",
@@ -213,11 +213,9 @@ zvol_format_txgs (zvol_pool_t *pool)
 int
 zvol_kstat_mkdir (const char *dir)
 {
-  char *s = strdup (dir);
+  char *s = zv_strdup (dir);
   int r = 0;
 
-  if (s == NULL)
-    return -ENOMEM;
   for (char *p = s + 1; *p && r == 0; p++) {
     if (*p != '/')
       continue;
@@ -232,13 +230,14 @@ zvol_kstat_mkdir (const char *dir)
   return r;
 }
 
-/* "a/b" in a new string (NULL on ENOMEM). */
+/* "a/b" in a new string. */
 static char *
 kstat_path_join (const char *a, const char *b)
 {
-  char *s;
+  char *s = zv_alloc (strlen (a) + strlen (b) + 2);
 
-  return asprintf (&s, "%s/%s", a, b) < 0 ? NULL : s;
+  sprintf (s, "%s/%s", a, b);
+  return s;
 }
 
 char *
@@ -249,16 +248,14 @@ zvol_kstat_default_dir (const char *pool_name)
   int r;
 
   /* The pool name becomes one path component. */
-  safe = strdup (pool_name && *pool_name ? pool_name : "zvol");
-  if (safe == NULL)
-    return NULL;
+  safe = zv_strdup (pool_name && *pool_name ? pool_name : "zvol");
   for (char *p = safe; *p; p++)
     if (*p == '/')
       *p = '_';
   if (strcmp (safe, ".") == 0 || strcmp (safe, "..") == 0)
     safe[0] = '_';
   if (geteuid () == 0 && access ("/run", W_OK) == 0)
-    base = strdup ("/run/nbdkit-zvol");
+    base = zv_strdup ("/run/nbdkit-zvol");
   else if (xdg && *xdg == '/')
     base = kstat_path_join (xdg, "nbdkit-zvol");
   if (base)
@@ -286,15 +283,12 @@ static int
 kstat_write_file (const char *dir, const char *name, const char *buf,
                   size_t len)
 {
-  char *tmp = NULL, *dst = kstat_path_join (dir, name);
+  char *dst = kstat_path_join (dir, name);
+  char *tmp = zv_alloc (strlen (dir) + strlen (name) + 7);
   int fd = -1, err = 0;
   size_t done = 0;
 
-  if (dst == NULL || asprintf (&tmp, "%s/.%s.tmp", dir, name) < 0) {
-    tmp = NULL;
-    err = -ENOMEM;
-    goto out;
-  }
+  sprintf (tmp, "%s/.%s.tmp", dir, name);
   fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd == -1) {
     err = -errno;
@@ -317,7 +311,7 @@ kstat_write_file (const char *dir, const char *name, const char *buf,
  out:
   if (fd != -1)
     close (fd);
-  if (err && tmp)
+  if (err)
     unlink (tmp);
   free (tmp);
   free (dst);
@@ -332,14 +326,14 @@ kstat_round (zvol_kstat_t *ks)
   char *stats = ks->ks_dir ? zvol_format_stats (ks->ks_pool, ks->ks_zv)
     : NULL;
 
-  if (txgs && ks->ks_tick)
+  if (ks->ks_tick)
     ks->ks_tick (ks->ks_tick_arg, txgs);
   if (ks->ks_dir) {
     const char *names[2] = { "txgs", "stats" };
     const char *bufs[2] = { txgs, stats };
     for (unsigned i = 0; i < 2; i++) {
-      int err = bufs[i] ? kstat_write_file (ks->ks_dir, names[i], bufs[i],
-                                            strlen (bufs[i])) : -ENOMEM;
+      int err = kstat_write_file (ks->ks_dir, names[i], bufs[i],
+                                  strlen (bufs[i]));
       if (err && err != ks->ks_last_err)
         zv_debug ("kstat: cannot write %s/%s: %s",
                    ks->ks_dir, names[i], strerror (-err));
@@ -390,11 +384,8 @@ zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv, const char *dir,
     zv_error ("kstat: the interval must not be zero");
     return -EINVAL;
   }
-  ks = calloc (1, sizeof *ks);
-  if (ks == NULL || (dir && (ks->ks_dir = strdup (dir)) == NULL)) {
-    free (ks);
-    return -ENOMEM;
-  }
+  ks = zv_calloc (1, sizeof *ks);
+  ks->ks_dir = dir ? zv_strdup (dir) : NULL;
   ks->ks_pool = pool;
   ks->ks_zv = zv;
   ks->ks_interval_ms = interval_ms;

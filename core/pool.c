@@ -163,13 +163,7 @@ pool_defer_collect (void *arg, uint64_t dva, uint32_t size)
 {
   zvol_pool_t *p = arg;
 
-  if (p->p_defer_n == p->p_defer_cap) {
-    p->p_defer_cap = p->p_defer_cap ? p->p_defer_cap * 2 : 1024;
-    p->p_defer_ents = realloc (p->p_defer_ents,
-                               p->p_defer_cap * sizeof *p->p_defer_ents);
-    if (p->p_defer_ents == NULL)
-      abort ();
-  }
+  ZV_GROW (p->p_defer_ents, p->p_defer_n, p->p_defer_cap, 1024);
   p->p_defer_ents[p->p_defer_n++] = (zv_defer_ent_t) {
     .de_dva = dva, .de_size = size,
   };
@@ -437,7 +431,7 @@ pool_open_devs (const zvol_pool_config_t *pc, zv_dev_t **devs)
 }
 
 /* Geometry shared by create and import. */
-static int
+static void
 pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
 {
   zv_spa_t *spa = &p->p_spa;
@@ -448,8 +442,6 @@ pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
     end[d] = spa->spa_data_end[d];
   }
   spa->spa_alloc = zv_alloc_create (spa->spa_ndevs, start, end);
-  if (spa->spa_alloc == NULL)
-    return -ENOMEM;
   p->p_cache = zv_dbuf_cache_create (pc->pc_cache_size ? pc->pc_cache_size
                                      : zv_dbuf_cache_limit_default ());
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
@@ -459,7 +451,6 @@ pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
   for (unsigned i = 0; i < 2; i++)
     zv_flat_init (&p->p_defer[i], spa, ZV_OBJ_DEFER0 + i, ZV_BT_DEFER,
                   ZV_DEFER_BLKSZ, ZV_DEFER_NBLOCKS);
-  return 0;
 }
 
 /* The volume's descriptor for a new pool. */
@@ -493,17 +484,14 @@ static_assert (sizeof (zvol_txg_tunables_t) == sizeof (zv_txg_tunables_t),
                "txg tunables");
 
 /* Finish opening: the txg engine. */
-static int
+static void
 pool_finish (zvol_pool_t *p, const zvol_pool_config_t *pc)
 {
   zv_txg_tunables_t tt;
 
   memcpy (&tt, &pc->pc_txg, sizeof tt);
   p->p_txg = zv_txg_create (&tt, p->p_synced_txg + 1, pool_sync_txg, p);
-  if (p->p_txg == NULL)
-    return -ENOMEM;
   p->p_open_txg = p->p_synced_txg;
-  return 0;
 }
 
 /*
@@ -783,9 +771,7 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
   snprintf (p->p_ds.ds_name, sizeof p->p_ds.ds_name, "%s", p->p_name);
   p->p_ds.ds_volsize = pc->pc_volsize;
   p->p_ds.ds_blksz = pc->pc_volblocksize;
-  r = pool_setup (p, pc);
-  if (r < 0)
-    return r;
+  pool_setup (p, pc);
   pool_new_volume (p, &dn);
   zv_dmu_object_open (&p->p_ds.ds_obj, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
   zv_alloc_dirty_all (spa->spa_alloc);
@@ -1043,9 +1029,7 @@ pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
     r = -EIO;
     goto out;
   }
-  r = pool_setup (p, pc);
-  if (r < 0)
-    goto out;
+  pool_setup (p, pc);
   for (unsigned d = 0; d < spa->spa_ndevs && r == 0; d++) {
     void *arg[2] = { spa->spa_alloc, (void *) (uintptr_t) d };
     r = zv_flat_load (&p->p_spacemap[d], &os->os_spacemap[d],
@@ -1147,9 +1131,7 @@ pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
   p->p_ds.ds_volsize = ref.cf_volsize;
   p->p_ds.ds_blksz = ref.cf_volblocksize;
 
-  cands = calloc (MAXCAND, sizeof *cands);
-  if (cands == NULL)
-    return -ENOMEM;
+  cands = zv_calloc (MAXCAND, sizeof *cands);
   n = zv_label_collect_ubs (spa->spa_devs, spa->spa_ndevs, spa->spa_guid,
                             cands, MAXCAND);
   if (n <= 0) {
@@ -1217,9 +1199,7 @@ zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
   r = pool_open_devs (pc, devs);
   if (r < 0)
     return r;
-  p = calloc (1, sizeof *p);
-  if (p == NULL)
-    abort ();
+  p = zv_calloc (1, sizeof *p);
   p->p_readonly = pc->pc_readonly;
   p->p_ds.ds_pool = p;
   pthread_mutex_init (&p->p_ds_lock, NULL);
@@ -1256,7 +1236,7 @@ zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
     }
   }
   if (r == 0)
-    r = pool_finish (p, pc);
+    pool_finish (p, pc);
   if (r == 0 && !pc->pc_create && !p->p_readonly)
     r = pool_claim_logs (p);
   if (r < 0) {

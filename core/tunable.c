@@ -125,7 +125,7 @@ zv_tunable_get (const zv_tunable_t *tn)
   case ZV_TUNABLE_TYPE_BOOL:
     return *tn->tn_var.tn_bool;
   }
-  abort ();
+  abort ();                     /* every type is handled above */
 }
 
 /* Store a value already checked against the range. */
@@ -144,7 +144,7 @@ tunable_store (const zv_tunable_t *tn, uint64_t v)
     *tn->tn_var.tn_bool = v != 0;
     return;
   }
-  abort ();
+  abort ();                     /* every type is handled above */
 }
 
 void

@@ -799,16 +799,12 @@ zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
   ZV_VERIFY (sync_fn != NULL);
   ZV_VERIFY (tt->tt_dirty_max > 0);
 
-  tx = calloc (1, sizeof *tx);
-  if (tx == NULL)
-    return NULL;
+  tx = zv_calloc (1, sizeof *tx);
   ncpu = sysconf (_SC_NPROCESSORS_CONF);
   tx->tx_ncpu = ncpu > 0 ? (unsigned) ncpu : 1;
   if (posix_memalign (&p, ZV_TXG_CACHELINE,
-                      tx->tx_ncpu * sizeof (zv_txg_cpu_t)) != 0) {
-    free (tx);
-    return NULL;
-  }
+                      tx->tx_ncpu * sizeof (zv_txg_cpu_t)) != 0)
+    zv_nomem (tx->tx_ncpu * sizeof (zv_txg_cpu_t));
   tx->tx_cpu = p;
   memset (tx->tx_cpu, 0, tx->tx_ncpu * sizeof (zv_txg_cpu_t));
   for (c = 0; c < tx->tx_ncpu; c++) {

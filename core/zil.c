@@ -442,10 +442,8 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
              const zv_zil_header_t *zh, const zv_zil_ops_t *ops, void *arg,
              const zv_zil_tunables_t *zt)
 {
-  zv_zil_t *zl = calloc (1, sizeof *zl);
+  zv_zil_t *zl = zv_calloc (1, sizeof *zl);
 
-  if (zl == NULL)
-    return NULL;
   ZV_VERIFY (zh->zh_nslots >= 2);
   zl->zl_spa = spa;
   zl->zl_logdev = logdev;
@@ -456,15 +454,9 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   zl->zl_hdr = *zh;
   ZV_VERIFY (zv_zil_itx_ring_shift >= 2 && zv_zil_itx_ring_shift <= 30);
   zl->zl_itx_ring = 1ull << zv_zil_itx_ring_shift;
-  zl->zl_itxs = calloc (zl->zl_itx_ring, sizeof *zl->zl_itxs);
-  zl->zl_slots = calloc (ZIL_NSTATE, sizeof *zl->zl_slots);
+  zl->zl_itxs = zv_calloc (zl->zl_itx_ring, sizeof *zl->zl_itxs);
+  zl->zl_slots = zv_calloc (ZIL_NSTATE, sizeof *zl->zl_slots);
   zl->zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz;
-  if (zl->zl_itxs == NULL || zl->zl_slots == NULL) {
-    free (zl->zl_itxs);
-    free (zl->zl_slots);
-    free (zl);
-    return NULL;
-  }
   /* Nobody sees zl before it is returned (calloc zeroed the other
    * atomics). */
   atomic_init (&zl->zl_next_ticket, 1);
@@ -626,19 +618,15 @@ static uint64_t
 zil_log_piece (zv_zil_t *zl, uint64_t txg, uint64_t off, uint64_t len,
                const void *data, enum zil_wr wr)
 {
-  zil_itx_t *itx = calloc (1, sizeof *itx);
+  zil_itx_t *itx = zv_calloc (1, sizeof *itx);
 
-  if (itx == NULL)
-    abort ();
   itx->itx_type = ZV_LR_WRITE;
   itx->itx_txg = txg;
   itx->itx_off = off;
   itx->itx_len = len;
   itx->itx_wr = wr;
   if (wr == ZIL_WR_COPIED) {
-    itx->itx_data = malloc (len);
-    if (itx->itx_data == NULL)
-      abort ();
+    itx->itx_data = zv_alloc (len);
     memcpy (itx->itx_data, data, len);
   }
   return zil_publish (zl, itx);
@@ -691,9 +679,7 @@ zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
     return 0;
   ZV_VERIFY (type == ZV_LR_TRIM || type == ZV_LR_ZERO);
   ZV_VERIFY ((lr_flags & ~(type == ZV_LR_ZERO ? ZV_LR_F_ZERO_ALLOC : 0)) == 0);
-  itx = calloc (1, sizeof *itx);
-  if (itx == NULL)
-    abort ();
+  itx = zv_calloc (1, sizeof *itx);
   itx->itx_type = type;
   itx->itx_flags = (uint8_t) lr_flags;
   itx->itx_txg = txg;
@@ -732,9 +718,7 @@ zil_lwb_open (zv_zil_t *zl)
     zv_zio_write_cap_raise (zl->zl_spa, (unsigned) ((fill_pct - 50) * 100
                             / (zv_zil_ring_full_speed_pct - 50)));
   }
-  lwb = calloc (1, sizeof *lwb);
-  if (lwb == NULL)
-    abort ();
+  lwb = zv_calloc (1, sizeof *lwb);
   lwb->lwb_seq = seq;
   lwb->lwb_pos = pos;
   /* Not zeroed: only the header, record padding and the tail up to the
@@ -835,13 +819,7 @@ zil_append (zv_zil_t *zl, const zil_itx_t *itx, uint32_t type,
 static void
 zil_add_ind (zil_lwb_t *lwb, uint32_t at, uint64_t txg, uint64_t blkid)
 {
-  if (lwb->lwb_nind == lwb->lwb_indcap) {
-    lwb->lwb_indcap = lwb->lwb_indcap ? lwb->lwb_indcap * 2 : 16;
-    lwb->lwb_ind = realloc (lwb->lwb_ind,
-                            lwb->lwb_indcap * sizeof *lwb->lwb_ind);
-    if (lwb->lwb_ind == NULL)
-      abort ();
-  }
+  ZV_GROW (lwb->lwb_ind, lwb->lwb_nind, lwb->lwb_indcap, 16);
   lwb->lwb_ind[lwb->lwb_nind++] = (zil_ind_t) {
     .zi_off = at, .zi_txg = txg, .zi_blkid = blkid,
   };
@@ -1065,11 +1043,9 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
   size_t count = 0;
   for (zil_lwb_t *l = list; l; l = l->lwb_next)
     count++;
-  zv_dev_io_t *ios = calloc (count + ZV_MAX_DEVS + 1, sizeof *ios);
+  zv_dev_io_t *ios = zv_calloc (count + ZV_MAX_DEVS + 1, sizeof *ios);
   bool touched[ZV_MAX_DEVS] = { false };
 
-  if (ios == NULL)
-    abort ();
   zv_dev_t *ringdev = NULL;
   uint64_t start = zv_now_ns ();
   size_t n = 0, nlwb = 0;
@@ -1361,12 +1337,7 @@ zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
         for (size_t i = 0; i < cl->cl_n && !dup; i++)
           dup = cl->cl_dva[i] == bp.bp_dva[0];
         if (!dup) {
-          if (cl->cl_n == cl->cl_cap) {
-            cl->cl_cap = cl->cl_cap ? cl->cl_cap * 2 : 64;
-            cl->cl_dva = realloc (cl->cl_dva, cl->cl_cap * sizeof (uint64_t));
-            if (cl->cl_dva == NULL)
-              abort ();
-          }
+          ZV_GROW (cl->cl_dva, cl->cl_n, cl->cl_cap, 64);
           cl->cl_dva[cl->cl_n++] = bp.bp_dva[0];
           /* The space may be free on disk, or on its way to being free
            * (a deferred free of an older txg that reused it): either way

@@ -237,11 +237,9 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     npieces += w[i].zw_bp->bp_ncopies;
   if (npieces == 0)
     return 0;
-  pieces = calloc (npieces, sizeof *pieces);
-  ios = calloc (npieces, sizeof *ios);
-  iovs = calloc (npieces, sizeof *iovs);
-  if (pieces == NULL || ios == NULL || iovs == NULL)
-    abort ();
+  pieces = zv_calloc (npieces, sizeof *pieces);
+  ios = zv_calloc (npieces, sizeof *ios);
+  iovs = zv_calloc (npieces, sizeof *iovs);
   for (size_t i = 0; i < n; i++) {
     zv_blkptr_t *bp = w[i].zw_bp;
 

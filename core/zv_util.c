@@ -81,6 +81,65 @@ zv_assert3s_fail (const char *what, int64_t a, int64_t b,
   abort ();
 }
 
+/* ---- memory ---- */
+
+void
+zv_nomem (size_t size)
+{
+  zv_error ("out of memory (%zu bytes); stopping", size);
+  fprintf (stderr, "zvol: out of memory (%zu bytes)\n", size);
+  abort ();
+}
+
+void *
+zv_alloc (size_t size)
+{
+  void *p = malloc (size ? size : 1);
+
+  if (p == NULL)
+    zv_nomem (size);
+  return p;
+}
+
+void *
+zv_zalloc (size_t size)
+{
+  return zv_calloc (1, size);
+}
+
+void *
+zv_calloc (size_t n, size_t size)
+{
+  void *p;
+
+  if (size && n > SIZE_MAX / size)
+    zv_nomem (SIZE_MAX);
+  p = calloc (n ? n : 1, size ? size : 1);
+  if (p == NULL)
+    zv_nomem (n * size);
+  return p;
+}
+
+void *
+zv_realloc (void *old, size_t size)
+{
+  void *p = realloc (old, size ? size : 1);
+
+  if (p == NULL)
+    zv_nomem (size);
+  return p;
+}
+
+char *
+zv_strdup (const char *s)
+{
+  char *p = strdup (s);
+
+  if (p == NULL)
+    zv_nomem (strlen (s) + 1);
+  return p;
+}
+
 /*
  * Buffer cache: freed block buffers of the power-of-two sizes 4K..128K
  * wait in per-CPU-ish shards (a mutex and a free list each, linked
@@ -164,10 +223,8 @@ zv_buf_get (size_t size)
     if (p)
       return p;
   }
-  if (posix_memalign (&p, ZV_SECTOR, rounded) != 0) {
-    fprintf (stderr, "zvol: out of memory allocating %zu bytes\n", rounded);
-    abort ();
-  }
+  if (posix_memalign (&p, ZV_SECTOR, rounded) != 0)
+    zv_nomem (rounded);
   return p;
 }
 

@@ -85,6 +85,29 @@ void zv_assert3_fail (const char *what, uint64_t a, uint64_t b,
 void zv_assert3s_fail (const char *what, int64_t a, int64_t b,
                        const char *file, int line) __attribute__ ((noreturn));
 
+/*
+ * Memory.  As OpenZFS's KM_SLEEP, an allocation of the engine never
+ * fails: on ENOMEM it logs what it wanted and aborts (docs/design.md,
+ * "Allocation failure").  So no caller checks for NULL, and no function
+ * returns -ENOMEM.
+ */
+void *zv_alloc (size_t size);                   /* not zeroed */
+void *zv_zalloc (size_t size);                  /* zeroed */
+void *zv_calloc (size_t n, size_t size);        /* zeroed; n * size checked */
+void *zv_realloc (void *p, size_t size);
+char *zv_strdup (const char *s);
+void zv_nomem (size_t size) __attribute__ ((noreturn));
+
+/* Room for one more element at arr[n] of a growing array (doubling from
+ * 'first' elements). */
+#define ZV_GROW(arr, n, cap, first)                                      \
+  do {                                                                  \
+    if ((n) == (cap)) {                                                 \
+      (cap) = (cap) ? (cap) * 2 : (first);                              \
+      (arr) = zv_realloc ((arr), (cap) * sizeof *(arr));                \
+    }                                                                   \
+  } while (0)
+
 /* I/O unit: every on-disk offset and size is a multiple of this. */
 #define ZV_SECTOR 4096u
 

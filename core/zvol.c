@@ -709,12 +709,10 @@ zvol_tunable_help (void)
   FILE *fp = open_memstream (&buf, &len);
 
   if (fp == NULL)
-    return NULL;
+    zv_nomem (BUFSIZ);
   zv_tunable_print_help (fp);
-  if (fclose (fp) != 0) {
-    free (buf);
-    return NULL;
-  }
+  if (fclose (fp) != 0)
+    zv_nomem (len);
   return buf;
 }
 
@@ -739,8 +737,6 @@ zvol_log_open (zvol_t *zv, const zvol_config_t *vc)
                             zv_pool_logdev (zv->zv_pool), zv->zv_txg,
                             zv_pool_ds_zil_header (zv->zv_ds), &ops, zv,
                             &zt);
-  if (zv->zv_zil == NULL)
-    return -ENOMEM;
   zv_pool_ds_attach_zil (zv->zv_ds, zv->zv_zil);
   r = zv_zil_replay (zv->zv_zil, zv_pool_open_txg (zv->zv_pool));
   if (r < 0) {
@@ -795,9 +791,7 @@ zvol_open (zvol_pool_t *pool, const char *name, const zvol_config_t *vc,
   r = zv_pool_ds_hold (pool, name, &ds);
   if (r < 0)
     return r;
-  zv = calloc (1, sizeof *zv);
-  if (zv == NULL)
-    abort ();
+  zv = zv_calloc (1, sizeof *zv);
   zv->zv_pool = pool;
   zv->zv_ds = ds;
   zv->zv_obj = zv_pool_ds_object (ds);

@@ -17,9 +17,9 @@
  *   -EBUSY    a device is in use by another process, or a volume is
  *             already open (or still open, for zvol_pool_close)
  *   -ENOENT   no volume of that name
- *   -ENOMEM   out of memory (see docs/design.md: only where a caller
- *             can do something about it; elsewhere the engine aborts)
  * with one readable message logged through the hook of zvol_set_log().
+ * Memory is not one of them: as OpenZFS's KM_SLEEP, an allocation of the
+ * engine never fails, it logs and aborts (docs/design.md says why).
  */
 #ifndef ZVOL_H
 #define ZVOL_H
@@ -247,8 +247,7 @@ ZVOL_API void zvol_get_stats (zvol_t *zv, zvol_stats_t *vs);
 /*
  * The tables as text, the format of the kstat files and of the admin
  * tool: "name value" lines of the pool's and (zv not NULL) the volume's
- * figures; the txg history in OpenZFS's columns.  A string to free(), or
- * NULL on ENOMEM.
+ * figures; the txg history in OpenZFS's columns.  A string to free().
  */
 ZVOL_API char *zvol_format_stats (zvol_pool_t *pool, zvol_t *zv);
 ZVOL_API char *zvol_format_txgs (zvol_pool_t *pool);
