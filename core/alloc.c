@@ -368,6 +368,16 @@ alloc_release (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
                              memory_order_relaxed);
 }
 
+/* The slop of a pool of 'total' bytes (the tunables alloc_slop_shift and
+ * alloc_slop_min): the pool's create sizes the volume by it too. */
+uint64_t
+zv_alloc_slop (uint64_t total)
+{
+  uint64_t slop = ZV_MAX (total >> zv_alloc_slop_shift, zv_alloc_slop_min);
+
+  return ZV_MIN (slop, total / 2);
+}
+
 /* ---- create / destroy ---- */
 
 /* Build one bitmap per device, all clear. */
@@ -406,8 +416,7 @@ zv_alloc_create (unsigned ndevs, const uint64_t *start, const uint64_t *end)
     a->a_total += end[i] - start[i];
   }
 
-  a->a_slop = ZV_MAX (a->a_total >> zv_alloc_slop_shift, zv_alloc_slop_min);
-  a->a_slop = ZV_MIN (a->a_slop, a->a_total / 2);
+  a->a_slop = zv_alloc_slop (a->a_total);
   return a;
 
 }

@@ -535,12 +535,11 @@ pool_zero_ring (zv_dev_t *dev, uint64_t off, uint64_t len)
 /*
  * The pool's geometry: how create shares out the devices' data areas.
  * The allocator keeps its slop back from writers so that a sync never
- * runs out (alloc.c); create also keeps room for the metadata of a full
- * volume and, without a log device, for the intent log's ring.
+ * runs out (zv_alloc_slop, with its tunables); create also keeps room for
+ * the metadata of a full volume and, without a log device, for the intent
+ * log's ring.  The deferred-free lists' size is ZV_DEFER_NBLOCKS above.
  */
 static const struct pool_geometry {
-  unsigned pg_slop_shift;         /* slop: 1/32 of the capacity... */
-  uint64_t pg_slop_min;           /* ...at least this */
   unsigned pg_meta_shift;         /* metadata: 1/64 of the capacity... */
   uint64_t pg_meta_extra;         /* ...plus this */
   unsigned pg_zil_shift;          /* default ring: 1/16 of the capacity... */
@@ -548,7 +547,6 @@ static const struct pool_geometry {
   unsigned pg_zil_limit_shift;    /* any ring: at most 1/4 of it */
   unsigned pg_zil_min_blocks;     /* and at least this many log blocks */
 } pool_geometry = {
-  .pg_slop_shift = 5, .pg_slop_min = 4ull << 20,
   .pg_meta_shift = 6, .pg_meta_extra = 8ull << 20,
   .pg_zil_shift = 4, .pg_zil_max = 64ull << 20,
   .pg_zil_limit_shift = 2, .pg_zil_min_blocks = 4,
@@ -648,7 +646,7 @@ pool_create_layout (const zvol_pool_config_t *pc, zvol_pool_t *p,
       return -EINVAL;
     }
   }
-  slop = ZV_MAX (cap >> g->pg_slop_shift, g->pg_slop_min) + ring;
+  slop = zv_alloc_slop (cap) + ring;
   meta = (cap >> g->pg_meta_shift) + g->pg_meta_extra;
   usable = cap > slop + meta ? cap - slop - meta : 0;
   if (!pc->pc_sparse && pc->pc_volsize > usable) {
