@@ -338,6 +338,27 @@ txg_sleep_until (uint64_t ns)
 }
 
 /*
+ * One step of waiting for a sync, tx_lock held: ask for txg 'want' (0:
+ * nothing new), then let the sync thread run it and wait for a sync to
+ * end, or wait for the inline sync someone else runs, or, with neither,
+ * run one inline here.  The callers loop until what they wait for holds.
+ */
+static void
+txg_sync_step (zv_txg_t *tx, uint64_t want)
+{
+  if (tx->tx_sync_want < want)
+    tx->tx_sync_want = want;
+  if (atomic_load_explicit (&tx->tx_running, memory_order_acquire)) {
+    pthread_cond_signal (&tx->tx_sync_cv);
+    pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+  }
+  else if (tx->tx_syncing)
+    pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
+  else
+    (void) txg_sync_once (tx);
+}
+
+/*
  * The write throttle, run before a hold.  Block while dirty data is at its
  * limit (a sync must free some; we make sure one of the open txg is asked
  * for, or run it inline without the thread), then sleep on the curve,
@@ -356,17 +377,8 @@ txg_throttle (zv_txg_t *tx)
                                             memory_order_acquire);
       _Atomic uint64_t *odirty = &tx->tx_dirty_pertxg[open & ZV_TXG_MASK];
 
-      if (atomic_load_explicit (odirty, memory_order_acquire) > 0 &&
-          tx->tx_sync_want < open)
-        tx->tx_sync_want = open;
-      if (atomic_load_explicit (&tx->tx_running, memory_order_acquire)) {
-        pthread_cond_signal (&tx->tx_sync_cv);
-        pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
-      }
-      else if (tx->tx_syncing)
-        pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
-      else
-        (void) txg_sync_once (tx);
+      txg_sync_step (tx, atomic_load_explicit (odirty, memory_order_acquire)
+                     > 0 ? open : 0);
     }
     pthread_mutex_unlock (&tx->tx_lock);
   }
@@ -677,16 +689,7 @@ zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg)
       err = txg_error_locked (tx);
       break;
     }
-    if (tx->tx_sync_want < txg)
-      tx->tx_sync_want = txg;
-    if (atomic_load_explicit (&tx->tx_running, memory_order_acquire)) {
-      pthread_cond_signal (&tx->tx_sync_cv);
-      pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
-    }
-    else if (tx->tx_syncing)
-      pthread_cond_wait (&tx->tx_done_cv, &tx->tx_lock);
-    else
-      (void) txg_sync_once (tx);
+    txg_sync_step (tx, txg);
   }
   pthread_mutex_unlock (&tx->tx_lock);
   return err;
