@@ -9,6 +9,8 @@
  */
 #include <config.h>
 
+#include <stdatomic.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -23,10 +25,10 @@
 #include "txg.h"
 #include "testlib.h"
 
-#define T_LOAD(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
-#define T_STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
-#define T_INC(p) __atomic_add_fetch ((p), 1, __ATOMIC_ACQ_REL)
-#define T_DEC(p) __atomic_sub_fetch ((p), 1, __ATOMIC_ACQ_REL)
+#define T_LOAD(p) atomic_load_explicit ((p), memory_order_acquire)
+#define T_STORE(p, v) atomic_store_explicit ((p), (v), memory_order_release)
+#define T_INC(p) atomic_fetch_add_explicit ((p), 1, memory_order_acq_rel)
+#define T_DEC(p) atomic_fetch_sub_explicit ((p), 1, memory_order_acq_rel)
 
 #define T_RING 65536            /* txgs tracked per test */
 #define T_FIRST 1000            /* first txg of every engine */
@@ -37,14 +39,14 @@ typedef struct tctx {
   zv_txg_t *tx;
   uint64_t first;
   uint64_t expect;              /* next txg the callback must see */
-  uint64_t nsyncs;              /* successful callbacks (atomic) */
+  _Atomic uint64_t nsyncs;      /* successful callbacks */
   uint64_t fail_txg;            /* return -EIO for this txg */
   pthread_mutex_t gate_lock;
   pthread_cond_t gate_cv;
   int gate_closed;              /* callback blocks while set */
   int in_sync;                  /* callback reached the gate */
-  unsigned outstanding[T_RING]; /* test's own holds per txg (atomic) */
-  unsigned held[T_RING];        /* txg was ever held (atomic) */
+  _Atomic unsigned outstanding[T_RING]; /* test's own holds per txg */
+  _Atomic unsigned held[T_RING];        /* txg was ever held */
   unsigned synced[T_RING];      /* callbacks per txg */
 } tctx_t;
 
@@ -493,7 +495,7 @@ test_wait_idle (void **state)
 /* A writer blocks while dirty >= dirty_max and goes on after the sync. */
 typedef struct tblock {
   tctx_t *t;
-  int done;                     /* atomic */
+  _Atomic int done;
   int err;
   zv_txg_hold_t h;
 } tblock_t;

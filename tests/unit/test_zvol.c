@@ -675,7 +675,7 @@ test_fua_durable (void **state)
 typedef struct ovchild {
   zvol_t *zv;
   pthread_barrier_t bar;
-  unsigned id;
+  _Atomic unsigned id;
 } ovchild_t;
 
 /* One of two writers: both write each slot at the same moment (a
@@ -684,7 +684,8 @@ static void *
 ov_writer (void *arg)
 {
   ovchild_t *c = arg;
-  unsigned id = __atomic_add_fetch (&c->id, 1, __ATOMIC_ACQ_REL);
+  unsigned id = atomic_fetch_add_explicit (&c->id, 1, memory_order_acq_rel)
+    + 1;
   uint8_t *buf = calloc (1, OV_SLOT);
 
   if (buf == NULL)
