@@ -2,6 +2,9 @@
 # run-bench.sh: fio (nbd engine) side by side against
 #   zvol      nbdkit + the zvol plugin           ($BENCH_DIR/zvol.img)
 #   zvol-txg  the same with flush=txg (sync suite) ($BENCH_DIR/zvol-txg.img)
+#   zvol-b    the same as zvol with another build of the plugin,
+#             $ZVOL_PLUGIN_B (not in the defaults: before/after a change
+#             in one interleaved run)             ($BENCH_DIR/zvol-b.img)
 #   file      nbdkit's file plugin               ($BENCH_DIR/file.img)
 #   qcow2     qemu-nbd, qcow2, O_DIRECT, io_uring ($BENCH_DIR/disk.qcow2)
 #   memory    nbdkit's memory plugin: a RAM disk, flush a no-op (not in
@@ -38,6 +41,7 @@
 #   SYNC_LOGDEV=1   sync suite: give each zvol target a separate log
 #                   device, $BENCH_DIR/T.slog of SYNC_LOGDEV_SIZE (256M)
 #   ZVOL_PLUGIN     the plugin .so (default: ../plugin/.libs/ from here)
+#   ZVOL_PLUGIN_B   the plugin .so of the zvol-b target
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
 #   FILE_OPTS       extra file plugin parameters (e.g. "cache=none")
 #   NBDKIT_THREADS  nbdkit -t (default 32)
@@ -96,7 +100,7 @@ PYTHON=${PYTHON:-python3}
 export RUNTIME RAMP
 
 # Every target this script knows, for the checks and the cleanup.
-ALL_TARGETS="zvol zvol-txg file qcow2 memory"
+ALL_TARGETS="zvol zvol-txg zvol-b file qcow2 memory"
 
 die () { echo "run-bench: $*" >&2; exit 1; }
 
@@ -122,6 +126,9 @@ for t in $BENCH_TARGETS; do
     case $t in
     zvol|zvol-txg)
         [ -f "$ZVOL_PLUGIN" ] || die "zvol plugin $ZVOL_PLUGIN not found (build it, or set ZVOL_PLUGIN)"
+        ;;
+    zvol-b)
+        [ -f "${ZVOL_PLUGIN_B:-}" ] || die "target zvol-b needs ZVOL_PLUGIN_B, the other build's plugin .so"
         ;;
     file|memory) ;;
     qcow2)
@@ -170,9 +177,11 @@ cleanup ()
     rm -f "$BENCH_DIR/fua-bench"
     if [ "${BENCH_KEEP:-0}" != 1 ]; then
         rm -f "$BENCH_DIR/zvol.img" "$BENCH_DIR/zvol-txg.img" \
+            "$BENCH_DIR/zvol-b.img" "$BENCH_DIR/zvol-b.slog" \
             "$BENCH_DIR/zvol.slog" "$BENCH_DIR/zvol-txg.slog" \
             "$BENCH_DIR/file.img" "$BENCH_DIR/disk.qcow2"
-        rm -rf "$BENCH_DIR/zvol.kstat" "$BENCH_DIR/zvol-txg.kstat"
+        rm -rf "$BENCH_DIR/zvol.kstat" "$BENCH_DIR/zvol-txg.kstat" \
+            "$BENCH_DIR/zvol-b.kstat"
     fi
 }
 trap cleanup EXIT
@@ -196,7 +205,9 @@ start_target ()
     : >"$log"
     STARTED[$t]=1
     case $t in
-    zvol|zvol-txg)
+    zvol|zvol-txg|zvol-b)
+        local plugin=$ZVOL_PLUGIN
+        [ "$t" != zvol-b ] || plugin=$ZVOL_PLUGIN_B
         rm -f "$BENCH_DIR/$t.img" "$BENCH_DIR/$t.slog"
         rm -rf "$(kstat_of "$t")"
         if [ "$SYNC_LOGDEV" = 1 ]; then
@@ -205,9 +216,9 @@ start_target ()
         fi
         # zvol: flush=log (the default) before ZVOL_OPTS; zvol-txg:
         # flush=txg after them, so ZVOL_OPTS cannot undo it.
-        if [ "$t" = zvol ]; then pre+=(flush=log); else post+=(flush=txg); fi
+        if [ "$t" = zvol-txg ]; then post+=(flush=txg); else pre+=(flush=log); fi
         # shellcheck disable=SC2086
-        nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$ZVOL_PLUGIN" \
+        nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$plugin" \
             device="$BENCH_DIR/$t.img" create=true size="$BENCH_SIZE" \
             kstat="$(kstat_of "$t")" "${pre[@]}" $ZVOL_OPTS "${post[@]}" \
             >>"$log" 2>&1 </dev/null
@@ -298,7 +309,7 @@ suite_default ()
 
     {
         header_lines
-        echo "# zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}; file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED"
+        echo "# zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}; zvol-b: ${ZVOL_PLUGIN_B:-none}; file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED"
         # shellcheck disable=SC2086 # BENCH_JOBS is a list of words
         "$PYTHON" - "$json" "$ROUNDS" "${targets[*]}" $BENCH_JOBS <<'EOF'
 import json, os, statistics, sys
@@ -337,6 +348,19 @@ for job in jobs:
             ratio = "-"
         print("%-24s %-6s %12.0f %10.1f %10.0f %9s   %s" %
               (job, t, iops, mib, p99, ratio, " ".join("%.0f" % x for x in each)))
+    rows.append((job, med))
+# Before/after: this build against zvol-b's, round by round (the rounds
+# ran interleaved, so each pair saw the same machine).
+if "zvol" in targets and "zvol-b" in targets:
+    print()
+    print("%-24s %10s %10s   %s" % ("job", "zvol/zvol-b", "p99 ratio", "IOPS ratio per round"))
+    for job, med in rows:
+        a, b = med["zvol"], med["zvol-b"]
+        per = [x / y if y else 0 for x, y in zip(a[3], b[3])]
+        print("%-24s %10s %10s   %s" %
+              (job, "%.2fx" % statistics.median(per),
+               "%.2fx" % (a[2] / b[2]) if b[2] else "-",
+               " ".join("%.2f" % x for x in per)))
 EOF
     } | tee "$results"
     echo "run-bench: table written to $results; raw fio JSON in $json"
