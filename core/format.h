@@ -58,6 +58,11 @@
 /* Smallest device: two labels and 16 MiB of data area. */
 #define ZV_MIN_DEV_SIZE   (2ull * ZV_LABEL_SIZE + 16ull * 1024 * 1024)
 #define ZV_MAX_DEVS       16u
+
+/* Volume block sizes: powers of two in [min, max]. */
+#define ZV_MIN_VOLBLOCKSIZE     4096u
+#define ZV_MAX_VOLBLOCKSIZE     (128u * 1024)
+#define ZV_DEFAULT_VOLBLOCKSIZE 16384u
 #define ZV_NAME_MAX       64u
 
 /* Block types (bp_type, mh_type). */

@@ -113,16 +113,13 @@ static uint64_t zv_pool_zil_size = 0;
 
 /* Defaults for a pool configuration: the tunables' current values. */
 void
-zvol_pool_config_init (zvol_pool_config_t *pc)
+zv_pool_config_init (zv_pool_config_t *pc)
 {
-  zv_txg_tunables_t tt;
-
   memset (pc, 0, sizeof *pc);
-  pc->pc_volblocksize = ZVOL_DEFAULT_VOLBLOCKSIZE;
+  pc->pc_volblocksize = ZV_DEFAULT_VOLBLOCKSIZE;
   pc->pc_name = "zvol";
   pc->pc_zil_size = zv_pool_zil_size;
-  zv_txg_tunables_default (&tt);
-  memcpy (&pc->pc_txg, &tt, sizeof tt);      /* the same layout: below */
+  zv_txg_tunables_default (&pc->pc_txg);
 }
 
 /* A random, nonzero 64-bit id. */
@@ -161,7 +158,7 @@ pool_chunk_fill (void *arg, uint64_t blkid, void *buf)
 static void
 pool_defer_collect (void *arg, uint64_t dva, uint32_t size)
 {
-  zvol_pool_t *p = arg;
+  zv_pool_t *p = arg;
 
   ZV_GROW (p->p_defer_ents, p->p_defer_n, p->p_defer_cap, 1024);
   p->p_defer_ents[p->p_defer_n++] = (zv_defer_ent_t) {
@@ -173,7 +170,7 @@ pool_defer_collect (void *arg, uint64_t dva, uint32_t size)
 static void
 pool_defer_fill (void *arg, uint64_t blkid, void *buf)
 {
-  zvol_pool_t *p = arg;
+  zv_pool_t *p = arg;
   size_t first = blkid * ZV_DEFER_PER_BLK;
 
   if (first < p->p_defer_n)
@@ -190,7 +187,7 @@ pool_defer_fill (void *arg, uint64_t blkid, void *buf)
  * past the old end.  Returns 1 if it wrote.
  */
 static int
-pool_sync_defer (zvol_pool_t *p, zv_flat_t *df, uint64_t txg, size_t *lastn)
+pool_sync_defer (zv_pool_t *p, zv_flat_t *df, uint64_t txg, size_t *lastn)
 {
   size_t n;
 
@@ -214,7 +211,7 @@ pool_sync_defer (zvol_pool_t *p, zv_flat_t *df, uint64_t txg, size_t *lastn)
 
 /* Steps 4-6 of the theory comment: converge, objset, uberblock. */
 static int
-pool_sync_meta (zvol_pool_t *p, uint64_t txg)
+pool_sync_meta (zv_pool_t *p, uint64_t txg)
 {
   zv_spa_t *spa = &p->p_spa;
   zv_alloc_t *alloc = spa->spa_alloc;
@@ -323,7 +320,7 @@ pool_sync_meta (zvol_pool_t *p, uint64_t txg)
 static int
 pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
 {
-  zvol_pool_t *p = arg;
+  zv_pool_t *p = arg;
   zv_spa_t *spa = &p->p_spa;
   zv_dev_stats_t before[ZV_MAX_DEVS], after;
   int r;
@@ -370,11 +367,11 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
 
 /* ---- opening ---- */
 
-static void pool_unload (zvol_pool_t *p);
+static void pool_unload (zv_pool_t *p);
 
 /* Release everything a failed or finished open holds. */
 static void
-pool_free (zvol_pool_t *p)
+pool_free (zv_pool_t *p)
 {
   if (p == NULL)
     return;
@@ -400,7 +397,7 @@ pool_free (zvol_pool_t *p)
 
 /* Open and lock every device named in the configuration. */
 static int
-pool_open_devs (const zvol_pool_config_t *pc, zv_dev_t **devs)
+pool_open_devs (const zv_pool_config_t *pc, zv_dev_t **devs)
 {
   char err[512];
 
@@ -432,7 +429,7 @@ pool_open_devs (const zvol_pool_config_t *pc, zv_dev_t **devs)
 
 /* Geometry shared by create and import. */
 static void
-pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
+pool_setup (zv_pool_t *p, const zv_pool_config_t *pc)
 {
   zv_spa_t *spa = &p->p_spa;
   uint64_t start[ZV_MAX_DEVS], end[ZV_MAX_DEVS];
@@ -455,7 +452,7 @@ pool_setup (zvol_pool_t *p, const zvol_pool_config_t *pc)
 
 /* The volume's descriptor for a new pool. */
 static void
-pool_new_volume (zvol_pool_t *p, zv_dnode_phys_t *dn)
+pool_new_volume (zv_pool_t *p, zv_dnode_phys_t *dn)
 {
   uint64_t nb = pool_vol_nblocks (p->p_ds.ds_volsize, p->p_ds.ds_blksz);
 
@@ -467,30 +464,12 @@ pool_new_volume (zvol_pool_t *p, zv_dnode_phys_t *dn)
   dn->dn_size = p->p_ds.ds_volsize;
 }
 
-/* The public txg tunables are the engine's struct, field for field: a
- * change to either fails the build here, not the conversion. */
-#define POOL_TT_SAME(f) \
-  static_assert (offsetof (zvol_txg_tunables_t, f) \
-                 == offsetof (zv_txg_tunables_t, f) \
-                 && sizeof (((zvol_txg_tunables_t *) 0)->f) \
-                 == sizeof (((zv_txg_tunables_t *) 0)->f), #f)
-POOL_TT_SAME (tt_timeout_ms);
-POOL_TT_SAME (tt_dirty_max);
-POOL_TT_SAME (tt_dirty_sync_pct);
-POOL_TT_SAME (tt_delay_min_dirty_pct);
-POOL_TT_SAME (tt_delay_scale_ns);
-POOL_TT_SAME (tt_delay_max_ns);
-static_assert (sizeof (zvol_txg_tunables_t) == sizeof (zv_txg_tunables_t),
-               "txg tunables");
-
 /* Finish opening: the txg engine. */
 static void
-pool_finish (zvol_pool_t *p, const zvol_pool_config_t *pc)
+pool_finish (zv_pool_t *p, const zv_pool_config_t *pc)
 {
-  zv_txg_tunables_t tt;
-
-  memcpy (&tt, &pc->pc_txg, sizeof tt);
-  p->p_txg = zv_txg_create (&tt, p->p_synced_txg + 1, pool_sync_txg, p);
+  p->p_txg = zv_txg_create (&pc->pc_txg, p->p_synced_txg + 1, pool_sync_txg,
+                            p);
   p->p_open_txg = p->p_synced_txg;
 }
 
@@ -560,11 +539,11 @@ typedef struct pool_layout {
 
 /* Create, step 1: the arguments. */
 static int
-pool_create_validate (const zvol_pool_config_t *pc)
+pool_create_validate (const zv_pool_config_t *pc)
 {
   uint32_t vbs = pc->pc_volblocksize;
 
-  if (vbs < ZVOL_MIN_VOLBLOCKSIZE || vbs > ZVOL_MAX_VOLBLOCKSIZE
+  if (vbs < ZV_MIN_VOLBLOCKSIZE || vbs > ZV_MAX_VOLBLOCKSIZE
       || (vbs & (vbs - 1)) != 0) {
     zv_error ("volblocksize %" PRIu32 " is invalid: a power of two from "
               "4K to 128K", vbs);
@@ -614,7 +593,7 @@ pool_create_check_dev (zv_dev_t *dev, const char *role)
 
 /* Create, step 2: check the devices and share out their space. */
 static int
-pool_create_layout (const zvol_pool_config_t *pc, zvol_pool_t *p,
+pool_create_layout (const zv_pool_config_t *pc, zv_pool_t *p,
                     pool_layout_t *pl)
 {
   const struct pool_geometry *g = &pool_geometry;
@@ -675,7 +654,7 @@ pool_label_dev (zv_dev_t *dev, const zv_config_phys_t *cf)
 
 /* Create, step 3: the configuration, into every device's labels. */
 static int
-pool_create_labels (const zvol_pool_config_t *pc, zvol_pool_t *p)
+pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
 {
   zv_spa_t *spa = &p->p_spa;
   zv_config_phys_t cf;
@@ -723,7 +702,7 @@ pool_create_labels (const zvol_pool_config_t *pc, zvol_pool_t *p)
 /* Create, step 4: the intent log's header, and its ring in the pool
  * (allocated and zeroed) when there is no log device. */
 static int
-pool_create_log (zvol_pool_t *p, const pool_layout_t *pl)
+pool_create_log (zv_pool_t *p, const pool_layout_t *pl)
 {
   zv_spa_t *spa = &p->p_spa;
   zv_zil_header_t *zh = &p->p_ds.ds_zil_hdr;
@@ -751,7 +730,7 @@ pool_create_log (zvol_pool_t *p, const pool_layout_t *pl)
 /* Create a new pool: every check first, then the labels, the volume and
  * the log, then txg 1. */
 static int
-pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
+pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
 {
   zv_spa_t *spa = &p->p_spa;
   zv_txg_sync_stats_t st;
@@ -787,7 +766,7 @@ pool_create (const zvol_pool_config_t *pc, zvol_pool_t *p)
 
 /* Import: the devices must make one whole pool. */
 static int
-pool_check_members (zvol_pool_t *p, zv_dev_t **given, unsigned ngiven,
+pool_check_members (zv_pool_t *p, zv_dev_t **given, unsigned ngiven,
                     zv_config_phys_t *ref)
 {
   zv_spa_t *spa = &p->p_spa;
@@ -851,7 +830,7 @@ pool_check_members (zvol_pool_t *p, zv_dev_t **given, unsigned ngiven,
 /* Import: the log device given must be the pool's, and must be given
  * when the pool has one. */
 static int
-pool_check_logdev (zvol_pool_t *p, const zvol_pool_config_t *pc,
+pool_check_logdev (zv_pool_t *p, const zv_pool_config_t *pc,
                    const zv_config_phys_t *ref)
 {
   zv_config_phys_t cf;
@@ -892,8 +871,8 @@ pool_check_logdev (zvol_pool_t *p, const zvol_pool_config_t *pc,
 
 /* Claim-check walker state for the volume tree. */
 typedef struct pool_verify {
-  zvol_pool_t *pv_pool;
-  const zvol_pool_config_t *pv_pc;
+  zv_pool_t *pv_pool;
+  const zv_pool_config_t *pv_pc;
   uint64_t pv_done, pv_total;
 } pool_verify_t;
 
@@ -932,7 +911,7 @@ pool_chunk_load (void *arg, uint64_t blkid, const void *data)
 
 /* Deferred-list load: re-queue the extents. */
 typedef struct pool_defer_load {
-  zvol_pool_t *dl_pool;
+  zv_pool_t *dl_pool;
   uint64_t dl_txg;
   uint64_t dl_count;     /* entries still expected */
 } pool_defer_load_t;
@@ -959,7 +938,7 @@ pool_defer_load_cb (void *arg, uint64_t blkid, const void *data)
 
 /* The intent-log header from disk: ring inside its device, in use. */
 static int
-pool_check_zil (zvol_pool_t *p, const zv_zil_header_t *zh)
+pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh)
 {
   uint64_t off = ZV_DVA_OFFSET (zh->zh_ring_dva);
   unsigned v = ZV_DVA_VDEV (zh->zh_ring_dva);
@@ -998,7 +977,7 @@ pool_check_zil (zvol_pool_t *p, const zv_zil_header_t *zh)
 
 /* Load everything uberblock 'ub' names, verifying as we go. */
 static int
-pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
+pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
               const zv_uberblock_phys_t *ub)
 {
   zv_spa_t *spa = &p->p_spa;
@@ -1089,7 +1068,7 @@ pool_load_ub (zvol_pool_t *p, const zvol_pool_config_t *pc,
 /* Drop the space maps, deferred lists, cache and allocator (a failed
  * pool_load_ub, so the next uberblock starts clean; and pool_free). */
 static void
-pool_unload (zvol_pool_t *p)
+pool_unload (zv_pool_t *p)
 {
   for (unsigned d = 0; d < ZV_MAX_DEVS; d++)
     if (p->p_spacemap[d].fl_spa)
@@ -1109,7 +1088,7 @@ pool_unload (zvol_pool_t *p)
 
 /* Import an existing pool, rewinding past damaged uberblocks. */
 static int
-pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
+pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
 {
   zv_spa_t *spa = &p->p_spa;
   zv_config_phys_t ref;
@@ -1174,7 +1153,7 @@ pool_import (const zvol_pool_config_t *pc, zvol_pool_t *p, zv_dev_t **given)
  * applies exactly the records of the txgs that never reached the disk.
  */
 static int
-pool_claim_logs (zvol_pool_t *p)
+pool_claim_logs (zv_pool_t *p)
 {
   int r = zv_zil_claim (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
                         p->p_synced_txg);
@@ -1187,10 +1166,10 @@ pool_claim_logs (zvol_pool_t *p)
 
 /* Create or import. */
 int
-zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
+zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
 {
   zv_dev_t *devs[ZV_MAX_DEVS] = { 0 };
-  zvol_pool_t *p;
+  zv_pool_t *p;
   int r;
 
   *poolp = NULL;
@@ -1247,7 +1226,7 @@ zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
 
 /* Start the txg engine's thread. */
 int
-zvol_pool_start (zvol_pool_t *p)
+zv_pool_start (zv_pool_t *p)
 {
   int r;
 
@@ -1261,7 +1240,7 @@ zvol_pool_start (zvol_pool_t *p)
 
 /* Sync, stop, release. */
 int
-zvol_pool_close (zvol_pool_t *p)
+zv_pool_close (zv_pool_t *p)
 {
   bool held;
   int r = 0;
@@ -1286,19 +1265,19 @@ zvol_pool_close (zvol_pool_t *p)
 }
 
 const char *
-zvol_pool_name (zvol_pool_t *p)
+zv_pool_name (zv_pool_t *p)
 {
   return p->p_name;
 }
 
 uint64_t
-zvol_pool_guid (zvol_pool_t *p)
+zv_pool_guid (zv_pool_t *p)
 {
   return p->p_spa.spa_guid;
 }
 
 bool
-zvol_pool_is_readonly (zvol_pool_t *p)
+zv_pool_is_readonly (zv_pool_t *p)
 {
   return p->p_readonly;
 }
@@ -1442,57 +1421,18 @@ zv_pool_sync (zv_pool_t *p)
 
 /* ---- statistics ---- */
 
-void
-zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
+zv_dbuf_cache_t *
+zv_pool_cache (zv_pool_t *p)
 {
-  zv_alloc_space_t sp;
-  zv_dbuf_stats_t cs;
-
-  memset (ps, 0, sizeof *ps);
-  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
-  zv_dbuf_get_stats (p->p_cache, &cs);
-  ps->ps_name = p->p_name;
-  ps->ps_guid = p->p_spa.spa_guid;
-  ps->ps_ndevs = p->p_spa.spa_ndevs;
-  for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++) {
-    ps->ps_dev_path[d] = zv_dev_path (p->p_spa.spa_devs[d]);
-    ps->ps_dev_direct[d] = zv_dev_is_direct (p->p_spa.spa_devs[d]);
-  }
-  ps->ps_space_total = sp.as_total;
-  ps->ps_space_allocated = sp.as_allocated;
-  ps->ps_space_deferred = sp.as_deferred;
-  ps->ps_space_reserved = sp.as_reserved;
-  ps->ps_txg_synced = zv_txg_last_synced (p->p_txg);
-  ps->ps_txg_open = zv_txg_open_txg (p->p_txg);
-  ps->ps_dirty_bytes = zv_txg_dirty_total (p->p_txg);
-  ps->ps_sync_passes_last = atomic_load_explicit (&p->p_sync_passes,
-                                                  memory_order_relaxed);
-  ps->ps_sync_write_max_active_last =
-    atomic_load_explicit (&p->p_sync_write_cap, memory_order_relaxed);
-  ps->ps_cache_bytes = cs.cs_bytes;
-  ps->ps_cache_limit = cs.cs_limit;
-  ps->ps_cache_buffers = cs.cs_count;
-  ps->ps_cache_hits = cs.cs_hits;
-  ps->ps_cache_misses = cs.cs_misses;
-  ps->ps_cache_evictions = cs.cs_evictions;
+  return p->p_cache;
 }
 
-size_t
-zvol_pool_get_txgs (zvol_pool_t *p, zvol_txg_stats_t *out, size_t max)
+void
+zv_pool_last_sync (zv_pool_t *p, uint64_t *passes, unsigned *write_cap)
 {
-  zv_txg_stat_t ts[ZV_TXG_HISTORY];
-  size_t n = zv_txg_history_get (p->p_txg, ts, ZV_MIN (max, ZV_TXG_HISTORY));
-
-  for (size_t i = 0; i < n; i++)
-    out[i] = (zvol_txg_stats_t) {
-      .ts_txg = ts[i].ts_txg, .ts_birth_ns = ts[i].ts_birth_ns,
-      .ts_state = ts[i].ts_state, .ts_ndirty = ts[i].ts_ndirty,
-      .ts_nread = ts[i].ts_nread, .ts_nwritten = ts[i].ts_nwritten,
-      .ts_reads = ts[i].ts_reads, .ts_writes = ts[i].ts_writes,
-      .ts_otime_ns = ts[i].ts_otime_ns, .ts_qtime_ns = ts[i].ts_qtime_ns,
-      .ts_wtime_ns = ts[i].ts_wtime_ns, .ts_stime_ns = ts[i].ts_stime_ns,
-    };
-  return n;
+  *passes = atomic_load_explicit (&p->p_sync_passes, memory_order_relaxed);
+  *write_cap = atomic_load_explicit (&p->p_sync_write_cap,
+                                     memory_order_relaxed);
 }
 
 /* ---- tunables (tunable.h) ---- */

@@ -16,15 +16,48 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "zvol.h"
 #include "format.h"
 #include "zio.h"
 #include "dmu.h"
 #include "txg.h"
 #include "zil.h"
+#include "dbuf.h"
 
+/* The public zvol_pool_t (zvol.h) is this structure. */
 typedef struct zvol_pool zv_pool_t;
 typedef struct zv_pool_ds zv_pool_ds_t;
+
+/*
+ * The configuration of an open: the public zvol_pool_config_t field for
+ * field (zvol.c checks it with static_assert and passes it on whole), so
+ * the pool needs nothing from the header of the layer above.
+ */
+typedef struct zv_pool_config {
+  const char *pc_devices[ZV_MAX_DEVS];
+  unsigned pc_ndevices;
+  bool pc_create;
+  bool pc_readonly;
+  const char *pc_name;
+  uint64_t pc_volsize;
+  uint32_t pc_volblocksize;
+  bool pc_sparse;
+  uint64_t pc_zil_size;
+  const char *pc_logdevice;
+  uint64_t pc_cache_size;
+  zv_txg_tunables_t pc_txg;
+  void (*pc_progress) (void *arg, const char *what, uint64_t done,
+                       uint64_t total);
+  void *pc_progress_arg;
+} zv_pool_config_t;
+
+/* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */
+void zv_pool_config_init (zv_pool_config_t *pc);
+int zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp);
+int zv_pool_start (zv_pool_t *p);
+int zv_pool_close (zv_pool_t *p);
+const char *zv_pool_name (zv_pool_t *p);
+uint64_t zv_pool_guid (zv_pool_t *p);
+bool zv_pool_is_readonly (zv_pool_t *p);
 
 /* Hold the dataset 'name' (NULL: the only one): -ENOENT, or -EBUSY when
  * it is held already; the error is logged. */
@@ -57,6 +90,11 @@ uint64_t zv_pool_open_txg (zv_pool_t *p);
  * allocations)?
  */
 bool zv_pool_space_pending (zv_pool_t *p);
+
+/* For the statistics: the buffer cache, and the last sync's passes and
+ * write cap. */
+zv_dbuf_cache_t *zv_pool_cache (zv_pool_t *p);
+void zv_pool_last_sync (zv_pool_t *p, uint64_t *passes, unsigned *write_cap);
 
 /* Tests: wait until everything written so far is on disk. */
 int zv_pool_sync (zv_pool_t *p);

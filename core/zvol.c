@@ -29,12 +29,14 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <inttypes.h>
 
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "zvol.h"
 #include "pool.h"
 #include "tunable.h"
 
@@ -54,6 +56,44 @@ static_assert (ZVOL_LOG_DEBUG == (int) ZV_LOG_DEBUG
                && ZVOL_LOG_INFO == (int) ZV_LOG_INFO
                && ZVOL_LOG_ERROR == (int) ZV_LOG_ERROR, "log levels");
 static_assert (ZVOL_TXG_HISTORY == ZV_TXG_HISTORY, "txg history rows");
+static_assert (ZVOL_MIN_VOLBLOCKSIZE == ZV_MIN_VOLBLOCKSIZE
+               && ZVOL_MAX_VOLBLOCKSIZE == ZV_MAX_VOLBLOCKSIZE
+               && ZVOL_DEFAULT_VOLBLOCKSIZE == ZV_DEFAULT_VOLBLOCKSIZE,
+               "volume block sizes");
+
+/* The public configuration structs are the engine's, field for field: a
+ * change to either fails the build here, and the API passes them whole. */
+#define ZVOL_SAME_FIELD(pub, eng, f) \
+  static_assert (offsetof (pub, f) == offsetof (eng, f) \
+                 && sizeof (((pub *) 0)->f) == sizeof (((eng *) 0)->f), #f)
+#define ZVOL_SAME_TT(f) \
+  ZVOL_SAME_FIELD (zvol_txg_tunables_t, zv_txg_tunables_t, f)
+ZVOL_SAME_TT (tt_timeout_ms);
+ZVOL_SAME_TT (tt_dirty_max);
+ZVOL_SAME_TT (tt_dirty_sync_pct);
+ZVOL_SAME_TT (tt_delay_min_dirty_pct);
+ZVOL_SAME_TT (tt_delay_scale_ns);
+ZVOL_SAME_TT (tt_delay_max_ns);
+static_assert (sizeof (zvol_txg_tunables_t) == sizeof (zv_txg_tunables_t),
+               "txg tunables");
+#define ZVOL_SAME_PC(f) \
+  ZVOL_SAME_FIELD (zvol_pool_config_t, zv_pool_config_t, f)
+ZVOL_SAME_PC (pc_devices);
+ZVOL_SAME_PC (pc_ndevices);
+ZVOL_SAME_PC (pc_create);
+ZVOL_SAME_PC (pc_readonly);
+ZVOL_SAME_PC (pc_name);
+ZVOL_SAME_PC (pc_volsize);
+ZVOL_SAME_PC (pc_volblocksize);
+ZVOL_SAME_PC (pc_sparse);
+ZVOL_SAME_PC (pc_zil_size);
+ZVOL_SAME_PC (pc_logdevice);
+ZVOL_SAME_PC (pc_cache_size);
+ZVOL_SAME_PC (pc_txg);
+ZVOL_SAME_PC (pc_progress);
+ZVOL_SAME_PC (pc_progress_arg);
+static_assert (sizeof (zvol_pool_config_t) == sizeof (zv_pool_config_t),
+               "pool configuration");
 
 /*
  * Range locks.  A change is applied to the blocks (in txg order) and then
@@ -146,7 +186,7 @@ zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
             const char *op)
 {
   if (write && zv->zv_readonly) {
-    zv_error ("%s: pool '%s' is read-only", op, zvol_pool_name (zv->zv_pool));
+    zv_error ("%s: pool '%s' is read-only", op, zv_pool_name (zv->zv_pool));
     return -EROFS;
   }
   if (off > zv->zv_volsize || len > zv->zv_volsize - off) {
@@ -158,7 +198,7 @@ zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
     int e = zv_txg_error (zv->zv_txg);
     if (e) {
       zv_error ("%s: pool '%s' is suspended after an I/O error", op,
-                zvol_pool_name (zv->zv_pool));
+                zv_pool_name (zv->zv_pool));
       return -EIO;
     }
   }
@@ -203,7 +243,7 @@ zvol_apply (zvol_t *zv, const char *op, uint64_t off, uint64_t len,
         || zv_txg_wait_synced (zv->zv_txg,
                                zv_txg_open_txg (zv->zv_txg)) < 0) {
       zv_error ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' is full", op, off,
-                len, zvol_pool_name (zv->zv_pool));
+                len, zv_pool_name (zv->zv_pool));
       return r;
     }
   }
@@ -270,7 +310,7 @@ zvol_commit (zvol_t *zv, uint64_t ticket)
     return 0;                   /* read-only */
   r = zv_zil_commit (zv->zv_zil, ticket);
   if (r < 0)
-    zv_error ("pool '%s': commit failed: %s", zvol_pool_name (zv->zv_pool),
+    zv_error ("pool '%s': commit failed: %s", zv_pool_name (zv->zv_pool),
               strerror (-r));
   return r;
 }
@@ -649,6 +689,110 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
   return -EIO;
 }
 
+/* ---- the pool, as the API shows it (pool.c does the work) ---- */
+
+void
+zvol_pool_config_init (zvol_pool_config_t *pc)
+{
+  zv_pool_config_t c;
+
+  zv_pool_config_init (&c);
+  memcpy (pc, &c, sizeof *pc);
+}
+
+int
+zvol_pool_open (const zvol_pool_config_t *pc, zvol_pool_t **poolp)
+{
+  zv_pool_config_t c;
+
+  memcpy (&c, pc, sizeof c);
+  return zv_pool_open (&c, poolp);
+}
+
+int
+zvol_pool_start (zvol_pool_t *pool)
+{
+  return zv_pool_start (pool);
+}
+
+int
+zvol_pool_close (zvol_pool_t *pool)
+{
+  return zv_pool_close (pool);
+}
+
+const char *
+zvol_pool_name (zvol_pool_t *pool)
+{
+  return zv_pool_name (pool);
+}
+
+uint64_t
+zvol_pool_guid (zvol_pool_t *pool)
+{
+  return zv_pool_guid (pool);
+}
+
+bool
+zvol_pool_is_readonly (zvol_pool_t *pool)
+{
+  return zv_pool_is_readonly (pool);
+}
+
+void
+zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
+{
+  zv_spa_t *spa = zv_pool_spa (p);
+  zv_txg_t *tx = zv_pool_txg (p);
+  zv_alloc_space_t sp;
+  zv_dbuf_stats_t cs;
+
+  memset (ps, 0, sizeof *ps);
+  zv_alloc_get_space (spa->spa_alloc, &sp);
+  zv_dbuf_get_stats (zv_pool_cache (p), &cs);
+  ps->ps_name = zv_pool_name (p);
+  ps->ps_guid = spa->spa_guid;
+  ps->ps_ndevs = spa->spa_ndevs;
+  for (unsigned d = 0; d < spa->spa_ndevs; d++) {
+    ps->ps_dev_path[d] = zv_dev_path (spa->spa_devs[d]);
+    ps->ps_dev_direct[d] = zv_dev_is_direct (spa->spa_devs[d]);
+  }
+  ps->ps_space_total = sp.as_total;
+  ps->ps_space_allocated = sp.as_allocated;
+  ps->ps_space_deferred = sp.as_deferred;
+  ps->ps_space_reserved = sp.as_reserved;
+  ps->ps_txg_synced = zv_txg_last_synced (tx);
+  ps->ps_txg_open = zv_txg_open_txg (tx);
+  ps->ps_dirty_bytes = zv_txg_dirty_total (tx);
+  zv_pool_last_sync (p, &ps->ps_sync_passes_last,
+                     &ps->ps_sync_write_max_active_last);
+  ps->ps_cache_bytes = cs.cs_bytes;
+  ps->ps_cache_limit = cs.cs_limit;
+  ps->ps_cache_buffers = cs.cs_count;
+  ps->ps_cache_hits = cs.cs_hits;
+  ps->ps_cache_misses = cs.cs_misses;
+  ps->ps_cache_evictions = cs.cs_evictions;
+}
+
+size_t
+zvol_pool_get_txgs (zvol_pool_t *p, zvol_txg_stats_t *out, size_t max)
+{
+  zv_txg_stat_t ts[ZV_TXG_HISTORY];
+  size_t n = zv_txg_history_get (zv_pool_txg (p), ts,
+                                 ZV_MIN (max, (size_t) ZV_TXG_HISTORY));
+
+  for (size_t i = 0; i < n; i++)
+    out[i] = (zvol_txg_stats_t) {
+      .ts_txg = ts[i].ts_txg, .ts_birth_ns = ts[i].ts_birth_ns,
+      .ts_state = ts[i].ts_state, .ts_ndirty = ts[i].ts_ndirty,
+      .ts_nread = ts[i].ts_nread, .ts_nwritten = ts[i].ts_nwritten,
+      .ts_reads = ts[i].ts_reads, .ts_writes = ts[i].ts_writes,
+      .ts_otime_ns = ts[i].ts_otime_ns, .ts_qtime_ns = ts[i].ts_qtime_ns,
+      .ts_wtime_ns = ts[i].ts_wtime_ns, .ts_stime_ns = ts[i].ts_stime_ns,
+    };
+  return n;
+}
+
 /* ---- open and close ---- */
 
 /* The application's log hook, behind the engine's (same levels: the
@@ -799,7 +943,7 @@ zvol_open (zvol_pool_t *pool, const char *name, const zvol_config_t *vc,
   zv->zv_sync = vc->vc_sync;
   zv->zv_volsize = zv_pool_ds_volsize (ds);
   zv->zv_blksz = zv_pool_ds_blksz (ds);
-  zv->zv_readonly = zvol_pool_is_readonly (pool);
+  zv->zv_readonly = zv_pool_is_readonly (pool);
   for (unsigned i = 0; i < ZVOL_STRIPES; i++)
     pthread_mutex_init (&zv->zv_stripes[i], NULL);
   if (!zv->zv_readonly) {
