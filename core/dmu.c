@@ -192,10 +192,15 @@ zv_dmu_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn)
   pthread_mutex_unlock (&ob->ob_mtx);
 }
 
-/* Check an indirect block's header read from disk. */
+/*
+ * Check an indirect block's header read from disk through bp.  Every
+ * writer (dmu_sync_indirects, flat_build_indirect) stamps the header with
+ * the txg it places the block in, which is the birth of the pointer it
+ * then makes, so the two are equal in any block this format writes.
+ */
 static int
-dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
-                    uint64_t blkid, const char *what)
+dmu_check_indirect (const void *buf, const zv_blkptr_t *bp, uint64_t obj,
+                    unsigned level, uint64_t blkid, const char *what)
 {
   const zv_mblk_hdr_t *h = buf;
 
@@ -204,6 +209,11 @@ dmu_check_indirect (const void *buf, uint64_t obj, unsigned level,
       || h->mh_level != level || h->mh_blkid != blkid) {
     zv_error ("%s: indirect block header does not match (object %" PRIu64
               " level %u block %" PRIu64 ")", what, obj, level, blkid);
+    return -EIO;
+  }
+  if (h->mh_txg != bp->bp_birth) {
+    zv_error ("%s: indirect block header txg %" PRIu64 " is not its "
+              "pointer's birth txg %" PRIu64, what, h->mh_txg, bp->bp_birth);
     return -EIO;
   }
   return 0;
@@ -248,7 +258,7 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   data = zv_buf_get (size);
   r = zv_zio_read (ob->ob_spa, bp, data, what);
   if (r == 0 && level > 0)
-    r = dmu_check_indirect (data, ob->ob_id, level, idx, what);
+    r = dmu_check_indirect (data, bp, ob->ob_id, level, idx, what);
   if (r < 0) {
     zv_buf_put (data, size);
     return r;
@@ -1057,10 +1067,12 @@ typedef struct dmu_walk {
   void *dw_arg;
 } dmu_walk_t;
 
-/* Visit bp (level, idx) and, for an indirect block, its children. */
+/* Visit bp (level, idx) and, for an indirect block, its children; its
+ * parent was born in txg 'pbirth' (UINT64_MAX for the root: the caller
+ * checks it against the objset). */
 static int
 dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
-             uint64_t idx)
+             uint64_t idx, uint64_t pbirth)
 {
   char what[96];
   uint32_t size = level ? ZV_INDIRECT_SIZE : w->dw_blksz;
@@ -1076,6 +1088,20 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
               "size %" PRIu32, what, bp->bp_level, bp->bp_psize, level, size);
     return -EIO;
   }
+  /* A parent is rewritten in every txg a child changes, so no child is
+   * younger than its parent; fill counts the data blocks below (1 for a
+   * data block), so it is at least 1 and at most what the level spans. */
+  if (bp->bp_birth == 0 || bp->bp_birth > pbirth) {
+    zv_error ("%s: pointer born in txg %" PRIu64 ", after its parent (txg %"
+              PRIu64 ")", what, bp->bp_birth, pbirth);
+    return -EIO;
+  }
+  if (level == 0 ? bp->bp_fill != 1
+      : bp->bp_fill == 0 || bp->bp_fill > dmu_span (level)) {
+    zv_error ("%s: pointer fill %" PRIu64 " is impossible at level %u",
+              what, bp->bp_fill, level);
+    return -EIO;
+  }
   r = zv_zio_bp_check (w->dw_spa, bp, what);
   if (r < 0)
     return r;
@@ -1083,7 +1109,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     data = zv_buf_get (size);
     r = zv_zio_read (w->dw_spa, bp, data, what);
     if (r == 0 && level > 0)
-      r = dmu_check_indirect (data, w->dw_obj, level, idx, what);
+      r = dmu_check_indirect (data, bp, w->dw_obj, level, idx, what);
     if (r < 0)
       goto out;
   }
@@ -1092,7 +1118,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     goto out;
   const zv_blkptr_t *e = dmu_ind_entries (data);
   for (uint64_t i = 0; i < F && r == 0; i++)
-    r = dmu_walk_bp (w, &e[i], level - 1, idx * F + i);
+    r = dmu_walk_bp (w, &e[i], level - 1, idx * F + i, bp->bp_birth);
  out:
   zv_buf_put (data, size);
   return r;
@@ -1108,5 +1134,5 @@ zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
     .dw_data = data, .dw_fn = fn, .dw_arg = arg,
   };
 
-  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0);
+  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
 }

@@ -107,6 +107,17 @@ zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf)
   return r;
 }
 
+/*
+ * A device size a configuration may record: room for both labels and the
+ * smallest data area, whole sectors, and offsets that fit a dva's 56 bits.
+ */
+static bool
+label_size_ok (uint64_t size)
+{
+  return size >= ZV_MIN_DEV_SIZE && size % ZV_SECTOR == 0
+    && size <= (1ull << 56);
+}
+
 /* Bounds and sanity of a configuration that verified. */
 int
 zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
@@ -150,18 +161,70 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
     return -EINVAL;
   }
   for (unsigned i = 0; i < cf->cf_ndevs; i++) {
-    if (cf->cf_dev_sizes[i] < ZV_MIN_DEV_SIZE
-        || cf->cf_dev_sizes[i] % ZV_SECTOR != 0
-        || cf->cf_dev_sizes[i] > (1ull << 56)) {
-      snprintf (err, errlen, "label size of device %u is invalid", i);
+    if (!label_size_ok (cf->cf_dev_sizes[i])) {
+      snprintf (err, errlen, "label size of device %u (%llu bytes) is "
+                "invalid", i, (unsigned long long) cf->cf_dev_sizes[i]);
       return -EINVAL;
     }
+  }
+  if (cf->cf_log_guid != 0 && !label_size_ok (cf->cf_log_size)) {
+    snprintf (err, errlen, "label size of the log device (%llu bytes) is "
+              "invalid", (unsigned long long) cf->cf_log_size);
+    return -EINVAL;
+  }
+  /* The size of this device is written once, from the same number as its
+   * entry in the table (the log device's: cf_log_size); a copy that
+   * differs is not a configuration create wrote. */
+  uint64_t own = cf->cf_role == ZV_ROLE_LOG ? cf->cf_log_size
+    : cf->cf_dev_sizes[cf->cf_dev_index];
+  if (cf->cf_dev_size != own) {
+    snprintf (err, errlen, "label size of this device (%llu bytes) does "
+              "not match its entry in the device table (%llu)",
+              (unsigned long long) cf->cf_dev_size,
+              (unsigned long long) own);
+    return -EINVAL;
   }
   if (memchr (cf->cf_name, '\0', sizeof cf->cf_name) == NULL) {
     snprintf (err, errlen, "label pool name is not terminated");
     return -EINVAL;
   }
   return 0;
+}
+
+/*
+ * Does any uberblock slot of either label verify (magic, version and its
+ * offset-seeded checksum)?  The guid of the newest goes to *guid.  Only
+ * asked when no configuration verifies: a hint, not a trust decision.
+ */
+static bool
+label_ring_has_ub (zv_dev_t *dev, uint64_t *guid)
+{
+  const uint32_t ringlen = ZV_LABEL_SIZE - ZV_UB_RING_OFFSET;
+  uint8_t *ring = zv_buf_alloc (ringlen);
+  uint64_t best_txg = 0;
+  bool found = false;
+
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t base = zv_label_offset (zv_dev_size (dev), l)
+      + ZV_UB_RING_OFFSET;
+
+    if (zv_dev_read (dev, ring, base, ringlen) < 0)
+      continue;
+    for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+      const zv_uberblock_phys_t *ub =
+        (const zv_uberblock_phys_t *) (ring + (size_t) s * ZV_UB_SIZE);
+      if (ub->ub_magic != ZV_UB_MAGIC
+          || !zv_label_verify_ub (ub, base + (uint64_t) s * ZV_UB_SIZE))
+        continue;
+      if (!found || ub->ub_txg > best_txg) {
+        best_txg = ub->ub_txg;
+        *guid = ub->ub_pool_guid;
+      }
+      found = true;
+    }
+  }
+  zv_buf_free (ring);
+  return found;
 }
 
 /* Read both configuration copies; return the first that verifies. */
@@ -205,11 +268,33 @@ zv_label_read_config (zv_dev_t *dev, zv_config_phys_t *cf, unsigned *nvalid,
   zv_buf_free (buf);
   if (nvalid)
     *nvalid = valid;
-  if (valid > 0)
-    return zv_label_config_check (cf, err, errlen);
-  if (magic_seen || ioerr) {
-    snprintf (err, errlen, "%s: pool labels are damaged (no copy verifies)%s",
-              zv_dev_path (dev), ioerr ? " or unreadable" : "");
+  if (valid > 0) {
+    int r = zv_label_config_check (cf, err, errlen);
+    uint64_t have = ZV_P2ALIGN (size, ZV_SECTOR);
+    if (r == 0 && cf->cf_dev_size > have) {
+      snprintf (err, errlen, "%s: label size of this device (%llu bytes) is "
+                "more than the device has (%llu bytes): it shrank, or the "
+                "label is not its own", zv_dev_path (dev),
+                (unsigned long long) cf->cf_dev_size,
+                (unsigned long long) have);
+      r = -EINVAL;
+    }
+    return r;
+  }
+  /* No configuration verifies.  A device whose uberblocks still verify
+   * holds a pool (its tree and data may be intact): it must never be
+   * called empty, or the hint to create over it destroys the pool. */
+  uint64_t guid = 0;
+  bool ring = label_ring_has_ub (dev, &guid);
+  if (magic_seen || ioerr || ring) {
+    char g[48] = "";
+    if (ring)
+      snprintf (g, sizeof g, " (guid %016llx)",
+                (unsigned long long) guid);
+    snprintf (err, errlen, "%s: holds a damaged pool%s: its labels are "
+              "damaged (no configuration copy verifies%s)",
+              zv_dev_path (dev), g, ioerr ? ", or one is unreadable"
+              : ring && !magic_seen ? "; its uberblocks do" : "");
     return -EIO;
   }
   snprintf (err, errlen, "%s: not a pool device (no label found)",

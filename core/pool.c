@@ -578,6 +578,9 @@ pool_create_check_dev (zv_dev_t *dev, const char *role)
               (unsigned long long) ZV_MIN_DEV_SIZE);
     return -EINVAL;
   }
+  /* Only a device that shows no sign of a pool is free: damaged labels,
+   * or a configuration that verifies but fails its bounds, may sit over
+   * a pool whose uberblocks, tree and data are intact. */
   r = zv_label_read_config (dev, &cf, NULL, err, sizeof err);
   if (r == 0)
     zv_error ("%s: already a device of pool '%s' (guid %016" PRIx64 "); "
@@ -585,10 +588,13 @@ pool_create_check_dev (zv_dev_t *dev, const char *role)
               "create=true, or wipe it first)", zv_dev_path (dev),
               cf.cf_name, cf.cf_pool_guid, role);
   else if (r == -EIO)
-    zv_error ("%s: holds damaged pool labels; refusing to overwrite it as "
-              "a %s (wipe it first if it really is unused)",
-              zv_dev_path (dev), role);
-  return r == 0 || r == -EIO ? -EEXIST : 0;
+    zv_error ("%s; refusing to overwrite it as a %s (wipe it first if it "
+              "really is unused)", err, role);
+  else if (r != -ENOENT)
+    zv_error ("%s: holds a pool configuration that verifies but is "
+              "invalid (%s); refusing to overwrite it as a %s (wipe it "
+              "first if it really is unused)", zv_dev_path (dev), err, role);
+  return r == -ENOENT ? 0 : -EEXIST;
 }
 
 /* Create, step 2: check the devices and share out their space. */
@@ -866,6 +872,12 @@ pool_check_logdev (zv_pool_t *p, const zv_pool_config_t *pc,
               ref->cf_name);
     return -EINVAL;
   }
+  if (cf.cf_dev_size != ref->cf_log_size) {
+    zv_error ("%s: its label records %" PRIu64 " bytes, the pool's "
+              "configuration %" PRIu64 " for its log device", pc->pc_logdevice,
+              cf.cf_dev_size, ref->cf_log_size);
+    return -EINVAL;
+  }
   return 0;
 }
 
@@ -936,9 +948,19 @@ pool_defer_load_cb (void *arg, uint64_t blkid, const void *data)
   return 0;
 }
 
-/* The intent-log header from disk: ring inside its device, in use. */
+/*
+ * Highest log head position and sequence number an import accepts.  Both
+ * only grow (by one block, at most ZV_ZIL_BLKSZ bytes plus the ring end's
+ * remainder) and restart at 1 / 0 after every replay; a log would need
+ * decades at full speed to come near, and below this every sum of a
+ * position with a ring size or a block size fits in 64 bits.
+ */
+#define POOL_ZIL_POS_MAX (1ull << 62)
+
+/* The intent-log header from disk, of the objset of txg: ring inside its
+ * device, in use; head and claim txg possible. */
 static int
-pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh)
+pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh, uint64_t txg)
 {
   uint64_t off = ZV_DVA_OFFSET (zh->zh_ring_dva);
   unsigned v = ZV_DVA_VDEV (zh->zh_ring_dva);
@@ -951,6 +973,21 @@ pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh)
       || zh->zh_head_pos % len + zh->zh_blksz > len
       || off < zv_data_start () || off % ZV_SECTOR != 0) {
     zv_error ("intent log header is invalid");
+    return -EIO;
+  }
+  /* A claim is the txg an import found, so it is never newer than the
+   * objset carrying it; a larger one would make replay skip every record
+   * (each is "older than the claim"), and a head near 2^64 would wrap the
+   * position arithmetic: damage or a forgery, not "nothing to replay". */
+  if (zh->zh_claim_txg > txg) {
+    zv_error ("intent log header: claim txg %" PRIu64 " is after the txg "
+              "of its objset (%" PRIu64 ")", zh->zh_claim_txg, txg);
+    return -EIO;
+  }
+  if (zh->zh_head_pos >= POOL_ZIL_POS_MAX
+      || zh->zh_head_seq >= POOL_ZIL_POS_MAX) {
+    zv_error ("intent log header: head block %" PRIu64 " at position %"
+              PRIu64 " is out of range", zh->zh_head_seq, zh->zh_head_pos);
     return -EIO;
   }
   if (v == ZV_LOG_VDEV) {
@@ -988,9 +1025,18 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   int r;
 
   snprintf (what, sizeof what, "objset of txg %" PRIu64, txg);
+  /* Exactly what the sync writes (pool_sync_meta): one objset block,
+   * born in this txg (an older birth would be a block a later sync may
+   * rewrite in place; a newer one a txg that never committed). */
   if (zv_bp_is_hole (bp) || bp->bp_type != ZV_BT_OBJSET
-      || bp->bp_psize != ZV_OBJSET_SIZE) {
-    zv_error ("%s: invalid root pointer", what);
+      || bp->bp_psize != ZV_OBJSET_SIZE || bp->bp_lsize != ZV_OBJSET_SIZE
+      || bp->bp_level != 0 || bp->bp_comp != 0 || bp->bp_birth != txg
+      || bp->bp_fill != 1 || bp->bp_ncopies < 1 || bp->bp_ncopies > 2) {
+    zv_error ("%s: invalid root pointer (size %" PRIu32 "/%" PRIu32
+              ", level %u, birth %" PRIu64 ", fill %" PRIu64 ", %u copies, "
+              "compression %u)", what, bp->bp_psize, bp->bp_lsize,
+              bp->bp_level, bp->bp_birth, bp->bp_fill, bp->bp_ncopies,
+              bp->bp_comp);
     return -EIO;
   }
   os = zv_buf_alloc (ZV_OBJSET_SIZE);
@@ -1005,6 +1051,19 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
     zv_error ("%s: header does not match the pool", what);
     r = -EIO;
     goto out;
+  }
+  /* No object of this objset can have been written after it. */
+  for (unsigned i = 0; i < 3 + spa->spa_ndevs; i++) {
+    const zv_dnode_phys_t *dn = i == 0 ? &os->os_volume
+      : i < 3 ? &os->os_defer[i - 1] : &os->os_spacemap[i - 3];
+    if (!zv_bp_is_hole (&dn->dn_root) && dn->dn_root.bp_birth > txg) {
+      unsigned obj = i == 0 ? ZV_OBJ_VOLUME : i < 3 ? ZV_OBJ_DEFER0 + i - 1
+        : ZV_OBJ_SPACEMAP0 + i - 3;
+      zv_error ("%s: object %u's root block is born in txg %" PRIu64
+                ", after the objset", what, obj, dn->dn_root.bp_birth);
+      r = -EIO;
+      goto out;
+    }
   }
   pool_setup (p, pc);
   for (unsigned d = 0; d < spa->spa_ndevs && r == 0; d++) {
@@ -1029,7 +1088,7 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   }
   if (r < 0)
     goto out;
-  r = pool_check_zil (p, &os->os_zil);
+  r = pool_check_zil (p, &os->os_zil, txg);
   if (r < 0)
     goto out;
   p->p_ds.ds_zil_hdr = os->os_zil;
@@ -1042,6 +1101,20 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
                  || os->os_volume.dn_nblocks != want.dn_nblocks
                  || os->os_volume.dn_nlevels != want.dn_nlevels)) {
     zv_error ("volume: shape does not match the pool configuration");
+    r = -EIO;
+  }
+  /* The sync stores the configuration's size (pool_sync_meta); the
+   * volume is served at that size, so any other is not this pool's. */
+  if (r == 0 && os->os_volume.dn_size != want.dn_size) {
+    zv_error ("volume: size does not match the pool configuration (%"
+              PRIu64 " bytes, configuration %" PRIu64 ")",
+              os->os_volume.dn_size, want.dn_size);
+    r = -EIO;
+  }
+  if (r == 0 && !zv_bp_is_hole (&os->os_volume.dn_root)
+      && os->os_volume.dn_root.bp_fill > want.dn_nblocks) {
+    zv_error ("volume: root pointer counts %" PRIu64 " blocks of %" PRIu64,
+              os->os_volume.dn_root.bp_fill, want.dn_nblocks);
     r = -EIO;
   }
   if (r < 0)

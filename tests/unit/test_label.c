@@ -482,8 +482,18 @@ test_config_check (void **state)
   UT_ACCEPT ((cf.cf_ndevs = ZV_MAX_DEVS,
               ({ for (unsigned i = 0; i < ZV_MAX_DEVS; i++)
                    cf.cf_dev_sizes[i] = 32 * MiB; }),
-              cf.cf_dev_index = ZV_MAX_DEVS - 1,
+              cf.cf_dev_index = ZV_MAX_DEVS - 1, cf.cf_dev_size = 32 * MiB,
               cf.cf_dev_guids[ZV_MAX_DEVS - 1] = cf.cf_dev_guid));
+  /* this device's size: its table entry, nothing else */
+  UT_REJECT (cf.cf_dev_size = 0);
+  UT_REJECT (cf.cf_dev_size = 1ull << 50);
+  UT_REJECT (cf.cf_dev_size -= ZV_SECTOR);
+  UT_REJECT (cf.cf_dev_size = cf.cf_dev_sizes[0]);
+  UT_REJECT ((cf.cf_dev_size = 1ull << 50, cf.cf_dev_sizes[1] = 1ull << 57));
+  /* the log device's size, when there is one */
+  UT_REJECT ((cf.cf_log_guid = 0x10, cf.cf_log_size = 0));
+  UT_REJECT ((cf.cf_log_guid = 0x10, cf.cf_log_size = 32 * MiB + 512));
+  UT_ACCEPT ((cf.cf_log_guid = 0x10, cf.cf_log_size = 32 * MiB));
 #undef UT_REJECT
 #undef UT_ACCEPT
 }
@@ -953,6 +963,10 @@ ut_fz_check (ut_pool_t *p, ut_fz_blk_t *blks, zv_ub_cand_t *c, bool configs)
     for (unsigned i = 0; i < UT_FZ_BLOCKS; i++) {
       const ut_fz_blk_t *b = &blks[i];
       uint64_t m;
+      /* An uberblock that verifies marks a pool too (damaged labels). */
+      if (b->fb_dev == d && b->fb_slot != 0
+          && zv_label_verify_ub ((const void *) b->fb_shadow, b->fb_off))
+        magic = true;
       if (b->fb_dev != d || b->fb_slot != 0)
         continue;
       intact += ut_fz_intact (b);

@@ -114,7 +114,7 @@ test_create_refuses_pool (void **state)
   assert_int_equal (tl_file_flip (dev, DEV_SIZE - ZV_LABEL_SIZE + 64), 0);
   h = tl_hash_file (dev);
   assert_int_equal (tl_pool_open (&pc, &p), -EEXIST);
-  assert_true (tl_log_has ("damaged pool labels"));
+  assert_true (tl_log_has ("holds a damaged pool"));
   assert_int_equal (tl_hash_file (dev), h);
   tl_log_reset (false);
 }
@@ -540,6 +540,364 @@ test_damaged_config (void **state)
   p = NULL;
   assert_true (tl_pool_open (&pc, &p) < 0);
   assert_null (p);
+  tl_log_reset (false);
+}
+
+/* ---- hostile fields that verify: each must stop the import ---- */
+
+/*
+ * These tests change one field of an on-disk structure and seal it again,
+ * so that every checksum verifies and only the field's meaning is wrong
+ * (damage the checksums would not catch: a bug that wrote the wrong
+ * value, or a forged device).  Configuration blocks and uberblocks are
+ * resealed with label.c's seals; an objset or indirect block is rewritten
+ * in both its copies with its parent pointer's checksum updated, up to
+ * the uberblock.
+ */
+
+/* A pool with a few txgs and data under an indirect root: the newest
+ * txg can be damaged and an older one is left to rewind to. */
+static void
+hostile_pool (const char *dev)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_write (tl_vol (p), NULL, 0, 256 * 1024, 0xa, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  tl_vol_write (tl_vol (p), NULL, 4 * MiB, 256 * 1024, 0xb, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
+}
+
+/* The newest uberblock of a one-device pool. */
+static zv_uberblock_phys_t
+newest_ub (const char *dev)
+{
+  zv_uberblock_phys_t ubs[2 * ZV_UB_COUNT], best;
+  int n = read_ubs (dev, DEV_SIZE, ubs, 2 * ZV_UB_COUNT);
+
+  assert_true (n > 0);
+  best = ubs[0];
+  for (int i = 1; i < n; i++)
+    if (ubs[i].ub_txg > best.ub_txg)
+      best = ubs[i];
+  return best;
+}
+
+/* Seal ub into its slot of both labels. */
+static void
+reseal_ub (const char *dev, const zv_uberblock_phys_t *ub)
+{
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t off = zv_label_offset (DEV_SIZE, l) + ZV_UB_RING_OFFSET
+      + (ub->ub_txg % ZV_UB_COUNT) * ZV_UB_SIZE;
+    zv_uberblock_phys_t copy = *ub;
+    zv_label_seal_ub (&copy, off);
+    assert_int_equal (tl_file_pwrite (dev, &copy, sizeof copy, off), 0);
+  }
+}
+
+/* Read the block bp names (its first copy). */
+static void *
+read_bp (const char *dev, const zv_blkptr_t *bp)
+{
+  void *buf = calloc (1, bp->bp_psize);
+
+  assert_non_null (buf);
+  assert_int_equal (ZV_DVA_VDEV (bp->bp_dva[0]), 0);
+  assert_int_equal (tl_file_pread (dev, buf, bp->bp_psize,
+                                   ZV_DVA_OFFSET (bp->bp_dva[0])), 0);
+  return buf;
+}
+
+/* Write buf as the new content of every copy of bp, and bp's checksum. */
+static void
+rewrite_bp (const char *dev, zv_blkptr_t *bp, const void *buf, uint64_t guid)
+{
+  zv_cksum_compute (buf, bp->bp_psize, guid, &bp->bp_cksum);
+  for (unsigned c = 0; c < bp->bp_ncopies; c++) {
+    assert_int_equal (ZV_DVA_VDEV (bp->bp_dva[c]), 0);
+    assert_int_equal (tl_file_pwrite (dev, buf, bp->bp_psize,
+                                      ZV_DVA_OFFSET (bp->bp_dva[c])), 0);
+  }
+}
+
+typedef void (*os_edit_fn) (const char *dev, uint64_t guid,
+                            zv_objset_phys_t *os, uint64_t arg);
+
+/* Change the newest objset with fn and reseal it and its uberblock;
+ * returns that txg. */
+static uint64_t
+edit_newest_objset (const char *dev, os_edit_fn fn, uint64_t arg)
+{
+  zv_uberblock_phys_t ub = newest_ub (dev);
+  zv_objset_phys_t *os = read_bp (dev, &ub.ub_rootbp);
+
+  fn (dev, ub.ub_pool_guid, os, arg);
+  rewrite_bp (dev, &ub.ub_rootbp, os, ub.ub_pool_guid);
+  free (os);
+  reseal_ub (dev, &ub);
+  return ub.ub_txg;
+}
+
+/* Import: the damaged txg is refused with 'msg', and the pool rewinds. */
+static void
+expect_refused_txg (const char *dev, uint64_t bad_txg, const char *msg)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  if (!tl_log_has (msg))
+    fail_msg ("import of txg %" PRIu64 " did not say \"%s\"", bad_txg, msg);
+  assert_true (tl_log_has ("rewound"));
+  assert_true (zv_txg_last_synced (zv_pool_txg (p)) < bad_txg);
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_log_reset (false);
+}
+
+/* The root pointer's fields, in the uberblock. */
+static void
+test_hostile_rootbp (void **state)
+{
+  static const struct {
+    const char *name;
+    unsigned field;
+    uint64_t value;
+  } cases[] = {
+    { "birth", 0, 1000 }, { "lsize", 1, 8192 }, { "level", 2, 1 },
+    { "fill", 3, 0 }, { "fill", 3, 1000 }, { "comp", 4, 1 },
+  };
+  char path[512];
+
+  (void) state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *dev = tl_path (path, sizeof path, "h-rootbp");
+    zv_uberblock_phys_t ub;
+    zv_blkptr_t *bp = &ub.ub_rootbp;
+
+    hostile_pool (dev);
+    ub = newest_ub (dev);
+    switch (cases[i].field) {
+    case 0: bp->bp_birth += cases[i].value; break;
+    case 1: bp->bp_lsize = (uint32_t) cases[i].value; break;
+    case 2: bp->bp_level = (uint8_t) cases[i].value; break;
+    case 3: bp->bp_fill = cases[i].value; break;
+    case 4: bp->bp_comp = (uint8_t) cases[i].value; break;
+    }
+    reseal_ub (dev, &ub);
+    print_message ("  root pointer %s\n", cases[i].name);
+    expect_refused_txg (dev, ub.ub_txg, "invalid root pointer");
+  }
+}
+
+/* The volume's size field, and its root pointer's birth. */
+static void
+os_set_volsize (const char *dev, uint64_t guid, zv_objset_phys_t *os,
+                uint64_t v)
+{
+  os->os_volume.dn_size = v;
+}
+
+static void
+os_set_volroot_birth (const char *dev, uint64_t guid, zv_objset_phys_t *os,
+                      uint64_t v)
+{
+  os->os_volume.dn_root.bp_birth = os->os_txg + v;
+}
+
+static void
+test_hostile_volume (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-vol");
+  uint64_t txg;
+
+  (void) state;
+  /* Same number of blocks, a smaller size. */
+  hostile_pool (dev);
+  txg = edit_newest_objset (dev, os_set_volsize, 8 * MiB - 512);
+  expect_refused_txg (dev, txg, "size does not match");
+  hostile_pool (dev);
+  txg = edit_newest_objset (dev, os_set_volsize, 1ull << 50);
+  expect_refused_txg (dev, txg, "size does not match");
+  /* A root born after the txg that names it. */
+  hostile_pool (dev);
+  txg = edit_newest_objset (dev, os_set_volroot_birth, 5);
+  expect_refused_txg (dev, txg, "born in txg");
+}
+
+/* An indirect block's header txg: the writer stores its pointer's birth. */
+static void
+os_set_ind_txg (const char *dev, uint64_t guid, zv_objset_phys_t *os,
+                uint64_t delta)
+{
+  zv_blkptr_t *root = &os->os_volume.dn_root;
+  zv_mblk_hdr_t *h;
+
+  assert_int_equal (root->bp_type, ZV_BT_INDIRECT);
+  h = read_bp (dev, root);
+  assert_int_equal (h->mh_type, ZV_BT_INDIRECT);
+  assert_int_equal (h->mh_txg, root->bp_birth);  /* what the writer stores */
+  h->mh_txg = root->bp_birth + delta;
+  rewrite_bp (dev, root, h, guid);
+  free (h);
+}
+
+static void
+test_hostile_indirect (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-ind");
+  uint64_t txg;
+
+  (void) state;
+  hostile_pool (dev);
+  txg = edit_newest_objset (dev, os_set_ind_txg, 7);
+  expect_refused_txg (dev, txg, "header txg");
+  hostile_pool (dev);
+  txg = edit_newest_objset (dev, os_set_ind_txg, (uint64_t) -1);
+  expect_refused_txg (dev, txg, "header txg");
+}
+
+/* The intent-log header: a claim txg or a head that cannot be. */
+static void
+os_set_zil (const char *dev, uint64_t guid, zv_objset_phys_t *os,
+            uint64_t which)
+{
+  zv_zil_header_t *zh = &os->os_zil;
+  uint64_t len = zh->zh_nslots * (uint64_t) zh->zh_blksz;
+
+  switch (which) {
+  case 0: zh->zh_claim_txg = UINT64_MAX - 5; break;
+  case 1: zh->zh_claim_txg = os->os_txg + 1; break;
+  case 2: zh->zh_head_pos = (UINT64_MAX / len) * len; break;
+  case 3: zh->zh_head_seq = UINT64_MAX; break;
+  }
+}
+
+static void
+test_hostile_zil (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-zil");
+
+  (void) state;
+  for (uint64_t w = 0; w < 4; w++) {
+    uint64_t txg;
+    hostile_pool (dev);
+    txg = edit_newest_objset (dev, os_set_zil, w);
+    print_message ("  log header case %" PRIu64 "\n", w);
+    expect_refused_txg (dev, txg, "intent log header");
+  }
+}
+
+/* The configuration's device sizes (field 0: this device's, 1: its table
+ * entry, 2: both): reseal both copies and import. */
+static void
+edit_config (const char *dev, unsigned field, uint64_t value)
+{
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t off = zv_label_offset (DEV_SIZE, l);
+    zv_config_phys_t cf;
+    assert_int_equal (tl_file_pread (dev, &cf, sizeof cf, off), 0);
+    assert_true (zv_label_verify_config (&cf, off));
+    if (field != 1)
+      cf.cf_dev_size = value;
+    if (field != 0)
+      cf.cf_dev_sizes[0] = value;
+    zv_label_seal_config (&cf, off);
+    assert_int_equal (tl_file_pwrite (dev, &cf, sizeof cf, off), 0);
+  }
+}
+
+static void
+test_hostile_config (void **state)
+{
+  static const struct {
+    unsigned field;
+    uint64_t value;
+    const char *msg;
+  } cases[] = {
+    { 0, 0, "size of this device" },
+    { 0, 1ull << 50, "size of this device" },
+    { 0, DEV_SIZE - ZV_SECTOR, "size of this device" },
+    { 0, DEV_SIZE + 1, "size of this device" },
+    { 1, DEV_SIZE - ZV_SECTOR, "size of this device" },
+    { 1, 1ull << 50, "size of this device" },
+    { 2, 1ull << 50, "more than the device has" },
+    { 2, 0, "size of device 0" },
+  };
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-cfg");
+
+  (void) state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    zvol_pool_config_t pc;
+    zvol_pool_t *p = NULL;
+
+    make_pool (dev, DEV_SIZE, 8 * MiB);
+    edit_config (dev, cases[i].field, cases[i].value);
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
+    tl_log_reset (true);
+    print_message ("  config case %zu\n", i);
+    assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
+    assert_null (p);
+    if (!tl_log_has (cases[i].msg))
+      fail_msg ("config case %zu did not say \"%s\"", i, cases[i].msg);
+    tl_log_reset (false);
+  }
+}
+
+/*
+ * Both configuration blocks zeroed, the uberblocks and the tree intact:
+ * the device holds a pool with damaged labels.  Import must say so (with
+ * the pool's guid, from an uberblock) and must not suggest create, and
+ * create must refuse the device and write nothing.
+ */
+static void
+test_labels_zeroed_pool (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-nocfg");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint8_t zero[ZV_CONFIG_SIZE];
+  char guid[32];
+  uint64_t h;
+
+  (void) state;
+  make_pool (dev, DEV_SIZE, 8 * MiB);
+  snprintf (guid, sizeof guid, "%016" PRIx64, newest_ub (dev).ub_pool_guid);
+  memset (zero, 0, sizeof zero);
+  for (unsigned l = 0; l < ZV_NLABELS; l++)
+    assert_int_equal (tl_file_pwrite (dev, zero, sizeof zero,
+                                      zv_label_offset (DEV_SIZE, l)), 0);
+  h = tl_hash_file (dev);
+
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (true);
+  assert_true (tl_pool_open (&pc, &p) < 0);
+  assert_null (p);
+  assert_false (tl_log_has ("create=true"));
+  assert_false (tl_log_has ("not a pool device"));
+  assert_true (tl_log_has ("labels are damaged"));
+  assert_true (tl_log_has (guid));
+
+  tl_log_reset (true);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  assert_int_equal (tl_pool_open (&pc, &p), -EEXIST);
+  assert_null (p);
+  assert_true (tl_log_has ("holds a damaged pool"));
+  assert_true (tl_log_has (guid));
+  assert_int_equal (tl_hash_file (dev), h);
   tl_log_reset (false);
 }
 
@@ -1046,6 +1404,12 @@ main (void)
     tl_test (test_duplicate_device),
     tl_test (test_rewind),
     tl_test (test_damaged_config),
+    tl_test (test_hostile_rootbp),
+    tl_test (test_hostile_volume),
+    tl_test (test_hostile_indirect),
+    tl_test (test_hostile_zil),
+    tl_test (test_hostile_config),
+    tl_test (test_labels_zeroed_pool),
     tl_test (test_ebusy),
     tl_test (test_txg_history),
     tl_test (test_deferred_free_rule),
