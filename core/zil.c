@@ -1476,7 +1476,8 @@ zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
   zv_cksum_t ck;
   bool same;
 
-  qsort (cl->cl_ent, cl->cl_n, sizeof *cl->cl_ent, zil_claim_ent_cmp);
+  if (cl->cl_n > 1)             /* cl_ent is NULL when empty */
+    qsort (cl->cl_ent, cl->cl_n, sizeof *cl->cl_ent, zil_claim_ent_cmp);
   for (size_t i = 1; i < cl->cl_n; i++) {
     uint64_t p = cl->cl_ent[i - 1].ce_dva, q = cl->cl_ent[i].ce_dva;
     if (ZV_DVA_VDEV (p) == ZV_DVA_VDEV (q) && q - p < bs) {
