@@ -621,6 +621,35 @@ zv_alloc_defer_cancel (zv_alloc_t *a, uint64_t dva, uint32_t size)
   return taken;
 }
 
+/* Every sector of the extent clear, or inside a pending deferred free. */
+bool
+zv_alloc_may_claim (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+  bool ok = true;
+
+  if (!alloc_extent (a, dva, size, &d, &b, &n))
+    return false;
+  alloc_lock (a);
+  for (uint64_t i = 0; i < n && ok; i++) {
+    uint64_t bit = b + i, sec = dva + i * ZV_SECTOR;
+    if ((d->ad_map[bit / 64] & (1ull << (bit % 64))) == 0)
+      continue;
+    ok = false;
+    for (unsigned l = 0; l < ZV_ALLOC_NLISTS && !ok; l++) {
+      const zv_alloc_defer_list_t *dl = &a->a_defer[l];
+      for (size_t j = 0; j < dl->dl_count && !ok; j++) {
+        const zv_alloc_defer_ent_t *e = &dl->dl_ents[j];
+        ok = ZV_DVA_VDEV (e->de_dva) == ZV_DVA_VDEV (sec)
+          && e->de_dva <= sec && sec < e->de_dva + e->de_size;
+      }
+    }
+  }
+  alloc_unlock (a);
+  return ok;
+}
+
 /* Free when the sync of txg + ZV_TXG_DEFER begins; the block must be live. */
 void
 zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,

@@ -83,6 +83,10 @@ void zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg,
 /* Take an extent out of the pending deferred frees (the caller frees it
  * later); returns the bytes taken out. */
 uint64_t zv_alloc_defer_cancel (zv_alloc_t *a, uint64_t dva, uint32_t size);
+/* May the intent log claim [dva, dva+size)?  True when every sector is
+ * free or on a pending deferred-free list: space that is allocated and
+ * live belongs to the synced tree, not to a log record. */
+bool zv_alloc_may_claim (zv_alloc_t *a, uint64_t dva, uint32_t size);
 /* Import: re-queue a persisted defer list entry (bits must be set). */
 void zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
                           uint32_t size);

@@ -161,10 +161,15 @@ typedef struct zv_zil_header {
   uint64_t zh_guid;          /* this chain's incarnation: seeds checksums */
   uint64_t zh_head_seq;      /* oldest block that may hold unsynced records */
   uint64_t zh_claim_txg;     /* replay pending: records above this txg */
-  uint64_t zh_flags;
+  uint64_t zh_flags;         /* ZV_ZH_F_* */
   uint64_t zh_head_pos;      /* logical byte position of the head block */
-  uint64_t zh_reserved[7];
+  uint64_t zh_claim_count;   /* in-place blocks the claim took (with flag) */
+  zv_cksum_t zh_claim_cksum; /* of their sorted addresses (with flag) */
+  uint64_t zh_reserved[4];
 } zv_zil_header_t;
+/* zh_claim_count and zh_claim_cksum describe the blocks claimed at
+ * zh_claim_txg: a later claim or the replay owns exactly those. */
+#define ZV_ZH_F_CLAIM_SET 1ull
 static_assert (sizeof (zv_zil_header_t) == 128, "zil header is 128 bytes");
 
 /*

@@ -1217,6 +1217,8 @@ pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
   return 0;
 }
 
+static bool pool_space_live (void *arg, uint64_t dva, uint32_t size);
+
 /*
  * A read-write import claims what the datasets' intent logs hold before
  * anything can sync: the in-place blocks their records point at become
@@ -1229,12 +1231,75 @@ static int
 pool_claim_logs (zv_pool_t *p)
 {
   int r = zv_zil_claim (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
-                        p->p_synced_txg);
+                        p->p_synced_txg, p->p_ds.ds_blksz,
+                        p->p_ds.ds_volsize, pool_space_live, p);
 
   if (r < 0)
     zv_error ("pool '%s': claiming the intent log of '%s' failed: %s",
               p->p_name, p->p_ds.ds_name, strerror (-r));
   return r < 0 ? r : 0;
+}
+
+/* Is [dva, dva+size) used by the synced tree?  For the log's claim: an
+ * in-place block the bitmap shows allocated may still be the record's
+ * (a sync that ran beside the write stored the bit), but never space the
+ * objset of the imported txg reaches.  Walks the tree: only for such a
+ * block, which only a crash leaves. */
+typedef struct pool_live {
+  uint64_t pl_dva;
+  uint32_t pl_size;
+} pool_live_t;
+
+static bool
+pool_overlaps (const pool_live_t *pl, uint64_t dva, uint32_t size)
+{
+  return dva != 0 && ZV_DVA_VDEV (dva) == ZV_DVA_VDEV (pl->pl_dva)
+    && dva < pl->pl_dva + pl->pl_size && pl->pl_dva < dva + size;
+}
+
+static int
+pool_live_fn (void *arg, const zv_blkptr_t *bp, unsigned level,
+              uint64_t blkid, const void *data)
+{
+  const pool_live_t *pl = arg;
+
+  for (unsigned c = 0; c < bp->bp_ncopies && c < 2; c++)
+    if (pool_overlaps (pl, bp->bp_dva[c], bp->bp_psize))
+      return 1;
+  return 0;
+}
+
+static bool
+pool_space_live (void *arg, uint64_t dva, uint32_t size)
+{
+  zv_pool_t *p = arg;
+  const zv_blkptr_t *rbp = &p->p_objset_bp;
+  const zv_zil_header_t *zh = &p->p_ds.ds_zil_hdr;
+  pool_live_t pl = { dva, size };
+  zv_objset_phys_t *os;
+  int r;
+
+  if (pool_live_fn (&pl, rbp, 0, 0, NULL)
+      || pool_overlaps (&pl, zh->zh_ring_dva,
+                        (uint32_t) ZV_MIN (zh->zh_nslots
+                                           * (uint64_t) zh->zh_blksz,
+                                           UINT32_MAX)))
+    return true;
+  os = zv_buf_alloc (ZV_OBJSET_SIZE);
+  r = zv_zio_read (&p->p_spa, rbp, os, "objset");
+  if (r == 0)
+    r = zv_dmu_walk (&p->p_spa, ZV_OBJ_VOLUME, &os->os_volume, false,
+                     pool_live_fn, &pl);
+  for (unsigned i = 0; i < 2 && r == 0; i++)
+    if (os->os_defer[i].dn_type != 0)
+      r = zv_dmu_walk (&p->p_spa, ZV_OBJ_DEFER0 + i, &os->os_defer[i], false,
+                       pool_live_fn, &pl);
+  for (unsigned i = 0; i < p->p_spa.spa_ndevs && r == 0; i++)
+    if (os->os_spacemap[i].dn_type != 0)
+      r = zv_dmu_walk (&p->p_spa, ZV_OBJ_SPACEMAP0 + i, &os->os_spacemap[i],
+                       false, pool_live_fn, &pl);
+  zv_buf_free (os);
+  return r != 0;              /* an error: assume live, refuse the claim */
 }
 
 /* Create or import. */

@@ -1305,18 +1305,109 @@ zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
   return 0;
 }
 
-/* In-place blocks named by the records to replay (see zil_claim_block). */
+/*
+ * Records are hostile data.  A log block whose checksum verifies was
+ * written whole, so a record in it that makes no sense is a bug or a
+ * forgery, not a torn write: it fails the import with EIO and says which
+ * record and why, before anything is claimed (docs/design.md, "Replay
+ * ends").  The claim at import and the replay check records by the same
+ * rules (zil_record_check, zv_zil_ind_check, zil_claims_take).
+ */
+static int
+zil_bad_record (const zv_lr_t *lr, const char *why)
+{
+  zv_error ("intent log: record %" PRIu64 " (txg %" PRIu64 ", offset %"
+            PRIu64 ") %s; the import fails", lr->lr_seq, lr->lr_txg,
+            lr->lr_offset, why);
+  return -EIO;
+}
+
+/* The record at the start of 'room' bytes: its framing, type and flags;
+ * and, when it is to be replayed (txg > claim), its range. */
+static int
+zil_record_check (zv_zil_t *zl, const zv_lr_t *lr, uint32_t room,
+                  uint64_t claim)
+{
+  uint32_t payload;
+
+  if (lr->lr_reclen < sizeof (zv_lr_t) || lr->lr_reclen % 8 != 0
+      || lr->lr_reclen > room) {
+    zv_error ("intent log: malformed record in a verified block; "
+              "replay stops here");
+    return -EIO;
+  }
+  payload = lr->lr_reclen - sizeof (zv_lr_t);
+  /* A flag this code does not know would change what the record
+   * means: replaying it without would not be the acknowledged state. */
+  if ((lr->lr_type == ZV_LR_WRITE && lr->lr_length > payload)
+      || (lr->lr_type == ZV_LR_WRITE_IND
+          && payload < sizeof (zv_blkptr_t))
+      || lr->lr_type > ZV_LR_ZERO
+      || (lr->lr_flags & ~(lr->lr_type == ZV_LR_ZERO
+                           ? ZV_LR_F_ZERO_ALLOC : 0)) != 0) {
+    zv_error ("intent log: record %" PRIu64 " is inconsistent; replay "
+              "stops here", lr->lr_seq);
+    return -EIO;
+  }
+  if (lr->lr_type != ZV_LR_NOP && lr->lr_txg > claim
+      && zl->zl_ops.zo_volsize != 0
+      && (lr->lr_offset > zl->zl_ops.zo_volsize
+          || lr->lr_length > zl->zl_ops.zo_volsize - lr->lr_offset))
+    return zil_bad_record (lr, "is past the end of the volume");
+  return 0;
+}
+
+int
+zv_zil_ind_check (zv_spa_t *spa, const zv_lr_t *lr, const zv_blkptr_t *bp,
+                  uint32_t blksz)
+{
+  char why[192];
+
+  why[0] = '\0';
+  if (lr->lr_length != blksz || lr->lr_offset % blksz != 0)
+    snprintf (why, sizeof why, "covers %" PRIu64 " bytes, not one volume "
+              "block of %" PRIu32 " with its in-place block", lr->lr_length,
+              blksz);
+  else if (zv_bp_is_hole (bp))
+    snprintf (why, sizeof why, "names an in-place block pointer that is "
+              "a hole");
+  else if (bp->bp_ncopies != 1)
+    snprintf (why, sizeof why, "names an in-place block of %u copies, "
+              "not 1", bp->bp_ncopies);
+  else if (bp->bp_level != 0)
+    snprintf (why, sizeof why, "names an in-place block at level %u, "
+              "not 0", bp->bp_level);
+  else if (bp->bp_type != ZV_BT_VOLDATA)
+    snprintf (why, sizeof why, "names an in-place block of type %u, not "
+              "volume data", bp->bp_type);
+  else if (bp->bp_psize != blksz || bp->bp_lsize != blksz)
+    snprintf (why, sizeof why, "names an in-place block of size %" PRIu32
+              "/%" PRIu32 ", not the volume block size %" PRIu32,
+              bp->bp_psize, bp->bp_lsize, blksz);
+  else if (zv_zio_bp_check (spa, bp, "intent log record") < 0)
+    snprintf (why, sizeof why, "names an in-place block outside the "
+              "pool's data area");
+  return why[0] ? zil_bad_record (lr, why) : 0;
+}
+
+/* In-place blocks named by the records to replay (see zil_claim_block):
+ * each with the first record that names it, for the messages. */
+typedef struct zil_claim_ent {
+  uint64_t ce_dva;
+  zv_lr_t ce_lr;
+} zil_claim_ent_t;
+
 typedef struct zil_claims {
-  uint64_t *cl_dva;
+  zil_claim_ent_t *cl_ent;
   size_t cl_n, cl_cap;
 } zil_claims_t;
 
 /*
- * Pass 1 of replay, per block: mark every in-place data block that a
- * record to replay points at as allocated, before replay's own writes
- * can allocate over it (the bitmap on disk may predate it).
+ * Pass 1 of the claim, per block: check every record, and collect the
+ * in-place blocks that records to replay point at.  Nothing is claimed
+ * here: zil_claims_take does that once the whole chain passed.
  */
-static void
+static int
 zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
                  uint64_t claim, zil_claims_t *cl)
 {
@@ -1324,36 +1415,113 @@ zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
 
   while (pos + sizeof (zv_lr_t) <= nused) {
     const zv_lr_t *lr = (const zv_lr_t *) (recs + pos);
-    if (lr->lr_reclen < sizeof (zv_lr_t) || lr->lr_reclen % 8 != 0
-        || lr->lr_reclen > nused - pos)
-      return;                   /* pass 2 reports it */
-    if (lr->lr_type == ZV_LR_WRITE_IND && lr->lr_txg > claim
-        && lr->lr_reclen >= sizeof (zv_lr_t) + sizeof (zv_blkptr_t)) {
+    int r = zil_record_check (zl, lr, nused - pos, claim);
+
+    if (r < 0)
+      return r;
+    if (lr->lr_type == ZV_LR_WRITE_IND && lr->lr_txg > claim) {
       zv_blkptr_t bp;
+      bool dup = false;
+
       memcpy (&bp, lr + 1, sizeof bp);
-      if (zv_zio_bp_check (zl->zl_spa, &bp, "intent log record") == 0
-          && !zv_bp_is_hole (&bp) && bp.bp_ncopies == 1) {
-        bool dup = false;
-        for (size_t i = 0; i < cl->cl_n && !dup; i++)
-          dup = cl->cl_dva[i] == bp.bp_dva[0];
-        if (!dup) {
-          ZV_GROW (cl->cl_dva, cl->cl_n, cl->cl_cap, 64);
-          cl->cl_dva[cl->cl_n++] = bp.bp_dva[0];
-          /* The space may be free on disk, or on its way to being free
-           * (a deferred free of an older txg that reused it): either way
-           * it must stay put until the record is applied, and be freed
-           * once, by us, after replay. */
-          (void) zv_alloc_defer_cancel (zl->zl_spa->spa_alloc, bp.bp_dva[0],
-                                        bp.bp_psize);
-          if (!zv_alloc_is_allocated (zl->zl_spa->spa_alloc, bp.bp_dva[0],
-                                      bp.bp_psize))
-            zv_alloc_claim (zl->zl_spa->spa_alloc, bp.bp_dva[0],
-                            bp.bp_psize);
-        }
+      r = zv_zil_ind_check (zl->zl_spa, lr, &bp, zl->zl_ops.zo_blksz);
+      if (r < 0)
+        return r;
+      for (size_t i = 0; i < cl->cl_n && !dup; i++)
+        dup = cl->cl_ent[i].ce_dva == bp.bp_dva[0];
+      if (!dup) {
+        ZV_GROW (cl->cl_ent, cl->cl_n, cl->cl_cap, 64);
+        cl->cl_ent[cl->cl_n++] = (zil_claim_ent_t) { bp.bp_dva[0], *lr };
       }
     }
     pos += lr->lr_reclen;
   }
+  return 0;
+}
+
+static int
+zil_claim_ent_cmp (const void *a, const void *b)
+{
+  uint64_t x = ((const zil_claim_ent_t *) a)->ce_dva;
+  uint64_t y = ((const zil_claim_ent_t *) b)->ce_dva;
+
+  return x < y ? -1 : x > y;
+}
+
+/*
+ * Pass 2 of the claim: the ownership rule, then the claims.  A record
+ * may own an in-place block only when its space is free in the
+ * allocator as imported, or on a pending deferred-free list (a deferred
+ * free of an older txg whose space the in-place write reused before the
+ * crash): space that is allocated and live (the objset, an indirect
+ * block, a space map, a volume block of the synced tree, the log ring)
+ * would be freed after replay while still in use.  Space the bitmap
+ * shows allocated is the record's too when the synced tree does not
+ * use it (the import's 'live' walk): a txg sync that ran while the
+ * in-place write was allocated stored its bit.  One more case is
+ * sound: a claim already made (zh_claim_txg set, by this import or an
+ * earlier one that synced it and crashed before the replay) left its
+ * blocks allocated, so they are taken again only when the chain names
+ * exactly the set that claim recorded (ZV_ZH_F_CLAIM_SET: count and
+ * checksum of the sorted addresses).  Nothing is claimed unless every
+ * block passes; on success the header records the set.
+ */
+static int
+zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
+                 uint64_t claim, zv_zil_live_fn live, void *live_arg)
+{
+  zv_alloc_t *a = zl->zl_spa->spa_alloc;
+  uint32_t bs = zl->zl_ops.zo_blksz;
+  uint64_t *dvas;
+  zv_cksum_t ck;
+  bool same;
+
+  if (cl->cl_n > 1)             /* cl_ent is NULL when empty */
+    qsort (cl->cl_ent, cl->cl_n, sizeof *cl->cl_ent, zil_claim_ent_cmp);
+  for (size_t i = 1; i < cl->cl_n; i++) {
+    uint64_t p = cl->cl_ent[i - 1].ce_dva, q = cl->cl_ent[i].ce_dva;
+    if (ZV_DVA_VDEV (p) == ZV_DVA_VDEV (q) && q - p < bs) {
+      char why[128];
+      snprintf (why, sizeof why, "names an in-place block that overlaps "
+                "that of record %" PRIu64, cl->cl_ent[i - 1].ce_lr.lr_seq);
+      return zil_bad_record (&cl->cl_ent[i].ce_lr, why);
+    }
+  }
+  dvas = zv_calloc (cl->cl_n + 1, sizeof *dvas);
+  for (size_t i = 0; i < cl->cl_n; i++)
+    dvas[i] = cl->cl_ent[i].ce_dva;
+  memset (&ck, 0, sizeof ck);
+  zv_cksum_compute (dvas, cl->cl_n * sizeof *dvas, zh->zh_guid, &ck);
+  free (dvas);
+  same = zh->zh_claim_txg != 0 && (zh->zh_flags & ZV_ZH_F_CLAIM_SET)
+    && zh->zh_claim_count == cl->cl_n
+    && zv_cksum_equal (&zh->zh_claim_cksum, &ck);
+  for (size_t i = 0; i < cl->cl_n && !same; i++) {
+    uint64_t dva = cl->cl_ent[i].ce_dva;
+    if (!zv_alloc_may_claim (a, dva, bs)
+        && (live == NULL || live (live_arg, dva, bs))) {
+      char why[192];
+      snprintf (why, sizeof why, "names an in-place block (device %u "
+                "offset %" PRIu64 ") whose space is allocated and live, "
+                "not the record's to own", ZV_DVA_VDEV (dva),
+                ZV_DVA_OFFSET (dva));
+      return zil_bad_record (&cl->cl_ent[i].ce_lr, why);
+    }
+  }
+  for (size_t i = 0; i < cl->cl_n; i++) {
+    uint64_t dva = cl->cl_ent[i].ce_dva;
+    /* Free on disk, or on its way to being free: either way it must stay
+     * put until the record is applied, and be freed once, by the
+     * replay. */
+    (void) zv_alloc_defer_cancel (a, dva, bs);
+    if (!zv_alloc_is_allocated (a, dva, bs))
+      zv_alloc_claim (a, dva, bs);
+  }
+  zh->zh_claim_txg = claim;
+  zh->zh_claim_count = cl->cl_n;
+  zh->zh_claim_cksum = ck;
+  zh->zh_flags |= ZV_ZH_F_CLAIM_SET;
+  return 0;
 }
 
 /* Read block seq of the chain at dva and verify it: 0 with the length
@@ -1372,30 +1540,34 @@ zil_read_block (zv_zil_t *zl, uint64_t dva, uint64_t seq, uint8_t *buf,
 
 int
 zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
-              uint64_t imported_txg)
+              uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
+              zv_zil_live_fn live, void *live_arg)
 {
-  /* Only what the chain walk reads: the ring and where it lives. */
+  /* Only what the chain walk reads: the ring, where it lives, and the
+   * volume's geometry for the records' checks. */
   zv_zil_t zl = {
     .zl_spa = spa, .zl_logdev = logdev, .zl_hdr = *zh,
     .zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz,
+    .zl_ops = { .zo_blksz = blksz, .zo_volsize = volsize },
   };
   uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
   uint64_t dva = zil_pos_dva (&zl, zh->zh_head_pos), seq = zh->zh_head_seq;
   uint8_t *buf = zv_buf_get (zh->zh_blksz);
   zil_claims_t zc = { 0 };
   uint32_t nused;
-  int n;
+  int n, r = 0;
 
-  for (n = 0; (uint64_t) n < zl.zl_ring_size / ZV_SECTOR
+  for (n = 0; (uint64_t) n < zl.zl_ring_size / ZV_SECTOR && r == 0
          && zil_read_block (&zl, dva, seq, buf, &nused) == 0; n++, seq++) {
     dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
-    zil_claim_block (&zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
+    r = zil_claim_block (&zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
   }
   zv_buf_put (buf, zh->zh_blksz);
+  if (r == 0)
+    r = zil_claims_take (&zl, &zc, zh, claim, live, live_arg);
   /* Replay finds the same blocks again and frees them once applied. */
-  free (zc.cl_dva);
-  zh->zh_claim_txg = claim;
-  return n;
+  free (zc.cl_ent);
+  return r < 0 ? r : n;
 }
 
 /* Apply the records of one verified block (claim rule: txg > claim). */
@@ -1407,28 +1579,10 @@ zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
 
   while (pos + sizeof (zv_lr_t) <= nused) {
     const zv_lr_t *lr = (const zv_lr_t *) (recs + pos);
-    uint32_t payload;
-    int r;
+    int r = zil_record_check (zl, lr, nused - pos, claim);
 
-    if (lr->lr_reclen < sizeof (zv_lr_t) || lr->lr_reclen % 8 != 0
-        || lr->lr_reclen > nused - pos) {
-      zv_error ("intent log: malformed record in a verified block; "
-                "replay stops here");
-      return -EIO;
-    }
-    payload = lr->lr_reclen - sizeof (zv_lr_t);
-    /* A flag this code does not know would change what the record
-     * means: replaying it without would not be the acknowledged state. */
-    if ((lr->lr_type == ZV_LR_WRITE && lr->lr_length > payload)
-        || (lr->lr_type == ZV_LR_WRITE_IND
-            && payload < sizeof (zv_blkptr_t))
-        || lr->lr_type > ZV_LR_ZERO
-        || (lr->lr_flags & ~(lr->lr_type == ZV_LR_ZERO
-                             ? ZV_LR_F_ZERO_ALLOC : 0)) != 0) {
-      zv_error ("intent log: record %" PRIu64 " is inconsistent; replay "
-                "stops here", lr->lr_seq);
-      return -EIO;
-    }
+    if (r < 0)
+      return r;
     if (lr->lr_seq < *last_seq) {
       zv_error ("intent log: record order broken at %" PRIu64, lr->lr_seq);
       return -EIO;
@@ -1476,8 +1630,12 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
       if (zil_read_block (zl, dva, seq, buf, &nused) < 0)
         break;
       dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
-      if (pass == 1)
-        zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &cl);
+      if (pass == 1) {
+        r = zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
+                             &cl);
+        if (r < 0)
+          break;
+      }
       else {
         r = zil_replay_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
                               &last_seq, &applied);
@@ -1489,10 +1647,14 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
           break;
       }
     }
+    /* The whole chain passed: only now claim (idempotent: the import
+     * claimed the same set). */
+    if (pass == 1 && r == 0)
+      r = zil_claims_take (zl, &cl, zh, claim, NULL, NULL);
   }
   zv_buf_put (buf, zh->zh_blksz);
   if (r < 0) {
-    free (cl.cl_dva);
+    free (cl.cl_ent);
     zl->zl_replaying = false;
     return r;
   }
@@ -1506,12 +1668,13 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
     r = zv_txg_hold (zl->zl_tx, 0, &h);
     if (r == 0) {
       for (size_t i = 0; i < cl.cl_n; i++)
-        zv_alloc_free_defer (zl->zl_spa->spa_alloc, h.th_txg, cl.cl_dva[i],
+        zv_alloc_free_defer (zl->zl_spa->spa_alloc, h.th_txg,
+                             cl.cl_ent[i].ce_dva,
                              zl->zl_ops.zo_blksz);
       zv_txg_rele (zl->zl_tx, &h);
     }
   }
-  free (cl.cl_dva);
+  free (cl.cl_ent);
   /* Make the replayed changes durable under the old header... */
   if (applied > 0 || cl.cl_n > 0) {
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));

@@ -48,6 +48,7 @@ typedef struct zv_zil_ops {
    * says the log really ends before this record. */
   int (*zo_replay) (void *arg, const zv_lr_t *lr, const void *data);
   uint32_t zo_blksz;      /* the volume's block size */
+  uint64_t zo_volsize;    /* and its size: records must lie inside */
 } zv_zil_ops_t;
 
 typedef struct zv_zil_tunables {
@@ -107,11 +108,27 @@ int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg);
  * is *zh.  Marks allocated every in-place block that a record of a txg
  * after imported_txg points at, and sets zh_claim_txg (when not set
  * yet), so the replay applies the same records however many txgs sync
- * before it.  Returns the number of log blocks that verified, or a
- * negative errno.
+ * before it.  Every record is checked first, as the replay will
+ * (blksz and volsize are the volume's): a record that makes no sense, or
+ * an in-place block the record may not own (see zil.c,
+ * zil_claims_take; 'live' says whether space the bitmap shows allocated
+ * is used by the synced tree), fails with -EIO and a message naming the record,
+ * and nothing is claimed.  Returns the number of log blocks that
+ * verified, or a negative errno.
  */
+typedef bool (*zv_zil_live_fn) (void *arg, uint64_t dva, uint32_t size);
 int zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
-                  uint64_t imported_txg);
+                  uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
+                  zv_zil_live_fn live, void *live_arg);
+
+/*
+ * The block pointer of an in-place (ZV_LR_WRITE_IND) record, read from
+ * disk: one copy of one whole volume block (level 0, volume data, psize
+ * and lsize blksz) inside the pool's data area, never a hole.  -EIO with
+ * a message naming the record otherwise.  Ownership is the claim's.
+ */
+int zv_zil_ind_check (zv_spa_t *spa, const zv_lr_t *lr, const zv_blkptr_t *bp,
+                      uint32_t blksz);
 
 /* Statistics. */
 typedef struct zv_zil_stats {

@@ -650,12 +650,12 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
     zv_blkptr_t bp;
     void *buf;
     memcpy (&bp, data, sizeof bp);
-    if (lr->lr_length != zv->zv_blksz || lr->lr_offset % zv->zv_blksz
-        || bp.bp_psize != zv->zv_blksz || bp.bp_level != 0) {
-      zv_error ("intent log: indirect record %" PRIu64 " is inconsistent",
-                lr->lr_seq);
-      return -EIO;
-    }
+    /* Hostile data until checked whole: zv_zio_read takes only a
+     * pointer that is not a hole and lies inside the pool.  The claim
+     * checked ownership already. */
+    r = zv_zil_ind_check (zv_pool_spa (zv->zv_pool), lr, &bp, zv->zv_blksz);
+    if (r < 0)
+      return r;
     buf = zv_buf_get (zv->zv_blksz);
     r = zv_zio_read (zv_pool_spa (zv->zv_pool), &bp, buf,
                      "intent log block");
@@ -870,6 +870,7 @@ zvol_log_open (zvol_t *zv, const zvol_config_t *vc)
     .zo_write_block = zvol_log_write_block,
     .zo_replay = zvol_log_replay,
     .zo_blksz = zv->zv_blksz,
+    .zo_volsize = zv->zv_volsize,
   };
   int r;
 

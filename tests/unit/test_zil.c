@@ -20,6 +20,9 @@
  *                  still dropped as the ring fills: no writer spins
  *   hostile_log    corrupt and garbage log blocks: replay stops at the
  *                  first bad one; checksummed nonsense never crashes
+ *   hostile_ind    checksummed in-place records pointing at a hole, live
+ *                  metadata or data, the log ring, or of the wrong shape:
+ *                  the import fails with EIO and touches nothing
  *
  * Power cuts under load and during replay are in test_zil_crash.c; the
  * helpers both use are in ziltest.h.
@@ -1389,6 +1392,219 @@ test_hostile_log (void **state)
   unlink (work);
 }
 
+/*
+ * In-place records whose block pointer, under a valid checksum, names
+ * something the record cannot own: a hole, the objset of the last synced
+ * txg, a live indirect or data block of the synced tree, the log ring,
+ * or a pointer of the wrong shape.  Each read-write import must fail
+ * with EIO and say why, without an abort; nothing may be claimed, freed
+ * or written, so a read-only import still reads exactly the synced data
+ * and the next read-write import fails the same way.
+ */
+
+/* The pointer hi_edit puts into every in-place record of a block. */
+static zv_blkptr_t hi_target;
+
+static void
+hi_edit (zv_lr_t *lr0, uint32_t nused)
+{
+  uint32_t pos = 0;
+  int n = 0;
+
+  while (pos + sizeof (zv_lr_t) <= nused) {
+    zv_lr_t *lr = (zv_lr_t *) ((uint8_t *) lr0 + pos);
+    if (lr->lr_reclen < sizeof (zv_lr_t))
+      break;
+    if (lr->lr_type == ZV_LR_WRITE_IND) {
+      memcpy (lr + 1, &hi_target, sizeof hi_target);
+      n++;
+      break;                    /* the first one only */
+    }
+    pos += lr->lr_reclen;
+  }
+  assert_int_equal (n, 1);
+}
+
+/* Find a synced block pointer: the first L0 (level 0) or indirect one. */
+typedef struct hi_find {
+  unsigned hf_level;            /* 0: a data block; 1: an indirect */
+  zv_blkptr_t hf_bp;
+  bool hf_found;
+} hi_find_t;
+
+static int
+hi_find_fn (void *arg, const zv_blkptr_t *bp, unsigned level, uint64_t blkid,
+            const void *data)
+{
+  hi_find_t *hf = arg;
+
+  if (!hf->hf_found && bp->bp_level == hf->hf_level) {
+    hf->hf_bp = *bp;
+    hf->hf_found = true;
+  }
+  return 0;
+}
+
+/* Import read-only: the volume reads exactly the synced image. */
+static void
+hi_check_synced (const char *dev, const uint8_t *synced, uint64_t volsize,
+                 const char *what)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint8_t *img;
+
+  cfg (&pc, dev, NULL, false, 0);
+  pc.pc_readonly = true;
+  p = tl_pool_open_ok (&pc);
+  img = read_volume (tl_vol (p));
+  compare_images (img, synced, volsize, what);
+  free (img);
+  assert_int_equal (tl_pool_close (p), 0);
+}
+
+static void
+test_hostile_ind (void **state)
+{
+  const uint64_t volsize = 16 * MiB;
+  char dev[512], snap[512], work[512];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint8_t *synced, *shadow = calloc (1, volsize);
+  hl_block_t hb[16];
+  const zv_zil_header_t *zh;
+  zv_blkptr_t rootbp, ind, l0;
+  uint64_t ring_dva, ring_len, guid;
+  uint32_t vbs;
+  const char *only = getenv ("ZV_TEST_HOSTILE_IND_CASE");
+  int n;
+
+  assert_non_null (shadow);
+  tl_path (dev, sizeof dev, "hi.img");
+  tl_path (snap, sizeof snap, "hi-snap.img");
+  tl_path (work, sizeof work, "hi-work.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  cfg (&pc, dev, NULL, true, volsize);
+  cfg_no_txg (&pc);
+  p = tl_pool_open_ok (&pc);
+  rec_warm (p, shadow, volsize - BLK);
+  /* Synced data: live data blocks and indirect blocks. */
+  tl_vol_write (tl_vol (p), shadow, 8 * MiB, 256 * KiB, 31, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  /* Acknowledged through the log only, in place (no log device). */
+  tl_vol_write (tl_vol (p), shadow, 0, 65536, 32, ZVOL_FUA);
+  assert_true (tl_pool_stat_u64 (p, "zil_records_indirect") > 0);
+  crash_close (p);
+  copy_file (dev, snap);
+
+  /* What the last synced txg holds, from a read-only import. */
+  copy_file (snap, work);
+  cfg (&pc, work, NULL, false, 0);
+  pc.pc_readonly = true;
+  p = tl_pool_open_ok (&pc);
+  zh = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL));
+  guid = zh->zh_guid;
+  ring_dva = zh->zh_ring_dva;
+  ring_len = zh->zh_nslots * zh->zh_blksz;
+  assert_int_equal (ZV_DVA_VDEV (ring_dva), 0);
+  rootbp = *zv_pool_rootbp (p);
+  vbs = zv_pool_ds_blksz (zv_pool_ds_find (p, NULL));
+  {
+    zv_dnode_phys_t dn;
+    hi_find_t f0 = { .hf_level = 0 }, f1 = { .hf_level = 1 };
+    zv_dmu_object_phys (zv_pool_ds_object (zv_pool_ds_find (p, NULL)), &dn);
+    assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ZV_OBJ_VOLUME, &dn,
+                                   false, hi_find_fn, &f0), 0);
+    assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ZV_OBJ_VOLUME, &dn,
+                                   false, hi_find_fn, &f1), 0);
+    assert_true (f0.hf_found && f1.hf_found);
+    l0 = f0.hf_bp;
+    ind = f1.hf_bp;
+  }
+  synced = read_volume (tl_vol (p));
+  assert_true (zv_is_zero (synced, 65536));   /* only in the log */
+  assert_int_equal (tl_pool_close (p), 0);
+
+  n = hl_scan (snap, ZV_DVA_OFFSET (ring_dva), ring_len, hb, 16);
+  assert_true (n >= 1);
+
+  {
+    /* A pointer of the right shape: one copy, L0, volume data, the
+     * volume's block size; only its address is wrong. */
+    zv_blkptr_t shape = l0;
+    zv_blkptr_t hole, objset, live_ind, ring, psize, lsize, level, type,
+      copies;
+    hole = shape;               /* the right shape, no address */
+    hole.bp_dva[0] = 0;
+    objset = shape;
+    objset.bp_dva[0] = rootbp.bp_dva[0];
+    live_ind = shape;
+    live_ind.bp_dva[0] = ind.bp_dva[0];
+    ring = shape;
+    ring.bp_dva[0] = ring_dva;
+    psize = shape;
+    psize.bp_psize = vbs / 2;
+    lsize = shape;
+    lsize.bp_lsize = vbs * 2;
+    level = shape;
+    level.bp_level = 1;
+    type = shape;
+    type.bp_type = ZV_BT_INDIRECT;
+    copies = shape;
+    copies.bp_ncopies = 2;
+    copies.bp_dva[1] = rootbp.bp_dva[1] ? rootbp.bp_dva[1] : rootbp.bp_dva[0];
+    const struct {
+      const char *name, *why;
+      zv_blkptr_t bp;
+    } cases[] = {
+      { "hole", "is a hole", hole },
+      { "objset", "allocated", objset },
+      { "live indirect", "allocated", live_ind },
+      { "live data", "allocated", l0 },
+      { "log ring", "allocated", ring },
+      { "psize", "size", psize },
+      { "lsize", "size", lsize },
+      { "level", "level", level },
+      { "type", "type", type },
+      { "copies", "copies", copies },
+    };
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      int r;
+      if (only && atoi (only) != (int) c)
+        continue;
+      fprintf (stderr, "  in-place record: %s\n", cases[c].name);
+      copy_file (snap, work);
+      hi_target = cases[c].bp;
+      hl_forge (work, &hb[0], guid, hi_edit);
+      cfg (&pc, work, NULL, false, 0);
+      for (int round = 0; round < 2; round++) {
+        bool said;
+        tl_log_reset (true);
+        r = tl_pool_open (&pc, &p);
+        said = tl_log_has ("in-place block") && tl_log_has (cases[c].why)
+          && tl_log_has ("the import fails");
+        tl_log_reset (false);
+        if (r == 0)
+          assert_int_equal (tl_pool_close (p), 0);
+        if (r != -EIO)
+          fail_msg ("%s (round %d): import returned %d, not -EIO",
+                    cases[c].name, round, r);
+        if (!said)
+          fail_msg ("%s (round %d): no message saying why", cases[c].name,
+                    round);
+        hi_check_synced (work, synced, volsize, cases[c].name);
+      }
+    }
+  }
+
+  free (synced);
+  free (shadow);
+  unlink (dev);
+  unlink (snap);
+  unlink (work);
+}
+
 /* ------------------------------------------------------------------ */
 
 int
@@ -1404,6 +1620,7 @@ main (void)
     tl_test (test_ring_fill_raises_cap),
     tl_test (test_ring_full_after_log_error),
     tl_test (test_hostile_log),
+    tl_test (test_hostile_ind),
   };
 
   return tl_main (tests, "zil", NULL);
