@@ -58,6 +58,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "pool.h"
@@ -395,30 +396,100 @@ pool_free (zv_pool_t *p)
   free (p);
 }
 
-/* Open and lock every device named in the configuration. */
+/*
+ * The identity of a device for the duplicate checks: a block device is
+ * its device number (two nodes of one disk are one device), anything
+ * else its inode (a symlink, a hard link or another spelling of a path
+ * leads to the same one).  false when the path cannot be looked at: its
+ * open reports why.
+ */
+typedef struct pool_dev_id {
+  bool di_known;
+  bool di_blk;
+  dev_t di_dev;                /* st_rdev of a block device, else st_dev */
+  ino_t di_ino;                /* 0 for a block device */
+} pool_dev_id_t;
+
+static void
+pool_dev_id (const char *path, pool_dev_id_t *id)
+{
+  struct stat st;
+
+  memset (id, 0, sizeof *id);
+  if (stat (path, &st) == -1)
+    return;
+  id->di_known = true;
+  id->di_blk = S_ISBLK (st.st_mode);
+  id->di_dev = id->di_blk ? st.st_rdev : st.st_dev;
+  id->di_ino = id->di_blk ? 0 : st.st_ino;
+}
+
+/* The same path, or the same device or file under two names. */
+static bool
+pool_same_dev (const char *pa, const pool_dev_id_t *a, const char *pb,
+               const pool_dev_id_t *b)
+{
+  if (strcmp (pa, pb) == 0)
+    return true;
+  return a->di_known && b->di_known && a->di_blk == b->di_blk
+    && a->di_dev == b->di_dev && a->di_ino == b->di_ino;
+}
+
+/*
+ * Before anything is opened: every data device is a different device,
+ * and the log device is none of them.  Opening one twice would fail on
+ * its lock, with a message about another process.
+ */
+static int
+pool_check_distinct (const zv_pool_config_t *pc)
+{
+  pool_dev_id_t ids[ZV_MAX_DEVS], logid;
+
+  for (unsigned i = 0; i < pc->pc_ndevices; i++) {
+    pool_dev_id (pc->pc_devices[i], &ids[i]);
+    for (unsigned j = 0; j < i; j++) {
+      if (!pool_same_dev (pc->pc_devices[i], &ids[i], pc->pc_devices[j],
+                          &ids[j]))
+        continue;
+      if (strcmp (pc->pc_devices[i], pc->pc_devices[j]) == 0)
+        zv_error ("%s: device given twice", pc->pc_devices[i]);
+      else
+        zv_error ("%s and %s are the same %s: device given twice",
+                  pc->pc_devices[j], pc->pc_devices[i],
+                  ids[i].di_blk ? "block device" : "file");
+      return -EINVAL;
+    }
+  }
+  if (pc->pc_logdevice == NULL)
+    return 0;
+  pool_dev_id (pc->pc_logdevice, &logid);
+  for (unsigned i = 0; i < pc->pc_ndevices; i++) {
+    if (!pool_same_dev (pc->pc_logdevice, &logid, pc->pc_devices[i],
+                        &ids[i]))
+      continue;
+    if (strcmp (pc->pc_logdevice, pc->pc_devices[i]) == 0)
+      zv_error ("%s is both a data device and the log device: the log "
+                "device must be a separate device", pc->pc_logdevice);
+    else
+      zv_error ("log device %s is the data device %s (the same %s): the "
+                "log device must be a separate device", pc->pc_logdevice,
+                pc->pc_devices[i], logid.di_blk ? "block device" : "file");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* Open and lock every device named in the configuration (distinct:
+ * pool_check_distinct). */
 static int
 pool_open_devs (const zv_pool_config_t *pc, zv_dev_t **devs)
 {
   char err[512];
 
-  if (pc->pc_ndevices == 0 || pc->pc_ndevices > ZV_MAX_DEVS) {
-    zv_error ("a pool needs 1 to %u devices (%u given)", ZV_MAX_DEVS,
-              pc->pc_ndevices);
-    return -EINVAL;
-  }
   for (unsigned i = 0; i < pc->pc_ndevices; i++) {
-    int r = 0;
-    for (unsigned j = 0; j < i && r == 0; j++)
-      if (strcmp (pc->pc_devices[i], pc->pc_devices[j]) == 0) {
-        zv_error ("%s: device given twice", pc->pc_devices[i]);
-        r = -EINVAL;
-      }
-    if (r == 0) {
-      r = zv_dev_open (pc->pc_devices[i], &devs[i], err, sizeof err);
-      if (r < 0)
-        zv_error ("%s", err);
-    }
+    int r = zv_dev_open (pc->pc_devices[i], &devs[i], err, sizeof err);
     if (r < 0) {
+      zv_error ("%s", err);
       for (unsigned j = 0; j < i; j++)
         zv_dev_close (devs[j]);
       return r;
@@ -598,6 +669,18 @@ pool_create_check_dev (zv_dev_t *dev, const char *role)
 }
 
 /* Create, step 2: check the devices and share out their space. */
+/* A size as the user writes it (zil_size's format: 64M, 7680, auto). */
+static void
+pool_size_text (uint64_t v, char *buf, size_t len)
+{
+  const zv_tunable_t *tn = zv_tunable_lookup ("zil_size");
+
+  if (tn != NULL)
+    zv_tunable_format (tn, v, buf, len);
+  else
+    snprintf (buf, len, "%" PRIu64, v);
+}
+
 static int
 pool_create_layout (const zv_pool_config_t *pc, zv_pool_t *p,
                     pool_layout_t *pl)
@@ -620,14 +703,30 @@ pool_create_layout (const zv_pool_config_t *pc, zv_pool_t *p,
       return r;
   }
   else {
+    uint64_t lo = g->pg_zil_min_blocks * (uint64_t) ZV_ZIL_BLKSZ;
+    uint64_t hi = ZV_P2ALIGN (cap >> g->pg_zil_limit_shift, ZV_ZIL_BLKSZ);
+
     ring = pc->pc_zil_size ? pc->pc_zil_size
       : ZV_MIN (g->pg_zil_max, cap >> g->pg_zil_shift);
     ring = ZV_P2ALIGN (ring, ZV_ZIL_BLKSZ);
-    if (ring < g->pg_zil_min_blocks * (uint64_t) ZV_ZIL_BLKSZ
-        || ring > cap >> g->pg_zil_limit_shift) {
-      zv_error ("intent log size %" PRIu64 " does not fit the pool (at "
-                "least %u log blocks of %u, at most a quarter of %" PRIu64
-                ")", ring, g->pg_zil_min_blocks, ZV_ZIL_BLKSZ, cap);
+    if (ring < lo || ring > hi) {
+      char given[32], los[32], his[32], caps[32];
+
+      pool_size_text (pc->pc_zil_size, given, sizeof given);
+      pool_size_text (lo, los, sizeof los);
+      pool_size_text (hi, his, sizeof his);
+      pool_size_text (cap, caps, sizeof caps);
+      if (hi < lo)
+        zv_error ("zil_size=%s: the pool (%s of data space) is too small "
+                  "for an intent log ring, which needs at least %s (%u log "
+                  "blocks of %uK) and at most a quarter of the pool: use "
+                  "larger devices or a log device (log=)", given, caps, los,
+                  g->pg_zil_min_blocks, ZV_ZIL_BLKSZ / 1024);
+      else
+        zv_error ("zil_size=%s does not fit this pool: the intent log "
+                  "ring must be from %s (%u log blocks of %uK) to %s (a "
+                  "quarter of the pool's %s of data space)", given, los,
+                  g->pg_zil_min_blocks, ZV_ZIL_BLKSZ / 1024, his, caps);
       return -EINVAL;
     }
   }
@@ -1311,6 +1410,24 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
   int r;
 
   *poolp = NULL;
+  if (pc->pc_ndevices == 0 || pc->pc_ndevices > ZV_MAX_DEVS) {
+    zv_error ("a pool needs 1 to %u devices (%u given)", ZV_MAX_DEVS,
+              pc->pc_ndevices);
+    return -EINVAL;
+  }
+  if (pc->pc_create && pc->pc_logdevice != NULL && pc->pc_zil_size != 0) {
+    char given[32];
+
+    pool_size_text (pc->pc_zil_size, given, sizeof given);
+    zv_error ("zil_size=%s sizes the intent log's ring inside the pool, "
+              "which a pool with a log device does not have: the whole of "
+              "%s holds the log (drop zil_size= or log=)", given,
+              pc->pc_logdevice);
+    return -EINVAL;
+  }
+  r = pool_check_distinct (pc);
+  if (r < 0)
+    return r;
   r = pool_open_devs (pc, devs);
   if (r < 0)
     return r;
@@ -1580,9 +1697,9 @@ const zv_tunable_t zv_pool_tunable_table[] = {
     .tn_default = 0, .tn_min = 4 * ZV_ZIL_BLKSZ, .tn_max = 1ull << 40,
     .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_flags = ZV_TUNABLE_F_AUTO,
     .tn_when = ZV_TUNABLE_AT_CREATE, .tn_reader = "pool creation",
-    .tn_desc = "Without log=, the size of the intent log's ring inside "
-    "the pool, at most a quarter of it; auto is 64M, or a sixteenth of a "
-    "small pool." },
+    .tn_desc = "Without log= (refused with it), the size of the intent "
+    "log's ring inside the pool, at most a quarter of it; auto is 64M, or "
+    "a sixteenth of a small pool." },
   { .tn_name = "pool_max_passes", .tn_module = "pool",
     ZV_TUNABLE_VAR_UINT (zv_pool_max_passes),
     .tn_default = 64, .tn_min = 2, .tn_max = 1000,

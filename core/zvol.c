@@ -845,6 +845,14 @@ zvol_tunable_exists (const char *name)
   return zv_tunable_lookup (name) != NULL;
 }
 
+bool
+zvol_tunable_create_only (const char *name)
+{
+  const zv_tunable_t *tn = zv_tunable_lookup (name);
+
+  return tn != NULL && tn->tn_when == ZV_TUNABLE_AT_CREATE;
+}
+
 char *
 zvol_tunable_help (void)
 {

@@ -185,6 +185,10 @@ ZVOL_API int zvol_extents (zvol_t *zv, uint64_t off, uint64_t len,
 ZVOL_API int zvol_tunable_set (const char *name, const char *value,
                                char *err, size_t errlen);
 ZVOL_API bool zvol_tunable_exists (const char *name);
+/* True for a tunable read only when a pool is created (zil_size): a
+ * front end refuses it on import, where it would have no effect.  False
+ * for any other name, known or not. */
+ZVOL_API bool zvol_tunable_create_only (const char *name);
 /* One line per tunable, as --help shows them; a string to free(). */
 ZVOL_API char *zvol_tunable_help (void);
 

@@ -13,10 +13,13 @@
  *
  *   config (xN)      remember each key in zp_* variables, or set the
  *                    engine's tunable of that name (zvol_tunable_set);
- *                    paths are made absolute now, because the server
- *                    later changes directory to "/".
- *   config_complete  check the combination (device given, size only with
- *                    create, ...).  Nothing is touched on disk yet.
+ *                    a key given twice is refused (only device= may
+ *                    repeat); paths are made absolute now, because the
+ *                    server later changes directory to "/".
+ *   config_complete  check the combination (device given, size, sparse
+ *                    and create-only tunables only with create, ...).
+ *                    Nothing is touched on disk yet.  Devices named twice
+ *                    (also as the log device) are the engine's check.
  *   get_ready        create a missing backing file (create=true, one
  *                    device), resolve the device paths, zvol_pool_open,
  *                    zvol_open (which replays the volume's intent log).
@@ -94,6 +97,10 @@ static char *zp_logdev;                  /* log=: separate log device */
 static bool zp_sparse;                   /* sparse=true: thin volume */
 static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
+static bool zp_sparse_given;             /* sparse= seen (any value) */
+static char *zp_create_only_tunable;     /* first such tunable seen */
+static char **zp_keys_seen;              /* every key but device= */
+static size_t zp_nkeys_seen;
 
 /* ---- runtime ---- */
 static zvol_pool_t *zp_pool;
@@ -135,6 +142,12 @@ zp_unload (void)
   zp_ndevices = 0;
   free (zp_kstat_dir);
   free (zp_logdev);
+  for (size_t k = 0; k < zp_nkeys_seen; k++)
+    free (zp_keys_seen[k]);
+  free (zp_keys_seen);
+  zp_keys_seen = NULL;
+  zp_nkeys_seen = 0;
+  free (zp_create_only_tunable);
   free (zp_kstat_path);
   free (zp_kstat_last_txg);
   free (zp_created_file);
@@ -183,11 +196,43 @@ zp_parse_positive_size (const char *key, const char *value, uint64_t *out)
   return 0;
 }
 
+/* Every key but device= may be given once: a second readonly= or
+ * create= must not quietly undo the first.  Records the key. */
+static int
+zp_key_once (const char *key)
+{
+  char **keys;
+
+  if (strcmp (key, "device") == 0)
+    return 0;
+  for (size_t k = 0; k < zp_nkeys_seen; k++)
+    if (strcmp (zp_keys_seen[k], key) == 0) {
+      nbdkit_error ("%s= given twice: each parameter may be given once "
+                    "(only device= may be repeated)", key);
+      return -1;
+    }
+  keys = realloc (zp_keys_seen, (zp_nkeys_seen + 1) * sizeof *keys);
+  if (keys == NULL) {
+    nbdkit_error ("realloc: %m");
+    return -1;
+  }
+  zp_keys_seen = keys;
+  zp_keys_seen[zp_nkeys_seen] = strdup (key);
+  if (zp_keys_seen[zp_nkeys_seen] == NULL) {
+    nbdkit_error ("strdup: %m");
+    return -1;
+  }
+  zp_nkeys_seen++;
+  return 0;
+}
+
 /* One key=value from the command line.  Only remember it; the
  * combination is checked in zp_config_complete. */
 static int
 zp_config (const char *key, const char *value)
 {
+  if (zp_key_once (key) == -1)
+    return -1;
   if (strcmp (key, "device") == 0) {
     if (zp_ndevices >= ZVOL_MAX_DEVS) {
       nbdkit_error ("too many devices: at most %u device= parameters",
@@ -238,7 +283,6 @@ zp_config (const char *key, const char *value)
     zp_name = value;    /* nbdkit keeps config strings alive */
   }
   else if (strcmp (key, "log") == 0) {
-    free (zp_logdev);
     zp_logdev = nbdkit_absolute_path (value);
     if (zp_logdev == NULL)
       return -1;
@@ -248,10 +292,9 @@ zp_config (const char *key, const char *value)
     if (r == -1)
       return -1;
     zp_sparse = r;
+    zp_sparse_given = true;
   }
   else if (strcmp (key, "kstat") == 0) {
-    free (zp_kstat_dir);
-    zp_kstat_dir = NULL;
     zp_kstat_none = strcmp (value, "none") == 0;
     if (!zp_kstat_none) {
       zp_kstat_dir = nbdkit_absolute_path (value);
@@ -268,6 +311,13 @@ zp_config (const char *key, const char *value)
     if (zvol_tunable_set (key, value, err, sizeof err) < 0) {
       nbdkit_error ("%s", err);
       return -1;
+    }
+    if (zp_create_only_tunable == NULL && zvol_tunable_create_only (key)) {
+      zp_create_only_tunable = strdup (key);
+      if (zp_create_only_tunable == NULL) {
+        nbdkit_error ("strdup: %m");
+        return -1;
+      }
     }
   }
   else {
@@ -301,6 +351,15 @@ zp_config_complete (void)
     }
     if (zp_name != NULL) {
       nbdkit_error ("name= is only used with create=true");
+      return -1;
+    }
+    if (zp_sparse_given) {
+      nbdkit_error ("sparse= is only used with create=true");
+      return -1;
+    }
+    if (zp_create_only_tunable != NULL) {
+      nbdkit_error ("%s= is only used with create=true (the tunable is "
+                    "read when a pool is created)", zp_create_only_tunable);
       return -1;
     }
   }

@@ -111,6 +111,25 @@ refused "unknown parameter" 'unknown|parameter|frobnicate|invalid' \
     device="$new" create=true size=64M frobnicate=1
 refused "txg_timeout=abc" 'txg|timeout|invalid' \
     device="$new" create=true size=64M txg_timeout=abc
+# --- a key given twice (device= is the one repeatable key) ---
+refused "size= given twice" 'size=.*(twice|once)' \
+    device="$new" create=true size=64M size=32M
+refused "name= given twice" 'name=.*(twice|once)' \
+    device="$new" create=true size=64M name=a name=b
+refused "a tunable given twice" 'txg_timeout=.*(twice|once)' \
+    device="$new" create=true size=64M txg_timeout=5 txg_timeout=6
+refused "kstat= given twice" 'kstat=.*(twice|once)' \
+    device="$new" create=true size=64M kstat="$ZV_TMP/k1" kstat=none
+check "no kstat directory was made" test ! -e "$ZV_TMP/k1"
+refused "log= given twice" 'log=.*(twice|once)' \
+    device="$new" create=true size=64M log="$ZV_TMP/l1" log="$ZV_TMP/l2"
+# --- the intent log's size ---
+refused "zil_size=1" 'zil_size=1\b.*512K' \
+    device="$new" create=true size=64M zil_size=1
+refused "zil_size=1 with log=" 'zil_size=1\b.*512K' \
+    device="$new" create=true size=64M zil_size=1 log="$ZV_TMP/l1"
+refused "zil_size=1G, more than the pool allows" 'zil_size=1G.*(512K|at most)' \
+    device="$new" create=true size=64M zil_size=1G
 WATCH=()
 refused "device in a missing directory" 'no such|exist|open|device' \
     device="$ZV_TMP/no/such/dir/pool.img" create=true size=64M
@@ -144,6 +163,18 @@ refused "create=true on an existing pool" 'exist|pool|label|already|in use' \
     device="$pool" create=true size=64M
 refused "create=true on an existing pool with another size" 'exist|pool|label|already|in use' \
     device="$pool" create=true size=32M
+refused "readonly=true readonly=false" 'readonly=.*(twice|once)' \
+    device="$pool" readonly=true readonly=false
+refused "create=true create=false" 'create=.*(twice|once)' \
+    device="$pool" create=true create=false
+refused "sparse= on import" 'sparse=.*create=true' \
+    device="$pool" sparse=true
+refused "sparse=false on import" 'sparse=.*create=true' \
+    device="$pool" sparse=false
+refused "zil_size= on import" 'zil_size=.*create=true' \
+    device="$pool" zil_size=1M
+refused "the pool's device as its log device on import" 'log device.*separate|separate.*device' \
+    device="$pool" log="$pool"
 start_zvol "$sock" device="$pool" || die "the pool still imports after refused creates"
 tag "the pool's data is intact after refused creates" "$sock" check $((5 * 1048576)) one || :
 
@@ -182,6 +213,31 @@ refused "a foreign pool's device added to a whole pool" 'pool|guid|different|mis
     device="$a" device="$b" device="$c"
 refused "a random file added to a whole pool" 'label|pool|magic|not a|invalid|corrupt|device' \
     device="$a" device="$b" device="$rnd"
+ln "$a" "$ZV_TMP/a-hard.img"
+ln -s "$a" "$ZV_TMP/a-sym.img"
+refused "a device and a hard link to it" 'same (device|file)|given twice' \
+    device="$a" device="$b" device="$ZV_TMP/a-hard.img"
+refused "a data device as the log device on import" 'log device.*separate' \
+    device="$a" device="$b" log="$a"
+refused "a hard link to a data device as the log device" 'log device.*separate' \
+    device="$a" device="$b" log="$ZV_TMP/a-hard.img"
+e=$ZV_TMP/e.img
+truncate -s 128M "$e"
+ln -s "$e" "$ZV_TMP/e-sym.img"
+ln "$e" "$ZV_TMP/e-hard.img"
+WATCH=("$e")
+refused "create: the data device as the log device" 'log device.*separate' \
+    device="$e" create=true size=64M log="$e"
+refused "create: a symlink to the data device as the log device" 'log device.*separate' \
+    device="$e" create=true size=64M log="$ZV_TMP/e-sym.img"
+refused "create: a hard link to the data device as the log device" 'log device.*separate' \
+    device="$e" create=true size=64M log="$ZV_TMP/e-hard.img"
+lg=$ZV_TMP/lg.img
+truncate -s 64M "$lg"
+WATCH=("$e" "$lg")
+refused "create: zil_size= with log=" 'zil_size=.*log' \
+    device="$e" create=true size=64M zil_size=1M log="$lg"
+WATCH=("$a" "$b" "$c" "$d")
 start_zvol "$sock" device="$a" device="$b" ||
     die "the two-device pool imports after the refused imports"
 tag "the two-device pool's data is intact" "$sock" check $((50 * 1048576)) ab || :

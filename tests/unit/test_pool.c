@@ -407,6 +407,87 @@ test_duplicate_device (void **state)
   assert_int_equal (tl_pool_close (q), 0);
 }
 
+/* The same file under another name (a hard link, a symlink) is the same
+ * device: refused as a second data device and as the log device, before
+ * anything is opened (no lock message), and nothing is written.  The
+ * intent log's size is checked with messages naming zil_size. */
+static void
+test_same_device_identity (void **state)
+{
+  char pa[512], ph[512], ps[512], pl[512], pn[512];
+  const char *a = tl_path (pa, sizeof pa, "ident");
+  const char *hard = tl_path (ph, sizeof ph, "ident-hard");
+  const char *sym = tl_path (ps, sizeof ps, "ident-sym");
+  const char *lg = tl_path (pl, sizeof pl, "ident-log");
+  const char *n = tl_path (pn, sizeof pn, "ident-new");
+  zvol_pool_config_t pc;
+  zvol_pool_t *q = NULL;
+  uint64_t h;
+
+  make_pool (a, DEV_SIZE, MiB);
+  assert_int_equal (link (a, hard), 0);
+  assert_int_equal (symlink (a, sym), 0);
+  h = tl_hash_file (a);
+
+  /* Data devices: a hard link to a device already given. */
+  {
+    const char *devs[] = { a, hard };
+    tl_pool_cfg (&pc, devs, 2, 0, false);
+    tl_log_reset (true);
+    assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
+    assert_null (q);
+    assert_true (tl_log_has ("are the same file: device given twice"));
+    assert_false (tl_log_has ("in use"));
+  }
+  /* The log device: the same path, a symlink, a hard link; import and
+   * create alike. */
+  {
+    const char *logs[] = { a, sym, hard };
+    for (unsigned i = 0; i < 3; i++)
+      for (int create = 0; create <= 1; create++) {
+        tl_pool_cfg (&pc, &a, 1, create ? MiB : 0, create);
+        pc.pc_logdevice = logs[i];
+        tl_log_reset (true);
+        assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
+        assert_null (q);
+        assert_true (tl_log_has ("the log device must be a separate "
+                                 "device"));
+        assert_false (tl_log_has ("in use"));
+        assert_false (tl_log_has ("already a device"));
+      }
+  }
+  assert_int_equal (tl_hash_file (a), h);
+
+  /* zil_size with a log device: refused, naming both. */
+  assert_int_equal (tl_sparse_file (n, DEV_SIZE), 0);
+  assert_int_equal (tl_sparse_file (lg, 16 * MiB), 0);
+  tl_pool_cfg (&pc, &n, 1, MiB, true);
+  pc.pc_logdevice = lg;
+  pc.pc_zil_size = MiB;
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
+  assert_true (tl_log_has ("zil_size=1M sizes the intent log's ring"));
+  /* A ring below one log block (rounded down to 0) or above a quarter of
+   * the pool: the message names the value given and the range. */
+  tl_pool_cfg (&pc, &n, 1, MiB, true);
+  pc.pc_zil_size = 1;
+  assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
+  assert_true (tl_log_has ("zil_size=1 does not fit this pool"));
+  assert_true (tl_log_has ("from 512K"));
+  assert_false (tl_log_has ("size 0"));
+  pc.pc_zil_size = 1ull << 30;
+  assert_int_equal (tl_pool_open (&pc, &q), -EINVAL);
+  assert_true (tl_log_has ("zil_size=1G does not fit this pool"));
+  assert_int_equal (tl_file_allocated (n), 0);
+  assert_int_equal (tl_file_allocated (lg), 0);
+
+  /* The refusals let go of everything: the pool imports. */
+  tl_pool_cfg (&pc, &a, 1, 0, false);
+  tl_log_reset (false);
+  assert_int_equal (tl_pool_open (&pc, &q), 0);
+  assert_int_equal (tl_pool_close (q), 0);
+}
+
 /* ---- rewind ---- */
 
 /* Every valid uberblock on a one-device pool (parsed by hand). */
@@ -1402,6 +1483,7 @@ main (void)
     tl_test (test_sparse_enospc),
     tl_test (test_two_devices),
     tl_test (test_duplicate_device),
+    tl_test (test_same_device_identity),
     tl_test (test_rewind),
     tl_test (test_damaged_config),
     tl_test (test_hostile_rootbp),
