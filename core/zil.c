@@ -91,7 +91,15 @@
  * log write error (zl_error, sticky) nothing packs itxs any more, so a
  * logger that finds the itx ring full drops the published ones
  * (zil_drain): their txgs carry the changes.  A txg sync that fails marks
- * the log failed too (the pool is suspended), so loggers never spin.
+ * the log failed too (the pool is suspended): a logger that finds the
+ * ring full there asks for a sync, which fails at once, marks the log
+ * failed, drains the ring and returns (zil_ring_wait); only while another
+ * thread holds the issuer role does it sleep, 1 ms at a time on zl_wake,
+ * so it neither spins nor sleeps for ever.  Its record is published and
+ * dropped by the next drain.  The logging functions still return a
+ * ticket; the request's caller (zvol.c, zvol_check_durable) sees the
+ * suspended pool after logging and fails the request with EIO, since its
+ * txg will never sync.
  *
  * Locks: none on the logging and commit paths.  Of the txg engine's
  * callbacks (syncing context), zv_zil_synced takes the issuer role only

@@ -205,6 +205,25 @@ zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
   return 0;
 }
 
+/*
+ * After a change was applied in txgs up to 'txg' and logged: if the pool
+ * was suspended meanwhile (a txg sync failed, perhaps the very sync the
+ * log's wait for room in its record ring ran) and that txg is not on
+ * disk, the change can never be durable: no txg syncs again, and the log
+ * dropped its record or fails every commit from now on.  Such a request
+ * fails with EIO, as one that found the pool suspended at its start.
+ */
+static int
+zvol_check_durable (zvol_t *zv, uint64_t txg, const char *op)
+{
+  if (txg == 0 || zv_txg_error (zv->zv_txg) == 0
+      || txg <= zv_txg_last_synced (zv->zv_txg))
+    return 0;
+  zv_error ("%s: pool '%s' was suspended after an I/O error; the change "
+            "will never be durable", op, zv_pool_name (zv->zv_pool));
+  return -EIO;
+}
+
 /* Syncs a writer may wait for, when space is only pending, before it
  * gives up with ENOSPC (frees of txg T come back at T+2). */
 static unsigned zv_zvol_enospc_retries = 8;
@@ -330,7 +349,7 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
             unsigned flags)
 {
   const uint8_t *in = buf;
-  uint64_t ticket = 0;
+  uint64_t ticket = 0, max_txg = 0;
   int r = zvol_check (zv, off, len, true, "write");
 
   if (r < 0)
@@ -351,10 +370,13 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     zvol_range_exit (zv, &zr);
     if (r < 0)
       return r;
+    max_txg = ZV_MAX (max_txg, txg);
     in += n;
     off += n;
     len -= n;
   }
+  if ((r = zvol_check_durable (zv, max_txg, "write")) < 0)
+    return r;
   return zvol_commit_if_sync (zv, flags, ticket);
 }
 
@@ -437,7 +459,7 @@ static int
 zvol_by_region (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags,
                 zvol_region_fn fn, enum zv_lr_type type, uint64_t lr_flags)
 {
-  uint64_t end = off + len, ticket = 0;
+  uint64_t end = off + len, ticket = 0, max_txg = 0;
   int r = 0;
 
   for (uint64_t pos = off; pos < end && r == 0;) {
@@ -450,10 +472,14 @@ zvol_by_region (zvol_t *zv, uint64_t off, uint64_t len, unsigned flags,
       uint64_t t = zvol_log_free (zv, last_txg, type, pos, next - pos,
                                   lr_flags);
       ticket = ZV_MAX (ticket, t);
+      max_txg = ZV_MAX (max_txg, last_txg);
     }
     zvol_range_exit (zv, &zr);
     pos = next;
   }
+  if (r == 0)
+    r = zvol_check_durable (zv, max_txg,
+                            type == ZV_LR_TRIM ? "trim" : "zero");
   if (r == 0)
     r = zvol_commit_if_sync (zv, flags, ticket);
   return r;

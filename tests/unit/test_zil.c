@@ -18,6 +18,9 @@
  *   ring_full_after_log_error
  *                  after a failed log write, the in-memory records are
  *                  still dropped as the ring fills: no writer spins
+ *   ring_full_suspended
+ *                  on a suspended pool a writer that finds the ring full
+ *                  returns EIO at once, using little CPU
  *   hostile_log    corrupt and garbage log blocks: replay stops at the
  *                  first bad one; checksummed nonsense never crashes
  *   hostile_ind    checksummed in-place records pointing at a hole, live
@@ -1097,6 +1100,169 @@ test_ring_full_after_log_error (void **state)
   unlink (logdev);
 }
 
+/*
+ * A writer that finds the in-memory record ring full on a suspended pool
+ * (a txg sync failed: no txg will ever free a record again) must neither
+ * spin nor sleep for ever: it returns promptly, its record dropped, and
+ * a write whose change can never be durable ends with EIO, not success.
+ * Every write to the pool's only device fails from some point on (its log
+ * ring is in the pool, so log writes fail too); writer threads write 4 KiB
+ * pieces, never FUA, with a 4-slot ring, until a write fails.  The main
+ * thread watches the writers' CPU clocks: each must return within 10 s of
+ * wall time, having used little CPU (a writer that polls for room in a
+ * loop shows CPU time near its wall time; one that sleeps for ever runs
+ * into the deadline).  Once with one writer and the syncs run inline
+ * (the writer's own wait for room runs the sync that fails: the write
+ * that suspends the pool must fail too), once with four writers and the
+ * sync thread.
+ */
+#define SW_MAX 4
+
+typedef struct suspend_writer {
+  zvol_pool_t *sw_pool;
+  zvol_t *sw_zv;
+  unsigned sw_id;
+  unsigned sw_nwrites;          /* calls that returned 0 */
+  unsigned sw_acked_suspended;  /* ... with the pool suspended */
+  int sw_result;                /* the first failure (or 0) */
+  uint64_t sw_cpu_ns;           /* the thread's CPU time, start to end */
+  uint64_t sw_wall_ns;
+  _Atomic bool sw_done;
+} suspend_writer_t;
+
+static uint64_t
+cpu_clock_ns (clockid_t clk)
+{
+  struct timespec ts;
+
+  if (clock_gettime (clk, &ts) != 0)
+    return 0;
+  return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+static void *
+suspend_writer_thread (void *arg)
+{
+  suspend_writer_t *sw = arg;
+  uint8_t *buf = zv_buf_alloc (BLK);
+  uint64_t cpu0 = cpu_clock_ns (CLOCK_THREAD_CPUTIME_ID);
+  uint64_t wall0 = zv_now_ns ();
+
+  for (unsigned i = 0; i < 256; i++) {
+    uint64_t off = (uint64_t) (i * SW_MAX + sw->sw_id) * BLK;
+    int r;
+
+    tl_pat_fill (buf, off, BLK, 11);
+    r = zvol_write (sw->sw_zv, buf, off, BLK, 0);
+    if (r != 0) {
+      sw->sw_result = r;
+      break;
+    }
+    sw->sw_nwrites++;
+    if (zv_txg_error (zv_pool_txg (sw->sw_pool)) != 0)
+      sw->sw_acked_suspended++;
+  }
+  zv_buf_free (buf);
+  sw->sw_cpu_ns = cpu_clock_ns (CLOCK_THREAD_CPUTIME_ID) - cpu0;
+  sw->sw_wall_ns = zv_now_ns () - wall0;
+  atomic_store (&sw->sw_done, true);
+  return NULL;
+}
+
+static void
+ring_full_suspended (unsigned nwriters, bool sync_thread)
+{
+  char dev[512];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  zvol_t *zv;
+  uint8_t *buf = zv_buf_alloc (BLK);
+  unsigned old_shift = zv_zil_itx_ring_shift;
+  suspend_writer_t sw[SW_MAX];
+  pthread_t th[SW_MAX];
+  clockid_t clk[SW_MAX];
+  uint64_t cpu0[SW_MAX], wall0, wall;
+  const uint64_t deadline_ns = 10000000000ull;
+  bool all_done;
+
+  assert_true (nwriters <= SW_MAX);
+  memset (sw, 0, sizeof sw);
+  tl_path (dev, sizeof dev, "suspend.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  zv_zil_itx_ring_shift = 2;                    /* 4 slots */
+  cfg (&pc, dev, NULL, true, 16 * MiB);
+  cfg_no_txg (&pc);
+  p = tl_pool_open_ok (&pc);
+  zv_zil_itx_ring_shift = old_shift;
+  zv = tl_vol (p);
+  if (sync_thread)
+    assert_int_equal (zvol_pool_start (p), 0);
+  /* The log writes once a txg with its fresh chain is on disk. */
+  tl_pat_fill (buf, 0, BLK, 7);
+  assert_int_equal (zvol_write (zv, buf, 0, BLK, ZVOL_FUA), 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+
+  tl_log_reset (true);
+  zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], ring_fail_writes, NULL);
+  wall0 = zv_now_ns ();
+  for (unsigned i = 0; i < nwriters; i++) {
+    sw[i].sw_pool = p;
+    sw[i].sw_zv = zv;
+    sw[i].sw_id = i;
+    assert_int_equal (pthread_create (&th[i], NULL, suspend_writer_thread,
+                                      &sw[i]), 0);
+    assert_int_equal (pthread_getcpuclockid (th[i], &clk[i]), 0);
+    cpu0[i] = cpu_clock_ns (clk[i]);
+  }
+  do {
+    struct timespec d = { 0, 10000000 };
+    nanosleep (&d, NULL);
+    all_done = true;
+    for (unsigned i = 0; i < nwriters; i++)
+      all_done &= atomic_load (&sw[i].sw_done);
+  } while (!all_done && zv_now_ns () - wall0 < deadline_ns);
+  wall = zv_now_ns () - wall0;
+  for (unsigned i = 0; i < nwriters; i++)
+    if (!atomic_load (&sw[i].sw_done)) {
+      uint64_t cpu = cpu_clock_ns (clk[i]) - cpu0[i];
+      /* Stuck: leave the threads and the pool (the process ends soon). */
+      fail_msg ("writer %u did not return in %.1f s (%u writes done); it "
+                "used %.2f s of CPU: it %s", i, wall / 1e9, sw[i].sw_nwrites,
+                cpu / 1e9, cpu > wall / 2 ? "spins" : "sleeps for ever");
+    }
+  for (unsigned i = 0; i < nwriters; i++) {
+    assert_int_equal (pthread_join (th[i], NULL), 0);
+    printf ("  writer %u: %u writes, then %d, in %.3f s wall, %.3f s CPU\n",
+            i, sw[i].sw_nwrites, sw[i].sw_result, sw[i].sw_wall_ns / 1e9,
+            sw[i].sw_cpu_ns / 1e9);
+    assert_int_equal (sw[i].sw_result, -EIO);
+    assert_true (sw[i].sw_wall_ns < 5000000000ull);
+    assert_true (sw[i].sw_cpu_ns < 500000000ull);
+  }
+  /* One writer: the pool can only be suspended by its own write's wait
+   * for room, which must then fail.  (With several, another's sync may
+   * fail between a write's end and the look.) */
+  if (nwriters == 1)
+    assert_int_equal (sw[0].sw_acked_suspended, 0);
+  assert_true (tl_log_has ("suspended"));
+  /* Nothing more gets in, nothing is acknowledged as durable. */
+  assert_int_equal (zvol_write (zv, buf, 0, BLK, 0), -EIO);
+  assert_true (zvol_flush (zv) < 0);
+  zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], NULL, NULL);
+  (void) tl_pool_close (p);                     /* suspended: may fail */
+  tl_log_reset (false);
+  zv_buf_free (buf);
+  unlink (dev);
+}
+
+static void
+test_ring_full_suspended (void **state)
+{
+  (void) state;
+  ring_full_suspended (1, false);
+  ring_full_suspended (SW_MAX, true);
+}
+
 /* ------------------------------------------------------------------ */
 /* d. A hostile log                                                     */
 /* ------------------------------------------------------------------ */
@@ -1619,6 +1785,7 @@ main (void)
     tl_test (test_commit_in_sync),
     tl_test (test_ring_fill_raises_cap),
     tl_test (test_ring_full_after_log_error),
+    tl_test (test_ring_full_suspended),
     tl_test (test_hostile_log),
     tl_test (test_hostile_ind),
   };
