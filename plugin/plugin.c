@@ -745,10 +745,31 @@ zp_flags (uint32_t flags)
   return f;
 }
 
+/*
+ * A read or write longer than the maximum block size we advertise is
+ * refused with EINVAL, as the NBD spec allows, before anything is read or
+ * written.  nbdkit 1.32 does not enforce a plugin's maximum itself (it
+ * only refuses data requests above its own 64 MiB limit), and a client
+ * may ignore the advertised size (libnbd with strict mode off does).
+ * Trim, zero and extents carry no payload and may be longer.
+ */
+static int
+zp_too_long (const char *what, uint32_t count)
+{
+  if (count <= ZP_MAX_BLOCK)
+    return 0;
+  nbdkit_error ("%s of %" PRIu32 " bytes refused: larger than the "
+                "advertised maximum block size %u", what, count, ZP_MAX_BLOCK);
+  errno = EINVAL;
+  return 1;
+}
+
 static int
 zp_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
           uint32_t flags)
 {
+  if (zp_too_long ("read", count))
+    return -1;
   return zp_result (zvol_read (zp_zv, buf, offset, count));
 }
 
@@ -756,6 +777,8 @@ static int
 zp_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
            uint32_t flags)
 {
+  if (zp_too_long ("write", count))
+    return -1;
   return zp_result (zvol_write (zp_zv, buf, offset, count, zp_flags (flags)));
 }
 
