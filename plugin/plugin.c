@@ -113,12 +113,15 @@ static char *zp_kstat_path;     /* directory in use, or NULL */
 static char *zp_kstat_last_txg; /* last line logged for -D zvol.txg=1 */
 
 /* Route the engine's messages: errors to nbdkit_error (always shown),
- * the rest to nbdkit_debug (shown with -v). */
+ * warnings too (nbdkit has no warning level of its own), the rest to
+ * nbdkit_debug (shown with -v). */
 static void
 zp_log (zvol_log_level_t level, const char *msg)
 {
   if (level == ZVOL_LOG_ERROR)
     nbdkit_error ("%s", msg);
+  else if (level == ZVOL_LOG_WARN)
+    nbdkit_error ("warning: %s", msg);
   else
     nbdkit_debug ("%s", msg);
 }
