@@ -3,8 +3,9 @@
  *
  * A device is opened read-write with O_DIRECT where the file system takes
  * it (tmpfs does not: we fall back to buffered I/O), and locked
- * exclusively (flock LOCK_EX|LOCK_NB, plus O_EXCL for block devices) so
- * one pool is never imported by two processes.  I/O goes in batches:
+ * exclusively (flock LOCK_EX|LOCK_NB, plus O_EXCL for block devices; a
+ * loop device also locks its backing file) so one pool is never imported
+ * by two processes of this host.  I/O goes in batches:
  * zv_dev_io_batch_max() (zv_dev_io_batch() without a cap) issues a whole
  * batch and waits for every request before returning.  A batch goes
  * through the calling thread's own io_uring (liburing), created on first
@@ -31,8 +32,9 @@ typedef struct zv_dev_stats {
 
 /*
  * Open and lock a device.  Returns 0 or a negative errno; on failure a
- * readable message is in err (for example "DEV: in use by another process
- * (locked)" with -EBUSY).  A regular file that does not exist is an error
+ * readable message is in err (with -EBUSY it names the holder where it
+ * can be told: "FILE: in use by another process (device locked by process
+ * 1234 (nbdkit), through /dev/loop0)").  A regular file that does not exist is an error
  * (-ENOENT): the caller creates files.  Size is the file size or the block
  * device size, rounded down to ZV_SECTOR.
  */

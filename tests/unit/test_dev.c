@@ -39,6 +39,7 @@
 
 #include "zv_util.h"
 #include "dev.h"
+#include "tunable.h"
 #include "testlib.h"
 
 /* Tunable in dev.c: ring size of threads created after it is set. */
@@ -262,6 +263,66 @@ verify_whole (zv_dev_t *dev, const unsigned char *shadow, uint64_t len)
   zv_buf_free (buf);
 }
 
+/* This process's name, as a message naming it says (/proc/self/comm). */
+static void
+self_comm (char *comm, size_t len)
+{
+  FILE *f = fopen ("/proc/self/comm", "re");
+
+  assert_non_null (f);
+  assert_non_null (fgets (comm, (int) len, f));
+  fclose (f);
+  comm[strcspn (comm, "\n")] = '\0';
+}
+
+/*
+ * Open 'path' as a device in a child process (a second server) and keep
+ * it until release_child(); returns the child's pid, *ctlp what releases
+ * it.  The child says whether the open worked before the parent goes on.
+ */
+static pid_t
+hold_in_child (const char *path, int *ctlp)
+{
+  int up[2], down[2];
+  pid_t pid;
+  char c = 0;
+
+  assert_int_equal (pipe2 (up, O_CLOEXEC), 0);
+  assert_int_equal (pipe2 (down, O_CLOEXEC), 0);
+  fflush (NULL);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    zv_dev_t *d = NULL;
+
+    close (up[0]);
+    close (down[1]);
+    c = zv_dev_open (path, &d, NULL, 0) == 0 ? 'y' : 'n';
+    if (write (up[1], &c, 1) != 1)
+      _exit (2);
+    while (read (down[0], &c, 1) > 0)   /* until the parent closes it */
+      ;
+    _exit (0);
+  }
+  close (up[1]);
+  close (down[0]);
+  assert_int_equal (read (up[0], &c, 1), 1);
+  close (up[0]);
+  assert_int_equal (c, 'y');
+  *ctlp = down[1];
+  return pid;
+}
+
+static void
+release_child (pid_t pid, int ctl)
+{
+  int status;
+
+  close (ctl);
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+}
+
 /* ---- open, lock, size ------------------------------------------------ */
 
 static void
@@ -309,7 +370,7 @@ test_lock_conflict (void **state)
   assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
   assert_null (b);
   snprintf (want, sizeof want,
-            "%s: in use by another process (device locked)", path);
+            "%s: already in use in this process (device locked)", path);
   assert_string_equal (err, want);
 
   /* Somebody else's flock is seen too. */
@@ -318,6 +379,21 @@ test_lock_conflict (void **state)
   assert_int_equal (flock (fd, LOCK_EX | LOCK_NB), 0);
   assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
   close (fd);
+
+  /* Another process's lock: the message names it. */
+  {
+    char comm[64] = "";
+    pid_t pid;
+    int ctl;
+
+    self_comm (comm, sizeof comm);
+    pid = hold_in_child (path, &ctl);
+    assert_int_equal (zv_dev_open (path, &b, err, sizeof err), -EBUSY);
+    snprintf (want, sizeof want, "%s: in use by another process (device "
+              "locked by process %d (%s))", path, (int) pid, comm);
+    assert_string_equal (err, want);
+    release_child (pid, ctl);
+  }
 
   /* Closing releases the lock. */
   b = tl_dev_open (path);
@@ -1011,21 +1087,23 @@ test_no_uring_fallback (void **state)
 
 /* ---- block device (loop) ---------------------------------------------- */
 
-static void
-test_blockdev (void **state)
+/*
+ * Attach a free loop device to file 'backing' (autoclear: it detaches
+ * when its last descriptor closes); its path in lp[len].  Returns the
+ * descriptor that keeps it; skips the test (removing 'backing' if it is
+ * a file) when no loop device can be had.  'backing' may be a loop
+ * device itself.
+ */
+static int
+loop_attach (const char *backing, char *lp, size_t len)
 {
-  const uint64_t size = 16 * MiB + 512;       /* rounds down to 16 MiB */
-  char backing[512], lp[64], err[256], want[300];
-  zv_dev_t *dev, *dev2 = NULL;
-  unsigned char *buf, *chk;
   int ctl, bfd, lfd = -1;
 
-  tl_path (backing, sizeof backing, "loop.img");
-  assert_int_equal (tl_sparse_file (backing, size), 0);
   ctl = open ("/dev/loop-control", O_RDWR | O_CLOEXEC);
   if (ctl == -1) {
     int e = errno;
-    unlink (backing);
+    if (strncmp (backing, "/dev/", 5) != 0)
+      unlink (backing);
     tl_skip ("no /dev/loop-control (%s)", strerror (e));
   }
   bfd = open (backing, O_RDWR | O_CLOEXEC);
@@ -1035,11 +1113,10 @@ test_blockdev (void **state)
     int n = ioctl (ctl, LOOP_CTL_GET_FREE);
     if (n < 0)
       break;
-    snprintf (lp, sizeof lp, "/dev/loop%d", n);
+    snprintf (lp, len, "/dev/loop%d", n);
     lfd = open (lp, O_RDWR | O_CLOEXEC);
     if (lfd == -1)
       break;
-    /* Autoclear: detached when the last descriptor closes. */
     cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
     if (ioctl (lfd, LOOP_CONFIGURE, &cfg) == -1) {
       close (lfd);
@@ -1049,9 +1126,25 @@ test_blockdev (void **state)
   close (ctl);
   close (bfd);
   if (lfd == -1) {
-    unlink (backing);
+    if (strncmp (backing, "/dev/", 5) != 0)
+      unlink (backing);
     tl_skip ("cannot set up a loop device");
   }
+  return lfd;
+}
+
+static void
+test_blockdev (void **state)
+{
+  const uint64_t size = 16 * MiB + 512;       /* rounds down to 16 MiB */
+  char backing[512], lp[64], err[256], want[300];
+  zv_dev_t *dev, *dev2 = NULL;
+  unsigned char *buf, *chk;
+  int lfd;
+
+  tl_path (backing, sizeof backing, "loop.img");
+  assert_int_equal (tl_sparse_file (backing, size), 0);
+  lfd = loop_attach (backing, lp, sizeof lp);
 
   dev = tl_dev_open (lp);
   assert_true (zv_dev_is_blockdev (dev));
@@ -1098,6 +1191,101 @@ test_blockdev (void **state)
   unlink (backing);
 }
 
+/*
+ * A loop device and its backing file are one pool: whichever is open,
+ * the other is refused, saying who holds it (issue 10: a server on each
+ * used to serve, and one server's writes were lost).
+ */
+static void
+test_loop_backing_lock (void **state)
+{
+  const zv_tunable_t *wait = zv_tunable_lookup ("dev_lock_wait");
+  char backing[512], real[PATH_MAX], lp[64], lp2[64], comm[64];
+  char err[512], want[PATH_MAX + 1024];
+  zv_dev_t *dev, *dev2 = NULL;
+  int lfd, lfd2, ctl, n;
+  pid_t pid;
+
+  tl_path (backing, sizeof backing, "backed.img");
+  assert_int_equal (tl_sparse_file (backing, 16 * MiB), 0);
+  lfd = loop_attach (backing, lp, sizeof lp);
+  assert_non_null (realpath (backing, real));
+  self_comm (comm, sizeof comm);
+  /* Every refusal below waits for the lock first: not for long. */
+  assert_non_null (wait);
+  assert_int_equal (zv_tunable_set_value (wait, 100, err, sizeof err), 0);
+
+  /* A server on the file: one on the loop device is refused. */
+  pid = hold_in_child (backing, &ctl);
+  assert_int_equal (zv_dev_open (lp, &dev2, err, sizeof err), -EBUSY);
+  assert_null (dev2);
+  n = snprintf (want, sizeof want, "%s: in use by another process: its "
+                "backing file %s is locked by process %d (%s)", lp, real,
+                (int) pid, comm);
+  assert_true (n > 0 && (size_t) n < sizeof err);
+  assert_string_equal (err, want);
+  release_child (pid, ctl);
+
+  /* A server on the loop device: one on the file is refused. */
+  pid = hold_in_child (lp, &ctl);
+  assert_int_equal (zv_dev_open (backing, &dev2, err, sizeof err), -EBUSY);
+  assert_null (dev2);
+  snprintf (want, sizeof want, "%s: in use by another process (device "
+            "locked by process %d (%s), through %s)", backing, (int) pid,
+            comm, lp);
+  assert_string_equal (err, want);
+  release_child (pid, ctl);
+
+  /* Both names in one process (one pool given both): refused too; the
+   * file's open warns that the loop device exists. */
+  tl_log_reset (false);
+  dev = tl_dev_open (backing);
+  snprintf (want, sizeof want, "%s: it is the backing file of %s", backing,
+            lp);
+  assert_true (tl_log_has (want));
+  assert_int_equal (zv_dev_open (lp, &dev2, err, sizeof err), -EBUSY);
+  snprintf (want, sizeof want, "%s: already in use in this process: its "
+            "backing file %s is open as a device too", lp, real);
+  assert_string_equal (err, want);
+  zv_dev_close (dev);
+
+  /* Closing the loop device drops the file's lock with its own. */
+  dev = tl_dev_open (lp);
+  zv_dev_close (dev);
+  dev = tl_dev_open (backing);
+  zv_dev_close (dev);
+
+  /* A loop device over the loop device claims it (O_EXCL), both ways. */
+  lfd2 = loop_attach (lp, lp2, sizeof lp2);
+  dev = tl_dev_open (lp2);
+  assert_int_equal (zv_dev_open (lp, &dev2, err, sizeof err), -EBUSY);
+  snprintf (want, sizeof want, "%s: in use by another process (device "
+            "locked; it backs %s)", lp, lp2);
+  assert_string_equal (err, want);
+  zv_dev_close (dev);
+  dev = tl_dev_open (lp);
+  assert_int_equal (zv_dev_open (lp2, &dev2, err, sizeof err), -EBUSY);
+  snprintf (want, sizeof want, "%s: in use by another process: its "
+            "backing device %s is held exclusively", lp2, lp);
+  assert_string_equal (err, want);
+  zv_dev_close (dev);
+  close (lfd2);
+
+  /* The file deleted: nothing can reach it by name any more, so the
+   * loop device opens, with a warning. */
+  assert_int_equal (unlink (backing), 0);
+  tl_log_reset (false);
+  dev = tl_dev_open (lp);
+  snprintf (want, sizeof want, "%s: a loop device over %s, "
+            "which cannot be locked (it was deleted)", lp, real);
+  assert_true (tl_log_has (want));
+  assert_int_equal (tl_log_errors (), 0);
+  zv_dev_close (dev);
+  close (lfd);
+  assert_int_equal (zv_tunable_set_value (wait, wait->tn_default, err,
+                                          sizeof err), 0);
+}
+
 /* ---- setup ------------------------------------------------------------- */
 
 /* Scratch mounts a failed test left behind. */
@@ -1130,6 +1318,7 @@ main (void)
     tl_test (test_waves),
     tl_test (test_no_uring_fallback),
     tl_test (test_blockdev),
+    tl_test (test_loop_backing_lock),
   };
 
   return tl_main (tests, "dev", dev_unmount_leftovers);
