@@ -18,8 +18,10 @@
  *
  * Opening the volume opens its log from the header the pool keeps,
  * attaches it to the pool (every txg sync stores its header and tells it
- * what is on disk), and replays it; closing makes everything durable
- * first, so the detached log has nothing left to say.
+ * what is on disk), and replays it (the import judged the log already,
+ * and the replay goes by the pool's zil_recover for what only it can
+ * find: an in-place block that does not verify); closing makes everything
+ * durable first, so the detached log has nothing left to say.
  *
  * Concurrency: requests run in parallel.  What they share is the range
  * locks below (a writer's order of applying and of logging), the buffer
