@@ -98,6 +98,7 @@ struct zvol_pool {
   zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
   zv_dev_t *p_logdev;          /* separate log device, or NULL */
   enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
+  bool p_rewound;              /* imported at an older txg than the newest */
   uint64_t p_synced_txg;
   uint64_t p_open_txg;         /* imported or created at */
   _Atomic bool p_syncing;      /* a sync is under way (asserts) */
@@ -1310,6 +1311,7 @@ pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
     const zv_uberblock_phys_t *ub = &cands[i].uc_ub;
     r = pool_load_ub (p, pc, ub);
     if (r == 0) {
+      p->p_rewound = i > 0;
       if (i > 0)
         zv_error ("pool '%s': rewound to txg %" PRIu64 " (the newest, "
                   "txg %" PRIu64 ", does not verify); writes of the "
@@ -1348,7 +1350,7 @@ pool_claim_logs (zv_pool_t *p)
   int r = zv_zil_claim (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
                         p->p_synced_txg, p->p_ds.ds_blksz,
                         p->p_ds.ds_volsize, p->p_zil_recover,
-                        pool_space_live, p);
+                        p->p_rewound, pool_space_live, p);
 
   if (r < 0)
     zv_error ("pool '%s': claiming the intent log of '%s' failed: %s",
@@ -1363,7 +1365,8 @@ static void
 pool_inspect_logs (zv_pool_t *p)
 {
   zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
-                  p->p_synced_txg, p->p_ds.ds_blksz, p->p_ds.ds_volsize);
+                  p->p_synced_txg, p->p_ds.ds_blksz, p->p_ds.ds_volsize,
+                  p->p_rewound);
 }
 
 /* Is [dva, dva+size) used by the synced tree?  For the log's claim: an

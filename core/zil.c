@@ -126,7 +126,9 @@
  * header records the cut, ZV_ZH_F_TRUNCATED, so a crash during the
  * replay does not need the key again), discard starts a fresh chain.  A
  * damaged block with nothing durable after it (the newest, or one of the
- * newest batch) cannot be told from a torn tail: that is the limit.  An
+ * newest batch) cannot be told from a torn tail: that is the limit.
+ * After a rewind the txgs rewound past may have reused ring space behind
+ * their head, so there such a block ends the log (cut, and said).  An
  * in-place block that does not verify is judged the same way, by its log
  * block's seq (zil_replay_nodata).
  *
@@ -1860,7 +1862,11 @@ enum zil_judge { ZIL_JUDGE_CLAIM, ZIL_JUDGE_REPLAY, ZIL_JUDGE_INSPECT };
  * have overwritten part of a lost one, or the other way round).  So is a
  * block that verifies but makes no sense.  Either way the import fails
  * (-EIO) unless 'recover' says otherwise: ZV_ZIL_RECOVER_TRUNCATE cuts
- * the log there (ZIL_CUT).  A read-only import (ZIL_JUDGE_INSPECT),
+ * the log there (ZIL_CUT).  After a rewind ('rewound': the import took
+ * an older txg than the newest), a durable block that does not verify
+ * may have been overwritten legitimately: the txgs rewound past moved
+ * the head beyond it and let the ring reuse its space.  It then ends the
+ * log, cut there and said, as the rewind loses those txgs anyway.  A read-only import (ZIL_JUDGE_INSPECT),
  * which never replays, only reports.  The messages say which block, where it is, which
  * records are lost as far as can be told (between the last record
  * before the stop and the first found after it), how many acknowledged
@@ -1868,7 +1874,7 @@ enum zil_judge { ZIL_JUDGE_CLAIM, ZIL_JUDGE_REPLAY, ZIL_JUDGE_INSPECT };
  */
 static int
 zil_decide (zv_zil_t *zl, const zil_walk_t *wk, enum zv_zil_recover recover,
-            enum zil_judge judge)
+            enum zil_judge judge, bool rewound)
 {
   uint64_t s = wk->wk_stop_seq, by = wk->wk_durable_by;
   size_t nlater = wk->wk_nlater - (wk->wk_stop_read ? 1 : 0);
@@ -1912,6 +1918,15 @@ zil_decide (zv_zil_t *zl, const zil_walk_t *wk, enum zv_zil_recover recover,
       by = wk->wk_later[i].la_seq;
       break;
     }
+  if (wk->wk_stop == ZIL_STOP_GAP && rewound) {
+    zv_error ("intent log: log block %" PRIu64 " (%s) does not verify, but "
+              "block %" PRIu64 " says it was durable; the import rewound "
+              "past txgs that may have reused its space, so the log ends "
+              "there: replaying %s, dropping %s found after it", s, where,
+              by, zil_tally_text (&wk->wk_replay, t2, sizeof t2),
+              zil_tally_text (&all, t1, sizeof t1));
+    return judge == ZIL_JUDGE_INSPECT ? ZIL_ENDS : ZIL_CUT;
+  }
   if (wk->wk_stop == ZIL_STOP_GAP)
     zv_error ("intent log: log block %" PRIu64 " (%s) is damaged: it does "
               "not verify, but block %" PRIu64 ", written after it, says "
@@ -2062,8 +2077,8 @@ zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
 static int
 zil_chain_claim (zv_zil_t *zl, zv_zil_header_t *zh, uint64_t claim,
                  enum zv_zil_recover recover, enum zil_judge judge,
-                 zv_zil_live_fn live, void *live_arg, zil_walk_t *wk,
-                 zil_claims_t *cl)
+                 bool rewound, zv_zil_live_fn live, void *live_arg,
+                 zil_walk_t *wk, zil_claims_t *cl)
 {
   uint64_t lim_seq = 0;
   uint32_t lim_off = 0;
@@ -2079,7 +2094,7 @@ zil_chain_claim (zv_zil_t *zl, zv_zil_header_t *zh, uint64_t claim,
 
     memset (cl, 0, sizeof *cl);
     zil_walk (zl, claim, lim_seq, lim_off, lim_bad, cl, wk);
-    r = zil_decide (zl, wk, recover, judge);
+    r = zil_decide (zl, wk, recover, judge, rewound);
     if (r == ZIL_CUT)
       cut = true;
     if (r >= 0)
@@ -2124,7 +2139,7 @@ zil_walker_init (zv_zil_t *zl, zv_spa_t *spa, zv_dev_t *logdev,
 int
 zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
               uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
-              enum zv_zil_recover recover, zv_zil_live_fn live,
+              enum zv_zil_recover recover, bool rewound, zv_zil_live_fn live,
               void *live_arg)
 {
   zv_zil_t zl;
@@ -2155,8 +2170,8 @@ zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
     zv_zil_header_init (zh, zh->zh_ring_dva, zh->zh_nslots, zh->zh_blksz);
     return 0;
   }
-  r = zil_chain_claim (&zl, zh, claim, recover, ZIL_JUDGE_CLAIM, live,
-                       live_arg, &wk, &cl);
+  r = zil_chain_claim (&zl, zh, claim, recover, ZIL_JUDGE_CLAIM, rewound,
+                       live, live_arg, &wk, &cl);
   free (cl.cl_ent);
   if (r < 0)
     return r;
@@ -2167,7 +2182,8 @@ zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
 
 void
 zv_zil_inspect (zv_spa_t *spa, zv_dev_t *logdev, const zv_zil_header_t *zh,
-                uint64_t imported_txg, uint32_t blksz, uint64_t volsize)
+                uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
+                bool rewound)
 {
   zv_zil_t zl;
   uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
@@ -2178,7 +2194,8 @@ zv_zil_inspect (zv_spa_t *spa, zv_dev_t *logdev, const zv_zil_header_t *zh,
   zil_walk (&zl, claim, zh->zh_flags & ZV_ZH_F_TRUNCATED
             ? zh->zh_trunc_seq : 0, (uint32_t) zh->zh_trunc_off, false,
             NULL, &wk);
-  (void) zil_decide (&zl, &wk, ZV_ZIL_RECOVER_NONE, ZIL_JUDGE_INSPECT);
+  (void) zil_decide (&zl, &wk, ZV_ZIL_RECOVER_NONE, ZIL_JUDGE_INSPECT,
+                     rewound);
   if (wk.wk_replay.ty_records > 0)
     zv_info ("intent log: %s not replayed (a read-only import shows txg %"
              PRIu64 ")", zil_tally_text (&wk.wk_replay, t1, sizeof t1),
@@ -2277,8 +2294,8 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
   /* The import (zv_zil_claim) discarded the log already if told to. */
   if (recover == ZV_ZIL_RECOVER_DISCARD)
     recover = ZV_ZIL_RECOVER_NONE;
-  r = zil_chain_claim (zl, zh, claim, recover, ZIL_JUDGE_REPLAY, NULL, NULL,
-                       &wk, &cl);
+  r = zil_chain_claim (zl, zh, claim, recover, ZIL_JUDGE_REPLAY, false, NULL,
+                       NULL, &wk, &cl);
   if (r < 0) {
     zl->zl_replaying = false;
     return r;

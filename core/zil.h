@@ -133,14 +133,17 @@ int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
  * nothing is claimed.  With 'recover' the import goes on: TRUNCATE cuts
  * the chain there and records the cut in *zh, DISCARD starts *zh afresh
  * (a new, empty chain), each saying how many records of which txgs it
- * drops.  Returns the number of log blocks that replay whole, or a
- * negative errno.
+ * drops.  'rewound' says the import took an older txg than the newest
+ * on disk: the txgs after it may have reused log space behind their
+ * head, so a damaged-looking block ends the log (cut, and said) instead.
+ * Returns the number of log blocks that replay whole, or a negative
+ * errno.
  */
 typedef bool (*zv_zil_live_fn) (void *arg, uint64_t dva, uint32_t size);
 int zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
                   uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
-                  enum zv_zil_recover recover, zv_zil_live_fn live,
-                  void *live_arg);
+                  enum zv_zil_recover recover, bool rewound,
+                  zv_zil_live_fn live, void *live_arg);
 
 /*
  * Import read-only (nothing is claimed or replayed): say what the log
@@ -149,7 +152,7 @@ int zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
  */
 void zv_zil_inspect (zv_spa_t *spa, zv_dev_t *logdev,
                      const zv_zil_header_t *zh, uint64_t imported_txg,
-                     uint32_t blksz, uint64_t volsize);
+                     uint32_t blksz, uint64_t volsize, bool rewound);
 
 /*
  * The block pointer of an in-place (ZV_LR_WRITE_IND) record, read from

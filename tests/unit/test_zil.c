@@ -40,6 +40,9 @@
  *                  without an acknowledged write, but for the newest block
  *   log_damage_inplace
  *                  an in-place block damaged under a durable log block
+ *   log_damage_rewound
+ *                  after a rewind, such a block ends the log (its space
+ *                  may have been reused), said
  *
  * Power cuts under load and during replay are in test_zil_crash.c; the
  * helpers both use are in ziltest.h.
@@ -1861,6 +1864,7 @@ typedef struct ld_chain {
   int lc_n;
   ld_write_t lc_w[LD_MAXW];
   int lc_nw;
+  uint64_t lc_objset[2];                /* device offsets, newest txg's */
 } ld_chain_t;
 
 /* The file that holds the log ring: of the snapshot, or of the copy. */
@@ -1907,10 +1911,13 @@ ld_parse (ld_chain_t *lc)
     assert_true (lc->lc_w[i].lw_first != 0);
 }
 
-/* Build the chain of FUA writes of lens[0..nw) (file names from name). */
+/* Build the chain of FUA writes of lens[0..nw) (file names from name);
+ * with extra_txg, one more txg syncs before them, whose header names the
+ * same chain (so that an import rewound past the newest txg still finds
+ * it). */
 static void
-ld_build (ld_chain_t *lc, const char *name, bool logdev, const uint32_t *lens,
-          int nw)
+ld_build_ex (ld_chain_t *lc, const char *name, bool logdev,
+             const uint32_t *lens, int nw, bool extra_txg)
 {
   zvol_pool_config_t pc;
   zvol_pool_t *p;
@@ -1935,6 +1942,12 @@ ld_build (ld_chain_t *lc, const char *name, bool logdev, const uint32_t *lens,
   cfg_no_txg (&pc);
   p = tl_pool_open_ok (&pc);
   rec_warm (p, NULL, 15 * MiB);
+  if (extra_txg) {
+    tl_vol_write (tl_vol (p), NULL, 14 * MiB, BLK, 77, 0);
+    assert_int_equal (zv_pool_sync (p), 0);
+  }
+  for (int c = 0; c < 2; c++)
+    lc->lc_objset[c] = ZV_DVA_OFFSET (zv_pool_rootbp (p)->bp_dva[c]);
   zh = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL));
   lc->lc_ring_off = ZV_DVA_OFFSET (zh->zh_ring_dva);
   lc->lc_ring_len = zh->zh_nslots * (uint64_t) zh->zh_blksz;
@@ -1955,6 +1968,13 @@ ld_build (ld_chain_t *lc, const char *name, bool logdev, const uint32_t *lens,
   for (int b = 1; b < lc->lc_n; b++)
     assert_int_equal (lc->lc_blk[b].hb_seq, lc->lc_blk[0].hb_seq + b);
   ld_parse (lc);
+}
+
+static void
+ld_build (ld_chain_t *lc, const char *name, bool logdev, const uint32_t *lens,
+          int nw)
+{
+  ld_build_ex (lc, name, logdev, lens, nw, false);
 }
 
 static void
@@ -2391,6 +2411,48 @@ test_log_damage_random (void **state)
 }
 
 /*
+ * After a rewind (the newest txg's object set damaged in both copies,
+ * the import takes the txg before, whose header names the same chain),
+ * a block that does not verify although a later one says it was durable
+ * may have been overwritten legitimately: the txgs rewound past let the
+ * ring reuse space behind their head.  So the import goes on, the log
+ * ending at that block, and says so; without the rewind the same damage
+ * is refused.
+ */
+static void
+test_log_damage_rewound (void **state)
+{
+  static const uint32_t lens[4] = { 12288, 12288, 12288, 12288 };
+  ld_chain_t *lc = calloc (1, sizeof *lc);
+  zvol_pool_t *p;
+
+  (void) state;
+  assert_non_null (lc);
+  ld_build_ex (lc, "ldw", false, lens, 4, true);
+  assert_int_equal (lc->lc_n, 4);
+
+  ld_reset (lc);
+  ld_flip (lc, 1, 2 * BLK + 1000);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), -EIO);
+  tl_log_reset (false);
+
+  ld_reset (lc);
+  ld_flip (lc, 1, 2 * BLK + 1000);
+  for (int c = 0; c < 2; c++)
+    assert_int_equal (tl_file_flip (lc->lc_wdev, lc->lc_objset[c] + 200), 0);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  assert_true (tl_log_has ("rewound to txg"));
+  assert_true (tl_log_has ("the import rewound past txgs that may have "
+                           "reused its space"));
+  tl_log_reset (false);
+  ld_expect_upto (tl_vol (p), lc, lc->lc_blk[1].hb_seq, "rewound");
+  assert_int_equal (tl_pool_close (p), 0);
+
+  ld_unlink (lc);
+  free (lc);
+}
+
+/*
  * In-place records: their data block is written before their log block
  * and flushed with it.  Two 64 KiB FUA writes (each one log block of
  * in-place records).  The first one's in-place block damaged: the second
@@ -2468,6 +2530,7 @@ main (void)
     tl_test (test_log_damage_batch),
     tl_test (test_log_damage_random),
     tl_test (test_log_damage_inplace),
+    tl_test (test_log_damage_rewound),
   };
 
   return tl_main (tests, "zil", NULL);
