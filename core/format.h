@@ -147,7 +147,8 @@ static_assert (sizeof (zv_dnode_phys_t) == 128, "dnode is 128 bytes");
  * block never crosses the ring's end (when fewer than zh_blksz bytes are
  * left, the next block starts over at the ring's start).  Replay starts
  * with block zh_head_seq at ring offset zh_head_pos % ring size and
- * follows the chain while blocks verify.
+ * follows the chain while blocks verify (zil.c tells a torn tail from a
+ * damaged block by the lh_durable_seq of the blocks after it).
  */
 #define ZV_ZIL_BLKSZ (128u * 1024)           /* log block slot */
 #define ZV_LOG_VDEV 255u                     /* dva device of the log device */
@@ -165,11 +166,18 @@ typedef struct zv_zil_header {
   uint64_t zh_head_pos;      /* logical byte position of the head block */
   uint64_t zh_claim_count;   /* in-place blocks the claim took (with flag) */
   zv_cksum_t zh_claim_cksum; /* of their sorted addresses (with flag) */
-  uint64_t zh_reserved[4];
+  uint64_t zh_trunc_seq;     /* replay ends in this block (with flag)... */
+  uint64_t zh_trunc_off;     /* ...after this many bytes of its records */
+  uint64_t zh_reserved[2];
 } zv_zil_header_t;
 /* zh_claim_count and zh_claim_cksum describe the blocks claimed at
  * zh_claim_txg: a later claim or the replay owns exactly those. */
 #define ZV_ZH_F_CLAIM_SET 1ull
+/* An import with zil_recover=truncate cut the chain where it was damaged
+ * or held a record that makes no sense: replay stops at zh_trunc_seq,
+ * zh_trunc_off bytes into its records, whatever follows (the decision
+ * outlives a crash during the replay).  Both fields are 0 without it. */
+#define ZV_ZH_F_TRUNCATED 2ull
 static_assert (sizeof (zv_zil_header_t) == 128, "zil header is 128 bytes");
 
 /*
@@ -186,7 +194,11 @@ typedef struct zv_lwb_hdr {
   uint64_t lh_seq;
   uint64_t lh_next_dva;       /* where block seq+1 goes */
   uint64_t lh_next_seq;       /* its checksum seed: (guid, seq + 1) */
-  uint64_t lh_pad;
+  /* The highest seq of this chain whose block (and every one before it)
+   * was written and flushed when this block was issued: those blocks'
+   * records were acknowledged.  Always below lh_seq; 0 says nothing
+   * (the field was padding, written as 0, before it had a meaning). */
+  uint64_t lh_durable_seq;
   zv_cksum_t lh_cksum;
 } zv_lwb_hdr_t;
 static_assert (sizeof (zv_lwb_hdr_t) == 64, "lwb header is 64 bytes");

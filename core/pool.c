@@ -34,7 +34,11 @@
  * volume must read and verify, and every pointer must point at allocated
  * space.  The first uberblock that passes wins (a rewind, when it is not
  * the newest, is logged).  A read-write import then claims each
- * dataset's log (zv_zil_claim) before anything can sync.
+ * dataset's log (zv_zil_claim) before anything can sync; a log damaged
+ * where acknowledged writes would be lost, or holding a record that makes
+ * no sense, fails it there unless the configuration's zil_recover says
+ * what to drop.  A read-only import claims nothing and replays nothing
+ * (zv_zil_inspect only reports what the log holds).
  *
  * Datasets.  The objset's slots for the volumes (format 1: one) are the
  * pool's; a volume holds its dataset while open and attaches its log to
@@ -93,6 +97,8 @@ struct zvol_pool {
   zv_flat_t p_defer[2];
   zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
   zv_dev_t *p_logdev;          /* separate log device, or NULL */
+  enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
+  bool p_rewound;              /* imported at an older txg than the newest */
   uint64_t p_synced_txg;
   uint64_t p_open_txg;         /* imported or created at */
   _Atomic bool p_syncing;      /* a sync is under way (asserts) */
@@ -1089,6 +1095,17 @@ pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh, uint64_t txg)
               PRIu64 " is out of range", zh->zh_head_seq, zh->zh_head_pos);
     return -EIO;
   }
+  /* A cut that a recovering import made (zil_recover=truncate) lies in
+   * the chain, inside one block's records. */
+  if ((zh->zh_flags & ZV_ZH_F_TRUNCATED)
+      && (zh->zh_trunc_seq < zh->zh_head_seq
+          || zh->zh_trunc_seq - zh->zh_head_seq > len / ZV_SECTOR
+          || zh->zh_trunc_off >= zh->zh_blksz)) {
+    zv_error ("intent log header: the cut at block %" PRIu64 ", byte %"
+              PRIu64 " is outside the chain from block %" PRIu64,
+              zh->zh_trunc_seq, zh->zh_trunc_off, zh->zh_head_seq);
+    return -EIO;
+  }
   if (v == ZV_LOG_VDEV) {
     if (p->p_logdev == NULL) {
       zv_error ("intent log header names a log device the pool does not "
@@ -1294,6 +1311,7 @@ pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
     const zv_uberblock_phys_t *ub = &cands[i].uc_ub;
     r = pool_load_ub (p, pc, ub);
     if (r == 0) {
+      p->p_rewound = i > 0;
       if (i > 0)
         zv_error ("pool '%s': rewound to txg %" PRIu64 " (the newest, "
                   "txg %" PRIu64 ", does not verify); writes of the "
@@ -1331,12 +1349,24 @@ pool_claim_logs (zv_pool_t *p)
 {
   int r = zv_zil_claim (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
                         p->p_synced_txg, p->p_ds.ds_blksz,
-                        p->p_ds.ds_volsize, pool_space_live, p);
+                        p->p_ds.ds_volsize, p->p_zil_recover,
+                        p->p_rewound, pool_space_live, p);
 
   if (r < 0)
     zv_error ("pool '%s': claiming the intent log of '%s' failed: %s",
               p->p_name, p->p_ds.ds_name, strerror (-r));
   return r < 0 ? r : 0;
+}
+
+/* A read-only import claims and replays nothing (it serves the synced
+ * txg); it only says what the log holds, and whether a read-write import
+ * would be refused. */
+static void
+pool_inspect_logs (zv_pool_t *p)
+{
+  zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
+                  p->p_synced_txg, p->p_ds.ds_blksz, p->p_ds.ds_volsize,
+                  p->p_rewound);
 }
 
 /* Is [dva, dva+size) used by the synced tree?  For the log's claim: an
@@ -1425,6 +1455,20 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
               pc->pc_logdevice);
     return -EINVAL;
   }
+  if (pc->pc_zil_recover > ZV_ZIL_RECOVER_DISCARD) {
+    zv_error ("zil_recover: unknown mode %u", (unsigned) pc->pc_zil_recover);
+    return -EINVAL;
+  }
+  /* Recovery drops records a replay would apply: only a read-write
+   * import replays, so anywhere else it would mean nothing. */
+  if (pc->pc_zil_recover != ZV_ZIL_RECOVER_NONE
+      && (pc->pc_create || pc->pc_readonly)) {
+    zv_error ("zil_recover= applies to a read-write import only: %s",
+              pc->pc_create ? "a new pool has no intent log to recover"
+              : "a read-only import never replays the intent log (it "
+              "shows the last synced txg)");
+    return -EINVAL;
+  }
   r = pool_check_distinct (pc);
   if (r < 0)
     return r;
@@ -1433,6 +1477,7 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
     return r;
   p = zv_calloc (1, sizeof *p);
   p->p_readonly = pc->pc_readonly;
+  p->p_zil_recover = pc->pc_zil_recover;
   p->p_ds.ds_pool = p;
   pthread_mutex_init (&p->p_ds_lock, NULL);
   if (pc->pc_create) {
@@ -1471,6 +1516,8 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
     pool_finish (p, pc);
   if (r == 0 && !pc->pc_create && !p->p_readonly)
     r = pool_claim_logs (p);
+  else if (r == 0 && !pc->pc_create)
+    pool_inspect_logs (p);
   if (r < 0) {
     pool_free (p);
     return r;
@@ -1655,6 +1702,12 @@ uint64_t
 zv_pool_open_txg (zv_pool_t *p)
 {
   return p->p_open_txg;
+}
+
+enum zv_zil_recover
+zv_pool_zil_recover (zv_pool_t *p)
+{
+  return p->p_zil_recover;
 }
 
 bool

@@ -48,6 +48,7 @@ typedef struct zv_pool_config {
   void (*pc_progress) (void *arg, const char *what, uint64_t done,
                        uint64_t total);
   void *pc_progress_arg;
+  enum zv_zil_recover pc_zil_recover;
 } zv_pool_config_t;
 
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */
@@ -84,6 +85,9 @@ zv_dev_t *zv_pool_logdev (zv_pool_t *p);
 const zv_blkptr_t *zv_pool_rootbp (zv_pool_t *p);
 /* The txg the pool was imported or created at. */
 uint64_t zv_pool_open_txg (zv_pool_t *p);
+/* What the import was told to do with a damaged intent log (the replay
+ * decides by it too). */
+enum zv_zil_recover zv_pool_zil_recover (zv_pool_t *p);
 /*
  * A write found no space: is some on its way back (frees deferred to a
  * later txg, or reservations that the next sync turns into exact

@@ -24,7 +24,9 @@
  * block is sealed, and placing a log block never allocates (only the
  * in-place data blocks of large writes are allocated, when their log
  * block is issued).  Each block names the next block's address and checksum seed (guid,
- * seq + 1); replay follows the chain until a block does not verify.  Ring
+ * seq + 1), and the highest seq durable (written and flushed, with every
+ * block before it) when it was issued (lh_durable_seq); replay follows
+ * the chain until a block does not verify (see "Where replay ends").  Ring
  * space is reused only behind the head recorded by a txg already on disk
  * (zl_persisted_pos): the head moves past a block once it is written and
  * every record in it belongs to a synced txg; past half the ring the log
@@ -94,12 +96,41 @@
  * the log failed too (the pool is suspended): a logger that finds the
  * ring full there asks for a sync, which fails at once, marks the log
  * failed, drains the ring and returns (zil_ring_wait); only while another
- * thread holds the issuer role does it sleep, 1 ms at a time on zl_wake,
- * so it neither spins nor sleeps for ever.  Its record is published and
+ * thread holds the issuer role, or a logger with an earlier ticket has
+ * not published yet, does it sleep, 1 ms at most at a time on zl_wake, so
+ * it neither spins nor sleeps for ever; a drain that made room, and the
+ * failure itself, wake the sleepers at once.  Its record is published and
  * dropped by the next drain.  The logging functions still return a
  * ticket; the request's caller (zvol.c, zvol_check_durable) sees the
  * suspended pool after logging and fails the request with EIO, since its
  * txg will never sync.
+ *
+ * Where replay ends.  The end of a log after a crash is always a block
+ * that does not verify (never written, torn, or older).  Blocks are in
+ * flight several at a time, so a crash can tear block S and leave S+1
+ * whole; S+1's records were then never acknowledged, and S+1 was issued
+ * before S was durable, so its lh_durable_seq is below S.  A block that
+ * does not verify although a block written after it says it was durable
+ * is therefore damage, not the end: acknowledged writes are lost with it.
+ * The claim at import (and the replay, which judges the same way) walks
+ * the chain (zil_walk), then past its stop: after a block that verifies
+ * at its next_dva, after one that does not at every place it could end
+ * (zil_probe: it was 4 KiB to zh_blksz long, or the ring wrapped), as
+ * long as blocks of this chain are found; only seq S+1 of this guid can
+ * verify there, so stale blocks cannot pose as later ones.  zil_decide
+ * then tells a torn tail from damage, and a block that verifies but
+ * makes no sense is judged like damage.  Damage fails the import with
+ * messages saying which block, which records are lost as far as can be
+ * told and how many acknowledged ones after it cannot be applied, unless
+ * the import recovers: zil_recover=truncate cuts the chain there (the
+ * header records the cut, ZV_ZH_F_TRUNCATED, so a crash during the
+ * replay does not need the key again), discard starts a fresh chain.  A
+ * damaged block with nothing durable after it (the newest, or one of the
+ * newest batch) cannot be told from a torn tail: that is the limit.
+ * After a rewind the txgs rewound past may have reused ring space behind
+ * their head, so there such a block ends the log (cut, and said).  An
+ * in-place block that does not verify is judged the same way, by its log
+ * block's seq (zil_replay_nodata).
  *
  * Locks: none on the logging and commit paths.  Of the txg engine's
  * callbacks (syncing context), zv_zil_synced takes the issuer role only
@@ -550,18 +581,24 @@ zil_drop_oldest (zv_zil_t *zl, uint64_t end, uint64_t max_txg, bool force)
 
 /* The log failed (zl_error): commits wait for txgs from now on, so the
  * published itxs are never needed; drop them to free the ring.  Only
- * with the issuer role; a holder drops them in its own pack. */
+ * with the issuer role (a holder gives it up soon: commits fall back to
+ * txgs once they see zl_error, and the next drain drops what it left).
+ * Writers waiting for room sleep on zl_wake: wake them when room was
+ * made, rather than let them wait out their millisecond. */
 static void
 zil_drain (zv_zil_t *zl)
 {
+  uint64_t before = zil_packed (zl);
   int expect = 0;
 
   if (!atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
                                                 memory_order_acquire,
                                                 memory_order_relaxed))
     return;
-  (void) zil_drop_oldest (zl, UINT64_MAX, UINT64_MAX, true);
+  bool moved = zil_drop_oldest (zl, UINT64_MAX, UINT64_MAX, true) != before;
   atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  if (moved)
+    zil_wake_all (zl);
 }
 
 /*
@@ -585,9 +622,12 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
         int expect = 0;
         if (atomic_compare_exchange_strong_explicit (&zl->zl_error, &expect,
                                                      r, memory_order_seq_cst,
-                                                     memory_order_seq_cst))
+                                                     memory_order_seq_cst)) {
           zv_error ("intent log: the pool is suspended (%s); logged "
                     "changes are dropped, flushes fail", strerror (-r));
+          /* Committers asleep on an open block: fall back now. */
+          zil_wake_all (zl);
+        }
       }
       else
         (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
@@ -1032,6 +1072,10 @@ zil_lwb_seal (zv_zil_t *zl, zil_lwb_t *lwb)
   lh->lh_seq = lwb->lwb_seq;
   lh->lh_next_dva = zil_pos_dva (zl, lwb->lwb_next_pos);
   lh->lh_next_seq = lwb->lwb_seq + 1;
+  /* What is durable now, before this block's write: replay tells by it
+   * a torn tail from a damaged block (zil_decide). */
+  lh->lh_durable_seq = zil_durable_seq (zl);
+  ZV_ASSERT3U (lh->lh_durable_seq, <, lwb->lwb_seq);
   memset (&lh->lh_cksum, 0, sizeof lh->lh_cksum);
   memset (lwb->lwb_buf + sizeof (zv_lwb_hdr_t) + lwb->lwb_nused, 0,
           len - sizeof (zv_lwb_hdr_t) - lwb->lwb_nused);
@@ -1290,9 +1334,18 @@ zil_dva_ok (zv_zil_t *zl, uint64_t dva)
     && dva - base + zl->zl_hdr.zh_blksz <= zl->zl_ring_size;
 }
 
-/* Check a log block read from the ring; returns its records' length. */
+/* A log block read from the ring that verified. */
+typedef struct zil_blk {
+  uint64_t zb_seq;
+  uint64_t zb_dva;
+  uint64_t zb_next_dva;
+  uint64_t zb_durable;         /* lh_durable_seq */
+  uint32_t zb_nused;           /* record bytes */
+} zil_blk_t;
+
+/* Check a log block read from the ring as block seq of this chain. */
 static int
-zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
+zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, zil_blk_t *zb)
 {
   zv_lwb_hdr_t *lh = (zv_lwb_hdr_t *) buf;
   zv_cksum_t want = lh->lh_cksum, got;
@@ -1309,39 +1362,98 @@ zil_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq, uint32_t *nused)
   lh->lh_cksum = want;
   if (!zv_cksum_equal (&want, &got))
     return -1;
-  *nused = lh->lh_nused;
+  zb->zb_seq = seq;
+  zb->zb_next_dva = lh->lh_next_dva;
+  zb->zb_durable = lh->lh_durable_seq;
+  zb->zb_nused = lh->lh_nused;
   return 0;
+}
+
+/* Read block seq of the chain at dva and verify it: 0, or -1 when it is
+ * not there (torn, damaged, stale, never written). */
+static int
+zil_read_block (zv_zil_t *zl, uint64_t dva, uint64_t seq, uint8_t *buf,
+                zil_blk_t *zb)
+{
+  if (!zil_dva_ok (zl, dva))
+    return -1;
+  if (zv_dev_read (zil_ring_dev (zl, dva), buf, ZV_DVA_OFFSET (dva),
+                   zl->zl_hdr.zh_blksz) < 0)
+    return -1;
+  if (zil_verify_block (zl, buf, seq, zb) < 0)
+    return -1;
+  zb->zb_dva = dva;
+  return 0;
+}
+
+/*
+ * Find block seq when the block before it, at dva, did not verify (so
+ * its next_dva is unknown): it starts where a block of 4 KiB to zh_blksz
+ * at dva ends, or at the ring's start when fewer than zh_blksz bytes are
+ * left there (zil_pos_fit).  A candidate whose first sector lacks the
+ * magic and seq is not read further.  The checksum is seeded with the
+ * chain's guid and seq, so only block seq of this chain can pass: one
+ * from an earlier chain, or an older block of this one, cannot.
+ */
+static int
+zil_probe (zv_zil_t *zl, uint64_t dva, uint64_t seq, uint8_t *buf,
+           zil_blk_t *zb)
+{
+  const zv_zil_header_t *zh = &zl->zl_hdr;
+  const zv_lwb_hdr_t *lh = (const zv_lwb_hdr_t *) buf;
+  uint64_t off = dva - zh->zh_ring_dva, prev = UINT64_MAX;
+
+  for (uint64_t len = ZV_SECTOR; len <= zh->zh_blksz; len += ZV_SECTOR) {
+    uint64_t at = off + len;
+    uint64_t cand;
+
+    if (at + zh->zh_blksz > zl->zl_ring_size)
+      at = 0;
+    if (at == prev)
+      continue;
+    prev = at;
+    cand = zh->zh_ring_dva + at;
+    if (zv_dev_read (zil_ring_dev (zl, cand), buf, ZV_DVA_OFFSET (cand),
+                     ZV_SECTOR) < 0
+        || lh->lh_magic != ZV_LWB_MAGIC || lh->lh_seq != seq)
+      continue;
+    if (zil_read_block (zl, cand, seq, buf, zb) == 0)
+      return 0;
+  }
+  return -1;
 }
 
 /*
  * Records are hostile data.  A log block whose checksum verifies was
  * written whole, so a record in it that makes no sense is a bug or a
- * forgery, not a torn write: it fails the import with EIO and says which
- * record and why, before anything is claimed (docs/design.md, "Replay
- * ends").  The claim at import and the replay check records by the same
- * rules (zil_record_check, zv_zil_ind_check, zil_claims_take).
+ * forgery, not a torn write: unless the import recovers (zil_recover,
+ * zil_decide), it fails with EIO, saying which record and why, before
+ * anything is claimed (docs/design.md, "Replay ends").  The claim at
+ * import and the replay check records by the same rules
+ * (zil_record_check, zv_zil_ind_check, zil_claims_take).
  */
 static int
 zil_bad_record (const zv_lr_t *lr, const char *why)
 {
   zv_error ("intent log: record %" PRIu64 " (txg %" PRIu64 ", offset %"
-            PRIu64 ") %s; the import fails", lr->lr_seq, lr->lr_txg,
-            lr->lr_offset, why);
+            PRIu64 ") %s", lr->lr_seq, lr->lr_txg, lr->lr_offset, why);
   return -EIO;
 }
 
-/* The record at the start of 'room' bytes: its framing, type and flags;
- * and, when it is to be replayed (txg > claim), its range. */
+/* The record at the start of 'room' bytes of log block blk's records:
+ * its framing, type and flags; and, when it is to be replayed (txg >
+ * claim), its range. */
 static int
-zil_record_check (zv_zil_t *zl, const zv_lr_t *lr, uint32_t room,
-                  uint64_t claim)
+zil_record_check (zv_zil_t *zl, uint64_t blk, const zv_lr_t *lr,
+                  uint32_t room, uint64_t claim)
 {
   uint32_t payload;
 
   if (lr->lr_reclen < sizeof (zv_lr_t) || lr->lr_reclen % 8 != 0
       || lr->lr_reclen > room) {
-    zv_error ("intent log: malformed record in a verified block; "
-              "replay stops here");
+    zv_error ("intent log: a record of log block %" PRIu64 " is framed "
+              "wrongly (length %" PRIu32 ", %" PRIu32 " bytes left)", blk,
+              lr->lr_reclen, room);
     return -EIO;
   }
   payload = lr->lr_reclen - sizeof (zv_lr_t);
@@ -1353,8 +1465,10 @@ zil_record_check (zv_zil_t *zl, const zv_lr_t *lr, uint32_t room,
       || lr->lr_type > ZV_LR_ZERO
       || (lr->lr_flags & ~(lr->lr_type == ZV_LR_ZERO
                            ? ZV_LR_F_ZERO_ALLOC : 0)) != 0) {
-    zv_error ("intent log: record %" PRIu64 " is inconsistent; replay "
-              "stops here", lr->lr_seq);
+    zv_error ("intent log: record %" PRIu64 " of log block %" PRIu64
+              " is inconsistent (type %" PRIu32 ", length %" PRIu64
+              ", flags %#" PRIx64 ")", lr->lr_seq, blk, lr->lr_type,
+              lr->lr_length, lr->lr_flags);
     return -EIO;
   }
   if (lr->lr_type != ZV_LR_NOP && lr->lr_txg > claim
@@ -1398,11 +1512,15 @@ zv_zil_ind_check (zv_spa_t *spa, const zv_lr_t *lr, const zv_blkptr_t *bp,
   return why[0] ? zil_bad_record (lr, why) : 0;
 }
 
-/* In-place blocks named by the records to replay (see zil_claim_block):
- * each with the first record that names it, for the messages. */
+/* In-place blocks named by the records to replay (see zil_check_block):
+ * each with the first record that names it and where that record is
+ * (log block, byte of its records), for the messages and for a
+ * recovering import to cut the chain there. */
 typedef struct zil_claim_ent {
   uint64_t ce_dva;
   zv_lr_t ce_lr;
+  uint64_t ce_blk;
+  uint32_t ce_off;
 } zil_claim_ent_t;
 
 typedef struct zil_claims {
@@ -1410,41 +1528,444 @@ typedef struct zil_claims {
   size_t cl_n, cl_cap;
 } zil_claims_t;
 
+/* Records of txgs after the claim (those a replay applies), counted;
+ * the others are in synced txgs and lose nothing when dropped. */
+typedef struct zil_tally {
+  uint64_t ty_records;
+  uint64_t ty_min_txg, ty_max_txg;
+} zil_tally_t;
+
+static void
+zil_tally_add (zil_tally_t *ty, uint64_t txg)
+{
+  if (ty->ty_records == 0 || txg < ty->ty_min_txg)
+    ty->ty_min_txg = txg;
+  ty->ty_max_txg = ZV_MAX (ty->ty_max_txg, txg);
+  ty->ty_records++;
+}
+
+static void
+zil_tally_merge (zil_tally_t *to, const zil_tally_t *from)
+{
+  if (from->ty_records == 0)
+    return;
+  if (to->ty_records == 0 || from->ty_min_txg < to->ty_min_txg)
+    to->ty_min_txg = from->ty_min_txg;
+  to->ty_max_txg = ZV_MAX (to->ty_max_txg, from->ty_max_txg);
+  to->ty_records += from->ty_records;
+}
+
+/* "N record(s) of txgs A-B", for the messages. */
+static const char *
+zil_tally_text (const zil_tally_t *ty, char *buf, size_t len)
+{
+  if (ty->ty_records == 0)
+    snprintf (buf, len, "no record");
+  else if (ty->ty_min_txg == ty->ty_max_txg)
+    snprintf (buf, len, "%" PRIu64 " record(s) of txg %" PRIu64,
+              ty->ty_records, ty->ty_min_txg);
+  else
+    snprintf (buf, len, "%" PRIu64 " record(s) of txgs %" PRIu64 "-%"
+              PRIu64, ty->ty_records, ty->ty_min_txg, ty->ty_max_txg);
+  return buf;
+}
+
 /*
- * Pass 1 of the claim, per block: check every record, and collect the
- * in-place blocks that records to replay point at.  Nothing is claimed
- * here: zil_claims_take does that once the whole chain passed.
+ * Where the part of the chain that replays stops.  The end of a log is
+ * always a block that does not verify: after a crash, the next block was
+ * never written, or torn, or is still an older one.  Whether that block
+ * was acknowledged is told by the blocks written after it (zil_decide).
+ */
+enum zil_stop {
+  ZIL_STOP_END = 0,     /* the whole ring was walked */
+  ZIL_STOP_GAP,         /* block wk_stop_seq does not verify */
+  ZIL_STOP_BAD,         /* it verifies, but makes no sense at wk_stop_off */
+  ZIL_STOP_MARK,        /* a recovering import cut the chain here */
+};
+
+/* A block found after the stop, with the records counted from it. */
+typedef struct zil_later {
+  uint64_t la_seq;
+  uint64_t la_durable;         /* its lh_durable_seq */
+  zil_tally_t la_tally;
+} zil_later_t;
+
+typedef struct zil_walk {
+  enum zil_stop wk_stop;
+  uint64_t wk_stop_seq;        /* replay applies the blocks before it... */
+  uint64_t wk_stop_dva;        /* (where it is or would be) */
+  uint32_t wk_stop_off;        /* ...and this many bytes of its records */
+  uint64_t wk_nblocks;         /* blocks replayed whole */
+  zil_tally_t wk_replay;       /* the records the replay applies */
+  bool wk_have_last;           /* the last record before the stop */
+  uint64_t wk_last_ticket, wk_last_txg;
+  /* From the stop on (never replayed): */
+  zil_later_t *wk_later;       /* the blocks found, in seq order: the */
+  size_t wk_nlater, wk_latercap; /* stop block first if it verified */
+  bool wk_stop_read;           /* (it did) */
+  uint64_t wk_missing;         /* blocks between them that do not verify */
+  bool wk_have_first;          /* the first record found after the stop */
+  uint64_t wk_first_ticket, wk_first_txg;
+  /* The highest lh_durable_seq of every block that verified, and the
+   * block that says so. */
+  uint64_t wk_durable, wk_durable_by;
+} zil_walk_t;
+
+static void
+zil_walk_free (zil_walk_t *wk)
+{
+  free (wk->wk_later);
+  wk->wk_later = NULL;
+  wk->wk_nlater = wk->wk_latercap = 0;
+}
+
+/* A verified block's word on what was durable when it was issued. */
+static void
+zil_walk_durable (zil_walk_t *wk, const zil_blk_t *zb)
+{
+  if (zb->zb_durable > wk->wk_durable) {
+    wk->wk_durable = zb->zb_durable;
+    wk->wk_durable_by = zb->zb_seq;
+  }
+}
+
+/* Count the records of block zb from byte 'from' on, as far as their
+ * framing holds: it is past the stop, so nothing is checked or applied. */
+static void
+zil_walk_later (zil_walk_t *wk, const zil_blk_t *zb, const uint8_t *recs,
+                uint32_t from, uint64_t claim)
+{
+  zil_later_t *la;
+
+  ZV_GROW (wk->wk_later, wk->wk_nlater, wk->wk_latercap, 16);
+  la = &wk->wk_later[wk->wk_nlater++];
+  memset (la, 0, sizeof *la);
+  la->la_seq = zb->zb_seq;
+  la->la_durable = zb->zb_durable;
+  for (uint32_t pos = from; pos + sizeof (zv_lr_t) <= zb->zb_nused;) {
+    const zv_lr_t *lr = (const zv_lr_t *) (recs + pos);
+
+    if (lr->lr_reclen < sizeof (zv_lr_t) || lr->lr_reclen % 8 != 0
+        || lr->lr_reclen > zb->zb_nused - pos)
+      break;
+    if (!wk->wk_have_first) {
+      wk->wk_have_first = true;
+      wk->wk_first_ticket = lr->lr_seq;
+      wk->wk_first_txg = lr->lr_txg;
+    }
+    if (lr->lr_type != ZV_LR_NOP && lr->lr_txg > claim)
+      zil_tally_add (&la->la_tally, lr->lr_txg);
+    pos += lr->lr_reclen;
+  }
+}
+
+/* Records found from the stop on: all of them (*all), and those of
+ * blocks a later block says were durable (*acked: acknowledged). */
+static void
+zil_walk_dropped (const zil_walk_t *wk, zil_tally_t *all, zil_tally_t *acked)
+{
+  memset (all, 0, sizeof *all);
+  memset (acked, 0, sizeof *acked);
+  for (size_t i = 0; i < wk->wk_nlater; i++) {
+    zil_tally_merge (all, &wk->wk_later[i].la_tally);
+    if (wk->wk_later[i].la_seq <= wk->wk_durable)
+      zil_tally_merge (acked, &wk->wk_later[i].la_tally);
+  }
+}
+
+/*
+ * Pass 1, per block of the part that replays: check every record that
+ * starts before byte 'lim' as the replay will, and their order; collect
+ * the in-place blocks that records to replay point at (zil_claims_take
+ * claims them once the whole part passed); count them.  -EIO with the
+ * bad record's byte in *bad.
  */
 static int
-zil_claim_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
-                 uint64_t claim, zil_claims_t *cl)
+zil_check_block (zv_zil_t *zl, const zil_blk_t *zb, const uint8_t *recs,
+                 uint32_t lim, uint64_t claim, zil_claims_t *cl,
+                 zil_walk_t *wk, uint32_t *bad)
 {
   uint32_t pos = 0;
 
-  while (pos + sizeof (zv_lr_t) <= nused) {
+  while (pos + sizeof (zv_lr_t) <= lim) {
     const zv_lr_t *lr = (const zv_lr_t *) (recs + pos);
-    int r = zil_record_check (zl, lr, nused - pos, claim);
+    int r = zil_record_check (zl, zb->zb_seq, lr, zb->zb_nused - pos,
+                              claim);
 
-    if (r < 0)
-      return r;
-    if (lr->lr_type == ZV_LR_WRITE_IND && lr->lr_txg > claim) {
+    if (r == 0 && wk->wk_have_last && lr->lr_seq < wk->wk_last_ticket) {
+      char why[96];
+      snprintf (why, sizeof why, "comes after record %" PRIu64 ": the "
+                "log's order is broken", wk->wk_last_ticket);
+      r = zil_bad_record (lr, why);
+    }
+    if (r == 0 && lr->lr_type == ZV_LR_WRITE_IND && lr->lr_txg > claim) {
       zv_blkptr_t bp;
       bool dup = false;
 
       memcpy (&bp, lr + 1, sizeof bp);
       r = zv_zil_ind_check (zl->zl_spa, lr, &bp, zl->zl_ops.zo_blksz);
-      if (r < 0)
-        return r;
-      for (size_t i = 0; i < cl->cl_n && !dup; i++)
+      for (size_t i = 0; r == 0 && cl && i < cl->cl_n && !dup; i++)
         dup = cl->cl_ent[i].ce_dva == bp.bp_dva[0];
-      if (!dup) {
+      if (r == 0 && cl && !dup) {
         ZV_GROW (cl->cl_ent, cl->cl_n, cl->cl_cap, 64);
-        cl->cl_ent[cl->cl_n++] = (zil_claim_ent_t) { bp.bp_dva[0], *lr };
+        cl->cl_ent[cl->cl_n++] = (zil_claim_ent_t) {
+          .ce_dva = bp.bp_dva[0], .ce_lr = *lr, .ce_blk = zb->zb_seq,
+          .ce_off = pos,
+        };
       }
     }
+    if (r < 0) {
+      *bad = pos;
+      return r;
+    }
+    wk->wk_have_last = true;
+    wk->wk_last_ticket = lr->lr_seq;
+    wk->wk_last_txg = lr->lr_txg;
+    if (lr->lr_type != ZV_LR_NOP && lr->lr_txg > claim)
+      zil_tally_add (&wk->wk_replay, lr->lr_txg);
     pos += lr->lr_reclen;
   }
   return 0;
+}
+
+/*
+ * Walk the chain from the head: the part that replays (checked, its
+ * in-place blocks collected into cl unless NULL), up to the first block
+ * that does not verify or makes no sense, or up to a cut at (lim_seq,
+ * lim_off) when lim_seq is not 0: the header's (ZV_ZH_F_TRUNCATED), or
+ * one at a record that zil_claims_take refused (lim_bad).  Then on past
+ * the stop, only counting: each block after one that verifies is where
+ * that one says; after one that does not, zil_probe looks for it.  The
+ * walk ends where neither finds the next block, or after as many blocks
+ * as the ring holds.
+ */
+static void
+zil_walk (zv_zil_t *zl, uint64_t claim, uint64_t lim_seq, uint32_t lim_off,
+          bool lim_bad, zil_claims_t *cl, zil_walk_t *wk)
+{
+  const zv_zil_header_t *zh = &zl->zl_hdr;
+  uint8_t *buf = zv_buf_get (zh->zh_blksz);
+  const uint8_t *recs = buf + sizeof (zv_lwb_hdr_t);
+  uint64_t budget = zl->zl_ring_size / ZV_SECTOR;
+  uint64_t dva = zil_pos_dva (zl, zh->zh_head_pos), seq = zh->zh_head_seq;
+  zil_blk_t zb;
+  bool have = false;            /* zb is block seq, which verified */
+  uint32_t from = 0;            /* its bytes counted as past the stop */
+
+  memset (wk, 0, sizeof *wk);
+  for (;; seq++, budget--) {
+    uint32_t bad = 0;
+
+    if (budget == 0) {
+      wk->wk_stop = ZIL_STOP_END;
+      break;
+    }
+    have = zil_read_block (zl, dva, seq, buf, &zb) == 0;
+    if (!have) {
+      wk->wk_stop = seq == lim_seq && !lim_bad ? ZIL_STOP_MARK
+        : ZIL_STOP_GAP;
+      break;
+    }
+    /* A block cannot have been durable before it was written. */
+    if (zb.zb_durable >= seq) {
+      zv_error ("intent log: log block %" PRIu64 " says block %" PRIu64
+                " was durable when it was issued", seq, zb.zb_durable);
+      wk->wk_stop = ZIL_STOP_BAD;
+      from = zb.zb_nused;
+      break;
+    }
+    if (seq == lim_seq) {
+      uint32_t lim = ZV_MIN (lim_off, zb.zb_nused);
+
+      from = lim;
+      wk->wk_stop = lim_bad ? ZIL_STOP_BAD : ZIL_STOP_MARK;
+      if (zil_check_block (zl, &zb, recs, lim, claim, cl, wk, &bad) < 0) {
+        wk->wk_stop = ZIL_STOP_BAD;
+        from = bad;
+      }
+      zil_walk_durable (wk, &zb);
+      break;
+    }
+    if (zil_check_block (zl, &zb, recs, zb.zb_nused, claim, cl, wk,
+                         &bad) < 0) {
+      wk->wk_stop = ZIL_STOP_BAD;
+      from = bad;
+      zil_walk_durable (wk, &zb);
+      break;
+    }
+    zil_walk_durable (wk, &zb);
+    wk->wk_nblocks++;
+    dva = zb.zb_next_dva;
+  }
+  wk->wk_stop_seq = seq;
+  wk->wk_stop_dva = dva;
+  wk->wk_stop_off = wk->wk_stop == ZIL_STOP_GAP ? 0 : from;
+  if (wk->wk_stop == ZIL_STOP_END) {
+    zv_buf_put (buf, zh->zh_blksz);
+    return;
+  }
+  if (have) {
+    zil_walk_later (wk, &zb, recs, from, claim);
+    wk->wk_stop_read = true;
+  }
+
+  /* Past the stop. */
+  for (uint64_t missing = 0; budget-- > 0;) {
+    uint64_t next = seq + 1;
+
+    if (have) {
+      uint64_t at = zb.zb_next_dva;
+      have = zil_read_block (zl, at, next, buf, &zb) == 0;
+      if (!have) {
+        missing++;
+        seq = next;
+        dva = at;
+        continue;
+      }
+    }
+    else if (zil_probe (zl, dva, next, buf, &zb) < 0)
+      break;
+    else
+      have = true;
+    if (zb.zb_durable >= next)
+      break;                    /* nonsense: follow it no further */
+    wk->wk_missing += missing;
+    missing = 0;
+    seq = next;
+    dva = zb.zb_dva;
+    zil_walk_durable (wk, &zb);
+    zil_walk_later (wk, &zb, recs, 0, claim);
+  }
+  zv_buf_put (buf, zh->zh_blksz);
+}
+
+/* How zil_decide judged a walk. */
+enum zil_verdict {
+  ZIL_ENDS = 0,          /* the log ends at the stop: replay up to it */
+  ZIL_CUT = 1,           /* damage or a bad record, cut there (recovery) */
+};
+
+/* Who asks: the read-write import's claim, the replay after it (which
+ * says again only what the claim did not), a read-only import. */
+enum zil_judge { ZIL_JUDGE_CLAIM, ZIL_JUDGE_REPLAY, ZIL_JUDGE_INSPECT };
+
+/*
+ * What the stop of a walk means, and what the import does about it.
+ *
+ * A block that does not verify is the log's torn tail unless a block
+ * written after it says it was durable (lh_durable_seq >= its seq): log
+ * blocks are written several at a time, so a crash may tear block S and
+ * leave S+1 whole, but S+1's records were then never acknowledged, and
+ * S+1 was issued before S was durable, so it says less.  A block that
+ * was durable and does not verify is damage: acknowledged writes are
+ * lost with it, and every later record depends on it (a later write may
+ * have overwritten part of a lost one, or the other way round).  So is a
+ * block that verifies but makes no sense.  Either way the import fails
+ * (-EIO) unless 'recover' says otherwise: ZV_ZIL_RECOVER_TRUNCATE cuts
+ * the log there (ZIL_CUT).  After a rewind ('rewound': the import took
+ * an older txg than the newest), a durable block that does not verify
+ * may have been overwritten legitimately: the txgs rewound past moved
+ * the head beyond it and let the ring reuse its space.  It then ends the
+ * log, cut there and said, as the rewind loses those txgs anyway.  A read-only import (ZIL_JUDGE_INSPECT),
+ * which never replays, only reports.  The messages say which block, where it is, which
+ * records are lost as far as can be told (between the last record
+ * before the stop and the first found after it), how many acknowledged
+ * records after it cannot be applied, and how to import anyway.
+ */
+static int
+zil_decide (zv_zil_t *zl, const zil_walk_t *wk, enum zv_zil_recover recover,
+            enum zil_judge judge, bool rewound)
+{
+  uint64_t s = wk->wk_stop_seq, by = wk->wk_durable_by;
+  size_t nlater = wk->wk_nlater - (wk->wk_stop_read ? 1 : 0);
+  zil_tally_t all, acked, whole;
+  char t1[96], t2[96], lost[192], where[160], missing[64];
+
+  if (wk->wk_stop == ZIL_STOP_END || wk->wk_stop == ZIL_STOP_MARK)
+    return ZIL_ENDS;
+  zil_walk_dropped (wk, &all, &acked);
+  if (wk->wk_stop == ZIL_STOP_GAP && wk->wk_durable < s) {
+    if (nlater > 0 && judge != ZIL_JUDGE_REPLAY)
+      zv_info ("intent log: log block %" PRIu64 " does not verify and "
+               "no block after it says it was durable: it is the torn "
+               "tail of the log; the %zu block(s) found after it (%s) "
+               "were never acknowledged", s, nlater,
+               zil_tally_text (&all, t1, sizeof t1));
+    return ZIL_ENDS;
+  }
+
+  snprintf (where, sizeof where, "%s offset %" PRIu64,
+            zv_dev_path (zil_ring_dev (zl, wk->wk_stop_dva)),
+            ZV_DVA_OFFSET (wk->wk_stop_dva));
+  /* The lost records lie between the last one before the stop and the
+   * first one found after it (tickets are the log's order). */
+  if (wk->wk_have_last && wk->wk_have_first)
+    snprintf (lost, sizeof lost, "between record %" PRIu64 " (txg %" PRIu64
+              ") and record %" PRIu64 " (txg %" PRIu64 ")",
+              wk->wk_last_ticket, wk->wk_last_txg, wk->wk_first_ticket,
+              wk->wk_first_txg);
+  else if (wk->wk_have_first)
+    snprintf (lost, sizeof lost, "before record %" PRIu64 " (txg %" PRIu64
+              ")", wk->wk_first_ticket, wk->wk_first_txg);
+  else if (wk->wk_have_last)
+    snprintf (lost, sizeof lost, "after record %" PRIu64 " (txg %" PRIu64
+              ")", wk->wk_last_ticket, wk->wk_last_txg);
+  else
+    snprintf (lost, sizeof lost, "it held");
+  /* Name the first block that vouches for it. */
+  for (size_t i = 0; i < wk->wk_nlater; i++)
+    if (wk->wk_later[i].la_seq > s && wk->wk_later[i].la_durable >= s) {
+      by = wk->wk_later[i].la_seq;
+      break;
+    }
+  if (wk->wk_stop == ZIL_STOP_GAP && rewound) {
+    zv_error ("intent log: log block %" PRIu64 " (%s) does not verify, but "
+              "block %" PRIu64 " says it was durable; the import rewound "
+              "past txgs that may have reused its space, so the log ends "
+              "there: replaying %s, dropping %s found after it", s, where,
+              by, zil_tally_text (&wk->wk_replay, t2, sizeof t2),
+              zil_tally_text (&all, t1, sizeof t1));
+    return judge == ZIL_JUDGE_INSPECT ? ZIL_ENDS : ZIL_CUT;
+  }
+  if (wk->wk_stop == ZIL_STOP_GAP)
+    zv_error ("intent log: log block %" PRIu64 " (%s) is damaged: it does "
+              "not verify, but block %" PRIu64 ", written after it, says "
+              "it was durable; the acknowledged records %s are lost with "
+              "it", s, where, by, lost);
+  else
+    zv_error ("intent log: log block %" PRIu64 " (%s) verifies but holds "
+              "nonsense (above)%s", s, where,
+              wk->wk_durable >= s ? "; it was acknowledged" : "");
+  missing[0] = '\0';
+  if (wk->wk_missing > 0)
+    snprintf (missing, sizeof missing, ", %" PRIu64 " more missing",
+              wk->wk_missing);
+  zv_error ("intent log: %s %s in %zu later block(s)%s, %" PRIu64 " of "
+            "them acknowledged, cannot be applied without it",
+            wk->wk_stop == ZIL_STOP_GAP ? "after it," : "from there on,",
+            zil_tally_text (&all, t1, sizeof t1), nlater, missing,
+            acked.ty_records);
+  whole = wk->wk_replay;
+  zil_tally_merge (&whole, &all);
+  zil_tally_text (&wk->wk_replay, t2, sizeof t2);
+  if (judge == ZIL_JUDGE_INSPECT) {
+    zv_error ("intent log: a read-only import does not replay the log; a "
+              "read-write import fails unless zil_recover=truncate (keeps "
+              "what precedes it: %s) or zil_recover=discard", t2);
+    return ZIL_ENDS;
+  }
+  if (recover == ZV_ZIL_RECOVER_TRUNCATE) {
+    zv_error ("intent log: zil_recover=truncate: replaying what precedes "
+              "log block %" PRIu64 "%s (%s), dropping the rest (%s)", s,
+              wk->wk_stop == ZIL_STOP_GAP ? "" : "'s bad record", t2,
+              zil_tally_text (&all, t1, sizeof t1));
+    return ZIL_CUT;
+  }
+  zv_error ("intent log: the import fails; to import anyway, "
+            "zil_recover=truncate keeps what precedes it (%s) and drops "
+            "the rest, zil_recover=discard drops the whole log (%s)", t2,
+            zil_tally_text (&whole, t1, sizeof t1));
+  return -EIO;
 }
 
 static int
@@ -1472,11 +1993,13 @@ zil_claim_ent_cmp (const void *a, const void *b)
  * blocks allocated, so they are taken again only when the chain names
  * exactly the set that claim recorded (ZV_ZH_F_CLAIM_SET: count and
  * checksum of the sorted addresses).  Nothing is claimed unless every
- * block passes; on success the header records the set.
+ * block passes; on success the header records the set.  On failure
+ * *bad is the record refused.
  */
 static int
 zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
-                 uint64_t claim, zv_zil_live_fn live, void *live_arg)
+                 uint64_t claim, zv_zil_live_fn live, void *live_arg,
+                 const zil_claim_ent_t **bad)
 {
   zv_alloc_t *a = zl->zl_spa->spa_alloc;
   uint32_t bs = zl->zl_ops.zo_blksz;
@@ -1489,10 +2012,18 @@ zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
   for (size_t i = 1; i < cl->cl_n; i++) {
     uint64_t p = cl->cl_ent[i - 1].ce_dva, q = cl->cl_ent[i].ce_dva;
     if (ZV_DVA_VDEV (p) == ZV_DVA_VDEV (q) && q - p < bs) {
+      /* The later of the two records is the one to blame. */
+      const zil_claim_ent_t *x = &cl->cl_ent[i - 1], *y = &cl->cl_ent[i];
       char why[128];
+
+      if (x->ce_lr.lr_seq > y->ce_lr.lr_seq) {
+        x = &cl->cl_ent[i];
+        y = &cl->cl_ent[i - 1];
+      }
       snprintf (why, sizeof why, "names an in-place block that overlaps "
-                "that of record %" PRIu64, cl->cl_ent[i - 1].ce_lr.lr_seq);
-      return zil_bad_record (&cl->cl_ent[i].ce_lr, why);
+                "that of record %" PRIu64, x->ce_lr.lr_seq);
+      *bad = y;
+      return zil_bad_record (&y->ce_lr, why);
     }
   }
   dvas = zv_calloc (cl->cl_n + 1, sizeof *dvas);
@@ -1513,6 +2044,7 @@ zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
                 "offset %" PRIu64 ") whose space is allocated and live, "
                 "not the record's to own", ZV_DVA_VDEV (dva),
                 ZV_DVA_OFFSET (dva));
+      *bad = &cl->cl_ent[i];
       return zil_bad_record (&cl->cl_ent[i].ce_lr, why);
     }
   }
@@ -1532,62 +2064,157 @@ zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
   return 0;
 }
 
-/* Read block seq of the chain at dva and verify it: 0 with the length
- * of its records, or -1 where the chain ends. */
+/*
+ * The claim of a chain, for the import and the replay alike: walk it,
+ * judge where it stops (zil_decide), take the in-place blocks of the
+ * part that replays.  A record zil_claims_take refuses is a bad record
+ * like any other: the walk is redone with the chain cut there, to judge
+ * and report it the same way (each retry cuts earlier, so this ends).
+ * With a cut (ZIL_CUT), the header records it (ZV_ZH_F_TRUNCATED), so a
+ * replay, or an import after a crash during it, stops at the same place
+ * without being told again.  *wk and *cl describe what replays.
+ */
 static int
-zil_read_block (zv_zil_t *zl, uint64_t dva, uint64_t seq, uint8_t *buf,
-                uint32_t *nused)
+zil_chain_claim (zv_zil_t *zl, zv_zil_header_t *zh, uint64_t claim,
+                 enum zv_zil_recover recover, enum zil_judge judge,
+                 bool rewound, zv_zil_live_fn live, void *live_arg,
+                 zil_walk_t *wk, zil_claims_t *cl)
 {
-  if (!zil_dva_ok (zl, dva))
-    return -1;
-  if (zv_dev_read (zil_ring_dev (zl, dva), buf, ZV_DVA_OFFSET (dva),
-                   zl->zl_hdr.zh_blksz) < 0)
-    return -1;
-  return zil_verify_block (zl, buf, seq, nused);
+  uint64_t lim_seq = 0;
+  uint32_t lim_off = 0;
+  bool lim_bad = false, cut = false;
+  int r;
+
+  if (zh->zh_flags & ZV_ZH_F_TRUNCATED) {
+    lim_seq = zh->zh_trunc_seq;
+    lim_off = (uint32_t) zh->zh_trunc_off;
+  }
+  for (;;) {
+    const zil_claim_ent_t *bad = NULL;
+
+    memset (cl, 0, sizeof *cl);
+    zil_walk (zl, claim, lim_seq, lim_off, lim_bad, cl, wk);
+    r = zil_decide (zl, wk, recover, judge, rewound);
+    if (r == ZIL_CUT)
+      cut = true;
+    if (r >= 0)
+      r = zil_claims_take (zl, cl, zh, claim, live, live_arg, &bad);
+    if (r >= 0 || bad == NULL)
+      break;
+    lim_seq = bad->ce_blk;
+    lim_off = bad->ce_off;
+    lim_bad = true;
+    free (cl->cl_ent);
+    zil_walk_free (wk);
+  }
+  if (r < 0) {
+    free (cl->cl_ent);
+    memset (cl, 0, sizeof *cl);
+    zil_walk_free (wk);
+    return r;
+  }
+  if (cut) {
+    zh->zh_flags |= ZV_ZH_F_TRUNCATED;
+    zh->zh_trunc_seq = wk->wk_stop_seq;
+    zh->zh_trunc_off = wk->wk_stop_off;
+  }
+  return 0;
+}
+
+/* A zv_zil_t with only what a walk reads: the ring, where it lives, and
+ * the volume's geometry for the records' checks. */
+static void
+zil_walker_init (zv_zil_t *zl, zv_spa_t *spa, zv_dev_t *logdev,
+                 const zv_zil_header_t *zh, uint32_t blksz, uint64_t volsize)
+{
+  memset (zl, 0, sizeof *zl);
+  zl->zl_spa = spa;
+  zl->zl_logdev = logdev;
+  zl->zl_hdr = *zh;
+  zl->zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz;
+  zl->zl_ops.zo_blksz = blksz;
+  zl->zl_ops.zo_volsize = volsize;
 }
 
 int
 zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
               uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
-              zv_zil_live_fn live, void *live_arg)
+              enum zv_zil_recover recover, bool rewound, zv_zil_live_fn live,
+              void *live_arg)
 {
-  /* Only what the chain walk reads: the ring, where it lives, and the
-   * volume's geometry for the records' checks. */
-  zv_zil_t zl = {
-    .zl_spa = spa, .zl_logdev = logdev, .zl_hdr = *zh,
-    .zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz,
-    .zl_ops = { .zo_blksz = blksz, .zo_volsize = volsize },
-  };
+  zv_zil_t zl;
   uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
-  uint64_t dva = zil_pos_dva (&zl, zh->zh_head_pos), seq = zh->zh_head_seq;
-  uint8_t *buf = zv_buf_get (zh->zh_blksz);
-  zil_claims_t zc = { 0 };
-  uint32_t nused;
-  int n, r = 0;
+  zil_claims_t cl;
+  zil_walk_t wk;
+  int r;
 
-  for (n = 0; (uint64_t) n < zl.zl_ring_size / ZV_SECTOR && r == 0
-         && zil_read_block (&zl, dva, seq, buf, &nused) == 0; n++, seq++) {
-    dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
-    r = zil_claim_block (&zl, buf + sizeof (zv_lwb_hdr_t), nused, claim, &zc);
+  zil_walker_init (&zl, spa, logdev, zh, blksz, volsize);
+  if (recover == ZV_ZIL_RECOVER_DISCARD) {
+    zil_tally_t all, acked;
+    char t1[96];
+
+    /* Every record found, checked or not: nothing of it is applied. */
+    zil_walk (&zl, claim, 0, 0, false, NULL, &wk);
+    zil_walk_dropped (&wk, &all, &acked);
+    zil_tally_merge (&all, &wk.wk_replay);
+    zv_error ("intent log: zil_recover=discard: dropping the whole log: "
+              "%s in %" PRIu64 " block(s)%s; the pool is as of txg %"
+              PRIu64, zil_tally_text (&all, t1, sizeof t1),
+              wk.wk_nblocks + wk.wk_nlater,
+              wk.wk_stop == ZIL_STOP_GAP && wk.wk_durable >= wk.wk_stop_seq
+              ? " and a damaged one" : "", claim);
+    zil_walk_free (&wk);
+    /* A fresh chain: its header reaches the disk with the first txg, and
+     * until then an import finds the old chain again (and is refused
+     * again, or told again). */
+    zv_zil_header_init (zh, zh->zh_ring_dva, zh->zh_nslots, zh->zh_blksz);
+    return 0;
   }
-  zv_buf_put (buf, zh->zh_blksz);
-  if (r == 0)
-    r = zil_claims_take (&zl, &zc, zh, claim, live, live_arg);
-  /* Replay finds the same blocks again and frees them once applied. */
-  free (zc.cl_ent);
-  return r < 0 ? r : n;
+  r = zil_chain_claim (&zl, zh, claim, recover, ZIL_JUDGE_CLAIM, rewound,
+                       live, live_arg, &wk, &cl);
+  free (cl.cl_ent);
+  if (r < 0)
+    return r;
+  r = (int) ZV_MIN (wk.wk_nblocks, (uint64_t) INT32_MAX);
+  zil_walk_free (&wk);
+  return r;
 }
 
-/* Apply the records of one verified block (claim rule: txg > claim). */
+void
+zv_zil_inspect (zv_spa_t *spa, zv_dev_t *logdev, const zv_zil_header_t *zh,
+                uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
+                bool rewound)
+{
+  zv_zil_t zl;
+  uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
+  zil_walk_t wk;
+  char t1[96];
+
+  zil_walker_init (&zl, spa, logdev, zh, blksz, volsize);
+  zil_walk (&zl, claim, zh->zh_flags & ZV_ZH_F_TRUNCATED
+            ? zh->zh_trunc_seq : 0, (uint32_t) zh->zh_trunc_off, false,
+            NULL, &wk);
+  (void) zil_decide (&zl, &wk, ZV_ZIL_RECOVER_NONE, ZIL_JUDGE_INSPECT,
+                     rewound);
+  if (wk.wk_replay.ty_records > 0)
+    zv_info ("intent log: %s not replayed (a read-only import shows txg %"
+             PRIu64 ")", zil_tally_text (&wk.wk_replay, t1, sizeof t1),
+             imported_txg);
+  zil_walk_free (&wk);
+}
+
+/* Apply the records of one verified block that start before byte 'lim'
+ * (claim rule: txg > claim). */
 static int
-zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
-                  uint64_t claim, uint64_t *last_seq, int *applied)
+zil_replay_block (zv_zil_t *zl, uint64_t blk, const uint8_t *recs,
+                  uint32_t nused, uint32_t lim, uint64_t claim,
+                  uint64_t *last_seq, int *applied, const zv_lr_t **failed)
 {
   uint32_t pos = 0;
 
-  while (pos + sizeof (zv_lr_t) <= nused) {
+  while (pos + sizeof (zv_lr_t) <= lim) {
     const zv_lr_t *lr = (const zv_lr_t *) (recs + pos);
-    int r = zil_record_check (zl, lr, nused - pos, claim);
+    int r = zil_record_check (zl, blk, lr, nused - pos, claim);
 
     if (r < 0)
       return r;
@@ -1598,8 +2225,10 @@ zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
     *last_seq = lr->lr_seq;
     if (lr->lr_type != ZV_LR_NOP && lr->lr_txg > claim) {
       r = zl->zl_ops.zo_replay (zl->zl_arg, lr, lr + 1);
-      if (r < 0)
-        return r;               /* -ENODATA: the end of the log */
+      if (r < 0) {
+        *failed = lr;
+        return r;               /* -ENODATA: see zv_zil_replay */
+      }
       (*applied)++;
     }
     pos += lr->lr_reclen;
@@ -1608,59 +2237,94 @@ zil_replay_block (zv_zil_t *zl, const uint8_t *recs, uint32_t nused,
 }
 
 /*
+ * An in-place block that does not verify (-ENODATA from zo_replay, for
+ * record lr of log block blk): it is written before its log block and
+ * flushed with it, so unless a later block says blk was durable, blk's
+ * flush never completed and nothing from lr on was acknowledged: the log
+ * ends there.  If one does, the block is damaged, and the replay fails
+ * unless 'recover' truncates.  Returns 0 (the log ends before lr) or
+ * -EIO.
+ */
+static int
+zil_replay_nodata (const zil_walk_t *wk, uint64_t blk, const zv_lr_t *lr,
+                   int applied, enum zv_zil_recover recover)
+{
+  uint64_t left = wk->wk_replay.ty_records - (uint64_t) applied;
+
+  if (wk->wk_durable < blk) {
+    zv_info ("intent log: in-place block of record %" PRIu64 " is not on "
+             "disk; the log ends before it", lr->lr_seq);
+    return 0;
+  }
+  zv_error ("intent log: the in-place block of record %" PRIu64 " (txg %"
+            PRIu64 ", offset %" PRIu64 ") in log block %" PRIu64 " does "
+            "not verify, but block %" PRIu64 " says that block was durable: "
+            "it is damaged, and %" PRIu64 " acknowledged or later record(s) "
+            "from it on %s", lr->lr_seq, lr->lr_txg, lr->lr_offset, blk,
+            wk->wk_durable_by, left,
+            recover == ZV_ZIL_RECOVER_TRUNCATE
+            ? "are dropped (zil_recover=truncate)"
+            : "cannot be applied; the replay fails (zil_recover=truncate "
+            "replays up to it)");
+  return recover == ZV_ZIL_RECOVER_TRUNCATE ? 0 : -EIO;
+}
+
+/*
  * Replay, then start a fresh chain.  The header keeps the old chain (and
  * the claim txg) in every txg synced while replaying, so a crash here
  * replays again from the same start: records are idempotent and applied
- * in the same order, and the result is that of a single replay.
+ * in the same order, and the result is that of a single replay.  Pass 1
+ * is the import's claim again (zil_chain_claim: the same walk, judgement
+ * and set of in-place blocks; the import's cut is in the header); pass 2
+ * applies the records up to where pass 1 stopped.
  */
 int
-zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
+zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
+               enum zv_zil_recover recover)
 {
   zv_zil_header_t *zh = &zl->zl_hdr;
-  uint8_t *buf = zv_buf_get (zh->zh_blksz);
+  uint8_t *buf;
   uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
-  uint64_t seq, last_seq = 0, nblocks = 0;
-  int applied = 0, r = 0;
-
-  zil_claims_t cl = { 0 };
+  uint64_t seq, last_seq = 0, nblocks = 0, dva;
+  int applied = 0, r;
+  zil_claims_t cl;
+  zil_walk_t wk;
 
   zl->zl_replaying = true;
-  zh->zh_claim_txg = claim;
-  /* Pass 1 finds the chain's end and claims in-place blocks; pass 2
-   * applies the records. */
-  for (int pass = 1; pass <= 2 && r == 0; pass++) {
-    uint64_t dva = zil_pos_dva (zl, zh->zh_head_pos);
-    for (seq = zh->zh_head_seq, nblocks = 0;
-         nblocks < zl->zl_ring_size / ZV_SECTOR;
-         seq++, nblocks++) {
-      uint32_t nused;
+  /* The import (zv_zil_claim) discarded the log already if told to. */
+  if (recover == ZV_ZIL_RECOVER_DISCARD)
+    recover = ZV_ZIL_RECOVER_NONE;
+  r = zil_chain_claim (zl, zh, claim, recover, ZIL_JUDGE_REPLAY, false, NULL,
+                       NULL, &wk, &cl);
+  if (r < 0) {
+    zl->zl_replaying = false;
+    return r;
+  }
+  buf = zv_buf_get (zh->zh_blksz);
+  dva = zil_pos_dva (zl, zh->zh_head_pos);
+  for (seq = zh->zh_head_seq; seq <= wk.wk_stop_seq; seq++) {
+    uint32_t lim;
+    zil_blk_t zb;
+    const zv_lr_t *failed = NULL;
 
-      if (zil_read_block (zl, dva, seq, buf, &nused) < 0)
-        break;
-      dva = ((zv_lwb_hdr_t *) buf)->lh_next_dva;
-      if (pass == 1) {
-        r = zil_claim_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
-                             &cl);
-        if (r < 0)
-          break;
-      }
-      else {
-        r = zil_replay_block (zl, buf + sizeof (zv_lwb_hdr_t), nused, claim,
-                              &last_seq, &applied);
-        if (r == -ENODATA) {
-          r = 0;                /* ends here: nothing after was acked */
-          break;
-        }
-        if (r < 0)
-          break;
-      }
+    if (seq == wk.wk_stop_seq && wk.wk_stop_off == 0)
+      break;
+    if (zil_read_block (zl, dva, seq, buf, &zb) < 0)
+      break;                    /* (it verified in pass 1) */
+    lim = seq == wk.wk_stop_seq ? wk.wk_stop_off : zb.zb_nused;
+    r = zil_replay_block (zl, seq, buf + sizeof (zv_lwb_hdr_t), zb.zb_nused,
+                          lim, claim, &last_seq, &applied, &failed);
+    if (r == -ENODATA && failed != NULL) {
+      r = zil_replay_nodata (&wk, seq, failed, applied, recover);
+      break;
     }
-    /* The whole chain passed: only now claim (idempotent: the import
-     * claimed the same set). */
-    if (pass == 1 && r == 0)
-      r = zil_claims_take (zl, &cl, zh, claim, NULL, NULL);
+    if (r < 0)
+      break;
+    nblocks++;
+    dva = zb.zb_next_dva;
   }
   zv_buf_put (buf, zh->zh_blksz);
+  zil_walk_free (&wk);
   if (r < 0) {
     free (cl.cl_ent);
     zl->zl_replaying = false;
@@ -1682,18 +2346,18 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
       zv_txg_rele (zl->zl_tx, &h);
     }
   }
-  free (cl.cl_ent);
   /* Make the replayed changes durable under the old header... */
   if (applied > 0 || cl.cl_n > 0) {
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
     if (r < 0) {
+      free (cl.cl_ent);
       zl->zl_replaying = false;
       return r;
     }
   }
-  /* ...then start a fresh chain: new guid, head 1, no claim.  No block
-   * is written until a txg carrying this header is on disk (the first
-   * commits wait for that txg instead; see zv_zil_synced). */
+  /* ...then start a fresh chain: new guid, head 1, no claim, no cut.  No
+   * block is written until a txg carrying this header is on disk (the
+   * first commits wait for that txg instead; see zv_zil_synced). */
   zv_zil_header_init (zh, zh->zh_ring_dva, zh->zh_nslots, zh->zh_blksz);
   zl->zl_head = 1;
   zl->zl_head_pos = 0;
@@ -1708,10 +2372,13 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg)
   /* After a replay the old chain must not be replayed again: its
    * in-place blocks are free now.  Put the new header on disk. */
   if (applied > 0 || cl.cl_n > 0) {
+    free (cl.cl_ent);
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
     if (r < 0)
       return r;
   }
+  else
+    free (cl.cl_ent);
   return applied;
 }
 

@@ -96,12 +96,27 @@ void zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh);
 void zv_zil_synced (zv_zil_t *zl, uint64_t txg);
 
 /*
+ * What an import does with a log that is damaged in the middle of its
+ * chain (a block that does not verify, that a later block says was
+ * durable), or that holds a record that makes no sense (zil_recover=).
+ */
+enum zv_zil_recover {
+  ZV_ZIL_RECOVER_NONE = 0,      /* the import fails, saying what is lost */
+  ZV_ZIL_RECOVER_TRUNCATE,      /* replay what precedes it, drop the rest */
+  ZV_ZIL_RECOVER_DISCARD,       /* drop the whole log, whatever it holds */
+};
+
+/*
  * Replay every record the log holds beyond the txg the pool imported at,
  * in order, through zo_replay; then start a fresh chain.  Safe to crash
  * in: the header keeps the chain until the replayed txgs are on disk.
- * Returns the number of records applied, or a negative errno.
+ * The import's claim (zv_zil_claim) judged the chain already; 'recover'
+ * (the import's) decides only about an in-place block that does not
+ * verify although its log block was durable.  Returns the number of
+ * records applied, or a negative errno.
  */
-int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg);
+int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
+                   enum zv_zil_recover recover);
 
 /*
  * Import (read-write), before anything syncs: claim the log whose header
@@ -109,17 +124,35 @@ int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg);
  * after imported_txg points at, and sets zh_claim_txg (when not set
  * yet), so the replay applies the same records however many txgs sync
  * before it.  Every record is checked first, as the replay will
- * (blksz and volsize are the volume's): a record that makes no sense, or
- * an in-place block the record may not own (see zil.c,
- * zil_claims_take; 'live' says whether space the bitmap shows allocated
- * is used by the synced tree), fails with -EIO and a message naming the record,
- * and nothing is claimed.  Returns the number of log blocks that
- * verified, or a negative errno.
+ * (blksz and volsize are the volume's), and where the chain stops is
+ * judged (zil.c, zil_decide): a block in the middle that is damaged, a
+ * record that makes no sense, or an in-place block the record may not
+ * own (zil_claims_take; 'live' says whether space the bitmap shows
+ * allocated is used by the synced tree) fails with -EIO and messages
+ * naming the block or record, what is lost, and how to import anyway;
+ * nothing is claimed.  With 'recover' the import goes on: TRUNCATE cuts
+ * the chain there and records the cut in *zh, DISCARD starts *zh afresh
+ * (a new, empty chain), each saying how many records of which txgs it
+ * drops.  'rewound' says the import took an older txg than the newest
+ * on disk: the txgs after it may have reused log space behind their
+ * head, so a damaged-looking block ends the log (cut, and said) instead.
+ * Returns the number of log blocks that replay whole, or a negative
+ * errno.
  */
 typedef bool (*zv_zil_live_fn) (void *arg, uint64_t dva, uint32_t size);
 int zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
                   uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
+                  enum zv_zil_recover recover, bool rewound,
                   zv_zil_live_fn live, void *live_arg);
+
+/*
+ * Import read-only (nothing is claimed or replayed): say what the log
+ * holds that the import does not show, and whether a read-write import
+ * would be refused (damage, a record that makes no sense).
+ */
+void zv_zil_inspect (zv_spa_t *spa, zv_dev_t *logdev,
+                     const zv_zil_header_t *zh, uint64_t imported_txg,
+                     uint32_t blksz, uint64_t volsize, bool rewound);
 
 /*
  * The block pointer of an in-place (ZV_LR_WRITE_IND) record, read from

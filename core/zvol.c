@@ -18,8 +18,10 @@
  *
  * Opening the volume opens its log from the header the pool keeps,
  * attaches it to the pool (every txg sync stores its header and tells it
- * what is on disk), and replays it; closing makes everything durable
- * first, so the detached log has nothing left to say.
+ * what is on disk), and replays it (the import judged the log already,
+ * and the replay goes by the pool's zil_recover for what only it can
+ * find: an in-place block that does not verify); closing makes everything
+ * durable first, so the detached log has nothing left to say.
  *
  * Concurrency: requests run in parallel.  What they share is the range
  * locks below (a writer's order of applying and of logging), the buffer
@@ -93,8 +95,14 @@ ZVOL_SAME_PC (pc_cache_size);
 ZVOL_SAME_PC (pc_txg);
 ZVOL_SAME_PC (pc_progress);
 ZVOL_SAME_PC (pc_progress_arg);
+ZVOL_SAME_PC (pc_zil_recover);
 static_assert (sizeof (zvol_pool_config_t) == sizeof (zv_pool_config_t),
                "pool configuration");
+static_assert (ZVOL_ZIL_RECOVER_NONE == (unsigned) ZV_ZIL_RECOVER_NONE
+               && ZVOL_ZIL_RECOVER_TRUNCATE
+                  == (unsigned) ZV_ZIL_RECOVER_TRUNCATE
+               && ZVOL_ZIL_RECOVER_DISCARD
+                  == (unsigned) ZV_ZIL_RECOVER_DISCARD, "zil_recover modes");
 
 /*
  * Range locks.  A change is applied to the blocks (in txg order) and then
@@ -918,7 +926,8 @@ zvol_log_open (zvol_t *zv, const zvol_config_t *vc)
                             zv_pool_ds_zil_header (zv->zv_ds), &ops, zv,
                             &zt);
   zv_pool_ds_attach_zil (zv->zv_ds, zv->zv_zil);
-  r = zv_zil_replay (zv->zv_zil, zv_pool_open_txg (zv->zv_pool));
+  r = zv_zil_replay (zv->zv_zil, zv_pool_open_txg (zv->zv_pool),
+                     zv_pool_zil_recover (zv->zv_pool));
   if (r < 0) {
     zv_error ("volume '%s': intent log replay failed: %s",
               zv_pool_ds_name (zv->zv_ds), strerror (-r));

@@ -91,7 +91,16 @@ typedef struct zvol_pool_config {
   void (*pc_progress) (void *arg, const char *what, uint64_t done,
                        uint64_t total);
   void *pc_progress_arg;
+  /* Read-write import: what to do with an intent log that is damaged in
+   * the middle of its chain or holds a record that makes no sense
+   * (ZVOL_ZIL_RECOVER_*; anything but NONE is refused with create or
+   * readonly). */
+  unsigned pc_zil_recover;
 } zvol_pool_config_t;
+
+#define ZVOL_ZIL_RECOVER_NONE     0u /* the import fails, saying what is lost */
+#define ZVOL_ZIL_RECOVER_TRUNCATE 1u /* replay up to the damage, drop the rest */
+#define ZVOL_ZIL_RECOVER_DISCARD  2u /* drop the whole log */
 
 /* Defaults for every field. */
 ZVOL_API void zvol_pool_config_init (zvol_pool_config_t *pc);
@@ -101,7 +110,11 @@ ZVOL_API void zvol_pool_config_init (zvol_pool_config_t *pc);
  * check passed (devices exist, lockable, large enough, not part of another
  * pool for create; all present and of one pool for import).  A read-write
  * import claims what the volumes' intent logs hold, so the pool may sync
- * before a volume is opened and replays its log.
+ * before a volume is opened and replays its log; it fails with -EIO when
+ * a log is damaged where acknowledged writes would be lost, or holds a
+ * record that makes no sense, unless pc_zil_recover says what to drop.
+ * A read-only import never replays a log (it shows the last synced txg)
+ * and only reports what the log holds.
  */
 ZVOL_API int zvol_pool_open (const zvol_pool_config_t *pc,
                              zvol_pool_t **poolp);

@@ -98,6 +98,7 @@ static bool zp_sparse;                   /* sparse=true: thin volume */
 static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
 static bool zp_sparse_given;             /* sparse= seen (any value) */
+static unsigned zp_zil_recover;          /* zil_recover=: ZVOL_ZIL_RECOVER_* */
 static char *zp_create_only_tunable;     /* first such tunable seen */
 static char **zp_keys_seen;              /* every key but device= */
 static size_t zp_nkeys_seen;
@@ -296,6 +297,18 @@ zp_config (const char *key, const char *value)
       return -1;
     zp_sparse = r;
     zp_sparse_given = true;
+  }
+  else if (strcmp (key, "zil_recover") == 0) {
+    if (strcmp (value, "none") == 0)
+      zp_zil_recover = ZVOL_ZIL_RECOVER_NONE;
+    else if (strcmp (value, "truncate") == 0)
+      zp_zil_recover = ZVOL_ZIL_RECOVER_TRUNCATE;
+    else if (strcmp (value, "discard") == 0)
+      zp_zil_recover = ZVOL_ZIL_RECOVER_DISCARD;
+    else {
+      nbdkit_error ("zil_recover=%s: use none, truncate or discard", value);
+      return -1;
+    }
   }
   else if (strcmp (key, "kstat") == 0) {
     zp_kstat_none = strcmp (value, "none") == 0;
@@ -539,6 +552,8 @@ zp_get_ready (void)
   /* The tunables (txg, cache, log ring) came in through zp_config:
    * zvol_pool_config_init and zvol_config_init read them. */
   pc.pc_logdevice = zp_logdev;
+  /* The engine refuses it with create or readonly, saying why. */
+  pc.pc_zil_recover = zp_zil_recover;
   if (zp_create)
     pc.pc_sparse = zp_sparse;
   pc.pc_progress = zp_progress;
@@ -884,6 +899,8 @@ zp_dump_plugin (void)
   "log=<FILE|DEV>                Separate intent-log device (create adds it).\n" \
   "sparse=true                   With create: the volume may exceed the pool.\n" \
   "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \
+  "zil_recover=truncate|discard  Import although the intent log is damaged:\n" \
+  "                              replay up to the damage, or none of it.\n" \
   "Tunables (see nbdkit-zvol-plugin(1)):\n"
 
 static struct nbdkit_plugin plugin = {

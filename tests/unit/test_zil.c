@@ -21,11 +21,28 @@
  *   ring_full_suspended
  *                  on a suspended pool a writer that finds the ring full
  *                  returns EIO at once, using little CPU
- *   hostile_log    corrupt and garbage log blocks: replay stops at the
- *                  first bad one; checksummed nonsense never crashes
+ *   hostile_log    corrupt and garbage log blocks: replay stops at a
+ *                  torn tail, the import fails at a damaged block in the
+ *                  middle; checksummed nonsense never crashes
  *   hostile_ind    checksummed in-place records pointing at a hole, live
  *                  metadata or data, the log ring, or of the wrong shape:
  *                  the import fails with EIO and touches nothing
+ *   log_damage     a damaged block in the middle of the chain (a later
+ *                  one says it was durable): the import fails saying so;
+ *                  read-only, zil_recover=truncate and discard import; a
+ *                  torn tail (the newest block, or one nothing vouches
+ *                  for) imports as before
+ *   log_damage_batch
+ *                  blocks written in one batch do not vouch for each
+ *                  other; the next block vouches for them all
+ *   log_damage_random
+ *                  40 random damaged sectors: never an import silently
+ *                  without an acknowledged write, but for the newest block
+ *   log_damage_inplace
+ *                  an in-place block damaged under a durable log block
+ *   log_damage_rewound
+ *                  after a rewind, such a block ends the log (its space
+ *                  may have been reused), said
  *
  * Power cuts under load and during replay are in test_zil_crash.c; the
  * helpers both use are in ziltest.h.
@@ -1302,10 +1319,12 @@ hl_scan (const char *dev, uint64_t ring_off, uint64_t ring_len,
   return n;
 }
 
-/* Import (replay); the 4K blocks at 0, 1 MiB, 2 MiB must hold the
- * stamps of the groups that were replayed, zeros for the others. */
+/* Import (replay) with zil_recover=recover; the 4K blocks at 0, 1 MiB,
+ * 2 MiB must hold the stamps of the groups that were replayed, zeros
+ * for the others. */
 static void
-hl_expect (const char *dev, int nreplayed, const char *what)
+hl_expect_ex (const char *dev, unsigned recover, int nreplayed,
+              const char *what)
 {
   zvol_pool_config_t pc;
   zvol_pool_t *p = NULL;
@@ -1313,6 +1332,7 @@ hl_expect (const char *dev, int nreplayed, const char *what)
   int r;
 
   cfg (&pc, dev, NULL, false, 0);
+  pc.pc_zil_recover = recover;
   tl_log_reset (true);
   r = tl_pool_open (&pc, &p);
   tl_log_reset (false);
@@ -1333,6 +1353,32 @@ hl_expect (const char *dev, int nreplayed, const char *what)
   assert_int_equal (zvol_write (tl_vol (p), want, 3 * MiB, BLK,
                                 ZVOL_FUA), 0);
   assert_int_equal (tl_pool_close (p), 0);
+}
+
+static void
+hl_expect (const char *dev, int nreplayed, const char *what)
+{
+  hl_expect_ex (dev, ZVOL_ZIL_RECOVER_NONE, nreplayed, what);
+}
+
+/* A read-write import must fail with EIO, saying the log is damaged and
+ * how to import anyway. */
+static void
+hl_expect_refused (const char *dev, const char *what)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  int r;
+
+  cfg (&pc, dev, NULL, false, 0);
+  tl_log_reset (true);
+  r = tl_pool_open (&pc, &p);
+  if (r == 0)
+    fail_msg ("%s: the import succeeded", what);
+  assert_int_equal (r, -EIO);
+  if (!tl_log_has ("is damaged") || !tl_log_has ("zil_recover=truncate"))
+    fail_msg ("%s: the import failed without saying why", what);
+  tl_log_reset (false);
 }
 
 /* The checksum seed of log block seq of chain guid (zil.c's rule). */
@@ -1483,16 +1529,30 @@ test_hostile_log (void **state)
   assert_int_equal (tl_file_flip (work, hb[2].hb_off + 64 + 40), 0);
   hl_expect (work, 2, "newest block corrupt");
 
-  /* In the middle block: replay stops there, the newest is not reached
-   * although it is intact. */
+  /* In the middle block: the newest, written after it was durable, says
+   * so: damage, not the end of the log.  The import fails; truncating
+   * keeps the first block, discarding none. */
   copy_file (snap, work);
   assert_int_equal (tl_file_flip (work, hb[1].hb_off + 64 + 48 + 100), 0);
-  hl_expect (work, 1, "middle block corrupt");
+  hl_expect_refused (work, "middle block corrupt");
+  copy_file (snap, work);
+  assert_int_equal (tl_file_flip (work, hb[1].hb_off + 64 + 48 + 100), 0);
+  hl_expect_ex (work, ZVOL_ZIL_RECOVER_TRUNCATE, 1,
+                "middle block corrupt, truncated");
+  copy_file (snap, work);
+  assert_int_equal (tl_file_flip (work, hb[1].hb_off + 64 + 48 + 100), 0);
+  hl_expect_ex (work, ZVOL_ZIL_RECOVER_DISCARD, 0,
+                "middle block corrupt, discarded");
 
-  /* The first block's header: nothing replays. */
+  /* The first block's header (its seq): the second block is found all
+   * the same, and says the first was durable. */
   copy_file (snap, work);
   assert_int_equal (tl_file_flip (work, hb[0].hb_off + 16), 0);
-  hl_expect (work, 0, "first block's header corrupt");
+  hl_expect_refused (work, "first block's header corrupt");
+  copy_file (snap, work);
+  assert_int_equal (tl_file_flip (work, hb[0].hb_off + 16), 0);
+  hl_expect_ex (work, ZVOL_ZIL_RECOVER_TRUNCATE, 0,
+                "first block's header corrupt, truncated");
 
   /* The newest block's checksum field. */
   copy_file (snap, work);
@@ -1772,6 +1832,684 @@ test_hostile_ind (void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* e. A damaged log                                                     */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Acknowledged writes whose log blocks are damaged after the crash.  Each
+ * test builds one chain: a pool whose txgs never sync by themselves, its
+ * log made usable, then FUA writes one after the other (each in its own
+ * log block, or blocks, written and flushed before the next write is
+ * logged, so each later block says the earlier ones were durable), then
+ * a crash that loses nothing.  Damage goes into copies of the files.
+ */
+typedef struct ld_write {
+  uint64_t lw_off;
+  uint32_t lw_len;
+  uint64_t lw_seed;
+  uint64_t lw_first, lw_last;   /* seqs of the log blocks of its records */
+} ld_write_t;
+
+#define LD_MAXBLK 64
+#define LD_MAXW 32
+#define LD_SLOT (512 * KiB)     /* write i is at i * LD_SLOT */
+
+typedef struct ld_chain {
+  char lc_dev[512], lc_log[512];        /* the snapshot */
+  char lc_wdev[512], lc_wlog[512];      /* the copies imported */
+  bool lc_has_log;                      /* a separate log device */
+  uint64_t lc_ring_off, lc_ring_len, lc_guid;
+  hl_block_t lc_blk[LD_MAXBLK];         /* the chain's blocks, by seq */
+  uint64_t lc_durable[LD_MAXBLK];       /* their lh_durable_seq */
+  int lc_n;
+  ld_write_t lc_w[LD_MAXW];
+  int lc_nw;
+  uint64_t lc_objset[2];                /* device offsets, newest txg's */
+} ld_chain_t;
+
+/* The file that holds the log ring: of the snapshot, or of the copy. */
+static const char *
+ld_ring_file (const ld_chain_t *lc, bool work)
+{
+  if (lc->lc_has_log)
+    return work ? lc->lc_wlog : lc->lc_log;
+  return work ? lc->lc_wdev : lc->lc_dev;
+}
+
+/* Which writes each block holds records of, and what it says was
+ * durable. */
+static void
+ld_parse (ld_chain_t *lc)
+{
+  for (int b = 0; b < lc->lc_n; b++) {
+    const hl_block_t *hb = &lc->lc_blk[b];
+    uint8_t *buf = malloc (hb->hb_len);
+    const zv_lwb_hdr_t *lh = (const zv_lwb_hdr_t *) buf;
+
+    assert_non_null (buf);
+    assert_int_equal (tl_file_pread (ld_ring_file (lc, false), buf,
+                                     hb->hb_len, hb->hb_off), 0);
+    lc->lc_durable[b] = lh->lh_durable_seq;
+    for (uint32_t pos = 0; pos + sizeof (zv_lr_t) <= lh->lh_nused;) {
+      const zv_lr_t *lr = (const zv_lr_t *) (buf + sizeof *lh + pos);
+
+      assert_true (lr->lr_reclen >= sizeof *lr);
+      for (int i = 0; i < lc->lc_nw; i++) {
+        ld_write_t *w = &lc->lc_w[i];
+        if (lr->lr_type != ZV_LR_NOP && lr->lr_offset >= w->lw_off
+            && lr->lr_offset < w->lw_off + w->lw_len) {
+          if (w->lw_first == 0)
+            w->lw_first = hb->hb_seq;
+          w->lw_last = hb->hb_seq;
+        }
+      }
+      pos += lr->lr_reclen;
+    }
+    free (buf);
+  }
+  for (int i = 0; i < lc->lc_nw; i++)
+    assert_true (lc->lc_w[i].lw_first != 0);
+}
+
+/* Build the chain of FUA writes of lens[0..nw) (file names from name);
+ * with extra_txg, one more txg syncs before them, whose header names the
+ * same chain (so that an import rewound past the newest txg still finds
+ * it). */
+static void
+ld_build_ex (ld_chain_t *lc, const char *name, bool logdev,
+             const uint32_t *lens, int nw, bool extra_txg)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  const zv_zil_header_t *zh;
+  char file[128];
+
+  assert_true (nw <= LD_MAXW && (uint64_t) nw * LD_SLOT <= 15 * MiB);
+  memset (lc, 0, sizeof *lc);
+  lc->lc_has_log = logdev;
+  snprintf (file, sizeof file, "%s.img", name);
+  tl_path (lc->lc_dev, sizeof lc->lc_dev, file);
+  snprintf (file, sizeof file, "%s-log.img", name);
+  tl_path (lc->lc_log, sizeof lc->lc_log, file);
+  snprintf (file, sizeof file, "%s-w.img", name);
+  tl_path (lc->lc_wdev, sizeof lc->lc_wdev, file);
+  snprintf (file, sizeof file, "%s-wlog.img", name);
+  tl_path (lc->lc_wlog, sizeof lc->lc_wlog, file);
+  assert_int_equal (tl_sparse_file (lc->lc_dev, 48 * MiB), 0);
+  if (logdev)
+    assert_int_equal (tl_sparse_file (lc->lc_log, 17 * MiB), 0);
+  cfg (&pc, lc->lc_dev, logdev ? lc->lc_log : NULL, true, 16 * MiB);
+  cfg_no_txg (&pc);
+  p = tl_pool_open_ok (&pc);
+  rec_warm (p, NULL, 15 * MiB);
+  if (extra_txg) {
+    tl_vol_write (tl_vol (p), NULL, 14 * MiB, BLK, 77, 0);
+    assert_int_equal (zv_pool_sync (p), 0);
+  }
+  for (int c = 0; c < 2; c++)
+    lc->lc_objset[c] = ZV_DVA_OFFSET (zv_pool_rootbp (p)->bp_dva[c]);
+  zh = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL));
+  lc->lc_ring_off = ZV_DVA_OFFSET (zh->zh_ring_dva);
+  lc->lc_ring_len = zh->zh_nslots * (uint64_t) zh->zh_blksz;
+  lc->lc_guid = zh->zh_guid;
+  for (int i = 0; i < nw; i++) {
+    ld_write_t *w = &lc->lc_w[lc->lc_nw++];
+
+    w->lw_off = (uint64_t) i * LD_SLOT;
+    w->lw_len = lens[i];
+    w->lw_seed = 1000 + (uint64_t) i;
+    tl_vol_write (tl_vol (p), NULL, w->lw_off, w->lw_len, w->lw_seed,
+                  ZVOL_FUA);
+  }
+  crash_close (p);
+  lc->lc_n = hl_scan (ld_ring_file (lc, false), lc->lc_ring_off,
+                      lc->lc_ring_len, lc->lc_blk, LD_MAXBLK);
+  assert_true (lc->lc_n > 0 && lc->lc_n < LD_MAXBLK);
+  for (int b = 1; b < lc->lc_n; b++)
+    assert_int_equal (lc->lc_blk[b].hb_seq, lc->lc_blk[0].hb_seq + b);
+  ld_parse (lc);
+}
+
+static void
+ld_build (ld_chain_t *lc, const char *name, bool logdev, const uint32_t *lens,
+          int nw)
+{
+  ld_build_ex (lc, name, logdev, lens, nw, false);
+}
+
+static void
+ld_unlink (const ld_chain_t *lc)
+{
+  unlink (lc->lc_dev);
+  unlink (lc->lc_log);
+  unlink (lc->lc_wdev);
+  unlink (lc->lc_wlog);
+}
+
+/* Fresh copies of the snapshot to damage and import. */
+static void
+ld_reset (const ld_chain_t *lc)
+{
+  copy_file (lc->lc_dev, lc->lc_wdev);
+  if (lc->lc_has_log)
+    copy_file (lc->lc_log, lc->lc_wlog);
+}
+
+/* Invert the byte 'off' bytes into block b (of the copy). */
+static void
+ld_flip (const ld_chain_t *lc, int b, uint32_t off)
+{
+  assert_true (off < lc->lc_blk[b].hb_len);
+  assert_int_equal (tl_file_flip (ld_ring_file (lc, true),
+                                  lc->lc_blk[b].hb_off + off), 0);
+}
+
+/* Rewrite block b's lh_durable_seq (of the copy), checksummed again. */
+static void
+ld_set_durable (const ld_chain_t *lc, int b, uint64_t durable)
+{
+  const hl_block_t *hb = &lc->lc_blk[b];
+  uint8_t *buf = zv_buf_alloc (hb->hb_len);
+  zv_lwb_hdr_t *lh = (zv_lwb_hdr_t *) buf;
+
+  assert_int_equal (tl_file_pread (ld_ring_file (lc, true), buf, hb->hb_len,
+                                   hb->hb_off), 0);
+  lh->lh_durable_seq = durable;
+  memset (&lh->lh_cksum, 0, sizeof lh->lh_cksum);
+  zv_cksum_compute (buf, hb->hb_len, hl_seed (lc->lc_guid, hb->hb_seq),
+                    &lh->lh_cksum);
+  assert_int_equal (tl_file_pwrite (ld_ring_file (lc, true), buf,
+                                    hb->hb_len, hb->hb_off), 0);
+  zv_buf_free (buf);
+}
+
+/* The configuration that imports the copies. */
+static void
+ld_cfg (const ld_chain_t *lc, zvol_pool_config_t *pc, unsigned recover,
+        bool readonly)
+{
+  cfg (pc, lc->lc_wdev, lc->lc_has_log ? lc->lc_wlog : NULL, false, 0);
+  pc->pc_zil_recover = recover;
+  pc->pc_readonly = readonly;
+}
+
+/* Import the copies (and open the volume, which replays): tl_pool_open's
+ * result.  The log capture starts afresh, expecting errors; the caller
+ * looks at it, then resets it. */
+static int
+ld_import (const ld_chain_t *lc, unsigned recover, bool readonly,
+           zvol_pool_t **pp)
+{
+  zvol_pool_config_t pc;
+
+  ld_cfg (lc, &pc, recover, readonly);
+  tl_log_reset (true);
+  *pp = NULL;
+  return tl_pool_open (&pc, pp);
+}
+
+/* Does write i read back whole (1), as zeros (0: dropped), or neither
+ * (-1: part of it)? */
+static int
+ld_state (zvol_t *zv, const ld_write_t *w)
+{
+  uint8_t *buf = malloc (w->lw_len);
+  int st;
+
+  assert_non_null (buf);
+  assert_int_equal (zvol_read (zv, buf, w->lw_off, w->lw_len), 0);
+  st = tl_pat_check (buf, w->lw_off, w->lw_len, w->lw_seed) == -1 ? 1
+    : zv_is_zero (buf, w->lw_len) ? 0 : -1;
+  free (buf);
+  return st;
+}
+
+/* The log ended before block seq s: every write whose records are all
+ * in earlier blocks reads back, every one that starts at s or later is
+ * not there at all (none of it applied). */
+static void
+ld_expect_upto (zvol_t *zv, const ld_chain_t *lc, uint64_t s,
+                const char *what)
+{
+  for (int i = 0; i < lc->lc_nw; i++) {
+    const ld_write_t *w = &lc->lc_w[i];
+    int st = ld_state (zv, w);
+
+    if (w->lw_last < s && st != 1)
+      fail_msg ("%s: write %d (log blocks %" PRIu64 "-%" PRIu64 ", before "
+                "block %" PRIu64 ") is %s", what, i, w->lw_first, w->lw_last,
+                s, st == 0 ? "missing" : "partly there");
+    if (w->lw_first >= s && st != 0)
+      fail_msg ("%s: write %d (log block %" PRIu64 ", from block %" PRIu64
+                " on) is %s", what, i, w->lw_first, s,
+                st == 1 ? "there" : "partly there");
+  }
+}
+
+/* Crash a pool opened without its volume, losing nothing. */
+static void
+ld_crash_pool (zvol_pool_t *p)
+{
+  pc_t *cut = pc_new (1, PC_KEEP_ALL);
+
+  pc_attach (cut, zv_pool_spa (p)->spa_devs[0]);
+  if (zv_pool_logdev (p))
+    pc_attach (cut, zv_pool_logdev (p));
+  tl_log_reset (true);
+  pc_cut (cut);
+  (void) zvol_pool_close (p);
+  pc_free (cut);
+  tl_log_reset (false);
+}
+
+/*
+ * Six acknowledged 12 KiB writes, six 16 KiB log blocks, each saying
+ * the one before was durable.  One 4 KiB sector of the third block
+ * damaged, its header's and then one of its records': the import fails,
+ * saying which block, what is lost and how to import anyway (before the
+ * change it imported without the writes of blocks 3-6); read-only it
+ * imports with the synced data; zil_recover=truncate imports with the
+ * first two writes, discard with none, and the cut outlives a crash
+ * before the replay.  The newest block damaged is a torn tail (imports,
+ * without it), and so is a damaged block that the blocks after it do
+ * not vouch for (as when it was in flight with them).  zil_recover with
+ * create or readonly is refused.
+ */
+static void
+test_log_damage (void **state)
+{
+  static const uint32_t lens[6] = {
+    12288, 12288, 12288, 12288, 12288, 12288,
+  };
+  static const struct {
+    const char *name;
+    uint32_t off;
+  } where[] = {
+    { "header sector", 16 },                    /* its seq */
+    { "record sector", 2 * BLK + 1000 },        /* data of its record */
+  };
+  ld_chain_t *lc = calloc (1, sizeof *lc);
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  char needle[64], what[128];
+  uint64_t s;
+  int r;
+
+  (void) state;
+  assert_non_null (lc);
+  ld_build (lc, "ld", false, lens, 6);
+  assert_int_equal (lc->lc_n, 6);
+  for (int b = 0; b < 6; b++) {
+    assert_int_equal (lc->lc_blk[b].hb_len, 16384);
+    assert_int_equal (lc->lc_w[b].lw_first, lc->lc_blk[b].hb_seq);
+    assert_int_equal (lc->lc_w[b].lw_last, lc->lc_blk[b].hb_seq);
+  }
+  s = lc->lc_blk[2].hb_seq;
+  snprintf (needle, sizeof needle, "log block %" PRIu64 " (", s);
+
+  for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
+    snprintf (what, sizeof what, "middle block's %s damaged", where[k].name);
+    ld_reset (lc);
+    ld_flip (lc, 2, where[k].off);
+    r = ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p);
+    if (r == 0)
+      fail_msg ("%s: the pool imported (without the acknowledged writes "
+                "of blocks 3-6)", what);
+    assert_int_equal (r, -EIO);
+    if (!tl_log_has (needle) || !tl_log_has ("is damaged")
+        || !tl_log_has ("are lost with it")
+        || !tl_log_has ("3 record(s) of txg") || !tl_log_has ("in 3 later")
+        || !tl_log_has ("zil_recover=truncate")
+        || !tl_log_has ("zil_recover=discard"))
+      fail_msg ("%s: the refusal does not say what is lost and how to "
+                "import anyway", what);
+    tl_log_reset (false);
+
+    /* Read-only: the synced txg, nothing of the log; the damage said. */
+    assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, true, &p), 0);
+    assert_true (tl_log_has ("a read-only import does not replay"));
+    tl_log_reset (false);
+    ld_expect_upto (tl_vol (p), lc, lc->lc_blk[0].hb_seq, what);
+    assert_int_equal (tl_pool_close (p), 0);
+
+    /* Truncate: the first two writes; and so it stays. */
+    assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_TRUNCATE, false, &p),
+                      0);
+    assert_true (tl_log_has ("zil_recover=truncate: replaying"));
+    tl_log_reset (false);
+    ld_expect_upto (tl_vol (p), lc, s, what);
+    assert_int_equal (tl_pool_close (p), 0);
+    assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+    tl_log_reset (false);
+    ld_expect_upto (tl_vol (p), lc, s, what);
+    assert_int_equal (tl_pool_close (p), 0);
+
+    /* Discard: none of the log. */
+    ld_reset (lc);
+    ld_flip (lc, 2, where[k].off);
+    assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_DISCARD, false, &p),
+                      0);
+    assert_true (tl_log_has ("zil_recover=discard: dropping the whole log: "
+                             "5 record(s)"));
+    tl_log_reset (false);
+    ld_expect_upto (tl_vol (p), lc, lc->lc_blk[0].hb_seq, what);
+    assert_int_equal (tl_pool_close (p), 0);
+  }
+
+  /* The newest block: nothing written after it can tell, so it is the
+   * torn tail of the log, quietly. */
+  ld_reset (lc);
+  ld_flip (lc, 5, 2 * BLK + 1000);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  assert_int_equal (tl_log_errors (), 0);
+  tl_log_reset (false);
+  ld_expect_upto (tl_vol (p), lc, lc->lc_blk[5].hb_seq, "newest damaged");
+  assert_int_equal (tl_pool_close (p), 0);
+
+  /* Blocks 5 and 6 issued while block 4 was in flight (they say only
+   * block 3 was durable): block 4 torn is the end of the log, and their
+   * records were never acknowledged. */
+  ld_reset (lc);
+  ld_set_durable (lc, 4, lc->lc_blk[2].hb_seq);
+  ld_set_durable (lc, 5, lc->lc_blk[2].hb_seq);
+  ld_flip (lc, 3, 2 * BLK + 1000);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  assert_int_equal (tl_log_errors (), 0);
+  assert_true (tl_log_has ("torn tail"));
+  tl_log_reset (false);
+  ld_expect_upto (tl_vol (p), lc, lc->lc_blk[3].hb_seq,
+                  "block torn, later ones unacknowledged");
+  assert_int_equal (tl_pool_close (p), 0);
+
+  /* The cut is in the header: a crash after the truncating import's
+   * first txg and before the replay, then an import without the key,
+   * replays up to the same place. */
+  ld_reset (lc);
+  ld_flip (lc, 2, 2 * BLK + 1000);
+  ld_cfg (lc, &pc, ZVOL_ZIL_RECOVER_TRUNCATE, false);
+  tl_log_reset (true);
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (zv_txg_wait_synced (zv_pool_txg (p),
+                                        zv_txg_open_txg (zv_pool_txg (p))),
+                    0);
+  ld_crash_pool (p);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  tl_log_reset (false);
+  ld_expect_upto (tl_vol (p), lc, s, "cut, crash, import without the key");
+  assert_int_equal (tl_pool_close (p), 0);
+
+  /* Where it would mean nothing. */
+  ld_reset (lc);
+  ld_cfg (lc, &pc, ZVOL_ZIL_RECOVER_DISCARD, true);
+  tl_log_reset (true);
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  assert_true (tl_log_has ("read-only import never replays"));
+  cfg (&pc, lc->lc_wdev, NULL, true, 16 * MiB);
+  pc.pc_zil_recover = ZVOL_ZIL_RECOVER_TRUNCATE;
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  assert_true (tl_log_has ("a new pool has no intent log"));
+  pc.pc_zil_recover = 7;
+  pc.pc_create = false;
+  assert_int_equal (zvol_pool_open (&pc, &p), -EINVAL);
+  tl_log_reset (false);
+
+  /* What the writer recorded: each block says the one before was
+   * durable (last, so that the checks above fail on what an import
+   * does, should it not tell). */
+  for (int b = 1; b < 6; b++)
+    assert_int_equal (lc->lc_durable[b], lc->lc_blk[b - 1].hb_seq);
+  ld_unlink (lc);
+  free (lc);
+}
+
+/*
+ * Blocks written together: one 400 KiB FUA write, logged into several
+ * blocks issued in one batch (none of which can say the others were
+ * durable), then a 4 KiB FUA write, whose block says the whole batch was.
+ * A block of the batch damaged: refused.  Damaged too the newest block,
+ * which vouched for it: a torn tail (a crash while the batch was in
+ * flight looks the same), the first piece of the big write replays.
+ */
+static void
+test_log_damage_batch (void **state)
+{
+  static const uint32_t lens[2] = { 400 * KiB, 4096 };
+  ld_chain_t *lc = calloc (1, sizeof *lc);
+  zvol_pool_t *p;
+  int last, r;
+
+  (void) state;
+  assert_non_null (lc);
+  ld_build (lc, "ldb", true, lens, 2);
+  last = lc->lc_n - 1;
+  assert_true (lc->lc_n >= 4);
+  assert_int_equal (lc->lc_w[0].lw_first, lc->lc_blk[0].hb_seq);
+  assert_int_equal (lc->lc_w[0].lw_last, lc->lc_blk[last - 1].hb_seq);
+  assert_int_equal (lc->lc_w[1].lw_first, lc->lc_blk[last].hb_seq);
+
+  ld_reset (lc);
+  ld_flip (lc, 1, 3 * BLK + 7);
+  r = ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p);
+  if (r == 0)
+    fail_msg ("a block of the batch damaged: the pool imported");
+  assert_int_equal (r, -EIO);
+  assert_true (tl_log_has ("is damaged"));
+  tl_log_reset (false);
+
+  ld_reset (lc);
+  ld_flip (lc, 1, 3 * BLK + 7);
+  ld_flip (lc, last, 100);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  assert_int_equal (tl_log_errors (), 0);
+  tl_log_reset (false);
+  tl_vol_check (tl_vol (p), 0, 64 * KiB, lc->lc_w[0].lw_seed);
+  assert_int_equal (ld_state (tl_vol (p), &lc->lc_w[1]), 0);
+  assert_int_equal (tl_pool_close (p), 0);
+
+  /* What the writer recorded: the batch's blocks all say the same, from
+   * before the first of them; the next block says the last of them. */
+  for (int b = 0; b < last; b++)
+    assert_int_equal (lc->lc_durable[b], lc->lc_durable[0]);
+  assert_true (lc->lc_durable[0] < lc->lc_blk[0].hb_seq);
+  assert_int_equal (lc->lc_durable[last], lc->lc_blk[last - 1].hb_seq);
+  ld_unlink (lc);
+  free (lc);
+}
+
+/*
+ * 40 random 4 KiB sectors of the live chain (16 acknowledged writes of
+ * 512 bytes to 40 KiB, one of 300 KiB over several blocks in the
+ * middle), each overwritten with noise on a fresh copy, then imported.
+ * Every write was acknowledged (FUA), so an import that succeeds without
+ * one is allowed only when the damaged block is the chain's last: nothing
+ * written after it can tell it from a torn tail.  Otherwise the import
+ * must fail, naming the block, and zil_recover=truncate must then import
+ * with every write before it.
+ */
+static void
+test_log_damage_random (void **state)
+{
+  uint64_t rnd = tl_seed ("log_damage_random");
+  const int trials = TL_TSAN ? 10 : 40;
+  uint32_t lens[16];
+  uint64_t nsect = 0;
+  unsigned refused = 0, tail = 0, silent = 0, wrong_refusal = 0;
+  ld_chain_t *lc = calloc (1, sizeof *lc);
+  uint8_t *noise = zv_buf_alloc (BLK);
+  zvol_pool_t *p;
+
+  (void) state;
+  assert_non_null (lc);
+  for (int i = 0; i < 16; i++)
+    lens[i] = (uint32_t) (1 + tl_rand (&rnd) % 80) * 512;
+  lens[7] = 300 * KiB;
+  ld_build (lc, "ldr", true, lens, 16);
+  for (int b = 0; b < lc->lc_n; b++)
+    nsect += lc->lc_blk[b].hb_len / BLK;
+  printf ("  %d log blocks, %" PRIu64 " sectors, %u in the last block\n",
+          lc->lc_n, nsect, lc->lc_blk[lc->lc_n - 1].hb_len / BLK);
+
+  for (int t = 0; t < trials; t++) {
+    uint64_t k = tl_rand (&rnd) % nsect;
+    int b = 0, r;
+    char needle[64];
+    uint64_t s;
+    bool last;
+
+    while (k >= lc->lc_blk[b].hb_len / BLK)
+      k -= lc->lc_blk[b++].hb_len / BLK;
+    s = lc->lc_blk[b].hb_seq;
+    last = b == lc->lc_n - 1;
+    ld_reset (lc);
+    tl_fill_rand (noise, BLK, &rnd);
+    assert_int_equal (tl_file_pwrite (ld_ring_file (lc, true), noise, BLK,
+                                      lc->lc_blk[b].hb_off + k * BLK), 0);
+    r = ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p);
+    if (r == 0) {
+      int lost = 0;
+
+      tl_log_reset (false);
+      for (int i = 0; i < lc->lc_nw; i++)
+        lost += ld_state (tl_vol (p), &lc->lc_w[i]) != 1;
+      ld_expect_upto (tl_vol (p), lc, s, "imported after damage");
+      assert_int_equal (tl_pool_close (p), 0);
+      if (lost > 0 && !last) {
+        silent++;
+        printf ("  trial %d: block %" PRIu64 " sector %" PRIu64 ": imported "
+                "without %d acknowledged write(s)\n", t, s, k, lost);
+      }
+      else
+        tail++;
+      continue;
+    }
+    assert_int_equal (r, -EIO);
+    snprintf (needle, sizeof needle, "log block %" PRIu64 " (", s);
+    if (last || !tl_log_has (needle) || !tl_log_has ("is damaged")) {
+      wrong_refusal++;
+      printf ("  trial %d: block %" PRIu64 " sector %" PRIu64 ": refused "
+              "%s\n", t, s, k, last ? "although it is the last block"
+              : "without naming it");
+    }
+    refused++;
+    tl_log_reset (false);
+    assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_TRUNCATE, false, &p),
+                      0);
+    tl_log_reset (false);
+    ld_expect_upto (tl_vol (p), lc, s, "truncated after damage");
+    assert_int_equal (tl_pool_close (p), 0);
+  }
+  printf ("  %d damaged sectors: %u refused (damage told apart), %u in "
+          "the last block (imported as a torn tail, its write lost), %u "
+          "imported without acknowledged writes of earlier blocks, %u "
+          "refused wrongly\n", trials, refused, tail, silent,
+          wrong_refusal);
+  assert_int_equal (silent, 0);
+  assert_int_equal (wrong_refusal, 0);
+  zv_buf_free (noise);
+  ld_unlink (lc);
+  free (lc);
+}
+
+/*
+ * After a rewind (the newest txg's object set damaged in both copies,
+ * the import takes the txg before, whose header names the same chain),
+ * a block that does not verify although a later one says it was durable
+ * may have been overwritten legitimately: the txgs rewound past let the
+ * ring reuse space behind their head.  So the import goes on, the log
+ * ending at that block, and says so; without the rewind the same damage
+ * is refused.
+ */
+static void
+test_log_damage_rewound (void **state)
+{
+  static const uint32_t lens[4] = { 12288, 12288, 12288, 12288 };
+  ld_chain_t *lc = calloc (1, sizeof *lc);
+  zvol_pool_t *p;
+
+  (void) state;
+  assert_non_null (lc);
+  ld_build_ex (lc, "ldw", false, lens, 4, true);
+  assert_int_equal (lc->lc_n, 4);
+
+  ld_reset (lc);
+  ld_flip (lc, 1, 2 * BLK + 1000);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), -EIO);
+  tl_log_reset (false);
+
+  ld_reset (lc);
+  ld_flip (lc, 1, 2 * BLK + 1000);
+  for (int c = 0; c < 2; c++)
+    assert_int_equal (tl_file_flip (lc->lc_wdev, lc->lc_objset[c] + 200), 0);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  assert_true (tl_log_has ("rewound to txg"));
+  assert_true (tl_log_has ("the import rewound past txgs that may have "
+                           "reused its space"));
+  tl_log_reset (false);
+  ld_expect_upto (tl_vol (p), lc, lc->lc_blk[1].hb_seq, "rewound");
+  assert_int_equal (tl_pool_close (p), 0);
+
+  ld_unlink (lc);
+  free (lc);
+}
+
+/*
+ * In-place records: their data block is written before their log block
+ * and flushed with it.  Two 64 KiB FUA writes (each one log block of
+ * in-place records).  The first one's in-place block damaged: the second
+ * block says the first was durable, so the replay fails (the volume does
+ * not open) unless zil_recover=truncate; the second one's damaged: the
+ * log ends there, as after a crash before its flush.
+ */
+static void
+test_log_damage_inplace (void **state)
+{
+  static const uint32_t lens[2] = { 65536, 65536 };
+  ld_chain_t *lc = calloc (1, sizeof *lc);
+  zvol_pool_t *p;
+  uint64_t ip[2];
+
+  (void) state;
+  assert_non_null (lc);
+  ld_build (lc, "ldi", false, lens, 2);
+  assert_int_equal (lc->lc_n, 2);
+  for (int b = 0; b < 2; b++) {
+    uint8_t buf[BLK];
+    const zv_lr_t *lr = (const zv_lr_t *) (buf + sizeof (zv_lwb_hdr_t));
+    zv_blkptr_t bp;
+
+    assert_int_equal (tl_file_pread (lc->lc_dev, buf, BLK,
+                                     lc->lc_blk[b].hb_off), 0);
+    assert_int_equal (lr->lr_type, ZV_LR_WRITE_IND);
+    memcpy (&bp, lr + 1, sizeof bp);
+    ip[b] = ZV_DVA_OFFSET (bp.bp_dva[0]);
+  }
+
+  ld_reset (lc);
+  assert_int_equal (tl_file_flip (lc->lc_wdev, ip[0] + 100), 0);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), -EIO);
+  assert_true (tl_log_has ("says that block was durable"));
+  tl_log_reset (false);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_TRUNCATE, false, &p), 0);
+  assert_true (tl_log_has ("are dropped (zil_recover=truncate)"));
+  tl_log_reset (false);
+  ld_expect_upto (tl_vol (p), lc, lc->lc_blk[0].hb_seq, "in-place damaged");
+  assert_int_equal (tl_pool_close (p), 0);
+
+  ld_reset (lc);
+  assert_int_equal (tl_file_flip (lc->lc_wdev, ip[1] + 100), 0);
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  assert_true (tl_log_has ("the log ends before it"));
+  assert_false (tl_log_has ("says that block was durable"));
+  tl_log_reset (false);
+  ld_expect_upto (tl_vol (p), lc, lc->lc_blk[1].hb_seq, "newest in-place");
+  assert_int_equal (tl_pool_close (p), 0);
+
+  assert_int_equal (lc->lc_durable[1], lc->lc_blk[0].hb_seq);
+  ld_unlink (lc);
+  free (lc);
+}
+
+/* ------------------------------------------------------------------ */
 
 int
 main (void)
@@ -1788,6 +2526,11 @@ main (void)
     tl_test (test_ring_full_suspended),
     tl_test (test_hostile_log),
     tl_test (test_hostile_ind),
+    tl_test (test_log_damage),
+    tl_test (test_log_damage_batch),
+    tl_test (test_log_damage_random),
+    tl_test (test_log_damage_inplace),
+    tl_test (test_log_damage_rewound),
   };
 
   return tl_main (tests, "zil", NULL);
