@@ -49,7 +49,8 @@ zv_log (enum zv_log_level level, const char *fmt, ...)
   if (zv_log_hook)
     zv_log_hook (level, msg);
   else if (level >= zv_log_min)
-    fprintf (stderr, "zvol: %s\n", msg);
+    fprintf (stderr, "zvol: %s%s\n", level == ZV_LOG_WARN ? "warning: " : "",
+             msg);
   errno = saved;
 }
 

@@ -15,8 +15,12 @@
 #include <stdio.h>
 #include <time.h>
 
-/* Log levels understood by the log hook. */
-enum zv_log_level { ZV_LOG_DEBUG = 0, ZV_LOG_INFO = 1, ZV_LOG_ERROR = 2 };
+/* Log levels understood by the log hook.  A warning is something the
+ * operator must see although the call succeeds (an import that accepted
+ * a loss because it was told to). */
+enum zv_log_level {
+  ZV_LOG_DEBUG = 0, ZV_LOG_INFO = 1, ZV_LOG_WARN = 2, ZV_LOG_ERROR = 3
+};
 
 typedef void (*zv_log_fn) (enum zv_log_level level, const char *msg);
 
@@ -27,6 +31,7 @@ void zv_set_log_level (enum zv_log_level level);
 void zv_log (enum zv_log_level level, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
 #define zv_error(...) zv_log (ZV_LOG_ERROR, __VA_ARGS__)
+#define zv_warn(...)  zv_log (ZV_LOG_WARN, __VA_ARGS__)
 #define zv_info(...)  zv_log (ZV_LOG_INFO, __VA_ARGS__)
 #define zv_debug(...) zv_log (ZV_LOG_DEBUG, __VA_ARGS__)
 

@@ -54,6 +54,7 @@ static_assert (ZVOL_LOGBIAS_LATENCY == (unsigned) ZV_LOGBIAS_LATENCY
                "logbias");
 static_assert (ZVOL_LOG_DEBUG == (int) ZV_LOG_DEBUG
                && ZVOL_LOG_INFO == (int) ZV_LOG_INFO
+               && ZVOL_LOG_WARN == (int) ZV_LOG_WARN
                && ZVOL_LOG_ERROR == (int) ZV_LOG_ERROR, "log levels");
 static_assert (ZVOL_TXG_HISTORY == ZV_TXG_HISTORY, "txg history rows");
 static_assert (ZVOL_MIN_VOLBLOCKSIZE == ZV_MIN_VOLBLOCKSIZE

@@ -48,7 +48,8 @@ typedef struct zvol zvol_t;
 typedef enum zvol_log_level {
   ZVOL_LOG_DEBUG = 0,
   ZVOL_LOG_INFO = 1,
-  ZVOL_LOG_ERROR = 2,
+  ZVOL_LOG_WARN = 2,          /* the call succeeded, but read this */
+  ZVOL_LOG_ERROR = 3,
 } zvol_log_level_t;
 
 typedef void (*zvol_log_fn) (zvol_log_level_t level, const char *msg);

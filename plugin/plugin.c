@@ -112,13 +112,16 @@ static zvol_kstat_t *zp_kstat;   /* the kstat writer, after_fork..cleanup */
 static char *zp_kstat_path;     /* directory in use, or NULL */
 static char *zp_kstat_last_txg; /* last line logged for -D zvol.txg=1 */
 
-/* Route the engine's messages: errors to nbdkit_error (always shown),
- * the rest to nbdkit_debug (shown with -v). */
+/* Route the engine's messages: errors and warnings to nbdkit_error
+ * (always shown; nbdkit has no warning level, so a warning says so), the
+ * rest to nbdkit_debug (shown with -v). */
 static void
 zp_log (zvol_log_level_t level, const char *msg)
 {
   if (level == ZVOL_LOG_ERROR)
     nbdkit_error ("%s", msg);
+  else if (level == ZVOL_LOG_WARN)
+    nbdkit_error ("warning: %s", msg);
   else
     nbdkit_debug ("%s", msg);
 }

@@ -400,7 +400,8 @@ test_log_hook (void **state)
   zv_info ("txg %llu synced", 77ull);
   zv_debug ("debug %s", "detail");
   zv_log (ZV_LOG_INFO, "plain");
-  assert_int_equal (ut_nlog, 4);
+  zv_warn ("rewound to txg %d", 9);
+  assert_int_equal (ut_nlog, 5);
   assert_int_equal (ut_log[0].level, ZV_LOG_ERROR);
   assert_string_equal (ut_log[0].msg, "disk 3 failed: EIO");
   assert_int_equal (ut_log[1].level, ZV_LOG_INFO);
@@ -409,6 +410,10 @@ test_log_hook (void **state)
   assert_string_equal (ut_log[2].msg, "debug detail");
   assert_int_equal (ut_log[3].level, ZV_LOG_INFO);
   assert_string_equal (ut_log[3].msg, "plain");
+  /* A warning is its own level, between information and errors. */
+  assert_int_equal (ut_log[4].level, ZV_LOG_WARN);
+  assert_string_equal (ut_log[4].msg, "rewound to txg 9");
+  assert_true (ZV_LOG_INFO < ZV_LOG_WARN && ZV_LOG_WARN < ZV_LOG_ERROR);
 
   /* Logging preserves errno (callers log, then return -errno). */
   errno = ENOSPC;
