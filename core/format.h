@@ -17,7 +17,9 @@
  * a ring of ZV_UB_COUNT uberblocks (4 KiB slots from 16 KiB on).  Txg T
  * writes slot T % ZV_UB_COUNT of every label of every device: first all
  * front labels, flush, then all back labels, flush; a torn write leaves
- * the other copy and the older slots intact.
+ * the other copy and the older slots intact.  Create fills every slot
+ * with an empty uberblock (ZV_CF_F_UB_EMPTY), so a slot with no copy
+ * that verifies was damaged, never merely unwritten.
  *
  * Everything else is copy-on-write: the uberblock points at the objset
  * block, which holds the object descriptors (dnodes): the volume, one
@@ -261,7 +263,7 @@ typedef struct zv_config_phys {
   uint64_t cf_dev_size;          /* bytes used of this device */
   uint64_t cf_volsize;
   uint64_t cf_create_time;       /* seconds since the epoch */
-  uint64_t cf_flags;
+  uint64_t cf_flags;             /* ZV_CF_F_* (written as zero before) */
   char cf_name[ZV_NAME_MAX];
   uint64_t cf_dev_guids[ZV_MAX_DEVS];
   uint64_t cf_dev_sizes[ZV_MAX_DEVS];
@@ -277,11 +279,28 @@ static_assert (sizeof (zv_config_phys_t) <= ZV_CONFIG_SIZE, "config fits");
 #define ZV_ROLE_DATA 0u
 #define ZV_ROLE_LOG  1u
 
-/* Uberblock, one ring slot. */
+/*
+ * cf_flags.  ZV_CF_F_UB_EMPTY: create wrote an empty uberblock (below)
+ * into every slot of every label, so a slot none of whose copies
+ * verifies was damaged, never merely unwritten.  Pools created before
+ * the flag have zeros there (an older reader never looked at the field,
+ * and skips empty uberblocks: txg 0).  No other bit is defined; a
+ * configuration with another one set is refused.
+ */
+#define ZV_CF_F_UB_EMPTY 0x1ull
+#define ZV_CF_F_KNOWN    ZV_CF_F_UB_EMPTY
+
+/*
+ * Uberblock, one ring slot.  An empty uberblock (ub_flags
+ * ZV_UB_F_EMPTY, txg 0, no root pointer, sealed and with the pool guid
+ * like any other) fills a slot no txg has written yet; it is never a
+ * candidate for import.  ub_flags was padding, always written as zero,
+ * so every uberblock of a txg has flags 0; any other value is refused.
+ */
 typedef struct zv_uberblock_phys {
   uint64_t ub_magic;
   uint32_t ub_version;
-  uint32_t ub_pad;
+  uint32_t ub_flags;             /* ZV_UB_F_* (once padding, zero) */
   uint64_t ub_txg;
   uint64_t ub_timestamp;         /* ns since the epoch */
   uint64_t ub_pool_guid;
@@ -290,6 +309,7 @@ typedef struct zv_uberblock_phys {
   zv_cksum_t ub_cksum;           /* over the struct, this field zeroed */
 } zv_uberblock_phys_t;
 static_assert (sizeof (zv_uberblock_phys_t) <= ZV_UB_SIZE, "uberblock fits");
+#define ZV_UB_F_EMPTY 0x1u
 
 /* Offset of label l (0 front, 1 back) on a device of 'size' bytes. */
 static inline uint64_t

@@ -14,8 +14,32 @@
  * physical offset: a block copied to another place does not verify.
  *
  * Import reads every slot of both labels of every device and keeps those
- * that verify (magic, version, checksum, pool guid); pool.c then tries
- * them newest first until one's tree verifies (rewind).
+ * that verify (magic, version, checksum, pool guid, the slot of their
+ * txg, flags zero); pool.c then tries them newest first until one's tree
+ * verifies, and refuses a rewind unless told to accept it.
+ *
+ * Empty slots.  A zeroed or overwritten slot must not look like one no
+ * txg has written yet, or import cannot tell that the newest txg is
+ * missing.  So create (zv_label_init, when the configuration carries
+ * ZV_CF_F_UB_EMPTY) fills every slot with an empty uberblock: sealed at
+ * its offset, the pool guid, flag ZV_UB_F_EMPTY, txg 0.  From then on
+ * every copy of every slot verifies, except one the sync is writing at
+ * that moment: it writes a slot's front copies (all devices), flushes,
+ * and only then its back copies, so a crash tears the copies of one
+ * label set at most, and the other set still verifies (older txg, or
+ * empty).  zv_label_ring_state reports, slot by slot, how many copies
+ * verify; a slot with none was damaged after it was written, and may
+ * have held a txg newer than every one that survived (pool.c).  Pools
+ * created before the flag have zeros in slots never written; there a
+ * slot is known to have been written only once its txg minus
+ * ZV_UB_COUNT is a txg of the pool.
+ *
+ * An empty uberblock is never a candidate: an older reader skips it too
+ * (txg 0), so the prefilled ring keeps format 1 readable by it.
+ * zv_label_discard writes empty uberblocks over slots a rewind gave up
+ * (damaged ones, and those of txgs newer than the one imported), so the
+ * acceptance is durable: the next import neither refuses again nor
+ * finds a stale txg newer than the pool's own.
  *
  * No locking: called from import, create and the sync thread only.
  */
@@ -76,6 +100,31 @@ zv_label_verify_ub (const zv_uberblock_phys_t *ub, uint64_t offset)
   return zv_cksum_equal (&copy.ub_cksum, &want);
 }
 
+/* The empty uberblock of pool 'guid' (sealed by the caller). */
+static void
+label_empty_ub (zv_uberblock_phys_t *ub, uint64_t guid)
+{
+  memset (ub, 0, sizeof *ub);
+  ub->ub_magic = ZV_UB_MAGIC;
+  ub->ub_version = ZV_FORMAT_VERSION;
+  ub->ub_flags = ZV_UB_F_EMPTY;
+  ub->ub_pool_guid = guid;
+}
+
+/* Fill the ring of a label image at device offset 'base' (the label's)
+ * with empty uberblocks, each sealed at its own offset. */
+static void
+label_fill_empty (uint8_t *label, uint64_t base, uint64_t guid)
+{
+  for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+    uint64_t off = ZV_UB_RING_OFFSET + (uint64_t) s * ZV_UB_SIZE;
+    zv_uberblock_phys_t *ub = (zv_uberblock_phys_t *) (label + off);
+
+    label_empty_ub (ub, guid);
+    zv_label_seal_ub (ub, base + off);
+  }
+}
+
 /* Write a sealed configuration and an empty ring into both labels. */
 int
 zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf)
@@ -97,6 +146,10 @@ zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf)
   memcpy (buf2, cf, sizeof *cf);
   zv_label_seal_config ((zv_config_phys_t *) buf, ios[0].di_offset);
   zv_label_seal_config ((zv_config_phys_t *) buf2, ios[1].di_offset);
+  if (cf->cf_flags & ZV_CF_F_UB_EMPTY) {
+    label_fill_empty (buf, ios[0].di_offset, cf->cf_pool_guid);
+    label_fill_empty (buf2, ios[1].di_offset, cf->cf_pool_guid);
+  }
   ios[0].di_buf = buf;
   ios[1].di_buf = buf2;
   r = zv_dev_io_batch (ios, ZV_NLABELS);
@@ -124,6 +177,12 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
 {
   uint32_t vbs = cf->cf_volblocksize;
 
+  if (cf->cf_flags & ~ZV_CF_F_KNOWN) {
+    snprintf (err, errlen, "label has unknown flags 0x%llx (a newer format "
+              "feature?)", (unsigned long long) (cf->cf_flags
+                                                  & ~ZV_CF_F_KNOWN));
+    return -EINVAL;
+  }
   if (cf->cf_ndevs == 0 || cf->cf_ndevs > ZV_MAX_DEVS) {
     snprintf (err, errlen, "label names %u devices (1..%u allowed)",
               cf->cf_ndevs, ZV_MAX_DEVS);
@@ -380,34 +439,59 @@ label_cand_add (zv_ub_cand_t *cands, unsigned n, unsigned max,
   return n;
 }
 
+/* What a copy of slot s (at device offset off) holds for pool guid. */
+static enum zv_ub_kind
+label_ub_kind (const zv_uberblock_phys_t *ub, uint64_t off, unsigned s,
+               uint64_t guid)
+{
+  if (ub->ub_magic != ZV_UB_MAGIC || !zv_label_verify_ub (ub, off)
+      || ub->ub_pool_guid != guid)
+    return ZV_UB_INVALID;
+  if (ub->ub_flags == ZV_UB_F_EMPTY)
+    return ub->ub_txg == 0 && zv_bp_is_hole (&ub->ub_rootbp)
+      ? ZV_UB_EMPTY : ZV_UB_INVALID;
+  if (ub->ub_flags != 0 || ub->ub_txg == 0 || ub->ub_txg % ZV_UB_COUNT != s)
+    return ZV_UB_INVALID;
+  return ZV_UB_TXG;
+}
+
+/*
+ * Read the ring of label l of device dev into ring (ZV_UB_COUNT slots);
+ * *base gets its device offset.
+ */
+static int
+label_read_ring (zv_dev_t *dev, unsigned l, uint8_t *ring, uint64_t *base)
+{
+  *base = zv_label_offset (zv_dev_size (dev), l) + ZV_UB_RING_OFFSET;
+  return zv_dev_read (dev, ring, *base, ZV_UB_COUNT * ZV_UB_SIZE);
+}
+
+static const zv_uberblock_phys_t *
+label_ring_slot (const uint8_t *ring, unsigned s)
+{
+  return (const zv_uberblock_phys_t *) (ring + (size_t) s * ZV_UB_SIZE);
+}
+
 /* Gather every verifying uberblock of the pool, newest first. */
 int
 zv_label_collect_ubs (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
                       zv_ub_cand_t *cands, unsigned max)
 {
-  const uint32_t ringlen = ZV_LABEL_SIZE - ZV_UB_RING_OFFSET;
-  uint8_t *ring = zv_buf_alloc (ringlen);
+  uint8_t *ring = zv_buf_alloc (ZV_UB_COUNT * ZV_UB_SIZE);
   unsigned n = 0, readable = 0;
 
   for (unsigned d = 0; d < ndevs; d++) {
     for (unsigned l = 0; l < ZV_NLABELS; l++) {
-      uint64_t base = zv_label_offset (zv_dev_size (devs[d]), l)
-        + ZV_UB_RING_OFFSET;
+      uint64_t base;
 
-      if (zv_dev_read (devs[d], ring, base, ringlen) < 0)
+      if (label_read_ring (devs[d], l, ring, &base) < 0)
         continue;
       readable++;
       for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
-        const zv_uberblock_phys_t *ub =
-          (const zv_uberblock_phys_t *) (ring + (size_t) s * ZV_UB_SIZE);
-        if (ub->ub_magic != ZV_UB_MAGIC)
-          continue;
-        if (!zv_label_verify_ub (ub, base + (uint64_t) s * ZV_UB_SIZE))
-          continue;
-        if (ub->ub_pool_guid != guid || ub->ub_txg % ZV_UB_COUNT != s
-            || ub->ub_txg == 0)
-          continue;
-        n = label_cand_add (cands, n, max, ub);
+        const zv_uberblock_phys_t *ub = label_ring_slot (ring, s);
+        if (label_ub_kind (ub, base + (uint64_t) s * ZV_UB_SIZE, s, guid)
+            == ZV_UB_TXG)
+          n = label_cand_add (cands, n, max, ub);
       }
     }
   }
@@ -416,4 +500,98 @@ zv_label_collect_ubs (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
     return -EIO;
   qsort (cands, n, sizeof *cands, label_cand_cmp);
   return (int) n;
+}
+
+/* Count, slot by slot, the copies that verify. */
+int
+zv_label_ring_state (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
+                     zv_ub_slot_t *slots)
+{
+  uint8_t *ring = zv_buf_alloc (ZV_UB_COUNT * ZV_UB_SIZE);
+  unsigned readable = 0;
+
+  memset (slots, 0, ZV_UB_COUNT * sizeof *slots);
+  for (unsigned d = 0; d < ndevs; d++) {
+    for (unsigned l = 0; l < ZV_NLABELS; l++) {
+      uint64_t base;
+
+      if (label_read_ring (devs[d], l, ring, &base) < 0)
+        continue;
+      readable++;
+      for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+        const zv_uberblock_phys_t *ub = label_ring_slot (ring, s);
+        zv_ub_slot_t *us = &slots[s];
+
+        switch (label_ub_kind (ub, base + (uint64_t) s * ZV_UB_SIZE, s,
+                               guid)) {
+        case ZV_UB_INVALID:
+          break;
+        case ZV_UB_EMPTY:
+          us->us_valid++;
+          us->us_empty++;
+          break;
+        case ZV_UB_TXG:
+          us->us_valid++;
+          us->us_newest = ZV_MAX (us->us_newest, ub->ub_txg);
+          break;
+        }
+      }
+    }
+  }
+  zv_buf_free (ring);
+  for (unsigned s = 0; s < ZV_UB_COUNT; s++)
+    slots[s].us_copies = readable;
+  return readable == 0 ? -EIO : (int) readable;
+}
+
+/* Empty the copies in label l that a rewind gave up. */
+int
+zv_label_discard (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
+                  const zv_uberblock_phys_t *keep, const bool *discard,
+                  unsigned l)
+{
+  zv_ub_cand_t kc = { .uc_ub = *keep };
+  uint8_t *ring = zv_buf_alloc (ZV_UB_COUNT * ZV_UB_SIZE);
+  zv_dev_io_t *ios = zv_calloc ((size_t) ndevs * ZV_UB_COUNT, sizeof *ios);
+  size_t nio = 0;
+  int r = 0;
+
+  /* The imported txg's own slot is never given up. */
+  ZV_VERIFY (!discard[keep->ub_txg % ZV_UB_COUNT]);
+  for (unsigned d = 0; d < ndevs && r == 0; d++) {
+    uint64_t base;
+
+    r = label_read_ring (devs[d], l, ring, &base);
+    if (r < 0)
+      break;
+    for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+      const zv_uberblock_phys_t *ub = label_ring_slot (ring, s);
+      uint64_t off = base + (uint64_t) s * ZV_UB_SIZE;
+      zv_uberblock_phys_t *e;
+
+      zv_ub_cand_t uc;
+
+      if (!discard[s]) {
+        if (label_ub_kind (ub, off, s, guid) != ZV_UB_TXG)
+          continue;
+        uc.uc_ub = *ub;
+        if (label_cand_cmp (&uc, &kc) >= 0)     /* not newer than keep */
+          continue;
+      }
+      e = zv_buf_alloc (ZV_UB_SIZE);
+      label_empty_ub (e, guid);
+      zv_label_seal_ub (e, off);
+      ios[nio++] = (zv_dev_io_t) {
+        .di_dev = devs[d], .di_op = ZV_DEV_WRITE, .di_buf = e,
+        .di_offset = off, .di_len = ZV_UB_SIZE,
+      };
+    }
+  }
+  if (r == 0 && nio > 0)
+    r = zv_dev_io_batch (ios, nio);
+  for (size_t i = 0; i < nio; i++)
+    zv_buf_free (ios[i].di_buf);
+  free (ios);
+  zv_buf_free (ring);
+  return r < 0 ? r : (int) nio;
 }

@@ -12,7 +12,11 @@
 #include "format.h"
 #include "dev.h"
 
-/* Seal and write the configuration into both labels; clear both rings. */
+/*
+ * Seal and write the configuration into both labels, and fill both rings
+ * with empty uberblocks of the pool when cf_flags has ZV_CF_F_UB_EMPTY
+ * (zeros without it, as before the flag).
+ */
 int zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf);
 
 /*
@@ -43,13 +47,48 @@ typedef struct zv_ub_cand {
 } zv_ub_cand_t;
 
 /*
- * Collect every uberblock of pool 'guid' that verifies, from every slot of
- * every label of every device, newest first (txg, then timestamp),
- * identical copies merged.  Returns the count (at most max) or a negative
- * errno on an I/O failure of every copy.
+ * Collect every uberblock of a txg of pool 'guid' (ZV_UB_TXG below), from
+ * every slot of every label of every device, newest first (txg, then
+ * timestamp), identical copies merged.  Returns the count (at most max)
+ * or a negative errno on an I/O failure of every copy.
  */
 int zv_label_collect_ubs (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
                           zv_ub_cand_t *cands, unsigned max);
+
+/* What one copy of a ring slot holds. */
+enum zv_ub_kind {
+  ZV_UB_INVALID = 0,  /* does not verify, another pool's, a txg of another
+                         slot, or flags this version does not know */
+  ZV_UB_EMPTY,        /* an empty uberblock (no txg wrote it yet) */
+  ZV_UB_TXG,          /* the uberblock of a txg */
+};
+
+/* One slot across every copy (each label of each device). */
+typedef struct zv_ub_slot {
+  unsigned us_copies;        /* copies read (readable labels) */
+  unsigned us_valid;         /* copies that verify: a txg's or empty */
+  unsigned us_empty;         /* of those, empty */
+  uint64_t us_newest;        /* newest txg among them, 0 when none */
+} zv_ub_slot_t;
+
+/*
+ * Fill slots[ZV_UB_COUNT] with what each slot holds in the rings of every
+ * label of every device.  Returns the number of rings read, or -EIO when
+ * none could be.
+ */
+int zv_label_ring_state (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
+                         zv_ub_slot_t *slots);
+
+/*
+ * Write an empty uberblock of pool 'guid' over every copy in label l (of
+ * every device) that lies in a slot s with discard[s] set, or that holds
+ * an uberblock newer (txg, then timestamp) than 'keep', the one imported;
+ * discard[keep->ub_txg % ZV_UB_COUNT] must be false.  Returns the number
+ * of copies written or a negative errno; the caller flushes.
+ */
+int zv_label_discard (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
+                      const zv_uberblock_phys_t *keep, const bool *discard,
+                      unsigned l);
 
 /* Seal: compute the checksum of a config / uberblock at 'offset'. */
 void zv_label_seal_config (zv_config_phys_t *cf, uint64_t offset);

@@ -32,13 +32,47 @@
  * one complete pool, and tries the uberblocks newest first: the objset,
  * the space maps and deferred lists, and every indirect block of the
  * volume must read and verify, and every pointer must point at allocated
- * space.  The first uberblock that passes wins (a rewind, when it is not
- * the newest, is logged).  A read-write import then claims each
- * dataset's log (zv_zil_claim) before anything can sync; a log damaged
- * where acknowledged writes would be lost, or holding a record that makes
- * no sense, fails it there unless the configuration's zil_recover says
- * what to drop.  A read-only import claims nothing and replays nothing
- * (zv_zil_inspect only reports what the log holds).
+ * space.  The first uberblock that passes is the candidate.  Then the
+ * loss check (pool_check_loss): importing it loses
+ *   - every txg after it up to the newest valid uberblock N, when it is
+ *     not N itself: those txgs committed (a txg's uberblock is written
+ *     only after everything it wrote is flushed), so a tree that fails is
+ *     damage, never a crash;
+ *   - txg N+1 (and N+2... while the following slots are damaged too) when
+ *     slot (N+1) % ZV_UB_COUNT holds no copy that verifies in any label
+ *     of any device: a crash tears the copies of one label set at most
+ *     (label.c), so a slot with none was damaged and may have held N+1.
+ * Either refuses the import (-EIO, with what would be lost and how to
+ * accept it) unless pc_rewind says to take the loss; taking it is a
+ * warning, and a read-write import then empties the slots it gave up
+ * (damaged ones, and those of the txgs newer than the one imported) so
+ * that the next import neither refuses again nor meets a stale txg
+ * newer than the pool's own.  Read-only imports refuse too: a warning
+ * nobody asked for is no way to serve older data in place of newer.  A
+ * pool created before its rings were prefilled (no ZV_CF_F_UB_EMPTY)
+ * cannot tell a damaged slot from an unwritten one until the ring has
+ * been written once (txg > ZV_UB_COUNT); below that it imports as
+ * before, noted at info level.
+ *
+ * A rewind replays the imported txg's own intent-log header, never the
+ * header of a txg it gave up (that objset does not verify, or its
+ * uberblock is gone).  The chain from that header runs on into blocks
+ * written after it as long as they verify (guid and seq seed each
+ * checksum, an in-place block's pointer carries its checksum), so blocks
+ * reused since, by the ring wrapping or by a later txg's allocations,
+ * end it: what it recovers is flushed writes, never stale data.  When an
+ * import came between the two txgs, the older header names the chain of
+ * before it (every import begins a new one, which only later headers
+ * name), and nothing flushed since is recovered: the refusal's message
+ * says the loss includes such records (p_rewound tells the log's claim
+ * that a vouched-for block may have been reused: zil.c).
+ *
+ * A read-write import then claims each dataset's log (zv_zil_claim)
+ * before anything can sync; a log damaged where acknowledged writes would
+ * be lost, or holding a record that makes no sense, fails it there unless
+ * the configuration's zil_recover says what to drop.  A read-only import
+ * claims nothing and replays nothing (zv_zil_inspect only reports what
+ * the log holds).
  *
  * Datasets.  The objset's slots for the volumes (format 1: one) are the
  * pool's; a volume holds its dataset while open and attaches its log to
@@ -96,6 +130,11 @@ struct zvol_pool {
   zv_flat_t p_spacemap[ZV_MAX_DEVS];
   zv_flat_t p_defer[2];
   zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
+  /* An accepted rewind (rewind=true, read-write): the uberblock slots to
+   * empty once the import has passed every check (pool_ub_discard). */
+  bool p_ub_discard[ZV_UB_COUNT];
+  bool p_ub_discard_pending;
+  zv_uberblock_phys_t p_ub_keep; /* the uberblock imported */
   zv_dev_t *p_logdev;          /* separate log device, or NULL */
   enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
   bool p_rewound;              /* imported at an older txg than the newest */
@@ -779,6 +818,9 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   cf.cf_volblocksize = pc->pc_volblocksize;
   cf.cf_volsize = pc->pc_volsize;
   cf.cf_create_time = (uint64_t) time (NULL);
+  /* Every ring slot starts as a valid empty uberblock (label.c), so a
+   * slot that does not verify was damaged, not merely unwritten. */
+  cf.cf_flags = ZV_CF_F_UB_EMPTY;
   snprintf (cf.cf_name, sizeof cf.cf_name, "%s", pc->pc_name);
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {
     cf.cf_dev_guids[d] = pool_random_guid ();
@@ -1275,7 +1317,166 @@ pool_unload (zv_pool_t *p)
   }
 }
 
-/* Import an existing pool, rewinding past damaged uberblocks. */
+/*
+ * The txgs after the newest valid uberblock 'newest' that may have
+ * committed: the run of slots from (newest + 1) % ZV_UB_COUNT on that
+ * hold no copy that verifies (marked in discard).  Without the prefilled
+ * ring a slot that never held a txg (txg - ZV_UB_COUNT below 1) is zeros
+ * when intact, so the run stops there: nothing can be told.
+ */
+static unsigned
+pool_ub_missing (bool prefilled, uint64_t newest, const zv_ub_slot_t *slots,
+                 bool *discard)
+{
+  unsigned k = 0;
+
+  for (unsigned j = 1; j < ZV_UB_COUNT; j++) {
+    uint64_t txg = newest + j;
+    unsigned s = (unsigned) (txg % ZV_UB_COUNT);
+
+    if (slots[s].us_valid > 0 || (!prefilled && txg <= ZV_UB_COUNT))
+      break;
+    discard[s] = true;
+    k++;
+  }
+  return k;
+}
+
+/* "txg A" or "txgs A to B" */
+static void
+pool_txg_range (char *buf, size_t len, uint64_t a, uint64_t b)
+{
+  if (a == b)
+    snprintf (buf, len, "txg %" PRIu64, a);
+  else
+    snprintf (buf, len, "txgs %" PRIu64 " to %" PRIu64, a, b);
+}
+
+/*
+ * Would importing the loaded uberblock, cands[chosen], lose txgs that
+ * committed or may have?  Say what, then refuse (-EIO) or, with
+ * pc_rewind, warn and take it (see the theory comment).  cands[0] is the
+ * newest uberblock found.
+ */
+static int
+pool_check_loss (zv_pool_t *p, const zv_pool_config_t *pc,
+                 const zv_config_phys_t *ref, const zv_ub_cand_t *cands,
+                 int chosen)
+{
+  zv_spa_t *spa = &p->p_spa;
+  zv_ub_slot_t slots[ZV_UB_COUNT];
+  bool discard[ZV_UB_COUNT] = { false };
+  bool prefilled = (ref->cf_flags & ZV_CF_F_UB_EMPTY) != 0;
+  uint64_t txg = p->p_synced_txg, newest = cands[0].uc_ub.ub_txg;
+  char done[160] = "", maybe[384] = "", range[64];
+  unsigned k;
+  int r;
+
+  ZV_VERIFY3U (txg, ==, cands[chosen].uc_ub.ub_txg);
+  ZV_VERIFY3U (txg, <=, newest);
+  r = zv_label_ring_state (spa->spa_devs, spa->spa_ndevs, spa->spa_guid,
+                           slots);
+  if (r < 0) {
+    zv_error ("pool '%s': the uberblock rings cannot be read again",
+              p->p_name);
+    return r;
+  }
+  if (!prefilled)
+    zv_info ("pool '%s' was created before uberblock rings were filled "
+             "with empty uberblocks: a damaged uberblock slot is told from "
+             "an unwritten one only once every slot has held a txg "
+             "(after txg %u; the newest is %" PRIu64 ")", p->p_name,
+             ZV_UB_COUNT, newest);
+  k = pool_ub_missing (prefilled, newest, slots, discard);
+  if (k == 0 && chosen == 0) {
+    if (pc->pc_rewind)
+      zv_info ("pool '%s': rewind=true, but txg %" PRIu64 " is the newest "
+               "and intact: nothing to rewind", p->p_name, txg);
+    return 0;
+  }
+
+  if (txg < newest) {
+    pool_txg_range (range, sizeof range, txg + 1, newest);
+    snprintf (done, sizeof done, "%s, which committed but whose tree does "
+              "not verify", range);
+  }
+  else if (chosen > 0)           /* the same txg, written again later */
+    snprintf (done, sizeof done, "the later uberblock of txg %" PRIu64
+              ", whose tree does not verify", txg);
+  if (k > 0) {
+    unsigned s = (unsigned) ((newest + 1) % ZV_UB_COUNT);
+    char slot[48];
+
+    pool_txg_range (range, sizeof range, newest + 1, newest + k);
+    if (k == 1)
+      snprintf (slot, sizeof slot, "its uberblock slot, %u, is", s);
+    else
+      snprintf (slot, sizeof slot, "their uberblock slots, %u to %u, are",
+                s, (unsigned) ((newest + k) % ZV_UB_COUNT));
+    snprintf (maybe, sizeof maybe, "%s%s, which may have committed (%s "
+              "damaged in every copy: %u, both labels of %u device%s)",
+              done[0] ? ", and " : "", range, slot, slots[s].us_copies,
+              spa->spa_ndevs, spa->spa_ndevs == 1 ? "" : "s");
+  }
+  if (!pc->pc_rewind) {
+    zv_error ("pool '%s': importing txg %" PRIu64 ", the newest intact "
+              "one, would lose %s%s: the writes those txgs synced, and the "
+              "intent-log records flushed after them that txg %" PRIu64
+              "'s own log chain no longer reaches.  Refusing to import; "
+              "to import txg %" PRIu64 " and accept that loss, pass "
+              "rewind=true (with readonly=true to look at it first "
+              "without writing anything)", p->p_name, txg, done, maybe,
+              txg, txg);
+    return -EIO;
+  }
+  zv_warn ("pool '%s': rewound to txg %" PRIu64 " (rewind=true), losing "
+           "%s%s; %s", p->p_name, txg, done, maybe, p->p_readonly
+           ? "read-only: nothing is written and the intent log is not "
+           "replayed, so a read-write import refuses again without "
+           "rewind=true"
+           : "the intent log of that txg is replayed as far as its blocks "
+           "are intact, and the uberblock slots given up are emptied");
+  p->p_rewound = true;
+  if (!p->p_readonly) {
+    memcpy (p->p_ub_discard, discard, sizeof discard);
+    p->p_ub_keep = cands[chosen].uc_ub;
+    p->p_ub_discard_pending = true;
+  }
+  return 0;
+}
+
+/*
+ * An accepted rewind, once every import check passed: empty the slots it
+ * gave up (label by label, each flushed) so the acceptance is durable.
+ * A crash in between leaves some copies: the next import asks again.
+ */
+static int
+pool_ub_discard (zv_pool_t *p)
+{
+  zv_spa_t *spa = &p->p_spa;
+  unsigned n = 0;
+  int r = 0;
+
+  for (unsigned l = 0; l < ZV_NLABELS && r == 0; l++) {
+    r = zv_label_discard (spa->spa_devs, spa->spa_ndevs, spa->spa_guid,
+                          &p->p_ub_keep, p->p_ub_discard, l);
+    if (r >= 0) {
+      n += (unsigned) r;
+      r = zv_zio_flush_all (spa);
+    }
+  }
+  if (r < 0) {
+    zv_error ("pool '%s': emptying the uberblock slots the rewind gave "
+              "up failed: %s", p->p_name, strerror (-r));
+    return r;
+  }
+  p->p_ub_discard_pending = false;
+  zv_info ("pool '%s': emptied %u uberblock copies the rewind to txg %"
+           PRIu64 " gave up", p->p_name, n, p->p_synced_txg);
+  return 0;
+}
+
+/* Import an existing pool, refusing to lose committed txgs unasked. */
 static int
 pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
 {
@@ -1283,7 +1484,7 @@ pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
   zv_config_phys_t ref;
   enum { MAXCAND = ZV_UB_COUNT * ZV_NLABELS * 2 };
   zv_ub_cand_t *cands;
-  int n, r;
+  int n, r, chosen;
 
   r = pool_check_members (p, given, pc->pc_ndevices, &ref);
   if (r < 0)
@@ -1307,28 +1508,23 @@ pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
     return -EIO;
   }
   r = -EIO;
-  for (int i = 0; i < n; i++) {
-    const zv_uberblock_phys_t *ub = &cands[i].uc_ub;
+  for (chosen = 0; chosen < n; chosen++) {
+    const zv_uberblock_phys_t *ub = &cands[chosen].uc_ub;
     r = pool_load_ub (p, pc, ub);
-    if (r == 0) {
-      p->p_rewound = i > 0;
-      if (i > 0)
-        zv_error ("pool '%s': rewound to txg %" PRIu64 " (the newest, "
-                  "txg %" PRIu64 ", does not verify); writes of the "
-                  "txgs after it are lost", p->p_name, ub->ub_txg,
-                  cands[0].uc_ub.ub_txg);
+    if (r == 0)
       break;
-    }
     zv_error ("pool '%s': uberblock of txg %" PRIu64 " does not verify; "
               "trying an older one", p->p_name, ub->ub_txg);
     pool_unload (p);
   }
-  free (cands);
-  if (r < 0) {
+  if (r == 0)
+    r = pool_check_loss (p, pc, &ref, cands, chosen);
+  else
     zv_error ("pool '%s': no uberblock's tree verifies; cannot import",
               p->p_name);
-    return -EIO;
-  }
+  free (cands);
+  if (r < 0)
+    return r;
   zv_info ("imported pool '%s' (guid %016" PRIx64 ") at txg %" PRIu64,
            p->p_name, spa->spa_guid, p->p_synced_txg);
   return 0;
@@ -1518,6 +1714,8 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
     r = pool_claim_logs (p);
   else if (r == 0 && !pc->pc_create)
     pool_inspect_logs (p);
+  if (r == 0 && p->p_ub_discard_pending)
+    r = pool_ub_discard (p);
   if (r < 0) {
     pool_free (p);
     return r;

@@ -37,6 +37,7 @@ typedef struct zv_pool_config {
   unsigned pc_ndevices;
   bool pc_create;
   bool pc_readonly;
+  bool pc_rewind;
   const char *pc_name;
   uint64_t pc_volsize;
   uint32_t pc_volblocksize;

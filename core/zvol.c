@@ -85,6 +85,7 @@ ZVOL_SAME_PC (pc_devices);
 ZVOL_SAME_PC (pc_ndevices);
 ZVOL_SAME_PC (pc_create);
 ZVOL_SAME_PC (pc_readonly);
+ZVOL_SAME_PC (pc_rewind);
 ZVOL_SAME_PC (pc_name);
 ZVOL_SAME_PC (pc_volsize);
 ZVOL_SAME_PC (pc_volblocksize);

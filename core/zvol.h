@@ -77,6 +77,9 @@ typedef struct zvol_pool_config {
   unsigned pc_ndevices;
   bool pc_create;              /* create a new pool on the devices */
   bool pc_readonly;            /* import without writing anything */
+  bool pc_rewind;              /* import: accept losing the newest txgs
+                                  (their uberblocks or trees are damaged)
+                                  and take the newest intact one */
   const char *pc_name;         /* create: pool name, default "zvol" */
   /* create: the pool's volume */
   uint64_t pc_volsize;         /* bytes */
@@ -115,6 +118,12 @@ ZVOL_API void zvol_pool_config_init (zvol_pool_config_t *pc);
  * record that makes no sense, unless pc_zil_recover says what to drop.
  * A read-only import never replays a log (it shows the last synced txg)
  * and only reports what the log holds.
+ * before a volume is opened and replays its log.  An import that would
+ * lose a txg that committed, or may have (the newest txg's tree does not
+ * verify, or the uberblock slot after the newest intact one is damaged
+ * in every copy), fails with -EIO and says what would be lost, unless
+ * pc_rewind accepts it (read-only too: a read-only import never serves
+ * an older txg in place of a newer one without it).
  */
 ZVOL_API int zvol_pool_open (const zvol_pool_config_t *pc,
                              zvol_pool_t **poolp);

@@ -17,7 +17,8 @@
  *                    repeat); paths are made absolute now, because the
  *                    server later changes directory to "/".
  *   config_complete  check the combination (device given, size, sparse
- *                    and create-only tunables only with create, ...).
+ *                    and create-only tunables only with create, rewind
+ *                    only on import, ...).
  *                    Nothing is touched on disk yet.  Devices named twice
  *                    (also as the log device) are the engine's check.
  *   get_ready        create a missing backing file (create=true, one
@@ -90,6 +91,8 @@ static char *zp_devices[ZVOL_MAX_DEVS];  /* absolute, later real paths */
 static unsigned zp_ndevices;
 static bool zp_create;
 static bool zp_readonly;
+static bool zp_rewind;                   /* rewind=true: accept a loss */
+static bool zp_rewind_given;             /* rewind= seen (any value) */
 static uint64_t zp_volsize;              /* 0: not given */
 static uint32_t zp_volblocksize;         /* 0: not given */
 static const char *zp_name;              /* NULL: not given */
@@ -262,6 +265,13 @@ zp_config (const char *key, const char *value)
       return -1;
     zp_readonly = r;
   }
+  else if (strcmp (key, "rewind") == 0) {
+    int r = zp_parse_bool (key, value);
+    if (r == -1)
+      return -1;
+    zp_rewind = r;
+    zp_rewind_given = true;
+  }
   else if (strcmp (key, "size") == 0) {
     if (zp_parse_positive_size (key, value, &zp_volsize) == -1)
       return -1;
@@ -387,6 +397,11 @@ zp_config_complete (void)
     }
     if (zp_readonly) {
       nbdkit_error ("create=true and readonly=true cannot be combined");
+      return -1;
+    }
+    if (zp_rewind_given) {
+      nbdkit_error ("rewind= is only used on import (a new pool has "
+                    "nothing to rewind)");
       return -1;
     }
   }
@@ -542,6 +557,7 @@ zp_get_ready (void)
   /* nbdkit -r cannot be seen here (1.32 has no API for it); such a server
    * keeps the pool writable but every connection is read-only. */
   pc.pc_readonly = zp_readonly;
+  pc.pc_rewind = zp_rewind;
   if (zp_create) {
     pc.pc_volsize = zp_volsize;
     if (zp_volblocksize)
@@ -896,6 +912,8 @@ zp_dump_plugin (void)
   "volblocksize=<SIZE>           With create: volume block size, 4K..128K (16K).\n" \
   "name=<NAME>                   With create: pool name (zvol).\n" \
   "readonly=true                 Import read-only: nothing is written.\n" \
+  "rewind=true                   Import the newest intact txg although newer\n" \
+  "                              ones are damaged (accepts their loss).\n" \
   "log=<FILE|DEV>                Separate intent-log device (create adds it).\n" \
   "sparse=true                   With create: the volume may exceed the pool.\n" \
   "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \

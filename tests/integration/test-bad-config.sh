@@ -107,6 +107,8 @@ refused "volblocksize=2K (below 4K)" 'volblocksize|block ?size' \
 refused "volblocksize=abc" 'volblocksize|block ?size' \
     device="$new" create=true size=64M volblocksize=abc
 refused "create=maybe" 'create|bool' device="$new" create=maybe size=64M
+refused "rewind= with create=true" 'rewind=.*import' \
+    device="$new" create=true size=64M rewind=true
 refused "unknown parameter" 'unknown|parameter|frobnicate|invalid' \
     device="$new" create=true size=64M frobnicate=1
 refused "txg_timeout=abc" 'txg|timeout|invalid' \
@@ -169,6 +171,10 @@ refused "create=true create=false" 'create=.*(twice|once)' \
     device="$pool" create=true create=false
 refused "sparse= on import" 'sparse=.*create=true' \
     device="$pool" sparse=true
+refused "rewind=maybe" 'rewind=maybe.*true or false' \
+    device="$pool" rewind=maybe
+refused "rewind= given twice" 'rewind=.*(twice|once)' \
+    device="$pool" rewind=true rewind=false
 refused "sparse=false on import" 'sparse=.*create=true' \
     device="$pool" sparse=false
 refused "zil_size= on import" 'zil_size=.*create=true' \

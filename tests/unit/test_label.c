@@ -819,6 +819,222 @@ test_ub_same_txg (void **state)
   ut_pool_close (&p);
 }
 
+/* ---- empty uberblocks ------------------------------------------------- */
+
+/* Labels of the test pool with the rings prefilled (ZV_CF_F_UB_EMPTY). */
+static void
+ut_pool_init_empty (ut_pool_t *p)
+{
+  for (unsigned d = 0; d < UT_NDEVS; d++) {
+    zv_config_phys_t cf;
+    ut_config (&cf, d);
+    cf.cf_flags = ZV_CF_F_UB_EMPTY;
+    assert_int_equal (zv_label_init (p->up_dev[d], &cf), 0);
+  }
+}
+
+/* The ring state of the test pool for guid. */
+static void
+ut_ring_state (ut_pool_t *p, uint64_t guid, zv_ub_slot_t *slots)
+{
+  assert_int_equal (zv_label_ring_state (p->up_dev, UT_NDEVS, guid, slots),
+                    2 * UT_NDEVS);
+}
+
+/* Seal ub into label l, slot s of device d (whatever its txg says). */
+static void
+ut_put_ub (ut_pool_t *p, unsigned d, unsigned l, unsigned s,
+           zv_uberblock_phys_t *ub)
+{
+  uint64_t off = ut_slot_off (ut_sizes[d], l, s);
+
+  zv_label_seal_ub (ub, off);
+  assert_int_equal (tl_file_pwrite (p->up_path[d], ub, sizeof *ub, off), 0);
+}
+
+/*
+ * With the flag, create fills every slot of every label with an empty
+ * uberblock: each verifies at its own offset only, is never a candidate,
+ * and counts as a valid copy of its slot; without it the ring is zeros
+ * (pools of before the flag), no copy valid.  A sealed empty uberblock
+ * that carries a txg or a root pointer, another pool's, or one with
+ * flags this version does not know, is no valid copy.
+ */
+static void
+test_ub_empty_ring (void **state)
+{
+  ut_pool_t p;
+  zv_ub_slot_t slots[ZV_UB_COUNT];
+  zv_ub_cand_t *c;
+  zv_config_phys_t cf;
+  unsigned nvalid;
+  char err[256];
+  (void) state;
+
+  ut_pool_open (&p, "empty");
+  ut_ring_state (&p, TL_GUID, slots);
+  for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+    assert_int_equal (slots[s].us_copies, 2 * UT_NDEVS);
+    assert_int_equal (slots[s].us_valid, 0);
+  }
+
+  ut_pool_init_empty (&p);
+  assert_int_equal (zv_label_read_config (p.up_dev[1], &cf, &nvalid, err,
+                                          sizeof err), 0);
+  assert_int_equal (nvalid, 2);
+  assert_true (cf.cf_flags == ZV_CF_F_UB_EMPTY);
+  assert_int_equal (ut_collect (&p, TL_GUID, &c), 0);
+  free (c);
+  ut_ring_state (&p, TL_GUID, slots);
+  for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+    assert_int_equal (slots[s].us_valid, 2 * UT_NDEVS);
+    assert_int_equal (slots[s].us_empty, 2 * UT_NDEVS);
+    assert_true (slots[s].us_newest == 0);
+  }
+  for (unsigned d = 0; d < UT_NDEVS; d++)
+    for (unsigned l = 0; l < ZV_NLABELS; l++) {
+      zv_uberblock_phys_t ub;
+      uint64_t off = ut_slot_off (ut_sizes[d], l, 17);
+      assert_int_equal (tl_file_pread (p.up_path[d], &ub, sizeof ub, off), 0);
+      assert_true (zv_label_verify_ub (&ub, off));
+      assert_false (zv_label_verify_ub (&ub, off + ZV_UB_SIZE));
+      assert_int_equal (ub.ub_flags, ZV_UB_F_EMPTY);
+      assert_true (ub.ub_txg == 0 && ub.ub_pool_guid == TL_GUID);
+    }
+  /* Another pool's rings are nothing of ours. */
+  ut_ring_state (&p, TL_GUID ^ 1, slots);
+  for (unsigned s = 0; s < ZV_UB_COUNT; s++)
+    assert_int_equal (slots[s].us_valid, 0);
+
+  /* Txgs take their slots; one damaged copy, then all four. */
+  ut_write_txgs (&p, TL_GUID, 1, 3);
+  assert_int_equal (tl_file_flip (p.up_path[0],
+                                  ut_slot_off (ut_sizes[0], 0, 3) + 40), 0);
+  ut_ring_state (&p, TL_GUID, slots);
+  assert_true (slots[2].us_newest == 2);
+  assert_int_equal (slots[2].us_empty, 0);
+  assert_int_equal (slots[3].us_valid, 2 * UT_NDEVS - 1);
+  assert_int_equal (slots[4].us_empty, 2 * UT_NDEVS);
+  for (unsigned d = 0; d < UT_NDEVS; d++)
+    for (unsigned l = 0; l < ZV_NLABELS; l++) {
+      uint8_t zero[ZV_UB_SIZE] = { 0 };
+      assert_int_equal (tl_file_pwrite (p.up_path[d], zero, sizeof zero,
+                                        ut_slot_off (ut_sizes[d], l, 3)), 0);
+    }
+  ut_ring_state (&p, TL_GUID, slots);
+  assert_int_equal (slots[3].us_valid, 0);
+  assert_int_equal (slots[3].us_copies, 2 * UT_NDEVS);
+
+  /* Hostile copies that verify, in slot 9 (one copy each). */
+  zv_uberblock_phys_t ub;
+  memset (&ub, 0, sizeof ub);
+  ub.ub_magic = ZV_UB_MAGIC;
+  ub.ub_version = ZV_FORMAT_VERSION;
+  ub.ub_pool_guid = TL_GUID;
+  ub.ub_flags = ZV_UB_F_EMPTY;
+  ub.ub_txg = 9;                          /* empty, yet a txg */
+  ut_put_ub (&p, 0, 0, 9, &ub);
+  ub.ub_txg = 0;
+  ub.ub_rootbp.bp_dva[0] = ZV_LABEL_SIZE; /* empty, yet a tree */
+  ut_put_ub (&p, 0, 1, 9, &ub);
+  ut_ub (&ub, TL_GUID, 9);
+  ub.ub_flags = 2;                        /* a flag nobody defined */
+  ut_put_ub (&p, 1, 0, 9, &ub);
+  ut_ub (&ub, TL_GUID, 9);
+  ub.ub_flags = ZV_UB_F_EMPTY;            /* a txg marked empty */
+  ut_put_ub (&p, 1, 1, 9, &ub);
+  ut_ring_state (&p, TL_GUID, slots);
+  assert_int_equal (slots[9].us_valid, 0);
+  assert_int_equal (ut_collect (&p, TL_GUID, &c), 2);
+  assert_int_equal (c[0].uc_ub.ub_txg, 2);
+  free (c);
+
+  /* A flag of the configuration this version does not know. */
+  ut_config (&cf, 0);
+  cf.cf_flags = ZV_CF_F_UB_EMPTY | 0x100;
+  assert_int_equal (zv_label_config_check (&cf, err, sizeof err), -EINVAL);
+  assert_non_null (strstr (err, "unknown flags 0x100"));
+  ut_pool_close (&p);
+}
+
+static ut_pool_t *ut_abort_pool;
+
+static void
+ut_discard_own_slot (void *arg)
+{
+  const zv_uberblock_phys_t *keep = arg;
+  bool discard[ZV_UB_COUNT] = { false };
+
+  discard[keep->ub_txg % ZV_UB_COUNT] = true;
+  (void) zv_label_discard (ut_abort_pool->up_dev, UT_NDEVS, TL_GUID, keep,
+                           discard, 0);
+}
+
+/*
+ * zv_label_discard empties, label by label, the slots it is given (a run
+ * a rewind accepted as damaged) and every copy of an uberblock newer
+ * than the one kept (a later txg, or the same txg written later), and
+ * nothing else: the kept uberblock and the older ones stay, and it
+ * refuses (abort) to empty the kept txg's own slot.
+ */
+static void
+test_ub_discard (void **state)
+{
+  ut_pool_t p;
+  zv_ub_slot_t slots[ZV_UB_COUNT];
+  bool discard[ZV_UB_COUNT] = { false };
+  zv_uberblock_phys_t keep_ub, later;
+  zv_ub_cand_t *c;
+  uint64_t keep = 7;
+  int n;
+  (void) state;
+
+  ut_pool_open (&p, "discard");
+  ut_pool_init_empty (&p);
+  ut_write_txgs (&p, TL_GUID, 1, 10);
+  ut_ub (&keep_ub, TL_GUID, keep);
+  /* Txg 7 again, later, in device 1's front label. */
+  ut_ub (&later, TL_GUID, keep);
+  later.ub_timestamp += 5;
+  ut_put_ub (&p, 1, 0, keep % ZV_UB_COUNT, &later);
+  /* Slot 12 (never written: empty) damaged in every copy. */
+  for (unsigned d = 0; d < UT_NDEVS; d++)
+    for (unsigned l = 0; l < ZV_NLABELS; l++)
+      assert_int_equal (tl_file_flip (p.up_path[d],
+                                      ut_slot_off (ut_sizes[d], l, 12) + 8),
+                        0);
+  discard[12] = true;
+  n = zv_label_discard (p.up_dev, UT_NDEVS, TL_GUID, &keep_ub, discard, 0);
+  /* slots 8, 9, 10 and 12 of each device, and the later txg 7 */
+  assert_int_equal (n, UT_NDEVS * 4 + 1);
+  ut_ring_state (&p, TL_GUID, slots);
+  assert_true (slots[10].us_newest == 10);  /* label 1 untouched */
+  assert_int_equal (slots[10].us_empty, UT_NDEVS);
+  assert_int_equal (slots[12].us_valid, UT_NDEVS);
+  assert_int_equal (slots[keep].us_valid, 2 * UT_NDEVS);
+  assert_int_equal (slots[keep].us_empty, 1);
+  n = zv_label_discard (p.up_dev, UT_NDEVS, TL_GUID, &keep_ub, discard, 1);
+  assert_int_equal (n, UT_NDEVS * 4);
+  ut_ring_state (&p, TL_GUID, slots);
+  for (unsigned s = 8; s <= 12; s++)
+    if (s != 11)
+      assert_int_equal (slots[s].us_empty, 2 * UT_NDEVS);
+  assert_int_equal (slots[11].us_empty, 2 * UT_NDEVS);  /* never written */
+  n = ut_collect (&p, TL_GUID, &c);
+  assert_int_equal (n, 7);
+  assert_int_equal (c[0].uc_ub.ub_txg, keep);
+  assert_int_equal (c[0].uc_copies, 2 * UT_NDEVS - 1);
+  ut_check_cand (&c[0], TL_GUID);
+  free (c);
+  /* Again: nothing left to do. */
+  memset (discard, 0, sizeof discard);
+  assert_int_equal (zv_label_discard (p.up_dev, UT_NDEVS, TL_GUID, &keep_ub,
+                                      discard, 0), 0);
+  ut_abort_pool = &p;
+  tl_dies_with_abort (ut_discard_own_slot, &keep_ub);
+  ut_pool_close (&p);
+}
+
 /* ---- fuzz -------------------------------------------------------------- */
 
 /*
@@ -1072,6 +1288,8 @@ main (void)
     tl_test (test_ub_misplaced),
     tl_test (test_ub_foreign_pool),
     tl_test (test_ub_same_txg),
+    tl_test (test_ub_empty_ring),
+    tl_test (test_ub_discard),
     tl_test (test_fuzz),
   };
 

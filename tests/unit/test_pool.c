@@ -490,7 +490,59 @@ test_same_device_identity (void **state)
 
 /* ---- rewind ---- */
 
-/* Every valid uberblock on a one-device pool (parsed by hand). */
+/*
+ * Import must fail with -EIO, saying what it would lose ('msg') and how
+ * to accept it, and must write nothing.  The log capture is left for the
+ * caller to look at (reset, expecting errors).
+ */
+static void
+expect_refusal (const char *const *devs, unsigned ndevs, bool readonly,
+                const char *msg)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint64_t h[ZVOL_MAX_DEVS];
+
+  for (unsigned d = 0; d < ndevs; d++)
+    h[d] = tl_hash_file (devs[d]);
+  tl_pool_cfg (&pc, devs, ndevs, 0, false);
+  pc.pc_readonly = readonly;
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &p), -EIO);
+  assert_null (p);
+  if (!tl_log_has (msg))
+    fail_msg ("the refusal did not say \"%s\"", msg);
+  assert_true (tl_log_has ("Refusing to import"));
+  assert_true (tl_log_has ("pass rewind=true"));
+  for (unsigned d = 0; d < ndevs; d++)
+    assert_true (tl_hash_file (devs[d]) == h[d]);
+}
+
+/* Import with rewind=true: it must take txg 'want' and say so in one
+ * warning.  The capture is left to the caller (expecting errors). */
+static zvol_pool_t *
+open_rewind (const char *const *devs, unsigned ndevs, bool readonly,
+             uint64_t want)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  char msg[64];
+
+  tl_pool_cfg (&pc, devs, ndevs, 0, false);
+  pc.pc_readonly = readonly;
+  pc.pc_rewind = true;
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  assert_int_equal (zv_pool_open_txg (p), want);
+  snprintf (msg, sizeof msg, "rewound to txg %" PRIu64 " (rewind=true)", want);
+  if (!tl_log_has (msg))
+    fail_msg ("the rewind did not warn \"%s\"", msg);
+  assert_int_equal (tl_log_warnings (), 1);
+  return p;
+}
+
+/* Every valid uberblock of a txg on a one-device pool (parsed by hand;
+ * empty ones skipped). */
 static int
 read_ubs (const char *path, uint64_t devsize, zv_uberblock_phys_t *out,
           int max)
@@ -504,7 +556,8 @@ read_ubs (const char *path, uint64_t devsize, zv_uberblock_phys_t *out,
       zv_uberblock_phys_t ub;
 
       assert_int_equal (tl_file_pread (path, &ub, sizeof ub, off), 0);
-      if (ub.ub_magic != ZV_UB_MAGIC || !zv_label_verify_ub (&ub, off))
+      if (ub.ub_magic != ZV_UB_MAGIC || !zv_label_verify_ub (&ub, off)
+          || ub.ub_flags == ZV_UB_F_EMPTY)
         continue;
       assert_int_equal (s, ub.ub_txg % ZV_UB_COUNT);
       if (n < max)
@@ -513,8 +566,10 @@ read_ubs (const char *path, uint64_t devsize, zv_uberblock_phys_t *out,
   return n;
 }
 
-/* The objset of the newest txg is damaged in both copies: import rewinds
- * to the txg before, with its content, and says so. */
+/* The objset of the newest txg is damaged in both copies: import refuses
+ * to rewind (read-only too) and says what it would lose; with rewind=true
+ * it takes the txg before, with its content, and warns.  The stale newer
+ * uberblocks are emptied at once, so the next import is clean. */
 static void
 test_rewind (void **state)
 {
@@ -565,19 +620,30 @@ test_rewind (void **state)
   }
   assert_int_equal (damaged, txg_b - txg_a);
 
-  tl_pool_cfg (&pc, &dev, 1, 0, false);
-  tl_log_reset (true);
-  p = tl_pool_open_ok (&pc);
-  assert_true (tl_log_has ("rewound"));
+  char lost[64];
+  if (txg_b == txg_a + 1)
+    snprintf (lost, sizeof lost, "lose txg %" PRIu64 ",", txg_b);
+  else
+    snprintf (lost, sizeof lost, "lose txgs %" PRIu64 " to %" PRIu64 ",",
+              txg_a + 1, txg_b);
+  expect_refusal (&dev, 1, false, lost);
+  expect_refusal (&dev, 1, true, lost);
+  p = open_rewind (&dev, 1, false, txg_a);
   assert_int_equal (zv_txg_last_synced (zv_pool_txg (p)), txg_a);
   tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
+  /* Nothing newer than the imported txg is left in the rings. */
+  n = read_ubs (dev, DEV_SIZE, ubs, 2 * ZV_UB_COUNT);
+  for (int i = 0; i < n; i++)
+    assert_true (ubs[i].ub_txg <= txg_a);
   tl_log_reset (false);
   /* Writable after the rewind, and the next import is clean. */
   tl_vol_write (tl_vol (p), NULL, MiB, 65536, 0xc, 0);
   assert_int_equal (tl_pool_close (p), 0);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
   tl_log_reset (true);
   p = tl_pool_open_ok (&pc);
   assert_false (tl_log_has ("rewound"));
+  assert_int_equal (tl_log_warnings (), 0);
   tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
   tl_vol_check (tl_vol (p), MiB, 65536, 0xc);
   assert_int_equal (tl_pool_close (p), 0);
@@ -725,19 +791,26 @@ edit_newest_objset (const char *dev, os_edit_fn fn, uint64_t arg)
   return ub.ub_txg;
 }
 
-/* Import: the damaged txg is refused with 'msg', and the pool rewinds. */
+/* Import: the damaged txg is refused with 'msg', the import refuses to
+ * rewind past it, and with rewind=true the pool rewinds. */
 static void
 expect_refused_txg (const char *dev, uint64_t bad_txg, const char *msg)
 {
   zvol_pool_config_t pc;
   zvol_pool_t *p = NULL;
 
+  expect_refusal (&dev, 1, false, "which committed but whose tree does not "
+                  "verify");
+  if (!tl_log_has (msg))
+    fail_msg ("import of txg %" PRIu64 " did not say \"%s\"", bad_txg, msg);
   tl_pool_cfg (&pc, &dev, 1, 0, false);
+  pc.pc_rewind = true;
   tl_log_reset (true);
   assert_int_equal (tl_pool_open (&pc, &p), 0);
   if (!tl_log_has (msg))
     fail_msg ("import of txg %" PRIu64 " did not say \"%s\"", bad_txg, msg);
   assert_true (tl_log_has ("rewound"));
+  assert_int_equal (tl_log_warnings (), 1);
   assert_true (zv_txg_last_synced (zv_pool_txg (p)) < bad_txg);
   tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
   assert_int_equal (tl_pool_close (p), 0);
@@ -980,6 +1053,495 @@ test_labels_zeroed_pool (void **state)
   assert_true (tl_log_has (guid));
   assert_int_equal (tl_hash_file (dev), h);
   tl_log_reset (false);
+}
+
+/* ---- the uberblock slot after the newest ---- */
+
+/* Device offset of slot s of label l on a device of DEV_SIZE bytes. */
+static uint64_t
+slot_off (unsigned l, unsigned s)
+{
+  return zv_label_offset (DEV_SIZE, l) + ZV_UB_RING_OFFSET
+    + (uint64_t) s * ZV_UB_SIZE;
+}
+
+/* Overwrite label l's copy of slot s of dev: zeros, or noise from *seed
+ * when seed is not NULL. */
+static void
+slot_damage (const char *dev, unsigned l, unsigned s, uint64_t *seed)
+{
+  uint8_t buf[ZV_UB_SIZE];
+
+  if (seed != NULL)
+    tl_fill_rand (buf, sizeof buf, seed);
+  else
+    memset (buf, 0, sizeof buf);
+  assert_int_equal (tl_file_pwrite (dev, buf, sizeof buf, slot_off (l, s)),
+                    0);
+}
+
+/* Every copy of slot s (both labels of every device) damaged. */
+static void
+slot_damage_all (const char *const *devs, unsigned ndevs, unsigned s,
+                 uint64_t *seed)
+{
+  for (unsigned d = 0; d < ndevs; d++)
+    for (unsigned l = 0; l < ZV_NLABELS; l++)
+      slot_damage (devs[d], l, s, seed);
+}
+
+/* A new pool on devs (DEV_SIZE each) with two synced txgs: pattern 0xa
+ * over [0, 256K) synced in *a, 0xb over [1M, 1M + 256K) in *b, the
+ * newest. */
+static void
+two_txg_pool (const char *const *devs, unsigned ndevs, uint64_t *a,
+              uint64_t *b)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+
+  for (unsigned d = 0; d < ndevs; d++)
+    assert_int_equal (tl_sparse_file (devs[d], DEV_SIZE), 0);
+  tl_pool_cfg (&pc, devs, ndevs, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_write (tl_vol (p), NULL, 0, 256 * 1024, 0xa, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  *a = zv_txg_last_synced (zv_pool_txg (p));
+  tl_vol_write (tl_vol (p), NULL, MiB, 256 * 1024, 0xb, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  *b = zv_txg_last_synced (zv_pool_txg (p));
+  assert_int_equal (tl_pool_close (p), 0);
+  assert_true (*a >= 2 && *b == *a + 1);
+  assert_int_equal (newest_ub (devs[0]).ub_txg, *b);
+}
+
+/* [off, off + len) of the volume reads as zeros. */
+static void
+vol_check_zero (zvol_t *zv, uint64_t off, uint32_t len)
+{
+  uint8_t *buf = malloc (len);
+
+  assert_non_null (buf);
+  assert_int_equal (zvol_read (zv, buf, off, len), 0);
+  if (!zv_is_zero (buf, len))
+    fail_msg ("volume range at %" PRIu64 " is not zeros", off);
+  free (buf);
+}
+
+/* What the refusal says of a lost txg whose slot is damaged. */
+static void
+lost_slot_msg (char *buf, size_t len, uint64_t txg, unsigned ncopies,
+               unsigned ndevs)
+{
+  snprintf (buf, len, "would lose txg %" PRIu64 ", which may have "
+            "committed (its uberblock slot, %u, is damaged in every copy: "
+            "%u, both labels of %u device%s)", txg,
+            (unsigned) (txg % ZV_UB_COUNT), ncopies, ndevs,
+            ndevs == 1 ? "" : "s");
+}
+
+typedef struct lost_child {
+  const char *dev;
+  int fd;
+} lost_child_t;
+
+/* Pattern 'seed' over [off, off + len), off cmocka's thread. */
+static void
+child_write (zvol_t *zv, uint64_t off, uint32_t len, uint64_t seed)
+{
+  uint8_t *buf = malloc (len);
+
+  TL_CHECK (buf != NULL);
+  tl_pat_fill (buf, off, len, seed);
+  TL_CHECK (zvol_write (zv, buf, off, len, 0) == 0);
+  free (buf);
+}
+
+/*
+ * The child of test_ub_slot_lost, on its own thread (a fresh io_uring):
+ * A synced in txg a; B flushed (log records, one in place) and synced in
+ * txg b with D, which nobody flushed; C flushed after b.  Then it dies
+ * without closing the pool, as a server killed with -9 would.
+ */
+static void *
+lost_child_thread (void *arg)
+{
+  const lost_child_t *c = arg;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zvol_t *zv;
+  uint64_t txg[2];
+
+  tl_pool_cfg (&pc, &c->dev, 1, 0, false);
+  TL_CHECK (tl_pool_open (&pc, &p) == 0);
+  zv = tl_vol (p);
+  child_write (zv, 0, 256 * 1024, 0xa);
+  TL_CHECK (zv_pool_sync (p) == 0);
+  txg[0] = zv_txg_last_synced (zv_pool_txg (p));
+  child_write (zv, MiB, 64 * 1024, 0xb);          /* logged in place */
+  child_write (zv, MiB + 512 * 1024, 4096, 0xb);  /* copied */
+  TL_CHECK (zvol_flush (zv) == 0);
+  child_write (zv, 2 * MiB, 64 * 1024, 0xd);      /* durable with b only */
+  TL_CHECK (zv_pool_sync (p) == 0);
+  txg[1] = zv_txg_last_synced (zv_pool_txg (p));
+  child_write (zv, 3 * MiB, 64 * 1024, 0xc);
+  child_write (zv, 3 * MiB + 512 * 1024, 4096, 0xc);
+  TL_CHECK (zvol_flush (zv) == 0);
+  TL_CHECK (write (c->fd, txg, sizeof txg) == (ssize_t) sizeof txg);
+  _exit (0);
+}
+
+/* What test_ub_slot_lost expects to read: A always; B and C when the log
+ * was replayed; D never (its only copy was txg b). */
+static void
+lost_check (zvol_t *zv, bool replayed)
+{
+  tl_vol_check (zv, 0, 256 * 1024, 0xa);
+  if (replayed) {
+    tl_vol_check (zv, MiB, 64 * 1024, 0xb);
+    tl_vol_check (zv, MiB + 512 * 1024, 4096, 0xb);
+    tl_vol_check (zv, 3 * MiB, 64 * 1024, 0xc);
+    tl_vol_check (zv, 3 * MiB + 512 * 1024, 4096, 0xc);
+  }
+  else {
+    vol_check_zero (zv, MiB, 1024 * 1024);
+    vol_check_zero (zv, 3 * MiB, 1024 * 1024);
+  }
+  vol_check_zero (zv, 2 * MiB, 64 * 1024);
+}
+
+/*
+ * The finding: a server synced txg b, flushed more, and was killed; then
+ * the newest uberblock's slot was zeroed in both labels.  Import used to
+ * take txg a quietly and lose what only txg b held.  It must refuse (and
+ * read-only too), naming the slot and txg b, and write nothing; with
+ * rewind=true read-only it shows txg a as it is (no replay, nothing
+ * written); with rewind=true it takes txg a, replays a's log chain, which
+ * still reaches what was flushed (B, and C after b), and loses D, which
+ * only txg b held; the next plain import is clean.
+ */
+static void
+test_ub_slot_lost (void **state)
+{
+  char path[512], want[256];
+  const char *dev = tl_path (path, sizeof path, "ub-lost");
+  lost_child_t c = { .dev = dev };
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t txg[2], h;
+  int fds[2], status;
+  pid_t pid;
+
+  (void) state;
+  make_pool (dev, DEV_SIZE, 8 * MiB);
+  assert_int_equal (pipe (fds), 0);
+  c.fd = fds[1];
+  pid = tl_fork_thread (lost_child_thread, &c, fds);
+  assert_true (pid >= 0);
+  assert_int_equal (read (fds[0], txg, sizeof txg), (ssize_t) sizeof txg);
+  close (fds[0]);
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  assert_int_equal (txg[1], txg[0] + 1);
+  assert_int_equal (newest_ub (dev).ub_txg, txg[1]);
+
+  slot_damage_all (&dev, 1, (unsigned) (txg[1] % ZV_UB_COUNT), NULL);
+  lost_slot_msg (want, sizeof want, txg[1], 2, 1);
+  expect_refusal (&dev, 1, false, want);
+  expect_refusal (&dev, 1, true, want);
+
+  h = tl_hash_file (dev);
+  p = open_rewind (&dev, 1, true, txg[0]);
+  assert_true (tl_log_has ("read-only: nothing is written"));
+  lost_check (tl_vol (p), false);
+  assert_int_equal (tl_pool_close (p), 0);
+  assert_true (tl_hash_file (dev) == h);
+
+  p = open_rewind (&dev, 1, false, txg[0]);
+  assert_true (tl_log_has ("slots given up are emptied"));
+  lost_check (tl_vol (p), true);
+  assert_int_equal (tl_pool_close (p), 0);
+
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (false);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (tl_log_errors (), 0);
+  assert_int_equal (tl_log_warnings (), 0);
+  lost_check (tl_vol (p), true);
+  assert_int_equal (tl_pool_close (p), 0);
+  unlink (dev);
+}
+
+/* The newest slot damaged in one label only (zeros, then noise, in
+ * either label): the other copy serves, nothing is lost, nothing said. */
+static void
+test_ub_slot_one_copy (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "ub-one");
+  uint64_t a, b, seed = 12345;
+
+  (void) state;
+  for (unsigned k = 0; k < 4; k++) {
+    zvol_pool_config_t pc;
+    zvol_pool_t *p;
+
+    two_txg_pool (&dev, 1, &a, &b);
+    slot_damage (dev, k % 2, (unsigned) (b % ZV_UB_COUNT),
+                 k < 2 ? NULL : &seed);
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
+    tl_log_reset (false);
+    p = tl_pool_open_ok (&pc);
+    assert_int_equal (zv_pool_open_txg (p), b);
+    assert_int_equal (tl_log_errors (), 0);
+    assert_int_equal (tl_log_warnings (), 0);
+    tl_vol_check (tl_vol (p), MiB, 256 * 1024, 0xb);
+    assert_int_equal (tl_pool_close (p), 0);
+  }
+  unlink (dev);
+}
+
+/*
+ * Damage that is not zeros, in both copies of the newest slot: noise; the
+ * copies of the slot before (moved: they do not verify at this offset);
+ * the uberblock of txg a sealed at this slot's offsets (a txg of another
+ * slot); txg b's own uberblock with a flag this version does not know.
+ * Each is no valid copy, so each refuses, and rewind=true takes txg a.
+ */
+static void
+test_ub_slot_garbage (void **state)
+{
+  char path[512], want[256];
+  const char *dev = tl_path (path, sizeof path, "ub-garbage");
+  uint64_t a, b, seed = 999;
+
+  (void) state;
+  for (unsigned k = 0; k < 4; k++) {
+    zvol_pool_t *p;
+    unsigned s, sa;
+
+    two_txg_pool (&dev, 1, &a, &b);
+    s = (unsigned) (b % ZV_UB_COUNT);
+    sa = (unsigned) (a % ZV_UB_COUNT);
+    for (unsigned l = 0; l < ZV_NLABELS; l++) {
+      zv_uberblock_phys_t ub;
+      uint8_t blk[ZV_UB_SIZE];
+
+      switch (k) {
+      case 0:
+        slot_damage (dev, l, s, &seed);
+        break;
+      case 1:
+        assert_int_equal (tl_file_pread (dev, blk, sizeof blk,
+                                         slot_off (l, sa)), 0);
+        assert_int_equal (tl_file_pwrite (dev, blk, sizeof blk,
+                                          slot_off (l, s)), 0);
+        break;
+      case 2:
+      case 3:
+        assert_int_equal (tl_file_pread (dev, &ub, sizeof ub,
+                                         slot_off (l, k == 2 ? sa : s)), 0);
+        if (k == 3)
+          ub.ub_flags = 4;
+        zv_label_seal_ub (&ub, slot_off (l, s));
+        assert_int_equal (tl_file_pwrite (dev, &ub, sizeof ub,
+                                          slot_off (l, s)), 0);
+        break;
+      }
+    }
+    print_message ("  damage case %u\n", k);
+    lost_slot_msg (want, sizeof want, b, 2, 1);
+    expect_refusal (&dev, 1, false, want);
+    p = open_rewind (&dev, 1, false, a);
+    tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
+    assert_int_equal (tl_pool_close (p), 0);
+    tl_log_reset (false);
+  }
+  unlink (dev);
+}
+
+/* The two newest slots damaged in every copy: txgs a and b may both have
+ * committed, and the import would take the txg before a. */
+static void
+test_ub_slot_run (void **state)
+{
+  char path[512], want[256];
+  const char *dev = tl_path (path, sizeof path, "ub-run");
+  zvol_pool_t *p;
+  uint64_t a, b;
+
+  (void) state;
+  two_txg_pool (&dev, 1, &a, &b);
+  slot_damage_all (&dev, 1, (unsigned) (a % ZV_UB_COUNT), NULL);
+  slot_damage_all (&dev, 1, (unsigned) (b % ZV_UB_COUNT), NULL);
+  snprintf (want, sizeof want, "would lose txgs %" PRIu64 " to %" PRIu64
+            ", which may have committed (their uberblock slots, %u to %u, "
+            "are damaged in every copy", a, b, (unsigned) (a % ZV_UB_COUNT),
+            (unsigned) (b % ZV_UB_COUNT));
+  expect_refusal (&dev, 1, false, want);
+  p = open_rewind (&dev, 1, false, a - 1);
+  vol_check_zero (tl_vol (p), 0, 2 * MiB);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_log_reset (false);
+  unlink (dev);
+}
+
+/* Two devices, four copies of each slot: all four damaged refuses; three
+ * leave one copy, which serves txg b. */
+static void
+test_ub_slot_two_devices (void **state)
+{
+  char pa[512], pb[512], want[256];
+  const char *devs[] = { tl_path (pa, sizeof pa, "ub2-a"),
+                         tl_path (pb, sizeof pb, "ub2-b") };
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t a, b;
+
+  (void) state;
+  two_txg_pool (devs, 2, &a, &b);
+  slot_damage_all (devs, 2, (unsigned) (b % ZV_UB_COUNT), NULL);
+  lost_slot_msg (want, sizeof want, b, 4, 2);
+  expect_refusal (devs, 2, false, want);
+  p = open_rewind (devs, 2, false, a);
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
+  assert_int_equal (tl_pool_close (p), 0);
+
+  two_txg_pool (devs, 2, &a, &b);
+  slot_damage (devs[0], 0, (unsigned) (b % ZV_UB_COUNT), NULL);
+  slot_damage (devs[0], 1, (unsigned) (b % ZV_UB_COUNT), NULL);
+  slot_damage (devs[1], 0, (unsigned) (b % ZV_UB_COUNT), NULL);
+  tl_pool_cfg (&pc, devs, 2, 0, false);
+  tl_log_reset (false);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zv_pool_open_txg (p), b);
+  assert_int_equal (tl_log_warnings (), 0);
+  tl_vol_check (tl_vol (p), MiB, 256 * 1024, 0xb);
+  assert_int_equal (tl_pool_close (p), 0);
+  unlink (devs[0]);
+  unlink (devs[1]);
+}
+
+/*
+ * A later uberblock of the newest txg itself (the txg written again) whose
+ * tree does not verify, in the front label: the import would take the
+ * earlier one of the same txg, which is still a rewind past a committed
+ * uberblock, so it refuses; rewind=true empties the later copy.
+ */
+static void
+test_ub_same_txg_later (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "ub-later");
+  zv_uberblock_phys_t ub;
+  zvol_pool_t *p;
+  uint64_t a, b, off;
+
+  (void) state;
+  two_txg_pool (&dev, 1, &a, &b);
+  ub = newest_ub (dev);
+  ub.ub_timestamp += 1000;
+  ub.ub_rootbp.bp_birth = b + 1;          /* an invalid root pointer */
+  off = slot_off (0, (unsigned) (b % ZV_UB_COUNT));
+  zv_label_seal_ub (&ub, off);
+  assert_int_equal (tl_file_pwrite (dev, &ub, sizeof ub, off), 0);
+  expect_refusal (&dev, 1, false, "would lose the later uberblock of txg");
+  assert_true (tl_log_has ("invalid root pointer"));
+  p = open_rewind (&dev, 1, false, b);
+  tl_vol_check (tl_vol (p), MiB, 256 * 1024, 0xb);
+  assert_int_equal (tl_pool_close (p), 0);
+  /* Gone: the next import takes txg b at once. */
+  {
+    zvol_pool_config_t pc;
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
+    tl_log_reset (false);
+    p = tl_pool_open_ok (&pc);
+    assert_int_equal (tl_log_errors (), 0);
+    assert_int_equal (tl_log_warnings (), 0);
+    assert_int_equal (tl_pool_close (p), 0);
+  }
+  unlink (dev);
+}
+
+/* Make a pool look as one created before the prefilled rings: the flag
+ * cleared (resealed) and every empty uberblock zeros again. */
+static void
+make_old_format (const char *dev)
+{
+  static const uint8_t zero[ZV_UB_SIZE];
+
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t off = zv_label_offset (DEV_SIZE, l);
+    zv_config_phys_t cf;
+
+    assert_int_equal (tl_file_pread (dev, &cf, sizeof cf, off), 0);
+    assert_true (zv_label_verify_config (&cf, off));
+    assert_true (cf.cf_flags == ZV_CF_F_UB_EMPTY);
+    cf.cf_flags = 0;
+    zv_label_seal_config (&cf, off);
+    assert_int_equal (tl_file_pwrite (dev, &cf, sizeof cf, off), 0);
+    for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
+      zv_uberblock_phys_t ub;
+
+      assert_int_equal (tl_file_pread (dev, &ub, sizeof ub, slot_off (l, s)),
+                        0);
+      if (zv_label_verify_ub (&ub, slot_off (l, s))
+          && ub.ub_flags == ZV_UB_F_EMPTY)
+        assert_int_equal (tl_file_pwrite (dev, zero, sizeof zero,
+                                          slot_off (l, s)), 0);
+    }
+  }
+}
+
+/*
+ * A pool of before the prefilled rings: while its ring has slots no txg
+ * wrote, a zeroed newest slot cannot be told from one, and the import
+ * takes the txg before as it always did (noted at info level, no
+ * warning).  Once every slot has held a txg, the slot after the newest
+ * must hold an older txg, and the refusal works there too.
+ */
+static void
+test_ub_slot_old_pool (void **state)
+{
+  char path[512], want[256];
+  const char *dev = tl_path (path, sizeof path, "ub-old");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t a, b, n;
+
+  (void) state;
+  two_txg_pool (&dev, 1, &a, &b);
+  make_old_format (dev);
+  slot_damage_all (&dev, 1, (unsigned) (b % ZV_UB_COUNT), NULL);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (false);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zv_pool_open_txg (p), a);
+  assert_true (tl_log_has ("created before uberblock rings were filled"));
+  assert_int_equal (tl_log_warnings (), 0);
+  assert_int_equal (tl_log_errors (), 0);
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
+  assert_int_equal (tl_pool_close (p), 0);
+
+  /* Past a whole ring of txgs. */
+  make_pool (dev, DEV_SIZE, 8 * MiB);
+  make_old_format (dev);
+  p = tl_pool_open_ok (&pc);
+  for (unsigned i = 0; i < ZV_UB_COUNT + 5; i++) {
+    tl_vol_write (tl_vol (p), NULL, (uint64_t) i * BS, BS, 100 + i, 0);
+    assert_int_equal (zv_pool_sync (p), 0);
+  }
+  n = zv_txg_last_synced (zv_pool_txg (p));
+  assert_true (n > ZV_UB_COUNT + 1);
+  assert_int_equal (tl_pool_close (p), 0);
+  assert_int_equal (newest_ub (dev).ub_txg, n);
+  slot_damage_all (&dev, 1, (unsigned) (n % ZV_UB_COUNT), NULL);
+  lost_slot_msg (want, sizeof want, n, 2, 1);
+  expect_refusal (&dev, 1, false, want);
+  p = open_rewind (&dev, 1, false, n - 1);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_log_reset (false);
+  unlink (dev);
 }
 
 /* One pool, one opener: a second open of the same devices is -EBUSY
@@ -1471,6 +2033,166 @@ test_crash_rounds (void **state)
   free (vol);
 }
 
+/* ---- a rewind's log chain ---- */
+
+#define RU_RING (4u * ZV_ZIL_BLKSZ)     /* the smallest log ring */
+enum { M_SYNCED = 3 };                 /* a txg synced: m_version = txg */
+
+typedef struct ruchild {
+  const char *dev;
+  int fd;
+  uint64_t seed;
+} ruchild_t;
+
+/*
+ * The child of test_rewind_log_reused, on its own thread: without the
+ * sync thread, a commit that finds the log ring full syncs a txg inline.
+ * It writes and flushes (4 KiB copied, 64 KiB in place) until the ring
+ * has forced two syncs, N-1 and N, then 24 more: N synced when the ring
+ * was full again behind N-1's head, so those blocks land on the ring
+ * space where N-1's chain went on.  Then it dies without closing.
+ */
+static void *
+ru_child_thread (void *arg)
+{
+  const ruchild_t *c = arg;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zvol_t *zv;
+  uint8_t *buf = malloc (16 * CR_SLOT);
+  uint64_t s = c->seed, version = 0, synced;
+  unsigned syncs = 0, after = 0;
+
+  tl_pool_cfg (&pc, &c->dev, 1, 0, false);
+  TL_CHECK (buf != NULL && tl_pool_open (&pc, &p) == 0);
+  zv = tl_vol (p);
+  synced = zv_txg_last_synced (zv_pool_txg (p));
+  for (unsigned i = 0; i < 100000 && (syncs < 2 || after < 24); i++) {
+    unsigned n = tl_rand (&s) % 4 == 0 ? 16 : 1;
+    uint32_t slot = (uint32_t) (tl_rand (&s) % (CR_NSLOTS / 4 - 4)) * 4;
+    uint64_t now;
+
+    for (unsigned k = 0; k < n; k++) {
+      cr_fill (buf + (size_t) k * CR_SLOT, slot + k, ++version);
+      cr_send (c->fd, M_ISSUE, slot + k, version);
+    }
+    TL_CHECK (zvol_write (zv, buf, (uint64_t) slot * CR_SLOT, n * CR_SLOT,
+                          0) == 0);
+    TL_CHECK (zvol_flush (zv) == 0);
+    cr_send (c->fd, M_FLUSHED, 0, 0);
+    now = zv_txg_last_synced (zv_pool_txg (p));
+    if (now != synced) {
+      cr_send (c->fd, M_SYNCED, 0, now);
+      synced = now;
+      syncs++;
+      after = 0;
+    }
+    else if (syncs >= 2)
+      after++;
+  }
+  _exit (0);
+}
+
+/*
+ * A rewind replays the log chain of the txg it takes, which may run into
+ * ring space reused since (by blocks written after the newer txg synced)
+ * and into in-place blocks: the chain must end there, never replay stale
+ * or foreign data.  The newest slot zeroed after a crash: the import
+ * refuses, rewind=true takes N-1, and every 4 KiB of the volume then
+ * holds zeros or one version a write gave it, whole.  The flushed writes
+ * whose records only the overwritten blocks held are lost: the count
+ * shows that the chain did meet reused space.
+ */
+static void
+test_rewind_log_reused (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "ru");
+  uint64_t *acked = calloc (CR_NSLOTS, sizeof *acked);
+  uint64_t *issued = calloc (CR_NSLOTS, sizeof *issued);
+  uint8_t *vol = malloc (CR_VOLSIZE);
+  crmsg_t *pend = calloc (1u << 16, sizeof *pend);
+  ruchild_t c = { .dev = dev, .seed = tl_seed ("rewind log") };
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t last_sync = 0, lost = 0, nacked = 0;
+  unsigned nsyncs = 0;
+  size_t npend = 0;
+  int fds[2], status;
+  crmsg_t m;
+  pid_t pid;
+
+  (void) state;
+  assert_true (acked && issued && vol && pend);
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, CR_VOLSIZE, true);
+  pc.pc_zil_size = RU_RING;
+  assert_int_equal (tl_pool_close (tl_pool_open_ok (&pc)), 0);
+
+  assert_int_equal (pipe (fds), 0);
+  c.fd = fds[1];
+  pid = tl_fork_thread (ru_child_thread, &c, fds);
+  assert_true (pid >= 0);
+  while (read (fds[0], &m, sizeof m) == (ssize_t) sizeof m) {
+    if (m.m_type == M_ISSUE) {
+      assert_true (m.m_slot < CR_NSLOTS && npend < (1u << 16));
+      issued[m.m_slot] = ZV_MAX (issued[m.m_slot], m.m_version);
+      pend[npend++] = m;
+    }
+    else if (m.m_type == M_FLUSHED) {
+      for (size_t i = 0; i < npend; i++)
+        acked[pend[i].m_slot] = ZV_MAX (acked[pend[i].m_slot],
+                                        pend[i].m_version);
+      nacked += npend;
+      npend = 0;
+    }
+    else {
+      last_sync = m.m_version;
+      nsyncs++;
+    }
+  }
+  close (fds[0]);
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  assert_true (nsyncs >= 2);
+  assert_int_equal (newest_ub (dev).ub_txg, last_sync);
+
+  slot_damage_all (&dev, 1, (unsigned) (last_sync % ZV_UB_COUNT), NULL);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  expect_refusal (&dev, 1, false, "may have committed");
+  p = open_rewind (&dev, 1, false, last_sync - 1);
+  assert_int_equal (zvol_read (tl_vol (p), vol, 0, CR_VOLSIZE), 0);
+  assert_int_equal (tl_pool_close (p), 0);
+  for (uint32_t slot = 0; slot < CR_NSLOTS; slot++) {
+    uint64_t v = cr_parse (vol + (uint64_t) slot * CR_SLOT, slot);
+    if (v == UINT64_MAX)
+      fail_msg ("slot %u holds garbage after the rewind", slot);
+    if (v > issued[slot])
+      fail_msg ("slot %u has version %" PRIu64 ", newer than any written "
+                "(%" PRIu64 ")", slot, v, issued[slot]);
+    lost += v < acked[slot];
+  }
+  print_message ("  %" PRIu64 " flushed writes, %u syncs; after the rewind "
+                 "to txg %" PRIu64 ", %" PRIu64 " slots older than flushed\n",
+                 nacked, nsyncs, last_sync - 1, lost);
+  assert_true (lost > 0);
+  /* The pool is whole again: a plain import, and it reads the same. */
+  tl_log_reset (false);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (tl_log_warnings (), 0);
+  uint8_t *again = malloc (CR_VOLSIZE);
+  assert_non_null (again);
+  assert_int_equal (zvol_read (tl_vol (p), again, 0, CR_VOLSIZE), 0);
+  assert_memory_equal (again, vol, CR_VOLSIZE);
+  assert_int_equal (tl_pool_close (p), 0);
+  free (again);
+  free (acked);
+  free (issued);
+  free (vol);
+  free (pend);
+  unlink (dev);
+}
+
 int
 main (void)
 {
@@ -1492,11 +2214,19 @@ main (void)
     tl_test (test_hostile_zil),
     tl_test (test_hostile_config),
     tl_test (test_labels_zeroed_pool),
+    tl_test (test_ub_slot_lost),
+    tl_test (test_ub_slot_one_copy),
+    tl_test (test_ub_slot_garbage),
+    tl_test (test_ub_slot_run),
+    tl_test (test_ub_slot_two_devices),
+    tl_test (test_ub_same_txg_later),
+    tl_test (test_ub_slot_old_pool),
     tl_test (test_ebusy),
     tl_test (test_txg_history),
     tl_test (test_deferred_free_rule),
     tl_test (test_inplace_free_durable),
     tl_test (test_crash_rounds),
+    tl_test (test_rewind_log_reused),
   };
 
   return tl_main (tests, "pool", NULL);

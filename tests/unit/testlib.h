@@ -331,10 +331,11 @@ static pthread_mutex_t tl_log_mtx = PTHREAD_MUTEX_INITIALIZER;
 static char tl_log_buf[1 << 16];
 static size_t tl_log_len;
 static unsigned tl_log_nerrors;      /* ZV_LOG_ERROR messages */
+static unsigned tl_log_nwarnings;    /* ZV_LOG_WARN messages */
 static bool tl_log_echo = true;      /* echo errors to stderr */
 
-/* The hook: keep every message (newline-separated); echo errors unless a
- * test expects them. */
+/* The hook: keep every message (newline-separated); echo errors and
+ * warnings unless a test expects them. */
 TL_FN void
 tl_log_hook (enum zv_log_level level, const char *msg)
 {
@@ -350,8 +351,11 @@ tl_log_hook (enum zv_log_level level, const char *msg)
   }
   if (level >= ZV_LOG_ERROR)
     tl_log_nerrors++;
-  if (level >= ZV_LOG_ERROR && (tl_log_echo || getenv ("ZV_TEST_VERBOSE")))
-    fprintf (stderr, "  [zv error] %s\n", msg);
+  else if (level == ZV_LOG_WARN)
+    tl_log_nwarnings++;
+  if (level >= ZV_LOG_WARN && (tl_log_echo || getenv ("ZV_TEST_VERBOSE")))
+    fprintf (stderr, "  [zv %s] %s\n",
+             level == ZV_LOG_WARN ? "warning" : "error", msg);
   else if (getenv ("ZV_TEST_VERBOSE"))
     fprintf (stderr, "  [zv] %s\n", msg);
   pthread_mutex_unlock (&tl_log_mtx);
@@ -365,6 +369,7 @@ tl_log_reset (bool expect_errors)
   tl_log_len = 0;
   tl_log_buf[0] = '\0';
   tl_log_nerrors = 0;
+  tl_log_nwarnings = 0;
   tl_log_echo = !expect_errors;
   pthread_mutex_unlock (&tl_log_mtx);
 }
@@ -419,6 +424,18 @@ tl_log_errors (void)
 
   pthread_mutex_lock (&tl_log_mtx);
   n = tl_log_nerrors;
+  pthread_mutex_unlock (&tl_log_mtx);
+  return n;
+}
+
+/* How many warnings were logged since the reset. */
+TL_FN unsigned
+tl_log_warnings (void)
+{
+  unsigned n;
+
+  pthread_mutex_lock (&tl_log_mtx);
+  n = tl_log_nwarnings;
   pthread_mutex_unlock (&tl_log_mtx);
   return n;
 }
