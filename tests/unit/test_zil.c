@@ -2037,15 +2037,23 @@ ld_cfg (const ld_chain_t *lc, zvol_pool_config_t *pc, unsigned recover,
  * result.  The log capture starts afresh, expecting errors; the caller
  * looks at it, then resets it. */
 static int
-ld_import (const ld_chain_t *lc, unsigned recover, bool readonly,
-           zvol_pool_t **pp)
+ld_import_ex (const ld_chain_t *lc, unsigned recover, bool readonly,
+              bool rewind, zvol_pool_t **pp)
 {
   zvol_pool_config_t pc;
 
   ld_cfg (lc, &pc, recover, readonly);
+  pc.pc_rewind = rewind;
   tl_log_reset (true);
   *pp = NULL;
   return tl_pool_open (&pc, pp);
+}
+
+static int
+ld_import (const ld_chain_t *lc, unsigned recover, bool readonly,
+           zvol_pool_t **pp)
+{
+  return ld_import_ex (lc, recover, readonly, false, pp);
 }
 
 /* Does write i read back whole (1), as zeros (0: dropped), or neither
@@ -2412,7 +2420,8 @@ test_log_damage_random (void **state)
 
 /*
  * After a rewind (the newest txg's object set damaged in both copies,
- * the import takes the txg before, whose header names the same chain),
+ * the import, told rewind=true, takes the txg before, whose header names
+ * the same chain),
  * a block that does not verify although a later one says it was durable
  * may have been overwritten legitimately: the txgs rewound past let the
  * ring reuse space behind their head.  So the import goes on, the log
@@ -2440,7 +2449,11 @@ test_log_damage_rewound (void **state)
   ld_flip (lc, 1, 2 * BLK + 1000);
   for (int c = 0; c < 2; c++)
     assert_int_equal (tl_file_flip (lc->lc_wdev, lc->lc_objset[c] + 200), 0);
-  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), 0);
+  /* The rewind itself loses a committed txg: refused without rewind=. */
+  assert_int_equal (ld_import (lc, ZVOL_ZIL_RECOVER_NONE, false, &p), -EIO);
+  assert_true (tl_log_has ("rewind=true"));
+  assert_int_equal (ld_import_ex (lc, ZVOL_ZIL_RECOVER_NONE, false, true,
+                                  &p), 0);
   assert_true (tl_log_has ("rewound to txg"));
   assert_true (tl_log_has ("the import rewound past txgs that may have "
                            "reused its space"));
