@@ -484,9 +484,14 @@ def cmd_txg(out, targets):
         if gnuplot(out, "txg-" + t, "".join(gp)):
             made.append("txg-%s.png" % t)
         syncs = [r["stime"] / 1e6 for r in committed]
-        print("txg %s: %d committed txgs, %.1f MiB written, sync time median %.1f ms, max %.1f ms"
+        # The file holds the newest 100 txgs and is rewritten once a
+        # second: more than 100 txgs in a second leave gaps.
+        missed = committed[-1]["txg"] - committed[0]["txg"] + 1 - len(committed)
+        print("txg %s: %d committed txgs, %.1f MiB written, sync time median %.1f ms, max %.1f ms%s"
               % (t, len(committed), sum(r["nwritten"] for r in committed) / 2**20,
-                 statistics.median(syncs), max(syncs)))
+                 statistics.median(syncs), max(syncs),
+                 "; %d txgs between samples not seen (over 100 a second)" % missed
+                 if missed > 0 else ""))
     return made
 
 

@@ -765,7 +765,11 @@ EOF
             cat "$zil"
         fi
     } | tee "$OUT/results.txt"
-    "$PYTHON" "$here/report.py" txg "$OUT" "${targets[@]}" || true
+    local zt=()
+    for t in "${targets[@]}"; do
+        if is_zvol "$t"; then zt+=("$t"); fi
+    done
+    [ ${#zt[@]} -eq 0 ] || "$PYTHON" "$here/report.py" txg "$OUT" "${zt[@]}" || true
     echo "run-bench: $(( (SECONDS - t_begin) / 60 )) min $(( (SECONDS - t_begin) % 60 )) s;" \
         "table in $OUT/results.txt; raw results in $json"
     [ "$failed" -eq 0 ] || die "$failed run(s) failed (see FAILED RUNS above)"
