@@ -14,8 +14,8 @@
  * Theory of operation
  * -------------------
  * One pool on one file, DIR/core-bench.PID.img (sparse; removed at the
- * end; on tmpfs the device layer falls back to buffered I/O, which takes
- * the disk out), goes through a fixed sequence of phases.  Each phase is
+ * end; a DIR on tmpfs takes the disk out), goes through a fixed sequence
+ * of phases.  Each phase is
  * a window: a sample of the counters before, the operations, whatever
  * makes them complete (a txg sync for the writes), a sample after.  The
  * figures of a phase are the differences divided by its operation count:
