@@ -1,164 +1,258 @@
 #!/usr/bin/env bash
-# run-bench.sh: fio (nbd engine) side by side against
-#   zvol      nbdkit + the zvol plugin           ($BENCH_DIR/zvol.img)
-#   zvol-txg  the same with flush=txg (sync suite) ($BENCH_DIR/zvol-txg.img)
-#   zvol-b    the same as zvol with another build of the plugin,
-#             $ZVOL_PLUGIN_B (not in the defaults: before/after a change
-#             in one interleaved run)             ($BENCH_DIR/zvol-b.img)
-#   file      nbdkit's file plugin               ($BENCH_DIR/file.img)
-#   qcow2     qemu-nbd, qcow2, O_DIRECT, io_uring ($BENCH_DIR/disk.qcow2)
-#   memory    nbdkit's memory plugin: a RAM disk, flush a no-op (not in
-#             the defaults; a ceiling: what the protocol alone costs)
-# all on Unix sockets, all backed by files in one directory.  Each target
-# is filled once; then the jobs run in rounds, every target one after the
-# other (interleaved), so slow drifts of the machine hit every target
-# alike.  Prints a table of medians and ratios, also written to
-# $BENCH_DIR/results.txt.  See bench/README.md.
+# run-bench.sh: the benchmarks of nbdkit-zvol, measured the same way every
+# time (bench/README.md says how to read them).
 #
-# Suites (bench/run-bench.sh [--suite NAME]):
-#   default   seq/random write and read jobs on zvol, file, qcow2; for each
-#             job ROUNDS rounds of every target.
-#   sync      durable small writes on zvol, zvol-txg, file, qcow2: fio
-#             randwrite 4k QD1 fsync=1 with 1/4/8/16 jobs (one connection
-#             each) and fua-bench (libnbd, QD1 4k writes with FUA, 1 and
-#             16 connections; built from bench/fua-bench.c at run time).
-#             Each round runs every job on every target; zvol's intent-log
-#             counters are printed after each zvol run.
+#   bench/run-bench.sh [--quick | --full] [--suite default|sync|core] [-o DIR]
 #
-# Environment:
+# Suites:
+#   default   fio jobs (seq write 128k QD16, rand write 4k QD32, rand write
+#             4k QD1 fsync=1 with 1 and with 8 jobs, rand read 4k QD32,
+#             seq read 128k QD16) against
+#               null      nbdkit null: nothing stored, the transport ceiling
+#               memory    nbdkit memory: a RAM disk
+#               file      nbdkit file (page cache, flush = fdatasync)
+#               qcow2     qemu-nbd, qcow2, O_DIRECT, io_uring
+#               zvol      nbdkit + the zvol plugin
+#               zvol-b    the same with another build of the plugin,
+#                         $ZVOL_PLUGIN_B (a target only when that is set:
+#                         before/after a change in one interleaved run)
+#               raw       no NBD: fio io_uring O_DIRECT on a file in the
+#                         same directory, the device ceiling
+#             The NBD servers listen on Unix sockets; every backing file is
+#             in $BENCH_DIR.  Each target is filled once; then every job
+#             runs ROUNDS rounds, each round every target once, one after
+#             the other (interleaved, so a drift of the machine hits every
+#             target alike).  The table (markdown), CSVs, and PNG charts of
+#             the figures and of the zvol targets' txg history (sampled
+#             from their kstat files during the run) go to the output
+#             directory.
+#   sync      durable small writes on zvol, zvol-txg (flush=txg), file,
+#             qcow2: fio randwrite 4k QD1 fsync=1 with 1/4/8/16 jobs and
+#             fua-bench (libnbd, FUA writes; built from bench/fua-bench.c
+#             at run time); zvol's intent-log counters after each run.
+#   core      bench/core-bench (built by make): the engine without nbdkit;
+#             instructions and CPU time per 4 KiB and 128 KiB write, per
+#             read, per txg sync, per log commit; with CORE_BENCH_B, a
+#             second build's side by side.
+#
+# Modes: --full (the default) and --quick (smaller volumes, shorter runs:
+# the default suite in under 10 minutes on 2 CPUs).  A variable set in the
+# environment wins over both.
+#
+# Environment (defaults: full / quick):
 #   BENCH_SUITE     suite if --suite is not given (default "default")
-#   BENCH_DIR       working directory (default /var/tmp/zvol-bench)
-#   BENCH_SIZE      size of each volume (default 2G; sync suite 1G)
-#   RUNTIME, RAMP   seconds per job run and ramp (default 10 and 2)
-#   ROUNDS          rounds per job (default 3)
+#   BENCH_MODE      full or quick, if neither option is given
+#   BENCH_OUT       output directory if -o is not given (default
+#                   bench/out/YYYYmmdd-HHMMSS-SUITE)
+#   BENCH_DIR       backing files, sockets, kstat files (default
+#                   /var/tmp/zvol-bench); keep it off tmpfs (O_DIRECT)
+#   BENCH_SIZE      size of each volume (1G / 256M)
+#   RUNTIME, RAMP   seconds per run and of ramp (10, 2 / 2, 1)
+#   ROUNDS          rounds per job (3 / 3)
+#   SETTLE          seconds of quiet (after a host sync) before each run
+#                   (default suite 0; sync suite 6 / 2)
 #   BENCH_TARGETS   subset and order of the suite's targets
 #   BENCH_JOBS      default suite: subset of job names (files in bench/jobs)
-#   SYNC_NUMJOBS    sync suite: fio numjobs values (default "1 4 8 16";
-#                   empty: no fio jobs)
-#   SYNC_FUA_CONNS  sync suite: fua-bench connections (default "1 16";
-#                   empty: no fua-bench runs)
+#   SYNC_NUMJOBS    sync suite: fio numjobs values ("1 4 8 16" / "1 8")
+#   SYNC_FUA_CONNS  sync suite: fua-bench connections ("1 16" / "1 8")
 #   SYNC_FILL       sync suite: 0 skips filling the volumes (default 1)
 #   SYNC_LOGDEV=1   sync suite: give each zvol target a separate log
 #                   device, $BENCH_DIR/T.slog of SYNC_LOGDEV_SIZE (256M)
-#   ZVOL_PLUGIN     the plugin .so (default: ../plugin/.libs/ from here)
+#   ZVOL_PLUGIN     the plugin .so (default: build/plugin/.libs/ or
+#                   plugin/.libs/ of this tree, the first that exists)
 #   ZVOL_PLUGIN_B   the plugin .so of the zvol-b target
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
 #   FILE_OPTS       extra file plugin parameters (e.g. "cache=none")
 #   NBDKIT_THREADS  nbdkit -t (default 32)
-#   QEMU_SHARED     qemu-nbd -e (default 4; sync suite 64, so that 16 fio
-#                   jobs, each with a probe connection, all get in)
+#   QEMU_SHARED     qemu-nbd -e (default 32; sync suite 64: enough for the
+#                   most jobs, each with a probe connection)
+#   CORE_BENCH      core suite: the program (default: build/bench/ or
+#                   bench/ of this tree); CORE_BENCH_B: the other build's
+#   CORE_ARGS       core suite: its options (-s 1G -n 16384 -k 100 -l 1000 /
+#                   -s 256M -n 4096 -k 20 -l 200)
+#   CORE_DIR        core suite: where its pool file goes (default BENCH_DIR;
+#                   /dev/shm takes the disk out)
+#   CORE_CALLGRIND  core suite: 0 never runs callgrind (default 1: once per
+#                   build when the machine has no instruction counter)
 #   BENCH_KEEP=1    keep the backing files afterwards
-#   SETTLE          sync suite: seconds to wait (after a host sync) before
-#                   each run, so the last run's writeback -- page cache,
-#                   a zvol txg (txg_timeout is 5 s) -- does not land in the
-#                   next target's run (default 6; 0 for none)
+#   PYTHON          python 3 for the tables (default /usr/bin/python3)
 
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
 
 usage ()
 {
-    echo "usage: $0 [--suite default|sync]   (settings: see the top of this script and bench/README.md)"
+    echo "usage: $0 [--quick | --full] [--suite default|sync|core] [-o DIR]"
+    echo "  (settings: see the top of this script and bench/README.md)"
 }
 SUITE=${BENCH_SUITE:-default}
+MODE=${BENCH_MODE:-full}
+OUT=${BENCH_OUT:-}
 while [ $# -gt 0 ]; do
     case $1 in
     --suite) [ $# -ge 2 ] || { usage >&2; exit 2; }; SUITE=$2; shift 2 ;;
     --suite=*) SUITE=${1#--suite=}; shift ;;
+    --quick) MODE=quick; shift ;;
+    --full) MODE=full; shift ;;
+    -o|--out) [ $# -ge 2 ] || { usage >&2; exit 2; }; OUT=$2; shift 2 ;;
+    --out=*) OUT=${1#--out=}; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
     esac
 done
-case $SUITE in
-default)
-    def_size=2G; def_targets="zvol file qcow2"; def_shared=4 ;;
-sync)
-    def_size=1G; def_targets="zvol zvol-txg file qcow2"; def_shared=64 ;;
-*) echo "run-bench: unknown suite $SUITE (default, sync)" >&2; exit 2 ;;
+case $MODE in
+full|quick) ;;
+*) echo "run-bench: unknown mode $MODE (full, quick)" >&2; exit 2 ;;
 esac
+
+# first_file A B...: the first of the paths that exists (else A).
+first_file ()
+{
+    local f
+    for f in "$@"; do
+        if [ -e "$f" ]; then echo "$f"; return; fi
+    done
+    echo "$1"
+}
+
+def_b=
+[ -z "${ZVOL_PLUGIN_B:-}" ] || def_b=zvol-b
+case $SUITE:$MODE in
+default:full)
+    def_size=1G; def_runtime=10; def_ramp=2; def_rounds=3; def_settle=0 ;;
+default:quick)
+    def_size=256M; def_runtime=2; def_ramp=1; def_rounds=3; def_settle=0 ;;
+sync:full)
+    def_size=1G; def_runtime=10; def_ramp=2; def_rounds=3; def_settle=6 ;;
+sync:quick)
+    def_size=256M; def_runtime=3; def_ramp=1; def_rounds=2; def_settle=2 ;;
+core:*)
+    def_size=-; def_runtime=-; def_ramp=-; def_rounds=3; def_settle=0 ;;
+*) echo "run-bench: unknown suite $SUITE (default, sync, core)" >&2; exit 2 ;;
+esac
+case $SUITE in
+default) def_targets="null memory file qcow2 zvol $def_b raw"; def_shared=32 ;;
+sync) def_targets="zvol zvol-txg $def_b file qcow2"; def_shared=64 ;;
+core) def_targets=; def_shared=0 ;;
+esac
+if [ "$MODE" = quick ]; then
+    def_numjobs="1 8"; def_fua="1 8"
+    def_core="-s 256M -n 4096 -k 20 -l 200"
+else
+    def_numjobs="1 4 8 16"; def_fua="1 16"
+    def_core="-s 1G -n 16384 -k 100 -l 1000"
+fi
 
 BENCH_DIR=${BENCH_DIR:-/var/tmp/zvol-bench}
 BENCH_SIZE=${BENCH_SIZE:-$def_size}
-RUNTIME=${RUNTIME:-10}
-RAMP=${RAMP:-2}
-ROUNDS=${ROUNDS:-3}
+RUNTIME=${RUNTIME:-$def_runtime}
+RAMP=${RAMP:-$def_ramp}
+ROUNDS=${ROUNDS:-$def_rounds}
+SETTLE=${SETTLE:-$def_settle}
 BENCH_TARGETS=${BENCH_TARGETS:-$def_targets}
-BENCH_JOBS=${BENCH_JOBS:-seq-write-128k rand-write-4k-qd32 rand-write-4k-qd1-fsync rand-read-4k-qd32}
-SYNC_NUMJOBS=${SYNC_NUMJOBS-1 4 8 16}
-SYNC_FUA_CONNS=${SYNC_FUA_CONNS-1 16}
+BENCH_JOBS=${BENCH_JOBS:-seq-write-128k rand-write-4k-qd32 rand-write-4k-qd1-fsync rand-write-4k-qd1-fsync-8j rand-read-4k-qd32 seq-read-128k}
+SYNC_NUMJOBS=${SYNC_NUMJOBS-$def_numjobs}
+SYNC_FUA_CONNS=${SYNC_FUA_CONNS-$def_fua}
 SYNC_FILL=${SYNC_FILL:-1}
-SETTLE=${SETTLE:-6}
 SYNC_LOGDEV=${SYNC_LOGDEV:-0}
 SYNC_LOGDEV_SIZE=${SYNC_LOGDEV_SIZE:-256M}
-ZVOL_PLUGIN=${ZVOL_PLUGIN:-$here/../plugin/.libs/nbdkit-zvol-plugin.so}
+ZVOL_PLUGIN=${ZVOL_PLUGIN:-$(first_file "$top/build/plugin/.libs/nbdkit-zvol-plugin.so" \
+    "$top/plugin/.libs/nbdkit-zvol-plugin.so")}
 ZVOL_OPTS=${ZVOL_OPTS:-}
 FILE_OPTS=${FILE_OPTS:-}
 NBDKIT_THREADS=${NBDKIT_THREADS:-32}
 QEMU_SHARED=${QEMU_SHARED:-$def_shared}
-PYTHON=${PYTHON:-python3}
+CORE_BENCH=${CORE_BENCH:-$(first_file "$top/build/bench/core-bench" "$top/bench/core-bench")}
+CORE_BENCH_B=${CORE_BENCH_B:-}
+CORE_ARGS=${CORE_ARGS:-$def_core}
+CORE_DIR=${CORE_DIR:-$BENCH_DIR}
+CORE_CALLGRIND=${CORE_CALLGRIND:-1}
+if [ -z "${PYTHON:-}" ]; then
+    PYTHON=python3
+    [ ! -x /usr/bin/python3 ] || PYTHON=/usr/bin/python3
+fi
+OUT=${OUT:-$here/out/$(date '+%Y%m%d-%H%M%S')-$SUITE}
 export RUNTIME RAMP
 
 # Every target this script knows, for the checks and the cleanup.
-ALL_TARGETS="zvol zvol-txg zvol-b file qcow2 memory"
+ALL_TARGETS="null memory file qcow2 zvol zvol-b zvol-txg raw"
 
 die () { echo "run-bench: $*" >&2; exit 1; }
 
-command -v fio >/dev/null || die "fio not found"
-fio --enghelp=nbd >/dev/null 2>&1 || die "fio has no nbd engine"
-command -v nbdkit >/dev/null || die "nbdkit not found"
 "$PYTHON" -c 'import json, statistics' || die "$PYTHON cannot run"
-if [ "$SUITE" = default ]; then
+if [ "$SUITE" != core ]; then
+    command -v fio >/dev/null || die "fio not found"
+    fio --enghelp=nbd >/dev/null 2>&1 || die "fio has no nbd engine"
+    command -v nbdkit >/dev/null || die "nbdkit not found"
+    command -v numfmt >/dev/null || die "numfmt (coreutils) not found"
+    vol_bytes=$(numfmt --from=iec "${BENCH_SIZE^^}") || die "BENCH_SIZE $BENCH_SIZE: not a size"
+    [ $(( vol_bytes % (1 << 20) )) -eq 0 ] || die "BENCH_SIZE $BENCH_SIZE: not a multiple of 1M"
+    command -v gnuplot >/dev/null ||
+        echo "run-bench: gnuplot not found: no charts (apt-get install gnuplot-nox)" >&2
+fi
+case $SUITE in
+default)
     for j in $BENCH_JOBS fill; do
         [ -f "$here/jobs/$j.fio" ] || die "no job file $here/jobs/$j.fio"
     done
-else
+    ;;
+sync)
     for j in sync-write-4k-qd1 fill; do
         [ -f "$here/jobs/$j.fio" ] || die "no job file $here/jobs/$j.fio"
     done
     command -v cc >/dev/null || die "cc not found (needed to build fua-bench)"
     pkg-config --exists libnbd || die "libnbd development files not found (pkg-config libnbd)"
-    command -v numfmt >/dev/null || die "numfmt (coreutils) not found"
-fi
+    ;;
+esac
 
 targets=()
 for t in $BENCH_TARGETS; do
-    case $t in
-    zvol|zvol-txg)
+    case $SUITE:$t in
+    *:zvol|sync:zvol-txg)
         [ -f "$ZVOL_PLUGIN" ] || die "zvol plugin $ZVOL_PLUGIN not found (build it, or set ZVOL_PLUGIN)"
         ;;
-    zvol-b)
+    *:zvol-b)
         [ -f "${ZVOL_PLUGIN_B:-}" ] || die "target zvol-b needs ZVOL_PLUGIN_B, the other build's plugin .so"
         ;;
-    file|memory) ;;
-    qcow2)
+    *:file|*:memory|default:null|default:raw) ;;
+    *:qcow2)
         if ! command -v qemu-nbd >/dev/null || ! command -v qemu-img >/dev/null; then
             echo "run-bench: qemu-nbd/qemu-img not found: skipping the qcow2 target" >&2
             continue
         fi
         ;;
-    *) die "unknown target $t ($ALL_TARGETS)" ;;
+    *) die "target $t is not one of suite $SUITE's" ;;
     esac
     targets+=("$t")
 done
-[ ${#targets[@]} -gt 0 ] || die "no targets"
+[ "$SUITE" = core ] || [ ${#targets[@]} -gt 0 ] || die "no targets"
 
-mkdir -p "$BENCH_DIR"
-json=$BENCH_DIR/json
-rm -rf "$json"
-mkdir -p "$json"
-results=$BENCH_DIR/results.txt
+mkdir -p "$BENCH_DIR" "$OUT"
+OUT=$(cd "$OUT" && pwd)
+json=$OUT/json
+logs=$OUT/logs
+if [ "$SUITE" != core ]; then
+    rm -rf "$json"
+    mkdir -p "$json" "$logs" "$OUT/jobs"
+    : >"$OUT/runs.tsv"
+fi
+t_begin=$SECONDS
 
 # --- servers ---
 
 # PID[t]: the server's pid once it is up.  STARTED[t]: we launched it, so
 # its pidfile (written by the server) names our process even if it came up
-# too late for start_target.
-declare -A PID STARTED
+# too late for start_target.  SAMPLER[t]: the txg sampler of a zvol target.
+declare -A PID STARTED SAMPLER
 cleanup ()
 {
     local t
     set +e
+    for t in "${!SAMPLER[@]}"; do
+        kill "${SAMPLER[$t]}" 2>/dev/null
+    done
     for t in "${!STARTED[@]}"; do
         if [ -z "${PID[$t]:-}" ] && [ -s "$BENCH_DIR/$t.pid" ]; then
             PID[$t]=$(cat "$BENCH_DIR/$t.pid")
@@ -176,12 +270,11 @@ cleanup ()
     done
     rm -f "$BENCH_DIR/fua-bench"
     if [ "${BENCH_KEEP:-0}" != 1 ]; then
-        rm -f "$BENCH_DIR/zvol.img" "$BENCH_DIR/zvol-txg.img" \
-            "$BENCH_DIR/zvol-b.img" "$BENCH_DIR/zvol-b.slog" \
-            "$BENCH_DIR/zvol.slog" "$BENCH_DIR/zvol-txg.slog" \
-            "$BENCH_DIR/file.img" "$BENCH_DIR/disk.qcow2"
-        rm -rf "$BENCH_DIR/zvol.kstat" "$BENCH_DIR/zvol-txg.kstat" \
-            "$BENCH_DIR/zvol-b.kstat"
+        for t in $ALL_TARGETS; do
+            rm -f "$BENCH_DIR/$t.img" "$BENCH_DIR/$t.slog"
+            rm -rf "$(kstat_of "$t")"
+        done
+        rm -f "$BENCH_DIR/disk.qcow2"
     fi
 }
 trap cleanup EXIT
@@ -192,25 +285,71 @@ trap 'exit 143' TERM
 sock_of () { echo "$BENCH_DIR/$1.sock"; }
 uri_of () { echo "nbd+unix:///?socket=$(sock_of "$1")"; }
 kstat_of () { echo "$BENCH_DIR/$1.kstat"; }
+is_zvol () { case $1 in zvol|zvol-b|zvol-txg) return 0 ;; esac; return 1; }
+
+# txg_sampler T: in the background, append T's kstat txgs table (the
+# newest 100 txgs, rewritten every second) to $OUT/T.txgs.raw once a
+# second, each copy after a line "@ EPOCH", for as long as the server
+# lives; report.py merges the copies into one row per txg.
+txg_sampler ()
+{
+    local t=$1 f pid=${PID[$1]}
+    f=$(kstat_of "$t")/txgs
+    (
+        while kill -0 "$pid" 2>/dev/null; do
+            if [ -f "$f" ]; then
+                echo "@ $EPOCHREALTIME"
+                cat "$f" 2>/dev/null || true
+            fi
+            sleep 1
+        done
+    ) >>"$OUT/$t.txgs.raw" 2>/dev/null &
+    SAMPLER[$t]=$!
+}
+
+# txg_samplers_stop: one last copy (after the kstat thread's next
+# rewrite), then stop the samplers.
+txg_samplers_stop ()
+{
+    local t
+    [ ${#SAMPLER[@]} -gt 0 ] || return 0
+    sleep 1.2
+    for t in "${!SAMPLER[@]}"; do
+        kill "${SAMPLER[$t]}" 2>/dev/null || true
+        wait "${SAMPLER[$t]}" 2>/dev/null || true
+        { echo "@ $EPOCHREALTIME"; cat "$(kstat_of "$t")/txgs" 2>/dev/null || true; } \
+            >>"$OUT/$t.txgs.raw"
+        unset "SAMPLER[$t]"
+    done
+}
 
 # start_target T: create the backing file, start the server as a daemon
 # (so it is not our child, and tail --pid can wait for it), wait up to
 # 60 s for its pidfile and socket.  The zvol targets write their kstat
-# files to $BENCH_DIR/T.kstat (the zil_* counters come from there).
+# files to $BENCH_DIR/T.kstat (the txg history and the zil_* counters
+# come from there); $OUT/T.start gets the time their engine started: in
+# the middle of launch and pidfile, +- half of that time (the second
+# field), which places the txgs' births on the run's clock.
 start_target ()
 {
-    local t=$1 sock log pidfile i pre=() post=()
-    sock=$(sock_of "$t"); log=$BENCH_DIR/$t.log; pidfile=$BENCH_DIR/$t.pid
+    local t=$1 sock log pidfile i launch pre=() post=()
+    sock=$(sock_of "$t"); log=$logs/$t.log; pidfile=$BENCH_DIR/$t.pid
     rm -f "$sock" "$pidfile"
     : >"$log"
-    STARTED[$t]=1
+    launch=$EPOCHREALTIME
     case $t in
+    raw)
+        # No server: fio writes the file itself (fill.fio creates it).
+        rm -f "$BENCH_DIR/raw.img"
+        return 0
+        ;;
     zvol|zvol-txg|zvol-b)
+        STARTED[$t]=1
         local plugin=$ZVOL_PLUGIN
         [ "$t" != zvol-b ] || plugin=$ZVOL_PLUGIN_B
-        rm -f "$BENCH_DIR/$t.img" "$BENCH_DIR/$t.slog"
+        rm -f "$BENCH_DIR/$t.img" "$BENCH_DIR/$t.slog" "$OUT/$t.txgs.raw"
         rm -rf "$(kstat_of "$t")"
-        if [ "$SYNC_LOGDEV" = 1 ]; then
+        if [ "$SYNC_LOGDEV" = 1 ] && [ "$SUITE" = sync ]; then
             truncate -s "$SYNC_LOGDEV_SIZE" "$BENCH_DIR/$t.slog"
             pre+=("log=$BENCH_DIR/$t.slog")
         fi
@@ -224,17 +363,20 @@ start_target ()
             >>"$log" 2>&1 </dev/null
         ;;
     file)
+        STARTED[$t]=1
         rm -f "$BENCH_DIR/file.img"
         truncate -s "$BENCH_SIZE" "$BENCH_DIR/file.img"
         # shellcheck disable=SC2086
         nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" file \
             file="$BENCH_DIR/file.img" $FILE_OPTS >>"$log" 2>&1 </dev/null
         ;;
-    memory)
-        nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" memory \
+    memory|null)
+        STARTED[$t]=1
+        nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$t" \
             size="$BENCH_SIZE" >>"$log" 2>&1 </dev/null
         ;;
     qcow2)
+        STARTED[$t]=1
         rm -f "$BENCH_DIR/disk.qcow2"
         qemu-img create -q -f qcow2 "$BENCH_DIR/disk.qcow2" "$BENCH_SIZE" >>"$log" 2>&1
         qemu-nbd -f qcow2 --cache=none --aio=io_uring --discard=unmap \
@@ -245,6 +387,11 @@ start_target ()
     for (( i = 0; i < 600; i++ )); do
         if [ -s "$pidfile" ] && [ -S "$sock" ]; then
             PID[$t]=$(cat "$pidfile")
+            if is_zvol "$t"; then
+                awk -v a="$launch" -v b="$EPOCHREALTIME" \
+                    'BEGIN { printf "%.6f %.6f\n", (a + b) / 2, (b - a) / 2 }' >"$OUT/$t.start"
+                txg_sampler "$t"
+            fi
             return 0
         fi
         sleep 0.1
@@ -253,30 +400,69 @@ start_target ()
     die "$t server did not start"
 }
 
-# run_fio T JOB OUT: one fio run of bench/jobs/JOB.fio; fails loudly on
-# fio errors.
+# make_job T JOB FILE [VAR=VALUE...]: FILE = the fio job of JOB for
+# target T: a [global] section that says where (the NBD engine and T's
+# socket, or for raw io_uring and O_DIRECT on $BENCH_DIR/raw.img), then
+# bench/jobs/JOB.fio with ${RUNTIME}, ${RAMP}, ${JOBSIZE8} and the
+# VARs filled in.  Kept in $OUT/jobs/, so one run can be repeated by hand
+# (fio FILE).  For raw, fsync= becomes fdatasync= (the file plugin's
+# flush is an fdatasync too; an fsync would add an inode write).
+make_job ()
+{
+    local t=$1 job=$2 f=$3 kv sed_args=()
+    shift 3
+    for kv in "RUNTIME=$RUNTIME" "RAMP=$RAMP" "JOBSIZE8=$(( vol_bytes / 8 / 4096 * 4096 ))" "$@"; do
+        sed_args+=(-e "s|\${${kv%%=*}}|${kv#*=}|g")
+    done
+    [ "$t" != raw ] || sed_args+=(-e 's/^fsync=/fdatasync=/')
+    {
+        echo "; $job on $t (bench/run-bench.sh)"
+        echo "[global]"
+        if [ "$t" = raw ]; then
+            echo "ioengine=io_uring"
+            echo "filename=$BENCH_DIR/raw.img"
+            echo "direct=1"
+            echo "size=$vol_bytes"
+        else
+            echo "ioengine=nbd"
+            echo "uri=$(uri_of "$t")"
+        fi
+        echo
+        sed "${sed_args[@]}" "$here/jobs/$job.fio"
+    } >"$f"
+}
+
+# run_fio T JOB OUT: one fio run of bench/jobs/JOB.fio on T; fails loudly
+# on fio errors.  Its start and end go to $OUT/runs.tsv (the txg charts
+# shade them).
 run_fio ()
 {
-    local t=$1 job=$2 out=$3 rc=0
-    uri=$(uri_of "$t") timeout $(( RUNTIME + RAMP + 600 )) \
-        fio --output-format=json --output="$out" "$here/jobs/$job.fio" || rc=$?
+    local t=$1 job=$2 out=$3 rc=0 jf a
+    jf=$OUT/jobs/$t.$job.fio
+    make_job "$t" "$job" "$jf"
+    a=$EPOCHREALTIME
+    timeout $(( RUNTIME + RAMP + 600 )) \
+        fio --output-format=json --output="$out" "$jf" || rc=$?
     if [ "$rc" -ne 0 ]; then
         echo "run-bench: fio $job on $t failed (status $rc):" >&2
         head -n 50 "$out" >&2
         die "fio failed"
     fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$job" "$t" "${4:-0}" "$a" "$EPOCHREALTIME" >>"$OUT/runs.tsv"
 }
 
-# header_lines: the first lines of results.txt (machine, versions).
+# header_lines: the first lines of the results (machine, versions).
 header_lines ()
 {
-    echo "# nbdkit-zvol benchmark, suite $SUITE, $(date -u '+%Y-%m-%d %H:%M:%SZ')"
-    echo "# host: $(uname -srm), $(nproc) CPUs; $(fio --version); $(nbdkit --version | head -n 1)"
+    echo "# nbdkit-zvol benchmark, suite $SUITE ($MODE), $(date -u '+%Y-%m-%d %H:%M:%SZ')"
+    echo
+    echo "- host: $(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg);" \
+        "$(fio --version); $(nbdkit --version | head -n 1)"
     if command -v qemu-nbd >/dev/null; then
-        echo "# $(qemu-nbd --version | head -n 1)"
+        echo "- $(qemu-nbd --version | head -n 1)"
     fi
-    echo "# dir $BENCH_DIR ($(df -PT "$BENCH_DIR" | awk 'NR==2 {print $2}')), size $BENCH_SIZE," \
-        "runtime ${RUNTIME}s, ramp ${RAMP}s, $ROUNDS rounds, nbdkit -t $NBDKIT_THREADS"
+    echo "- dir $BENCH_DIR ($(df -PT "$BENCH_DIR" | awk 'NR==2 {print $2}')), size $BENCH_SIZE," \
+        "runtime ${RUNTIME}s, ramp ${RAMP}s, $ROUNDS rounds, settle ${SETTLE}s, nbdkit -t $NBDKIT_THREADS"
 }
 
 # ====================================================================
@@ -284,86 +470,50 @@ header_lines ()
 # ====================================================================
 suite_default ()
 {
-    local t job r n total
-    echo "run-bench: targets ${targets[*]}; jobs $BENCH_JOBS"
-    echo "run-bench: size $BENCH_SIZE, runtime ${RUNTIME}s + ramp ${RAMP}s, $ROUNDS rounds, in $BENCH_DIR"
+    local t job r n total nj per
+    nj=$(wc -w <<<"$BENCH_JOBS")
+    total=$(( nj * ROUNDS * ${#targets[@]} ))
+    per=$(( RUNTIME + RAMP + SETTLE + 1 ))
+    echo "run-bench: suite default ($MODE); targets ${targets[*]}; jobs $BENCH_JOBS"
+    echo "run-bench: size $BENCH_SIZE, runtime ${RUNTIME}s + ramp ${RAMP}s, $ROUNDS rounds;" \
+        "$total runs, about $(( (total * per + 59) / 60 )) min after filling; backing files in $BENCH_DIR"
+    echo "run-bench: output in $OUT"
     for t in "${targets[@]}"; do
         start_target "$t"
-        echo "run-bench: $t: filling $BENCH_SIZE"
-        run_fio "$t" fill "$json/fill-$t.json"
+        # null stores nothing: filling it would only measure the protocol.
+        if [ "$t" != null ]; then
+            echo "run-bench: $t: filling $BENCH_SIZE"
+            run_fio "$t" fill "$json/fill-$t.json" 0
+        fi
     done
 
-    total=$(( $(wc -w <<<"$BENCH_JOBS") * ROUNDS * ${#targets[@]} ))
     n=0
     for job in $BENCH_JOBS; do
         for (( r = 1; r <= ROUNDS; r++ )); do
             for t in "${targets[@]}"; do
                 n=$((n + 1))
                 printf 'run-bench: [%d/%d] %s round %d on %s\n' "$n" "$total" "$job" "$r" "$t"
-                run_fio "$t" "$job" "$json/$job.$t.$r.json"
+                if [ "$SETTLE" != 0 ]; then sync; sleep "$SETTLE"; fi
+                run_fio "$t" "$job" "$json/$job.$t.$r.json" "$r"
             done
         done
     done
+    txg_samplers_stop
 
-    # --- table ---
+    # --- tables and charts ---
 
     {
         header_lines
-        echo "# zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}; zvol-b: ${ZVOL_PLUGIN_B:-none}; file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED"
-        # shellcheck disable=SC2086 # BENCH_JOBS is a list of words
-        "$PYTHON" - "$json" "$ROUNDS" "${targets[*]}" $BENCH_JOBS <<'EOF'
-import json, os, statistics, sys
-jdir, rounds, targets, jobs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
-
-def load(path):
-    text = open(path).read()
-    doc = json.loads(text[text.index("{"):])     # fio may print notes first
-    iops = bw = 0.0
-    lat = []
-    for j in doc["jobs"]:
-        for d in ("read", "write"):
-            iops += j[d]["iops"]
-            bw += j[d]["bw_bytes"]
-            if j[d]["io_bytes"]:
-                lat.append(j[d]["clat_ns"]["percentile"].get("99.000000", 0) / 1000)
-    return iops, bw / 2**20, max(lat) if lat else 0
-
-rows = []
-print("%-24s %-6s %12s %10s %10s %9s   %s" %
-      ("job", "target", "IOPS(med)", "MiB/s(med)", "p99 us", "vs file", "IOPS per round"))
-for job in jobs:
-    med = {}
-    for t in targets:
-        runs = [load(os.path.join(jdir, "%s.%s.%d.json" % (job, t, r)))
-                for r in range(1, rounds + 1)]
-        med[t] = (statistics.median(x[0] for x in runs),
-                  statistics.median(x[1] for x in runs),
-                  statistics.median(x[2] for x in runs),
-                  [x[0] for x in runs])
-    for t in targets:
-        iops, mib, p99, each = med[t]
-        if "file" in med and med["file"][0] > 0:
-            ratio = "%.2fx" % (iops / med["file"][0])
-        else:
-            ratio = "-"
-        print("%-24s %-6s %12.0f %10.1f %10.0f %9s   %s" %
-              (job, t, iops, mib, p99, ratio, " ".join("%.0f" % x for x in each)))
-    rows.append((job, med))
-# Before/after: this build against zvol-b's, round by round (the rounds
-# ran interleaved, so each pair saw the same machine).
-if "zvol" in targets and "zvol-b" in targets:
-    print()
-    print("%-24s %10s %10s   %s" % ("job", "zvol/zvol-b", "p99 ratio", "IOPS ratio per round"))
-    for job, med in rows:
-        a, b = med["zvol"], med["zvol-b"]
-        per = [x / y if y else 0 for x, y in zip(a[3], b[3])]
-        print("%-24s %10s %10s   %s" %
-              (job, "%.2fx" % statistics.median(per),
-               "%.2fx" % (a[2] / b[2]) if b[2] else "-",
-               " ".join("%.2f" % x for x in per)))
-EOF
-    } | tee "$results"
-    echo "run-bench: table written to $results; raw fio JSON in $json"
+        echo "- zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}; zvol-b: ${ZVOL_PLUGIN_B:-none};" \
+            "file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED;" \
+            "raw: fio io_uring direct=1 on $BENCH_DIR/raw.img"
+    } >"$OUT/header.txt"
+    local rc=0
+    # shellcheck disable=SC2086 # BENCH_JOBS is a list of words
+    "$PYTHON" "$here/report.py" default "$OUT" "$ROUNDS" "${targets[*]}" $BENCH_JOBS || rc=$?
+    echo "run-bench: $(( (SECONDS - t_begin) / 60 )) min $(( (SECONDS - t_begin) % 60 )) s;" \
+        "table in $OUT/results.md, CSV in $OUT/results.csv and runs.csv, raw fio JSON in $json"
+    [ "$rc" -eq 0 ] || die "some runs have no result (see above)"
 }
 
 # ====================================================================
@@ -429,17 +579,18 @@ zil_report ()
 # the other targets still get measured.
 sync_run ()
 {
-    local t=$1 job=$2 out=$3 rc=0 n c
+    local t=$1 job=$2 out=$3 rc=0 n c a=$EPOCHREALTIME
     if ! kill -0 "${PID[$t]}" 2>/dev/null; then
         echo "server $t (pid ${PID[$t]}) is gone" >"$out.failed"
     else
         case $job in
         fsync-j*)
             n=${job#fsync-j}
-            NUMJOBS=$n JOBSIZE=$(( vol_bytes / n / 4096 * 4096 )) uri=$(uri_of "$t") \
-                timeout $(( RUNTIME + RAMP + 120 )) \
+            make_job "$t" sync-write-4k-qd1 "$OUT/jobs/$t.$job.fio" \
+                NUMJOBS="$n" JOBSIZE=$(( vol_bytes / n / 4096 * 4096 ))
+            timeout $(( RUNTIME + RAMP + 120 )) \
                 fio --output-format=json --output="$out" \
-                "$here/jobs/sync-write-4k-qd1.fio" 2>"$out.stderr" || rc=$?
+                "$OUT/jobs/$t.$job.fio" 2>"$out.stderr" || rc=$?
             ;;
         fua-c*)
             c=${job#fua-c}
@@ -462,11 +613,12 @@ sync_run ()
             } >"$out.failed"
         fi
     fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$job" "$t" "${4:-0}" "$a" "$EPOCHREALTIME" >>"$OUT/runs.tsv"
     if [ -f "$out.failed" ]; then
         echo "run-bench:   FAILED: $job on $t:" >&2
         sed 's/^/run-bench:     /' "$out.failed" >&2
-        echo "run-bench:     last lines of $BENCH_DIR/$t.log:" >&2
-        tail -n 10 "$BENCH_DIR/$t.log" | sed 's/^/run-bench:     /' >&2
+        echo "run-bench:     last lines of $logs/$t.log:" >&2
+        tail -n 10 "$logs/$t.log" | sed 's/^/run-bench:     /' >&2
         return 1
     fi
 }
@@ -483,7 +635,6 @@ suite_sync ()
         jobs+=("fua-c$n")
     done
     [ ${#jobs[@]} -gt 0 ] || die "no jobs (SYNC_NUMJOBS and SYNC_FUA_CONNS are empty)"
-    vol_bytes=$(numfmt --from=iec "${BENCH_SIZE^^}") || die "BENCH_SIZE $BENCH_SIZE: not a size"
 
     # Built here, not by make: a benchmark tool, not part of the product.
     # The libraries go after the source (the linker drops them otherwise).
@@ -492,13 +643,14 @@ suite_sync ()
         "$here/fua-bench.c" $(pkg-config --libs libnbd) -pthread ||
         die "cannot build $here/fua-bench.c"
 
-    echo "run-bench: suite sync; targets ${targets[*]}; jobs ${jobs[*]}"
-    echo "run-bench: size $BENCH_SIZE, runtime ${RUNTIME}s + ramp ${RAMP}s, $ROUNDS rounds, in $BENCH_DIR"
+    echo "run-bench: suite sync ($MODE); targets ${targets[*]}; jobs ${jobs[*]}"
+    echo "run-bench: size $BENCH_SIZE, runtime ${RUNTIME}s + ramp ${RAMP}s, $ROUNDS rounds;" \
+        "backing files in $BENCH_DIR; output in $OUT"
     for t in "${targets[@]}"; do
         start_target "$t"
         if [ "$SYNC_FILL" = 1 ]; then
             echo "run-bench: $t: filling $BENCH_SIZE"
-            run_fio "$t" fill "$json/fill-$t.json"
+            run_fio "$t" fill "$json/fill-$t.json" 0
         fi
     done
 
@@ -513,7 +665,7 @@ suite_sync ()
                 printf 'run-bench: [%d/%d] round %d %s on %s\n' "$n" "$total" "$r" "$job" "$t"
                 if [ "$SETTLE" != 0 ]; then sync; sleep "$SETTLE"; fi
                 [ "$t" != zvol ] || zil_snapshot "$t" "$json/$job.$t.$r.zil-before"
-                sync_run "$t" "$job" "$json/$job.$t.$r.json" || failed=$((failed + 1))
+                sync_run "$t" "$job" "$json/$job.$t.$r.json" "$r" || failed=$((failed + 1))
                 # The intent log's counters, for zvol only (zvol-txg's
                 # flushes bypass the log: its counters stay at 0).
                 if [ "$t" = zvol ]; then
@@ -524,6 +676,8 @@ suite_sync ()
             done
         done
     done
+
+    txg_samplers_stop
 
     # --- table ---
 
@@ -610,12 +764,101 @@ EOF
             echo "# intent-log counters per zvol run (deltas over the run incl. ramp; 'since start' = since the pool was created)"
             cat "$zil"
         fi
-    } | tee "$results"
-    echo "run-bench: table written to $results; raw results in $json"
+    } | tee "$OUT/results.txt"
+    local zt=()
+    for t in "${targets[@]}"; do
+        if is_zvol "$t"; then zt+=("$t"); fi
+    done
+    [ ${#zt[@]} -eq 0 ] || "$PYTHON" "$here/report.py" txg "$OUT" "${zt[@]}" || true
+    echo "run-bench: $(( (SECONDS - t_begin) / 60 )) min $(( (SECONDS - t_begin) % 60 )) s;" \
+        "table in $OUT/results.txt; raw results in $json"
     [ "$failed" -eq 0 ] || die "$failed run(s) failed (see FAILED RUNS above)"
+}
+
+# ====================================================================
+# core suite
+# ====================================================================
+
+# core_run BIN OUTFILE [callgrind PREFIX]: one run of core-bench (-t).
+core_run ()
+{
+    local bin=$1 out=$2 rc=0
+    # shellcheck disable=SC2086 # CORE_ARGS is a list of options
+    if [ "${3:-}" = callgrind ]; then
+        valgrind --tool=callgrind --callgrind-out-file="$4.%p" --dump-line=no \
+            "$bin" -q -t -d "$CORE_DIR" $CORE_ARGS >"$out" 2>"$out.stderr" || rc=$?
+    else
+        "$bin" -q -t -d "$CORE_DIR" $CORE_ARGS >"$out" 2>"$out.stderr" || rc=$?
+    fi
+    if [ "$rc" -ne 0 ]; then
+        cat "$out.stderr" >&2
+        die "$bin failed (status $rc)"
+    fi
+    [ -s "$out.stderr" ] || rm -f "$out.stderr"
+}
+
+suite_core ()
+{
+    local sides=(A) r s files cg="" specs=()
+    local -A bins
+    bins[A]=$CORE_BENCH
+    [ -x "$CORE_BENCH" ] || die "core-bench $CORE_BENCH not found (make; or set CORE_BENCH)"
+    if [ -n "$CORE_BENCH_B" ]; then
+        [ -x "$CORE_BENCH_B" ] || die "CORE_BENCH_B $CORE_BENCH_B: not an executable"
+        sides+=(B)
+        bins[B]=$CORE_BENCH_B
+    fi
+    mkdir -p "$CORE_DIR" "$OUT/core"
+    echo "run-bench: suite core ($MODE); A = $CORE_BENCH${CORE_BENCH_B:+, B = $CORE_BENCH_B}"
+    echo "run-bench: core-bench -d $CORE_DIR $CORE_ARGS, $ROUNDS rounds; output in $OUT"
+    for (( r = 1; r <= ROUNDS; r++ )); do
+        for s in "${sides[@]}"; do
+            echo "run-bench: round $r, $s"
+            core_run "${bins[$s]}" "$OUT/core/$s.$r.tsv"
+        done
+    done
+    # No instruction counter (a VM without PMU): count them under
+    # callgrind, once per build (instructions do not vary run to run).
+    if grep -q '^#instr	none' "$OUT/core/A.1.tsv" && [ "$CORE_CALLGRIND" != 0 ]; then
+        if command -v valgrind >/dev/null; then
+            cg=yes
+            for s in "${sides[@]}"; do
+                echo "run-bench: $s under callgrind (instructions)"
+                core_run "${bins[$s]}" "$OUT/core/$s.callgrind.tsv" callgrind "$OUT/core/$s.callgrind"
+            done
+        else
+            echo "run-bench: no instruction counter and no valgrind: no instructions" >&2
+        fi
+    fi
+    {
+        header_lines_core
+        echo
+    } >"$OUT/core.md.head"
+    for s in "${sides[@]}"; do
+        files=$(printf '%s,' "$OUT/core/$s".[0-9]*.tsv)
+        specs+=("$s=${files%,}${cg:+@$OUT/core/$s.callgrind.[0-9]*}")
+    done
+    cat "$OUT/core.md.head"
+    "$PYTHON" "$here/report.py" core "$OUT" "${specs[@]}"
+    { cat "$OUT/core.md.head" "$OUT/core.md"; } >"$OUT/core.md.new" &&
+        mv "$OUT/core.md.new" "$OUT/core.md" && rm -f "$OUT/core.md.head"
+    echo "run-bench: $(( (SECONDS - t_begin) / 60 )) min $(( (SECONDS - t_begin) % 60 )) s;" \
+        "table in $OUT/core.md and core.csv${cg:+; callgrind profiles in $OUT/core (callgrind_annotate FILE)}"
+}
+
+header_lines_core ()
+{
+    echo "# nbdkit-zvol core benchmark ($MODE), $(date -u '+%Y-%m-%d %H:%M:%SZ')"
+    echo
+    echo "- host: $(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- core-bench -d $CORE_DIR ($(df -PT "$CORE_DIR" | awk 'NR==2 {print $2}'))" \
+        "$CORE_ARGS; $ROUNDS rounds"
+    echo "- A: $CORE_BENCH"
+    [ -z "$CORE_BENCH_B" ] || echo "- B: $CORE_BENCH_B"
 }
 
 case $SUITE in
 default) suite_default ;;
 sync) suite_sync ;;
+core) suite_core ;;
 esac

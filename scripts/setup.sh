@@ -29,13 +29,17 @@ build_pkgs=(build-essential autoconf automake libtool pkg-config
 # releases: added below when apt knows it).
 test_pkgs=(libnbd-bin python3-libnbd fuse3 fio e2fsprogs qemu-utils
            util-linux kmod)
+# bench/run-bench.sh: charts (gnuplot-nox has the pngcairo terminal, no X)
+# and instruction counts where the machine has no hardware counter
+# (callgrind; its headers also name bench/core-bench's phases).
+bench_pkgs=(gnuplot-nox valgrind)
 
 installed () {
     [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" = "ii " ]
 }
 
 missing=()
-for p in "${build_pkgs[@]}" "${test_pkgs[@]}"; do
+for p in "${build_pkgs[@]}" "${test_pkgs[@]}" "${bench_pkgs[@]}"; do
     installed "$p" || missing+=("$p")
 done
 if ! command -v nbdfuse >/dev/null 2>&1 && ! installed nbdfuse; then

@@ -1,0 +1,525 @@
+/*
+ * core-bench.c: what one operation of the engine costs, with no NBD, no
+ * nbdkit and no client in the way: instructions and CPU time per 4 KiB
+ * and per 128 KiB write, per read (cold and cached), per txg sync and per
+ * intent-log commit.  A front end like any other: it includes core/zvol.h
+ * alone and links libzvol (the exported API), so it measures what the
+ * plugin calls.
+ *
+ * Usage: core-bench [-d DIR] [-s SIZE] [-b VOLBLOCKSIZE] [-c CACHE]
+ *                   [-n OPS] [-k TXGS] [-l COMMITS] [-t] [-q]
+ * (-h for the meaning; bench/run-bench.sh --suite core runs it, also
+ * under callgrind, and compares two builds: bench/README.md).
+ *
+ * Theory of operation
+ * -------------------
+ * One pool on one file, DIR/core-bench.PID.img (sparse; removed at the
+ * end; a DIR on tmpfs takes the disk out), goes through a fixed sequence
+ * of phases.  Each phase is
+ * a window: a sample of the counters before, the operations, whatever
+ * makes them complete (a txg sync for the writes), a sample after.  The
+ * figures of a phase are the differences divided by its operation count:
+ *
+ *   write-128k   sequential 128 KiB writes filling the volume once, then
+ *                the txg sync that writes them (zvol_flush, the volume
+ *                being open with flush-by-txg)
+ *   write-4k     OPS 4 KiB writes, each to a different volume block, over
+ *                the filled volume, then the txg sync
+ *   txg-sync     TXGS times: one 4 KiB write, then a txg sync: the fixed
+ *                cost of a txg (space maps, objset, uberblocks, flushes)
+ *   read-128k    the pool re-imported (a cold cache), then sequential
+ *                128 KiB reads of the whole volume: read, verify, cache
+ *   read-4k      re-imported again, OPS 4 KiB reads of distinct blocks
+ *                (every one a cache miss)
+ *   read-4k-hot  the same OPS reads again (cache hits while the cache
+ *                holds them; the miss/op column says)
+ *   zil-commit   COMMITS times: one 4 KiB write, then zvol_flush through
+ *                the intent log (the volume's default flush path)
+ *
+ * The txg timeout is set to ten minutes, so no timer sync falls into a
+ * window: every txg is one that a phase asked for, and a second run does
+ * the same work (offsets and data come from fixed seeds).  The data is
+ * random and every write changes its first bytes, so no block is all
+ * zeros (the sync would turn it into a hole).
+ *
+ * Counters, per window:
+ *   cpu     getrusage(RUSAGE_SELF): every thread of the process, the txg
+ *           sync thread and io_uring's workers included
+ *   caller  CLOCK_THREAD_CPUTIME_ID of the thread issuing the calls (the
+ *           open-context share; a txg sync's work is not in it)
+ *   wall    CLOCK_MONOTONIC
+ *   instr   instructions, every thread, from perf_event_open (hardware
+ *           counter, inherited by the threads the engine starts; user and
+ *           kernel where allowed) when the machine has one; under
+ *           callgrind none here: each window is a callgrind dump named by
+ *           the phase (CALLGRIND_ZERO_STATS / CALLGRIND_DUMP_STATS_AT),
+ *           counted by the script, user space only
+ *   miss    buffer-cache misses per operation (zvol_pool_get_stats): a
+ *           cold read-4k should show 1.00, a hot one 0.00
+ *
+ * Single-threaded apart from the engine's own threads; no locking here.
+ * Output: a table, or with -t tab-separated lines for the script.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/perf_event.h>
+
+#ifdef HAVE_VALGRIND_CALLGRIND_H
+#include <valgrind/callgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#define CALLGRIND_ZERO_STATS do { } while (0)
+#define CALLGRIND_DUMP_STATS_AT(name) do { (void) (name); } while (0)
+#endif
+
+#include "zvol.h"
+
+#define KiB ((uint64_t) 1024)
+#define MiB (1024 * KiB)
+#define GiB (1024 * MiB)
+
+/* Command line (defaults: the full run of run-bench.sh --suite core). */
+static const char *cbench_dir = "/var/tmp";     /* -d */
+static uint64_t cbench_volsize = 1 * GiB;       /* -s */
+static uint32_t cbench_volblocksize = ZVOL_DEFAULT_VOLBLOCKSIZE; /* -b */
+static uint64_t cbench_cache;                   /* -c (0: engine default) */
+static uint64_t cbench_ops = 16384;             /* -n: 4 KiB ops */
+static uint64_t cbench_txgs = 100;              /* -k */
+static uint64_t cbench_commits = 1000;          /* -l */
+static bool cbench_tsv;                         /* -t */
+static bool cbench_quiet;                       /* -q */
+
+static char cbench_path[4096];                  /* the pool file */
+static bool cbench_created;
+static int cbench_perf_fd = -1;                 /* instructions, or -1 */
+static const char *cbench_instr_src = "none";
+
+/* ---- small things ---- */
+
+static void __attribute__ ((noreturn, format (printf, 1, 2)))
+cbench_die (const char *fmt, ...)
+{
+  va_list ap;
+
+  fprintf (stderr, "core-bench: ");
+  va_start (ap, fmt);
+  vfprintf (stderr, fmt, ap);
+  va_end (ap);
+  fputc ('\n', stderr);
+  if (cbench_created)
+    unlink (cbench_path);
+  exit (1);
+}
+
+static void
+cbench_check (int r, const char *what)
+{
+  if (r < 0)
+    cbench_die ("%s: %s", what, strerror (-r));
+}
+
+static void *
+cbench_alloc_aligned (size_t len)
+{
+  void *p;
+
+  if (posix_memalign (&p, 4096, len) != 0)
+    cbench_die ("out of memory (%zu bytes)", len);
+  return p;
+}
+
+/* "4K", "16M", "1G", or bytes; 0 on a bad value. */
+static uint64_t
+cbench_parse_size (const char *s)
+{
+  char *end;
+  unsigned long long v;
+
+  errno = 0;
+  v = strtoull (s, &end, 10);
+  if (errno != 0 || end == s)
+    return 0;
+  switch (*end) {
+  case 'k': case 'K': v *= KiB; end++; break;
+  case 'm': case 'M': v *= MiB; end++; break;
+  case 'g': case 'G': v *= GiB; end++; break;
+  case '\0': break;
+  default: return 0;
+  }
+  return *end == '\0' ? v : 0;
+}
+
+static uint64_t
+cbench_ns (clockid_t clk)
+{
+  struct timespec ts;
+
+  clock_gettime (clk, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static uint64_t
+cbench_gcd (uint64_t a, uint64_t b)
+{
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* splitmix64: the data and the offsets come from fixed seeds. */
+static uint64_t
+cbench_rand (uint64_t *state)
+{
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* ---- counters ---- */
+
+/* The instruction counter, inherited by every thread created after it
+ * (the engine's threads start later), read as their sum.  Kernel
+ * instructions too where perf_event_paranoid allows; none under
+ * valgrind, whose own instructions it would count. */
+static void
+cbench_perf_open (void)
+{
+  struct perf_event_attr pa;
+
+  if (RUNNING_ON_VALGRIND) {
+    cbench_instr_src = "callgrind";
+    return;
+  }
+  for (int user_only = 0; user_only <= 1 && cbench_perf_fd < 0; user_only++) {
+    memset (&pa, 0, sizeof pa);
+    pa.size = sizeof pa;
+    pa.type = PERF_TYPE_HARDWARE;
+    pa.config = PERF_COUNT_HW_INSTRUCTIONS;
+    pa.inherit = 1;
+    pa.exclude_hv = 1;
+    pa.exclude_kernel = user_only;
+    cbench_perf_fd = (int) syscall (SYS_perf_event_open, &pa, 0, -1, -1, 0);
+    if (cbench_perf_fd >= 0)
+      cbench_instr_src = user_only ? "perf (user)" : "perf (user+kernel)";
+  }
+}
+
+typedef struct cbench_sample {
+  uint64_t cs_wall_ns, cs_cpu_ns, cs_caller_ns, cs_instr;
+  uint64_t cs_misses;
+} cbench_sample_t;
+
+static void
+cbench_sample (zvol_pool_t *pool, cbench_sample_t *s)
+{
+  struct rusage ru;
+  zvol_pool_stats_t ps;
+  uint64_t v = 0;
+
+  getrusage (RUSAGE_SELF, &ru);
+  s->cs_cpu_ns = ((uint64_t) ru.ru_utime.tv_sec + (uint64_t) ru.ru_stime.tv_sec)
+    * 1000000000u
+    + ((uint64_t) ru.ru_utime.tv_usec + (uint64_t) ru.ru_stime.tv_usec) * 1000u;
+  s->cs_caller_ns = cbench_ns (CLOCK_THREAD_CPUTIME_ID);
+  s->cs_wall_ns = cbench_ns (CLOCK_MONOTONIC);
+  s->cs_instr = 0;
+  if (cbench_perf_fd >= 0 && read (cbench_perf_fd, &v, sizeof v) == sizeof v)
+    s->cs_instr = v;
+  zvol_pool_get_stats (pool, &ps);
+  s->cs_misses = ps.ps_cache_misses;
+}
+
+/* ---- phases ---- */
+
+/* One phase's window.  'begin' zeroes callgrind's counts, 'end' dumps
+ * them under the phase's name and prints the row. */
+typedef struct cbench_phase {
+  const char *cp_name;
+  uint64_t cp_ops;
+  cbench_sample_t cp_before;
+} cbench_phase_t;
+
+static void
+cbench_begin (cbench_phase_t *cp, zvol_pool_t *pool, const char *name,
+              uint64_t ops)
+{
+  cp->cp_name = name;
+  cp->cp_ops = ops;
+  if (!cbench_quiet)
+    fprintf (stderr, "core-bench: %s: %" PRIu64 " ops\n", name, ops);
+  CALLGRIND_ZERO_STATS;
+  cbench_sample (pool, &cp->cp_before);
+}
+
+static void
+cbench_end (cbench_phase_t *cp, zvol_pool_t *pool)
+{
+  cbench_sample_t a;
+  const cbench_sample_t *b = &cp->cp_before;
+  double n = (double) cp->cp_ops;
+  uint64_t misses;
+  char instr[32];
+
+  cbench_sample (pool, &a);
+  CALLGRIND_DUMP_STATS_AT (cp->cp_name);
+  if (cbench_perf_fd >= 0)
+    snprintf (instr, sizeof instr, "%.0f", (double) (a.cs_instr - b->cs_instr) / n);
+  else
+    snprintf (instr, sizeof instr, "-");
+  misses = a.cs_misses - b->cs_misses;
+  printf (cbench_tsv ? "%s\t%" PRIu64 "\t%s\t%.3f\t%.3f\t%.3f\t%.2f\n"
+          : "%-12s %8" PRIu64 " %12s %11.3f %12.3f %11.3f %8.2f\n",
+          cp->cp_name, cp->cp_ops, instr,
+          (double) (a.cs_cpu_ns - b->cs_cpu_ns) / n / 1000,
+          (double) (a.cs_caller_ns - b->cs_caller_ns) / n / 1000,
+          (double) (a.cs_wall_ns - b->cs_wall_ns) / n / 1000,
+          (double) misses / n);
+  fflush (stdout);
+}
+
+/* The i-th block of a fixed walk that visits every volume block once per
+ * nblocks steps (a stride coprime to nblocks), and a 4 KiB piece of it. */
+static uint64_t
+cbench_spread (uint64_t i, uint64_t nblocks, uint64_t stride)
+{
+  uint64_t pieces = cbench_volblocksize / (4 * KiB);
+  uint64_t blk = (stride * (i % nblocks) + 17) % nblocks;
+
+  return blk * cbench_volblocksize + ((i * 5) % pieces) * 4 * KiB;
+}
+
+static zvol_pool_t *
+cbench_pool_open (bool create)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *pool;
+
+  zvol_pool_config_init (&pc);
+  pc.pc_devices[0] = cbench_path;
+  pc.pc_ndevices = 1;
+  pc.pc_create = create;
+  pc.pc_name = "bench";
+  pc.pc_volsize = cbench_volsize;
+  pc.pc_volblocksize = cbench_volblocksize;
+  pc.pc_sparse = true;
+  if (cbench_cache)
+    pc.pc_cache_size = cbench_cache;
+  pc.pc_txg.tt_timeout_ms = 600000;     /* syncs only when asked */
+  cbench_check (zvol_pool_open (&pc, &pool), create ? "create" : "import");
+  cbench_check (zvol_pool_start (pool), "start");
+  return pool;
+}
+
+static zvol_t *
+cbench_vol_open (zvol_pool_t *pool, bool flush_by_txg)
+{
+  zvol_config_t vc;
+  zvol_t *zv;
+
+  zvol_config_init (&vc);
+  vc.vc_flush_by_txg = flush_by_txg;
+  cbench_check (zvol_open (pool, NULL, &vc, &zv), "open");
+  return zv;
+}
+
+static void
+cbench_close (zvol_pool_t *pool, zvol_t *zv)
+{
+  cbench_check (zvol_close (zv), "close");
+  cbench_check (zvol_pool_close (pool), "pool close");
+}
+
+static void
+cbench_write (zvol_t *zv, uint8_t *buf, uint64_t *seq, uint64_t off,
+              uint32_t len)
+{
+  /* New bytes in every write: no two blocks alike, none all zeros. */
+  (*seq)++;
+  memcpy (buf, seq, sizeof *seq);
+  cbench_check (zvol_write (zv, buf, off, len, 0), "write");
+}
+
+static void
+cbench_run (void)
+{
+  const uint32_t big = 128 * KiB, small = 4 * KiB;
+  uint64_t nblocks = cbench_volsize / cbench_volblocksize;
+  uint64_t nbig = cbench_volsize / big, stride, seq = 0, rs = 42;
+  uint8_t *buf = cbench_alloc_aligned (big);
+  cbench_phase_t cp;
+  zvol_pool_t *pool;
+  zvol_t *zv;
+  int fd;
+
+  for (size_t i = 0; i < big; i += 8) {
+    uint64_t r = cbench_rand (&rs);
+    memcpy (buf + i, &r, 8);
+  }
+  stride = (0x9e3779b1u % nblocks) | 1;
+  while (cbench_gcd (stride, nblocks) != 1)
+    stride += 2;
+
+  snprintf (cbench_path, sizeof cbench_path, "%s/core-bench.%ld.img",
+            cbench_dir, (long) getpid ());
+  fd = open (cbench_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd < 0)
+    cbench_die ("%s: %s", cbench_path, strerror (errno));
+  cbench_created = true;
+  /* Room for the volume, the metadata and the log ring; sparse. */
+  if (ftruncate (fd, (off_t) (cbench_volsize + cbench_volsize / 4 + 256 * MiB)) != 0)
+    cbench_die ("%s: %s", cbench_path, strerror (errno));
+  close (fd);
+
+  pool = cbench_pool_open (true);
+  zv = cbench_vol_open (pool, true);
+  {
+    zvol_pool_stats_t ps;
+    zvol_pool_get_stats (pool, &ps);
+    if (!cbench_tsv)
+      printf ("# core-bench: %s, volume %" PRIu64 " MiB, volblocksize %u KiB,"
+              " cache limit %" PRIu64 " MiB, direct I/O %s, instructions: %s\n"
+              "%-12s %8s %12s %11s %12s %11s %8s\n",
+              cbench_path, cbench_volsize / MiB, cbench_volblocksize / 1024,
+              ps.ps_cache_limit / MiB, ps.ps_dev_direct[0] ? "yes" : "no",
+              cbench_instr_src, "op", "ops", "instr/op", "cpu us/op",
+              "caller us/op", "wall us/op", "miss/op");
+    else
+      printf ("#instr\t%s\n#direct\t%s\n", cbench_instr_src,
+              ps.ps_dev_direct[0] ? "yes" : "no");
+  }
+
+  cbench_begin (&cp, pool, "write-128k", nbig);
+  for (uint64_t i = 0; i < nbig; i++)
+    cbench_write (zv, buf, &seq, i * big, big);
+  cbench_check (zvol_flush (zv), "flush");
+  cbench_end (&cp, pool);
+
+  cbench_begin (&cp, pool, "write-4k", cbench_ops);
+  for (uint64_t i = 0; i < cbench_ops; i++)
+    cbench_write (zv, buf, &seq, cbench_spread (i, nblocks, stride), small);
+  cbench_check (zvol_flush (zv), "flush");
+  cbench_end (&cp, pool);
+
+  cbench_begin (&cp, pool, "txg-sync", cbench_txgs);
+  for (uint64_t i = 0; i < cbench_txgs; i++) {
+    cbench_write (zv, buf, &seq, cbench_spread (i * 7 + 3, nblocks, stride), small);
+    cbench_check (zvol_flush (zv), "flush");
+  }
+  cbench_end (&cp, pool);
+  cbench_close (pool, zv);
+
+  /* Cold reads: a fresh import has an empty cache. */
+  pool = cbench_pool_open (false);
+  zv = cbench_vol_open (pool, false);
+  cbench_begin (&cp, pool, "read-128k", nbig);
+  for (uint64_t i = 0; i < nbig; i++)
+    cbench_check (zvol_read (zv, buf, i * big, big), "read");
+  cbench_end (&cp, pool);
+  cbench_close (pool, zv);
+
+  pool = cbench_pool_open (false);
+  zv = cbench_vol_open (pool, false);
+  cbench_begin (&cp, pool, "read-4k", cbench_ops);
+  for (uint64_t i = 0; i < cbench_ops; i++)
+    cbench_check (zvol_read (zv, buf, cbench_spread (i, nblocks, stride), small), "read");
+  cbench_end (&cp, pool);
+
+  cbench_begin (&cp, pool, "read-4k-hot", cbench_ops);
+  for (uint64_t i = 0; i < cbench_ops; i++)
+    cbench_check (zvol_read (zv, buf, cbench_spread (i, nblocks, stride), small), "read");
+  cbench_end (&cp, pool);
+
+  cbench_begin (&cp, pool, "zil-commit", cbench_commits);
+  for (uint64_t i = 0; i < cbench_commits; i++) {
+    cbench_write (zv, buf, &seq, cbench_spread (i * 11 + 5, nblocks, stride), small);
+    cbench_check (zvol_flush (zv), "flush");
+  }
+  cbench_end (&cp, pool);
+  cbench_close (pool, zv);
+
+  unlink (cbench_path);
+  cbench_created = false;
+  free (buf);
+}
+
+static void
+cbench_usage (FILE *fp)
+{
+  fprintf (fp,
+           "usage: core-bench [-d DIR] [-s SIZE] [-b VOLBLOCKSIZE] [-c CACHE]\n"
+           "                  [-n OPS] [-k TXGS] [-l COMMITS] [-t] [-q]\n"
+           "  -d DIR   where the pool file goes (default /var/tmp; tmpfs: no device)\n"
+           "  -s SIZE  volume size (default 1G); the 128 KiB phases cover it once\n"
+           "  -b SIZE  volblocksize (default 16K)\n"
+           "  -c SIZE  buffer cache limit (default: the engine's)\n"
+           "  -n OPS   4 KiB writes and reads (default 16384, at most one per block)\n"
+           "  -k TXGS  txg syncs (default 100)\n"
+           "  -l N     intent-log commits (default 1000)\n"
+           "  -t       tab-separated output (op, ops, instr/op, cpu, caller, wall us/op, miss/op)\n"
+           "  -q       no progress lines on stderr\n");
+}
+
+int
+main (int argc, char **argv)
+{
+  int c;
+
+  while ((c = getopt (argc, argv, "d:s:b:c:n:k:l:tqh")) != -1) {
+    switch (c) {
+    case 'd': cbench_dir = optarg; break;
+    case 's': cbench_volsize = cbench_parse_size (optarg); break;
+    case 'b': cbench_volblocksize = (uint32_t) cbench_parse_size (optarg); break;
+    case 'c':
+      cbench_cache = cbench_parse_size (optarg);
+      if (cbench_cache == 0)
+        cbench_die ("-c %s: not a size", optarg);
+      break;
+    case 'n': cbench_ops = strtoull (optarg, NULL, 10); break;
+    case 'k': cbench_txgs = strtoull (optarg, NULL, 10); break;
+    case 'l': cbench_commits = strtoull (optarg, NULL, 10); break;
+    case 't': cbench_tsv = true; break;
+    case 'q': cbench_quiet = true; break;
+    case 'h': cbench_usage (stdout); return 0;
+    default: cbench_usage (stderr); return 2;
+    }
+  }
+  if (optind != argc) {
+    cbench_usage (stderr);
+    return 2;
+  }
+  if (cbench_volblocksize < ZVOL_MIN_VOLBLOCKSIZE
+      || cbench_volblocksize > ZVOL_MAX_VOLBLOCKSIZE
+      || (cbench_volblocksize & (cbench_volblocksize - 1)))
+    cbench_die ("-b: a power of two from %u to %u", ZVOL_MIN_VOLBLOCKSIZE,
+                ZVOL_MAX_VOLBLOCKSIZE);
+  if (cbench_volsize < 16 * MiB || cbench_volsize % (128 * KiB))
+    cbench_die ("-s: at least 16M, a multiple of 128K");
+  if (cbench_ops == 0 || cbench_txgs == 0 || cbench_commits == 0)
+    cbench_die ("-n, -k, -l: at least 1");
+  if (cbench_ops > cbench_volsize / cbench_volblocksize)
+    cbench_die ("-n %" PRIu64 ": more than the volume's %" PRIu64 " blocks",
+                cbench_ops, cbench_volsize / cbench_volblocksize);
+
+  zvol_set_log_level (ZVOL_LOG_ERROR);
+  cbench_perf_open ();
+  cbench_run ();
+  return 0;
+}
