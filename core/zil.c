@@ -47,7 +47,13 @@
  *     Then it gives up the role and, holding no role at all, writes the
  *     blocks it closed and flushes the devices they touched.  So another
  *     thread can pack and write the next block while this one's I/O is in
- *     flight: several log blocks are in flight at once.
+ *     flight: several log blocks are in flight at once.  With no block in
+ *     flight, every ticket before the open block's first record is durable
+ *     (in a done block, or dropped: its txg is on disk), and the issuer
+ *     raises zl_durable_ticket to it (zil_durable_idle), since a change is
+ *     logged after its txg hold is let go and its record may be dropped
+ *     when a later one already opened a block: its committer must not
+ *     wait for that block;
  *   - else it sleeps on a futex (zl_wake), for the commit timeout when its
  *     record waits in the open block or another thread holds the role, a
  *     few ms otherwise, and loops.
@@ -918,6 +924,28 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
 }
 
 /*
+ * No block in flight (every closed one is written and flushed): every
+ * ticket before the open block's first record, or before 'packed' when
+ * no block is open, is durable: in a done block, or dropped because its
+ * txg is on disk.  Say so, for the committers of dropped records: the
+ * open block is closed only for a committer of one of its own records,
+ * so one whose record was dropped before it (its txg synced between the
+ * change and its logging) would otherwise wait for ever.  Issuer role
+ * held.
+ */
+static void
+zil_durable_idle (zv_zil_t *zl, uint64_t packed)
+{
+  const zil_lwb_t *open = zl->zl_open;
+
+  if (zil_durable_seq (zl) + 1 != (open ? open->lwb_seq : zl->zl_next_seq))
+    return;
+  zil_atomic_max (&zl->zl_durable_ticket,
+                  open && open->lwb_nused > 0 ? open->lwb_start_ticket
+                  : packed);
+}
+
+/*
  * Pack every published itx in ticket order (dropping those whose txg has
  * synced) and close the open block if a committer waits for one of its
  * records (see the theory comment for when it waits).  Issuer role held.
@@ -985,11 +1013,8 @@ zil_pack (zv_zil_t *zl, bool *full)
     if (alone || nearly_full || (old && !inflight))
       zil_lwb_close (zl, packed, &closed);
   }
-  /* Nothing open, nothing in flight: every packed ticket is durable (the
-   * dropped records are in synced txgs). */
-  if (zl->zl_open == NULL && closed == NULL
-      && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
-    zil_atomic_max (&zl->zl_durable_ticket, packed);
+  if (closed == NULL)
+    zil_durable_idle (zl, packed);
   return closed;
 }
 
@@ -1269,9 +1294,7 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
     uint64_t packed = zil_drop_oldest (zl, zil_next_ticket (zl), txg,
                                        false);
 
-    if (zl->zl_open == NULL
-        && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
-      zil_atomic_max (&zl->zl_durable_ticket, packed);
+    zil_durable_idle (zl, packed);
     atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
   }
   zil_wake_all (zl);
