@@ -1002,8 +1002,10 @@ zs_error_ok (zs_thr_t *t, enum zs_req req, int r)
 {
   zs_run_t *run = t->t_run;
 
-  if (r == -ENOSPC && req != ZS_R_TRIM && req != ZS_R_FLUSH
-      && req != ZS_R_SYNC) {
+  /* (A pool suspended by a sync out of space fails its waiters, flushes
+   * too, with that sync's ENOSPC.) */
+  if (r == -ENOSPC && ((req != ZS_R_TRIM && req != ZS_R_FLUSH
+                        && req != ZS_R_SYNC) || zs_limit_sync_enospc (run))) {
     atomic_fetch_add (&run->r_st->st_enospc, 1);
     return true;
   }
@@ -1551,9 +1553,11 @@ zs_series_new (zs_run_t *run)
              run->r_has_logdev ? "a log device" : "a log ring in the pool");
 }
 
-/* Create or import the pool and open its volume (which replays the log). */
+/* Create or import the pool and open its volume (which replays the log);
+ * a killed child's io_uring may keep the devices busy a moment (EBUSY is
+ * retried for a few seconds). */
 static int
-zs_open (zs_run_t *run, bool retry)
+zs_open (zs_run_t *run)
 {
   const zs_plan_t *p = &run->r_plan;
   zvol_pool_config_t pc;
@@ -1578,9 +1582,7 @@ zs_open (zs_run_t *run, bool retry)
   tl_volcfg.vc_logbias = p->p_logbias;
   tl_volcfg.vc_flush_by_txg = p->p_flush_txg;
 
-  tl_log_reset (true);
-  r = retry ? tl_pool_open_retry_ex (&pc, &pool, NULL, true)
-    : tl_pool_open (&pc, &pool);
+  r = tl_pool_open_retry_ex (&pc, &pool, NULL, true);
   if (r < 0)
     return r;
   if (run->r_create)
@@ -1689,6 +1691,12 @@ zs_epoch_local (zs_run_t *run, enum zs_check *check)
   bool cut = false;
   int r;
 
+  /* A cut in a create would leave a half-made pool that create refuses
+   * (it is not a crash of a pool): a create is cut by time only. */
+  if (run->r_create && run->r_plan.p_cut_writes) {
+    run->r_plan.p_cut_writes = 0;
+    run->r_plan.p_cut_ms = 20 + p->p_ms / 2;
+  }
   if (p->p_cut_ms || p->p_cut_writes) {
     pc = pc_new (tl_mix (run->r_o.o_seed ^ (run->r_epoch << 20)) | 1,
                  PC_RANDOM);
@@ -1703,7 +1711,7 @@ zs_epoch_local (zs_run_t *run, enum zs_check *check)
   atomic_store (&run->r_limit, false);
   atomic_store (&run->r_stop, false);
 
-  r = zs_open (run, false);
+  r = zs_open (run);
   if (r < 0 || zs_cut_now (run)) {
     if (r == 0)
       (void) zs_close (run);
@@ -1817,7 +1825,7 @@ zs_kill_child (void *arg)
   char c = 'r';
   zs_thr_t *thr;
 
-  if (zs_open (run, true) < 0 || zvol_pool_start (run->r_pool) != 0)
+  if (zs_open (run) < 0 || zvol_pool_start (run->r_pool) != 0)
     _exit (9);
   if (write (run->r_ready_fd, &c, 1) != 1)
     _exit (10);
@@ -1843,7 +1851,7 @@ zs_epoch_kill (zs_run_t *run, enum zs_check *check)
 
   /* The child starts from a checked pool, exported cleanly. */
   if (*check != ZS_C_NONE || run->r_create) {
-    int r = zs_open (run, true);
+    int r = zs_open (run);
 
     if (r < 0) {
       if (!zs_limit_replay_enospc (run, r, check))
@@ -2108,7 +2116,7 @@ main (int argc, char **argv)
         int r;
 
         zs_plan_make (run, p);
-        r = zs_open (run, true);
+        r = zs_open (run);
         if (r < 0) {
           if (!zs_limit_replay_enospc (run, r, &check))
             zs_failf (run, "epoch %" PRIu64 ": the import failed: %s (the "
@@ -2155,7 +2163,7 @@ main (int argc, char **argv)
     int r;
 
     zs_alarm_arm (run, 120 * ZS_SLOW);
-    r = zs_open (run, true);
+    r = zs_open (run);
     if (r < 0) {
       if (!zs_limit_replay_enospc (run, r, &check))
         zs_failf (run, "the final import failed: %s (the last epoch "
