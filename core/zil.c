@@ -93,7 +93,11 @@
  * is done; a committer's ticket is one that was handed out.
  *
  * Fallbacks: when the ring has no free slot, or a log write fails, the
- * committer waits for the txg to sync instead (always correct).  After a
+ * committer waits for the txg to sync instead (always correct).  A logger
+ * that finds the itx ring full syncs a txg and drops the itxs of synced
+ * txgs itself (zil_drop_synced) before it commits: they may have been
+ * published after their txg's sync dropped what it could, and with
+ * flush=txg no commit packs (it waited for room for ever).  After a
  * log write error (zl_error, sticky) nothing packs itxs any more, so a
  * logger that finds the itx ring full drops the published ones
  * (zil_drain): their txgs carry the changes.  A txg sync that fails marks
@@ -570,6 +574,29 @@ zil_drain (zv_zil_t *zl)
   atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
 }
 
+static void zil_durable_idle (zv_zil_t *zl, uint64_t packed);
+
+/*
+ * Drop the oldest itxs of txgs up to txg (on disk), if the issuer role is
+ * free (a holder drops them in its own pack), and wake the waiters.
+ */
+static void
+zil_drop_synced (zv_zil_t *zl, uint64_t txg)
+{
+  int expect = 0;
+
+  if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
+                                               memory_order_acquire,
+                                               memory_order_relaxed)) {
+    uint64_t packed = zil_drop_oldest (zl, zil_next_ticket (zl), txg,
+                                       false);
+
+    zil_durable_idle (zl, packed);
+    atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  }
+  zil_wake_all (zl);
+}
+
 /*
  * Wait for room in the itx ring: sync a txg (which makes the oldest itxs
  * droppable) and commit what is there (packing or dropping it).  When the
@@ -595,8 +622,14 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
           zv_error ("intent log: the pool is suspended (%s); logged "
                     "changes are dropped, flushes fail", strerror (-r));
       }
-      else
-        (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
+      else {
+        /* Itxs published after their txg's sync dropped what it could
+         * (a change is logged after its txg hold is let go) go only here
+         * when nothing packs: with flush=txg a commit never does. */
+        zil_drop_synced (zl, zv_txg_last_synced (zl->zl_tx));
+        if (ticket - zil_packed (zl) >= zl->zl_itx_ring)
+          (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
+      }
     }
     if (zil_error (zl) != 0)
       zil_drain (zl);
@@ -1279,7 +1312,6 @@ void
 zv_zil_synced (zv_zil_t *zl, uint64_t txg)
 {
   unsigned g = txg & ZV_TXG_MASK;
-  int expect = 0;
 
   /* Blocks of this chain may be written once a header naming it is on
    * disk (replay would not find them otherwise). */
@@ -1288,16 +1320,7 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
     zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[g]);
     atomic_store_explicit (&zl->zl_ready, true, memory_order_seq_cst);
   }
-  if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
-                                               memory_order_acquire,
-                                               memory_order_relaxed)) {
-    uint64_t packed = zil_drop_oldest (zl, zil_next_ticket (zl), txg,
-                                       false);
-
-    zil_durable_idle (zl, packed);
-    atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
-  }
-  zil_wake_all (zl);
+  zil_drop_synced (zl, txg);
 }
 
 /* ---- replay ---- */
