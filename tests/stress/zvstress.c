@@ -15,7 +15,8 @@
  * its seed first; the same seed replays the same epochs (kinds, pool
  * layouts, tunables, faults) and the same request stream of each thread,
  * the threads' interleaving and the timing aside.  It ends with a summary
- * and the line "N passed, N failed" (epochs verified), exits 1 on any
+ * and the line "N passed, N failed" (checks of the whole volume after an
+ * import, for the test driver and scripts/count-tests.sh), exits 1 on any
  * mismatch or unexpected error (the first one printed in detail, with the
  * seed and epoch), and then keeps its scratch directory (the pool's
  * files and the engine's recent messages).
@@ -110,8 +111,9 @@
  * device request with EIO at the epoch's rates once armed.  EIO from a
  * request other than a read is allowed once any fault was injected in the
  * epoch or the power went; ENOSPC from writes and zeroes always (trims,
- * flushes and syncs never); ENOTSUP only from a fast zero without
- * MAY_TRIM, which must give it.  Anything else is a failure.
+ * flushes and syncs only from a pool a sync out of space suspended, see
+ * below); ENOTSUP only from a fast zero without MAY_TRIM, which must give
+ * it.  Anything else is a failure.
  *
  * Known limits.  Two failures of a nearly full pool are the engine's
  * known limits (docs/design.md), counted and reported, not failures
