@@ -37,7 +37,9 @@
  * converge.  Data blocks of zeros become holes (the volume is thin),
  * except those a zero without MAY_TRIM asked to keep allocated
  * (dr_keep_alloc): their records hold no data, and the sync writes them
- * from one shared zero block.
+ * from one shared zero block.  A sync that fails (the pool is suspended
+ * then) leaves T's records dirty, so reads keep returning T's content,
+ * which is nowhere else; the export discards them.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
@@ -1019,14 +1021,22 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
                             &sets[(level + 1) % 2], txg);
 
   /* Retire the records: the synced content is what they held.  On error
-   * the pool is suspended; the records are retired all the same so the
-   * memory they pin is returned (nothing more will be written). */
+   * the pool is suspended (nothing more is written) and T's content is in
+   * memory only: the records stay dirty, back on T's list, so reads keep
+   * seeing them until the export discards them
+   * (zv_dmu_object_discard_dirty).  Handed to the cache as if synced,
+   * they could be evicted, and a read through the tree would then find
+   * the old block: stale data, neither the write nor an error. */
+  if (r < 0) {
+    atomic_store_explicit (&ob->ob_dirty[g], list, memory_order_seq_cst);
+    n = 0;
+  }
   for (size_t i = 0; i < n; i++) {
     zv_dirty_t *dr = drs[i];
     zv_dbuf_t *db = dr->dr_dbuf;
     void *data = dr->dr_data;
 
-    if (data && zv_bp_is_hole (&bps[i]) && r == 0) {
+    if (data && zv_bp_is_hole (&bps[i])) {
       zv_buf_put (data, ob->ob_blksz);
       data = NULL;
     }

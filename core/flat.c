@@ -11,7 +11,9 @@
  *
  * The pool's sync calls zv_flat_sync repeatedly in one txg (each pass's
  * allocations change the bitmap it is writing); placement in place for
- * blocks born in the txg is what makes those passes converge.
+ * blocks born in the txg is what makes those passes converge, and
+ * fl_moved (blocks of the last sync that did not go back in place) is
+ * how the pool tells that a pass changed nothing more.
  *
  * Only the sync thread (or import, before it starts) touches these.
  */
@@ -175,6 +177,7 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
   for (uint64_t i = 0; i < fl->fl_len[l] && r == 0; i++) {
     zv_blkptr_t *bp = &fl->fl_bps[l][i];
     zv_blkptr_t old = *bp;
+    bool was_hole = zv_bp_is_hole (&old);
     uint64_t bfill;
     bool hole;
 
@@ -193,6 +196,9 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
     }
     r = zv_zio_place_bp (fl->fl_spa, &old, bp, hole, size, l,
                          l ? ZV_BT_INDIRECT : fl->fl_type, bfill, 2, txg);
+    if (r == 0 && (hole ? !was_hole
+                   : was_hole || bp->bp_dva[0] != old.bp_dva[0]))
+      fl->fl_moved++;
     if (r == 0 && !hole) {
       w[nw].zw_bp = bp;
       w[nw].zw_buf = bufs[k];
@@ -217,6 +223,7 @@ zv_flat_sync (zv_flat_t *fl, uint64_t txg, zv_flat_fill_fn fill, void *arg)
 {
   int r = 0;
 
+  fl->fl_moved = 0;
   if (fl->fl_ndirty == 0)
     return 0;
   fl->fl_ndirty = 0;

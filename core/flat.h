@@ -25,6 +25,8 @@ typedef struct zv_flat {
   zv_blkptr_t *fl_bps[ZV_MAX_LEVELS];    /* [nlevels-1][0] is the root */
   uint8_t *fl_dirty[ZV_MAX_LEVELS];
   uint64_t fl_ndirty;                    /* dirty data blocks */
+  uint64_t fl_moved;                     /* blocks the last sync placed in
+                                            new space or freed */
 } zv_flat_t;
 
 void zv_flat_init (zv_flat_t *fl, zv_spa_t *spa, uint64_t obj, uint8_t type,
@@ -45,7 +47,9 @@ void zv_flat_dirty (zv_flat_t *fl, uint64_t blkid);
 /*
  * Write the dirty data blocks (fill provides their content into a zeroed
  * buffer; an all-zero block becomes a hole) and the indirect blocks above
- * them, copy on write, two copies each.  Returns 0 or a negative errno.
+ * them, copy on write, two copies each.  Returns 0 or a negative errno;
+ * fl_moved then says how many blocks did not go back in place (so
+ * changed the allocator's bitmap).
  */
 typedef void (*zv_flat_fill_fn) (void *arg, uint64_t blkid, void *buf);
 int zv_flat_sync (zv_flat_t *fl, uint64_t txg, zv_flat_fill_fn fill,

@@ -13,9 +13,12 @@
  *   2. write the volume's dirty blocks and indirect blocks (dmu.c);
  *   3. choose where the new objset block goes;
  *   4. converge: write the changed space-map chunks and T's deferred-free
- *      list, then again, while writing them changed the bitmap or the list
- *      (blocks already born in T are rewritten in place, so each pass
- *      allocates less than the one before, and the loop ends);
+ *      list, then again, while a pass moved a block (placed one in new
+ *      space or freed one, so changed the bitmap or the list; blocks
+ *      already born in T are rewritten in place, so each pass allocates
+ *      less than the one before, and the loop ends).  What open context
+ *      changes meanwhile (the intent log's in-place writes allocate while
+ *      T syncs) is left dirty for T+1: T's tree does not point there;
  *   5. write the objset block (two copies) with each dataset's intent-log
  *      header (from its attached log, else the one the pool keeps),
  *      flush every device;
@@ -265,6 +268,7 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
   zv_blkptr_t osbp, old = p->p_objset_bp;
   size_t lastn = SIZE_MAX;
   unsigned pass;
+  bool moved = true;
   int r;
 
   /* The objset's place first, so the bitmap converges with it in. */
@@ -276,6 +280,14 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
   for (pass = 1;; pass++) {
     bool work = false;
 
+    /* A pass that moved no block (every one went back in place) changed
+     * neither the bitmap nor T's list: what it wrote is all of T.  What
+     * is dirty now was changed meanwhile in open context (an in-place log
+     * write allocates there, and a chunk covers 512 MiB): it belongs to
+     * the next txg, and waiting for it here would never end under a
+     * stream of such writes. */
+    if (!moved)
+      break;
     for (unsigned d = 0; d < spa->spa_ndevs; d++)
       for (size_t c = 0; c < zv_alloc_nchunks (alloc, d); c++)
         if (zv_alloc_chunk_dirty (alloc, d, c)) {
@@ -294,14 +306,18 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
                 "passes", txg, pass);
       return -EIO;
     }
+    moved = false;
+    r = 0;                      /* (pool_sync_defer's 1 is not an error) */
     for (unsigned d = 0; d < spa->spa_ndevs && r == 0; d++) {
       void *arg[2] = { alloc, (void *) (uintptr_t) d };
       r = zv_flat_sync (&p->p_spacemap[d], txg, pool_chunk_fill, arg);
+      moved |= p->p_spacemap[d].fl_moved > 0;
     }
     if (r == 0)
       r = zv_flat_sync (df, txg, pool_defer_fill, p);
     if (r < 0)
       return r;
+    moved |= df->fl_moved > 0;
   }
   p->p_sync_passes = pass;
 

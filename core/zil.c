@@ -49,7 +49,13 @@
  *     Then it gives up the role and, holding no role at all, writes the
  *     blocks it closed and flushes the devices they touched.  So another
  *     thread can pack and write the next block while this one's I/O is in
- *     flight: several log blocks are in flight at once.
+ *     flight: several log blocks are in flight at once.  With no block in
+ *     flight, every ticket before the open block's first record is durable
+ *     (in a done block, or dropped: its txg is on disk), and the issuer
+ *     raises zl_durable_ticket to it (zil_durable_idle), since a change is
+ *     logged after its txg hold is let go and its record may be dropped
+ *     when a later one already opened a block: its committer must not
+ *     wait for that block;
  *   - else it sleeps on a futex (zl_wake), for the commit timeout when its
  *     record waits in the open block or another thread holds the role, a
  *     few ms otherwise, and loops.
@@ -89,7 +95,11 @@
  * is done; a committer's ticket is one that was handed out.
  *
  * Fallbacks: when the ring has no free slot, or a log write fails, the
- * committer waits for the txg to sync instead (always correct).  After a
+ * committer waits for the txg to sync instead (always correct).  A logger
+ * that finds the itx ring full syncs a txg and drops the itxs of synced
+ * txgs itself (zil_drop_synced) before it commits: they may have been
+ * published after their txg's sync dropped what it could, and with
+ * flush=txg no commit packs (it waited for room for ever).  After a
  * log write error (zl_error, sticky) nothing packs itxs any more, so a
  * logger that finds the itx ring full drops the published ones
  * (zil_drain): their txgs carry the changes.  A txg sync that fails marks
@@ -601,6 +611,29 @@ zil_drain (zv_zil_t *zl)
     zil_wake_all (zl);
 }
 
+static void zil_durable_idle (zv_zil_t *zl, uint64_t packed);
+
+/*
+ * Drop the oldest itxs of txgs up to txg (on disk), if the issuer role is
+ * free (a holder drops them in its own pack), and wake the waiters.
+ */
+static void
+zil_drop_synced (zv_zil_t *zl, uint64_t txg)
+{
+  int expect = 0;
+
+  if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
+                                               memory_order_acquire,
+                                               memory_order_relaxed)) {
+    uint64_t packed = zil_drop_oldest (zl, zil_next_ticket (zl), txg,
+                                       false);
+
+    zil_durable_idle (zl, packed);
+    atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  }
+  zil_wake_all (zl);
+}
+
 /*
  * Wait for room in the itx ring: sync a txg (which makes the oldest itxs
  * droppable) and commit what is there (packing or dropping it).  When the
@@ -629,8 +662,14 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
           zil_wake_all (zl);
         }
       }
-      else
-        (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
+      else {
+        /* Itxs published after their txg's sync dropped what it could
+         * (a change is logged after its txg hold is let go) go only here
+         * when nothing packs: with flush=txg a commit never does. */
+        zil_drop_synced (zl, zv_txg_last_synced (zl->zl_tx));
+        if (ticket - zil_packed (zl) >= zl->zl_itx_ring)
+          (void) zv_zil_commit (zl, ticket - zl->zl_itx_ring);
+      }
     }
     if (zil_error (zl) != 0)
       zil_drain (zl);
@@ -958,6 +997,28 @@ zil_pack_itx (zv_zil_t *zl, zil_itx_t *itx, zil_lwb_t **closed)
 }
 
 /*
+ * No block in flight (every closed one is written and flushed): every
+ * ticket before the open block's first record, or before 'packed' when
+ * no block is open, is durable: in a done block, or dropped because its
+ * txg is on disk.  Say so, for the committers of dropped records: the
+ * open block is closed only for a committer of one of its own records,
+ * so one whose record was dropped before it (its txg synced between the
+ * change and its logging) would otherwise wait for ever.  Issuer role
+ * held.
+ */
+static void
+zil_durable_idle (zv_zil_t *zl, uint64_t packed)
+{
+  const zil_lwb_t *open = zl->zl_open;
+
+  if (zil_durable_seq (zl) + 1 != (open ? open->lwb_seq : zl->zl_next_seq))
+    return;
+  zil_atomic_max (&zl->zl_durable_ticket,
+                  open && open->lwb_nused > 0 ? open->lwb_start_ticket
+                  : packed);
+}
+
+/*
  * Pack every published itx in ticket order (dropping those whose txg has
  * synced) and close the open block if a committer waits for one of its
  * records (see the theory comment for when it waits).  Issuer role held.
@@ -1025,11 +1086,8 @@ zil_pack (zv_zil_t *zl, bool *full)
     if (alone || nearly_full || (old && !inflight))
       zil_lwb_close (zl, packed, &closed);
   }
-  /* Nothing open, nothing in flight: every packed ticket is durable (the
-   * dropped records are in synced txgs). */
-  if (zl->zl_open == NULL && closed == NULL
-      && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
-    zil_atomic_max (&zl->zl_durable_ticket, packed);
+  if (closed == NULL)
+    zil_durable_idle (zl, packed);
   return closed;
 }
 
@@ -1298,7 +1356,6 @@ void
 zv_zil_synced (zv_zil_t *zl, uint64_t txg)
 {
   unsigned g = txg & ZV_TXG_MASK;
-  int expect = 0;
 
   /* Blocks of this chain may be written once a header naming it is on
    * disk (replay would not find them otherwise). */
@@ -1307,18 +1364,7 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
     zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[g]);
     atomic_store_explicit (&zl->zl_ready, true, memory_order_seq_cst);
   }
-  if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
-                                               memory_order_acquire,
-                                               memory_order_relaxed)) {
-    uint64_t packed = zil_drop_oldest (zl, zil_next_ticket (zl), txg,
-                                       false);
-
-    if (zl->zl_open == NULL
-        && zil_durable_seq (zl) + 1 == zl->zl_next_seq)
-      zil_atomic_max (&zl->zl_durable_ticket, packed);
-    atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
-  }
-  zil_wake_all (zl);
+  zil_drop_synced (zl, txg);
 }
 
 /* ---- replay ---- */

@@ -26,8 +26,9 @@
  * before the flush was submitted is not made durable by that flush: the
  * engine could not have known it completed.
  *
- * The cut.  pc_fault(), the fault hook of every watched device, first
- * counts the request in pc_busy and only then looks at pc_cut: so either
+ * The cut.  pc_fault(), the fault hook of every watched device, asks the
+ * test's own fault hook first (pc_set_fault: a request it fails is never
+ * issued, so the simulator has nothing to account for), then counts the request in pc_busy and only then looks at pc_cut: so either
  * the request sees the cut and fails (and uncounts itself), or the
  * settling thread sees it in pc_busy and waits for its completion.  The
  * observer's completion event uncounts it.  Once the cut flag is set and
@@ -111,6 +112,8 @@ struct pc {
   FILE *pc_trace;               /* event log, or NULL */
   pc_hook_fn pc_hook;           /* the test's own look at each event */
   void *pc_hook_arg;
+  zv_dev_fault_fn pc_user_fault; /* the test's own fault hook, or NULL */
+  void *pc_user_fault_arg;
 };
 
 /* Trace one event (lock held), when a trace file is set. */
@@ -201,6 +204,11 @@ pc_fault (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
 {
   pc_t *pc = arg;
 
+  if (pc->pc_user_fault != NULL) {
+    int r = pc->pc_user_fault (pc->pc_user_fault_arg, dev, op, off, len);
+    if (r < 0)
+      return r;
+  }
   if (op == ZV_DEV_WRITE && atomic_load (&pc->pc_trigger) > 0
       && atomic_fetch_sub (&pc->pc_trigger, 1) == 1)
     atomic_store (&pc->pc_cut, true);
@@ -540,6 +548,13 @@ pc_set_hook (pc_t *pc, pc_hook_fn fn, void *arg)
   pc->pc_hook = fn;
   pc->pc_hook_arg = arg;
   pthread_mutex_unlock (&pc->pc_lock);
+}
+
+void
+pc_set_fault (pc_t *pc, zv_dev_fault_fn fn, void *arg)
+{
+  pc->pc_user_fault = fn;
+  pc->pc_user_fault_arg = arg;
 }
 
 void

@@ -91,4 +91,12 @@ typedef void (*pc_hook_fn) (void *arg, enum zv_dev_op op, int done,
                             uint64_t off, uint32_t len);
 void pc_set_hook (pc_t *pc, pc_hook_fn fn, void *arg);
 
+/* A fault hook of the test's own (zv_dev_fault_fn) on every watched
+ * device: the simulator owns the devices' one fault hook and asks this
+ * one first, so a test can fail requests (device errors) and cut the
+ * power in one run.  A request it fails is not issued: the simulator
+ * neither counts nor records it.  Set it before the devices are opened
+ * (it is read without a lock). */
+void pc_set_fault (pc_t *pc, zv_dev_fault_fn fn, void *arg);
+
 #endif /* ZV_POWERCUT_H */

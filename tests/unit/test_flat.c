@@ -406,7 +406,8 @@ test_zero_blocks_are_holes (void **state)
 
 /* A second sync of the same txg (the pool's sync passes: each pass's
  * allocations change the space map it writes) rewrites in place: the same
- * addresses, no new space, nothing freed. */
+ * addresses, no new space, nothing freed, and fl_moved says so (the pool
+ * stops its passes on it); a block that becomes a hole moves. */
 static void
 test_resync_in_place (void **state)
 {
@@ -426,6 +427,7 @@ test_resync_in_place (void **state)
   fc_set (&fl, &fc, 10, 1);
   fc_set (&fl, &fc, 290, 1);
   assert_int_equal (zv_flat_sync (&fl, 5, fc_fill, &fc), 0);
+  assert_true (fl.fl_moved >= 2);         /* two data blocks, new space */
   used = tl_alloc_space (a).as_allocated;
   for (unsigned l = 0; l < fl.fl_nlevels; l++) {
     before[l] = malloc (fl.fl_len[l] * sizeof (zv_blkptr_t));
@@ -435,6 +437,7 @@ test_resync_in_place (void **state)
 
   fc_set (&fl, &fc, 10, 2);
   assert_int_equal (zv_flat_sync (&fl, 5, fc_fill, &fc), 0);
+  assert_int_equal (fl.fl_moved, 0);
   for (unsigned l = 0; l < fl.fl_nlevels; l++)
     for (uint64_t i = 0; i < fl.fl_len[l]; i++)
       for (unsigned c = 0; c < 2; c++)
@@ -448,6 +451,12 @@ test_resync_in_place (void **state)
   assert_int_equal (fc_reload (&fl, &dn, &fc, &got), 0);
   fc_check_load (&fl, &fc, &got);
   zv_flat_fini (&got);
+  /* Nothing dirty: nothing moves. */
+  assert_int_equal (zv_flat_sync (&fl, 5, fc_fill, &fc), 0);
+  assert_int_equal (fl.fl_moved, 0);
+  fc_set (&fl, &fc, 290, 0);
+  assert_int_equal (zv_flat_sync (&fl, 5, fc_fill, &fc), 0);
+  assert_true (fl.fl_moved >= 1);
   for (unsigned l = 0; l < fl.fl_nlevels; l++)
     free (before[l]);
   fc_fini (&fc);

@@ -1749,6 +1749,83 @@ test_inplace_free_durable (void **state)
   unlink (dev);
 }
 
+/*
+ * The intent log allocates in open context (an in-place write of a dirty
+ * block) while a txg syncs, and a space-map chunk covers 512 MiB: under a
+ * steady stream of large FUA writes every pass of the sync's convergence
+ * loop found the chunk dirty again, and the sync gave up after 64 passes
+ * ("space maps did not converge") and suspended the pool.  Here every
+ * device write of the sync is accompanied by such an allocation (from the
+ * device observer, so one lands between any two passes): the sync must
+ * still complete, leaving what open context changed to the next txg, and
+ * the pool must import afterwards with its data.
+ */
+#define OA_MAX 4096
+
+typedef struct oa {
+  zv_alloc_t *oa_alloc;
+  uint64_t oa_dva[OA_MAX];
+  unsigned oa_n;
+} oa_t;
+
+static void
+oa_observe (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
+            uint64_t off, uint32_t len, const void *buf, int result)
+{
+  oa_t *oa = arg;
+
+  (void) dev; (void) off; (void) len; (void) buf; (void) result;
+  if (op == ZV_DEV_WRITE && !done && oa->oa_n < OA_MAX
+      && zv_alloc_block (oa->oa_alloc, ZV_SECTOR, 0,
+                         &oa->oa_dva[oa->oa_n]) == 0)
+    oa->oa_n++;
+}
+
+static void
+test_sync_open_context_alloc (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "openalloc");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zv_spa_t *spa;
+  oa_t *oa = calloc (1, sizeof *oa);
+  uint64_t passes;
+  unsigned cap;
+
+  (void) state;
+  assert_non_null (oa);
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
+  spa = zv_pool_spa (p);
+  tl_vol_write (tl_vol (p), NULL, 0, 4 * BS, 1, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+
+  tl_vol_write (tl_vol (p), NULL, 8 * BS, 4 * BS, 2, 0);
+  oa->oa_alloc = spa->spa_alloc;
+  zv_dev_set_observer (spa->spa_devs[0], oa_observe, oa);
+  assert_int_equal (zv_pool_sync (p), 0);
+  zv_dev_set_observer (spa->spa_devs[0], NULL, NULL);
+  zv_pool_last_sync (p, &passes, &cap);
+  assert_true (oa->oa_n > passes);
+  assert_true (passes < 64);
+
+  /* The blocks were never part of a committed tree (a log record that
+   * went away): free them, sync, and the pool is as it was. */
+  for (unsigned i = 0; i < oa->oa_n; i++)
+    zv_alloc_free_now (spa->spa_alloc, oa->oa_dva[i], ZV_SECTOR);
+  assert_int_equal (zv_pool_sync (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 0, 4 * BS, 1);
+  tl_vol_check (tl_vol (p), 8 * BS, 4 * BS, 2);
+  assert_int_equal (tl_pool_close (p), 0);
+  free (oa);
+  unlink (dev);
+}
+
 /* A block overwritten in txg T stays allocated (on T's defer list)
  * through the sync of T+1 and is free again from T+2. */
 static void
@@ -2225,6 +2302,7 @@ main (void)
     tl_test (test_txg_history),
     tl_test (test_deferred_free_rule),
     tl_test (test_inplace_free_durable),
+    tl_test (test_sync_open_context_alloc),
     tl_test (test_crash_rounds),
     tl_test (test_rewind_log_reused),
   };

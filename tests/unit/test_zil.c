@@ -15,6 +15,13 @@
  *   commit_in_sync a flush while its txg is half synced, then a power cut
  *                  before that txg commits: what the flush acknowledged
  *                  must survive
+ *   commit_dropped_record
+ *                  the commit of a record dropped because its txg synced
+ *                  before it was packed returns, though a later record
+ *                  sits in an open log block
+ *   ring_full_by_txg
+ *                  with flush=txg, a writer that finds the record ring
+ *                  full of records of synced txgs gets room
  *   ring_full_after_log_error
  *                  after a failed log write, the in-memory records are
  *                  still dropped as the ring fills: no writer spins
@@ -1049,6 +1056,191 @@ ring_fail_writes (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
 {
   (void) arg; (void) dev; (void) off; (void) len;
   return op == ZV_DEV_WRITE ? -EIO : 0;
+}
+
+/*
+ * A change is logged after its txg hold is let go, and that txg may sync
+ * in between: its record, of a txg already on disk, is dropped when it is
+ * packed, and a record of the open txg logged after it opens a log block.
+ * The committer of the dropped record must return (its change is on
+ * disk).  It waited, looping, for a durable point past that block, which
+ * is closed only for a committer of one of its own records: with no other
+ * committer it never was (found by zvstress, seed 1, epoch 6: writers
+ * waiting for room in a small record ring never got it).  The log is
+ * driven here directly, on a pool without a volume.
+ */
+static int
+cdr_replay (void *arg, const zv_lr_t *lr, const void *data)
+{
+  (void) arg; (void) lr; (void) data;
+  return 0;
+}
+
+typedef struct cdr {
+  zv_zil_t *cd_zl;
+  uint64_t cd_ticket;
+  uint64_t cd_log_txg;         /* cdr_log: the txg to log a record of */
+  int cd_r;
+  atomic_bool cd_done;
+} cdr_t;
+
+static void *
+cdr_commit (void *arg)
+{
+  cdr_t *cd = arg;
+
+  cd->cd_r = zv_zil_commit (cd->cd_zl, cd->cd_ticket);
+  atomic_store (&cd->cd_done, true);
+  return NULL;
+}
+
+static void *
+cdr_log (void *arg)
+{
+  cdr_t *cd = arg;
+
+  cd->cd_ticket = zv_zil_log_free (cd->cd_zl, cd->cd_log_txg, ZV_LR_TRIM,
+                                   0, 16384, 0);
+  atomic_store (&cd->cd_done, true);
+  return NULL;
+}
+
+/* Wait up to 10 s for the thread of cd; false if it is still running. */
+static bool
+cdr_wait (cdr_t *cd, pthread_t th)
+{
+  for (int i = 0; i < 1000 && !atomic_load (&cd->cd_done); i++)
+    usleep (10000);
+  if (!atomic_load (&cd->cd_done))
+    return false;
+  assert_int_equal (pthread_join (th, NULL), 0);
+  return true;
+}
+
+/* A pool without a volume whose log the test drives (legacy: flush=txg),
+ * with one synced txg whose header names the log's fresh chain. */
+static zv_zil_t *
+cdr_open (const char *dev, bool legacy, zvol_pool_t **pp, zv_pool_ds_t **dsp)
+{
+  static zv_zil_ops_t ops = { .zo_replay = cdr_replay };
+  zvol_pool_config_t pc;
+  zv_zil_tunables_t zt;
+  zv_txg_hold_t h;
+  zv_zil_t *zl;
+
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  cfg (&pc, dev, NULL, true, 16 * MiB);
+  cfg_no_txg (&pc);
+  assert_int_equal (zvol_pool_open (&pc, pp), 0);
+  assert_int_equal (zv_pool_ds_hold (*pp, NULL, dsp), 0);
+  ops.zo_blksz = zv_pool_ds_blksz (*dsp);
+  ops.zo_volsize = zv_pool_ds_volsize (*dsp);
+  zv_zil_tunables_default (&zt);
+  zt.zt_legacy_txg_commit = legacy;
+  zl = zv_zil_open (zv_pool_spa (*pp), zv_pool_logdev (*pp),
+                    zv_pool_txg (*pp), zv_pool_ds_zil_header (*dsp), &ops,
+                    NULL, &zt);
+  zv_pool_ds_attach_zil (*dsp, zl);
+  assert_int_equal (zv_zil_replay (zl, zv_pool_open_txg (*pp)), 0);
+  /* (A txg that took no hold does not sync.) */
+  assert_int_equal (zv_txg_hold (zv_pool_txg (*pp), 0, &h), 0);
+  zv_txg_rele (zv_pool_txg (*pp), &h);
+  assert_int_equal (zv_pool_sync (*pp), 0);
+  return zl;
+}
+
+static void
+cdr_close (zvol_pool_t *p, zv_pool_ds_t *ds, zv_zil_t *zl)
+{
+  assert_int_equal (zv_pool_sync (p), 0);
+  zv_pool_ds_attach_zil (ds, NULL);
+  zv_zil_close (zl);
+  zv_pool_ds_rele (ds);
+  assert_int_equal (zvol_pool_close (p), 0);
+}
+
+static void
+test_commit_dropped_record (void **state)
+{
+  char dev[512];
+  zvol_pool_t *p = NULL;
+  zv_pool_ds_t *ds;
+  zv_zil_t *zl;
+  zv_txg_t *tx;
+  zv_txg_hold_t h;
+  cdr_t cd = { 0 };
+  pthread_t th;
+  uint64_t t1, t2, txg1;
+
+  (void) state;
+  zl = cdr_open (tl_path (dev, sizeof dev, "dropped.img"), false, &p, &ds);
+  tx = zv_pool_txg (p);
+
+  /* A change let go of its hold, and its txg synced before it logged. */
+  assert_int_equal (zv_txg_hold (tx, 0, &h), 0);
+  txg1 = h.th_txg;
+  zv_txg_rele (tx, &h);
+  assert_int_equal (zv_pool_sync (p), 0);
+  assert_true (zv_txg_last_synced (tx) >= txg1);
+  t1 = zv_zil_log_free (zl, txg1, ZV_LR_TRIM, 0, 16384, 0);
+  /* Another change, of the open txg. */
+  assert_int_equal (zv_txg_hold (tx, 0, &h), 0);
+  zv_txg_rele (tx, &h);
+  t2 = zv_zil_log_free (zl, h.th_txg, ZV_LR_TRIM, 65536, 16384, 0);
+  assert_true (t2 > t1 && h.th_txg > zv_txg_last_synced (tx));
+  cd.cd_zl = zl;
+  cd.cd_ticket = t1;
+  assert_int_equal (pthread_create (&th, NULL, cdr_commit, &cd), 0);
+  if (!cdr_wait (&cd, th))
+    fail_msg ("the commit of a record whose txg was on disk did not return "
+              "in 10 s (it waits for a log block nobody closes)");
+  assert_int_equal (cd.cd_r, 0);
+  assert_int_equal (zv_zil_commit (zl, t2), 0);
+  cdr_close (p, ds, zl);
+  unlink (dev);
+}
+
+/*
+ * With flush=txg a commit waits for a txg and never packs: the records
+ * in the in-memory ring go only when a txg sync drops those of synced
+ * txgs.  Records published after that drop (logged after their txg
+ * synced, as above) filled the ring for good: the next writer waited for
+ * room for ever, spinning on syncs of an idle pool that had nothing to
+ * sync (found by zvstress, a 4-thread epoch with flush=txg and an 8-slot
+ * ring).  A writer that waits for room drops them itself.
+ */
+static void
+test_ring_full_by_txg (void **state)
+{
+  char dev[512];
+  unsigned old_shift = zv_zil_itx_ring_shift;
+  zvol_pool_t *p = NULL;
+  zv_pool_ds_t *ds;
+  zv_zil_t *zl;
+  zv_txg_t *tx;
+  zv_txg_hold_t h;
+  cdr_t cd = { 0 };
+  pthread_t th;
+
+  (void) state;
+  zv_zil_itx_ring_shift = 2;
+  zl = cdr_open (tl_path (dev, sizeof dev, "ringtxg.img"), true, &p, &ds);
+  zv_zil_itx_ring_shift = old_shift;
+  tx = zv_pool_txg (p);
+  assert_int_equal (zv_txg_hold (tx, 0, &h), 0);
+  zv_txg_rele (tx, &h);
+  assert_int_equal (zv_pool_sync (p), 0);
+  for (int i = 0; i < 4; i++)
+    (void) zv_zil_log_free (zl, h.th_txg, ZV_LR_TRIM, 0, 16384, 0);
+  cd.cd_zl = zl;
+  cd.cd_log_txg = h.th_txg;
+  assert_int_equal (pthread_create (&th, NULL, cdr_log, &cd), 0);
+  if (!cdr_wait (&cd, th))
+    fail_msg ("a writer that found the record ring full of records of "
+              "synced txgs (flush=txg) did not get room in 10 s");
+  assert_int_equal (zv_zil_commit (zl, cd.cd_ticket), 0);
+  cdr_close (p, ds, zl);
+  unlink (dev);
 }
 
 /*
@@ -2535,6 +2727,8 @@ main (void)
     tl_test (test_claim_before_open),
     tl_test (test_commit_in_sync),
     tl_test (test_ring_fill_raises_cap),
+    tl_test (test_commit_dropped_record),
+    tl_test (test_ring_full_by_txg),
     tl_test (test_ring_full_after_log_error),
     tl_test (test_ring_full_suspended),
     tl_test (test_hostile_log),
