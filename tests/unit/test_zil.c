@@ -1141,7 +1141,8 @@ cdr_open (const char *dev, bool legacy, zvol_pool_t **pp, zv_pool_ds_t **dsp)
                     zv_pool_txg (*pp), zv_pool_ds_zil_header (*dsp), &ops,
                     NULL, &zt);
   zv_pool_ds_attach_zil (*dsp, zl);
-  assert_int_equal (zv_zil_replay (zl, zv_pool_open_txg (*pp)), 0);
+  assert_int_equal (zv_zil_replay (zl, zv_pool_open_txg (*pp),
+                                   ZV_ZIL_RECOVER_NONE), 0);
   /* (A txg that took no hold does not sync.) */
   assert_int_equal (zv_txg_hold (zv_pool_txg (*pp), 0, &h), 0);
   zv_txg_rele (zv_pool_txg (*pp), &h);
