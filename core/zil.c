@@ -8,9 +8,13 @@
  * with an atomic fetch-and-add and publishes the itx into slot
  * ticket % zl_itx_ring of the itx ring with a release store.  Tickets
  * are the log's total order: a waiter is done when every ticket up to its
- * own is durable.  Small writes (zt_max_copied, 7.5 KiB) copy their data
- * into the itx; larger ones are read back from the volume when they are
- * packed into a log block ("need copy"); whole volume blocks of writes of
+ * own is durable.  Small writes (zt_max_copied, 7.5 KiB) that a commit
+ * follows at once (FUA, sync=always) copy their data into the itx; the
+ * others, and larger ones, are read back from the volume when they are
+ * packed into a log block ("need copy": most asynchronous writes are
+ * never packed, their txg syncs first, and the copy and its allocation
+ * were the log's cost per write; OpenZFS's WR_COPIED is chosen only when
+ * a commit is planned likewise); whole volume blocks of writes of
  * zt_immediate_write_sz (32 KiB) and more, when there is no log device or
  * with logbias=throughput, are written in place when their log block is
  * issued, and only the block pointer is logged: the txg adopts that block
@@ -682,15 +686,16 @@ zil_log_piece (zv_zil_t *zl, uint64_t txg, uint64_t off, uint64_t len,
 
 /* How a piece of write data that does not go in place is logged. */
 static enum zil_wr
-zil_wr_small (zv_zil_t *zl, uint64_t len)
+zil_wr_small (zv_zil_t *zl, uint64_t len, bool commit)
 {
-  return len <= zl->zl_tun.zt_max_copied ? ZIL_WR_COPIED : ZIL_WR_NEED_COPY;
+  return commit && len <= zl->zl_tun.zt_max_copied ? ZIL_WR_COPIED
+    : ZIL_WR_NEED_COPY;
 }
 
 /* Log a write applied in txg; returns the last ticket it used. */
 uint64_t
 zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off, uint32_t len,
-                  const void *data)
+                  const void *data, bool commit)
 {
   const zv_zil_tunables_t *zt = &zl->zl_tun;
   const uint8_t *p = data;
@@ -706,13 +711,15 @@ zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off, uint32_t len,
                          || (zl->zl_logdev == NULL
                              && len >= zt->zt_immediate_write_sz));
   if (!indirect)
-    return zil_log_piece (zl, txg, off, len, data, zil_wr_small (zl, len));
+    return zil_log_piece (zl, txg, off, len, data,
+                          zil_wr_small (zl, len, commit));
   if (b0 > off)
-    t = zil_log_piece (zl, txg, off, b0 - off, p, zil_wr_small (zl, b0 - off));
+    t = zil_log_piece (zl, txg, off, b0 - off, p,
+                       zil_wr_small (zl, b0 - off, commit));
   t = zil_log_piece (zl, txg, b0, b1 - b0, NULL, ZIL_WR_INDIRECT);
   if (off + len > b1)
     t = zil_log_piece (zl, txg, b1, off + len - b1, p + (b1 - off),
-                       zil_wr_small (zl, off + len - b1));
+                       zil_wr_small (zl, off + len - b1, commit));
   return t;
 }
 
@@ -2474,8 +2481,9 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_default = 7680, .tn_min = 0, .tn_max = 128u << 10,
     .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_OPEN,
     .tn_reader = "the intent log",
-    .tn_desc = "Writes up to this size are copied into their log record "
-    "at once; larger ones are read back when their log block is packed.",
+    .tn_desc = "Writes up to this size that are committed at once (FUA, "
+    "sync=always) are copied into their log record; the others and larger "
+    "ones are read back when their log block is packed.",
     .tn_zfs = "zil_maxcopied" },
   { .tn_name = "zil_commit_timeout_percent", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_commit_timeout_pct),
