@@ -39,7 +39,9 @@
  * (nobody adds to it once T is quiesced), writes each block to new space
  * (copy on write: the old copy is freed, deferred to T+2), or adopts the
  * block the intent log already wrote for it (zv_dmu_sync_block), and
- * records the new pointer in the parent indirect block in memory; then
+ * records the new pointer in the parent indirect block in memory (the
+ * blocks go in order, so one hold on a level-1 parent serves the run of
+ * blocks under it: dmu_l1_cursor_t); then
  * writes the indirect blocks of each level (two copies each), bottom up,
  * and last the root pointer.  A block already born in T (a second sync
  * pass of the same txg) is overwritten in place: no committed uberblock
@@ -582,15 +584,20 @@ dmu_unreserve (zv_object_t *ob, uint64_t txg)
 /*
  * The dirty record of db for txg, created if needed (db_mtx held).  A
  * record for a write that covers the whole block needs no old content.
+ * A new record pins its dbuf with the caller's hold (*keptp true: the
+ * caller must not release it), which saves a hold and a release, each a
+ * shard lock, per new record.
  */
 static int
 dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
-                  bool whole, bool aligned, bool for_free, zv_dirty_t **drp)
+                  bool whole, bool aligned, bool for_free, zv_dirty_t **drp,
+                  bool *keptp)
 {
   zv_dirty_t *dr = db->db_dirty[txg & ZV_TXG_MASK];
   zv_dirty_t *prev;
   int r;
 
+  *keptp = false;
   if (dr) {
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
     ZV_VERIFY (!dr->dr_syncing);
@@ -641,7 +648,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
       dr->dr_data = zv_buf_alloc (ob->ob_blksz);
   }
   db->db_dirty[txg & ZV_TXG_MASK] = dr;
-  zv_dbuf_add_hold (ob->ob_cache, db);      /* the record pins its dbuf */
+  *keptp = true;                /* the record pins its dbuf */
   /* Lock-free push onto the object's list for txg. */
   _Atomic (zv_dirty_t *) *head = &ob->ob_dirty[txg & ZV_TXG_MASK];
   zv_dirty_t *old = atomic_load_explicit (head, memory_order_relaxed);
@@ -668,13 +675,12 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
     zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
     zv_dirty_t *dr;
+    bool aligned = dmu_grain_aligned (boff, n), kept;
     int r;
-
-    bool aligned = dmu_grain_aligned (boff, n);
 
     pthread_mutex_lock (&db->db_mtx);
     r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, aligned, false,
-                          &dr);
+                          &dr, &kept);
     /* A write that is not grain-aligned cannot be told apart in the
      * mask: the block is read and merged first. */
     if (r == 0 && dr->dr_data && dr->dr_partial && !aligned)
@@ -698,7 +704,8 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
       }
     }
     pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
+    if (!kept)
+      zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
     in += n;
@@ -717,6 +724,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
   for (uint64_t b = blkid; b < blkid + n; b++) {
     zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, b, ob->ob_blksz);
     zv_dirty_t *dr = NULL;
+    bool kept = false;
     int r = 0;
 
     pthread_mutex_lock (&db->db_mtx);
@@ -738,7 +746,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
         }
       }
     }
-    r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr);
+    r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr, &kept);
     if (r == 0) {
       dmu_unoverride (ob, dr);
       dr->dr_keep_alloc = false;
@@ -750,7 +758,8 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
     }
   next:
     pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
+    if (!kept)
+      zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
   }
@@ -793,7 +802,7 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
     zv_dbuf_t *db;
     zv_dirty_t *dr;
-    bool reserve;
+    bool reserve, kept = false;
     int r = 0;
 
     if (n < ob->ob_blksz) {
@@ -814,7 +823,7 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     if (r == 0) {
       /* The record of a free is what a whole zeroed block needs: no old
        * content, no buffer, and no reservation beyond the one above. */
-      r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr);
+      r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr, &kept);
       ZV_VERIFY3U (r, ==, 0);
       if (dr->dr_data) {
         zv_buf_put (dr->dr_data, ob->ob_blksz);
@@ -824,7 +833,8 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
       dr->dr_keep_alloc = true;
     }
     pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
+    if (!kept)
+      zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
     off += n;
@@ -1008,6 +1018,66 @@ dmu_parent_done (zv_object_t *ob, zv_dbuf_t *pdb, uint64_t pidx,
 }
 
 /*
+ * The level-1 parent of a sync's data blocks, taken in block order: one
+ * hold on it serves every block of a run under the same parent (up to
+ * F of them), instead of a hold, a state check and a release per block.
+ * Only the sync changes indirect blocks, and the hold keeps the parent
+ * from being evicted, so the parent stays the current one across the run.
+ */
+typedef struct dmu_l1_cursor {
+  zv_dbuf_t *lc_db;             /* held, or NULL */
+  uint64_t lc_idx;
+} dmu_l1_cursor_t;
+
+/* Give up the cursor's parent: to 'keep' (the next level's set) or not. */
+static void
+dmu_l1_release (zv_object_t *ob, dmu_l1_cursor_t *c, dmu_ind_set_t *keep)
+{
+  if (c->lc_db == NULL)
+    return;
+  if (keep)
+    dmu_ind_set_add (ob, keep, c->lc_db, c->lc_idx);
+  else
+    zv_dbuf_rele (ob->ob_cache, c->lc_db);
+  c->lc_db = NULL;
+}
+
+/* Lock and point at data block blkid's slot (dmu_parent_slot for level 0
+ * through the cursor); dmu_l1_unlock undoes the lock. */
+static int
+dmu_l1_slot (zv_object_t *ob, dmu_l1_cursor_t *c, uint64_t blkid,
+             dmu_ind_set_t *keep, zv_blkptr_t **slotp)
+{
+  if (ob->ob_nlevels == 1) {
+    zv_dbuf_t *none;
+    return dmu_parent_slot (ob, 0, blkid, &none, slotp);
+  }
+  if (c->lc_db == NULL || c->lc_idx != blkid / F) {
+    int r;
+
+    dmu_l1_release (ob, c, keep);
+    r = dmu_hold_indirect (ob, 1, blkid / F, &c->lc_db);
+    if (r < 0) {
+      c->lc_db = NULL;
+      return r;
+    }
+    c->lc_idx = blkid / F;
+  }
+  pthread_mutex_lock (&c->lc_db->db_mtx);
+  *slotp = &dmu_ind_entries (c->lc_db->db_data)[blkid % F];
+  return 0;
+}
+
+static void
+dmu_l1_unlock (zv_object_t *ob, dmu_l1_cursor_t *c)
+{
+  if (ob->ob_nlevels == 1)
+    pthread_mutex_unlock (&ob->ob_mtx);
+  else
+    pthread_mutex_unlock (&c->lc_db->db_mtx);
+}
+
+/*
  * Write one level's changed indirect blocks: place each (reading the old
  * pointer from its parent), write them all, then record the sealed
  * pointers in the parents, which become the next level's work.
@@ -1160,6 +1230,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   zv_zio_write_t *w;
   size_t n = 0, nw = 0;
   dmu_ind_set_t sets[2] = { { 0 } };
+  dmu_l1_cursor_t cur = { 0 };
   int r = 0;
 
   for (zv_dirty_t *dr = list; dr; dr = dr->dr_next)
@@ -1183,7 +1254,6 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     /* All zeros is a hole (thin), unless a zero kept it allocated. */
     bool hole = !dr->dr_keep_alloc
       && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
-    zv_dbuf_t *pdb;
     zv_blkptr_t *slot, old;
 
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
@@ -1195,11 +1265,11 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     if (dr->dr_overridden && hole)
       dmu_unoverride (ob, dr);
     pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
-    r = dmu_parent_slot (ob, 0, blkid, &pdb, &slot);
+    r = dmu_l1_slot (ob, &cur, blkid, NULL, &slot);
     if (r < 0)
       break;
     old = *slot;
-    dmu_parent_done (ob, pdb, blkid / F, NULL);
+    dmu_l1_unlock (ob, &cur);
     if (adopt) {
       /* Written by the intent log: no second write of the data. */
       zv_zio_free_bp (ob->ob_spa, &old, txg);
@@ -1214,6 +1284,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       nw++;
     }
   }
+  dmu_l1_release (ob, &cur, NULL);
   /* Reservations of txg are now real allocations. */
   zv_alloc_unreserve (ob->ob_spa->spa_alloc,
                       atomic_exchange_explicit (&ob->ob_reserved[g], 0,
@@ -1222,16 +1293,15 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
   /* Record the sealed pointers (checksums now set) in the parents. */
   for (size_t i = 0; i < n && r == 0; i++) {
-    uint64_t blkid = drs[i]->dr_dbuf->db_blkid;
-    zv_dbuf_t *pdb;
     zv_blkptr_t *slot;
 
-    r = dmu_parent_slot (ob, 0, blkid, &pdb, &slot);
+    r = dmu_l1_slot (ob, &cur, drs[i]->dr_dbuf->db_blkid, &sets[1], &slot);
     if (r < 0)
       break;
     *slot = bps[i];
-    dmu_parent_done (ob, pdb, blkid / F, &sets[1]);
+    dmu_l1_unlock (ob, &cur);
   }
+  dmu_l1_release (ob, &cur, &sets[1]);
   /* Indirect levels, bottom up. */
   for (unsigned level = 1; level < ob->ob_nlevels && r == 0; level++)
     r = dmu_sync_indirects (ob, level, &sets[level % 2],
