@@ -5,8 +5,10 @@
  *
  * Records.  Every change applied to the volume is logged in memory at once
  * (an itx) and numbered by a ticket: zv_zil_log_* takes the next ticket
- * with an atomic fetch-and-add and publishes the itx into slot
- * ticket % zl_itx_ring of the itx ring with a release store.  Tickets
+ * with an atomic fetch-and-add, waits for that slot of the itx ring
+ * (ticket % zl_itx_ring) to be free, fills the itx the slot owns
+ * (zl_itx_store: logging allocates nothing but copied data; the ring's
+ * itxs cost 48 bytes a slot) and publishes it with a release store.  Tickets
  * are the log's total order: a waiter is done when every ticket up to its
  * own is durable.  Small writes (zt_max_copied, 7.5 KiB) that a commit
  * follows at once (FUA, sync=always) copy their data into the itx; the
@@ -232,6 +234,7 @@ struct zv_zil {
   /* Logging. */
   _Atomic uint64_t zl_next_ticket;
   _Atomic (zil_itx_t *) *zl_itxs;
+  zil_itx_t *zl_itx_store;      /* slot i's itx lives at [i]: no malloc */
   uint64_t zl_itx_ring;         /* slots (a power of two) */
   bool zl_replaying;
 
@@ -498,6 +501,7 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   ZV_VERIFY (zv_zil_itx_ring_shift >= 2 && zv_zil_itx_ring_shift <= 30);
   zl->zl_itx_ring = 1ull << zv_zil_itx_ring_shift;
   zl->zl_itxs = zv_calloc (zl->zl_itx_ring, sizeof *zl->zl_itxs);
+  zl->zl_itx_store = zv_calloc (zl->zl_itx_ring, sizeof *zl->zl_itx_store);
   zl->zl_slots = zv_calloc (ZIL_NSTATE, sizeof *zl->zl_slots);
   zl->zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz;
   /* Nobody sees zl before it is returned (calloc zeroed the other
@@ -517,11 +521,13 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   return zl;
 }
 
+/* Done with an itx (its slot is cleared or about to be): its storage is
+ * the slot's, only the copied data is freed. */
 static void
 zil_itx_free (zil_itx_t *itx)
 {
   free (itx->itx_data);
-  free (itx);
+  itx->itx_data = NULL;
 }
 
 static void
@@ -548,6 +554,7 @@ zv_zil_close (zv_zil_t *zl)
   }
   zil_lwb_free (zl->zl_open);
   free (zl->zl_itxs);
+  free (zl->zl_itx_store);
   free (zl->zl_slots);
   free (zl);
 }
@@ -645,24 +652,38 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
   }
 }
 
-/* Number and publish an itx. */
-static uint64_t
-zil_publish (zv_zil_t *zl, zil_itx_t *itx)
+/*
+ * Take the next ticket and wait for room in the ring: the itx of its
+ * slot, cleared, for the caller to fill and zil_publish.  Room means
+ * ticket t - ring, the slot's last user, is packed or dropped: the slot
+ * was cleared and its itx freed before zl_packed passed it, so nobody
+ * looks at that storage any more.
+ */
+static zil_itx_t *
+zil_claim (zv_zil_t *zl)
 {
   uint64_t t = atomic_fetch_add_explicit (&zl->zl_next_ticket, 1,
                                           memory_order_seq_cst);
+  zil_itx_t *itx;
 
-  itx->itx_ticket = t;
   if (t - zil_packed (zl) >= zl->zl_itx_ring)
     zil_ring_wait (zl, t);
-  /* Room: ticket t - ring, the slot's last user, is packed or dropped,
-   * and the slot was cleared before zl_packed passed it. */
   ZV_ASSERT3U (t - zil_packed (zl), <, zl->zl_itx_ring);
   ZV_ASSERT (atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
                                    memory_order_relaxed) == NULL);
-  atomic_store_explicit (&zl->zl_itxs[t % zl->zl_itx_ring], itx,
-                         memory_order_release);
-  return t;
+  itx = &zl->zl_itx_store[t % zl->zl_itx_ring];
+  memset (itx, 0, sizeof *itx);
+  itx->itx_ticket = t;
+  return itx;
+}
+
+/* Publish a claimed itx, filled. */
+static uint64_t
+zil_publish (zv_zil_t *zl, zil_itx_t *itx)
+{
+  atomic_store_explicit (&zl->zl_itxs[itx->itx_ticket % zl->zl_itx_ring],
+                         itx, memory_order_release);
+  return itx->itx_ticket;
 }
 
 /* Log one piece of a write. */
@@ -670,7 +691,7 @@ static uint64_t
 zil_log_piece (zv_zil_t *zl, uint64_t txg, uint64_t off, uint64_t len,
                const void *data, enum zil_wr wr)
 {
-  zil_itx_t *itx = zv_calloc (1, sizeof *itx);
+  zil_itx_t *itx = zil_claim (zl);
 
   itx->itx_type = ZV_LR_WRITE;
   itx->itx_txg = txg;
@@ -734,7 +755,7 @@ zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
     return 0;
   ZV_VERIFY (type == ZV_LR_TRIM || type == ZV_LR_ZERO);
   ZV_VERIFY ((lr_flags & ~(type == ZV_LR_ZERO ? ZV_LR_F_ZERO_ALLOC : 0)) == 0);
-  itx = zv_calloc (1, sizeof *itx);
+  itx = zil_claim (zl);
   itx->itx_type = type;
   itx->itx_flags = (uint8_t) lr_flags;
   itx->itx_txg = txg;
