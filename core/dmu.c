@@ -415,6 +415,17 @@ dmu_grain_valid (const zv_dirty_t *dr, uint32_t g)
   return dr->dr_valid[g / 64] >> (g % 64) & 1;
 }
 
+/* Are all the grains [boff, boff + n) touches written? */
+static bool
+dmu_grains_cover (const zv_dirty_t *dr, uint32_t boff, size_t n)
+{
+  for (uint32_t g = boff / ZV_DR_GRAIN;
+       g <= (boff + n - 1) / ZV_DR_GRAIN; g++)
+    if (!dmu_grain_valid (dr, g))
+      return false;
+  return true;
+}
+
 /* Mark [boff, boff + n) written (grain-aligned); a record whose every
  * grain is written is whole again. */
 static void
@@ -515,12 +526,15 @@ zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
 
     pthread_mutex_lock (&db->db_mtx);
     zv_dirty_t *dr = zv_dbuf_newest_dirty (db);
-    /* A partial record needs the content under it: the synced content,
-     * which every record of this block sees the same outside its grains
-     * (a later record's mask covers an earlier one's). */
-    if (dr == NULL || (dr->dr_data && dr->dr_partial))
+    /* A partial record needs the content under it, unless the range is
+     * all written grains (the log fetching a write's data): the synced
+     * content, which every record of this block sees the same outside
+     * its grains (a later record's mask covers an earlier one's). */
+    bool merged = dr && dr->dr_data && dr->dr_partial
+      && !dmu_grains_cover (dr, boff, n);
+    if (dr == NULL || merged)
       r = dmu_fill_locked (ob, db);
-    if (r == 0 && dr && dr->dr_data && dr->dr_partial)
+    if (r == 0 && merged)
       dmu_copy_merged (out, dr, db->db_data, boff, n);
     else if (r == 0) {
       src = dmu_current_locked (db);
@@ -1144,6 +1158,13 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
  * hole).  The cache gives what it holds; the other blocks are read in one
  * batch, all in flight together, not one at a time.  A record merged
  * meanwhile by the intent log's in-place write is left alone.
+ *
+ * An old block that does not read back (a checksum or device error) has
+ * no content to merge with: the record is marked lost, the block keeps
+ * its old pointer (it goes on failing reads with EIO, never returning
+ * made-up bytes) and the message says which write was lost.  Before
+ * partial records the write itself failed with EIO; failing the sync
+ * instead would suspend the pool for one bad block.
  */
 static int
 dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
@@ -1175,6 +1196,8 @@ dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
   void **rbufs = zv_calloc (m, sizeof *rbufs);
   char (*names)[96] = zv_calloc (m, sizeof *names);
   const char **whats = zv_calloc (m, sizeof *whats);
+  int *res = zv_calloc (m, sizeof *res);
+  size_t *at = zv_calloc (m, sizeof *at);
 
   for (size_t k = 0; k < m && r == 0; k++) {
     uint64_t blkid = need[k]->dr_dbuf->db_blkid;
@@ -1192,16 +1215,29 @@ dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
       break;
     }
     bufs[k] = zv_buf_get (ob->ob_blksz);
+    at[nr] = k;
     rbps[nr] = &bps[k];
     rbufs[nr] = bufs[k];
     whats[nr++] = names[k];
   }
   if (r == 0)
-    r = zv_zio_read_many (ob->ob_spa, rbps, rbufs, whats, nr);
+    (void) zv_zio_read_many (ob->ob_spa, rbps, rbufs, whats, res, nr);
+  for (size_t j = 0; j < nr && r == 0; j++) {
+    zv_dirty_t *dr = need[at[j]];
+
+    if (res[j] == 0)
+      continue;
+    zv_error ("%s: the old content of a partly written block cannot be "
+              "read: the write into it in txg %" PRIu64 " is lost, the "
+              "block keeps its damage", whats[j], dr->dr_txg);
+    dr->dr_lost = true;
+    zv_buf_put (bufs[at[j]], ob->ob_blksz);
+    bufs[at[j]] = NULL;
+  }
   for (size_t k = 0; k < m; k++) {
     zv_dbuf_t *db = need[k]->dr_dbuf;
 
-    if (r == 0) {
+    if (r == 0 && !need[k]->dr_lost) {
       pthread_mutex_lock (&db->db_mtx);
       if (need[k]->dr_partial)
         dmu_merge_locked (ob, need[k], bufs[k]);
@@ -1209,6 +1245,8 @@ dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
     }
     zv_buf_put (bufs[k], ob->ob_blksz);
   }
+  free (at);
+  free (res);
   free (whats);
   free (names);
   free (rbufs);
@@ -1252,7 +1290,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     zv_dirty_t *dr = drs[i];
     uint64_t blkid = dr->dr_dbuf->db_blkid;
     /* All zeros is a hole (thin), unless a zero kept it allocated. */
-    bool hole = !dr->dr_keep_alloc
+    bool hole = !dr->dr_lost && !dr->dr_keep_alloc
       && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
     zv_blkptr_t *slot, old;
 
@@ -1270,6 +1308,10 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       break;
     old = *slot;
     dmu_l1_unlock (ob, &cur);
+    if (dr->dr_lost) {
+      bps[i] = old;                 /* unchanged: still the damaged one */
+      continue;
+    }
     if (adopt) {
       /* Written by the intent log: no second write of the data. */
       zv_zio_free_bp (ob->ob_spa, &old, txg);

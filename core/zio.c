@@ -8,6 +8,9 @@
  * read or to verify is logged and skipped, and only when none is good
  * does the caller see -EIO.  Nothing read is trusted before it verifies,
  * and no pointer is followed before its fields are bounds-checked.
+ * zv_zio_read_many reads many blocks' first copies in one device batch
+ * (the sync's merge of partial records), and sends only the blocks that
+ * failed through the one-at-a-time path above.
  *
  * Writes are batched: zv_zio_write_many seals every pointer, joins the
  * copies that touch on a device into larger gathered writes, and issues
@@ -106,7 +109,8 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
 /* Batched reads (see zio.h): one device batch for the first copies. */
 int
 zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
-                  void *const *bufs, const char *const *whats, size_t n)
+                  void *const *bufs, const char *const *whats, int *res,
+                  size_t n)
 {
   zv_dev_io_t *ios = zv_calloc (n ? n : 1, sizeof *ios);
   bool *ok = zv_calloc (n ? n : 1, sizeof *ok);
@@ -138,11 +142,11 @@ zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
       }
     }
     /* The slow path names the copy that failed and tries the others. */
-    if (!ok[i]) {
-      int ri = zv_zio_read (spa, bps[i], bufs[i], whats[i]);
-      if (ri < 0 && r == 0)
-        r = ri;
-    }
+    int ri = ok[i] ? 0 : zv_zio_read (spa, bps[i], bufs[i], whats[i]);
+    if (ri < 0 && r == 0)
+      r = ri;
+    if (res)
+      res[i] = ri;
   }
   free (ok);
   free (ios);

@@ -46,10 +46,12 @@ int zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
  * fails or does not verify is read again through zv_zio_read (its other
  * copies, one at a time).  bps[i] must not be holes; whats[i] names
  * block i in messages.  Returns 0 or the first error; every block that
- * read and verified is in its buffer either way.
+ * read and verified is in its buffer either way, and res[i] (res may be
+ * NULL) gets block i's own result.
  */
 int zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
-                      void *const *bufs, const char *const *whats, size_t n);
+                      void *const *bufs, const char *const *whats,
+                      int *res, size_t n);
 
 /* Is every copy of bp inside a device's data area?  (sanity, import) */
 int zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what);

@@ -12,7 +12,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-#if defined(HAVE_XXH_X86DISPATCH_H) && defined(HAVE_XXH3_128BITS_WITHSEED_DISPATCH)
+#if defined(HAVE_XXH_X86DISPATCH_H) \
+  && defined(HAVE_XXH3_128BITS_WITHSEED_DISPATCH)
 #define UTIL_XXH_DISPATCH 1
 #define XXH_DISPATCH_DISABLE_REPLACE
 #include <xxh_x86dispatch.h>

@@ -878,6 +878,26 @@ test_corrupt_indirect (void **state)
   denv_reopen (&e, 0);
   denv_check (&e, shadow, 10 * bs, bs);
   assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+
+  /* A partial write into the bad block reads nothing, so it succeeds;
+   * its own grains read back, the rest still fails.  The sync cannot
+   * merge it: the write is lost and said to be, the block keeps its
+   * damage (EIO, never made-up bytes), and the sync itself succeeds. */
+  memset (buf, 0x5a, 4096);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 20 * bs + 4096, 4096,
+                                           buf, 30), 0);
+  denv_write (&e, shadow, 21 * bs + 512, 512, 31, 30);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs + 4096, 4096,
+                                          buf + 8192), 0);
+  assert_memory_equal (buf, buf + 8192, 4096);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+  assert_int_equal (zv_dmu_sync (&e.ob, 30), 0);
+  assert_true (tl_log_has ("write into it in txg 30 is lost"));
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+  denv_check (&e, shadow, 21 * bs, bs);
+  denv_reopen (&e, 0);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+  denv_check (&e, shadow, 21 * bs, bs);
   tl_log_reset (false);
   denv_teardown (&e);
   free (buf);
