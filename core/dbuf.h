@@ -22,15 +22,24 @@
 
 #include "format.h"
 #include "txg.h"
+#include "zio.h"
 
 typedef struct zv_dbuf zv_dbuf_t;
 typedef struct zv_dbuf_cache zv_dbuf_cache_t;
+
+/* The grain of a partial record's mask: the smallest write a client sends. */
+#define ZV_DR_GRAIN 512u
+#define ZV_DR_MASK_WORDS (ZV_MAX_BLKSZ / ZV_DR_GRAIN / 64)
 
 /*
  * A block's change in one txg.  dr_data == NULL: the block is freed, or,
  * with dr_keep_alloc, it is all zeros and stays allocated (a zero without
  * MAY_TRIM: the sync writes it from a shared zero block, so a huge zero
- * needs no buffer per block).
+ * needs no buffer per block).  With dr_partial, only the grains set in
+ * dr_valid hold the block's bytes; the others are the content it had
+ * before (on disk, or cached), merged in by whoever needs the whole
+ * block: the sync, an in-place write for the log, a write that is not
+ * grain-aligned (dmu.c).
  */
 typedef struct zv_dirty {
   uint64_t dr_txg;
@@ -41,6 +50,9 @@ typedef struct zv_dirty {
   bool dr_keep_alloc;            /* written even if all zeros, never a hole */
   bool dr_syncing;               /* the txg sync has taken it */
   bool dr_overridden;            /* dr_data already written at dr_override */
+  bool dr_partial;               /* dr_data valid only where dr_valid says */
+  bool dr_lost;                  /* the sync could not read what is under */
+  uint64_t dr_valid[ZV_DR_MASK_WORDS];  /* bit g: grain g written */
   zv_blkptr_t dr_override;       /* (the intent log wrote it in place) */
 } zv_dirty_t;
 

@@ -20,16 +20,28 @@
  * the whole block gets a fresh buffer, a partial one a copy of the
  * earlier record's data (that record may be syncing and must not change
  * under the sync), or zeros over a hole.  A free's record has no buffer.
- * A partial write of a block reads the old content only when neither the
- * cache nor an earlier dirty record has it.  Reads see the newest dirty
+ * A partial write never waits for a read of the old content when it is
+ * aligned on ZV_DR_GRAIN (512 B): over an uncached block its record is
+ * partial, a buffer holding only the grains written (dr_valid), and the
+ * sync merges it with the content under it before placing anything
+ * (dmu_sync_merge: the cache's copy, or the old blocks read in one
+ * batch).  A record behind a partial one copies its data and mask: the
+ * later mask covers the earlier, so outside it both sit over the same
+ * content, whichever of the two versions of the block is on disk.  A
+ * write that is not grain-aligned, and the intent log's in-place write,
+ * merge at once (a synchronous read).  Reads see the newest dirty
  * record, else the synced content, else read the block through the tree
- * and cache it.
+ * and cache it; a partial record is overlaid on the synced content,
+ * which is read and cached for it (safe while records are pending: the
+ * sync that retires one replaces the cached content, under db_mtx).
  *
  * Syncing context (the txg sync thread, one txg at a time) takes T's list
  * (nobody adds to it once T is quiesced), writes each block to new space
  * (copy on write: the old copy is freed, deferred to T+2), or adopts the
  * block the intent log already wrote for it (zv_dmu_sync_block), and
- * records the new pointer in the parent indirect block in memory; then
+ * records the new pointer in the parent indirect block in memory (the
+ * blocks go in order, so one hold on a level-1 parent serves the run of
+ * blocks under it: dmu_l1_cursor_t); then
  * writes the indirect blocks of each level (two copies each), bottom up,
  * and last the root pointer.  A block already born in T (a second sync
  * pass of the same txg) is overwritten in place: no committed uberblock
@@ -390,6 +402,115 @@ dmu_current_locked (zv_dbuf_t *db)
   return db->db_data;
 }
 
+/* ---- partial records: a mask of grains written ---- */
+
+/* Does [boff, boff + n) start and end on grain boundaries? */
+static inline bool
+dmu_grain_aligned (uint32_t boff, size_t n)
+{
+  return (boff | n) % ZV_DR_GRAIN == 0;
+}
+
+static inline bool
+dmu_grain_valid (const zv_dirty_t *dr, uint32_t g)
+{
+  return dr->dr_valid[g / 64] >> (g % 64) & 1;
+}
+
+/* Are all the grains [boff, boff + n) touches written? */
+static bool
+dmu_grains_cover (const zv_dirty_t *dr, uint32_t boff, size_t n)
+{
+  for (uint32_t g = boff / ZV_DR_GRAIN;
+       g <= (boff + n - 1) / ZV_DR_GRAIN; g++)
+    if (!dmu_grain_valid (dr, g))
+      return false;
+  return true;
+}
+
+/* Mark [boff, boff + n) written (grain-aligned); a record whose every
+ * grain is written is whole again. */
+static void
+dmu_mask_set (zv_object_t *ob, zv_dirty_t *dr, uint32_t boff, size_t n)
+{
+  uint32_t ng = ob->ob_blksz / ZV_DR_GRAIN;
+  bool full = true;
+
+  for (uint32_t g = boff / ZV_DR_GRAIN; g < (boff + n) / ZV_DR_GRAIN; g++)
+    dr->dr_valid[g / 64] |= 1ull << (g % 64);
+  for (uint32_t w = 0; w < ng / 64 && full; w++)
+    full = dr->dr_valid[w] == UINT64_MAX;
+  if (ng % 64 && full)
+    full = dr->dr_valid[ng / 64] == (1ull << (ng % 64)) - 1;
+  if (full)
+    dr->dr_partial = false;
+}
+
+/*
+ * Copy [boff, boff + n) of what the block reads as now into out: the
+ * record's grains where written, 'base' (the content under the record;
+ * NULL: zeros) elsewhere.  Runs of grains go in one copy each.
+ */
+static void
+dmu_copy_merged (uint8_t *out, const zv_dirty_t *dr, const uint8_t *base,
+                 uint32_t boff, size_t n)
+{
+  uint32_t end = boff + (uint32_t) n;
+
+  while (boff < end) {
+    uint32_t g = boff / ZV_DR_GRAIN;
+    bool valid = dmu_grain_valid (dr, g);
+    uint32_t e = (g + 1) * ZV_DR_GRAIN;
+
+    while (e < end && dmu_grain_valid (dr, e / ZV_DR_GRAIN) == valid)
+      e += ZV_DR_GRAIN;
+    e = ZV_MIN (e, end);
+    if (valid)
+      memcpy (out, (const uint8_t *) dr->dr_data + boff, e - boff);
+    else if (base)
+      memcpy (out, base + boff, e - boff);
+    else
+      memset (out, 0, e - boff);
+    out += e - boff;
+    boff = e;
+  }
+}
+
+/* Fill a partial record's unwritten grains from base (NULL: zeros): it
+ * holds the whole block from now on (db_mtx held). */
+static void
+dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr, const uint8_t *base)
+{
+  uint8_t *d = dr->dr_data;
+
+  ZV_ASSERT (dr->dr_partial && d != NULL);
+  for (uint32_t g = 0; g < ob->ob_blksz / ZV_DR_GRAIN; g++) {
+    if (dmu_grain_valid (dr, g))
+      continue;
+    if (base)
+      memcpy (d + g * ZV_DR_GRAIN, base + g * ZV_DR_GRAIN, ZV_DR_GRAIN);
+    else
+      memset (d + g * ZV_DR_GRAIN, 0, ZV_DR_GRAIN);
+  }
+  dr->dr_partial = false;
+}
+
+/* Merge a partial record now, reading the block's content if it is not
+ * cached (db_mtx held): a synchronous read, for the paths that need the
+ * whole block at once. */
+static int
+dmu_resolve_locked (zv_object_t *ob, zv_dbuf_t *db, zv_dirty_t *dr)
+{
+  int r;
+
+  if (!dr->dr_partial)
+    return 0;
+  r = dmu_fill_locked (ob, db);
+  if (r == 0)
+    dmu_merge_locked (ob, dr, db->db_data);
+  return r;
+}
+
 /* Copy out of blocks, through the cache. */
 int
 zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
@@ -406,9 +527,18 @@ zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
     int r = 0;
 
     pthread_mutex_lock (&db->db_mtx);
-    if (zv_dbuf_newest_dirty (db) == NULL)
+    zv_dirty_t *dr = zv_dbuf_newest_dirty (db);
+    /* A partial record needs the content under it, unless the range is
+     * all written grains (the log fetching a write's data): the synced
+     * content, which every record of this block sees the same outside
+     * its grains (a later record's mask covers an earlier one's). */
+    bool merged = dr && dr->dr_data && dr->dr_partial
+      && !dmu_grains_cover (dr, boff, n);
+    if (dr == NULL || merged)
       r = dmu_fill_locked (ob, db);
-    if (r == 0) {
+    if (r == 0 && merged)
+      dmu_copy_merged (out, dr, db->db_data, boff, n);
+    else if (r == 0) {
       src = dmu_current_locked (db);
       if (src)
         memcpy (out, src + boff, n);
@@ -470,15 +600,20 @@ dmu_unreserve (zv_object_t *ob, uint64_t txg)
 /*
  * The dirty record of db for txg, created if needed (db_mtx held).  A
  * record for a write that covers the whole block needs no old content.
+ * A new record pins its dbuf with the caller's hold (*keptp true: the
+ * caller must not release it), which saves a hold and a release, each a
+ * shard lock, per new record.
  */
 static int
 dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
-                  bool whole, bool for_free, zv_dirty_t **drp)
+                  bool whole, bool aligned, bool for_free, zv_dirty_t **drp,
+                  bool *keptp)
 {
   zv_dirty_t *dr = db->db_dirty[txg & ZV_TXG_MASK];
   zv_dirty_t *prev;
   int r;
 
+  *keptp = false;
   if (dr) {
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
     ZV_VERIFY (!dr->dr_syncing);
@@ -495,7 +630,11 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   dr->dr_txg = txg;
   dr->dr_dbuf = db;
   if (!for_free) {
-    if (!whole && prev == NULL) {
+    /* A grain-aligned write of an uncached block reads nothing: its
+     * record is partial, merged with the old content at the sync. */
+    bool partial = !whole && aligned && prev == NULL
+      && db->db_state != ZV_DB_CACHED;
+    if (!whole && !partial && prev == NULL) {
       r = dmu_fill_locked (ob, db);
       if (r < 0) {
         free (dr);
@@ -507,19 +646,25 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
       /* Nothing older needs the synced content: the record takes the
        * cached block itself, not a copy (its sync gives it back). */
       dr->dr_data = zv_dbuf_take_data (ob->ob_cache, db);
-    else if (whole)
-      /* A whole-block write needs no old content and no zeroing. */
+    else if (whole || partial) {
+      /* A whole-block write needs no old content and no zeroing; a
+       * partial one fills in its grains (dr_valid starts empty). */
       dr->dr_data = zv_buf_get (ob->ob_blksz);
+      dr->dr_partial = partial;
+    }
     else if (prev && prev->dr_data) {
-      /* prev may be syncing: copy on write. */
+      /* prev may be syncing: copy on write.  A partial prev leaves this
+       * record partial over the same content under both. */
       dr->dr_data = zv_buf_get (ob->ob_blksz);
       memcpy (dr->dr_data, prev->dr_data, ob->ob_blksz);
+      dr->dr_partial = prev->dr_partial;
+      memcpy (dr->dr_valid, prev->dr_valid, sizeof dr->dr_valid);
     }
     else
       dr->dr_data = zv_buf_alloc (ob->ob_blksz);
   }
   db->db_dirty[txg & ZV_TXG_MASK] = dr;
-  zv_dbuf_add_hold (ob->ob_cache, db);      /* the record pins its dbuf */
+  *keptp = true;                /* the record pins its dbuf */
   /* Lock-free push onto the object's list for txg. */
   _Atomic (zv_dirty_t *) *head = &ob->ob_dirty[txg & ZV_TXG_MASK];
   zv_dirty_t *old = atomic_load_explicit (head, memory_order_relaxed);
@@ -546,10 +691,16 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
     zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
     zv_dirty_t *dr;
+    bool aligned = dmu_grain_aligned (boff, n), kept;
     int r;
 
     pthread_mutex_lock (&db->db_mtx);
-    r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, false, &dr);
+    r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, aligned, false,
+                          &dr, &kept);
+    /* A write that is not grain-aligned cannot be told apart in the
+     * mask: the block is read and merged first. */
+    if (r == 0 && dr->dr_data && dr->dr_partial && !aligned)
+      r = dmu_resolve_locked (ob, db, dr);
     if (r == 0) {
       if (dr->dr_data == NULL) {
         /* Freed or zeroed earlier in this txg: the rest of the block is
@@ -561,13 +712,16 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
       }
       if (r == 0) {
         memcpy ((uint8_t *) dr->dr_data + boff, in, n);
+        if (dr->dr_partial)
+          dmu_mask_set (ob, dr, boff, n);
         /* A write decides the block's fate as any write does: all zeros
          * become a hole at the sync.  Only a zero keeps zeros allocated. */
         dr->dr_keep_alloc = false;
       }
     }
     pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
+    if (!kept)
+      zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
     in += n;
@@ -586,6 +740,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
   for (uint64_t b = blkid; b < blkid + n; b++) {
     zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, b, ob->ob_blksz);
     zv_dirty_t *dr = NULL;
+    bool kept = false;
     int r = 0;
 
     pthread_mutex_lock (&db->db_mtx);
@@ -607,7 +762,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
         }
       }
     }
-    r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
+    r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr, &kept);
     if (r == 0) {
       dmu_unoverride (ob, dr);
       dr->dr_keep_alloc = false;
@@ -615,10 +770,12 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
     if (r == 0 && dr->dr_data) {
       zv_buf_put (dr->dr_data, ob->ob_blksz);
       dr->dr_data = NULL;
+      dr->dr_partial = false;
     }
   next:
     pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
+    if (!kept)
+      zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
   }
@@ -661,7 +818,7 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
     zv_dbuf_t *db;
     zv_dirty_t *dr;
-    bool reserve;
+    bool reserve, kept = false;
     int r = 0;
 
     if (n < ob->ob_blksz) {
@@ -682,16 +839,18 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     if (r == 0) {
       /* The record of a free is what a whole zeroed block needs: no old
        * content, no buffer, and no reservation beyond the one above. */
-      r = dmu_dirty_locked (ob, db, txg, true, true, &dr);
+      r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr, &kept);
       ZV_VERIFY3U (r, ==, 0);
       if (dr->dr_data) {
         zv_buf_put (dr->dr_data, ob->ob_blksz);
         dr->dr_data = NULL;
+        dr->dr_partial = false;
       }
       dr->dr_keep_alloc = true;
     }
     pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
+    if (!kept)
+      zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
     off += n;
@@ -756,7 +915,8 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
     r = -EAGAIN;
   else if (dr->dr_overridden)
     *bp = dr->dr_override;
-  else {
+  else if ((r = dmu_resolve_locked (ob, db, dr)) == 0) {
+    /* (A partial record was merged first: the block goes whole.) */
     zv_blkptr_t nbp;
     memset (&nbp, 0, sizeof nbp);
     /* The data is held still by db_mtx while it goes to disk. */
@@ -874,6 +1034,66 @@ dmu_parent_done (zv_object_t *ob, zv_dbuf_t *pdb, uint64_t pidx,
 }
 
 /*
+ * The level-1 parent of a sync's data blocks, taken in block order: one
+ * hold on it serves every block of a run under the same parent (up to
+ * F of them), instead of a hold, a state check and a release per block.
+ * Only the sync changes indirect blocks, and the hold keeps the parent
+ * from being evicted, so the parent stays the current one across the run.
+ */
+typedef struct dmu_l1_cursor {
+  zv_dbuf_t *lc_db;             /* held, or NULL */
+  uint64_t lc_idx;
+} dmu_l1_cursor_t;
+
+/* Give up the cursor's parent: to 'keep' (the next level's set) or not. */
+static void
+dmu_l1_release (zv_object_t *ob, dmu_l1_cursor_t *c, dmu_ind_set_t *keep)
+{
+  if (c->lc_db == NULL)
+    return;
+  if (keep)
+    dmu_ind_set_add (ob, keep, c->lc_db, c->lc_idx);
+  else
+    zv_dbuf_rele (ob->ob_cache, c->lc_db);
+  c->lc_db = NULL;
+}
+
+/* Lock and point at data block blkid's slot (dmu_parent_slot for level 0
+ * through the cursor); dmu_l1_unlock undoes the lock. */
+static int
+dmu_l1_slot (zv_object_t *ob, dmu_l1_cursor_t *c, uint64_t blkid,
+             dmu_ind_set_t *keep, zv_blkptr_t **slotp)
+{
+  if (ob->ob_nlevels == 1) {
+    zv_dbuf_t *none;
+    return dmu_parent_slot (ob, 0, blkid, &none, slotp);
+  }
+  if (c->lc_db == NULL || c->lc_idx != blkid / F) {
+    int r;
+
+    dmu_l1_release (ob, c, keep);
+    r = dmu_hold_indirect (ob, 1, blkid / F, &c->lc_db);
+    if (r < 0) {
+      c->lc_db = NULL;
+      return r;
+    }
+    c->lc_idx = blkid / F;
+  }
+  pthread_mutex_lock (&c->lc_db->db_mtx);
+  *slotp = &dmu_ind_entries (c->lc_db->db_data)[blkid % F];
+  return 0;
+}
+
+static void
+dmu_l1_unlock (zv_object_t *ob, dmu_l1_cursor_t *c)
+{
+  if (ob->ob_nlevels == 1)
+    pthread_mutex_unlock (&ob->ob_mtx);
+  else
+    pthread_mutex_unlock (&c->lc_db->db_mtx);
+}
+
+/*
  * Write one level's changed indirect blocks: place each (reading the old
  * pointer from its parent), write them all, then record the sealed
  * pointers in the parents, which become the next level's work.
@@ -934,6 +1154,111 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
   return r;
 }
 
+/*
+ * Merge the partial records of a sync with the content under them
+ * (before anything is placed: a block's zeros decide whether it is a
+ * hole).  The cache gives what it holds; the other blocks are read in one
+ * batch, all in flight together, not one at a time.  A record merged
+ * meanwhile by the intent log's in-place write is left alone.
+ *
+ * An old block that does not read back (a checksum or device error) has
+ * no content to merge with: the record is marked lost, the block keeps
+ * its old pointer (it goes on failing reads with EIO, never returning
+ * made-up bytes) and the message says which write was lost.  Before
+ * partial records the write itself failed with EIO; failing the sync
+ * instead would suspend the pool for one bad block.
+ */
+static int
+dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
+{
+  zv_dirty_t **need = zv_alloc ((n ? n : 1) * sizeof *need);
+  size_t m = 0, nr = 0;
+  int r = 0;
+
+  for (size_t i = 0; i < n; i++) {
+    zv_dbuf_t *db = drs[i]->dr_dbuf;
+
+    pthread_mutex_lock (&db->db_mtx);
+    if (drs[i]->dr_partial) {
+      if (db->db_state == ZV_DB_CACHED)
+        dmu_merge_locked (ob, drs[i], db->db_data);
+      else
+        need[m++] = drs[i];
+    }
+    pthread_mutex_unlock (&db->db_mtx);
+  }
+  if (m == 0) {
+    free (need);
+    return 0;
+  }
+
+  zv_blkptr_t *bps = zv_calloc (m, sizeof *bps);
+  const zv_blkptr_t **rbps = zv_calloc (m, sizeof *rbps);
+  void **bufs = zv_calloc (m, sizeof *bufs);
+  void **rbufs = zv_calloc (m, sizeof *rbufs);
+  char (*names)[96] = zv_calloc (m, sizeof *names);
+  const char **whats = zv_calloc (m, sizeof *whats);
+  int *res = zv_calloc (m, sizeof *res);
+  size_t *at = zv_calloc (m, sizeof *at);
+
+  for (size_t k = 0; k < m && r == 0; k++) {
+    uint64_t blkid = need[k]->dr_dbuf->db_blkid;
+
+    r = dmu_lookup_l0 (ob, blkid, &bps[k]);
+    if (r < 0 || zv_bp_is_hole (&bps[k]))
+      continue;                       /* a hole: the rest is zeros */
+    snprintf (names[k], sizeof names[k], "object %" PRIu64 " level 0 "
+              "block %" PRIu64, ob->ob_id, blkid);
+    if (bps[k].bp_psize != ob->ob_blksz || bps[k].bp_level != 0) {
+      zv_error ("%s: pointer has size %" PRIu32 " level %u, expected %"
+                PRIu32 " level 0", names[k], bps[k].bp_psize,
+                bps[k].bp_level, ob->ob_blksz);
+      r = -EIO;
+      break;
+    }
+    bufs[k] = zv_buf_get (ob->ob_blksz);
+    at[nr] = k;
+    rbps[nr] = &bps[k];
+    rbufs[nr] = bufs[k];
+    whats[nr++] = names[k];
+  }
+  if (r == 0)
+    (void) zv_zio_read_many (ob->ob_spa, rbps, rbufs, whats, res, nr);
+  for (size_t j = 0; j < nr && r == 0; j++) {
+    zv_dirty_t *dr = need[at[j]];
+
+    if (res[j] == 0)
+      continue;
+    zv_error ("%s: the old content of a partly written block cannot be "
+              "read: the write into it in txg %" PRIu64 " is lost, the "
+              "block keeps its damage", whats[j], dr->dr_txg);
+    dr->dr_lost = true;
+    zv_buf_put (bufs[at[j]], ob->ob_blksz);
+    bufs[at[j]] = NULL;
+  }
+  for (size_t k = 0; k < m; k++) {
+    zv_dbuf_t *db = need[k]->dr_dbuf;
+
+    if (r == 0 && !need[k]->dr_lost) {
+      pthread_mutex_lock (&db->db_mtx);
+      if (need[k]->dr_partial)
+        dmu_merge_locked (ob, need[k], bufs[k]);
+      pthread_mutex_unlock (&db->db_mtx);
+    }
+    zv_buf_put (bufs[k], ob->ob_blksz);
+  }
+  free (at);
+  free (res);
+  free (whats);
+  free (names);
+  free (rbufs);
+  free (bufs);
+  free (rbps);
+  free (bps);
+  free (need);
+  return r;
+}
+
 /* Write txg's dirty blocks of this object and every indirect above. */
 int
 zv_dmu_sync (zv_object_t *ob, uint64_t txg)
@@ -945,6 +1270,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   zv_zio_write_t *w;
   size_t n = 0, nw = 0;
   dmu_ind_set_t sets[2] = { { 0 } };
+  dmu_l1_cursor_t cur = { 0 };
   int r = 0;
 
   for (zv_dirty_t *dr = list; dr; dr = dr->dr_next)
@@ -958,15 +1284,16 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     drs[n++] = dr;
   qsort (drs, n, sizeof *drs, dmu_dr_cmp);
 
-  /* Data blocks: place each, record its pointer in the parent. */
+  /* Data blocks: merge the partial ones, place each, record its pointer
+   * in the parent. */
   zv_blkptr_t *bps = zv_calloc (n, sizeof *bps);
+  r = dmu_sync_merge (ob, drs, n);
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_dirty_t *dr = drs[i];
     uint64_t blkid = dr->dr_dbuf->db_blkid;
     /* All zeros is a hole (thin), unless a zero kept it allocated. */
-    bool hole = !dr->dr_keep_alloc
+    bool hole = !dr->dr_lost && !dr->dr_keep_alloc
       && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
-    zv_dbuf_t *pdb;
     zv_blkptr_t *slot, old;
 
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
@@ -978,11 +1305,15 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     if (dr->dr_overridden && hole)
       dmu_unoverride (ob, dr);
     pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
-    r = dmu_parent_slot (ob, 0, blkid, &pdb, &slot);
+    r = dmu_l1_slot (ob, &cur, blkid, NULL, &slot);
     if (r < 0)
       break;
     old = *slot;
-    dmu_parent_done (ob, pdb, blkid / F, NULL);
+    dmu_l1_unlock (ob, &cur);
+    if (dr->dr_lost) {
+      bps[i] = old;                 /* unchanged: still the damaged one */
+      continue;
+    }
     if (adopt) {
       /* Written by the intent log: no second write of the data. */
       zv_zio_free_bp (ob->ob_spa, &old, txg);
@@ -997,6 +1328,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       nw++;
     }
   }
+  dmu_l1_release (ob, &cur, NULL);
   /* Reservations of txg are now real allocations. */
   zv_alloc_unreserve (ob->ob_spa->spa_alloc,
                       atomic_exchange_explicit (&ob->ob_reserved[g], 0,
@@ -1005,16 +1337,15 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
   /* Record the sealed pointers (checksums now set) in the parents. */
   for (size_t i = 0; i < n && r == 0; i++) {
-    uint64_t blkid = drs[i]->dr_dbuf->db_blkid;
-    zv_dbuf_t *pdb;
     zv_blkptr_t *slot;
 
-    r = dmu_parent_slot (ob, 0, blkid, &pdb, &slot);
+    r = dmu_l1_slot (ob, &cur, drs[i]->dr_dbuf->db_blkid, &sets[1], &slot);
     if (r < 0)
       break;
     *slot = bps[i];
-    dmu_parent_done (ob, pdb, blkid / F, &sets[1]);
+    dmu_l1_unlock (ob, &cur);
   }
+  dmu_l1_release (ob, &cur, &sets[1]);
   /* Indirect levels, bottom up. */
   for (unsigned level = 1; level < ob->ob_nlevels && r == 0; level++)
     r = dmu_sync_indirects (ob, level, &sets[level % 2],
@@ -1036,13 +1367,20 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     zv_dbuf_t *db = dr->dr_dbuf;
     void *data = dr->dr_data;
 
-    if (data && zv_bp_is_hole (&bps[i])) {
+    pthread_mutex_lock (&db->db_mtx);
+    /* A record still partial (its old content could not be read:
+     * dr_lost) is not the block's content: it is not cached. */
+    if (data && (zv_bp_is_hole (&bps[i]) || dr->dr_partial)) {
       zv_buf_put (data, ob->ob_blksz);
       data = NULL;
     }
-    pthread_mutex_lock (&db->db_mtx);
     db->db_dirty[g] = NULL;
-    if (data == NULL && !zv_bp_is_hole (&bps[i])) {
+    if (dr->dr_partial) {
+      if (db->db_data)
+        zv_buf_put (zv_dbuf_take_data (ob->ob_cache, db), ob->ob_blksz);
+      db->db_state = ZV_DB_UNCACHED;
+    }
+    else if (data == NULL && !zv_bp_is_hole (&bps[i])) {
       /* Allocated zeros without a buffer: a cached NULL would say hole,
        * so the content is left for a read to fetch from disk. */
       if (db->db_data)

@@ -5,12 +5,18 @@
  *
  * Records.  Every change applied to the volume is logged in memory at once
  * (an itx) and numbered by a ticket: zv_zil_log_* takes the next ticket
- * with an atomic fetch-and-add and publishes the itx into slot
- * ticket % zl_itx_ring of the itx ring with a release store.  Tickets
+ * with an atomic fetch-and-add, waits for that slot of the itx ring
+ * (ticket % zl_itx_ring) to be free, fills the itx the slot owns
+ * (zl_itx_store: logging allocates nothing but copied data; the ring's
+ * itxs cost 48 bytes a slot) and publishes it with a release store.  Tickets
  * are the log's total order: a waiter is done when every ticket up to its
- * own is durable.  Small writes (zt_max_copied, 7.5 KiB) copy their data
- * into the itx; larger ones are read back from the volume when they are
- * packed into a log block ("need copy"); whole volume blocks of writes of
+ * own is durable.  Small writes (zt_max_copied, 7.5 KiB) that a commit
+ * follows at once (FUA, sync=always) copy their data into the itx; the
+ * others, and larger ones, are read back from the volume when they are
+ * packed into a log block ("need copy": most asynchronous writes are
+ * never packed, their txg syncs first, and the copy and its allocation
+ * were the log's cost per write; OpenZFS's WR_COPIED is chosen only when
+ * a commit is planned likewise); whole volume blocks of writes of
  * zt_immediate_write_sz (32 KiB) and more, when there is no log device or
  * with logbias=throughput, are written in place when their log block is
  * issued, and only the block pointer is logged: the txg adopts that block
@@ -238,6 +244,7 @@ struct zv_zil {
   /* Logging. */
   _Atomic uint64_t zl_next_ticket;
   _Atomic (zil_itx_t *) *zl_itxs;
+  zil_itx_t *zl_itx_store;      /* slot i's itx lives at [i]: no malloc */
   uint64_t zl_itx_ring;         /* slots (a power of two) */
   bool zl_replaying;
 
@@ -504,6 +511,7 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   ZV_VERIFY (zv_zil_itx_ring_shift >= 2 && zv_zil_itx_ring_shift <= 30);
   zl->zl_itx_ring = 1ull << zv_zil_itx_ring_shift;
   zl->zl_itxs = zv_calloc (zl->zl_itx_ring, sizeof *zl->zl_itxs);
+  zl->zl_itx_store = zv_calloc (zl->zl_itx_ring, sizeof *zl->zl_itx_store);
   zl->zl_slots = zv_calloc (ZIL_NSTATE, sizeof *zl->zl_slots);
   zl->zl_ring_size = zh->zh_nslots * (uint64_t) zh->zh_blksz;
   /* Nobody sees zl before it is returned (calloc zeroed the other
@@ -523,11 +531,13 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   return zl;
 }
 
+/* Done with an itx (its slot is cleared or about to be): its storage is
+ * the slot's, only the copied data is freed. */
 static void
 zil_itx_free (zil_itx_t *itx)
 {
   free (itx->itx_data);
-  free (itx);
+  itx->itx_data = NULL;
 }
 
 static void
@@ -554,6 +564,7 @@ zv_zil_close (zv_zil_t *zl)
   }
   zil_lwb_free (zl->zl_open);
   free (zl->zl_itxs);
+  free (zl->zl_itx_store);
   free (zl->zl_slots);
   free (zl);
 }
@@ -680,24 +691,38 @@ zil_ring_wait (zv_zil_t *zl, uint64_t ticket)
   }
 }
 
-/* Number and publish an itx. */
-static uint64_t
-zil_publish (zv_zil_t *zl, zil_itx_t *itx)
+/*
+ * Take the next ticket and wait for room in the ring: the itx of its
+ * slot, cleared, for the caller to fill and zil_publish.  Room means
+ * ticket t - ring, the slot's last user, is packed or dropped: the slot
+ * was cleared and its itx freed before zl_packed passed it, so nobody
+ * looks at that storage any more.
+ */
+static zil_itx_t *
+zil_claim (zv_zil_t *zl)
 {
   uint64_t t = atomic_fetch_add_explicit (&zl->zl_next_ticket, 1,
                                           memory_order_seq_cst);
+  zil_itx_t *itx;
 
-  itx->itx_ticket = t;
   if (t - zil_packed (zl) >= zl->zl_itx_ring)
     zil_ring_wait (zl, t);
-  /* Room: ticket t - ring, the slot's last user, is packed or dropped,
-   * and the slot was cleared before zl_packed passed it. */
   ZV_ASSERT3U (t - zil_packed (zl), <, zl->zl_itx_ring);
   ZV_ASSERT (atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
                                    memory_order_relaxed) == NULL);
-  atomic_store_explicit (&zl->zl_itxs[t % zl->zl_itx_ring], itx,
-                         memory_order_release);
-  return t;
+  itx = &zl->zl_itx_store[t % zl->zl_itx_ring];
+  memset (itx, 0, sizeof *itx);
+  itx->itx_ticket = t;
+  return itx;
+}
+
+/* Publish a claimed itx, filled. */
+static uint64_t
+zil_publish (zv_zil_t *zl, zil_itx_t *itx)
+{
+  atomic_store_explicit (&zl->zl_itxs[itx->itx_ticket % zl->zl_itx_ring],
+                         itx, memory_order_release);
+  return itx->itx_ticket;
 }
 
 /* Log one piece of a write. */
@@ -705,7 +730,7 @@ static uint64_t
 zil_log_piece (zv_zil_t *zl, uint64_t txg, uint64_t off, uint64_t len,
                const void *data, enum zil_wr wr)
 {
-  zil_itx_t *itx = zv_calloc (1, sizeof *itx);
+  zil_itx_t *itx = zil_claim (zl);
 
   itx->itx_type = ZV_LR_WRITE;
   itx->itx_txg = txg;
@@ -721,15 +746,16 @@ zil_log_piece (zv_zil_t *zl, uint64_t txg, uint64_t off, uint64_t len,
 
 /* How a piece of write data that does not go in place is logged. */
 static enum zil_wr
-zil_wr_small (zv_zil_t *zl, uint64_t len)
+zil_wr_small (zv_zil_t *zl, uint64_t len, bool commit)
 {
-  return len <= zl->zl_tun.zt_max_copied ? ZIL_WR_COPIED : ZIL_WR_NEED_COPY;
+  return commit && len <= zl->zl_tun.zt_max_copied ? ZIL_WR_COPIED
+    : ZIL_WR_NEED_COPY;
 }
 
 /* Log a write applied in txg; returns the last ticket it used. */
 uint64_t
 zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off, uint32_t len,
-                  const void *data)
+                  const void *data, bool commit)
 {
   const zv_zil_tunables_t *zt = &zl->zl_tun;
   const uint8_t *p = data;
@@ -745,13 +771,15 @@ zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off, uint32_t len,
                          || (zl->zl_logdev == NULL
                              && len >= zt->zt_immediate_write_sz));
   if (!indirect)
-    return zil_log_piece (zl, txg, off, len, data, zil_wr_small (zl, len));
+    return zil_log_piece (zl, txg, off, len, data,
+                          zil_wr_small (zl, len, commit));
   if (b0 > off)
-    t = zil_log_piece (zl, txg, off, b0 - off, p, zil_wr_small (zl, b0 - off));
+    t = zil_log_piece (zl, txg, off, b0 - off, p,
+                       zil_wr_small (zl, b0 - off, commit));
   t = zil_log_piece (zl, txg, b0, b1 - b0, NULL, ZIL_WR_INDIRECT);
   if (off + len > b1)
     t = zil_log_piece (zl, txg, b1, off + len - b1, p + (b1 - off),
-                       zil_wr_small (zl, off + len - b1));
+                       zil_wr_small (zl, off + len - b1, commit));
   return t;
 }
 
@@ -766,7 +794,7 @@ zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
     return 0;
   ZV_VERIFY (type == ZV_LR_TRIM || type == ZV_LR_ZERO);
   ZV_VERIFY ((lr_flags & ~(type == ZV_LR_ZERO ? ZV_LR_F_ZERO_ALLOC : 0)) == 0);
-  itx = zv_calloc (1, sizeof *itx);
+  itx = zil_claim (zl);
   itx->itx_type = type;
   itx->itx_flags = (uint8_t) lr_flags;
   itx->itx_txg = txg;
@@ -2520,8 +2548,9 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_default = 7680, .tn_min = 0, .tn_max = 128u << 10,
     .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_OPEN,
     .tn_reader = "the intent log",
-    .tn_desc = "Writes up to this size are copied into their log record "
-    "at once; larger ones are read back when their log block is packed.",
+    .tn_desc = "Writes up to this size that are committed at once (FUA, "
+    "sync=always) are copied into their log record; the others and larger "
+    "ones are read back when their log block is packed.",
     .tn_zfs = "zil_maxcopied" },
   { .tn_name = "zil_commit_timeout_percent", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_commit_timeout_pct),

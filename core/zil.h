@@ -78,9 +78,11 @@ void zv_zil_close (zv_zil_t *zl);
 
 /* Log a write / trim / zero applied in txg; returns its ticket.  A
  * zero's lr_flags say how it was applied (ZV_LR_F_ZERO_ALLOC); a trim
- * has none. */
+ * has none.  'commit': the caller commits the write at once (FUA,
+ * sync=always), so a small one is copied now; otherwise it is logged by
+ * reference and its data read from the volume if a commit packs it. */
 uint64_t zv_zil_log_write (zv_zil_t *zl, uint64_t txg, uint64_t off,
-                           uint32_t len, const void *data);
+                           uint32_t len, const void *data, bool commit);
 uint64_t zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
                           uint64_t off, uint64_t len, uint64_t lr_flags);
 

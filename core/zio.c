@@ -8,6 +8,9 @@
  * read or to verify is logged and skipped, and only when none is good
  * does the caller see -EIO.  Nothing read is trusted before it verifies,
  * and no pointer is followed before its fields are bounds-checked.
+ * zv_zio_read_many reads many blocks' first copies in one device batch
+ * (the sync's merge of partial records), and sends only the blocks that
+ * failed through the one-at-a-time path above.
  *
  * Writes are batched: zv_zio_write_many seals every pointer, joins the
  * copies that touch on a device into larger gathered writes, and issues
@@ -101,6 +104,53 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
               bp->bp_ncopies, bp->bp_birth);
   }
   return -EIO;
+}
+
+/* Batched reads (see zio.h): one device batch for the first copies. */
+int
+zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
+                  void *const *bufs, const char *const *whats, int *res,
+                  size_t n)
+{
+  zv_dev_io_t *ios = zv_calloc (n ? n : 1, sizeof *ios);
+  bool *ok = zv_calloc (n ? n : 1, sizeof *ok);
+  size_t m = 0;
+  int r = 0;
+
+  for (size_t i = 0; i < n; i++) {
+    const zv_blkptr_t *bp = bps[i];
+
+    ZV_VERIFY (!zv_bp_is_hole (bp));
+    /* A hostile pointer gets no request: zv_zio_read below says why. */
+    if (zv_zio_bp_check (spa, bp, whats[i]) < 0)
+      continue;
+    ios[m++] = (zv_dev_io_t) {
+      .di_dev = spa->spa_devs[ZV_DVA_VDEV (bp->bp_dva[0])],
+      .di_op = ZV_DEV_READ, .di_buf = bufs[i],
+      .di_offset = ZV_DVA_OFFSET (bp->bp_dva[0]), .di_len = bp->bp_psize,
+    };
+    ok[i] = true;
+  }
+  (void) zv_dev_io_batch (ios, m);
+  for (size_t i = 0, k = 0; i < n; i++) {
+    if (ok[i]) {
+      zv_cksum_t got;
+      ok[i] = ios[k++].di_result == 0;
+      if (ok[i]) {
+        zv_cksum_compute (bufs[i], bps[i]->bp_psize, spa->spa_guid, &got);
+        ok[i] = zv_cksum_equal (&got, &bps[i]->bp_cksum);
+      }
+    }
+    /* The slow path names the copy that failed and tries the others. */
+    int ri = ok[i] ? 0 : zv_zio_read (spa, bps[i], bufs[i], whats[i]);
+    if (ri < 0 && r == 0)
+      r = ri;
+    if (res)
+      res[i] = ri;
+  }
+  free (ok);
+  free (ios);
+  return r;
 }
 
 /* Largest write made by joining blocks that are adjacent on a device. */

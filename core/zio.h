@@ -40,6 +40,19 @@ typedef struct zv_spa {
 int zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
                  const char *what);
 
+/*
+ * Read n blocks at once: the first copy of each is read in one device
+ * batch (all in flight together), and only a block whose first copy
+ * fails or does not verify is read again through zv_zio_read (its other
+ * copies, one at a time).  bps[i] must not be holes; whats[i] names
+ * block i in messages.  Returns 0 or the first error; every block that
+ * read and verified is in its buffer either way, and res[i] (res may be
+ * NULL) gets block i's own result.
+ */
+int zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
+                      void *const *bufs, const char *const *whats,
+                      int *res, size_t n);
+
 /* Is every copy of bp inside a device's data area?  (sanity, import) */
 int zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what);
 

@@ -344,14 +344,19 @@ zvol_commit (zvol_t *zv, uint64_t ticket)
   return r;
 }
 
-/* A change that ended with 'ticket': durable before returning when the
- * request asked (FUA) or the volume always does (sync=always). */
+/* Is a change durable before it returns: the request asked (FUA) or the
+ * volume always does (sync=always)? */
+static bool
+zvol_commits (zvol_t *zv, unsigned flags)
+{
+  return (flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS;
+}
+
+/* Commit a change that ended with 'ticket' when zvol_commits says so. */
 static int
 zvol_commit_if_sync (zvol_t *zv, unsigned flags, uint64_t ticket)
 {
-  if ((flags & ZVOL_FUA) || zv->zv_sync == ZVOL_SYNC_ALWAYS)
-    return zvol_commit (zv, ticket);
-  return 0;
+  return zvol_commits (zv, flags) ? zvol_commit (zv, ticket) : 0;
 }
 
 int
@@ -361,6 +366,7 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
   const uint8_t *in = buf;
   uint64_t ticket = 0, max_txg = 0;
   int r = zvol_check (zv, off, len, true, "write");
+  bool commit = zvol_commits (zv, flags);
 
   if (r < 0)
     return r;
@@ -376,7 +382,7 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     /* Applied: log it, in the same order (range lock still held; after
      * the txg hold, since the log may wait for room). */
     if (r == 0 && zv->zv_zil)
-      ticket = zv_zil_log_write (zv->zv_zil, txg, off, n, in);
+      ticket = zv_zil_log_write (zv->zv_zil, txg, off, n, in, commit);
     zvol_range_exit (zv, &zr);
     if (r < 0)
       return r;

@@ -449,6 +449,96 @@ test_partial_uncached (void **state)
   free (shadow);
 }
 
+/* Device reads so far (the one device of the setup). */
+static uint64_t
+denv_dev_reads (denv_t *e)
+{
+  zv_dev_stats_t ds;
+
+  zv_dev_get_stats (e->spa->spa_devs[0], &ds);
+  return ds.ds_reads;
+}
+
+/*
+ * No read on the write path: grain-aligned writes into part of uncached
+ * blocks (several pieces of one block, a second txg over the first, a
+ * partial zero, a free over a partial record) read nothing from the
+ * device; reads before the sync overlay the old content, the sync merges
+ * it, and the result is the same after a reopen.  A write that is not
+ * grain-aligned still reads (a read-modify-write), and so does an
+ * in-place write for the log.
+ */
+static void
+test_partial_no_read (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  const uint64_t nb = 300;       /* 3 levels: the indirects are cold too */
+  uint8_t *shadow = calloc (nb, bs);
+  uint64_t reads;
+  zv_blkptr_t bp;
+
+  denv_setup (&e, "noread", nb, bs, BIG_CACHE);
+  for (uint64_t b = 0; b < 20; b++)
+    denv_write (&e, shadow, b * bs, bs, 100 + b, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  denv_reopen (&e, BIG_CACHE);
+
+  reads = denv_dev_reads (&e);
+  denv_write (&e, shadow, 1 * bs + 4096, 4096, 1, 6);
+  denv_write (&e, shadow, 2 * bs + 512, 512, 2, 6);
+  denv_write (&e, shadow, 2 * bs + 8192, 1024, 3, 6);   /* same block */
+  denv_write (&e, shadow, 3 * bs + 12288, 4096, 4, 6);
+  denv_write (&e, shadow, 3 * bs + 4096, 4096, 5, 7);   /* over txg 6's */
+  denv_write (&e, shadow, 4 * bs + bs - 1536, 3072, 6, 6);  /* straddles */
+  denv_write (&e, shadow, 250 * bs + 1024, 2048, 7, 6); /* over a hole */
+  assert_int_equal (zv_dmu_zero_by_dnode (&e.ob, 6 * bs + 512, 1024, 6), 0);
+  memset (shadow + 6 * bs + 512, 0, 1024);
+  denv_write (&e, shadow, 7 * bs, 4096, 8, 6);
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 7, 1, 6), 0);
+  memset (shadow + 7 * bs, 0, bs);
+  denv_write (&e, shadow, 8 * bs + 2048, 2048, 9, 6);   /* then whole */
+  denv_write (&e, shadow, 8 * bs, 2048, 10, 6);
+  denv_write (&e, shadow, 8 * bs + 4096, bs - 4096, 11, 6);
+  assert_int_equal (denv_dev_reads (&e), reads);
+
+  /* A write that is not grain-aligned reads the block first. */
+  denv_write (&e, shadow, 10 * bs + 4096, 4096, 12, 6);
+  reads = denv_dev_reads (&e);
+  denv_write (&e, shadow, 10 * bs + 100, 10, 13, 6);
+  assert_true (denv_dev_reads (&e) > reads);
+
+  /* The log's in-place write of a partial record writes the whole
+   * block: merged first. */
+  denv_write (&e, shadow, 11 * bs + 512, 512, 14, 6);
+  assert_int_equal (zv_dmu_sync_block (&e.ob, 6, 11, &bp), 0);
+
+  /* Reads overlay the old content (these do read). */
+  denv_check (&e, shadow, 0, nb * bs);
+  assert_false (denv_is_hole (&e, 250));
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  denv_check (&e, shadow, 0, nb * bs);
+  assert_int_equal (zv_dmu_sync (&e.ob, 7), 0);
+  denv_check (&e, shadow, 0, nb * bs);
+  denv_reopen (&e, BIG_CACHE);
+  denv_check (&e, shadow, 0, nb * bs);
+
+  /* The same with nothing read before the sync, and a cache that keeps
+   * nothing: the sync reads the old blocks itself. */
+  denv_reopen (&e, 0);
+  for (uint64_t b = 12; b < 20; b++)
+    denv_write (&e, shadow, b * bs + 512 * b, 512, 200 + b, 8);
+  denv_write (&e, shadow, 12 * bs + 8192, 4096, 300, 9);
+  assert_int_equal (zv_dmu_sync (&e.ob, 8), 0);
+  assert_int_equal (zv_dmu_sync (&e.ob, 9), 0);
+  denv_check (&e, shadow, 0, nb * bs);
+  denv_reopen (&e, BIG_CACHE);
+  denv_check (&e, shadow, 0, nb * bs);
+  denv_teardown (&e);
+  free (shadow);
+}
+
 /*
  * The first dirty record of a cached block takes the cached buffer
  * rather than copying it: the cache's byte count drops by one block
@@ -788,6 +878,26 @@ test_corrupt_indirect (void **state)
   denv_reopen (&e, 0);
   denv_check (&e, shadow, 10 * bs, bs);
   assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+
+  /* A partial write into the bad block reads nothing, so it succeeds;
+   * its own grains read back, the rest still fails.  The sync cannot
+   * merge it: the write is lost and said to be, the block keeps its
+   * damage (EIO, never made-up bytes), and the sync itself succeeds. */
+  memset (buf, 0x5a, 4096);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 20 * bs + 4096, 4096,
+                                           buf, 30), 0);
+  denv_write (&e, shadow, 21 * bs + 512, 512, 31, 30);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs + 4096, 4096,
+                                          buf + 8192), 0);
+  assert_memory_equal (buf, buf + 8192, 4096);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+  assert_int_equal (zv_dmu_sync (&e.ob, 30), 0);
+  assert_true (tl_log_has ("write into it in txg 30 is lost"));
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+  denv_check (&e, shadow, 21 * bs, bs);
+  denv_reopen (&e, 0);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs, bs, buf), -EIO);
+  denv_check (&e, shadow, 21 * bs, bs);
   tl_log_reset (false);
   denv_teardown (&e);
   free (buf);
@@ -859,6 +969,7 @@ main (void)
     tl_test (test_zero_blocks_become_holes),
     tl_test (test_free_by_dnode),
     tl_test (test_partial_uncached),
+    tl_test (test_partial_no_read),
     tl_test (test_dirty_takes_cached_block),
     tl_test (test_two_txgs_in_flight),
     tl_test (test_overwrite_defers),

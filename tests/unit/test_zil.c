@@ -706,6 +706,11 @@ test_records (void **state)
   assert_int_equal (zvol_zero (zv, 393216, 49152, ZVOL_FUA), 0);
   memset (shadow + 393216, 0, 49152);
   rec_expect (p, &rs, 0, 0, 0, 1, "zero of whole blocks");
+  /* A small write no commit follows is logged by reference: its data is
+   * read back when a later flush packs it, never copied at the write. */
+  tl_vol_write (zv, shadow, 655360, BLK, 9, 0);
+  assert_int_equal (zvol_flush (zv), 0);
+  rec_expect (p, &rs, 0, 1, 0, 0, "4K write, flushed later");
   /* None of that needed a txg. */
   assert_int_equal (tl_pool_stat_u64 (p, "txg_synced"), synced);
 
