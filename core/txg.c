@@ -78,8 +78,8 @@
  * block must be reserved while the old one comes back only two txgs
  * later; without this, writers ran into ENOSPC with a few hundred MB
  * dirty and each waited for whole syncs (seconds).  With it, the open txg
- * is also kicked once its dirty bytes pass space_sync_percent of that
- * space (smaller txgs, so frees return sooner), and a writer is slowed on
+ * is also kicked once the pipeline holds space_sync_percent of that space
+ * (smaller txgs, so frees return sooner), and a writer is slowed on
  * the curve before space runs out; the wait for a sync on ENOSPC
  * (zvol.c) stays as the last resort.
  *
@@ -290,13 +290,13 @@ zv_txg_kick (zv_txg_t *tx, uint64_t txg)
   pthread_mutex_unlock (&tx->tx_lock);
 }
 
-/* Kick a sync when the open txg's dirty bytes pass this share of the
- * space the pipeline may use (zv_txg_set_space_fn). */
-static unsigned zv_txg_space_sync_pct = 10;
+/* Kick a sync when the pipeline holds this share of the space it may
+ * use (zv_txg_set_space_fn). */
+static unsigned zv_txg_space_sync_pct = 30;
 
 /* Charge dirty bytes to a held txg and to the total; kick the sync once
- * the txg passes the sync threshold (dirty_sync_pct of dirty_max, or
- * space_sync_percent of the space left to the pipeline). */
+ * the txg passes the sync threshold (dirty_sync_pct of dirty_max), or
+ * the pipeline holds space_sync_percent of the space it may use. */
 static void
 txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 {
@@ -315,10 +315,13 @@ txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
                                      memory_order_relaxed)) {
     uint64_t inuse, cap;
 
-    /* Little free space: smaller txgs, so frees come back sooner. */
+    /* Little free space: sync early, so frees come back sooner.  The
+     * share held counts the deferred frees of the last two txgs, so
+     * under overwrites the txgs shrink to about a third of it, while a
+     * fill (nothing deferred) keeps them large. */
     tx->tx_space_fn (tx->tx_space_arg, &inuse, &cap);
-    if (d > (uint64_t) ((unsigned __int128) cap * zv_txg_space_sync_pct
-                        / 100))
+    if ((unsigned __int128) inuse * 100
+        > (unsigned __int128) cap * zv_txg_space_sync_pct)
       zv_txg_kick (tx, txg);
   }
 }
@@ -997,14 +1000,14 @@ const zv_tunable_t zv_txg_tunable_table[] = {
     .tn_zfs = "zfs_dirty_data_sync_percent" },
   { .tn_name = "space_sync_percent", .tn_module = "txg",
     ZV_TUNABLE_VAR_UINT (zv_txg_space_sync_pct),
-    .tn_default = 10, .tn_min = 1, .tn_max = 100,
+    .tn_default = 30, .tn_min = 1, .tn_max = 100,
     .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "the txg engine",
-    .tn_desc = "Start a txg sync early once the open txg holds this share "
-    "of the free space (what writers may still reserve plus what they "
-    "reserved and what waits to be freed): a nearly full pool syncs "
-    "smaller txgs, so its frees come back before writers run out of space "
-    "and wait for whole syncs." },
+    .tn_desc = "Start a txg sync early once writers' reservations and the "
+    "frees waiting for later txgs hold this share of the space not taken "
+    "by live data: a nearly full pool syncs smaller txgs, so its frees "
+    "come back before writers run out of space and wait for whole "
+    "syncs." },
   { .tn_name = "delay_min_dirty_percent", .tn_module = "txg",
     ZV_TUNABLE_VAR_UINT (zv_txg_delay_min_dirty_pct),
     .tn_default = 60, .tn_min = 1, .tn_max = 99,

@@ -454,8 +454,8 @@ t_space (void *arg, uint64_t *inuse, uint64_t *cap)
 }
 
 /*
- * A nearly full pool: the open txg is kicked once it holds
- * space_sync_percent (10%) of the free space, long before dirty_sync_pct
+ * A nearly full pool: the open txg is kicked once the pipeline holds
+ * space_sync_percent (30%) of the free space, long before dirty_sync_pct
  * of dirty_max, and the throttle delays by the share of space held, not
  * only by dirty data.
  */
@@ -469,11 +469,13 @@ test_space_pressure (void **state)
 
   zv_txg_set_space_fn (t->tx, t_space, &sp);
   assert_int_equal (zv_txg_start (t->tx), 0);
-  txg = t_hold_rele (t, 512 << 10);          /* 6% of the space: no kick */
+  T_STORE (&sp.inuse, 2 << 20);               /* 25% held: no kick */
+  txg = t_hold_rele (t, 512 << 10);
   usleep (200000);
   assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
-  assert_int_equal (zv_txg_dirty_pct (t->tx), 0);
-  assert_int_equal (t_hold_rele (t, 1 << 20), txg);  /* past 10% */
+  assert_int_equal (zv_txg_dirty_pct (t->tx), 25);
+  T_STORE (&sp.inuse, 3 << 20);               /* past 30% */
+  assert_int_equal (t_hold_rele (t, 4096), txg);
   assert_true (t_poll_synced (t->tx, txg, 2000 * MS) > 0);
 
   /* Space held past the delay threshold delays a writer that dirty data
