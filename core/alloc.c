@@ -51,8 +51,9 @@
  * worth, which the slop absorbs.
  *
  * Locking: a_lock guards the bitmaps, dirty flags, cursors, rotor, defer
- * lists and the deferred byte count.  zv_alloc_reserve/unreserve take no
- * lock.  No callback runs under a_lock (defer_foreach snapshots first), so
+ * lists and the writes of the deferred byte count (atomic, so that the
+ * write throttle reads it without the lock, zv_alloc_pressure).
+ * zv_alloc_reserve/unreserve take no lock.  No callback runs under a_lock (defer_foreach snapshots first), so
  * a callback may call back into the allocator.
  *
  * Trust: arguments from the engine's own bookkeeping (frees, chunk
@@ -115,7 +116,8 @@ struct zv_alloc {
   unsigned a_rotor;                  /* device the next call starts on */
   zv_alloc_dev_t *a_devs;
   zv_alloc_defer_list_t a_defer[ZV_ALLOC_NLISTS];
-  uint64_t a_deferred;               /* bytes on the defer lists */
+  _Atomic uint64_t a_deferred;       /* bytes on the defer lists; written
+                                      * under a_lock, read without it */
   uint64_t a_total;                  /* bytes in all areas */
   uint64_t a_slop;                   /* reserve() keeps this much back */
   _Atomic uint64_t a_allocated;      /* bytes of set bits */
@@ -583,7 +585,7 @@ alloc_defer_append (zv_alloc_t *a, uint64_t txg, uint64_t dva,
   dl->dl_ents[dl->dl_count].de_txg = txg;
   dl->dl_ents[dl->dl_count].de_size = size;
   dl->dl_count++;
-  a->a_deferred += size;
+  atomic_fetch_add_explicit (&a->a_deferred, size, memory_order_relaxed);
 }
 
 /*
@@ -608,7 +610,8 @@ zv_alloc_defer_cancel (zv_alloc_t *a, uint64_t dva, uint32_t size)
         continue;
       /* Remove the entry, then put back the parts outside [lo, hi). */
       dl->dl_ents[i] = dl->dl_ents[--dl->dl_count];
-      a->a_deferred -= e.de_size;
+      atomic_fetch_sub_explicit (&a->a_deferred, e.de_size,
+                                 memory_order_relaxed);
       taken += ZV_MIN (ehi, hi) - ZV_MAX (elo, lo);
       if (elo < lo)
         alloc_defer_append (a, e.de_txg, elo, (uint32_t) (lo - elo));
@@ -693,7 +696,8 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
       }
       ZV_VERIFY (alloc_extent (a, e->de_dva, e->de_size, &d, &b, &n));
       alloc_release (a, d, b, n);
-      a->a_deferred -= e->de_size;
+      atomic_fetch_sub_explicit (&a->a_deferred, e->de_size,
+                                 memory_order_relaxed);
     }
     dl->dl_count = keep;
   }
@@ -900,7 +904,8 @@ zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)
   out->as_total = a->a_total;
   out->as_allocated = atomic_load_explicit (&a->a_allocated,
                                             memory_order_relaxed);
-  out->as_deferred = a->a_deferred;
+  out->as_deferred = atomic_load_explicit (&a->a_deferred,
+                                          memory_order_relaxed);
   out->as_reserved = atomic_load_explicit (&a->a_reserved,
                                            memory_order_relaxed);
   alloc_unlock (a);
@@ -930,6 +935,27 @@ zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes)
                                                memory_order_relaxed))
       return 0;
   }
+}
+
+/*
+ * The space the txg pipeline has in use, for the write throttle: *inuse
+ * is what writers reserved plus what waits on the defer lists (space that
+ * comes back only when a later txg syncs), *cap that plus what can still
+ * be reserved, i.e. everything below total - slop that live data does not
+ * hold.  Lock-free and advisory, like the reservation itself: the three
+ * counters are read one after the other.
+ */
+void
+zv_alloc_pressure (zv_alloc_t *a, uint64_t *inuse, uint64_t *cap)
+{
+  uint64_t limit = a->a_total - a->a_slop;
+  uint64_t used = atomic_load_explicit (&a->a_allocated, memory_order_relaxed);
+  uint64_t res = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
+  uint64_t def = atomic_load_explicit (&a->a_deferred, memory_order_relaxed);
+  uint64_t live = used > def ? used - def : 0;
+
+  *inuse = res + def;
+  *cap = limit > live ? limit - live : 0;
 }
 
 /* Give back a reservation; releasing more than is held is a bug. */

@@ -120,6 +120,9 @@ void zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out);
  * Lock-free (atomics).  The sync releases what it reserved with unreserve.
  */
 int zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes);
+/* For the write throttle: reserved + deferred bytes (*inuse) and that
+ * plus what can still be reserved (*cap).  Lock-free, advisory. */
+void zv_alloc_pressure (zv_alloc_t *a, uint64_t *inuse, uint64_t *cap);
 /* What reserve keeps back of a pool of 'total' bytes, for the metadata a
  * sync writes (1/32, at least 4 MiB, at most half: tunables). */
 uint64_t zv_alloc_slop (uint64_t total);

@@ -70,7 +70,9 @@
  *                              +---- short, EAGAIN, EINTR: requeue rest
  *
  * At most zv_dev_ring_entries requests are in flight (fewer when the
- * caller's *max_active says so, re-read at every completion), so the
+ * caller's queue says so, re-read at every completion: its *max_active,
+ * or its yield cap while a batch of the class it yields to is under
+ * way; see "Classes" below), so the
  * completion queue (twice the size of the submission queue) can never
  * overflow; larger batches go in waves as completions free slots.  The
  * identity of a request and its progress travel in the SQE's user_data
@@ -85,6 +87,19 @@
  * thread: two thread switches more per log commit).  A vectored request
  * (di_iov) is a readv/writev; a short transfer advances its segments in
  * place.
+ *
+ * Classes.  Rings are per thread, so there is no shared queue to sort
+ * by priority; instead a batch of the lower class (the txg sync's
+ * writes, zv_dev_io_batch_queue) looks at a counter the higher class
+ * (the intent log's writes and flushes) raises for as long as its batch
+ * runs, and while it is nonzero keeps only dq_yield_active requests in
+ * flight.  A log block then waits at the device behind that many txg
+ * writes, not the whole cap, and its flush (which, on one file, makes
+ * every completed write durable) has fewer new txg writes to carry.
+ * What is already in flight is not recalled.  The yield is off when the
+ * cap was raised above dq_yield_below: dirty data near the throttle or a
+ * filling log ring needs the sync to finish more than a commit needs the
+ * device.
  *
  * Observer (tests).  dev_io_start() reports a request to the observer
  * right after the fault hook let it through, so the observer runs before
@@ -1364,10 +1379,26 @@ dev_ring_prep (zv_dev_ring_t *r, zv_dev_io_t *io, size_t idx,
   io_uring_sqe_set_data64 (sqe, ZV_DEV_UD (idx, done));
 }
 
+/* How many requests of a batch of queue q may be in flight now. */
+static unsigned
+dev_queue_cap (const zv_dev_queue_t *q, unsigned entries)
+{
+  unsigned cap = q && q->dq_max_active
+    ? atomic_load_explicit (q->dq_max_active, memory_order_relaxed) : 0;
+
+  if (cap == 0 || cap > entries)
+    cap = entries;
+  /* Relaxed: advice on pacing, it guards no data. */
+  if (q && q->dq_yield_to && cap <= q->dq_yield_below
+      && atomic_load_explicit (q->dq_yield_to, memory_order_relaxed) > 0)
+    cap = ZV_MIN (cap, ZV_MAX (q->dq_yield_active, 1u));
+  return cap;
+}
+
 /* Run a batch through this thread's ring; see the theory comment. */
 static void
 dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
-                 const _Atomic unsigned *max_active)
+                 const zv_dev_queue_t *q)
 {
   size_t next = 0;
   unsigned inflight = 0;
@@ -1376,11 +1407,7 @@ dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
   ZV_VERIFY3U (n, <=, UINT32_MAX);
   while (next < n || inflight > 0) {
     struct io_uring_cqe *cqe;
-    unsigned cap = max_active
-      ? atomic_load_explicit (max_active, memory_order_relaxed) : 0;
-
-    if (cap == 0 || cap > r->dr_entries)
-      cap = r->dr_entries;
+    unsigned cap = dev_queue_cap (q, r->dr_entries);
 
     /* Fill free slots, stopping at a flush barrier. */
     while (next < n && inflight < cap) {
@@ -1442,6 +1469,15 @@ int
 zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
                      const _Atomic unsigned *max_active)
 {
+  zv_dev_queue_t q = { .dq_max_active = max_active };
+
+  return zv_dev_io_batch_queue (ios, n, &q);
+}
+
+/* The same in a class that yields to another; see dev.h. */
+int
+zv_dev_io_batch_queue (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
+{
   zv_dev_ring_t *r;
 
   if (n == 0)
@@ -1449,7 +1485,7 @@ zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
   ZV_VERIFY (ios != NULL);
   r = dev_ring_get ();
   if (r->dr_uring)
-    dev_batch_uring (r, ios, n, max_active);
+    dev_batch_uring (r, ios, n, q);
   else
     dev_batch_sync (ios, n);
 

@@ -86,6 +86,24 @@ int zv_dev_io_batch (zv_dev_io_t *ios, size_t n);
 int zv_dev_io_batch_max (zv_dev_io_t *ios, size_t n,
                          const _Atomic unsigned *max_active);
 
+/*
+ * Two classes of I/O, as OpenZFS's vdev queue has: a batch of the lower
+ * class (the txg sync's async writes) keeps at most *dq_max_active
+ * requests in flight, and only dq_yield_active while *dq_yield_to (the
+ * count of higher-class batches, the intent log's, under way) is nonzero
+ * and *dq_max_active is at most dq_yield_below (above it, the writer
+ * throttle or a filling log ring asked for speed, which wins).  All three
+ * counters are read again whenever a request of the batch completes.
+ */
+typedef struct zv_dev_queue {
+  const _Atomic unsigned *dq_max_active;  /* NULL or 0: the ring's size */
+  const _Atomic unsigned *dq_yield_to;    /* NULL: never yield */
+  unsigned dq_yield_active;               /* >= 1 */
+  unsigned dq_yield_below;
+} zv_dev_queue_t;
+int zv_dev_io_batch_queue (zv_dev_io_t *ios, size_t n,
+                           const zv_dev_queue_t *q);
+
 /* Convenience wrappers for one request (writes are always batched). */
 int zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len);
 int zv_dev_flush (zv_dev_t *dev);

@@ -596,12 +596,20 @@ pool_new_volume (zv_pool_t *p, zv_dnode_phys_t *dn)
   dn->dn_size = p->p_ds.ds_volsize;
 }
 
-/* Finish opening: the txg engine. */
+/* The throttle's view of space (zv_txg_space_fn). */
+static void
+pool_space_pressure (void *arg, uint64_t *inuse, uint64_t *cap)
+{
+  zv_alloc_pressure (arg, inuse, cap);
+}
+
+/* Finish opening: the txg engine, whose throttle sees space too. */
 static void
 pool_finish (zv_pool_t *p, const zv_pool_config_t *pc)
 {
   p->p_txg = zv_txg_create (&pc->pc_txg, p->p_synced_txg + 1, pool_sync_txg,
                             p);
+  zv_txg_set_space_fn (p->p_txg, pool_space_pressure, p->p_spa.spa_alloc);
   p->p_open_txg = p->p_synced_txg;
 }
 

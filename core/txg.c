@@ -69,8 +69,19 @@
  * Throttle (OpenZFS's dmu_tx_delay curve): before holding, a writer blocks
  * on tx_done_cv while the total dirty is at or above dirty_max (making sure
  * a sync of the open txg is asked for), then sleeps zv_txg_delay_ns() of the
- * total dirty, spaced so that writers wake at least that far apart
- * (tx_last_wakeup, updated with compare-and-swap).
+ * pressure, spaced so that writers wake at least that far apart
+ * (tx_last_wakeup, updated with compare-and-swap).  The pressure is the
+ * total dirty, or, when the pool gave a space function
+ * (zv_txg_set_space_fn) and the space the pipeline holds (reserved, or
+ * freed but deferred) is the larger share of the space it may use, that
+ * share of dirty_max.  Why: in a nearly full pool an overwrite's new
+ * block must be reserved while the old one comes back only two txgs
+ * later; without this, writers ran into ENOSPC with a few hundred MB
+ * dirty and each waited for whole syncs (seconds).  With it, the open txg
+ * is also kicked once the pipeline holds space_sync_percent of that space
+ * (smaller txgs, so frees return sooner), and a writer is slowed on
+ * the curve before space runs out; the wait for a sync on ENOSPC
+ * (zvol.c) stays as the last resort.
  *
  * Invariants, asserted where they are relied on: the open txg is
  * last_synced + 1, or last_synced + 2 while the txg before it quiesces or
@@ -143,6 +154,8 @@ struct zv_txg {
   void *tx_arg;
   uint64_t tx_first_txg;
   uint64_t tx_start_ns;             /* engine creation (history birth) */
+  zv_txg_space_fn tx_space_fn;      /* set before any writer, or NULL */
+  void *tx_space_arg;
 
   /* Hot path. */
   unsigned tx_ncpu;
@@ -277,8 +290,13 @@ zv_txg_kick (zv_txg_t *tx, uint64_t txg)
   pthread_mutex_unlock (&tx->tx_lock);
 }
 
+/* Kick a sync when the pipeline holds this share of the space it may
+ * use (zv_txg_set_space_fn). */
+static unsigned zv_txg_space_sync_pct = 30;
+
 /* Charge dirty bytes to a held txg and to the total; kick the sync once
- * the txg passes the sync threshold (dirty_sync_pct of dirty_max). */
+ * the txg passes the sync threshold (dirty_sync_pct of dirty_max), or
+ * the pipeline holds space_sync_percent of the space it may use. */
 static void
 txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
 {
@@ -292,6 +310,40 @@ txg_charge (zv_txg_t *tx, uint64_t txg, uint64_t bytes)
                              memory_order_acq_rel);
   if (d > tx->tx_dirty_sync)
     zv_txg_kick (tx, txg);
+  else if (tx->tx_space_fn != NULL
+           && !atomic_load_explicit (&tx->tx_kicked[txg & ZV_TXG_MASK],
+                                     memory_order_relaxed)) {
+    uint64_t inuse, cap;
+
+    /* Little free space: sync early, so frees come back sooner.  The
+     * share held counts the deferred frees of the last two txgs, so
+     * under overwrites the txgs shrink to about a third of it, while a
+     * fill (nothing deferred) keeps them large. */
+    tx->tx_space_fn (tx->tx_space_arg, &inuse, &cap);
+    if ((unsigned __int128) inuse * 100
+        > (unsigned __int128) cap * zv_txg_space_sync_pct)
+      zv_txg_kick (tx, txg);
+  }
+}
+
+/*
+ * The throttle's input: the dirty bytes, or, when the space the pipeline
+ * holds is the larger share of its limit, that share of dirty_max.
+ */
+static uint64_t
+txg_pressure (zv_txg_t *tx)
+{
+  uint64_t dirty = zv_txg_dirty_total (tx), inuse, cap, eq;
+
+  if (tx->tx_space_fn == NULL)
+    return dirty;
+  tx->tx_space_fn (tx->tx_space_arg, &inuse, &cap);
+  if (inuse >= cap)
+    eq = tx->tx_tt.tt_dirty_max;
+  else
+    eq = (uint64_t) ((unsigned __int128) tx->tx_tt.tt_dirty_max * inuse
+                     / cap);
+  return ZV_MAX (dirty, eq);
 }
 
 static int txg_sync_once (zv_txg_t *tx);
@@ -385,7 +437,7 @@ txg_throttle (zv_txg_t *tx)
   if (zv_txg_error (tx))
     return zv_txg_error (tx);
 
-  delay = zv_txg_delay_ns (&tx->tx_tt, zv_txg_dirty_total (tx));
+  delay = zv_txg_delay_ns (&tx->tx_tt, txg_pressure (tx));
   if (delay == 0)
     return 0;
   now = zv_now_ns ();
@@ -887,8 +939,15 @@ zv_txg_dirty_pct (zv_txg_t *tx)
 {
   uint64_t max = tx->tx_tt.tt_dirty_max;
 
-  return max ? (unsigned) ZV_MIN (zv_txg_dirty_total (tx) * 100 / max,
-                                  100) : 100;
+  return max ? (unsigned) ZV_MIN (txg_pressure (tx) * 100 / max, 100) : 100;
+}
+
+/* Before any writer: no hold reads the pair while it changes. */
+void
+zv_txg_set_space_fn (zv_txg_t *tx, zv_txg_space_fn fn, void *arg)
+{
+  tx->tx_space_fn = fn;
+  tx->tx_space_arg = arg;
 }
 
 /* 0, or the error that failed the engine (the pool is suspended). */
@@ -939,6 +998,16 @@ const zv_tunable_t zv_txg_tunable_table[] = {
     .tn_desc = "Start a txg sync early once the open txg holds this share "
     "of dirty_max.",
     .tn_zfs = "zfs_dirty_data_sync_percent" },
+  { .tn_name = "space_sync_percent", .tn_module = "txg",
+    ZV_TUNABLE_VAR_UINT (zv_txg_space_sync_pct),
+    .tn_default = 30, .tn_min = 1, .tn_max = 100,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the txg engine",
+    .tn_desc = "Start a txg sync early once writers' reservations and the "
+    "frees waiting for later txgs hold this share of the space not taken "
+    "by live data: a nearly full pool syncs smaller txgs, so its frees "
+    "come back before writers run out of space and wait for whole "
+    "syncs." },
   { .tn_name = "delay_min_dirty_percent", .tn_module = "txg",
     ZV_TUNABLE_VAR_UINT (zv_txg_delay_min_dirty_pct),
     .tn_default = 60, .tn_min = 1, .tn_max = 99,

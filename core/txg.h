@@ -62,6 +62,16 @@ typedef int (*zv_txg_sync_fn) (void *arg, uint64_t txg,
 /* 'first_txg' is the first txg that will be opened (last synced + 1). */
 zv_txg_t *zv_txg_create (const zv_txg_tunables_t *tt, uint64_t first_txg,
                          zv_txg_sync_fn sync_fn, void *arg);
+/*
+ * The space the txg pipeline holds, for the throttle: *inuse bytes
+ * (reserved by writers, or freed but deferred to a later txg) of *cap
+ * (that plus what can still be reserved).  Called lock-free on the write
+ * path; zv_alloc_pressure is one.
+ */
+typedef void (*zv_txg_space_fn) (void *arg, uint64_t *inuse, uint64_t *cap);
+/* Make the throttle and the sync kick see space as well as dirty data
+ * (before any writer; NULL: dirty data only). */
+void zv_txg_set_space_fn (zv_txg_t *tx, zv_txg_space_fn fn, void *arg);
 /* Start the sync thread (after nbdkit's fork). */
 int zv_txg_start (zv_txg_t *tx);
 /* Sync everything still dirty, stop the thread.  Returns the first error. */
@@ -100,7 +110,8 @@ uint64_t zv_txg_open_txg (zv_txg_t *tx);
 uint64_t zv_txg_last_synced (zv_txg_t *tx);
 uint64_t zv_txg_dirty_total (zv_txg_t *tx);
 
-/* The same as a percentage of dirty_max. */
+/* The same as a percentage of dirty_max, or the share of the space the
+ * pipeline holds (zv_txg_set_space_fn) when that is higher. */
 unsigned zv_txg_dirty_pct (zv_txg_t *tx);
 int zv_txg_error (zv_txg_t *tx);   /* 0 or the error that failed the engine */
 

@@ -1231,8 +1231,12 @@ zil_issue (zv_zil_t *zl, zil_lwb_t *list)
   if (zl->zl_logdev)
     ios[n++] = (zv_dev_io_t) { .di_dev = zl->zl_logdev,
                                .di_op = ZV_DEV_FLUSH };
-  if (r == 0)
+  if (r == 0) {
+    /* The sync-write class: txg writes yield while this runs. */
+    zv_zio_sync_io_begin (zl->zl_spa);
     r = zv_dev_io_batch (ios, n);
+    zv_zio_sync_io_end (zl->zl_spa);
+  }
   free (ios);
   if (r < 0) {
     zv_error ("intent log: writing %zu log block(s) failed (%s); flushes "

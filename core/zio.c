@@ -14,11 +14,14 @@
  *
  * Writes are batched: zv_zio_write_many seals every pointer, joins the
  * copies that touch on a device into larger gathered writes, and issues
- * them all through one call to zv_dev_io_batch_max, which keeps at most
- * spa_write_cap of them in flight (see the scaling comment below).
+ * them all through one call to zv_dev_io_batch_queue, which keeps at most
+ * spa_write_cap of them in flight (see the scaling comment below), and
+ * fewer while the intent log has a batch under way (spa_sync_io, the
+ * sync-write class: see zv_zio_async_write_yield_active).
  *
- * No locks.  Its only state is the write cap in the zv_spa_t (atomic) and
- * the ZVOL_ZIO_WRITE_MAX_ACTIVE override, read once.
+ * No locks.  Its only state is the write cap and the sync-class count in
+ * the zv_spa_t (atomics) and the ZVOL_ZIO_WRITE_MAX_ACTIVE override, read
+ * once.
  */
 #include <config.h>
 
@@ -180,6 +183,17 @@ static unsigned zv_zio_async_write_max_active = 10;
 static unsigned zv_zio_async_write_active_min_dirty_pct = 30;
 static unsigned zv_zio_async_write_active_max_dirty_pct = 60;
 
+/*
+ * Sync writes before async ones (OpenZFS's vdev queue classes): while an
+ * intent-log batch is under way (spa_sync_io > 0), a txg sync whose cap
+ * is at zv_zio_async_write_min_active or below keeps at most
+ * zv_zio_async_write_yield_active writes in flight, so a log block waits
+ * at the device behind that many and its flush carries fewer new txg
+ * writes.  A cap raised above the minimum (dirty data near the throttle,
+ * a filling log ring) does not yield: then the sync is what is late.
+ */
+static unsigned zv_zio_async_write_yield_active = 1;
+
 /* One copy of one block, to be written. */
 typedef struct zio_piece {
   zv_dev_t *zp_dev;
@@ -266,6 +280,21 @@ zv_zio_write_cap_raise (zv_spa_t *spa, unsigned share_pct)
     ;
 }
 
+void
+zv_zio_sync_io_begin (zv_spa_t *spa)
+{
+  atomic_fetch_add_explicit (&spa->spa_sync_io, 1, memory_order_relaxed);
+}
+
+void
+zv_zio_sync_io_end (zv_spa_t *spa)
+{
+  unsigned was = atomic_fetch_sub_explicit (&spa->spa_sync_io, 1,
+                                            memory_order_relaxed);
+
+  ZV_VERIFY3U (was, >, 0);
+}
+
 /*
  * Seal and write all copies of all blocks in one batch.  Copy on write
  * puts a txg's blocks one after the other on each device, so pieces that
@@ -335,7 +364,16 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     nios++;
     i = j;
   }
-  r = zv_dev_io_batch_max (ios, nios, &spa->spa_write_cap);
+  {
+    zv_dev_queue_t q = {
+      .dq_max_active = &spa->spa_write_cap,
+      .dq_yield_to = &spa->spa_sync_io,
+      .dq_yield_active = zv_zio_async_write_yield_active,
+      .dq_yield_below = zv_zio_async_write_min_active,
+    };
+
+    r = zv_dev_io_batch_queue (ios, nios, &q);
+  }
   if (r < 0) {
     for (size_t i = 0; i < nios; i++)
       if (ios[i].di_result < 0) {
@@ -480,6 +518,14 @@ const zv_tunable_t zv_zio_tunable_table[] = {
     "or the log ring fills; the environment variable "
     "ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap instead, 0 for none.",
     .tn_zfs = "zfs_vdev_async_write_max_active" },
+  { .tn_name = "zio_async_write_yield_active", .tn_module = "zio",
+    ZV_TUNABLE_VAR_UINT (zv_zio_async_write_yield_active),
+    .tn_default = 1, .tn_min = 1, .tn_max = 10,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_when = ZV_TUNABLE_AT_SYNC,
+    .tn_reader = "the txg sync's block writes",
+    .tn_desc = "Writes a txg sync keeps in flight while the intent log "
+    "writes or flushes (sync writes go first), as long as its cap is at "
+    "zio_async_write_min_active; a cap raised above that does not yield." },
   { .tn_name = "zio_async_write_active_min_dirty_percent",
     .tn_module = "zio",
     ZV_TUNABLE_VAR_UINT (zv_zio_async_write_active_min_dirty_pct),

@@ -26,6 +26,8 @@ typedef struct zv_spa {
                                           (0: no cap): set at each sync's
                                           start, raised by the intent log
                                           while it runs */
+  _Atomic unsigned spa_sync_io;        /* intent-log batches under way:
+                                          txg writes yield meanwhile */
 } zv_spa_t;
 
 /* Largest block the format allows (a volblock or an indirect block). */
@@ -74,6 +76,12 @@ void zv_zio_write_cap_set (zv_spa_t *spa, unsigned dirty_pct);
  * way from the least to the most writes in flight; takes effect in the
  * writes already under way.  The intent log calls it as its ring fills. */
 void zv_zio_write_cap_raise (zv_spa_t *spa, unsigned share_pct);
+
+/* Around a batch of the intent log's writes and flushes: while one is
+ * under way, the txg sync's writes keep fewer in flight (the sync-write
+ * class goes first; see zio.c). */
+void zv_zio_sync_io_begin (zv_spa_t *spa);
+void zv_zio_sync_io_end (zv_spa_t *spa);
 
 /* Seal and write every copy of n blocks; returns 0 or the first error. */
 int zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n);

@@ -439,6 +439,62 @@ test_dirty_kick (void **state)
   t_free (t);
 }
 
+/* The space a test pretends the pipeline holds (zv_txg_space_fn). */
+typedef struct tspace {
+  _Atomic uint64_t inuse, cap;
+} tspace_t;
+
+static void
+t_space (void *arg, uint64_t *inuse, uint64_t *cap)
+{
+  tspace_t *sp = arg;
+
+  *inuse = T_LOAD (&sp->inuse);
+  *cap = T_LOAD (&sp->cap);
+}
+
+/*
+ * A nearly full pool: the open txg is kicked once the pipeline holds
+ * space_sync_percent (30%) of the free space, long before dirty_sync_pct
+ * of dirty_max, and the throttle delays by the share of space held, not
+ * only by dirty data.
+ */
+static void
+test_space_pressure (void **state)
+{
+  zv_txg_tunables_t tt = t_tunables (600000, 1ull << 30);
+  tspace_t sp = { .inuse = 0, .cap = 8 << 20 };
+  tctx_t *t = t_new (&tt);
+  uint64_t txg;
+
+  zv_txg_set_space_fn (t->tx, t_space, &sp);
+  assert_int_equal (zv_txg_start (t->tx), 0);
+  T_STORE (&sp.inuse, 2 << 20);               /* 25% held: no kick */
+  txg = t_hold_rele (t, 512 << 10);
+  usleep (200000);
+  assert_int_equal (zv_txg_last_synced (t->tx), T_FIRST - 1);
+  assert_int_equal (zv_txg_dirty_pct (t->tx), 25);
+  T_STORE (&sp.inuse, 3 << 20);               /* past 30% */
+  assert_int_equal (t_hold_rele (t, 4096), txg);
+  assert_true (t_poll_synced (t->tx, txg, 2000 * MS) > 0);
+
+  /* Space held past the delay threshold delays a writer that dirty data
+   * alone (a few KiB of a GiB) would not; the share is what
+   * zv_txg_dirty_pct reports (the sync's write cap follows it). */
+  T_STORE (&sp.inuse, 6 << 20);               /* 75% */
+  assert_int_equal (zv_txg_dirty_pct (t->tx), 75);
+  {
+    uint64_t start = zv_now_ns (), want = zv_txg_delay_ns (&tt, 768 << 20);
+
+    assert_true (want >= 100000);
+    (void) t_hold_rele (t, 4096);
+    assert_true (zv_now_ns () - start >= want);
+  }
+  T_STORE (&sp.inuse, 0);
+  assert_int_equal (zv_txg_stop (t->tx), 0);
+  t_free (t);
+}
+
 /* A waiter forces the sync long before the timeout. */
 static void
 test_wait_forces (void **state)
@@ -775,6 +831,7 @@ main (void)
     tl_test (test_concurrent_inline),
     tl_test (test_timeout_sync),
     tl_test (test_dirty_kick),
+    tl_test (test_space_pressure),
     tl_test (test_wait_forces),
     tl_test (test_wait_idle),
     tl_test (test_throttle_block),

@@ -295,6 +295,53 @@ test_write_cap_set_raise (void **state)
   assert_int_equal (atomic_load (&spa.spa_write_cap), 10);
 }
 
+/* Sync writes first: while an intent-log batch is under way
+ * (spa_sync_io), a sync at the minimum cap keeps one write in flight; a
+ * cap raised above the minimum does not yield. */
+static void
+test_write_yields_to_log (void **state)
+{
+  enum { N = 40 };
+  tl_spa_t ts;
+  zv_spa_t *spa;
+  zv_blkptr_t bps[N];
+  void *bufs[N];
+  zv_zio_write_t w[N];
+  zrec_t z;
+  unsigned caps[2] = { 2, 6 }, want[2] = { 1, 6 };
+
+  tl_spa_create (&ts, "yield", 1, DEV_SIZE);
+  spa = &ts.ts_spa;
+  for (unsigned i = 0; i < 2; i++) {
+    zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
+    atomic_store (&spa->spa_write_cap, caps[i]);
+    zv_zio_sync_io_begin (spa);
+    zrec_attach (&z, spa);
+    assert_int_equal (zv_zio_write_many (spa, w, N), 0);
+    zrec_detach (spa);
+    zv_zio_sync_io_end (spa);
+    zio_check_all (spa, bps, bufs, N);
+    zio_free_bufs (bufs, N);
+    assert_int_equal (z.zr_nw, N);
+    print_message ("cap %u, log busy: %u writes in flight at most\n",
+                   caps[i], z.zr_max);
+    if (i == 1 && z.zr_max <= 1) {
+      tl_spa_destroy (&ts);
+      tl_skip ("requests run one at a time here (no io_uring)");
+    }
+    assert_int_equal (z.zr_max, want[i]);
+  }
+  /* The log done: the cap again. */
+  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
+  atomic_store (&spa->spa_write_cap, 2);
+  zrec_attach (&z, spa);
+  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
+  zrec_detach (spa);
+  zio_free_bufs (bufs, N);
+  assert_int_equal (z.zr_max, 2);
+  tl_spa_destroy (&ts);
+}
+
 /* A batch keeps to spa_write_cap requests in flight, and a raise while
  * it runs lets more out at once. */
 static void
@@ -970,6 +1017,7 @@ main (void)
     tl_test (test_write_cap_curve),
     tl_test (test_write_cap_set_raise),
     tl_test (test_write_cap_in_flight),
+    tl_test (test_write_yields_to_log),
     tl_test (test_bp_check_hostile),
     tl_test (test_read_ditto),
     tl_test (test_write_many_gathers),
