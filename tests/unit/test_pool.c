@@ -273,6 +273,22 @@ test_volume_open (void **state)
   assert_int_equal (zvol_open (p, "nosuch", NULL, &zv), -ENOENT);
   assert_null (zv);
   assert_true (tl_log_has ("has no volume 'nosuch'"));
+  /* A name is a client's (an NBD export name): it never writes control
+   * characters or lines of its own into the log, whatever its length. */
+  {
+    char *big = zv_alloc (4097);
+    memset (big, 'x', 4096);
+    big[4096] = '\0';
+    tl_log_reset (true);
+    assert_int_equal (zvol_open (p, "a\nb\x1b[2J", NULL, &zv), -ENOENT);
+    assert_true (tl_log_has ("has no volume 'a\\x0ab\\x1b[2J'"));
+    assert_false (tl_log_has ("a\nb"));
+    assert_int_equal (zvol_open (p, big, NULL, &zv), -ENOENT);
+    assert_true (tl_log_has ("xxx...'"));
+    assert_null (zv);
+    free (big);
+    tl_log_reset (false);
+  }
   assert_int_equal (zvol_open (p, "tank", NULL, &zv), 0);
   assert_string_equal (zvol_name (zv), "tank");
   assert_int_equal (zvol_size (zv), 8 * MiB);
