@@ -1027,24 +1027,33 @@ typedef struct pool_defer_load {
   uint64_t dl_count;     /* entries still expected */
 } pool_defer_load_t;
 
+/* Block blkid of a deferred-free list (see pool.h). */
+int
+zv_pool_defer_load_block (zv_alloc_t *a, uint64_t txg, uint64_t count,
+                          uint64_t blkid, const void *data)
+{
+  const zv_defer_ent_t *e = data;
+  uint64_t first = blkid * ZV_DEFER_PER_BLK;
+
+  for (uint64_t i = 0; i < ZV_DEFER_PER_BLK && first + i < count; i++) {
+    if (e[i].de_size == 0 || e[i].de_size % ZV_SECTOR != 0
+        || !zv_alloc_is_allocated (a, e[i].de_dva, e[i].de_size)) {
+      zv_error ("deferred-free list of txg %" PRIu64 ": entry %" PRIu64
+                " is not an allocated extent", txg, first + i);
+      return -EIO;
+    }
+    zv_alloc_defer_load (a, txg, e[i].de_dva, e[i].de_size);
+  }
+  return 0;
+}
+
 static int
 pool_defer_load_cb (void *arg, uint64_t blkid, const void *data)
 {
   pool_defer_load_t *dl = arg;
-  const zv_defer_ent_t *e = data;
-  uint64_t first = blkid * ZV_DEFER_PER_BLK;
-  zv_alloc_t *a = dl->dl_pool->p_spa.spa_alloc;
 
-  for (uint64_t i = 0; i < ZV_DEFER_PER_BLK && first + i < dl->dl_count; i++) {
-    if (e[i].de_size == 0 || e[i].de_size % ZV_SECTOR != 0
-        || !zv_alloc_is_allocated (a, e[i].de_dva, e[i].de_size)) {
-      zv_error ("deferred-free list of txg %" PRIu64 ": entry %" PRIu64
-                " is not an allocated extent", dl->dl_txg, first + i);
-      return -EIO;
-    }
-    zv_alloc_defer_load (a, dl->dl_txg, e[i].de_dva, e[i].de_size);
-  }
-  return 0;
+  return zv_pool_defer_load_block (dl->dl_pool->p_spa.spa_alloc, dl->dl_txg,
+                                   dl->dl_count, blkid, data);
 }
 
 /*
