@@ -913,7 +913,9 @@ pool_check_members (zv_pool_t *p, zv_dev_t **given, unsigned ngiven,
   spa->spa_ndevs = ref->cf_ndevs;
   for (unsigned i = 0; i < ngiven; i++) {
     unsigned idx = cf[i].cf_dev_index;
-    if (cf[i].cf_dev_guid != ref->cf_dev_guids[idx]
+    /* The index is checked against the device's own count: one past the
+     * pool's would leave a slot of the pool empty (a NULL device). */
+    if (idx >= ref->cf_ndevs || cf[i].cf_dev_guid != ref->cf_dev_guids[idx]
         || spa->spa_devs[idx] != NULL) {
       zv_error ("%s: device %u of pool '%s' does not match the pool's "
                 "device table (given twice, or from an older pool)",
