@@ -32,8 +32,11 @@
  * one complete pool, and tries the uberblocks newest first: the objset,
  * the space maps and deferred lists, and every indirect block of the
  * volume must read and verify, and every pointer must point at allocated
- * space.  The first uberblock that passes wins (a rewind, when it is not
- * the newest, is logged).  A read-write import then claims each
+ * space that nothing else owns (an ownership map, alloc.h: each block's
+ * copies, the pending deferred frees and the log ring take their sectors;
+ * a sector taken twice would be freed twice, or while still in use).
+ * The first uberblock that passes wins (a rewind, when it is not the
+ * newest, is logged).  A read-write import then claims each
  * dataset's log (zv_zil_claim) before anything can sync.
  *
  * Datasets.  The objset's slots for the volumes (format 1: one) are the
