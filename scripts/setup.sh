@@ -27,8 +27,10 @@ build_pkgs=(build-essential autoconf automake libtool pkg-config
             libxxhash-dev liblz4-dev libzstd-dev perl)
 # nbdfuse is part of libnbd-bin on Debian 12 (a package of its own in later
 # releases: added below when apt knows it).
+# clang and its sanitizer runtime (libFuzzer's is libclang-rt-14-dev, only
+# recommended by clang) build the fuzz harnesses of tests/fuzz.
 test_pkgs=(libnbd-bin python3-libnbd fuse3 fio e2fsprogs qemu-utils
-           util-linux kmod)
+           util-linux kmod clang libclang-rt-14-dev)
 
 installed () {
     [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" = "ii " ]
