@@ -458,9 +458,11 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 
   fz_log_errors = 0;
   bool clean = img_run (fi, flags, true) && fz_log_errors == 0;
-  if ((flags & FZ_IMG_REOPEN) && !(flags & FZ_IMG_RDONLY) && clean) {
-    /* What the engine wrote over an image it accepted without a word, it
-     * imports again without one: no rewind, no refused block. */
+  if ((flags & FZ_IMG_REOPEN) && !(flags & (FZ_IMG_RDONLY | FZ_IMG_POOLONLY))
+      && clean) {
+    /* What the engine wrote over an image it accepted, replayed and read
+     * whole without a word, it imports again without one: no rewind, no
+     * refused block. */
     zvol_pool_config_t pc;
     zvol_pool_t *p = NULL;
     zvol_t *zv = NULL;
