@@ -63,7 +63,13 @@
  * postconditions (a run it found clear changes every bit it marks, a
  * range stays inside its map) are ZV_ASSERTs.  Data that came off a disk
  * (chunk_load, defer_load, claim on import) is checked and refused with a
- * message instead, since a damaged pool must not crash the server.
+ * message instead, since a damaged pool must not crash the server.  The
+ * checks of one extent cannot see two owners of one sector (two pointers
+ * naming one block, a deferred free of a block still in use), whose
+ * second free would be a VERIFY failure a txg or two after import, or
+ * would free space still in use: so import also gives every sector it
+ * finds in use its owner in a map of its own (zv_alloc_owners_*, a bit
+ * per sector as the bitmap) and refuses a sector taken twice.
  */
 #include <config.h>
 
@@ -894,6 +900,70 @@ zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size)
   r = alloc_range_all_set (d, b, n);
   alloc_unlock (a);
   return r;
+}
+
+/* ---- ownership, for import ---- */
+
+/*
+ * A bit per sector of each device's area, as the allocator's bitmap, set
+ * for each sector import has found an owner of (see alloc.h).  Only the
+ * importing thread uses it, before anything can allocate: no lock.
+ */
+struct zv_alloc_owners {
+  zv_alloc_t *ao_alloc;
+  uint64_t **ao_map;           /* per device, ad_nchunks chunks of words */
+};
+
+zv_alloc_owners_t *
+zv_alloc_owners_create (zv_alloc_t *a)
+{
+  zv_alloc_owners_t *o = zv_calloc (1, sizeof *o);
+
+  o->ao_alloc = a;
+  o->ao_map = zv_calloc (a->a_ndevs, sizeof *o->ao_map);
+  for (unsigned i = 0; i < a->a_ndevs; i++)
+    o->ao_map[i] = zv_calloc (ZV_MAX (a->a_devs[i].ad_nchunks, (size_t) 1),
+                              ZV_ALLOC_CHUNK);
+  return o;
+}
+
+void
+zv_alloc_owners_destroy (zv_alloc_owners_t *o)
+{
+  if (o == NULL)
+    return;
+  for (unsigned i = 0; i < o->ao_alloc->a_ndevs; i++)
+    free (o->ao_map[i]);
+  free (o->ao_map);
+  free (o);
+}
+
+/* Give [dva, dva + size) its owner: all of it, or none when a sector
+ * has one already. */
+int
+zv_alloc_owners_take (zv_alloc_owners_t *o, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t *map, b, n, end, x;
+
+  if (!alloc_extent (o->ao_alloc, dva, size, &d, &b, &n))
+    return -EINVAL;
+  map = o->ao_map[d - o->ao_alloc->a_devs];
+  end = b + n;
+  for (x = b; x < end;) {
+    unsigned lo = (unsigned) (x % 64);
+    unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - x));
+    if (map[x / 64] & alloc_mask (lo, hi))
+      return -EEXIST;
+    x += hi - lo;
+  }
+  for (x = b; x < end;) {
+    unsigned lo = (unsigned) (x % 64);
+    unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - x));
+    map[x / 64] |= alloc_mask (lo, hi);
+    x += hi - lo;
+  }
+  return 0;
 }
 
 /* Space accounting snapshot. */

@@ -105,6 +105,20 @@ void zv_alloc_dirty_all (zv_alloc_t *a);
 /* Is every sector of [dva, dva+size) allocated?  (checks, tests) */
 bool zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size);
 
+/*
+ * Import's ownership check.  Every block the imported trees name (each
+ * copy), every pending deferred free and the log ring in the pool must
+ * own its sectors alone: space with two owners would be freed twice, or
+ * freed while still in use.  zv_alloc_owners_take gives [dva, dva+size)
+ * an owner: 0, -EINVAL when it is not an extent of the pool, -EEXIST
+ * when a sector of it has an owner already (then nothing is taken).
+ * The map is import's alone (no lock), gone with destroy.
+ */
+typedef struct zv_alloc_owners zv_alloc_owners_t;
+zv_alloc_owners_t *zv_alloc_owners_create (zv_alloc_t *a);
+int zv_alloc_owners_take (zv_alloc_owners_t *o, uint64_t dva, uint32_t size);
+void zv_alloc_owners_destroy (zv_alloc_owners_t *o);
+
 /* Space, in bytes. */
 typedef struct zv_alloc_space {
   uint64_t as_total;      /* all data areas */

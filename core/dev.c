@@ -1171,7 +1171,8 @@ static int
 dev_sync_attempt (zv_dev_io_t *io, uint32_t done)
 {
   int fd = io->di_dev->dev_fd;
-  char *buf = (char *) io->di_buf + done;
+  /* A flush has no buffer (and NULL + 0 is undefined). */
+  char *buf = io->di_buf ? (char *) io->di_buf + done : NULL;
   size_t len = io->di_len - done;
   off_t off = (off_t) (io->di_offset + done);
   ssize_t r;

@@ -35,7 +35,10 @@
  * one complete pool, and tries the uberblocks newest first: the objset,
  * the space maps and deferred lists, and every indirect block of the
  * volume must read and verify, and every pointer must point at allocated
- * space.  The first uberblock that passes is the candidate.  Then the
+ * space that nothing else owns (an ownership map, alloc.h: each block's
+ * copies, the pending deferred frees and the log ring take their sectors;
+ * a sector taken twice would be freed twice, or while still in use).
+ * The first uberblock that passes is the candidate.  Then the
  * loss check (pool_check_loss): importing it loses
  *   - every txg after it up to the newest valid uberblock N, when it is
  *     not N itself: those txgs committed (a txg's uberblock is written
@@ -985,7 +988,9 @@ pool_check_members (zv_pool_t *p, zv_dev_t **given, unsigned ngiven,
   spa->spa_ndevs = ref->cf_ndevs;
   for (unsigned i = 0; i < ngiven; i++) {
     unsigned idx = cf[i].cf_dev_index;
-    if (cf[i].cf_dev_guid != ref->cf_dev_guids[idx]
+    /* The index is checked against the device's own count: one past the
+     * pool's would leave a slot of the pool empty (a NULL device). */
+    if (idx >= ref->cf_ndevs || cf[i].cf_dev_guid != ref->cf_dev_guids[idx]
         || spa->spa_devs[idx] != NULL) {
       zv_error ("%s: device %u of pool '%s' does not match the pool's "
                 "device table (given twice, or from an older pool)",
@@ -1052,27 +1057,50 @@ pool_check_logdev (zv_pool_t *p, const zv_pool_config_t *pc,
   return 0;
 }
 
+/*
+ * Import: the copies of a block the imported objset names must be
+ * allocated space, and space nothing else owns (see alloc.h, "ownership
+ * check"): two owners of a sector would each free it one day.
+ */
+static int
+pool_own_bp (zv_alloc_owners_t *own, zv_alloc_t *a, const zv_blkptr_t *bp,
+             const char *what, unsigned level, uint64_t blkid)
+{
+  for (unsigned c = 0; c < bp->bp_ncopies && c < 2; c++) {
+    if (!zv_alloc_is_allocated (a, bp->bp_dva[c], bp->bp_psize)) {
+      zv_error ("%s block (level %u, %" PRIu64 ") points at free space",
+                what, level, blkid);
+      return -EIO;
+    }
+    if (zv_alloc_owners_take (own, bp->bp_dva[c], bp->bp_psize) < 0) {
+      zv_error ("%s block (level %u, %" PRIu64 "): copy %u shares its "
+                "space with another block", what, level, blkid, c + 1);
+      return -EIO;
+    }
+  }
+  return 0;
+}
+
 /* Claim-check walker state for the volume tree. */
 typedef struct pool_verify {
   zv_pool_t *pv_pool;
   const zv_pool_config_t *pv_pc;
+  zv_alloc_owners_t *pv_owners;
   uint64_t pv_done, pv_total;
 } pool_verify_t;
 
-/* Every pointer of the volume tree must point at allocated space. */
+/* Every pointer of the volume tree must point at allocated space that
+ * only it owns. */
 static int
 pool_verify_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
                 uint64_t blkid, const void *data)
 {
   pool_verify_t *pv = arg;
-  zv_alloc_t *a = pv->pv_pool->p_spa.spa_alloc;
+  int r = pool_own_bp (pv->pv_owners, pv->pv_pool->p_spa.spa_alloc, bp,
+                       "volume", level, blkid);
 
-  for (unsigned c = 0; c < bp->bp_ncopies; c++)
-    if (!zv_alloc_is_allocated (a, bp->bp_dva[c], bp->bp_psize)) {
-      zv_error ("volume block (level %u, %" PRIu64 ") points at free "
-                "space", level, blkid);
-      return -EIO;
-    }
+  if (r < 0)
+    return r;
   if (level == 1 || (level == 0 && blkid % 4096 == 0)) {
     pv->pv_done = ZV_MIN (pv->pv_total, level == 1
                           ? (blkid + 1) * ZV_INDIRECT_FANOUT : blkid + 1);
@@ -1099,24 +1127,33 @@ typedef struct pool_defer_load {
   uint64_t dl_count;     /* entries still expected */
 } pool_defer_load_t;
 
+/* Block blkid of a deferred-free list (see pool.h). */
+int
+zv_pool_defer_load_block (zv_alloc_t *a, uint64_t txg, uint64_t count,
+                          uint64_t blkid, const void *data)
+{
+  const zv_defer_ent_t *e = data;
+  uint64_t first = blkid * ZV_DEFER_PER_BLK;
+
+  for (uint64_t i = 0; i < ZV_DEFER_PER_BLK && first + i < count; i++) {
+    if (e[i].de_size == 0 || e[i].de_size % ZV_SECTOR != 0
+        || !zv_alloc_is_allocated (a, e[i].de_dva, e[i].de_size)) {
+      zv_error ("deferred-free list of txg %" PRIu64 ": entry %" PRIu64
+                " is not an allocated extent", txg, first + i);
+      return -EIO;
+    }
+    zv_alloc_defer_load (a, txg, e[i].de_dva, e[i].de_size);
+  }
+  return 0;
+}
+
 static int
 pool_defer_load_cb (void *arg, uint64_t blkid, const void *data)
 {
   pool_defer_load_t *dl = arg;
-  const zv_defer_ent_t *e = data;
-  uint64_t first = blkid * ZV_DEFER_PER_BLK;
-  zv_alloc_t *a = dl->dl_pool->p_spa.spa_alloc;
 
-  for (uint64_t i = 0; i < ZV_DEFER_PER_BLK && first + i < dl->dl_count; i++) {
-    if (e[i].de_size == 0 || e[i].de_size % ZV_SECTOR != 0
-        || !zv_alloc_is_allocated (a, e[i].de_dva, e[i].de_size)) {
-      zv_error ("deferred-free list of txg %" PRIu64 ": entry %" PRIu64
-                " is not an allocated extent", dl->dl_txg, first + i);
-      return -EIO;
-    }
-    zv_alloc_defer_load (a, dl->dl_txg, e[i].de_dva, e[i].de_size);
-  }
-  return 0;
+  return zv_pool_defer_load_block (dl->dl_pool->p_spa.spa_alloc, dl->dl_txg,
+                                   dl->dl_count, blkid, data);
 }
 
 /*
@@ -1194,6 +1231,80 @@ pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh, uint64_t txg)
   return 0;
 }
 
+/* The blocks of a flat object (a space map, a deferred list), owned. */
+static int
+pool_own_flat (zv_alloc_owners_t *own, zv_alloc_t *a, const zv_flat_t *fl,
+               const char *what)
+{
+  for (unsigned l = 0; l < fl->fl_nlevels; l++)
+    for (uint64_t i = 0; i < fl->fl_len[l]; i++)
+      if (!zv_bp_is_hole (&fl->fl_bps[l][i])) {
+        int r = pool_own_bp (own, a, &fl->fl_bps[l][i], what, l, i);
+        if (r < 0)
+          return r;
+      }
+  return 0;
+}
+
+typedef struct pool_own_defer {
+  zv_alloc_owners_t *od_own;
+  uint64_t od_txg;
+  int od_err;
+} pool_own_defer_t;
+
+/* A pending deferred free owns its extent until it is applied: a block
+ * still in use, or another entry, must not overlap it. */
+static void
+pool_own_defer_cb (void *arg, uint64_t dva, uint32_t size)
+{
+  pool_own_defer_t *od = arg;
+
+  if (od->od_err == 0 && zv_alloc_owners_take (od->od_own, dva, size) < 0) {
+    zv_error ("deferred-free list of txg %" PRIu64 ": extent (device %u "
+              "offset %" PRIu64 ", %" PRIu32 " bytes) shares its space with "
+              "a block in use or another entry", od->od_txg,
+              ZV_DVA_VDEV (dva), ZV_DVA_OFFSET (dva), size);
+    od->od_err = -EIO;
+  }
+}
+
+/*
+ * Import: the ownership of everything but the volume's tree (which the
+ * verify walk takes block by block): the objset, the space maps' and
+ * deferred lists' blocks, the pending deferred frees and the log ring.
+ */
+static int
+pool_own_meta (zv_pool_t *p, zv_alloc_owners_t *own,
+               const zv_blkptr_t *osbp, const zv_objset_phys_t *os)
+{
+  zv_alloc_t *a = p->p_spa.spa_alloc;
+  const zv_zil_header_t *zh = &os->os_zil;
+  int r = pool_own_bp (own, a, osbp, "objset", 0, 0);
+
+  for (unsigned d = 0; d < p->p_spa.spa_ndevs && r == 0; d++)
+    r = pool_own_flat (own, a, &p->p_spacemap[d], "space map");
+  for (unsigned i = 0; i < 2 && r == 0; i++)
+    r = pool_own_flat (own, a, &p->p_defer[i], "deferred-free list");
+  for (unsigned i = 0; i < 2 && r == 0; i++) {
+    pool_own_defer_t od = { .od_own = own, .od_txg = os->os_defer[i].dn_txg };
+    /* Both lists in one txg would be the same allocator list: once. */
+    if (os->os_defer[i].dn_size == 0
+        || (i == 1 && os->os_defer[0].dn_size > 0
+            && os->os_defer[0].dn_txg == od.od_txg))
+      continue;
+    zv_alloc_defer_foreach (a, od.od_txg, pool_own_defer_cb, &od);
+    r = od.od_err;
+  }
+  if (r == 0 && ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV
+      && zv_alloc_owners_take (own, zh->zh_ring_dva,
+                               (uint32_t) (zh->zh_nslots * zh->zh_blksz))
+      < 0) {
+    zv_error ("intent log ring shares its space with a block in use");
+    r = -EIO;
+  }
+  return r;
+}
+
 /* Load everything uberblock 'ub' names, verifying as we go. */
 static int
 pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
@@ -1202,6 +1313,7 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   zv_spa_t *spa = &p->p_spa;
   const zv_blkptr_t *bp = &ub->ub_rootbp;
   zv_objset_phys_t *os = NULL;
+  zv_alloc_owners_t *own = NULL;
   uint64_t txg = ub->ub_txg;
   char what[64];
   int r;
@@ -1273,6 +1385,10 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   r = pool_check_zil (p, &os->os_zil, txg);
   if (r < 0)
     goto out;
+  own = zv_alloc_owners_create (spa->spa_alloc);
+  r = pool_own_meta (p, own, bp, os);
+  if (r < 0)
+    goto out;
   p->p_ds.ds_zil_hdr = os->os_zil;
 
   /* The volume. */
@@ -1302,7 +1418,8 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   if (r < 0)
     goto out;
   pool_verify_t pv = {
-    .pv_pool = p, .pv_pc = pc, .pv_total = want.dn_nblocks,
+    .pv_pool = p, .pv_pc = pc, .pv_owners = own,
+    .pv_total = want.dn_nblocks,
   };
   r = zv_dmu_walk (spa, ZV_OBJ_VOLUME, &os->os_volume, false,
                    pool_verify_cb, &pv);
@@ -1316,6 +1433,7 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   p->p_objset_bp = *bp;
   p->p_synced_txg = txg;
  out:
+  zv_alloc_owners_destroy (own);
   zv_buf_free (os);
   return r;
 }

@@ -101,6 +101,16 @@ bool zv_pool_space_pending (zv_pool_t *p);
 zv_dbuf_cache_t *zv_pool_cache (zv_pool_t *p);
 void zv_pool_last_sync (zv_pool_t *p, uint64_t *passes, unsigned *write_cap);
 
+/*
+ * Import: queue the entries of block blkid of a deferred-free list of txg
+ * (count entries in the whole list) into the allocator.  Every entry must
+ * be an allocated extent of whole sectors: -EIO, logged, at the first
+ * that is not.  A buffer-level step of import, so the fuzz harness
+ * (tests/fuzz) reaches it without a pool.
+ */
+int zv_pool_defer_load_block (zv_alloc_t *a, uint64_t txg, uint64_t count,
+                              uint64_t blkid, const void *data);
+
 /* Tests: wait until everything written so far is on disk. */
 int zv_pool_sync (zv_pool_t *p);
 

@@ -297,6 +297,32 @@ zv_cksum_compute (const void *buf, size_t len, uint64_t seed,
   out->zc_word[1] = h.high64;
 }
 
+/* A hostile string as a log line may show it (see zv_util.h). */
+void
+zv_str_printable (const char *s, size_t max, char *out, size_t outlen)
+{
+  size_t o = 0, i;
+
+  if (outlen == 0)
+    return;
+  for (i = 0; s[i] != '\0' && i < max; i++) {
+    unsigned char c = (unsigned char) s[i];
+    char esc[8];
+    int n = c >= 0x20 && c < 0x7f && c != '\\'
+      ? snprintf (esc, sizeof esc, "%c", c)
+      : snprintf (esc, sizeof esc, "\\x%02x", c);
+    if (o + (size_t) n + 4 > outlen)
+      break;
+    memcpy (out + o, esc, (size_t) n);
+    o += (size_t) n;
+  }
+  if (s[i] != '\0' && o + 4 <= outlen) {
+    memcpy (out + o, "...", 3);
+    o += 3;
+  }
+  out[ZV_MIN (o, outlen - 1)] = '\0';
+}
+
 /* Word-at-a-time zero test (buffers are 8-byte aligned in practice). */
 bool
 zv_is_zero (const void *buf, size_t len)

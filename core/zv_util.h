@@ -147,6 +147,15 @@ zv_now_ns (void)
   return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
+/*
+ * The text of a string that came from outside (a client's volume name, a
+ * name read from disk) as a log message may show it: printable ASCII as
+ * it is, every other byte (and the backslash) as \xNN, at most max bytes
+ * of s and "..." when there was more, always NUL-terminated in out.  So a
+ * name can never add lines or terminal controls to the server's log.
+ */
+void zv_str_printable (const char *s, size_t max, char *out, size_t outlen);
+
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);
 

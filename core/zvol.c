@@ -984,6 +984,17 @@ zvol_open (zvol_pool_t *pool, const char *name, const zvol_config_t *vc,
               vc->vc_logbias);
     return -EINVAL;
   }
+  /* A name may be a client's (an NBD export name: up to 4 KiB of any
+   * bytes): it is only ever compared, and shown escaped. */
+  if (name != NULL && zv_pool_ds_find (pool, name) == NULL) {
+    char shown[4 * ZV_NAME_MAX + 4], pname[4 * ZV_NAME_MAX + 4];
+
+    zv_str_printable (name, ZV_NAME_MAX, shown, sizeof shown);
+    zv_str_printable (zv_pool_name (pool), ZV_NAME_MAX, pname,
+                      sizeof pname);
+    zv_error ("pool '%s' has no volume '%s'", pname, shown);
+    return -ENOENT;
+  }
   r = zv_pool_ds_hold (pool, name, &ds);
   if (r < 0)
     return r;

@@ -897,6 +897,51 @@ test_concurrent_reserve (void **state)
   zv_alloc_destroy (c.a);
 }
 
+/* Import's ownership map: an extent is taken whole or not at all, and a
+ * sector has one owner; extents outside the pool are refused. */
+static void
+test_owners (void **state)
+{
+  uint64_t start[2] = { 256 * KiB, 256 * KiB }, end[2] = { 64 * MiB,
+                                                           32 * MiB };
+  zv_alloc_t *a = zv_alloc_create (2, start, end);
+  zv_alloc_owners_t *o = zv_alloc_owners_create (a);
+  uint64_t x = ZV_DVA_MAKE (0, 1 * MiB), y = ZV_DVA_MAKE (1, 1 * MiB);
+
+  assert_int_equal (zv_alloc_owners_take (o, x, 16 * KiB), 0);
+  /* The same sectors on the other device are another extent. */
+  assert_int_equal (zv_alloc_owners_take (o, y, 16 * KiB), 0);
+  assert_int_equal (zv_alloc_owners_take (o, x, 16 * KiB), -EEXIST);
+  /* Overlapping its last sector only: refused, and nothing taken. */
+  assert_int_equal (zv_alloc_owners_take (o, x + 12 * KiB, 8 * KiB),
+                    -EEXIST);
+  assert_int_equal (zv_alloc_owners_take (o, x + 16 * KiB, 4 * KiB), 0);
+  assert_int_equal (zv_alloc_owners_take (o, x - 4 * KiB, 4 * KiB), 0);
+  /* Across a 64-sector word and to the end of a device. */
+  assert_int_equal (zv_alloc_owners_take (o, ZV_DVA_MAKE (0, 2 * MiB
+                                                          - 8 * KiB),
+                                          128 * KiB), 0);
+  assert_int_equal (zv_alloc_owners_take (o, ZV_DVA_MAKE (0, 2 * MiB
+                                                          + 64 * KiB),
+                                          4 * KiB), -EEXIST);
+  assert_int_equal (zv_alloc_owners_take (o, ZV_DVA_MAKE (1, 32 * MiB
+                                                          - 4 * KiB),
+                                          4 * KiB), 0);
+  /* Not extents of the pool. */
+  assert_int_equal (zv_alloc_owners_take (o, ZV_DVA_MAKE (1, 32 * MiB),
+                                          4 * KiB), -EINVAL);
+  assert_int_equal (zv_alloc_owners_take (o, ZV_DVA_MAKE (2, 1 * MiB),
+                                          4 * KiB), -EINVAL);
+  assert_int_equal (zv_alloc_owners_take (o, ZV_DVA_MAKE (0, 4 * KiB),
+                                          4 * KiB), -EINVAL);
+  assert_int_equal (zv_alloc_owners_take (o, x + 1, 4 * KiB), -EINVAL);
+  assert_int_equal (zv_alloc_owners_take (o, 0, 4 * KiB), -EINVAL);
+  /* The allocator itself is untouched. */
+  assert_false (zv_alloc_is_allocated (a, x, 16 * KiB));
+  zv_alloc_owners_destroy (o);
+  zv_alloc_destroy (a);
+}
+
 int
 main (void)
 {
@@ -916,6 +961,7 @@ main (void)
     tl_test (test_reserve_slop),
     tl_test (test_big_device_fast),
     tl_test (test_concurrent_reserve),
+    tl_test (test_owners),
   };
 
   return tl_main (tests, NULL, NULL);

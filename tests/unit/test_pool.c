@@ -273,6 +273,22 @@ test_volume_open (void **state)
   assert_int_equal (zvol_open (p, "nosuch", NULL, &zv), -ENOENT);
   assert_null (zv);
   assert_true (tl_log_has ("has no volume 'nosuch'"));
+  /* A name is a client's (an NBD export name): it never writes control
+   * characters or lines of its own into the log, whatever its length. */
+  {
+    char *big = zv_alloc (4097);
+    memset (big, 'x', 4096);
+    big[4096] = '\0';
+    tl_log_reset (true);
+    assert_int_equal (zvol_open (p, "a\nb\x1b[2J", NULL, &zv), -ENOENT);
+    assert_true (tl_log_has ("has no volume 'a\\x0ab\\x1b[2J'"));
+    assert_false (tl_log_has ("a\nb"));
+    assert_int_equal (zvol_open (p, big, NULL, &zv), -ENOENT);
+    assert_true (tl_log_has ("xxx...'"));
+    assert_null (zv);
+    free (big);
+    tl_log_reset (false);
+  }
   assert_int_equal (zvol_open (p, "tank", NULL, &zv), 0);
   assert_string_equal (zvol_name (zv), "tank");
   assert_int_equal (zvol_size (zv), 8 * MiB);
@@ -1008,6 +1024,45 @@ test_hostile_config (void **state)
       fail_msg ("config case %zu did not say \"%s\"", i, cases[i].msg);
     tl_log_reset (false);
   }
+}
+
+/*
+ * A member whose configuration (sealed, in range by itself) says it is
+ * device 2 of 3, with guid 0 as the pool's unused table slot 2, beside
+ * device 0 of a 2-device pool: refused, not placed past the pool's
+ * devices (which left slot 1 empty, and import dereferenced it).
+ */
+static void
+test_hostile_member_index (void **state)
+{
+  char p0[512], p1[512];
+  const char *devs[2] = { tl_path (p0, sizeof p0, "h-m0"),
+                          tl_path (p1, sizeof p1, "h-m1") };
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+
+  (void) state;
+  for (unsigned d = 0; d < 2; d++)
+    assert_int_equal (tl_sparse_file (devs[d], DEV_SIZE), 0);
+  tl_pool_cfg (&pc, devs, 2, 8 * MiB, true);
+  assert_int_equal (tl_pool_close (tl_pool_open_ok (&pc)), 0);
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t off = zv_label_offset (DEV_SIZE, l);
+    zv_config_phys_t cf;
+    assert_int_equal (tl_file_pread (devs[1], &cf, sizeof cf, off), 0);
+    cf.cf_ndevs = 3;
+    cf.cf_dev_index = 2;
+    cf.cf_dev_guid = 0;
+    cf.cf_dev_sizes[2] = cf.cf_dev_sizes[0];
+    zv_label_seal_config (&cf, off);
+    assert_int_equal (tl_file_pwrite (devs[1], &cf, sizeof cf, off), 0);
+  }
+  pc.pc_create = false;
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &p), -EINVAL);
+  assert_null (p);
+  assert_true (tl_log_has ("device 2 of pool 'zvol' does not match"));
+  tl_log_reset (false);
 }
 
 /*
@@ -2290,6 +2345,7 @@ main (void)
     tl_test (test_hostile_indirect),
     tl_test (test_hostile_zil),
     tl_test (test_hostile_config),
+    tl_test (test_hostile_member_index),
     tl_test (test_labels_zeroed_pool),
     tl_test (test_ub_slot_lost),
     tl_test (test_ub_slot_one_copy),

@@ -368,6 +368,30 @@ test_min_max (void **state)
 
 /* ---- log hook --------------------------------------------------------- */
 
+/* Outside strings are shown as printable ASCII, cut, always terminated. */
+static void
+test_str_printable (void **state)
+{
+  char out[64], tiny[6];
+
+  zv_str_printable ("tank", ZV_NAME_MAX, out, sizeof out);
+  assert_string_equal (out, "tank");
+  zv_str_printable ("a\nb\x1b[2J\\", ZV_NAME_MAX, out, sizeof out);
+  assert_string_equal (out, "a\\x0ab\\x1b[2J\\x5c");
+  zv_str_printable ("\xff\x7f", ZV_NAME_MAX, out, sizeof out);
+  assert_string_equal (out, "\\xff\\x7f");
+  /* At most max bytes of the string, then "...". */
+  zv_str_printable ("abcdef", 3, out, sizeof out);
+  assert_string_equal (out, "abc...");
+  /* A small buffer cuts whole characters and stays terminated. */
+  zv_str_printable ("abcdefgh", 64, tiny, sizeof tiny);
+  assert_string_equal (tiny, "ab...");
+  zv_str_printable ("\n\n", 64, tiny, sizeof tiny);
+  assert_string_equal (tiny, "...");
+  zv_str_printable ("", 64, tiny, sizeof tiny);
+  assert_string_equal (tiny, "");
+}
+
 #define UT_MAXLOG 16
 static struct {
   enum zv_log_level level;
@@ -553,6 +577,7 @@ main (void)
     tl_test (test_buf_cache_across_cpus),
     tl_test (test_p2_macros),
     tl_test (test_min_max),
+    tl_test (test_str_printable),
     tl_test (test_log_hook),
     tl_test (test_verify_aborts),
     tl_test (test_assert_tier),
