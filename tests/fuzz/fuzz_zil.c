@@ -260,8 +260,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   }
 
   zv_zil_header_t before = zh;
-  r = zv_zil_claim (&spa, NULL, &zh, imported, blksz, volsize, fzl_live_cb,
-                    &live);
+  r = zv_zil_claim (&spa, NULL, &zh, imported, blksz, volsize,
+                    ZV_ZIL_RECOVER_NONE, false, fzl_live_cb, &live);
   FZ_CHECK (r >= 0 || r == -EIO);
   if (r < 0)
     FZ_CHECK (memcmp (&before, &zh, sizeof zh) == 0);
@@ -285,7 +285,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     st.zs_claim = zh.zh_claim_txg;
     tx = zv_txg_create (&tt, imported + 1, fzl_sync_cb, &st);
     st.zs_zl = zv_zil_open (&spa, NULL, tx, &zh, &ops, &st, &zt);
-    r = zv_zil_replay (st.zs_zl, imported);
+    r = zv_zil_replay (st.zs_zl, imported, ZV_ZIL_RECOVER_NONE);
     FZ_CHECK (r == -EIO || (r >= 0 && (unsigned) r == st.zs_applied));
     zv_zil_close (st.zs_zl);
     st.zs_zl = NULL;
