@@ -144,6 +144,10 @@ struct zvol_pool {
   zv_dev_t *p_logdev;          /* separate log device, or NULL */
   enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
   bool p_rewound;              /* imported at an older txg than the newest */
+  /* The claim at import took in-place blocks off the imported txg's
+   * pending deferred-free list (zv_alloc_defer_cancel): the next sync
+   * rewrites that list too (pool_sync_defer_prev). */
+  bool p_defer_rewrite;
   uint64_t p_synced_txg;
   uint64_t p_open_txg;         /* imported or created at */
   _Atomic bool p_syncing;      /* a sync is under way (asserts) */
@@ -261,6 +265,31 @@ pool_sync_defer (zv_pool_t *p, zv_flat_t *df, uint64_t txg, size_t *lastn)
   return 1;
 }
 
+/*
+ * Rewrite T-1's deferred-free list in T, once after an import whose
+ * claim cancelled entries of it.  Only T's list is written by a sync;
+ * T-1's on disk would otherwise still name the blocks the replay adopted,
+ * and T+1 would free them while the tree uses them (import's ownership
+ * check refuses such a pool).  The list keeps its own txg.
+ */
+static int
+pool_sync_defer_prev (zv_pool_t *p, uint64_t txg)
+{
+  zv_flat_t *pf = &p->p_defer[(txg + 1) % 2];
+  uint64_t ptxg = pf->fl_txg;
+  size_t pn = SIZE_MAX;
+  int r;
+
+  p->p_defer_rewrite = false;
+  if (ptxg + 1 != txg)
+    return 0;                   /* no pending list of T-1 */
+  r = pool_sync_defer (p, pf, ptxg, &pn);
+  if (r > 0)
+    r = zv_flat_sync (pf, txg, pool_defer_fill, p);
+  pf->fl_txg = ptxg;
+  return r < 0 ? r : 0;
+}
+
 /* Steps 4-6 of the theory comment: converge, objset, uberblock. */
 static int
 pool_sync_meta (zv_pool_t *p, uint64_t txg)
@@ -278,6 +307,8 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
   r = zv_zio_place_bp (spa, &old, &osbp, false, ZV_OBJSET_SIZE, 0,
                        ZV_BT_OBJSET, 1, 2, txg);
   if (r < 0)
+    return r;
+  if (p->p_defer_rewrite && (r = pool_sync_defer_prev (p, txg)) < 0)
     return r;
 
   for (pass = 1;; pass++) {
@@ -1689,6 +1720,9 @@ pool_claim_logs (zv_pool_t *p)
                         p->p_synced_txg, p->p_ds.ds_blksz,
                         p->p_ds.ds_volsize, p->p_zil_recover,
                         p->p_rewound, pool_space_live, p);
+
+  if (r >= 0 && p->p_ds.ds_zil_hdr.zh_claim_count > 0)
+    p->p_defer_rewrite = true;
 
   if (r < 0)
     zv_error ("pool '%s': claiming the intent log of '%s' failed: %s",

@@ -84,7 +84,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   FZ_CHECK (n >= 0 && (unsigned) n <= max);
   for (int i = 0; i < n; i++) {
     const zv_uberblock_phys_t *ub = &cands[i].uc_ub;
-    FZ_CHECK (ub->ub_pool_guid == guid && ub->ub_txg != 0);
+    FZ_CHECK (ub->ub_pool_guid == guid && ub->ub_txg != 0
+              && ub->ub_flags == 0);
     FZ_CHECK (ub->ub_magic == ZV_UB_MAGIC
               && ub->ub_version == ZV_FORMAT_VERSION);
     FZ_CHECK (cands[i].uc_copies >= 1
@@ -121,6 +122,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
           bool found = false;
           if (!used[d][l][s] || !zv_label_verify_ub (on, off)
               || on->ub_pool_guid != guid || on->ub_txg == 0
+              || on->ub_flags != 0 /* empty, or flags unknown: no txg */
               || on->ub_txg % ZV_UB_COUNT != s)
             continue;
           for (int i = 0; i < n && !found; i++)
