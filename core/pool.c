@@ -76,7 +76,11 @@
  * A read-write import then claims each dataset's log (zv_zil_claim)
  * before anything can sync; a log damaged where acknowledged writes would
  * be lost, or holding a record that makes no sense, fails it there unless
- * the configuration's zil_recover says what to drop.  A read-only import
+ * the configuration's zil_recover says what to drop.  The claim takes
+ * in-place blocks off the imported txg's pending deferred-free list; only
+ * T's list is written by T's sync, so the first sync after a claim also
+ * rewrites that one (pool_sync_defer_prev), or T+1 would free blocks the
+ * replay adopted.  A read-only import
  * claims nothing and replays nothing (zv_zil_inspect only reports what
  * the log holds).
  *

@@ -532,13 +532,13 @@ rc_cut_points (const char *trace, size_t len, uint64_t *rnd, uint64_t *w,
 }
 
 static void
-test_replay_crash (void **state)
+replay_crash (uint64_t rnd)
 {
   char dev[512], snap[512], work[512];
   zvol_pool_config_t pc;
   zvol_pool_t *p = NULL;
   uint8_t *shadow = calloc (1, RC_VOLSIZE), *want, *img;
-  uint64_t rnd = tl_seed ("replay_crash"), w = 0, synced;
+  uint64_t w = 0, synced;
   uint64_t cuts[RC_MAX_CUTS];
   char *trace = NULL;
   size_t tracelen = 0;
@@ -657,12 +657,31 @@ test_replay_crash (void **state)
 
 /* ------------------------------------------------------------------ */
 
+static void
+test_replay_crash (void **state)
+{
+  (void) state;
+  replay_crash (tl_seed ("replay_crash"));
+}
+
+/* A seed whose cuts leave the replay's txg on disk with the imported
+ * txg's deferred-free list still naming a block the claim took back and
+ * the replay adopted: the next import refused the pool (ownership check)
+ * until the replay's sync rewrote that list (pool_sync_defer_prev). */
+static void
+test_replay_crash_defer (void **state)
+{
+  (void) state;
+  replay_crash (17164093666615ull);
+}
+
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
     tl_test (test_powercut),
     tl_test (test_replay_crash),
+    tl_test (test_replay_crash_defer),
   };
 
   return tl_main (tests, "zil-crash", NULL);
