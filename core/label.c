@@ -472,13 +472,19 @@ label_ring_slot (const uint8_t *ring, unsigned s)
   return (const zv_uberblock_phys_t *) (ring + (size_t) s * ZV_UB_SIZE);
 }
 
-/* Gather every verifying uberblock of the pool, newest first. */
-int
-zv_label_collect_ubs (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
-                      zv_ub_cand_t *cands, unsigned max)
+/* Called for every slot copy of every readable ring, with its kind. */
+typedef void (*label_slot_fn) (void *arg, unsigned s,
+                               const zv_uberblock_phys_t *ub,
+                               enum zv_ub_kind kind);
+
+/* Read each ring of each device and judge every slot; the number of
+ * rings that could be read (0: none, and nothing was called). */
+static unsigned
+label_ring_walk (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
+                 label_slot_fn fn, void *arg)
 {
   uint8_t *ring = zv_buf_alloc (ZV_UB_COUNT * ZV_UB_SIZE);
-  unsigned n = 0, readable = 0;
+  unsigned readable = 0;
 
   for (unsigned d = 0; d < ndevs; d++) {
     for (unsigned l = 0; l < ZV_NLABELS; l++) {
@@ -489,17 +495,63 @@ zv_label_collect_ubs (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
       readable++;
       for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
         const zv_uberblock_phys_t *ub = label_ring_slot (ring, s);
-        if (label_ub_kind (ub, base + (uint64_t) s * ZV_UB_SIZE, s, guid)
-            == ZV_UB_TXG)
-          n = label_cand_add (cands, n, max, ub);
+
+        fn (arg, s, ub, label_ub_kind (ub, base + (uint64_t) s * ZV_UB_SIZE,
+                                       s, guid));
       }
     }
   }
   zv_buf_free (ring);
-  if (readable == 0)
+  return readable;
+}
+
+typedef struct label_collect {
+  zv_ub_cand_t *lc_cands;
+  unsigned lc_n, lc_max;
+} label_collect_t;
+
+static void
+label_collect_slot (void *arg, unsigned s, const zv_uberblock_phys_t *ub,
+                    enum zv_ub_kind kind)
+{
+  label_collect_t *lc = arg;
+
+  (void) s;
+  if (kind == ZV_UB_TXG)
+    lc->lc_n = label_cand_add (lc->lc_cands, lc->lc_n, lc->lc_max, ub);
+}
+
+/* Gather every verifying uberblock of the pool, newest first. */
+int
+zv_label_collect_ubs (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
+                      zv_ub_cand_t *cands, unsigned max)
+{
+  label_collect_t lc = { .lc_cands = cands, .lc_max = max };
+
+  if (label_ring_walk (devs, ndevs, guid, label_collect_slot, &lc) == 0)
     return -EIO;
-  qsort (cands, n, sizeof *cands, label_cand_cmp);
-  return (int) n;
+  qsort (cands, lc.lc_n, sizeof *cands, label_cand_cmp);
+  return (int) lc.lc_n;
+}
+
+static void
+label_state_slot (void *arg, unsigned s, const zv_uberblock_phys_t *ub,
+                  enum zv_ub_kind kind)
+{
+  zv_ub_slot_t *us = (zv_ub_slot_t *) arg + s;
+
+  switch (kind) {
+  case ZV_UB_INVALID:
+    break;
+  case ZV_UB_EMPTY:
+    us->us_valid++;
+    us->us_empty++;
+    break;
+  case ZV_UB_TXG:
+    us->us_valid++;
+    us->us_newest = ZV_MAX (us->us_newest, ub->ub_txg);
+    break;
+  }
 }
 
 /* Count, slot by slot, the copies that verify. */
@@ -507,38 +559,10 @@ int
 zv_label_ring_state (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
                      zv_ub_slot_t *slots)
 {
-  uint8_t *ring = zv_buf_alloc (ZV_UB_COUNT * ZV_UB_SIZE);
-  unsigned readable = 0;
+  unsigned readable;
 
   memset (slots, 0, ZV_UB_COUNT * sizeof *slots);
-  for (unsigned d = 0; d < ndevs; d++) {
-    for (unsigned l = 0; l < ZV_NLABELS; l++) {
-      uint64_t base;
-
-      if (label_read_ring (devs[d], l, ring, &base) < 0)
-        continue;
-      readable++;
-      for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
-        const zv_uberblock_phys_t *ub = label_ring_slot (ring, s);
-        zv_ub_slot_t *us = &slots[s];
-
-        switch (label_ub_kind (ub, base + (uint64_t) s * ZV_UB_SIZE, s,
-                               guid)) {
-        case ZV_UB_INVALID:
-          break;
-        case ZV_UB_EMPTY:
-          us->us_valid++;
-          us->us_empty++;
-          break;
-        case ZV_UB_TXG:
-          us->us_valid++;
-          us->us_newest = ZV_MAX (us->us_newest, ub->ub_txg);
-          break;
-        }
-      }
-    }
-  }
-  zv_buf_free (ring);
+  readable = label_ring_walk (devs, ndevs, guid, label_state_slot, slots);
   for (unsigned s = 0; s < ZV_UB_COUNT; s++)
     slots[s].us_copies = readable;
   return readable == 0 ? -EIO : (int) readable;
