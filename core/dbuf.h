@@ -51,7 +51,6 @@ typedef struct zv_dirty {
   bool dr_syncing;               /* the txg sync has taken it */
   bool dr_overridden;            /* dr_data already written at dr_override */
   bool dr_partial;               /* dr_data valid only where dr_valid says */
-  bool dr_lost;                  /* the sync could not read what is under */
   uint64_t dr_valid[ZV_DR_MASK_WORDS];  /* bit g: grain g written */
   zv_blkptr_t dr_override;       /* (the intent log wrote it in place) */
 } zv_dirty_t;

@@ -1162,12 +1162,21 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
  * meanwhile by the intent log's in-place write is left alone.
  *
  * An old block that does not read back (a checksum or device error) has
- * no content to merge with: the record is marked lost, the block keeps
- * its old pointer (it goes on failing reads with EIO, never returning
- * made-up bytes) and the message says which write was lost.  Before
- * partial records the write itself failed with EIO; failing the sync
- * instead would suspend the pool for one bad block.
+ * no content to merge with.  It is read again (a device error may pass:
+ * dmu_merge_read_tries in all), and if it still fails the sync fails:
+ * the write was acknowledged, maybe flushed, and only the intent log and
+ * this record hold it, so the txg must not commit without it (committing
+ * would retire the log records too).  The pool suspends with a message
+ * naming the block; reads keep seeing the record.  The next import
+ * replays the write, and a block still unreadable then fails that sync
+ * again, until the block is repaired or the log is given up
+ * (zil_recover=).  Before partial records the write itself failed with
+ * EIO; now one bad block under a partial write stops the pool's writes,
+ * loudly, rather than drop data it acknowledged.
  */
+/* Reads of an old block the sync tries before it gives up (see above). */
+static const unsigned dmu_merge_read_tries = 3;
+
 static int
 dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
 {
@@ -1225,21 +1234,23 @@ dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
   if (r == 0)
     (void) zv_zio_read_many (ob->ob_spa, rbps, rbufs, whats, res, nr);
   for (size_t j = 0; j < nr && r == 0; j++) {
-    zv_dirty_t *dr = need[at[j]];
-
+    /* zv_zio_read_many read a failed block twice already. */
+    for (unsigned t = 2; res[j] != 0 && t < dmu_merge_read_tries; t++)
+      res[j] = zv_zio_read (ob->ob_spa, rbps[j], rbufs[j], whats[j]);
     if (res[j] == 0)
       continue;
-    zv_error ("%s: the old content of a partly written block cannot be "
-              "read: the write into it in txg %" PRIu64 " is lost, the "
-              "block keeps its damage", whats[j], dr->dr_txg);
-    dr->dr_lost = true;
-    zv_buf_put (bufs[at[j]], ob->ob_blksz);
-    bufs[at[j]] = NULL;
+    zv_error ("%s: the old content of a block partly written in txg %"
+              PRIu64 " cannot be read, so the write cannot be placed: the "
+              "txg does not commit and the pool suspends (the write is "
+              "kept in the intent log; repair the device, or import with "
+              "zil_recover= to give the log up)", whats[j],
+              need[at[j]]->dr_txg);
+    r = res[j];
   }
   for (size_t k = 0; k < m; k++) {
     zv_dbuf_t *db = need[k]->dr_dbuf;
 
-    if (r == 0 && !need[k]->dr_lost) {
+    if (r == 0) {
       pthread_mutex_lock (&db->db_mtx);
       if (need[k]->dr_partial)
         dmu_merge_locked (ob, need[k], bufs[k]);
@@ -1292,7 +1303,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     zv_dirty_t *dr = drs[i];
     uint64_t blkid = dr->dr_dbuf->db_blkid;
     /* All zeros is a hole (thin), unless a zero kept it allocated. */
-    bool hole = !dr->dr_lost && !dr->dr_keep_alloc
+    bool hole = !dr->dr_keep_alloc
       && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
     zv_blkptr_t *slot, old;
 
@@ -1310,10 +1321,6 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       break;
     old = *slot;
     dmu_l1_unlock (ob, &cur);
-    if (dr->dr_lost) {
-      bps[i] = old;                 /* unchanged: still the damaged one */
-      continue;
-    }
     if (adopt) {
       /* Written by the intent log: no second write of the data. */
       zv_zio_free_bp (ob->ob_spa, &old, txg);
@@ -1368,19 +1375,14 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     void *data = dr->dr_data;
 
     pthread_mutex_lock (&db->db_mtx);
-    /* A record still partial (its old content could not be read:
-     * dr_lost) is not the block's content: it is not cached. */
-    if (data && (zv_bp_is_hole (&bps[i]) || dr->dr_partial)) {
+    /* The merge completed every partial record, or the sync failed. */
+    ZV_ASSERT (!dr->dr_partial);
+    if (data && zv_bp_is_hole (&bps[i])) {
       zv_buf_put (data, ob->ob_blksz);
       data = NULL;
     }
     db->db_dirty[g] = NULL;
-    if (dr->dr_partial) {
-      if (db->db_data)
-        zv_buf_put (zv_dbuf_take_data (ob->ob_cache, db), ob->ob_blksz);
-      db->db_state = ZV_DB_UNCACHED;
-    }
-    else if (data == NULL && !zv_bp_is_hole (&bps[i])) {
+    if (data == NULL && !zv_bp_is_hole (&bps[i])) {
       /* Allocated zeros without a buffer: a cached NULL would say hole,
        * so the content is left for a read to fetch from disk. */
       if (db->db_data)
