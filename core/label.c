@@ -247,6 +247,11 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
     snprintf (err, errlen, "label pool name is not terminated");
     return -EINVAL;
   }
+  if (!zv_name_is_valid (cf->cf_name, sizeof cf->cf_name)) {
+    snprintf (err, errlen, "label pool name is empty or holds a byte that "
+              "is not printable ASCII");
+    return -EINVAL;
+  }
   return 0;
 }
 

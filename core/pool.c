@@ -733,9 +733,9 @@ pool_create_validate (const zv_pool_config_t *pc)
               "512 bytes, at most 1 PiB", pc->pc_volsize);
     return -EINVAL;
   }
-  if (pc->pc_name == NULL || pc->pc_name[0] == '\0'
-      || strlen (pc->pc_name) >= ZV_NAME_MAX) {
-    zv_error ("pool name must be 1 to %u characters", ZV_NAME_MAX - 1);
+  if (pc->pc_name == NULL || !zv_name_is_valid (pc->pc_name, ZV_NAME_MAX)) {
+    zv_error ("pool name must be 1 to %u characters of printable ASCII",
+              ZV_NAME_MAX - 1);
     return -EINVAL;
   }
   return 0;

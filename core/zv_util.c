@@ -323,6 +323,18 @@ zv_str_printable (const char *s, size_t max, char *out, size_t outlen)
   out[ZV_MIN (o, outlen - 1)] = '\0';
 }
 
+/* Pool names (see zv_util.h). */
+bool
+zv_name_is_valid (const char *s, size_t max)
+{
+  size_t i;
+
+  for (i = 0; i < max && s[i] != '\0'; i++)
+    if ((unsigned char) s[i] < 0x20 || (unsigned char) s[i] >= 0x7f)
+      return false;
+  return i > 0 && i < max;
+}
+
 /* Word-at-a-time zero test (buffers are 8-byte aligned in practice). */
 bool
 zv_is_zero (const void *buf, size_t len)

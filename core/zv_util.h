@@ -156,6 +156,12 @@ zv_now_ns (void)
  */
 void zv_str_printable (const char *s, size_t max, char *out, size_t outlen);
 
+/* A pool name as create takes it and import accepts it from a label: 1
+ * to max - 1 bytes of printable ASCII, terminated inside max bytes.  A
+ * name on disk is shown in messages, so a byte that could add a line or
+ * a terminal control there is damage, not a name. */
+bool zv_name_is_valid (const char *s, size_t max);
+
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);
 

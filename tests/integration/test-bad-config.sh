@@ -113,6 +113,8 @@ refused "unknown parameter" 'unknown|parameter|frobnicate|invalid' \
     device="$new" create=true size=64M frobnicate=1
 refused "txg_timeout=abc" 'txg|timeout|invalid' \
     device="$new" create=true size=64M txg_timeout=abc
+refused "a pool name with a newline" 'pool name.*printable' \
+    device="$new" create=true size=64M name=$'a\nb'
 # --- a key given twice (device= is the one repeatable key) ---
 refused "size= given twice" 'size=.*(twice|once)' \
     device="$new" create=true size=64M size=32M

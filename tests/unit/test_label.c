@@ -477,7 +477,13 @@ test_config_check (void **state)
   UT_REJECT (memset (cf.cf_name, 'a', sizeof cf.cf_name));
   UT_ACCEPT ((memset (cf.cf_name, 'a', sizeof cf.cf_name - 1),
               cf.cf_name[sizeof cf.cf_name - 1] = '\0'));
-  UT_ACCEPT (memset (cf.cf_name, 0, sizeof cf.cf_name));
+  /* ... and be 1 or more bytes of printable ASCII: it goes into
+   * messages */
+  UT_REJECT (memset (cf.cf_name, 0, sizeof cf.cf_name));
+  UT_REJECT (memcpy (cf.cf_name, "ta\nnk", 6));
+  UT_REJECT (memcpy (cf.cf_name, "t\x1b[2Jk", 7));
+  UT_REJECT (memcpy (cf.cf_name, "t\xc3\xa9", 4));
+  UT_ACCEPT (memcpy (cf.cf_name, "my pool ~1", 11));
   /* a full pool */
   UT_ACCEPT ((cf.cf_ndevs = ZV_MAX_DEVS,
               ({ for (unsigned i = 0; i < ZV_MAX_DEVS; i++)
