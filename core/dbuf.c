@@ -23,6 +23,7 @@
 #include "zv_util.h"
 #include "tunable.h"
 #include "dbuf.h"
+#include "mem.h"
 
 #define ZV_DBUF_SHARDS 64u          /* power of two */
 #define ZV_DBUF_BUCKETS 4096u       /* per shard, power of two */
@@ -36,8 +37,9 @@ typedef struct dbuf_shard {
 } __attribute__ ((aligned (64))) dbuf_shard_t;
 
 struct zv_dbuf_cache {
-  uint64_t dc_limit;
-  uint64_t dc_shard_limit;
+  uint64_t dc_limit;                      /* the ceiling */
+  _Atomic uint64_t dc_target;             /* now (zv_dbuf_cache_set_target) */
+  _Atomic uint64_t dc_shard_limit;        /* dc_target / ZV_DBUF_SHARDS */
   _Atomic uint64_t dc_hits, dc_misses, dc_evictions;
   dbuf_shard_t dc_shards[ZV_DBUF_SHARDS];
 };
@@ -63,6 +65,7 @@ zv_dbuf_cache_create (uint64_t limit)
   zv_dbuf_cache_t *c = zv_calloc (1, sizeof *c);
 
   c->dc_limit = limit;
+  c->dc_target = limit;
   /* Per shard: a limit under 64 blocks caches little (the plugin asks
    * for at least 8 MiB). */
   c->dc_shard_limit = limit / ZV_DBUF_SHARDS;
@@ -121,8 +124,11 @@ dbuf_lru_remove (dbuf_shard_t *s, zv_dbuf_t *db)
 static void
 dbuf_evict_some (zv_dbuf_cache_t *c, dbuf_shard_t *s)
 {
-  while (atomic_load_explicit (&s->ds_bytes, memory_order_seq_cst)
-         > c->dc_shard_limit && s->ds_lru_tail != NULL) {
+  uint64_t lim = atomic_load_explicit (&c->dc_shard_limit,
+                                      memory_order_relaxed);
+
+  while (atomic_load_explicit (&s->ds_bytes, memory_order_seq_cst) > lim
+         && s->ds_lru_tail != NULL) {
     zv_dbuf_t *db = s->ds_lru_tail;
 
     ZV_VERIFY3U (db->db_holds, ==, 0);
@@ -131,6 +137,37 @@ dbuf_evict_some (zv_dbuf_cache_t *c, dbuf_shard_t *s)
     dbuf_free (s, db);
     atomic_fetch_add_explicit (&c->dc_evictions, 1, memory_order_seq_cst);
   }
+}
+
+/* A new target under the ceiling: every shard evicts down to its share
+ * now (held and dirty blocks stay; they are not counted or not
+ * evictable), and keeps to it from then on. */
+void
+zv_dbuf_cache_set_target (zv_dbuf_cache_t *c, uint64_t target)
+{
+  target = ZV_MIN (target, c->dc_limit);
+  atomic_store_explicit (&c->dc_target, target, memory_order_seq_cst);
+  atomic_store_explicit (&c->dc_shard_limit, target / ZV_DBUF_SHARDS,
+                         memory_order_seq_cst);
+  for (unsigned i = 0; i < ZV_DBUF_SHARDS; i++) {
+    dbuf_shard_t *s = &c->dc_shards[i];
+
+    pthread_mutex_lock (&s->ds_mtx);
+    dbuf_evict_some (c, s);
+    pthread_mutex_unlock (&s->ds_mtx);
+  }
+}
+
+/* Clean bytes cached now (no lock: a sum of counters). */
+uint64_t
+zv_dbuf_cache_bytes (zv_dbuf_cache_t *c)
+{
+  uint64_t b = 0;
+
+  for (unsigned i = 0; i < ZV_DBUF_SHARDS; i++)
+    b += atomic_load_explicit (&c->dc_shards[i].ds_bytes,
+                               memory_order_relaxed);
+  return b;
 }
 
 /* Destroy the cache; every dbuf must be unheld. */
@@ -352,6 +389,7 @@ zv_dbuf_get_stats (zv_dbuf_cache_t *c, zv_dbuf_stats_t *out)
   out->cs_evictions = atomic_load_explicit (&c->dc_evictions,
                                            memory_order_seq_cst);
   out->cs_limit = c->dc_limit;
+  out->cs_target = atomic_load_explicit (&c->dc_target, memory_order_seq_cst);
   for (unsigned i = 0; i < ZV_DBUF_SHARDS; i++) {
     dbuf_shard_t *s = &c->dc_shards[i];
     out->cs_bytes += atomic_load_explicit (&s->ds_bytes, memory_order_seq_cst);
@@ -375,16 +413,18 @@ zv_dbuf_count (zv_dbuf_cache_t *c, bool hit)
 static uint64_t zv_dbuf_cache_size = 0;
 
 /* The limit a pool's cache gets unless its configuration names one:
- * cache_size, or an eighth of physical memory, at most 1 GiB. */
+ * cache_size, or half of physical memory (ARC's default ceiling on
+ * Linux): the devices are opened O_DIRECT, so this cache is the only one
+ * the pool's data has, and the memory monitor (mem.h) shrinks it when
+ * the system needs the memory. */
 uint64_t
 zv_dbuf_cache_limit_default (void)
 {
-  long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
-  uint64_t mem = pages > 0 && psz > 0 ? (uint64_t) pages * psz : 1ull << 32;
+  uint64_t mem = zv_mem_physical ();
 
   if (zv_dbuf_cache_size != 0)
     return zv_dbuf_cache_size;
-  return ZV_MIN (mem / 8, 1ull << 30);
+  return ZV_MAX (mem / 2, 8ull << 20);
 }
 
 const zv_tunable_t zv_dbuf_tunable_table[] = {
@@ -394,7 +434,8 @@ const zv_tunable_t zv_dbuf_tunable_table[] = {
     .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_flags = ZV_TUNABLE_F_AUTO,
     .tn_when = ZV_TUNABLE_AT_OPEN, .tn_reader = "the buffer cache",
     .tn_desc = "Limit of the clean data the buffer cache keeps (dirty "
-    "data is bounded by dirty_max); auto is an eighth of physical memory, "
-    "at most 1G." },
+    "data is bounded by dirty_max), its ceiling: it shrinks when the "
+    "system runs short of memory (mem_free_target); auto is half of "
+    "physical memory." },
   ZV_TUNABLE_END
 };

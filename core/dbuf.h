@@ -84,6 +84,10 @@ zv_dbuf_cache_t *zv_dbuf_cache_create (uint64_t limit);
 uint64_t zv_dbuf_cache_limit_default (void);
 /* Every dbuf must be released; frees them all. */
 void zv_dbuf_cache_destroy (zv_dbuf_cache_t *c);
+/* Keep at most target (<= the limit) clean bytes from now on, evicting
+ * down to it at once (the memory monitor's lever: mem.h). */
+void zv_dbuf_cache_set_target (zv_dbuf_cache_t *c, uint64_t target);
+uint64_t zv_dbuf_cache_bytes (zv_dbuf_cache_t *c);
 
 /* Find or create the dbuf, with a hold.  Never fails (aborts on ENOMEM). */
 zv_dbuf_t *zv_dbuf_hold (zv_dbuf_cache_t *c, const void *obj, uint8_t level,
@@ -118,6 +122,7 @@ void zv_dbuf_evict_object (zv_dbuf_cache_t *c, const void *obj);
 typedef struct zv_dbuf_stats {
   uint64_t cs_hits, cs_misses, cs_evictions;
   uint64_t cs_bytes, cs_count, cs_limit;
+  uint64_t cs_target;           /* under cs_limit while memory is short */
 } zv_dbuf_stats_t;
 void zv_dbuf_get_stats (zv_dbuf_cache_t *c, zv_dbuf_stats_t *out);
 /* Count a lookup that found content (hit) or had to read (miss). */

@@ -101,6 +101,7 @@ static const kstat_u64_t kstat_pool_u64[] = {
 static const kstat_u64_t kstat_cache_u64[] = {
   KSTAT_PS ("cache_bytes", ps_cache_bytes),
   KSTAT_PS ("cache_limit", ps_cache_limit),
+  KSTAT_PS ("cache_target", ps_cache_target),
   KSTAT_PS ("cache_buffers", ps_cache_buffers),
   KSTAT_PS ("cache_hits", ps_cache_hits),
   KSTAT_PS ("cache_misses", ps_cache_misses),

@@ -112,6 +112,7 @@
 #include "pool.h"
 #include "label.h"
 #include "dbuf.h"
+#include "mem.h"
 #include "flat.h"
 #include "tunable.h"
 
@@ -134,6 +135,7 @@ struct zvol_pool {
   bool p_readonly;
   bool p_started;
   zv_dbuf_cache_t *p_cache;
+  zv_mem_client_t *p_cache_mem;  /* the cache's share of memory (mem.h) */
   zv_txg_t *p_txg;
   pthread_mutex_t p_ds_lock;   /* the datasets' holds and logs */
   zv_pool_ds_t p_ds;
@@ -597,6 +599,19 @@ pool_open_devs (const zv_pool_config_t *pc, zv_dev_t **devs)
   return 0;
 }
 
+/* The memory monitor's view of the cache (mem.h). */
+static uint64_t
+pool_cache_size (void *arg)
+{
+  return zv_dbuf_cache_bytes (arg);
+}
+
+static void
+pool_cache_apply (void *arg, uint64_t target)
+{
+  zv_dbuf_cache_set_target (arg, target);
+}
+
 /* Geometry shared by create and import. */
 static void
 pool_setup (zv_pool_t *p, const zv_pool_config_t *pc)
@@ -609,8 +624,15 @@ pool_setup (zv_pool_t *p, const zv_pool_config_t *pc)
     end[d] = spa->spa_data_end[d];
   }
   spa->spa_alloc = zv_alloc_create (spa->spa_ndevs, start, end);
-  p->p_cache = zv_dbuf_cache_create (pc->pc_cache_size ? pc->pc_cache_size
-                                     : zv_dbuf_cache_limit_default ());
+  uint64_t limit = pc->pc_cache_size ? pc->pc_cache_size
+    : zv_dbuf_cache_limit_default ();
+  p->p_cache = zv_dbuf_cache_create (limit);
+  /* The configured size is a ceiling: the cache gives memory back when
+   * the system runs short, down to a floor it needs to work. */
+  p->p_cache_mem = zv_mem_register (limit, ZV_MIN (limit, ZV_MAX (limit / 64,
+                                                                  32ull << 20)),
+                                    pool_cache_size, pool_cache_apply,
+                                    p->p_cache);
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_flat_init (&p->p_spacemap[d], spa, ZV_OBJ_SPACEMAP0 + d,
                   ZV_BT_SPACEMAP, ZV_ALLOC_CHUNK,
@@ -1484,6 +1506,8 @@ pool_unload (zv_pool_t *p)
   for (unsigned i = 0; i < 2; i++)
     if (p->p_defer[i].fl_spa)
       zv_flat_fini (&p->p_defer[i]);
+  zv_mem_unregister (p->p_cache_mem);
+  p->p_cache_mem = NULL;
   if (p->p_cache) {
     zv_dbuf_cache_destroy (p->p_cache);
     p->p_cache = NULL;
@@ -1910,6 +1934,7 @@ zv_pool_start (zv_pool_t *p)
 {
   int r;
 
+  zv_mem_start ();
   if (p->p_readonly || p->p_started)
     return 0;
   r = zv_txg_start (p->p_txg);

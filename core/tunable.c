@@ -46,6 +46,7 @@ extern const zv_tunable_t zv_zio_tunable_table[];
 extern const zv_tunable_t zv_alloc_tunable_table[];
 extern const zv_tunable_t zv_dev_tunable_table[];
 extern const zv_tunable_t zv_util_tunable_table[];
+extern const zv_tunable_t zv_mem_tunable_table[];
 
 typedef struct tunable_module {
   const char *tm_module;      /* every entry's tn_module */
@@ -65,6 +66,7 @@ static const tunable_module_t tunable_modules[] = {
   { "alloc", "Space allocation", zv_alloc_tunable_table },
   { "dev", "Devices", zv_dev_tunable_table },
   { "util", "Block buffers", zv_util_tunable_table },
+  { "mem", "Memory", zv_mem_tunable_table },
 };
 #define TUNABLE_NMODULES (sizeof tunable_modules / sizeof tunable_modules[0])
 

@@ -261,6 +261,34 @@ zv_buf_put (void *buf, size_t size)
   pthread_mutex_unlock (&s->bs_mtx);
 }
 
+/* Empty every shard of every class. */
+void
+zv_buf_reclaim (void)
+{
+  pthread_once (&zv_buf_once, util_buf_init);
+  for (unsigned c = 0; c < ZV_BUF_CLASSES; c++)
+    for (unsigned i = 0; i < ZV_BUF_SHARDS; i++) {
+      zv_buf_shard_t *s = &zv_buf_shards[c][i];
+      void *p;
+
+      pthread_mutex_lock (&s->bs_mtx);
+      p = s->bs_head;
+      s->bs_head = NULL;
+      atomic_fetch_sub_explicit (&zv_buf_cached,
+                                 (uint64_t) atomic_load (&s->bs_count)
+                                 * ((uint64_t) ZV_SECTOR << c),
+                                 memory_order_seq_cst);
+      atomic_store (&s->bs_count, 0);
+      pthread_mutex_unlock (&s->bs_mtx);
+      while (p) {
+        void *next;
+        memcpy (&next, p, sizeof next);
+        free (p);
+        p = next;
+      }
+    }
+}
+
 /* Zeroed, sector-aligned buffer for direct I/O. */
 void *
 zv_buf_alloc (size_t size)

@@ -127,6 +127,8 @@ void zv_buf_free (void *buf);
  */
 void *zv_buf_get (size_t size);
 void zv_buf_put (void *buf, size_t size);
+/* Free every buffer waiting in the cache (memory is needed elsewhere). */
+void zv_buf_reclaim (void);
 
 /* Checksum of a block: XXH3-128 seeded with 'seed'. */
 typedef struct zv_cksum { uint64_t zc_word[2]; } zv_cksum_t;

@@ -810,6 +810,7 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
                      &ps->ps_sync_write_max_active_last);
   ps->ps_cache_bytes = cs.cs_bytes;
   ps->ps_cache_limit = cs.cs_limit;
+  ps->ps_cache_target = cs.cs_target;
   ps->ps_cache_buffers = cs.cs_count;
   ps->ps_cache_hits = cs.cs_hits;
   ps->ps_cache_misses = cs.cs_misses;

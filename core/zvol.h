@@ -231,6 +231,8 @@ typedef struct zvol_pool_stats {
   unsigned ps_sync_write_max_active_last;
   uint64_t ps_cache_bytes, ps_cache_limit, ps_cache_buffers;
   uint64_t ps_cache_hits, ps_cache_misses, ps_cache_evictions;
+  uint64_t ps_cache_target;             /* <= limit: lowered while the
+                                           system is short of memory */
 } zvol_pool_stats_t;
 
 ZVOL_API void zvol_pool_get_stats (zvol_pool_t *pool, zvol_pool_stats_t *ps);
