@@ -985,6 +985,80 @@ test_partial_read_retry (void **state)
   free (shadow);
 }
 
+/* Counts reads in flight, and the most at once. */
+typedef struct {
+  int ri_now, ri_max, ri_total;
+} inflight_t;
+
+static void
+inflight_obs (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
+              uint64_t off, uint32_t len, const void *buf, int result)
+{
+  inflight_t *f = arg;
+
+  (void) dev; (void) off; (void) len; (void) buf; (void) result;
+  if (op != ZV_DEV_READ)
+    return;
+  if (done)
+    f->ri_now--;
+  else {
+    f->ri_total++;
+    if (++f->ri_now > f->ri_max)
+      f->ri_max = f->ri_now;
+  }
+}
+
+/* A cold read of several blocks reads them all at once (one batch), not
+ * one after the other; the cache counts them as misses; blocks cached
+ * or dirty are not read; and the bytes are right. */
+static void
+test_read_batch (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (64, bs), *buf = malloc (8 * bs);
+  inflight_t f = { 0 };
+  zv_dbuf_stats_t st;
+
+  (void) state;
+  denv_setup (&e, "rbatch", 64, bs, BIG_CACHE);
+  for (uint64_t b = 0; b < 32; b++)
+    denv_write (&e, shadow, b * bs, bs, 3, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  denv_reopen (&e, BIG_CACHE);
+  /* Warm the level-1 block, so what follows reads only data. */
+  denv_check (&e, shadow, 31 * bs, 512);
+
+  zv_dbuf_get_stats (e.cache, &st);
+  uint64_t misses = st.cs_misses;
+  zv_dev_set_observer (e.spa->spa_devs[0], inflight_obs, &f);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 100, 8 * bs - 200, buf), 0);
+  assert_memory_equal (buf, shadow + 100, 8 * bs - 200);
+  assert_int_equal (f.ri_total, 8);
+  assert_int_equal (f.ri_max, 8);
+  zv_dbuf_get_stats (e.cache, &st);
+  assert_int_equal (st.cs_misses - misses, 8);
+
+  /* Cached blocks (0..7) and a dirty one (9) are not read again. */
+  denv_write (&e, shadow, 9 * bs + 4096, 4096, 4, 6);
+  f = (inflight_t) { 0 };
+  uint8_t *buf2 = malloc (12 * bs);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 0, 12 * bs, buf2), 0);
+  assert_memory_equal (buf2, shadow, 12 * bs);
+  free (buf2);
+  /* 8, 10 and 11 in one batch; 9 merges its partial record with the
+   * old block (a read of its own). */
+  assert_int_equal (f.ri_total, 4);
+  assert_int_equal (f.ri_max, 3);
+  zv_dev_set_observer (e.spa->spa_devs[0], NULL, NULL);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 32 * bs);
+  denv_teardown (&e);
+  free (buf);
+  free (shadow);
+}
+
 /* Objects of 1, 2, 3 and 4 levels: first, middle and last blocks write,
  * sync, read back cold, and take a partial rewrite through every level. */
 static void
@@ -1052,6 +1126,7 @@ main (void)
     tl_test (test_partial_uncached),
     tl_test (test_partial_no_read),
     tl_test (test_partial_read_retry),
+    tl_test (test_read_batch),
     tl_test (test_dirty_takes_cached_block),
     tl_test (test_two_txgs_in_flight),
     tl_test (test_overwrite_defers),
