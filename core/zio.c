@@ -9,8 +9,9 @@
  * does the caller see -EIO.  Nothing read is trusted before it verifies,
  * and no pointer is followed before its fields are bounds-checked.
  * zv_zio_read_many reads many blocks' first copies in one device batch
- * (the sync's merge of partial records), and sends only the blocks that
- * failed through the one-at-a-time path above.
+ * (the sync's merge of partial records, a read of several blocks),
+ * joining the copies that touch on a device into one scattered read, and
+ * sends only the blocks that failed through the one-at-a-time path above.
  *
  * Writes are batched: zv_zio_write_many seals every pointer, joins the
  * copies that touch on a device into larger gathered writes, and issues
@@ -109,15 +110,46 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
   return -EIO;
 }
 
-/* Batched reads (see zio.h): one device batch for the first copies. */
+/* One copy of one block, to be read or written (zp_idx: the block's
+ * place in the caller's arrays, for reads). */
+typedef struct zio_piece {
+  zv_dev_t *zp_dev;
+  uint64_t zp_off;
+  uint32_t zp_len;
+  const void *zp_buf;
+  size_t zp_idx;
+} zio_piece_t;
+
+/* Order pieces by device, then offset. */
+static int
+zio_piece_cmp (const void *a, const void *b)
+{
+  const zio_piece_t *x = a, *y = b;
+
+  if (x->zp_dev != y->zp_dev)
+    return (uintptr_t) x->zp_dev < (uintptr_t) y->zp_dev ? -1 : 1;
+  return x->zp_off < y->zp_off ? -1 : x->zp_off > y->zp_off;
+}
+
+/* Largest read or write made by joining blocks that are adjacent on a
+ * device. */
+static uint32_t zv_zio_aggregate_max = 1u << 20;
+
+/* Batched reads (see zio.h): one device batch for the first copies, the
+ * ones that touch on a device joined into one scattered read (readv into
+ * the blocks' own buffers: a volume written in order reads back in large
+ * requests, as the device likes). */
 int
 zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
                   void *const *bufs, const char *const *whats, int *res,
                   size_t n)
 {
+  zio_piece_t *pieces = zv_calloc (n ? n : 1, sizeof *pieces);
   zv_dev_io_t *ios = zv_calloc (n ? n : 1, sizeof *ios);
+  struct iovec *iovs = zv_calloc (n ? n : 1, sizeof *iovs);
+  size_t *io_of = zv_calloc (n ? n : 1, sizeof *io_of);
   bool *ok = zv_calloc (n ? n : 1, sizeof *ok);
-  size_t m = 0;
+  size_t m = 0, nios = 0;
   int r = 0;
 
   for (size_t i = 0; i < n; i++) {
@@ -127,18 +159,50 @@ zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
     /* A hostile pointer gets no request: zv_zio_read below says why. */
     if (zv_zio_bp_check (spa, bp, whats[i]) < 0)
       continue;
-    ios[m++] = (zv_dev_io_t) {
-      .di_dev = spa->spa_devs[ZV_DVA_VDEV (bp->bp_dva[0])],
-      .di_op = ZV_DEV_READ, .di_buf = bufs[i],
-      .di_offset = ZV_DVA_OFFSET (bp->bp_dva[0]), .di_len = bp->bp_psize,
+    pieces[m++] = (zio_piece_t) {
+      .zp_dev = spa->spa_devs[ZV_DVA_VDEV (bp->bp_dva[0])],
+      .zp_off = ZV_DVA_OFFSET (bp->bp_dva[0]), .zp_len = bp->bp_psize,
+      .zp_buf = bufs[i], .zp_idx = i,
     };
     ok[i] = true;
   }
-  (void) zv_dev_io_batch (ios, m);
-  for (size_t i = 0, k = 0; i < n; i++) {
+  qsort (pieces, m, sizeof *pieces, zio_piece_cmp);
+  for (size_t i = 0; i < m;) {
+    size_t j = i + 1;
+    uint64_t len = pieces[i].zp_len;
+
+    /* Strictly after the previous piece: two pointers at one place
+     * (hostile) stay two reads. */
+    while (j < m && pieces[j].zp_dev == pieces[i].zp_dev
+           && pieces[j].zp_off == pieces[i].zp_off + len
+           && len + pieces[j].zp_len <= zv_zio_aggregate_max
+           && j - i < IOV_MAX) {
+      len += pieces[j].zp_len;
+      j++;
+    }
+    ios[nios] = (zv_dev_io_t) {
+      .di_dev = pieces[i].zp_dev, .di_op = ZV_DEV_READ,
+      .di_buf = (void *) pieces[i].zp_buf,
+      .di_offset = pieces[i].zp_off, .di_len = (uint32_t) len,
+    };
+    if (j > i + 1) {
+      for (size_t k = i; k < j; k++)
+        iovs[k] = (struct iovec) { .iov_base = (void *) pieces[k].zp_buf,
+                                   .iov_len = pieces[k].zp_len };
+      ios[nios].di_buf = NULL;
+      ios[nios].di_iov = &iovs[i];
+      ios[nios].di_iovcnt = (unsigned) (j - i);
+    }
+    for (size_t k = i; k < j; k++)
+      io_of[pieces[k].zp_idx] = nios;
+    nios++;
+    i = j;
+  }
+  (void) zv_dev_io_batch (ios, nios);
+  for (size_t i = 0; i < n; i++) {
     if (ok[i]) {
       zv_cksum_t got;
-      ok[i] = ios[k++].di_result == 0;
+      ok[i] = ios[io_of[i]].di_result == 0;
       if (ok[i]) {
         zv_cksum_compute (bufs[i], bps[i]->bp_psize, spa->spa_guid, &got);
         ok[i] = zv_cksum_equal (&got, &bps[i]->bp_cksum);
@@ -152,12 +216,12 @@ zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
       res[i] = ri;
   }
   free (ok);
+  free (io_of);
+  free (iovs);
   free (ios);
+  free (pieces);
   return r;
 }
-
-/* Largest write made by joining blocks that are adjacent on a device. */
-static uint32_t zv_zio_aggregate_max = 1u << 20;
 
 /*
  * Writes of one batch in flight at once, OpenZFS's async-write scaling:
@@ -193,25 +257,6 @@ static unsigned zv_zio_async_write_active_max_dirty_pct = 60;
  * a filling log ring) does not yield: then the sync is what is late.
  */
 static unsigned zv_zio_async_write_yield_active = 1;
-
-/* One copy of one block, to be written. */
-typedef struct zio_piece {
-  zv_dev_t *zp_dev;
-  uint64_t zp_off;
-  uint32_t zp_len;
-  const void *zp_buf;
-} zio_piece_t;
-
-/* Order pieces by device, then offset. */
-static int
-zio_piece_cmp (const void *a, const void *b)
-{
-  const zio_piece_t *x = a, *y = b;
-
-  if (x->zp_dev != y->zp_dev)
-    return (uintptr_t) x->zp_dev < (uintptr_t) y->zp_dev ? -1 : 1;
-  return x->zp_off < y->zp_off ? -1 : x->zp_off > y->zp_off;
-}
 
 /* The cap ZVOL_ZIO_WRITE_MAX_ACTIVE fixes (read once), or -1. */
 static int
@@ -496,10 +541,10 @@ const zv_tunable_t zv_zio_tunable_table[] = {
   { .tn_name = "zio_aggregate_max", .tn_module = "zio",
     ZV_TUNABLE_VAR_UINT (zv_zio_aggregate_max),
     .tn_default = 1u << 20, .tn_min = 4096, .tn_max = 16u << 20,
-    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_AT_SYNC,
-    .tn_reader = "the txg sync's block writes",
-    .tn_desc = "Largest write made by joining blocks that are adjacent on "
-    "a device.",
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the txg sync's block writes and batched reads",
+    .tn_desc = "Largest read or write made by joining blocks that are "
+    "adjacent on a device.",
     .tn_zfs = "zfs_vdev_aggregation_limit" },
   { .tn_name = "zio_async_write_min_active", .tn_module = "zio",
     ZV_TUNABLE_VAR_UINT (zv_zio_async_write_min_active),

@@ -711,6 +711,96 @@ test_write_many_gathers (void **state)
   tl_spa_destroy (&ts);
 }
 
+/* Reads submitted, with the length of the first. */
+typedef struct {
+  unsigned rr_n;
+  uint32_t rr_len0;
+} rrec_t;
+
+static void
+rrec_observe (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
+              uint64_t off, uint32_t len, const void *buf, int result)
+{
+  rrec_t *r = arg;
+
+  (void) dev; (void) off; (void) buf; (void) result;
+  if (op == ZV_DEV_READ && done == 0 && r->rr_n++ == 0)
+    r->rr_len0 = len;
+}
+
+/* zv_zio_read_many joins the blocks that touch on a device into one
+ * request whatever order they come in, verifies each block on its own
+ * (one bad block in a joined read fails alone), and keeps two pointers
+ * at one place (hostile) and blocks with a gap between them apart. */
+static void
+test_read_many_joins (void **state)
+{
+  enum { N = 8 };
+  tl_spa_t ts;
+  zv_spa_t *spa;
+  zv_blkptr_t bps[N + 1];
+  void *bufs[N + 1], *got[N + 1];
+  const zv_blkptr_t *rb[N + 1];
+  const char *what[N + 1];
+  int res[N + 1];
+  zv_zio_write_t w[N + 1];
+  const uint64_t base = zv_data_start () + 1 * MiB;
+  rrec_t rr;
+
+  (void) state;
+  tl_spa_create (&ts, "rjoin", 1, DEV_SIZE);
+  spa = &ts.ts_spa;
+  zio_run (spa, bps, bufs, w, N, base, 16384, 0);
+  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
+  for (size_t i = 0; i < N; i++) {
+    rb[i] = &bps[(i * 5) % N];            /* shuffled */
+    got[i] = zv_buf_alloc (16384);
+    what[i] = "joined";
+  }
+  got[N] = zv_buf_alloc (16384);
+
+  rr = (rrec_t) { 0 };
+  zv_dev_set_observer (spa->spa_devs[0], rrec_observe, &rr);
+  assert_int_equal (zv_zio_read_many (spa, rb, got, what, res, N), 0);
+  assert_int_equal (rr.rr_n, 1);
+  assert_int_equal (rr.rr_len0, N * 16384);
+  for (size_t i = 0; i < N; i++) {
+    assert_int_equal (res[i], 0);
+    assert_memory_equal (got[i], bufs[(i * 5) % N], 16384);
+  }
+
+  /* One bad block inside the joined read: it alone fails (and is read
+   * again, alone, to say so). */
+  zio_damage (&ts, &bps[3], 0, 100);
+  rr = (rrec_t) { 0 };
+  tl_log_reset (true);
+  assert_int_equal (zv_zio_read_many (spa, rb, got, what, res, N), -EIO);
+  assert_int_equal (rr.rr_n, 2);
+  for (size_t i = 0; i < N; i++) {
+    assert_int_equal (res[i], (i * 5) % N == 3 ? -EIO : 0);
+    if (res[i] == 0)
+      assert_memory_equal (got[i], bufs[(i * 5) % N], 16384);
+  }
+  assert_true (tl_log_has ("checksum error"));
+  tl_log_reset (false);
+  zio_damage (&ts, &bps[3], 0, 100);
+
+  /* Two pointers at one block, and a block past a gap: three reads. */
+  bps[N] = bps[0];
+  bufs[N] = bufs[0];
+  const zv_blkptr_t *dup[3] = { &bps[0], &bps[N], &bps[2] };
+  rr = (rrec_t) { 0 };
+  assert_int_equal (zv_zio_read_many (spa, dup, got, what, res, 3), 0);
+  assert_int_equal (rr.rr_n, 3);
+  assert_memory_equal (got[0], bufs[0], 16384);
+  assert_memory_equal (got[1], bufs[0], 16384);
+  assert_memory_equal (got[2], bufs[2], 16384);
+  zv_dev_set_observer (spa->spa_devs[0], NULL, NULL);
+  zio_free_bufs (got, N + 1);
+  zio_free_bufs (bufs, N);
+  tl_spa_destroy (&ts);
+}
+
 /* Fail writes that cover byte 'arg' (a uint64_t offset). */
 static int
 zio_fail_write_at (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
@@ -1021,6 +1111,7 @@ main (void)
     tl_test (test_bp_check_hostile),
     tl_test (test_read_ditto),
     tl_test (test_write_many_gathers),
+    tl_test (test_read_many_joins),
     tl_test (test_write_error),
     tl_test (test_flush_all),
     tl_test (test_alloc_bp),
