@@ -320,10 +320,16 @@ t_waiter (void *arg)
 
   for (i = 0; i < w->iters; i++) {
     uint64_t open = zv_txg_open_txg (w->t->tx);
+    zv_txg_hold_t h;
 
-    /* 0 means every txg that had a hold: the open one may be idle. */
+    /* 0 means every txg that had a hold: the open one may be idle, so
+     * the waiter holds one itself (otherwise, on a loaded machine, the
+     * writers may all be done before it runs, and nothing is forced). */
+    TL_CHECK (zv_txg_hold (w->t->tx, 0, &h) == 0);
+    zv_txg_rele (w->t->tx, &h);
     TL_CHECK (zv_txg_wait_synced (w->t->tx, 0) == 0);
     TL_CHECK (zv_txg_last_synced (w->t->tx) >= open - 1);
+    TL_CHECK (zv_txg_last_synced (w->t->tx) >= h.th_txg);
     usleep (200);
   }
   return NULL;
