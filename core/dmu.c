@@ -31,7 +31,8 @@
  * write that is not grain-aligned, and the intent log's in-place write,
  * merge at once (a synchronous read).  Reads see the newest dirty
  * record, else the synced content, else read the block through the tree
- * and cache it; a partial record is overlaid on the synced content,
+ * and cache it (a read of several blocks reads the uncached ones in one
+ * batch first: dmu_prefill); a partial record is overlaid on the synced content,
  * which is read and cached for it (safe while records are pending: the
  * sync that retires one replaces the cached content, under db_mtx).
  *
