@@ -249,6 +249,95 @@ dmu_new_indirect (zv_object_t *ob, unsigned level, uint64_t idx)
   return data;
 }
 
+/*
+ * The fields of a pointer from disk, against its parent (born in txg
+ * pbirth; UINT64_MAX for a root, which the pool checks against the
+ * objset).  A parent is rewritten in every txg a child changes, so no
+ * child is younger than its parent; fill counts the data blocks below (1
+ * for a data block), so it is at least 1 and at most what the level
+ * spans; and every copy lies inside a device's data area.
+ */
+static int
+dmu_check_child (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned level,
+                 uint64_t pbirth, const char *what)
+{
+  if (bp->bp_birth == 0 || bp->bp_birth > pbirth) {
+    zv_error ("%s: pointer born in txg %" PRIu64 ", after its parent (txg %"
+              PRIu64 ")", what, bp->bp_birth, pbirth);
+    return -EIO;
+  }
+  if (level == 0 ? bp->bp_fill != 1
+      : bp->bp_fill == 0 || bp->bp_fill > dmu_span (level)) {
+    zv_error ("%s: pointer fill %" PRIu64 " is impossible at level %u",
+              what, bp->bp_fill, level);
+    return -EIO;
+  }
+  return zv_zio_bp_check (spa, bp, what);
+}
+
+/*
+ * An indirect block of the imported tree, loaded for the first time
+ * since import (import no longer walks the tree: docs/design.md, "What
+ * import trusts"): each child must be what the format's writers store
+ * (shape, birth, fill, inside the pool) and take space that was
+ * allocated at import and that nothing else owns (alloc.h, the pool's
+ * owners).  A child that fails refuses the whole block: every read,
+ * write and trim under it fails with EIO and this message, and nothing
+ * under it is ever freed, so a pointer into free space or at another
+ * block's space can neither return the wrong bytes nor free space twice.
+ * Blocks born after the import are the engine's own (their children are
+ * checked or new), and so is a block checked once already (loaded
+ * again after eviction).
+ */
+static int
+dmu_check_children (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
+                    uint64_t idx, const void *data, const char *what)
+{
+  zv_spa_t *spa = ob->ob_spa;
+  const zv_blkptr_t *e = dmu_ind_entries ((void *) data);
+  zv_alloc_ext_t ext[2 * ZV_INDIRECT_FANOUT];
+  uint64_t from[2 * ZV_INDIRECT_FANOUT];
+  uint32_t size = level > 1 ? ZV_INDIRECT_SIZE : ob->ob_blksz;
+  size_t n = 0, bad;
+  char cwhat[128];
+  int r;
+
+  if (bp->bp_birth > spa->spa_own_txg)
+    return 0;
+  for (uint64_t i = 0; i < F; i++) {
+    if (zv_bp_is_hole (&e[i]))
+      continue;
+    snprintf (cwhat, sizeof cwhat, "%s, entry %" PRIu64 " (level %u "
+              "block %" PRIu64 ")", what, i, level - 1, idx * F + i);
+    if (e[i].bp_level != level - 1 || e[i].bp_psize != size
+        || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2) {
+      zv_error ("%s: pointer level %u size %" PRIu32 ", %u copies, expected "
+                "level %u size %" PRIu32, cwhat, e[i].bp_level,
+                e[i].bp_psize, e[i].bp_ncopies, level - 1, size);
+      return -EIO;
+    }
+    r = dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, cwhat);
+    if (r < 0)
+      return r;
+    for (unsigned c = 0; c < e[i].bp_ncopies; c++) {
+      ext[n] = (zv_alloc_ext_t) { e[i].bp_dva[c], e[i].bp_psize };
+      from[n++] = i;
+    }
+  }
+  r = zv_alloc_own_children (spa->spa_alloc, bp->bp_dva[0], ext, n, &bad);
+  if (r == 0)
+    return 0;
+  zv_error ("%s: entry %" PRIu64 " (level %u block %" PRIu64 ", device %u "
+            "offset %" PRIu64 ") %s; the block is refused, what it covers "
+            "reads and writes as an I/O error", what, from[bad], level - 1,
+            idx * F + from[bad], ZV_DVA_VDEV (ext[bad].ae_dva),
+            ZV_DVA_OFFSET (ext[bad].ae_dva),
+            r == -ENOENT ? "points at free space"
+            : r == -EEXIST ? "shares its space with another block"
+            : "is not an extent of the pool");
+  return -EIO;
+}
+
 /* Read a block the tree points at into a new buffer (or NULL: hole). */
 static int
 dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
@@ -273,6 +362,8 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   r = zv_zio_read (ob->ob_spa, bp, data, what);
   if (r == 0 && level > 0)
     r = dmu_check_indirect (data, bp, ob->ob_id, level, idx, what);
+  if (r == 0 && level > 0)
+    r = dmu_check_children (ob, bp, level, idx, data, what);
   if (r < 0) {
     zv_buf_put (data, size);
     return r;
@@ -511,6 +602,29 @@ dmu_resolve_locked (zv_object_t *ob, zv_dbuf_t *db, zv_dirty_t *dr)
   return r;
 }
 
+/*
+ * Open context, before a change of data blocks [first, last] is taken:
+ * the level-1 blocks above them must load (and pass their checks, see
+ * dmu_check_children), or the change fails here with EIO rather than at
+ * the sync, which would suspend the pool over one refused block after
+ * the write was acknowledged.  A cached level-1 block costs a hold.
+ */
+static int
+dmu_check_path (zv_object_t *ob, uint64_t first, uint64_t last)
+{
+  if (ob->ob_nlevels == 1)
+    return 0;
+  for (uint64_t i = first / F; i <= last / F; i++) {
+    zv_dbuf_t *db;
+    int r = dmu_hold_indirect (ob, 1, i, &db);
+
+    if (r < 0)
+      return r;
+    zv_dbuf_rele (ob->ob_cache, db);
+  }
+  return 0;
+}
+
 /* Copy out of blocks, through the cache. */
 int
 zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
@@ -683,8 +797,14 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                        const void *buf, uint64_t txg)
 {
   const uint8_t *in = buf;
+  int r0;
 
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  if (len == 0)
+    return 0;
+  r0 = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
+  if (r0 < 0)
+    return r0;
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
@@ -811,7 +931,14 @@ int
 zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                       uint64_t txg)
 {
+  int r0;
+
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  if (len == 0)
+    return 0;
+  r0 = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
+  if (r0 < 0)
+    return r0;
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
@@ -891,6 +1018,15 @@ zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole)
     return r;
   *hole = zv_bp_is_hole (&bp);
   return 0;
+}
+
+/* The synced tree's pointer of a data block (see dmu.h). */
+int
+zv_dmu_block_bp (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp)
+{
+  if (blkid >= ob->ob_nblocks)
+    return -EINVAL;
+  return dmu_lookup_l0 (ob, blkid, bp);
 }
 
 /* Write a dirty block in place for the intent log (see dmu.h). */
@@ -1438,21 +1574,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
               "size %" PRIu32, what, bp->bp_level, bp->bp_psize, level, size);
     return -EIO;
   }
-  /* A parent is rewritten in every txg a child changes, so no child is
-   * younger than its parent; fill counts the data blocks below (1 for a
-   * data block), so it is at least 1 and at most what the level spans. */
-  if (bp->bp_birth == 0 || bp->bp_birth > pbirth) {
-    zv_error ("%s: pointer born in txg %" PRIu64 ", after its parent (txg %"
-              PRIu64 ")", what, bp->bp_birth, pbirth);
-    return -EIO;
-  }
-  if (level == 0 ? bp->bp_fill != 1
-      : bp->bp_fill == 0 || bp->bp_fill > dmu_span (level)) {
-    zv_error ("%s: pointer fill %" PRIu64 " is impossible at level %u",
-              what, bp->bp_fill, level);
-    return -EIO;
-  }
-  r = zv_zio_bp_check (w->dw_spa, bp, what);
+  r = dmu_check_child (w->dw_spa, bp, level, pbirth, what);
   if (r < 0)
     return r;
   if (level > 0 || w->dw_data) {

@@ -65,6 +65,9 @@ int zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                           uint64_t txg);
 /* Is the block a hole, as a read would see it now? */
 int zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole);
+/* The synced tree's pointer of data block blkid, read through the
+ * indirect blocks above it (each checked as it loads: dmu.c). */
+int zv_dmu_block_bp (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp);
 
 /*
  * Write block blkid's dirty data of txg now, to new space, and mark the

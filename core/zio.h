@@ -28,6 +28,11 @@ typedef struct zv_spa {
                                           while it runs */
   _Atomic unsigned spa_sync_io;        /* intent-log batches under way:
                                           txg writes yield meanwhile */
+  uint64_t spa_own_txg;                /* the txg imported (0: created):
+                                          an indirect block born at or
+                                          before it came off the disk, and
+                                          its children are checked when it
+                                          loads (dmu.c) */
 } zv_spa_t;
 
 /* Largest block the format allows (a volblock or an indirect block). */

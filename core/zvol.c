@@ -97,6 +97,7 @@ ZVOL_SAME_PC (pc_txg);
 ZVOL_SAME_PC (pc_progress);
 ZVOL_SAME_PC (pc_progress_arg);
 ZVOL_SAME_PC (pc_zil_recover);
+ZVOL_SAME_PC (pc_verify_full);
 static_assert (sizeof (zvol_pool_config_t) == sizeof (zv_pool_config_t),
                "pool configuration");
 static_assert (ZVOL_ZIL_RECOVER_NONE == (unsigned) ZV_ZIL_RECOVER_NONE

@@ -99,6 +99,11 @@ typedef struct zvol_pool_config {
    * (ZVOL_ZIL_RECOVER_*; anything but NONE is refused with create or
    * readonly). */
   unsigned pc_zil_recover;
+  /* Import: walk and check the volume's whole tree now (every pointer's
+   * fields, and one owner per sector), as OpenZFS's scrub would, instead
+   * of checking each indirect block when it is first read (the default:
+   * import time does not grow with the volume). */
+  bool pc_verify_full;
 } zvol_pool_config_t;
 
 #define ZVOL_ZIL_RECOVER_NONE     0u /* the import fails, saying what is lost */
