@@ -401,8 +401,12 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
   ub.ub_rootbp = osbp;
   for (unsigned l = 0; l < ZV_NLABELS && r == 0; l++) {
     r = zv_label_write_ub (spa->spa_devs, spa->spa_ndevs, &ub, l);
-    if (r == 0)
+    if (r == 0) {
+      atomic_fetch_add_explicit (&spa->spa_written[ZV_BT_NONE],
+                                 (uint64_t) ZV_SECTOR * spa->spa_ndevs,
+                                 memory_order_relaxed);
       r = zv_zio_flush_all (spa);
+    }
   }
   if (r < 0) {
     zv_error ("txg %" PRIu64 ": writing the uberblock failed", txg);

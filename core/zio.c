@@ -323,8 +323,12 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     zv_blkptr_t *bp = w[i].zw_bp;
 
     ZV_VERIFY (!zv_bp_is_hole (bp));
+    ZV_VERIFY (bp->bp_type < ZV_BT_MAX);
     zv_cksum_compute (w[i].zw_buf, bp->bp_psize, spa->spa_guid,
                       &bp->bp_cksum);
+    atomic_fetch_add_explicit (&spa->spa_written[bp->bp_type],
+                               (uint64_t) bp->bp_psize * bp->bp_ncopies,
+                               memory_order_relaxed);
     for (unsigned c = 0; c < bp->bp_ncopies; c++) {
       ZV_VERIFY (zio_dva_check (spa, bp->bp_dva[c], bp->bp_psize) == 0);
       pieces[k++] = (zio_piece_t) {

@@ -28,6 +28,9 @@ typedef struct zv_spa {
                                           while it runs */
   _Atomic unsigned spa_sync_io;        /* intent-log batches under way:
                                           txg writes yield meanwhile */
+  _Atomic uint64_t spa_written[ZV_BT_MAX]; /* bytes written by block type,
+                                          every copy; [ZV_BT_NONE]: the
+                                          uberblocks */
   uint64_t spa_own_txg;                /* the txg imported (0: created):
                                           an indirect block born at or
                                           before it came off the disk, and

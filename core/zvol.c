@@ -815,6 +815,14 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   ps->ps_cache_hits = cs.cs_hits;
   ps->ps_cache_misses = cs.cs_misses;
   ps->ps_cache_evictions = cs.cs_evictions;
+  for (unsigned t = 0; t < ZV_BT_MAX; t++) {
+    uint64_t b = atomic_load_explicit (&spa->spa_written[t],
+                                       memory_order_relaxed);
+    if (t == ZV_BT_VOLDATA)
+      ps->ps_written_data = b;
+    else
+      ps->ps_written_meta += b;
+  }
 }
 
 size_t

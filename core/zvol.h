@@ -236,6 +236,10 @@ typedef struct zvol_pool_stats {
   unsigned ps_sync_write_max_active_last;
   uint64_t ps_cache_bytes, ps_cache_limit, ps_cache_buffers;
   uint64_t ps_cache_hits, ps_cache_misses, ps_cache_evictions;
+  /* Bytes the txg syncs and in-place log writes wrote since the pool was
+   * opened, every copy: volume data, and metadata (indirect blocks,
+   * objsets, space maps, deferred-free lists, uberblocks). */
+  uint64_t ps_written_data, ps_written_meta;
 } zvol_pool_stats_t;
 
 ZVOL_API void zvol_pool_get_stats (zvol_pool_t *pool, zvol_pool_stats_t *ps);
