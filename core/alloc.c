@@ -67,9 +67,17 @@
  * checks of one extent cannot see two owners of one sector (two pointers
  * naming one block, a deferred free of a block still in use), whose
  * second free would be a VERIFY failure a txg or two after import, or
- * would free space still in use: so import also gives every sector it
- * finds in use its owner in a map of its own (zv_alloc_owners_*, a bit
- * per sector as the bitmap) and refuses a sector taken twice.
+ * would free space still in use.  So an imported pool keeps a map of the
+ * sectors allocated at import that have no owner yet (ad_unowned,
+ * zv_alloc_own_*): import takes the metadata's, and each indirect block
+ * of the volume takes its children's the first time it is read (dmu.c),
+ * so a pointer naming free space, or space something else owns (found
+ * before, or allocated since import), is refused before anything can
+ * free through it.  Bits of the map only clear: allocation and free need
+ * no upkeep of it.  ad_checked marks the indirect blocks whose children
+ * took theirs, so one read again after eviction takes nothing twice.
+ * (zv_alloc_owners_* is the same check as a throwaway map, for the
+ * fuzzers' whole-tree walks.)
  */
 #include <config.h>
 

@@ -61,6 +61,18 @@
  * sync never holds two of these at once, and it keeps a hold on every
  * indirect block it changed until the parent records its new pointer, so
  * an evicted indirect block is always reloaded from the current pointer.
+ *
+ * Trust.  Import checks the volume's root and nothing below it (pool.c).
+ * An indirect block of the imported tree (born at or before the txg
+ * imported, spa_own_txg) is checked when it is first read from disk:
+ * its header, then every child's fields (dmu_check_child, the same
+ * checks as the walk's) and the child's space in the pool's owner map
+ * (alloc.h): allocated at import and owned by nothing else.  A block
+ * that fails is refused (EIO, with a message naming the entry): reads
+ * under it fail, and so do writes, trims and zeroes, which load their
+ * level-1 blocks in open context first (dmu_check_path), so the sync
+ * never meets a refused block and nothing under one is freed.  Blocks
+ * born since import are the engine's own.
  */
 #include <config.h>
 

@@ -33,12 +33,21 @@
  *
  * Import reads every label of every device, checks that the devices form
  * one complete pool, and tries the uberblocks newest first: the objset,
- * the space maps and deferred lists, and every indirect block of the
- * volume must read and verify, and every pointer must point at allocated
- * space that nothing else owns (an ownership map, alloc.h: each block's
- * copies, the pending deferred frees and the log ring take their sectors;
- * a sector taken twice would be freed twice, or while still in use).
- * The first uberblock that passes is the candidate.  Then the
+ * the space maps and deferred lists, and the volume's root pointer must
+ * read and verify, and every pointer of them must point at allocated
+ * space that nothing else owns (the pool's owner map, alloc.h: each
+ * block's copies, the pending deferred frees, the log ring and the
+ * volume's root take their sectors; a sector taken twice would be freed
+ * twice, or while still in use).  The volume's tree below its root is
+ * not walked: its cost would grow with the volume (seconds for tens of
+ * GiB).  Each of its indirect blocks is checked as it is first read
+ * (dmu.c: fields, and owners for its children, from the same map), and
+ * a block that fails is refused then, with EIO for what it covers, as
+ * OpenZFS verifies blocks when they are read and leaves the walk to
+ * scrub.  verify=full (pc_verify_full) walks the whole tree at import
+ * as before, taking every owner, so a damaged tree is found there and
+ * the import rewinds or refuses.  The first uberblock that passes is
+ * the candidate.  Then the
  * loss check (pool_check_loss): importing it loses
  *   - every txg after it up to the newest valid uberblock N, when it is
  *     not N itself: those txgs committed (a txg's uberblock is written
