@@ -240,6 +240,7 @@ typedef struct zvol_pool_stats {
    * opened, every copy: volume data, and metadata (indirect blocks,
    * objsets, space maps, deferred-free lists, uberblocks). */
   uint64_t ps_written_data, ps_written_meta;
+  uint64_t ps_dirty_max;                /* the write throttle's limit */
 } zvol_pool_stats_t;
 
 ZVOL_API void zvol_pool_get_stats (zvol_pool_t *pool, zvol_pool_stats_t *ps);
