@@ -493,7 +493,7 @@ growth_report ()
             END { for (i = 1; i <= n; i++) { k = order[i]; split(k, a, "\t")
                     dd = d1[k] - d0[k]; dm = m1[k] - m0[k]
                     printf "| %s | %s | %.0f | %.1f | %.2f%% | %.0f | %.0f |\n", a[1], a[2],
-                        dd / 1048576, dm / 1048576, dd > 0 ? 100 * dm / dd : 0,
+                        dd / 1048576, dm / 1048576, (dd > 0 ? 100 * dm / dd : 0),
                         hwm[k] / 1024, lim[k] / 1048576 } }' "$OUT/growth.tsv"
     } | tee -a "$OUT/results.md"
 }

@@ -68,10 +68,12 @@
  * its header, then every child's fields (dmu_check_child, the same
  * checks as the walk's) and the child's space in the pool's owner map
  * (alloc.h): allocated at import and owned by nothing else.  A block
- * that fails is refused (EIO, with a message naming the entry): reads
- * under it fail, and so do writes, trims and zeroes, which load their
- * level-1 blocks in open context first (dmu_check_path), so the sync
- * never meets a refused block and nothing under one is freed.  Blocks
+ * that fails is refused (EIO, with a message naming the entry) and
+ * remembered (ob_refused): reads under it fail, and so do writes, trims
+ * and zeroes once it is known (dmu_check_path: open context reads
+ * nothing for it); a change that reaches the sync under a block never
+ * read before fails that sync (the pool suspends, saying which block).
+ * Either way nothing under a refused block is read or freed.  Blocks
  * born since import are the engine's own.
  */
 #include <config.h>
@@ -166,6 +168,7 @@ zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
   ob->ob_nblocks = dn->dn_nblocks;
   ob->ob_root = dn->dn_root;
   pthread_mutex_init (&ob->ob_mtx, NULL);
+  pthread_mutex_init (&ob->ob_refused_mtx, NULL);
   return 0;
 }
 
@@ -201,6 +204,9 @@ zv_dmu_object_close (zv_object_t *ob)
                                      memory_order_seq_cst) == NULL);
   zv_dbuf_evict_object (ob->ob_cache, ob);
   pthread_mutex_destroy (&ob->ob_mtx);
+  pthread_mutex_destroy (&ob->ob_refused_mtx);
+  free (ob->ob_refused);
+  ob->ob_refused = NULL;
 }
 
 /* Descriptor as of the last sync. */
@@ -350,6 +356,26 @@ dmu_check_children (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   return -EIO;
 }
 
+/* Remember an indirect block whose checks failed (dmu_read_bp). */
+static void
+dmu_refuse (zv_object_t *ob, unsigned level, uint64_t idx)
+{
+  uint64_t key = (uint64_t) level << 56 | idx;
+  size_t n;
+
+  pthread_mutex_lock (&ob->ob_refused_mtx);
+  n = atomic_load_explicit (&ob->ob_nrefused, memory_order_relaxed);
+  for (size_t i = 0; i < n; i++)
+    if (ob->ob_refused[i] == key) {
+      pthread_mutex_unlock (&ob->ob_refused_mtx);
+      return;
+    }
+  ZV_GROW (ob->ob_refused, n, ob->ob_refused_cap, 8);
+  ob->ob_refused[n] = key;
+  atomic_store_explicit (&ob->ob_nrefused, n + 1, memory_order_release);
+  pthread_mutex_unlock (&ob->ob_refused_mtx);
+}
+
 /* Read a block the tree points at into a new buffer (or NULL: hole). */
 static int
 dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
@@ -372,10 +398,15 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   }
   data = zv_buf_get (size);
   r = zv_zio_read (ob->ob_spa, bp, data, what);
-  if (r == 0 && level > 0)
+  if (r == 0 && level > 0) {
+    /* Read and verified, but not what this format writes: refused for
+     * good (a read error may pass, and is not remembered). */
     r = dmu_check_indirect (data, bp, ob->ob_id, level, idx, what);
-  if (r == 0 && level > 0)
-    r = dmu_check_children (ob, bp, level, idx, data, what);
+    if (r == 0)
+      r = dmu_check_children (ob, bp, level, idx, data, what);
+    if (r < 0)
+      dmu_refuse (ob, level, idx);
+  }
   if (r < 0) {
     zv_buf_put (data, size);
     return r;
@@ -616,25 +647,37 @@ dmu_resolve_locked (zv_object_t *ob, zv_dbuf_t *db, zv_dirty_t *dr)
 
 /*
  * Open context, before a change of data blocks [first, last] is taken:
- * the level-1 blocks above them must load (and pass their checks, see
- * dmu_check_children), or the change fails here with EIO rather than at
- * the sync, which would suspend the pool over one refused block after
- * the write was acknowledged.  A cached level-1 block costs a hold.
+ * one under an indirect block refused already (dmu_check_children) fails
+ * with EIO here, not at the sync, which would suspend the pool over it
+ * after the write was acknowledged.  Nothing is read (no read on the
+ * write path): a block never read yet is checked when the sync (or a
+ * read) loads it, and a change under it that reached the sync first
+ * fails that sync (the pool suspends, with the message naming it).
+ * Costs an atomic load while nothing was refused.
  */
 static int
 dmu_check_path (zv_object_t *ob, uint64_t first, uint64_t last)
 {
-  if (ob->ob_nlevels == 1)
-    return 0;
-  for (uint64_t i = first / F; i <= last / F; i++) {
-    zv_dbuf_t *db;
-    int r = dmu_hold_indirect (ob, 1, i, &db);
+  size_t n = atomic_load_explicit (&ob->ob_nrefused, memory_order_acquire);
+  int r = 0;
 
-    if (r < 0)
-      return r;
-    zv_dbuf_rele (ob->ob_cache, db);
+  if (n == 0)
+    return 0;
+  pthread_mutex_lock (&ob->ob_refused_mtx);
+  for (size_t k = 0; k < n && r == 0; k++) {
+    unsigned level = (unsigned) (ob->ob_refused[k] >> 56);
+    uint64_t idx = ob->ob_refused[k] & ((1ull << 56) - 1);
+    uint64_t span = dmu_span (level);
+
+    if (first / span <= idx && idx <= last / span) {
+      zv_error ("object %" PRIu64 " blocks %" PRIu64 "-%" PRIu64 ": under "
+                "indirect block (level %u, %" PRIu64 "), refused when it "
+                "was read", ob->ob_id, first, last, level, idx);
+      r = -EIO;
+    }
   }
-  return 0;
+  pthread_mutex_unlock (&ob->ob_refused_mtx);
+  return r;
 }
 
 /* Copy out of blocks, through the cache. */
