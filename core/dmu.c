@@ -280,14 +280,16 @@ dmu_check_child (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned level,
                  uint64_t pbirth, const char *what)
 {
   if (bp->bp_birth == 0 || bp->bp_birth > pbirth) {
-    zv_error ("%s: pointer born in txg %" PRIu64 ", after its parent (txg %"
-              PRIu64 ")", what, bp->bp_birth, pbirth);
+    if (what)
+      zv_error ("%s: pointer born in txg %" PRIu64 ", after its parent "
+                "(txg %" PRIu64 ")", what, bp->bp_birth, pbirth);
     return -EIO;
   }
   if (level == 0 ? bp->bp_fill != 1
       : bp->bp_fill == 0 || bp->bp_fill > dmu_span (level)) {
-    zv_error ("%s: pointer fill %" PRIu64 " is impossible at level %u",
-              what, bp->bp_fill, level);
+    if (what)
+      zv_error ("%s: pointer fill %" PRIu64 " is impossible at level %u",
+                what, bp->bp_fill, level);
     return -EIO;
   }
   return zv_zio_bp_check (spa, bp, what);
@@ -325,18 +327,22 @@ dmu_check_children (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   for (uint64_t i = 0; i < F; i++) {
     if (zv_bp_is_hole (&e[i]))
       continue;
-    snprintf (cwhat, sizeof cwhat, "%s, entry %" PRIu64 " (level %u "
-              "block %" PRIu64 ")", what, i, level - 1, idx * F + i);
     if (e[i].bp_level != level - 1 || e[i].bp_psize != size
-        || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2) {
-      zv_error ("%s: pointer level %u size %" PRIu32 ", %u copies, expected "
-                "level %u size %" PRIu32, cwhat, e[i].bp_level,
-                e[i].bp_psize, e[i].bp_ncopies, level - 1, size);
+        || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2
+        || dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, NULL) < 0) {
+      /* (Named only now: a name per entry would cost more than the
+       * checks.) */
+      snprintf (cwhat, sizeof cwhat, "%s, entry %" PRIu64 " (level %u "
+                "block %" PRIu64 ")", what, i, level - 1, idx * F + i);
+      if (e[i].bp_level != level - 1 || e[i].bp_psize != size
+          || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2)
+        zv_error ("%s: pointer level %u size %" PRIu32 ", %u copies, "
+                  "expected level %u size %" PRIu32, cwhat, e[i].bp_level,
+                  e[i].bp_psize, e[i].bp_ncopies, level - 1, size);
+      else
+        (void) dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, cwhat);
       return -EIO;
     }
-    r = dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, cwhat);
-    if (r < 0)
-      return r;
     for (unsigned c = 0; c < e[i].bp_ncopies; c++) {
       ext[n] = (zv_alloc_ext_t) { e[i].bp_dva[c], e[i].bp_psize };
       from[n++] = i;

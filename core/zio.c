@@ -61,15 +61,18 @@ zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what)
       || bp->bp_psize > ZV_MAX_BLKSZ || bp->bp_lsize > ZV_MAX_BLKSZ
       || bp->bp_ncopies < 1 || bp->bp_ncopies > 2
       || bp->bp_type == ZV_BT_NONE || bp->bp_type >= ZV_BT_MAX) {
-    zv_error ("%s: invalid block pointer (size %" PRIu32 ", copies %u, "
-              "type %u)", what, bp->bp_psize, bp->bp_ncopies, bp->bp_type);
+    if (what)
+      zv_error ("%s: invalid block pointer (size %" PRIu32 ", copies %u, "
+                "type %u)", what, bp->bp_psize, bp->bp_ncopies, bp->bp_type);
     return -EIO;
   }
   for (unsigned c = 0; c < bp->bp_ncopies; c++) {
     if (zio_dva_check (spa, bp->bp_dva[c], bp->bp_psize) < 0) {
-      zv_error ("%s: block pointer copy %u points outside the pool "
-                "(device %u offset %" PRIu64 ")", what, c,
-                ZV_DVA_VDEV (bp->bp_dva[c]), ZV_DVA_OFFSET (bp->bp_dva[c]));
+      if (what)
+        zv_error ("%s: block pointer copy %u points outside the pool "
+                  "(device %u offset %" PRIu64 ")", what, c,
+                  ZV_DVA_VDEV (bp->bp_dva[c]),
+                  ZV_DVA_OFFSET (bp->bp_dva[c]));
       return -EIO;
     }
   }

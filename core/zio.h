@@ -63,7 +63,8 @@ int zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
                       void *const *bufs, const char *const *whats,
                       int *res, size_t n);
 
-/* Is every copy of bp inside a device's data area?  (sanity, import) */
+/* Is every copy of bp inside a device's data area?  (sanity, import;
+ * what NULL: no message) */
 int zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what);
 
 /* One block to write: bp's dvas and sizes set; its checksum is filled in. */
