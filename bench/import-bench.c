@@ -149,6 +149,10 @@ ib_written (zvol_pool_t *p, const char *phase, uint64_t *data,
           d ? m / (double) MiB / (d / (double) GiB) : 0.0);
   *data = ps.ps_written_data;
   *meta = ps.ps_written_meta;
+  printf ("%s: VmHWM %.0f MiB; cache limit %.0f MiB + dirty_max %.0f MiB "
+          "= %.0f MiB\n", phase, ib_vmhwm () / 1024.0,
+          ps.ps_cache_limit / (double) MiB, ps.ps_dirty_max / (double) MiB,
+          (ps.ps_cache_limit + ps.ps_dirty_max) / (double) MiB);
 #endif
 }
 
