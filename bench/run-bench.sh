@@ -449,6 +449,53 @@ run_fio ()
         die "fio failed"
     fi
     printf '%s\t%s\t%s\t%s\t%s\n' "$job" "$t" "${4:-0}" "$a" "$EPOCHREALTIME" >>"$OUT/runs.tsv"
+    growth_sample "$t" "$job" "${4:-0}"
+}
+
+# growth_sample T JOB ROUND: after a run on a zvol target, one line of
+# growth.tsv: the server's resident memory peak so far (VmHWM, KiB), its
+# cache limit and dirty_max, and the bytes its syncs wrote so far (volume
+# data, metadata) from its kstat stats file (issue 11, "Growth"); the
+# last sample's files stay in OUT (growth.stats.T).
+growth_sample ()
+{
+    local t=$1 f hwm
+    is_zvol "$t" || return 0
+    f=$OUT/growth.stats.$t
+    # (At most a second old: the kstat thread rewrites it every second.)
+    cp "$(kstat_of "$t")/stats" "$f" 2>/dev/null || : >"$f"
+    hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${PID[$t]}/status" 2>/dev/null || :)
+    awk -v job="$2" -v t="$t" -v r="$3" -v hwm="${hwm:-0}" '
+        { v[$1] = $2 }
+        END { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r, hwm,
+              v["cache_limit"] + 0, v["dirty_max"] + 0,
+              v["written_data_bytes"] + 0, v["written_meta_bytes"] + 0 }' \
+        "$f" >>"$OUT/growth.tsv"
+}
+
+# growth_report: per zvol target and job, the metadata the syncs wrote
+# per GiB of volume data during the job's runs, and the resident peak
+# against cache + dirty_max.
+growth_report ()
+{
+    [ -s "$OUT/growth.tsv" ] || return 0
+    {
+        echo
+        echo "## Growth (zvol targets)"
+        echo
+        echo "| target | job | data written MiB | metadata MiB | metadata per data | VmHWM MiB | cache + dirty_max MiB |"
+        echo "|---|---|---|---|---|---|---|"
+        awk -F'\t' '
+            { key = $2 "\t" $1
+              if (!(key in d0)) { d0[key] = pd[$2]; m0[key] = pm[$2]; order[++n] = key }
+              d1[key] = $7; m1[key] = $8; hwm[key] = $4; lim[key] = $5 + $6
+              pd[$2] = $7; pm[$2] = $8 }
+            END { for (i = 1; i <= n; i++) { k = order[i]; split(k, a, "\t")
+                    dd = d1[k] - d0[k]; dm = m1[k] - m0[k]
+                    printf "| %s | %s | %.0f | %.1f | %.2f%% | %.0f | %.0f |\n", a[1], a[2],
+                        dd / 1048576, dm / 1048576, (dd > 0 ? 100 * dm / dd : 0),
+                        hwm[k] / 1024, lim[k] / 1048576 } }' "$OUT/growth.tsv"
+    } | tee -a "$OUT/results.md"
 }
 
 # header_lines: the first lines of the results (machine, versions).
@@ -511,6 +558,7 @@ suite_default ()
     local rc=0
     # shellcheck disable=SC2086 # BENCH_JOBS is a list of words
     "$PYTHON" "$here/report.py" default "$OUT" "$ROUNDS" "${targets[*]}" $BENCH_JOBS || rc=$?
+    growth_report
     echo "run-bench: $(( (SECONDS - t_begin) / 60 )) min $(( (SECONDS - t_begin) % 60 )) s;" \
         "table in $OUT/results.md, CSV in $OUT/results.csv and runs.csv, raw fio JSON in $json"
     [ "$rc" -eq 0 ] || die "some runs have no result (see above)"

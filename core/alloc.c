@@ -67,9 +67,17 @@
  * checks of one extent cannot see two owners of one sector (two pointers
  * naming one block, a deferred free of a block still in use), whose
  * second free would be a VERIFY failure a txg or two after import, or
- * would free space still in use: so import also gives every sector it
- * finds in use its owner in a map of its own (zv_alloc_owners_*, a bit
- * per sector as the bitmap) and refuses a sector taken twice.
+ * would free space still in use.  So an imported pool keeps a map of the
+ * sectors allocated at import that have no owner yet (ad_unowned,
+ * zv_alloc_own_*): import takes the metadata's, and each indirect block
+ * of the volume takes its children's the first time it is read (dmu.c),
+ * so a pointer naming free space, or space something else owns (found
+ * before, or allocated since import), is refused before anything can
+ * free through it.  Bits of the map only clear: allocation and free need
+ * no upkeep of it.  ad_checked marks the indirect blocks whose children
+ * took theirs, so one read again after eviction takes nothing twice.
+ * (zv_alloc_owners_* is the same check as a throwaway map, for the
+ * fuzzers' whole-tree walks.)
  */
 #include <config.h>
 
@@ -100,6 +108,10 @@ typedef struct zv_alloc_dev {
   size_t ad_nchunks;
   uint64_t *ad_map;         /* ad_nchunks * ZV_ALLOC_CHUNK_WORDS words */
   uint8_t *ad_dirty;        /* one flag per chunk */
+  /* Ownership since import (zv_alloc_own_begin; NULL before): */
+  uint64_t *ad_unowned;     /* allocated at import, no owner seen yet */
+  uint64_t *ad_checked;     /* an imported indirect block starts here
+                               whose children have their owners */
 } zv_alloc_dev_t;
 
 /* A deferred free. */
@@ -128,6 +140,7 @@ struct zv_alloc {
   uint64_t a_slop;                   /* reserve() keeps this much back */
   _Atomic uint64_t a_allocated;      /* bytes of set bits */
   _Atomic uint64_t a_reserved;       /* bytes reserved by writers */
+  bool a_own;                        /* ownership tracked (an import) */
 };
 
 /* Ditto copies on one device go at least nbits >> this apart if they can. */
@@ -308,9 +321,9 @@ alloc_range_mark (zv_alloc_dev_t *d, uint64_t b, uint64_t n, bool set)
   return changed;
 }
 
-/* Are all bits [b, b + n) of d set? */
+/* Are all bits [b, b + n) of map set? */
 static bool
-alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+alloc_bits_all_set (const uint64_t *map, uint64_t b, uint64_t n)
 {
   uint64_t end = b + n;
 
@@ -319,11 +332,34 @@ alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
     unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - b));
     uint64_t mask = alloc_mask (lo, hi);
 
-    if ((d->ad_map[b / 64] & mask) != mask)
+    if ((map[b / 64] & mask) != mask)
       return false;
     b += hi - lo;
   }
   return true;
+}
+
+/* Set or clear bits [b, b + n) of map (no accounting, no dirty flags). */
+static void
+alloc_bits_mark (uint64_t *map, uint64_t b, uint64_t n, bool set)
+{
+  uint64_t end = b + n;
+
+  while (b < end) {
+    unsigned lo = (unsigned) (b % 64);
+    unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - b));
+    uint64_t mask = alloc_mask (lo, hi);
+
+    map[b / 64] = set ? map[b / 64] | mask : map[b / 64] & ~mask;
+    b += hi - lo;
+  }
+}
+
+/* Are all bits [b, b + n) of d set? */
+static bool
+alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+{
+  return alloc_bits_all_set (d->ad_map, b, n);
 }
 
 /*
@@ -441,6 +477,8 @@ zv_alloc_destroy (zv_alloc_t *a)
     for (i = 0; i < a->a_ndevs; i++) {
       free (a->a_devs[i].ad_map);
       free (a->a_devs[i].ad_dirty);
+      free (a->a_devs[i].ad_unowned);
+      free (a->a_devs[i].ad_checked);
     }
     free (a->a_devs);
   }
@@ -944,26 +982,162 @@ int
 zv_alloc_owners_take (zv_alloc_owners_t *o, uint64_t dva, uint32_t size)
 {
   zv_alloc_dev_t *d;
-  uint64_t *map, b, n, end, x;
+  uint64_t *map, b, n;
 
   if (!alloc_extent (o->ao_alloc, dva, size, &d, &b, &n))
     return -EINVAL;
   map = o->ao_map[d - o->ao_alloc->a_devs];
-  end = b + n;
-  for (x = b; x < end;) {
-    unsigned lo = (unsigned) (x % 64);
-    unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - x));
-    if (map[x / 64] & alloc_mask (lo, hi))
+  for (uint64_t x = b; x < b + n; x++)
+    if (map[x / 64] & (1ull << (x % 64)))
       return -EEXIST;
-    x += hi - lo;
-  }
-  for (x = b; x < end;) {
-    unsigned lo = (unsigned) (x % 64);
-    unsigned hi = (unsigned) ZV_MIN ((uint64_t) 64, lo + (end - x));
-    map[x / 64] |= alloc_mask (lo, hi);
-    x += hi - lo;
-  }
+  alloc_bits_mark (map, b, n, true);
   return 0;
+}
+
+/* ---- ownership since import, checked as the tree is read ---- */
+
+/*
+ * The pool's map of owners (see alloc.h): ad_unowned starts as a copy of
+ * the bitmap as imported, and a sector leaves it once, when the first
+ * pointer (or deferred free, or the log ring) that names it is found.
+ * Space allocated since is never in it (it was free at import), so a
+ * pointer first seen later can take only space that was allocated at
+ * import and that nothing has claimed since: never free space, never
+ * space of another block, whether that block was found on disk or
+ * written since.  Bits only ever clear, so the map needs no upkeep in
+ * the allocation and free paths.
+ */
+void
+zv_alloc_own_begin (zv_alloc_t *a)
+{
+  alloc_lock (a);
+  for (unsigned i = 0; i < a->a_ndevs; i++) {
+    zv_alloc_dev_t *d = &a->a_devs[i];
+    size_t bytes = ZV_MAX (d->ad_nchunks, (size_t) 1) * ZV_ALLOC_CHUNK;
+
+    free (d->ad_unowned);
+    free (d->ad_checked);
+    d->ad_unowned = zv_calloc (1, bytes);
+    d->ad_checked = zv_calloc (1, bytes);
+    if (d->ad_nchunks > 0)
+      memcpy (d->ad_unowned, d->ad_map, bytes);
+  }
+  a->a_own = true;
+  alloc_unlock (a);
+}
+
+/* Take [b, b + n) of d for an owner (a_lock held): all or nothing. */
+static int
+alloc_own_locked (zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+{
+  if (!alloc_range_all_set (d, b, n))
+    return -ENOENT;
+  if (!alloc_bits_all_set (d->ad_unowned, b, n))
+    return -EEXIST;
+  alloc_bits_mark (d->ad_unowned, b, n, false);
+  return 0;
+}
+
+int
+zv_alloc_own (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+  int r = 0;
+
+  if (!alloc_extent (a, dva, size, &d, &b, &n))
+    return -EINVAL;
+  alloc_lock (a);
+  if (a->a_own)
+    r = alloc_own_locked (d, b, n);
+  else if (!alloc_range_all_set (d, b, n))
+    r = -ENOENT;
+  alloc_unlock (a);
+  return r;
+}
+
+void
+zv_alloc_own_rest (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+
+  if (!alloc_extent (a, dva, size, &d, &b, &n))
+    return;
+  alloc_lock (a);
+  if (a->a_own)
+    alloc_bits_mark (d->ad_unowned, b, n, false);
+  alloc_unlock (a);
+}
+
+bool
+zv_alloc_own_any (zv_alloc_t *a, uint64_t dva, uint32_t size)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+  bool r = false;
+
+  if (!alloc_extent (a, dva, size, &d, &b, &n))
+    return true;
+  alloc_lock (a);
+  if (a->a_own)
+    for (uint64_t x = b; x < b + n && !r; x++)
+      r = (d->ad_map[x / 64] >> (x % 64) & 1)
+        && !(d->ad_unowned[x / 64] >> (x % 64) & 1);
+  alloc_unlock (a);
+  return r;
+}
+
+int
+zv_alloc_own_children (zv_alloc_t *a, uint64_t parent,
+                       const zv_alloc_ext_t *ext, size_t n, size_t *bad)
+{
+  zv_alloc_dev_t *pd, *d;
+  uint64_t pb, pn, b, m;
+  size_t i;
+  int r = 0;
+
+  *bad = 0;
+  if (!alloc_extent (a, parent, ZV_SECTOR, &pd, &pb, &pn))
+    return -EINVAL;
+  alloc_lock (a);
+  if (!a->a_own || (pd->ad_checked[pb / 64] >> (pb % 64) & 1)) {
+    alloc_unlock (a);
+    return 0;
+  }
+  for (i = 0; i < n && r == 0; i++) {
+    if (!alloc_extent (a, ext[i].ae_dva, ext[i].ae_size, &d, &b, &m))
+      r = -EINVAL;
+    else
+      r = alloc_own_locked (d, b, m);
+  }
+  if (r < 0) {
+    /* Nothing taken: the children before the bad one give theirs back
+     * (they were all unowned, or they would have failed). */
+    *bad = --i;
+    while (i-- > 0) {
+      ZV_VERIFY (alloc_extent (a, ext[i].ae_dva, ext[i].ae_size, &d, &b, &m));
+      alloc_bits_mark (d->ad_unowned, b, m, true);
+    }
+  }
+  else
+    pd->ad_checked[pb / 64] |= 1ull << (pb % 64);
+  alloc_unlock (a);
+  return r;
+}
+
+void
+zv_alloc_own_checked (zv_alloc_t *a, uint64_t parent)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, n;
+
+  if (!alloc_extent (a, parent, ZV_SECTOR, &d, &b, &n))
+    return;
+  alloc_lock (a);
+  if (a->a_own)
+    d->ad_checked[b / 64] |= 1ull << (b % 64);
+  alloc_unlock (a);
 }
 
 /* Space accounting snapshot. */

@@ -119,6 +119,39 @@ zv_alloc_owners_t *zv_alloc_owners_create (zv_alloc_t *a);
 int zv_alloc_owners_take (zv_alloc_owners_t *o, uint64_t dva, uint32_t size);
 void zv_alloc_owners_destroy (zv_alloc_owners_t *o);
 
+/*
+ * The pool's owners, from import on: each sector allocated at import
+ * gets at most one owner, when the first pointer (or deferred free, or
+ * the log ring) naming it is found, at import or later as the tree is
+ * read (dmu.c checks an indirect block's children when it first loads
+ * it).  zv_alloc_own_begin, once the space maps are loaded, starts
+ * every allocated sector unowned.  Space allocated since import was
+ * free then and is never unowned: it is the engine's own.
+ *
+ * zv_alloc_own takes [dva, dva+size) for an owner, all or nothing: 0,
+ * -EINVAL (not an extent of the pool), -ENOENT (a sector is free),
+ * -EEXIST (a sector has an owner).  Before own_begin (a new pool) it
+ * only checks that the extent is allocated.  own_rest takes whatever is
+ * still unowned of the extent (the log's claim, which checked it).
+ * own_any: does a sector of the extent have an owner?
+ * own_children: the children of the indirect block whose first copy
+ * starts at 'parent' take their space, all or nothing (*bad: the child
+ * refused, errors as zv_alloc_own), once: the block is then 'checked',
+ * and a later load of it (after eviction) takes nothing again.
+ * own_checked marks it so without taking (the import's full walk).
+ */
+typedef struct zv_alloc_ext {
+  uint64_t ae_dva;
+  uint32_t ae_size;
+} zv_alloc_ext_t;
+void zv_alloc_own_begin (zv_alloc_t *a);
+int zv_alloc_own (zv_alloc_t *a, uint64_t dva, uint32_t size);
+void zv_alloc_own_rest (zv_alloc_t *a, uint64_t dva, uint32_t size);
+bool zv_alloc_own_any (zv_alloc_t *a, uint64_t dva, uint32_t size);
+int zv_alloc_own_children (zv_alloc_t *a, uint64_t parent,
+                           const zv_alloc_ext_t *ext, size_t n, size_t *bad);
+void zv_alloc_own_checked (zv_alloc_t *a, uint64_t parent);
+
 /* Space, in bytes. */
 typedef struct zv_alloc_space {
   uint64_t as_total;      /* all data areas */

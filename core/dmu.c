@@ -62,6 +62,20 @@
  * sync never holds two of these at once, and it keeps a hold on every
  * indirect block it changed until the parent records its new pointer, so
  * an evicted indirect block is always reloaded from the current pointer.
+ *
+ * Trust.  Import checks the volume's root and nothing below it (pool.c).
+ * An indirect block of the imported tree (born at or before the txg
+ * imported, spa_own_txg) is checked when it is first read from disk:
+ * its header, then every child's fields (dmu_check_child, the same
+ * checks as the walk's) and the child's space in the pool's owner map
+ * (alloc.h): allocated at import and owned by nothing else.  A block
+ * that fails is refused (EIO, with a message naming the entry) and
+ * remembered (ob_refused): reads under it fail, and so do writes, trims
+ * and zeroes once it is known (dmu_check_path: open context reads
+ * nothing for it); a change that reaches the sync under a block never
+ * read before fails that sync (the pool suspends, saying which block).
+ * Either way nothing under a refused block is read or freed.  Blocks
+ * born since import are the engine's own.
  */
 #include <config.h>
 
@@ -155,6 +169,7 @@ zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
   ob->ob_nblocks = dn->dn_nblocks;
   ob->ob_root = dn->dn_root;
   pthread_mutex_init (&ob->ob_mtx, NULL);
+  pthread_mutex_init (&ob->ob_refused_mtx, NULL);
   return 0;
 }
 
@@ -190,6 +205,9 @@ zv_dmu_object_close (zv_object_t *ob)
                                      memory_order_seq_cst) == NULL);
   zv_dbuf_evict_object (ob->ob_cache, ob);
   pthread_mutex_destroy (&ob->ob_mtx);
+  pthread_mutex_destroy (&ob->ob_refused_mtx);
+  free (ob->ob_refused);
+  ob->ob_refused = NULL;
 }
 
 /* Descriptor as of the last sync. */
@@ -250,6 +268,121 @@ dmu_new_indirect (zv_object_t *ob, unsigned level, uint64_t idx)
   return data;
 }
 
+/*
+ * The fields of a pointer from disk, against its parent (born in txg
+ * pbirth; UINT64_MAX for a root, which the pool checks against the
+ * objset).  A parent is rewritten in every txg a child changes, so no
+ * child is younger than its parent; fill counts the data blocks below (1
+ * for a data block), so it is at least 1 and at most what the level
+ * spans; and every copy lies inside a device's data area.
+ */
+static int
+dmu_check_child (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned level,
+                 uint64_t pbirth, const char *what)
+{
+  if (bp->bp_birth == 0 || bp->bp_birth > pbirth) {
+    if (what)
+      zv_error ("%s: pointer born in txg %" PRIu64 ", after its parent "
+                "(txg %" PRIu64 ")", what, bp->bp_birth, pbirth);
+    return -EIO;
+  }
+  if (level == 0 ? bp->bp_fill != 1
+      : bp->bp_fill == 0 || bp->bp_fill > dmu_span (level)) {
+    if (what)
+      zv_error ("%s: pointer fill %" PRIu64 " is impossible at level %u",
+                what, bp->bp_fill, level);
+    return -EIO;
+  }
+  return zv_zio_bp_check (spa, bp, what);
+}
+
+/*
+ * An indirect block of the imported tree, loaded for the first time
+ * since import (import no longer walks the tree: docs/design.md, "What
+ * import trusts"): each child must be what the format's writers store
+ * (shape, birth, fill, inside the pool) and take space that was
+ * allocated at import and that nothing else owns (alloc.h, the pool's
+ * owners).  A child that fails refuses the whole block: every read,
+ * write and trim under it fails with EIO and this message, and nothing
+ * under it is ever freed, so a pointer into free space or at another
+ * block's space can neither return the wrong bytes nor free space twice.
+ * Blocks born after the import are the engine's own (their children are
+ * checked or new), and so is a block checked once already (loaded
+ * again after eviction).
+ */
+static int
+dmu_check_children (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
+                    uint64_t idx, const void *data, const char *what)
+{
+  zv_spa_t *spa = ob->ob_spa;
+  const zv_blkptr_t *e = dmu_ind_entries ((void *) data);
+  zv_alloc_ext_t ext[2 * ZV_INDIRECT_FANOUT];
+  uint64_t from[2 * ZV_INDIRECT_FANOUT];
+  uint32_t size = level > 1 ? ZV_INDIRECT_SIZE : ob->ob_blksz;
+  size_t n = 0, bad;
+  char cwhat[128];
+  int r;
+
+  if (bp->bp_birth > spa->spa_own_txg)
+    return 0;
+  for (uint64_t i = 0; i < F; i++) {
+    if (zv_bp_is_hole (&e[i]))
+      continue;
+    if (e[i].bp_level != level - 1 || e[i].bp_psize != size
+        || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2
+        || dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, NULL) < 0) {
+      /* (Named only now: a name per entry would cost more than the
+       * checks.) */
+      snprintf (cwhat, sizeof cwhat, "%s, entry %" PRIu64 " (level %u "
+                "block %" PRIu64 ")", what, i, level - 1, idx * F + i);
+      if (e[i].bp_level != level - 1 || e[i].bp_psize != size
+          || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2)
+        zv_error ("%s: pointer level %u size %" PRIu32 ", %u copies, "
+                  "expected level %u size %" PRIu32, cwhat, e[i].bp_level,
+                  e[i].bp_psize, e[i].bp_ncopies, level - 1, size);
+      else
+        (void) dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, cwhat);
+      return -EIO;
+    }
+    for (unsigned c = 0; c < e[i].bp_ncopies; c++) {
+      ext[n] = (zv_alloc_ext_t) { e[i].bp_dva[c], e[i].bp_psize };
+      from[n++] = i;
+    }
+  }
+  r = zv_alloc_own_children (spa->spa_alloc, bp->bp_dva[0], ext, n, &bad);
+  if (r == 0)
+    return 0;
+  zv_error ("%s: entry %" PRIu64 " (level %u block %" PRIu64 ", device %u "
+            "offset %" PRIu64 ") %s; the block is refused, what it covers "
+            "reads and writes as an I/O error", what, from[bad], level - 1,
+            idx * F + from[bad], ZV_DVA_VDEV (ext[bad].ae_dva),
+            ZV_DVA_OFFSET (ext[bad].ae_dva),
+            r == -ENOENT ? "points at free space"
+            : r == -EEXIST ? "shares its space with another block"
+            : "is not an extent of the pool");
+  return -EIO;
+}
+
+/* Remember an indirect block whose checks failed (dmu_read_bp). */
+static void
+dmu_refuse (zv_object_t *ob, unsigned level, uint64_t idx)
+{
+  uint64_t key = (uint64_t) level << 56 | idx;
+  size_t n;
+
+  pthread_mutex_lock (&ob->ob_refused_mtx);
+  n = atomic_load_explicit (&ob->ob_nrefused, memory_order_relaxed);
+  for (size_t i = 0; i < n; i++)
+    if (ob->ob_refused[i] == key) {
+      pthread_mutex_unlock (&ob->ob_refused_mtx);
+      return;
+    }
+  ZV_GROW (ob->ob_refused, n, ob->ob_refused_cap, 8);
+  ob->ob_refused[n] = key;
+  atomic_store_explicit (&ob->ob_nrefused, n + 1, memory_order_release);
+  pthread_mutex_unlock (&ob->ob_refused_mtx);
+}
+
 /* Read a block the tree points at into a new buffer (or NULL: hole). */
 static int
 dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
@@ -272,8 +405,15 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   }
   data = zv_buf_get (size);
   r = zv_zio_read (ob->ob_spa, bp, data, what);
-  if (r == 0 && level > 0)
+  if (r == 0 && level > 0) {
+    /* Read and verified, but not what this format writes: refused for
+     * good (a read error may pass, and is not remembered). */
     r = dmu_check_indirect (data, bp, ob->ob_id, level, idx, what);
+    if (r == 0)
+      r = dmu_check_children (ob, bp, level, idx, data, what);
+    if (r < 0)
+      dmu_refuse (ob, level, idx);
+  }
   if (r < 0) {
     zv_buf_put (data, size);
     return r;
@@ -592,6 +732,41 @@ dmu_resolve_locked (zv_object_t *ob, zv_dbuf_t *db, zv_dirty_t *dr)
   return r;
 }
 
+/*
+ * Open context, before a change of data blocks [first, last] is taken:
+ * one under an indirect block refused already (dmu_check_children) fails
+ * with EIO here, not at the sync, which would suspend the pool over it
+ * after the write was acknowledged.  Nothing is read (no read on the
+ * write path): a block never read yet is checked when the sync (or a
+ * read) loads it, and a change under it that reached the sync first
+ * fails that sync (the pool suspends, with the message naming it).
+ * Costs an atomic load while nothing was refused.
+ */
+static int
+dmu_check_path (zv_object_t *ob, uint64_t first, uint64_t last)
+{
+  size_t n = atomic_load_explicit (&ob->ob_nrefused, memory_order_acquire);
+  int r = 0;
+
+  if (n == 0)
+    return 0;
+  pthread_mutex_lock (&ob->ob_refused_mtx);
+  for (size_t k = 0; k < n && r == 0; k++) {
+    unsigned level = (unsigned) (ob->ob_refused[k] >> 56);
+    uint64_t idx = ob->ob_refused[k] & ((1ull << 56) - 1);
+    uint64_t span = dmu_span (level);
+
+    if (first / span <= idx && idx <= last / span) {
+      zv_error ("object %" PRIu64 " blocks %" PRIu64 "-%" PRIu64 ": under "
+                "indirect block (level %u, %" PRIu64 "), refused when it "
+                "was read", ob->ob_id, first, last, level, idx);
+      r = -EIO;
+    }
+  }
+  pthread_mutex_unlock (&ob->ob_refused_mtx);
+  return r;
+}
+
 /* Copy out of blocks, through the cache. */
 int
 zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
@@ -772,8 +947,14 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                        const void *buf, uint64_t txg)
 {
   const uint8_t *in = buf;
+  int r0;
 
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  if (len == 0)
+    return 0;
+  r0 = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
+  if (r0 < 0)
+    return r0;
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
@@ -900,7 +1081,14 @@ int
 zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                       uint64_t txg)
 {
+  int r0;
+
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  if (len == 0)
+    return 0;
+  r0 = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
+  if (r0 < 0)
+    return r0;
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
@@ -980,6 +1168,15 @@ zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole)
     return r;
   *hole = zv_bp_is_hole (&bp);
   return 0;
+}
+
+/* The synced tree's pointer of a data block (see dmu.h). */
+int
+zv_dmu_block_bp (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp)
+{
+  if (blkid >= ob->ob_nblocks)
+    return -EINVAL;
+  return dmu_lookup_l0 (ob, blkid, bp);
 }
 
 /* Write a dirty block in place for the intent log (see dmu.h). */
@@ -1527,21 +1724,7 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
               "size %" PRIu32, what, bp->bp_level, bp->bp_psize, level, size);
     return -EIO;
   }
-  /* A parent is rewritten in every txg a child changes, so no child is
-   * younger than its parent; fill counts the data blocks below (1 for a
-   * data block), so it is at least 1 and at most what the level spans. */
-  if (bp->bp_birth == 0 || bp->bp_birth > pbirth) {
-    zv_error ("%s: pointer born in txg %" PRIu64 ", after its parent (txg %"
-              PRIu64 ")", what, bp->bp_birth, pbirth);
-    return -EIO;
-  }
-  if (level == 0 ? bp->bp_fill != 1
-      : bp->bp_fill == 0 || bp->bp_fill > dmu_span (level)) {
-    zv_error ("%s: pointer fill %" PRIu64 " is impossible at level %u",
-              what, bp->bp_fill, level);
-    return -EIO;
-  }
-  r = zv_zio_bp_check (w->dw_spa, bp, what);
+  r = dmu_check_child (w->dw_spa, bp, level, pbirth, what);
   if (r < 0)
     return r;
   if (level > 0 || w->dw_data) {

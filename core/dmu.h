@@ -29,6 +29,13 @@ typedef struct zv_object {
   zv_blkptr_t ob_root;
   _Atomic (zv_dirty_t *) ob_dirty[ZV_TXG_SIZE];  /* L0 records per txg */
   _Atomic uint64_t ob_reserved[ZV_TXG_SIZE];     /* bytes per txg */
+  /* Indirect blocks refused when they loaded (dmu.c, "Trust"), as
+   * (level << 56) | index: changes under them fail at once.  Under
+   * ob_refused_mtx; ob_nrefused is also read without it. */
+  pthread_mutex_t ob_refused_mtx;
+  _Atomic size_t ob_nrefused;
+  uint64_t *ob_refused;
+  size_t ob_refused_cap;
 } zv_object_t;
 
 /* Levels needed to address nblocks blocks (1: the root is the block). */
@@ -65,6 +72,9 @@ int zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                           uint64_t txg);
 /* Is the block a hole, as a read would see it now? */
 int zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole);
+/* The synced tree's pointer of data block blkid, read through the
+ * indirect blocks above it (each checked as it loads: dmu.c). */
+int zv_dmu_block_bp (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp);
 
 /*
  * Write block blkid's dirty data of txg now, to new space, and mark the

@@ -96,7 +96,10 @@ static const kstat_u64_t kstat_pool_u64[] = {
   KSTAT_PS ("txg_synced", ps_txg_synced),
   KSTAT_PS ("txg_open", ps_txg_open),
   KSTAT_PS ("dirty_bytes", ps_dirty_bytes),
+  KSTAT_PS ("dirty_max", ps_dirty_max),
   KSTAT_PS ("sync_passes_last", ps_sync_passes_last),
+  KSTAT_PS ("written_data_bytes", ps_written_data),
+  KSTAT_PS ("written_meta_bytes", ps_written_meta),
 };
 static const kstat_u64_t kstat_cache_u64[] = {
   KSTAT_PS ("cache_bytes", ps_cache_bytes),

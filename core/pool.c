@@ -33,12 +33,21 @@
  *
  * Import reads every label of every device, checks that the devices form
  * one complete pool, and tries the uberblocks newest first: the objset,
- * the space maps and deferred lists, and every indirect block of the
- * volume must read and verify, and every pointer must point at allocated
- * space that nothing else owns (an ownership map, alloc.h: each block's
- * copies, the pending deferred frees and the log ring take their sectors;
- * a sector taken twice would be freed twice, or while still in use).
- * The first uberblock that passes is the candidate.  Then the
+ * the space maps and deferred lists, and the volume's root pointer must
+ * read and verify, and every pointer of them must point at allocated
+ * space that nothing else owns (the pool's owner map, alloc.h: each
+ * block's copies, the pending deferred frees, the log ring and the
+ * volume's root take their sectors; a sector taken twice would be freed
+ * twice, or while still in use).  The volume's tree below its root is
+ * not walked: its cost would grow with the volume (seconds for tens of
+ * GiB).  Each of its indirect blocks is checked as it is first read
+ * (dmu.c: fields, and owners for its children, from the same map), and
+ * a block that fails is refused then, with EIO for what it covers, as
+ * OpenZFS verifies blocks when they are read and leaves the walk to
+ * scrub.  verify=full (pc_verify_full) walks the whole tree at import
+ * as before, taking every owner, so a damaged tree is found there and
+ * the import rewinds or refuses.  The first uberblock that passes is
+ * the candidate.  Then the
  * loss check (pool_check_loss): importing it loses
  *   - every txg after it up to the newest valid uberblock N, when it is
  *     not N itself: those txgs committed (a txg's uberblock is written
@@ -150,6 +159,7 @@ struct zvol_pool {
   zv_dev_t *p_logdev;          /* separate log device, or NULL */
   enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
   bool p_rewound;              /* imported at an older txg than the newest */
+  bool p_verified;             /* verify=full walked the whole tree */
   /* The claim at import took in-place blocks off the imported txg's
    * pending deferred-free list (zv_alloc_defer_cancel): the next sync
    * rewrites that list too (pool_sync_defer_prev). */
@@ -402,8 +412,12 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
   ub.ub_rootbp = osbp;
   for (unsigned l = 0; l < ZV_NLABELS && r == 0; l++) {
     r = zv_label_write_ub (spa->spa_devs, spa->spa_ndevs, &ub, l);
-    if (r == 0)
+    if (r == 0) {
+      atomic_fetch_add_explicit (&spa->spa_written[ZV_BT_NONE],
+                                 (uint64_t) ZV_SECTOR * spa->spa_ndevs,
+                                 memory_order_relaxed);
       r = zv_zio_flush_all (spa);
+    }
   }
   if (r < 0) {
     zv_error ("txg %" PRIu64 ": writing the uberblock failed", txg);
@@ -1116,48 +1130,55 @@ pool_check_logdev (zv_pool_t *p, const zv_pool_config_t *pc,
 
 /*
  * Import: the copies of a block the imported objset names must be
- * allocated space, and space nothing else owns (see alloc.h, "ownership
- * check"): two owners of a sector would each free it one day.
+ * allocated space, and space nothing else owns (see alloc.h, the pool's
+ * owners): two owners of a sector would each free it one day.
  */
 static int
-pool_own_bp (zv_alloc_owners_t *own, zv_alloc_t *a, const zv_blkptr_t *bp,
-             const char *what, unsigned level, uint64_t blkid)
+pool_own_bp (zv_alloc_t *a, const zv_blkptr_t *bp, const char *what,
+             unsigned level, uint64_t blkid)
 {
   for (unsigned c = 0; c < bp->bp_ncopies && c < 2; c++) {
-    if (!zv_alloc_is_allocated (a, bp->bp_dva[c], bp->bp_psize)) {
-      zv_error ("%s block (level %u, %" PRIu64 ") points at free space",
-                what, level, blkid);
-      return -EIO;
-    }
-    if (zv_alloc_owners_take (own, bp->bp_dva[c], bp->bp_psize) < 0) {
+    int r = zv_alloc_own (a, bp->bp_dva[c], bp->bp_psize);
+
+    if (r == -EEXIST) {
       zv_error ("%s block (level %u, %" PRIu64 "): copy %u shares its "
                 "space with another block", what, level, blkid, c + 1);
+      return -EIO;
+    }
+    if (r < 0) {
+      zv_error ("%s block (level %u, %" PRIu64 ") points at free space",
+                what, level, blkid);
       return -EIO;
     }
   }
   return 0;
 }
 
-/* Claim-check walker state for the volume tree. */
+/* The full walk's state (verify=full). */
 typedef struct pool_verify {
   zv_pool_t *pv_pool;
   const zv_pool_config_t *pv_pc;
-  zv_alloc_owners_t *pv_owners;
   uint64_t pv_done, pv_total;
 } pool_verify_t;
 
-/* Every pointer of the volume tree must point at allocated space that
- * only it owns. */
+/* verify=full: every pointer of the volume tree must point at allocated
+ * space that only it owns.  The walk gives each its owner, so the
+ * indirect blocks it passed are checked (dmu.c skips them later). */
 static int
 pool_verify_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
                 uint64_t blkid, const void *data)
 {
   pool_verify_t *pv = arg;
-  int r = pool_own_bp (pv->pv_owners, pv->pv_pool->p_spa.spa_alloc, bp,
-                       "volume", level, blkid);
+  zv_alloc_t *a = pv->pv_pool->p_spa.spa_alloc;
+  int r = 0;
 
+  /* The root took its space before the walk (pool_load_ub). */
+  if (level + 1u < pv->pv_pool->p_ds.ds_obj.ob_nlevels || level == 0)
+    r = pool_own_bp (a, bp, "volume", level, blkid);
   if (r < 0)
     return r;
+  if (level > 0)
+    zv_alloc_own_checked (a, bp->bp_dva[0]);
   if (level == 1 || (level == 0 && blkid % 4096 == 0)) {
     pv->pv_done = ZV_MIN (pv->pv_total, level == 1
                           ? (blkid + 1) * ZV_INDIRECT_FANOUT : blkid + 1);
@@ -1290,13 +1311,12 @@ pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh, uint64_t txg)
 
 /* The blocks of a flat object (a space map, a deferred list), owned. */
 static int
-pool_own_flat (zv_alloc_owners_t *own, zv_alloc_t *a, const zv_flat_t *fl,
-               const char *what)
+pool_own_flat (zv_alloc_t *a, const zv_flat_t *fl, const char *what)
 {
   for (unsigned l = 0; l < fl->fl_nlevels; l++)
     for (uint64_t i = 0; i < fl->fl_len[l]; i++)
       if (!zv_bp_is_hole (&fl->fl_bps[l][i])) {
-        int r = pool_own_bp (own, a, &fl->fl_bps[l][i], what, l, i);
+        int r = pool_own_bp (a, &fl->fl_bps[l][i], what, l, i);
         if (r < 0)
           return r;
       }
@@ -1304,7 +1324,7 @@ pool_own_flat (zv_alloc_owners_t *own, zv_alloc_t *a, const zv_flat_t *fl,
 }
 
 typedef struct pool_own_defer {
-  zv_alloc_owners_t *od_own;
+  zv_alloc_t *od_alloc;
   uint64_t od_txg;
   int od_err;
 } pool_own_defer_t;
@@ -1316,7 +1336,7 @@ pool_own_defer_cb (void *arg, uint64_t dva, uint32_t size)
 {
   pool_own_defer_t *od = arg;
 
-  if (od->od_err == 0 && zv_alloc_owners_take (od->od_own, dva, size) < 0) {
+  if (od->od_err == 0 && zv_alloc_own (od->od_alloc, dva, size) < 0) {
     zv_error ("deferred-free list of txg %" PRIu64 ": extent (device %u "
               "offset %" PRIu64 ", %" PRIu32 " bytes) shares its space with "
               "a block in use or another entry", od->od_txg,
@@ -1326,24 +1346,29 @@ pool_own_defer_cb (void *arg, uint64_t dva, uint32_t size)
 }
 
 /*
- * Import: the ownership of everything but the volume's tree (which the
- * verify walk takes block by block): the objset, the space maps' and
- * deferred lists' blocks, the pending deferred frees and the log ring.
+ * Import: the owners of everything but the volume's tree below its root
+ * (whose indirect blocks take their children's space as they are first
+ * read, dmu.c, or all at once with verify=full): the objset, the space
+ * maps' and deferred lists' blocks, the pending deferred frees, the log
+ * ring and the volume's root block.
  */
 static int
-pool_own_meta (zv_pool_t *p, zv_alloc_owners_t *own,
-               const zv_blkptr_t *osbp, const zv_objset_phys_t *os)
+pool_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
+               const zv_objset_phys_t *os)
 {
   zv_alloc_t *a = p->p_spa.spa_alloc;
   const zv_zil_header_t *zh = &os->os_zil;
-  int r = pool_own_bp (own, a, osbp, "objset", 0, 0);
+  int r;
 
+  zv_alloc_own_begin (a);
+  r = pool_own_bp (a, osbp, "objset", 0, 0);
   for (unsigned d = 0; d < p->p_spa.spa_ndevs && r == 0; d++)
-    r = pool_own_flat (own, a, &p->p_spacemap[d], "space map");
+    r = pool_own_flat (a, &p->p_spacemap[d], "space map");
   for (unsigned i = 0; i < 2 && r == 0; i++)
-    r = pool_own_flat (own, a, &p->p_defer[i], "deferred-free list");
+    r = pool_own_flat (a, &p->p_defer[i], "deferred-free list");
   for (unsigned i = 0; i < 2 && r == 0; i++) {
-    pool_own_defer_t od = { .od_own = own, .od_txg = os->os_defer[i].dn_txg };
+    pool_own_defer_t od = { .od_alloc = a,
+                            .od_txg = os->os_defer[i].dn_txg };
     /* Both lists in one txg would be the same allocator list: once. */
     if (os->os_defer[i].dn_size == 0
         || (i == 1 && os->os_defer[0].dn_size > 0
@@ -1353,12 +1378,14 @@ pool_own_meta (zv_pool_t *p, zv_alloc_owners_t *own,
     r = od.od_err;
   }
   if (r == 0 && ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV
-      && zv_alloc_owners_take (own, zh->zh_ring_dva,
-                               (uint32_t) (zh->zh_nslots * zh->zh_blksz))
-      < 0) {
+      && zv_alloc_own (a, zh->zh_ring_dva,
+                       (uint32_t) (zh->zh_nslots * zh->zh_blksz)) < 0) {
     zv_error ("intent log ring shares its space with a block in use");
     r = -EIO;
   }
+  if (r == 0 && !zv_bp_is_hole (&os->os_volume.dn_root))
+    r = pool_own_bp (a, &os->os_volume.dn_root, "volume",
+                     os->os_volume.dn_nlevels - 1u, 0);
   return r;
 }
 
@@ -1370,7 +1397,6 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   zv_spa_t *spa = &p->p_spa;
   const zv_blkptr_t *bp = &ub->ub_rootbp;
   zv_objset_phys_t *os = NULL;
-  zv_alloc_owners_t *own = NULL;
   uint64_t txg = ub->ub_txg;
   char what[64];
   int r;
@@ -1442,10 +1468,6 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   r = pool_check_zil (p, &os->os_zil, txg);
   if (r < 0)
     goto out;
-  own = zv_alloc_owners_create (spa->spa_alloc);
-  r = pool_own_meta (p, own, bp, os);
-  if (r < 0)
-    goto out;
   p->p_ds.ds_zil_hdr = os->os_zil;
 
   /* The volume. */
@@ -1472,25 +1494,38 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
               os->os_volume.dn_root.bp_fill, want.dn_nblocks);
     r = -EIO;
   }
+  if (r == 0 && !zv_bp_is_hole (&os->os_volume.dn_root)
+      && zv_zio_bp_check (spa, &os->os_volume.dn_root, "volume root") < 0)
+    r = -EIO;
+  if (r == 0)
+    r = pool_own_meta (p, bp, os);
   if (r < 0)
     goto out;
-  pool_verify_t pv = {
-    .pv_pool = p, .pv_pc = pc, .pv_owners = own,
-    .pv_total = want.dn_nblocks,
-  };
-  r = zv_dmu_walk (spa, ZV_OBJ_VOLUME, &os->os_volume, false,
-                   pool_verify_cb, &pv);
-  if (r < 0)
-    goto out;
-  if (pc->pc_progress)
-    pc->pc_progress (pc->pc_progress_arg, "verify", pv.pv_total,
-                     pv.pv_total);
   zv_dmu_object_open (&p->p_ds.ds_obj, spa, p->p_cache, ZV_OBJ_VOLUME,
-                  &os->os_volume);
+                      &os->os_volume);
+  /* The volume's indirect blocks are checked as they are first read
+   * (dmu.c), so import costs the same whatever the volume holds;
+   * verify=full checks the whole tree now, as a scrub would. */
+  spa->spa_own_txg = txg;
+  if (pc->pc_verify_full) {
+    pool_verify_t pv = {
+      .pv_pool = p, .pv_pc = pc, .pv_total = want.dn_nblocks,
+    };
+    r = zv_dmu_walk (spa, ZV_OBJ_VOLUME, &os->os_volume, false,
+                     pool_verify_cb, &pv);
+    if (r < 0) {
+      zv_dmu_object_close (&p->p_ds.ds_obj);
+      memset (&p->p_ds.ds_obj, 0, sizeof p->p_ds.ds_obj);
+      goto out;
+    }
+    p->p_verified = true;
+    if (pc->pc_progress)
+      pc->pc_progress (pc->pc_progress_arg, "verify", pv.pv_total,
+                       pv.pv_total);
+  }
   p->p_objset_bp = *bp;
   p->p_synced_txg = txg;
  out:
-  zv_alloc_owners_destroy (own);
   zv_buf_free (os);
   return r;
 }
@@ -1731,7 +1766,8 @@ pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
   return 0;
 }
 
-static bool pool_space_live (void *arg, uint64_t dva, uint32_t size);
+static bool pool_space_live (void *arg, uint64_t dva, uint32_t size,
+                             uint64_t blkid);
 
 /*
  * A read-write import claims what the datasets' intent logs hold before
@@ -1772,8 +1808,16 @@ pool_inspect_logs (zv_pool_t *p)
 /* Is [dva, dva+size) used by the synced tree?  For the log's claim: an
  * in-place block the bitmap shows allocated may still be the record's
  * (a sync that ran beside the write stored the bit), but never space the
- * objset of the imported txg reaches.  Walks the tree: only for such a
- * block, which only a crash leaves. */
+ * objset of the imported txg reaches.  The pool's owners answer for what
+ * import owned (the objset, space maps, deferred lists and frees, the
+ * ring, the volume's root) and for the indirect blocks read so far; the
+ * record's own block and every indirect block above it are read first
+ * (each one's children take their owners as it loads, dmu.c), which
+ * catches a record naming its own block's old copy or the indirect
+ * blocks over it.  Space still unowned then can be another volume
+ * block's: unless verify=full knew every owner, the tree is walked, only
+ * for such a block (which only a crash leaves).  A pointer found later
+ * naming space the claim took is refused as it loads (alloc.h). */
 typedef struct pool_live {
   uint64_t pl_dva;
   uint32_t pl_size;
@@ -1799,36 +1843,25 @@ pool_live_fn (void *arg, const zv_blkptr_t *bp, unsigned level,
 }
 
 static bool
-pool_space_live (void *arg, uint64_t dva, uint32_t size)
+pool_space_live (void *arg, uint64_t dva, uint32_t size, uint64_t blkid)
 {
   zv_pool_t *p = arg;
-  const zv_blkptr_t *rbp = &p->p_objset_bp;
-  const zv_zil_header_t *zh = &p->p_ds.ds_zil_hdr;
+  zv_alloc_t *a = p->p_spa.spa_alloc;
+  zv_dnode_phys_t dn;
+  zv_blkptr_t bp;
   pool_live_t pl = { dva, size };
-  zv_objset_phys_t *os;
-  int r;
 
-  if (pool_live_fn (&pl, rbp, 0, 0, NULL)
-      || pool_overlaps (&pl, zh->zh_ring_dva,
-                        (uint32_t) ZV_MIN (zh->zh_nslots
-                                           * (uint64_t) zh->zh_blksz,
-                                           UINT32_MAX)))
+  if (zv_alloc_own_any (a, dva, size))
     return true;
-  os = zv_buf_alloc (ZV_OBJSET_SIZE);
-  r = zv_zio_read (&p->p_spa, rbp, os, "objset");
-  if (r == 0)
-    r = zv_dmu_walk (&p->p_spa, ZV_OBJ_VOLUME, &os->os_volume, false,
-                     pool_live_fn, &pl);
-  for (unsigned i = 0; i < 2 && r == 0; i++)
-    if (os->os_defer[i].dn_type != 0)
-      r = zv_dmu_walk (&p->p_spa, ZV_OBJ_DEFER0 + i, &os->os_defer[i], false,
-                       pool_live_fn, &pl);
-  for (unsigned i = 0; i < p->p_spa.spa_ndevs && r == 0; i++)
-    if (os->os_spacemap[i].dn_type != 0)
-      r = zv_dmu_walk (&p->p_spa, ZV_OBJ_SPACEMAP0 + i, &os->os_spacemap[i],
-                       false, pool_live_fn, &pl);
-  zv_buf_free (os);
-  return r != 0;              /* an error: assume live, refuse the claim */
+  if (zv_dmu_block_bp (&p->p_ds.ds_obj, blkid, &bp) < 0)
+    return true;              /* an error: assume live, refuse the claim */
+  if (zv_alloc_own_any (a, dva, size))
+    return true;
+  if (p->p_verified)
+    return false;
+  zv_dmu_object_phys (&p->p_ds.ds_obj, &dn);
+  return zv_dmu_walk (&p->p_spa, ZV_OBJ_VOLUME, &dn, false, pool_live_fn,
+                      &pl) != 0;
 }
 
 /* Create or import. */

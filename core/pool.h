@@ -50,6 +50,7 @@ typedef struct zv_pool_config {
                        uint64_t total);
   void *pc_progress_arg;
   enum zv_zil_recover pc_zil_recover;
+  bool pc_verify_full;
 } zv_pool_config_t;
 
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */

@@ -933,6 +933,13 @@ zv_txg_dirty_total (zv_txg_t *tx)
   return atomic_load_explicit (&tx->tx_dirty_total, memory_order_acquire);
 }
 
+/* The dirty-data limit the throttle works to (statistics). */
+uint64_t
+zv_txg_dirty_limit (zv_txg_t *tx)
+{
+  return tx->tx_tt.tt_dirty_max;
+}
+
 /* Dirty bytes as a percentage of dirty_max. */
 unsigned
 zv_txg_dirty_pct (zv_txg_t *tx)

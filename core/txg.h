@@ -108,6 +108,7 @@ int zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg);
 
 uint64_t zv_txg_open_txg (zv_txg_t *tx);
 uint64_t zv_txg_last_synced (zv_txg_t *tx);
+uint64_t zv_txg_dirty_limit (zv_txg_t *tx);
 uint64_t zv_txg_dirty_total (zv_txg_t *tx);
 
 /* The same as a percentage of dirty_max, or the share of the space the

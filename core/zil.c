@@ -2064,7 +2064,8 @@ zil_claim_ent_cmp (const void *a, const void *b)
  * block, a space map, a volume block of the synced tree, the log ring)
  * would be freed after replay while still in use.  Space the bitmap
  * shows allocated is the record's too when the synced tree does not
- * use it (the import's 'live' walk): a txg sync that ran while the
+ * use it ('live', given the record's volume block: the pool's owners,
+ * after the tree path to that block is read): a txg sync that ran while the
  * in-place write was allocated stored its bit.  One more case is
  * sound: a claim already made (zh_claim_txg set, by this import or an
  * earlier one that synced it and crashed before the replay) left its
@@ -2116,7 +2117,8 @@ zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
   for (size_t i = 0; i < cl->cl_n && !same; i++) {
     uint64_t dva = cl->cl_ent[i].ce_dva;
     if (!zv_alloc_may_claim (a, dva, bs)
-        && (live == NULL || live (live_arg, dva, bs))) {
+        && (live == NULL
+            || live (live_arg, dva, bs, cl->cl_ent[i].ce_lr.lr_offset / bs))) {
       char why[192];
       snprintf (why, sizeof why, "names an in-place block (device %u "
                 "offset %" PRIu64 ") whose space is allocated and live, "
@@ -2134,6 +2136,9 @@ zil_claims_take (zv_zil_t *zl, zil_claims_t *cl, zv_zil_header_t *zh,
     (void) zv_alloc_defer_cancel (a, dva, bs);
     if (!zv_alloc_is_allocated (a, dva, bs))
       zv_alloc_claim (a, dva, bs);
+    /* The record owns it now: a tree pointer found later that names it
+     * is refused (alloc.h, the pool's owners). */
+    zv_alloc_own_rest (a, dva, bs);
   }
   zh->zh_claim_txg = claim;
   zh->zh_claim_count = cl->cl_n;

@@ -130,7 +130,8 @@ int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
  * judged (zil.c, zil_decide): a block in the middle that is damaged, a
  * record that makes no sense, or an in-place block the record may not
  * own (zil_claims_take; 'live' says whether space the bitmap shows
- * allocated is used by the synced tree) fails with -EIO and messages
+ * allocated is used by the synced tree; blkid is the record's volume
+ * block) fails with -EIO and messages
  * naming the block or record, what is lost, and how to import anyway;
  * nothing is claimed.  With 'recover' the import goes on: TRUNCATE cuts
  * the chain there and records the cut in *zh, DISCARD starts *zh afresh
@@ -141,7 +142,8 @@ int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
  * Returns the number of log blocks that replay whole, or a negative
  * errno.
  */
-typedef bool (*zv_zil_live_fn) (void *arg, uint64_t dva, uint32_t size);
+typedef bool (*zv_zil_live_fn) (void *arg, uint64_t dva, uint32_t size,
+                                uint64_t blkid);
 int zv_zil_claim (zv_spa_t *spa, zv_dev_t *logdev, zv_zil_header_t *zh,
                   uint64_t imported_txg, uint32_t blksz, uint64_t volsize,
                   enum zv_zil_recover recover, bool rewound,

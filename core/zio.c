@@ -62,15 +62,18 @@ zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what)
       || bp->bp_psize > ZV_MAX_BLKSZ || bp->bp_lsize > ZV_MAX_BLKSZ
       || bp->bp_ncopies < 1 || bp->bp_ncopies > 2
       || bp->bp_type == ZV_BT_NONE || bp->bp_type >= ZV_BT_MAX) {
-    zv_error ("%s: invalid block pointer (size %" PRIu32 ", copies %u, "
-              "type %u)", what, bp->bp_psize, bp->bp_ncopies, bp->bp_type);
+    if (what)
+      zv_error ("%s: invalid block pointer (size %" PRIu32 ", copies %u, "
+                "type %u)", what, bp->bp_psize, bp->bp_ncopies, bp->bp_type);
     return -EIO;
   }
   for (unsigned c = 0; c < bp->bp_ncopies; c++) {
     if (zio_dva_check (spa, bp->bp_dva[c], bp->bp_psize) < 0) {
-      zv_error ("%s: block pointer copy %u points outside the pool "
-                "(device %u offset %" PRIu64 ")", what, c,
-                ZV_DVA_VDEV (bp->bp_dva[c]), ZV_DVA_OFFSET (bp->bp_dva[c]));
+      if (what)
+        zv_error ("%s: block pointer copy %u points outside the pool "
+                  "(device %u offset %" PRIu64 ")", what, c,
+                  ZV_DVA_VDEV (bp->bp_dva[c]),
+                  ZV_DVA_OFFSET (bp->bp_dva[c]));
       return -EIO;
     }
   }
@@ -368,8 +371,12 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     zv_blkptr_t *bp = w[i].zw_bp;
 
     ZV_VERIFY (!zv_bp_is_hole (bp));
+    ZV_VERIFY (bp->bp_type < ZV_BT_MAX);
     zv_cksum_compute (w[i].zw_buf, bp->bp_psize, spa->spa_guid,
                       &bp->bp_cksum);
+    atomic_fetch_add_explicit (&spa->spa_written[bp->bp_type],
+                               (uint64_t) bp->bp_psize * bp->bp_ncopies,
+                               memory_order_relaxed);
     for (unsigned c = 0; c < bp->bp_ncopies; c++) {
       ZV_VERIFY (zio_dva_check (spa, bp->bp_dva[c], bp->bp_psize) == 0);
       pieces[k++] = (zio_piece_t) {

@@ -28,6 +28,14 @@ typedef struct zv_spa {
                                           while it runs */
   _Atomic unsigned spa_sync_io;        /* intent-log batches under way:
                                           txg writes yield meanwhile */
+  _Atomic uint64_t spa_written[ZV_BT_MAX]; /* bytes written by block type,
+                                          every copy; [ZV_BT_NONE]: the
+                                          uberblocks */
+  uint64_t spa_own_txg;                /* the txg imported (0: created):
+                                          an indirect block born at or
+                                          before it came off the disk, and
+                                          its children are checked when it
+                                          loads (dmu.c) */
 } zv_spa_t;
 
 /* Largest block the format allows (a volblock or an indirect block). */
@@ -55,7 +63,8 @@ int zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
                       void *const *bufs, const char *const *whats,
                       int *res, size_t n);
 
-/* Is every copy of bp inside a device's data area?  (sanity, import) */
+/* Is every copy of bp inside a device's data area?  (sanity, import;
+ * what NULL: no message) */
 int zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what);
 
 /* One block to write: bp's dvas and sizes set; its checksum is filled in. */

@@ -97,6 +97,7 @@ ZVOL_SAME_PC (pc_txg);
 ZVOL_SAME_PC (pc_progress);
 ZVOL_SAME_PC (pc_progress_arg);
 ZVOL_SAME_PC (pc_zil_recover);
+ZVOL_SAME_PC (pc_verify_full);
 static_assert (sizeof (zvol_pool_config_t) == sizeof (zv_pool_config_t),
                "pool configuration");
 static_assert (ZVOL_ZIL_RECOVER_NONE == (unsigned) ZV_ZIL_RECOVER_NONE
@@ -806,6 +807,7 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   ps->ps_txg_synced = zv_txg_last_synced (tx);
   ps->ps_txg_open = zv_txg_open_txg (tx);
   ps->ps_dirty_bytes = zv_txg_dirty_total (tx);
+  ps->ps_dirty_max = zv_txg_dirty_limit (tx);
   zv_pool_last_sync (p, &ps->ps_sync_passes_last,
                      &ps->ps_sync_write_max_active_last);
   ps->ps_cache_bytes = cs.cs_bytes;
@@ -815,6 +817,14 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   ps->ps_cache_hits = cs.cs_hits;
   ps->ps_cache_misses = cs.cs_misses;
   ps->ps_cache_evictions = cs.cs_evictions;
+  for (unsigned t = 0; t < ZV_BT_MAX; t++) {
+    uint64_t b = atomic_load_explicit (&spa->spa_written[t],
+                                       memory_order_relaxed);
+    if (t == ZV_BT_VOLDATA)
+      ps->ps_written_data = b;
+    else
+      ps->ps_written_meta += b;
+  }
 }
 
 size_t

@@ -99,6 +99,11 @@ typedef struct zvol_pool_config {
    * (ZVOL_ZIL_RECOVER_*; anything but NONE is refused with create or
    * readonly). */
   unsigned pc_zil_recover;
+  /* Import: walk and check the volume's whole tree now (every pointer's
+   * fields, and one owner per sector), as OpenZFS's scrub would, instead
+   * of checking each indirect block when it is first read (the default:
+   * import time does not grow with the volume). */
+  bool pc_verify_full;
 } zvol_pool_config_t;
 
 #define ZVOL_ZIL_RECOVER_NONE     0u /* the import fails, saying what is lost */
@@ -233,6 +238,11 @@ typedef struct zvol_pool_stats {
   uint64_t ps_cache_hits, ps_cache_misses, ps_cache_evictions;
   uint64_t ps_cache_target;             /* <= limit: lowered while the
                                            system is short of memory */
+  /* Bytes the txg syncs and in-place log writes wrote since the pool was
+   * opened, every copy: volume data, and metadata (indirect blocks,
+   * objsets, space maps, deferred-free lists, uberblocks). */
+  uint64_t ps_written_data, ps_written_meta;
+  uint64_t ps_dirty_max;                /* the write throttle's limit */
 } zvol_pool_stats_t;
 
 ZVOL_API void zvol_pool_get_stats (zvol_pool_t *pool, zvol_pool_stats_t *ps);

@@ -102,6 +102,8 @@ static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
 static bool zp_sparse_given;             /* sparse= seen (any value) */
 static unsigned zp_zil_recover;          /* zil_recover=: ZVOL_ZIL_RECOVER_* */
+static bool zp_verify_full;              /* verify=full: walk the tree */
+static bool zp_verify_given;             /* verify= seen (any value) */
 static char *zp_create_only_tunable;     /* first such tunable seen */
 static char **zp_keys_seen;              /* every key but device= */
 static size_t zp_nkeys_seen;
@@ -320,6 +322,17 @@ zp_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "verify") == 0) {
+    if (strcmp (value, "full") == 0)
+      zp_verify_full = true;
+    else if (strcmp (value, "lazy") == 0)
+      zp_verify_full = false;
+    else {
+      nbdkit_error ("verify=%s: use lazy or full", value);
+      return -1;
+    }
+    zp_verify_given = true;
+  }
   else if (strcmp (key, "kstat") == 0) {
     zp_kstat_none = strcmp (value, "none") == 0;
     if (!zp_kstat_none) {
@@ -402,6 +415,11 @@ zp_config_complete (void)
     if (zp_rewind_given) {
       nbdkit_error ("rewind= is only used on import (a new pool has "
                     "nothing to rewind)");
+      return -1;
+    }
+    if (zp_verify_given) {
+      nbdkit_error ("verify= is only used on import (a new pool has "
+                    "nothing to verify)");
       return -1;
     }
   }
@@ -570,6 +588,7 @@ zp_get_ready (void)
   pc.pc_logdevice = zp_logdev;
   /* The engine refuses it with create or readonly, saying why. */
   pc.pc_zil_recover = zp_zil_recover;
+  pc.pc_verify_full = zp_verify_full;
   if (zp_create)
     pc.pc_sparse = zp_sparse;
   pc.pc_progress = zp_progress;
@@ -917,6 +936,8 @@ zp_dump_plugin (void)
   "log=<FILE|DEV>                Separate intent-log device (create adds it).\n" \
   "sparse=true                   With create: the volume may exceed the pool.\n" \
   "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \
+  "verify=full                   Import: check the volume's whole tree now\n" \
+  "                              (default lazy: each block when first read).\n" \
   "zil_recover=truncate|discard  Import although the intent log is damaged:\n" \
   "                              replay up to the damage, or none of it.\n" \
   "Tunables (see nbdkit-zvol-plugin(1)):\n"

@@ -101,7 +101,7 @@ fzl_sync_cb (void *arg, uint64_t txg, zv_txg_sync_stats_t *ss)
 }
 
 static bool
-fzl_live_cb (void *arg, uint64_t dva, uint32_t size)
+fzl_live_cb (void *arg, uint64_t dva, uint32_t size, uint64_t blkid)
 {
   return *(const bool *) arg;
 }

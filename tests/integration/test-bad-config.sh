@@ -109,6 +109,8 @@ refused "volblocksize=abc" 'volblocksize|block ?size' \
 refused "create=maybe" 'create|bool' device="$new" create=maybe size=64M
 refused "rewind= with create=true" 'rewind=.*import' \
     device="$new" create=true size=64M rewind=true
+refused "verify= with create=true" 'verify=.*import' \
+    device="$new" create=true size=64M verify=full
 refused "unknown parameter" 'unknown|parameter|frobnicate|invalid' \
     device="$new" create=true size=64M frobnicate=1
 refused "txg_timeout=abc" 'txg|timeout|invalid' \
@@ -179,12 +181,19 @@ refused "rewind= given twice" 'rewind=.*(twice|once)' \
     device="$pool" rewind=true rewind=false
 refused "sparse=false on import" 'sparse=.*create=true' \
     device="$pool" sparse=false
+refused "verify=maybe" 'verify=maybe.*lazy or full' \
+    device="$pool" verify=maybe
+refused "verify= given twice" 'verify=.*(twice|once)' \
+    device="$pool" verify=full verify=lazy
 refused "zil_size= on import" 'zil_size=.*create=true' \
     device="$pool" zil_size=1M
 refused "the pool's device as its log device on import" 'log device.*separate|separate.*device' \
     device="$pool" log="$pool"
-start_zvol "$sock" device="$pool" || die "the pool still imports after refused creates"
+start_zvol "$sock" device="$pool" verify=full || die "the pool still imports after refused creates"
 tag "the pool's data is intact after refused creates" "$sock" check $((5 * 1048576)) one || :
+check "clean stop" stop_zvol "$sock"
+start_zvol "$sock" device="$pool" verify=lazy || die "the pool imports with verify=lazy"
+tag "the pool's data reads with verify=lazy" "$sock" check $((5 * 1048576)) one || :
 
 # --- a second server on the same pool ---
 WATCH=()

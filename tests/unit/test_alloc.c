@@ -942,6 +942,63 @@ test_owners (void **state)
   zv_alloc_destroy (a);
 }
 
+/* The pool's owner map: only space allocated at own_begin and unowned
+ * can be taken, once; space allocated since is never unowned; a block's
+ * children are taken all or nothing, and once per block. */
+static void
+test_own_lazy (void **state)
+{
+  uint64_t start = 256 * KiB, end = 64 * MiB;
+  zv_alloc_t *a = zv_alloc_create (1, &start, &end);
+  uint64_t x = ZV_DVA_MAKE (0, 1 * MiB), y = ZV_DVA_MAKE (0, 2 * MiB);
+  uint64_t z = ZV_DVA_MAKE (0, 3 * MiB), n, p = ZV_DVA_MAKE (0, 8 * MiB);
+  size_t bad;
+
+  (void) state;
+  /* Before own_begin (a new pool): only "allocated?" is asked. */
+  assert_int_equal (zv_alloc_own (a, x, 16 * KiB), -ENOENT);
+  zv_alloc_claim (a, x, 64 * KiB);
+  zv_alloc_claim (a, y, 64 * KiB);
+  zv_alloc_claim (a, p, 16 * KiB);
+  assert_int_equal (zv_alloc_own (a, x, 16 * KiB), 0);
+  assert_int_equal (zv_alloc_own (a, x, 16 * KiB), 0);
+  zv_alloc_own_begin (a);
+  assert_false (zv_alloc_own_any (a, x, 64 * KiB));
+  assert_int_equal (zv_alloc_own (a, x, 16 * KiB), 0);
+  assert_true (zv_alloc_own_any (a, x, 64 * KiB));
+  assert_int_equal (zv_alloc_own (a, x, 16 * KiB), -EEXIST);
+  assert_int_equal (zv_alloc_own (a, x + 12 * KiB, 8 * KiB), -EEXIST);
+  assert_int_equal (zv_alloc_own (a, x + 16 * KiB, 4 * KiB), 0);
+  assert_int_equal (zv_alloc_own (a, z, 4 * KiB), -ENOENT);
+  assert_int_equal (zv_alloc_own (a, ZV_DVA_MAKE (1, MiB), 4 * KiB),
+                    -EINVAL);
+  /* Allocated after own_begin: the engine's own, never taken. */
+  assert_int_equal (zv_alloc_block (a, 16 * KiB, 0, &n), 0);
+  assert_int_equal (zv_alloc_own (a, n, 16 * KiB), -EEXIST);
+  /* A block's children: one refused (y + 4K is taken twice), nothing
+   * taken; then all of them, once; a second load takes nothing. */
+  zv_alloc_ext_t ext[3] = { { y, 4 * KiB }, { y + 4 * KiB, 4 * KiB },
+                            { y + 4 * KiB, 4 * KiB } };
+  assert_int_equal (zv_alloc_own_children (a, p, ext, 3, &bad), -EEXIST);
+  assert_int_equal (bad, 2);
+  assert_false (zv_alloc_own_any (a, y, 8 * KiB));
+  assert_int_equal (zv_alloc_own_children (a, p, ext, 2, &bad), 0);
+  assert_true (zv_alloc_own_any (a, y, 4 * KiB));
+  assert_int_equal (zv_alloc_own_children (a, p, ext, 2, &bad), 0);
+  /* Another block naming them is refused. */
+  assert_int_equal (zv_alloc_own_children (a, x + 32 * KiB, ext, 1, &bad),
+                    -EEXIST);
+  assert_int_equal (bad, 0);
+  /* Freed and applied: free space, refused. */
+  zv_alloc_free_defer (a, 5, y, 4 * KiB);
+  zv_alloc_sync_begin (a, 7);
+  assert_int_equal (zv_alloc_own (a, y, 4 * KiB), -ENOENT);
+  /* own_rest takes whatever is unowned of an extent. */
+  zv_alloc_own_rest (a, y + 8 * KiB, 16 * KiB);
+  assert_int_equal (zv_alloc_own (a, y + 8 * KiB, 4 * KiB), -EEXIST);
+  zv_alloc_destroy (a);
+}
+
 int
 main (void)
 {
@@ -962,6 +1019,7 @@ main (void)
     tl_test (test_big_device_fast),
     tl_test (test_concurrent_reserve),
     tl_test (test_owners),
+    tl_test (test_own_lazy),
   };
 
   return tl_main (tests, NULL, NULL);

@@ -511,6 +511,10 @@ test_same_device_identity (void **state)
  * to accept it, and must write nothing.  The log capture is left for the
  * caller to look at (reset, expecting errors).
  */
+/* The refusal helpers import with verify=full when set (damage below
+ * the volume's root is found at import only then). */
+static bool hostile_verify_full;
+
 static void
 expect_refusal (const char *const *devs, unsigned ndevs, bool readonly,
                 const char *msg)
@@ -523,6 +527,7 @@ expect_refusal (const char *const *devs, unsigned ndevs, bool readonly,
     h[d] = tl_hash_file (devs[d]);
   tl_pool_cfg (&pc, devs, ndevs, 0, false);
   pc.pc_readonly = readonly;
+  pc.pc_verify_full = hostile_verify_full;
   tl_log_reset (true);
   assert_int_equal (tl_pool_open (&pc, &p), -EIO);
   assert_null (p);
@@ -821,6 +826,7 @@ expect_refused_txg (const char *dev, uint64_t bad_txg, const char *msg)
     fail_msg ("import of txg %" PRIu64 " did not say \"%s\"", bad_txg, msg);
   tl_pool_cfg (&pc, &dev, 1, 0, false);
   pc.pc_rewind = true;
+  pc.pc_verify_full = hostile_verify_full;
   tl_log_reset (true);
   assert_int_equal (tl_pool_open (&pc, &p), 0);
   if (!tl_log_has (msg))
@@ -921,6 +927,40 @@ os_set_ind_txg (const char *dev, uint64_t guid, zv_objset_phys_t *os,
   free (h);
 }
 
+/* Import without verify=full: the pool imports, and what the damaged
+ * block covers fails with EIO and 'msg' when it is used (read at off,
+ * write there), while the rest of the volume ('good', 256 KiB of seed
+ * 0xb) serves and syncs; nothing aborts, the pool is not suspended. */
+static void
+expect_lazy_eio (const char *dev, uint64_t off, uint64_t good,
+                 const char *msg)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint8_t *buf = calloc (1, BS);
+
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  assert_int_equal (zvol_read (tl_vol (p), buf, off, BS), -EIO);
+  if (!tl_log_has (msg))
+    fail_msg ("the read did not say \"%s\"", msg);
+  assert_int_equal (zvol_write (tl_vol (p), buf, off, BS, 0), -EIO);
+  assert_int_equal (zvol_write (tl_vol (p), buf, off + 512, 4096, 0), -EIO);
+  assert_int_equal (zvol_trim (tl_vol (p), off, 4 * BS, 0), -EIO);
+  assert_int_equal (zvol_zero (tl_vol (p), off, 4 * BS, 0), -EIO);
+  if (good != UINT64_MAX) {
+    tl_vol_check (tl_vol (p), good, 256 * 1024, 0xb);
+    tl_vol_write (tl_vol (p), NULL, good, 64 * 1024, 0xc, 0);
+    assert_int_equal (zv_pool_sync (p), 0);
+    tl_vol_check (tl_vol (p), good, 64 * 1024, 0xc);
+  }
+  assert_int_equal (zvol_read (tl_vol (p), buf, off, BS), -EIO);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_log_reset (false);
+  free (buf);
+}
+
 static void
 test_hostile_indirect (void **state)
 {
@@ -929,12 +969,141 @@ test_hostile_indirect (void **state)
   uint64_t txg;
 
   (void) state;
+  /* The root indirect block: found when the volume is first used. */
   hostile_pool (dev);
   txg = edit_newest_objset (dev, os_set_ind_txg, 7);
+  expect_lazy_eio (dev, 0, UINT64_MAX, "header txg");
+  /* verify=full finds it at import. */
+  hostile_verify_full = true;
   expect_refused_txg (dev, txg, "header txg");
   hostile_pool (dev);
   txg = edit_newest_objset (dev, os_set_ind_txg, (uint64_t) -1);
   expect_refused_txg (dev, txg, "header txg");
+  hostile_verify_full = false;
+}
+
+/*
+ * A level-1 block's entries, as a hostile or damaged pool may have them,
+ * resealed (checksums up to the uberblock) so that only the checks of
+ * the tree can find them.  The volume of hostile_pool: level-1 block 0
+ * holds the data at 0 (seed 0xa), block 1 that at 4 MiB (seed 0xb).
+ */
+enum { L1_FREE, L1_SHARE_OTHER, L1_SHARE_SAME, L1_BIRTH };
+
+static void
+os_edit_l1 (const char *dev, uint64_t guid, zv_objset_phys_t *os,
+            uint64_t how)
+{
+  zv_blkptr_t *root = &os->os_volume.dn_root;
+  zv_blkptr_t *top, *l1[2];
+  void *l1buf[2];
+  unsigned which = how == L1_SHARE_OTHER ? 1 : 0;
+
+  assert_int_equal (os->os_volume.dn_nlevels, 3);
+  top = read_bp (dev, root);
+  for (unsigned i = 0; i < 2; i++) {
+    l1buf[i] = read_bp (dev, &top[1 + i]);
+    l1[i] = (zv_blkptr_t *) l1buf[i] + 1;
+  }
+  switch (how) {
+  case L1_FREE:               /* block 1: into free space */
+    l1[0][1].bp_dva[0] = ZV_DVA_MAKE (0, zv_data_end (DEV_SIZE) - MiB);
+    break;
+  case L1_SHARE_OTHER:        /* block 256: block 1's space */
+    l1[1][1] = l1[0][1];
+    break;
+  case L1_SHARE_SAME:         /* block 2: block 1's space */
+    l1[0][2] = l1[0][1];
+    break;
+  case L1_BIRTH:              /* block 1: born after its parent */
+    l1[0][1].bp_birth = top[1].bp_birth + 1;
+    break;
+  }
+  rewrite_bp (dev, &top[1 + which], l1buf[which], guid);
+  rewrite_bp (dev, root, top, guid);
+  free (l1buf[0]);
+  free (l1buf[1]);
+  free (top);
+}
+
+/* A level-1 block pointing into free space, at another block's space
+ * (in another level-1 block or in its own) or born after its parent:
+ * import takes no notice (no walk), the first use of the block refuses
+ * it with EIO and a message, the rest of the volume serves, and nothing
+ * is ever freed twice; verify=full refuses the import. */
+static void
+test_lazy_indirect (void **state)
+{
+  static const struct {
+    unsigned how;
+    const char *msg;
+  } cases[] = {
+    { L1_FREE, "points at free space" },
+    { L1_SHARE_SAME, "shares its space with another block" },
+    { L1_BIRTH, "after its parent" },
+  };
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-l1");
+  zvol_pool_config_t pc;
+
+  (void) state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    print_message ("  %s\n", cases[i].msg);
+    hostile_pool (dev);
+    edit_newest_objset (dev, os_edit_l1, cases[i].how);
+    expect_lazy_eio (dev, 0, 4 * MiB, cases[i].msg);
+    /* verify=full: refused at import, naming it. */
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
+    pc.pc_verify_full = true;
+    tl_log_reset (true);
+    zvol_pool_t *p = NULL;
+    assert_int_equal (tl_pool_open (&pc, &p), -EIO);
+    if (!tl_log_has (cases[i].msg))
+      fail_msg ("verify=full did not say \"%s\"", cases[i].msg);
+    tl_log_reset (false);
+  }
+}
+
+/* Two level-1 blocks naming one data block: the first read owns it, the
+ * other level-1 block is refused (EIO, a message).  The owner's block is
+ * then rewritten, its old copy freed (once) and its space reused, txg
+ * after txg: no double free, no abort, and the other block stays
+ * refused, on this import and the next. */
+static void
+test_lazy_double_owner (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-own");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint8_t *buf = calloc (1, BS);
+
+  (void) state;
+  hostile_pool (dev);
+  edit_newest_objset (dev, os_edit_l1, L1_SHARE_OTHER);
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0xa);
+  assert_int_equal (zvol_read (tl_vol (p), buf, 4 * MiB, BS), -EIO);
+  assert_true (tl_log_has ("shares its space with another block"));
+  assert_int_equal (zvol_write (tl_vol (p), buf, 4 * MiB, BS, 0), -EIO);
+  for (unsigned t = 0; t < 6; t++) {
+    tl_vol_write (tl_vol (p), NULL, 0, 256 * 1024, 0x10 + t, 0);
+    assert_int_equal (zv_pool_sync (p), 0);
+  }
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0x15);
+  assert_int_equal (zvol_read (tl_vol (p), buf, 4 * MiB + BS, BS), -EIO);
+  assert_int_equal (tl_pool_close (p), 0);
+  /* Next import: the block it named was freed and reused; the pointer
+   * is refused still. */
+  tl_log_reset (true);
+  assert_int_equal (tl_pool_open (&pc, &p), 0);
+  assert_int_equal (zvol_read (tl_vol (p), buf, 4 * MiB, BS), -EIO);
+  tl_vol_check (tl_vol (p), 0, 256 * 1024, 0x15);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_log_reset (false);
+  free (buf);
 }
 
 /* The intent-log header: a claim txg or a head that cannot be. */
@@ -2343,6 +2512,8 @@ main (void)
     tl_test (test_hostile_rootbp),
     tl_test (test_hostile_volume),
     tl_test (test_hostile_indirect),
+    tl_test (test_lazy_indirect),
+    tl_test (test_lazy_double_owner),
     tl_test (test_hostile_zil),
     tl_test (test_hostile_config),
     tl_test (test_hostile_member_index),
