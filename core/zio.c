@@ -387,7 +387,14 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
       };
     }
   }
-  qsort (pieces, npieces, sizeof *pieces, zio_piece_cmp);
+  /* Blocks placed in turn from the allocator's cursor are often in
+   * device order already (a sequential stream): then there is no sort. */
+  size_t sorted = 1;
+  while (sorted < npieces
+         && zio_piece_cmp (&pieces[sorted - 1], &pieces[sorted]) <= 0)
+    sorted++;
+  if (sorted < npieces)
+    qsort (pieces, npieces, sizeof *pieces, zio_piece_cmp);
   for (size_t i = 0; i < npieces;) {
     size_t j = i + 1;
     uint64_t len = pieces[i].zp_len;

@@ -110,16 +110,28 @@ static_assert (ZVOL_ZIL_RECOVER_NONE == (unsigned) ZV_ZIL_RECOVER_NONE
  * Range locks.  A change is applied to the blocks (in txg order) and then
  * logged (in ticket order); replay follows ticket order, so for any block
  * the two orders must agree: two overlapping writes must not apply in one
- * order and log in the other.  A writer holds the lock of the regions it
+ * order and log in the other.  A writer holds the locks of the grains it
  * changes from before it applies the change until its record is
- * published.  The volume is cut into 1 MiB regions, region i locked by
- * stripe i % ZVOL_STRIPES; every operation works on at most 1 MiB at a
- * time (writes in pieces, trim and zero region by region), so it holds
- * one or two stripes, taken in ascending order.  Readers take none: a
- * read sees whole blocks under the buffer's own lock.
+ * published.  The volume is cut into grains of ZVOL_LOCK_GRAIN (128 KiB,
+ * the largest volume block, so every block lies in one grain and two
+ * changes of one block always meet on its lock), grain i locked by stripe
+ * i % ZVOL_STRIPES.  Every operation works on at most a region (1 MiB) at
+ * a time (writes in pieces, trim and zero region by region), so it holds
+ * at most ZVOL_LOCK_MAX stripes, taken in ascending stripe order.  The
+ * grain is finer than the region because a sequential stream of 128 KiB
+ * writes at a queue depth of 16 puts eight requests in flight in each
+ * 1 MiB region: with one lock per region they ran one at a time, each
+ * woken by the last (a futex wake and a thread switch per request), while
+ * disjoint requests have nothing to order.  Readers take none: a read
+ * sees whole blocks under the buffer's own lock.
  */
 #define ZVOL_STRIPES 256u
 #define ZVOL_REGION (1ull << 20)
+#define ZVOL_LOCK_GRAIN ((uint64_t) ZV_MAX_BLKSZ)
+/* Grains a range of at most a region can touch. */
+#define ZVOL_LOCK_MAX ((unsigned) (ZVOL_REGION / ZVOL_LOCK_GRAIN) + 1)
+static_assert (ZVOL_LOCK_MAX <= ZVOL_STRIPES, "a range's grains have "
+               "distinct stripes");
 
 struct zvol {
   zv_pool_t *zv_pool;
@@ -135,21 +147,29 @@ struct zvol {
 };
 
 typedef struct zvol_range {
-  unsigned zr_s[2];
+  unsigned zr_s[ZVOL_LOCK_MAX];         /* ascending */
   unsigned zr_n;
 } zvol_range_t;
 
-/* Lock the regions of [off, off + len), len <= ZVOL_REGION. */
+/* Lock the grains of [off, off + len), len <= ZVOL_REGION. */
 static void
 zvol_range_enter (zvol_t *zv, uint64_t off, uint64_t len, zvol_range_t *zr)
 {
-  unsigned a = (off / ZVOL_REGION) % ZVOL_STRIPES;
-  unsigned b = ((off + (len ? len : 1) - 1) / ZVOL_REGION) % ZVOL_STRIPES;
+  uint64_t g0 = off / ZVOL_LOCK_GRAIN;
+  uint64_t g1 = (off + (len ? len : 1) - 1) / ZVOL_LOCK_GRAIN;
+  unsigned first = (unsigned) (g0 % ZVOL_STRIPES), wrap;
 
   ZV_VERIFY3U (len, <=, ZVOL_REGION);
-  zr->zr_n = a == b ? 1 : 2;
-  zr->zr_s[0] = ZV_MIN (a, b);
-  zr->zr_s[1] = ZV_MAX (a, b);
+  zr->zr_n = (unsigned) (g1 - g0 + 1);
+  ZV_ASSERT3U (zr->zr_n, <=, ZVOL_LOCK_MAX);
+  /* Consecutive stripes from 'first', maybe wrapping past the last one:
+   * the wrapped ones (the lowest indices) go first. */
+  wrap = first + zr->zr_n > ZVOL_STRIPES ? first + zr->zr_n - ZVOL_STRIPES
+    : 0;
+  for (unsigned i = 0; i < wrap; i++)
+    zr->zr_s[i] = i;
+  for (unsigned i = wrap; i < zr->zr_n; i++)
+    zr->zr_s[i] = first + i - wrap;
   for (unsigned i = 0; i < zr->zr_n; i++)
     pthread_mutex_lock (&zv->zv_stripes[zr->zr_s[i]]);
 }

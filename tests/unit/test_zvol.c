@@ -1302,6 +1302,120 @@ test_suspended_reads (void **state)
   free (buf);
 }
 
+/* ---- range locks: disjoint writes of one 1 MiB region ---- */
+
+/* A read that parks its thread until the test lets it go. */
+typedef struct rgpark {
+  pthread_mutex_t mtx;
+  pthread_cond_t cv;
+  bool armed, parked, release;
+} rgpark_t;
+
+static int
+rg_park_reads (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+               uint32_t len)
+{
+  rgpark_t *pk = arg;
+
+  (void) dev; (void) off; (void) len;
+  if (op != ZV_DEV_READ)
+    return 0;
+  pthread_mutex_lock (&pk->mtx);
+  if (pk->armed) {
+    pk->armed = false;
+    pk->parked = true;
+    pthread_cond_broadcast (&pk->cv);
+    while (!pk->release)
+      pthread_cond_wait (&pk->cv, &pk->mtx);
+  }
+  pthread_mutex_unlock (&pk->mtx);
+  return 0;
+}
+
+typedef struct rgwrite {
+  zvol_t *zv;
+  const uint8_t *buf;
+  uint64_t off;
+  uint32_t len;
+  int r;
+  _Atomic bool done;
+} rgwrite_t;
+
+static void *
+rg_writer (void *arg)
+{
+  rgwrite_t *w = arg;
+
+  w->r = zvol_write (w->zv, w->buf, w->off, w->len, 0);
+  atomic_store (&w->done, true);
+  return NULL;
+}
+
+/*
+ * A write that is not grain-aligned reads its old block while it holds
+ * its range lock (a read-modify-write).  Parked in that read, it must not
+ * hold up a write of other blocks of the same 1 MiB region: a sequential
+ * stream of 128 KiB writes keeps eight of them in flight in each region,
+ * and a lock per region ran them one at a time.  Both land.
+ */
+static void
+test_range_grains (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "rg");
+  zvol_pool_t *p = new_pool (path, sizeof path, "rg", DEV_SIZE, 4 * MiB, 0);
+  uint8_t *shadow = calloc (1, 4 * MiB), *buf = malloc (128 * KiB);
+  rgpark_t pk = { .mtx = PTHREAD_MUTEX_INITIALIZER,
+                  .cv = PTHREAD_COND_INITIALIZER };
+  rgwrite_t a = { 0 }, b = { 0 };
+  pthread_t ta, tb;
+  zvol_t *zv;
+  bool b_first;
+
+  (void) state;
+  /* A synced first MiB, then an import with a cold cache. */
+  tl_vol_write (tl_vol (p), shadow, 0, MiB, 1, 0);
+  p = reimport (p, dev);
+  zv = tl_vol (p);
+  zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], rg_park_reads, &pk);
+
+  memset (buf, 0xa5, 128 * KiB);
+  pk.armed = true;
+  a = (rgwrite_t) { .zv = zv, .buf = buf, .off = 100, .len = 10 };
+  assert_int_equal (pthread_create (&ta, NULL, rg_writer, &a), 0);
+  pthread_mutex_lock (&pk.mtx);
+  while (!pk.parked)
+    pthread_cond_wait (&pk.cv, &pk.mtx);
+  pthread_mutex_unlock (&pk.mtx);
+
+  /* Whole blocks of the fifth 128 KiB of the region: no read. */
+  b = (rgwrite_t) { .zv = zv, .buf = buf, .off = 512 * KiB,
+                    .len = 128 * KiB };
+  assert_int_equal (pthread_create (&tb, NULL, rg_writer, &b), 0);
+  for (unsigned i = 0; i < 2000 && !atomic_load (&b.done); i++)
+    usleep (1000);
+  b_first = atomic_load (&b.done);
+
+  pthread_mutex_lock (&pk.mtx);
+  pk.release = true;
+  pthread_cond_broadcast (&pk.cv);
+  pthread_mutex_unlock (&pk.mtx);
+  pthread_join (ta, NULL);
+  pthread_join (tb, NULL);
+  zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], NULL, NULL);
+  assert_true (b_first);
+  assert_int_equal (a.r, 0);
+  assert_int_equal (b.r, 0);
+  memset (shadow + 100, 0xa5, 10);
+  memset (shadow + 512 * KiB, 0xa5, 128 * KiB);
+  check_shadow (zv, shadow, 0, 4 * MiB);
+  p = reimport (p, dev);
+  check_shadow (tl_vol (p), shadow, 0, 4 * MiB);
+  assert_int_equal (tl_pool_close (p), 0);
+  free (buf);
+  free (shadow);
+}
+
 int
 main (void)
 {
@@ -1316,6 +1430,7 @@ main (void)
     tl_test (test_fua_durable),
     tl_test (test_overlap_replay),
     tl_test (test_concurrency),
+    tl_test (test_range_grains),
     tl_test (test_zero_no_hole),
     tl_test (test_suspended_reads),
   };
