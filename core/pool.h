@@ -50,6 +50,11 @@ typedef struct zv_pool_config {
                        uint64_t total);
   void *pc_progress_arg;
   enum zv_zil_recover pc_zil_recover;
+  const char *pc_ceph_conf;
+  const char *pc_ceph_user;
+  const char *pc_ceph_keyring;
+  uint64_t pc_rados_size;
+  uint64_t pc_rados_log_size;
 } zv_pool_config_t;
 
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */

@@ -5,9 +5,11 @@
 #                                 or hold a stopped cluster of ours), wait
 #                                 until DIR/env says how to reach it
 #   ceph-cluster.sh stop DIR      stop every daemon it started, by PID
-#   ceph-cluster.sh run DIR CMD.. start, run CMD with CEPH_CONF and
-#                                 ZV_CEPH_POOL set, stop (also on a signal
-#                                 or an error); exits with CMD's status
+#   ceph-cluster.sh run DIR CMD.. start, run CMD with CEPH_CONF,
+#                                 ZV_CEPH_POOL and ZV_CEPH_DIR set, stop
+#                                 (also on a signal or an error); exits
+#                                 with CMD's status (DIR is removed after
+#                                 a success when ZV_CEPH_CLEANUP=1)
 #
 # One monitor and one OSD on 127.0.0.1, memstore (RAM, nothing on disk
 # but the monitor's store), auth off, no systemd: each daemon is run
@@ -173,8 +175,15 @@ case $cmd in
         . "$dir/env"
         export CEPH_CONF ZV_CEPH_POOL ZV_CEPH_READY_MS
         echo "ceph-cluster: ready in $ZV_CEPH_READY_MS ms" >&2
+        export ZV_CEPH_DIR=$dir
         rc=0
         "$@" || rc=$?
+        # A scratch directory the caller made for us goes once all passed
+        # (the logs of a failure stay).
+        if [ $rc -eq 0 ] && [ "${ZV_CEPH_CLEANUP:-}" = 1 ]; then
+            stop_daemons
+            rm -rf "$dir"
+        fi
         exit $rc
         ;;
     *) usage ;;
