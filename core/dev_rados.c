@@ -30,6 +30,8 @@
  * (kill -9, a lost machine), the lock stays, and the refusal says how to
  * break it by hand once the operator knows the holder is gone (taking
  * over with fencing, blocklisting the old client first, is not done yet).
+ * A process that calls exit() with devices open releases their locks in
+ * an atexit handler (rados_open_list), as a dead process's flocks go.
  *
  * Connection.  Each device has its own cluster handle (rados_t) and I/O
  * context, made at open from zv_dev_opts_t (configuration file, user,
@@ -72,6 +74,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <time.h>
@@ -115,7 +118,13 @@ struct zv_dev_rados {
   pid_t dr_pid;                         /* the process that connected */
   /* A request timed out: until then, requests fail at once (zv_now_ns). */
   _Atomic uint64_t dr_down_until;
+  struct zv_dev_rados *dr_next;         /* rados_open_list */
 };
+
+/* The devices open in this process, whose locks an exit releases. */
+static pthread_mutex_t rados_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static zv_dev_rados_t *rados_open_list;
+static pthread_once_t rados_atexit_once = PTHREAD_ONCE_INIT;
 
 /* One aio request: a piece of a batch's request inside one object. */
 typedef struct rados_piece {
@@ -361,6 +370,29 @@ rados_load_header (zv_dev_rados_t *r, const zv_dev_opts_t *opts,
   return 0;
 }
 
+/* exit() with devices open (nbdkit exits so when it cannot listen after
+ * get_ready, without the plugin's cleanup): release their locks, as the
+ * kernel drops a dead process's flocks.  A kill -9 runs nothing: that is
+ * what the refusal's lock-break hint is for.  (Registered from the
+ * plugin's object, the handler also runs if that is unloaded first.) */
+static void
+rados_atexit (void)
+{
+  pthread_mutex_lock (&rados_open_lock);
+  for (zv_dev_rados_t *r = rados_open_list; r != NULL; r = r->dr_next)
+    if (r->dr_pid == getpid ())
+      (void) rados_unlock (r->dr_io, r->dr_name, ZV_RADOS_LOCK,
+                           r->dr_cookie);
+  rados_open_list = NULL;
+  pthread_mutex_unlock (&rados_open_lock);
+}
+
+static void
+rados_atexit_register (void)
+{
+  ZV_VERIFY (atexit (rados_atexit) == 0);
+}
+
 /* Open, lock and size a RADOS device; see dev_impl.h. */
 int
 zv_dev_rados_open (const char *path, const zv_dev_opts_t *opts,
@@ -427,6 +459,11 @@ zv_dev_rados_open (const char *path, const zv_dev_opts_t *opts,
             PRIu64 " bytes, lock cookie %s", path, r->dr_size,
             (uint64_t) 1 << r->dr_obj_shift, r->dr_cookie);
   free (pool);
+  ZV_VERIFY (pthread_once (&rados_atexit_once, rados_atexit_register) == 0);
+  pthread_mutex_lock (&rados_open_lock);
+  r->dr_next = rados_open_list;
+  rados_open_list = r;
+  pthread_mutex_unlock (&rados_open_lock);
   *sizep = r->dr_size;
   *rp = r;
   return 0;
@@ -442,6 +479,14 @@ zv_dev_rados_close (zv_dev_rados_t *r)
 {
   if (r == NULL)
     return;
+  pthread_mutex_lock (&rados_open_lock);
+  for (zv_dev_rados_t **pp = &rados_open_list; *pp != NULL;
+       pp = &(*pp)->dr_next)
+    if (*pp == r) {
+      *pp = r->dr_next;
+      break;
+    }
+  pthread_mutex_unlock (&rados_open_lock);
   if (r->dr_io != NULL) {
     if (r->dr_size != 0 && r->dr_pid == getpid ()) {
       int e = rados_unlock (r->dr_io, r->dr_name, ZV_RADOS_LOCK,
