@@ -1045,7 +1045,8 @@ zp_dump_plugin (void)
   "ceph_keyring=<FILE>           RADOS: keyring (the configuration's).\n" \
   "device_size=<SIZE>            With create: size of each RADOS device made\n" \
   "                              (its share of size= plus 25% + 128M).\n" \
-  "log_size=<SIZE>               With create: size of a RADOS log device made (256M).\n" \
+  "log_size=<SIZE>               With create: size of a RADOS log device made\n" \
+  "                              (256M).\n" \
   "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \
   "zil_recover=truncate|discard  Import although the intent log is damaged:\n" \
   "                              replay up to the damage, or none of it.\n" \
