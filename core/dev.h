@@ -55,6 +55,9 @@ typedef struct zv_dev_opts {
   /* A RADOS device that does not exist yet is made with this size (bytes,
    * a multiple of ZV_SECTOR); 0: it must exist (-ENOENT). */
   uint64_t do_create_size;
+  /* A RADOS device locked by another client: fence that client
+   * (blocklist it), break its lock and take the device. */
+  bool do_takeover;
 } zv_dev_opts_t;
 
 /* zv_dev_open with options (opts may be NULL). */

@@ -33,6 +33,16 @@
  * A process that calls exit() with devices open releases their locks in
  * an atexit handler (rados_open_list), as a dead process's flocks go.
  *
+ * Takeover (do_takeover, the import's pc_rados_takeover).  A lock held
+ * by another client is taken in the order that makes it safe, as rbd's
+ * exclusive lock does: blocklist the holder's client (address and nonce,
+ * for rados_blocklist_time), wait for the OSD map that carries it, break
+ * the holder's lock, take ours.  Once OSDs have that map they refuse
+ * every request of the old client, also one it sent before and that
+ * arrives late, so a holder that was only stalled (not dead) cannot
+ * write behind the new one; its own requests fail with EIO from then on,
+ * and its pool suspends.
+ *
  * Connection.  Each device has its own cluster handle (rados_t) and I/O
  * context, made at open from zv_dev_opts_t (configuration file, user,
  * keyring; NULL: librados' defaults, which also read $CEPH_CONF and
@@ -96,6 +106,7 @@ static unsigned zv_rados_mount_timeout = 10;
 static unsigned zv_rados_op_timeout = 30;
 static unsigned zv_rados_max_active = 64;
 static unsigned zv_rados_obj_shift = 22;        /* 4 MiB */
+static unsigned zv_rados_blocklist_s = 3600;
 
 #define ZV_RADOS_PREFIX "rados:"
 #define ZV_RADOS_LOCK "zvol"
@@ -278,6 +289,67 @@ rados_busy_msg (zv_dev_rados_t *r, const char *pool, char *err,
                 pool, r->dr_name, ZV_RADOS_LOCK, pc, pk);
 }
 
+/*
+ * Take the device from the client that holds its lock (do_takeover):
+ * blocklist that client first, and wait until this client has the OSD
+ * map that says so, so that no request of the old holder can land after
+ * ours (OSDs refuse a blocklisted client's requests, in flight or not);
+ * then break its lock and take ours.  0, or -errno with a message.
+ */
+static int
+rados_takeover (zv_dev_rados_t *r, char *err, size_t errlen)
+{
+  char tag[64], clients[256], cookies[256], addrs[256];
+  size_t tl = sizeof tag, cl = sizeof clients, kl = sizeof cookies,
+    al = sizeof addrs;
+  int excl = 0, e;
+  ssize_t n = rados_list_lockers (r->dr_io, r->dr_name, ZV_RADOS_LOCK,
+                                  &excl, tag, &tl, clients, &cl, cookies,
+                                  &kl, addrs, &al);
+  char pc[64], pk[192], pa[128];
+
+  if (n < 0) {
+    rados_errmsg (err, errlen, r->dr_path, "takeover: cannot list the "
+                  "lock's holder: %s", strerror ((int) -n));
+    return -EIO;
+  }
+  if (n == 0)
+    goto lock;                          /* released meanwhile */
+  zv_str_printable (clients, sizeof pc, pc, sizeof pc);
+  zv_str_printable (cookies, sizeof pk, pk, sizeof pk);
+  zv_str_printable (addrs, sizeof pa, pa, sizeof pa);
+  zv_warn ("%s: taking over from %s at %s (cookie '%s'): blocklisting that "
+           "client, then breaking its lock", r->dr_path, pc, pa, pk);
+  e = rados_blocklist_add (r->dr_cluster, addrs, zv_rados_blocklist_s);
+  if (e < 0) {
+    rados_errmsg (err, errlen, r->dr_path, "takeover: cannot blocklist %s "
+                  "at %s: %s (the lock stays)", pc, pa, strerror (-e));
+    return -EIO;
+  }
+  e = rados_wait_for_latest_osdmap (r->dr_cluster);
+  if (e < 0) {
+    rados_errmsg (err, errlen, r->dr_path, "takeover: waiting for the OSD "
+                  "map with %s blocklisted: %s", pc, strerror (-e));
+    return -EIO;
+  }
+  e = rados_break_lock (r->dr_io, r->dr_name, ZV_RADOS_LOCK, clients,
+                        cookies);
+  if (e < 0 && e != -ENOENT) {
+    rados_errmsg (err, errlen, r->dr_path, "takeover: cannot break the "
+                  "lock of %s: %s", pc, strerror (-e));
+    return -EIO;
+  }
+ lock:
+  e = rados_lock_exclusive (r->dr_io, r->dr_name, ZV_RADOS_LOCK,
+                            r->dr_cookie, "nbdkit-zvol device", NULL, 0);
+  if (e < 0) {
+    rados_errmsg (err, errlen, r->dr_path, "takeover: the lock was taken "
+                  "again: %s", strerror (-e));
+    return e == -EBUSY || e == -EEXIST ? -EBUSY : -EIO;
+  }
+  return 0;
+}
+
 /* Read one decimal xattr of the header: 0, -ENODATA, or an error. */
 static int
 rados_get_u64 (zv_dev_rados_t *r, const char *key, uint64_t *out)
@@ -439,12 +511,17 @@ zv_dev_rados_open (const char *path, const zv_dev_opts_t *opts,
             (long) r->dr_pid, rnd);
   e = rados_lock_exclusive (r->dr_io, r->dr_name, ZV_RADOS_LOCK,
                             r->dr_cookie, "nbdkit-zvol device", NULL, 0);
-  if (e == -EBUSY || e == -EEXIST) {
+  if ((e == -EBUSY || e == -EEXIST) && opts && opts->do_takeover) {
+    e = rados_takeover (r, err, errlen);
+    if (e < 0)
+      goto fail;
+  }
+  else if (e == -EBUSY || e == -EEXIST) {
     rados_busy_msg (r, pool, err, errlen);
     e = -EBUSY;
     goto fail;
   }
-  if (e < 0) {
+  else if (e < 0) {
     rados_errmsg (err, errlen, path, "cannot lock the header object %s: %s",
                   r->dr_name, strerror (-e));
     e = -EIO;
@@ -714,6 +791,13 @@ const zv_tunable_t zv_dev_rados_tunable_table[] = {
     .tn_reader = "the RADOS device, at each batch",
     .tn_desc = "The most aio requests one batch keeps in flight on RADOS "
     "devices (a request is cut at object boundaries)." },
+  { .tn_name = "rados_blocklist_time", .tn_module = "dev_rados",
+    ZV_TUNABLE_VAR_UINT (zv_rados_blocklist_s),
+    .tn_default = 3600, .tn_min = 60, .tn_max = 30 * 86400,
+    .tn_unit = ZV_TUNABLE_UNIT_S, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the RADOS device, taking over",
+    .tn_desc = "How long a takeover keeps the old holder's client "
+    "blocklisted (fenced) in the cluster." },
   { .tn_name = "rados_object_shift", .tn_module = "dev_rados",
     ZV_TUNABLE_VAR_UINT (zv_rados_obj_shift),
     .tn_default = 22, .tn_min = ZV_RADOS_OBJ_MIN_SHIFT,

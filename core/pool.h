@@ -55,6 +55,7 @@ typedef struct zv_pool_config {
   const char *pc_ceph_keyring;
   uint64_t pc_rados_size;
   uint64_t pc_rados_log_size;
+  bool pc_rados_takeover;
 } zv_pool_config_t;
 
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */

@@ -110,6 +110,11 @@ typedef struct zvol_pool_config {
   const char *pc_ceph_keyring;
   uint64_t pc_rados_size;          /* each data device made */
   uint64_t pc_rados_log_size;      /* the log device, if made */
+  /* Import: a RADOS device another server holds is taken: that server's
+   * client is blocklisted by the cluster (fenced: none of its requests
+   * lands any more), its lock broken, and the import replays the log.
+   * Only for a server that is dead or must stop: it loses the pool. */
+  bool pc_rados_takeover;
 } zvol_pool_config_t;
 
 #define ZVOL_ZIL_RECOVER_NONE     0u /* the import fails, saying what is lost */

@@ -119,6 +119,7 @@ static const char *zp_ceph_user;         /* ceph_user= */
 static char *zp_ceph_keyring;            /* ceph_keyring=, absolute */
 static uint64_t zp_rados_size;           /* device_size=: 0 not given */
 static uint64_t zp_rados_log_size;       /* log_size=: 0 not given */
+static bool zp_takeover;                 /* takeover=true */
 static char **zp_keys_seen;              /* every key but device= */
 static size_t zp_nkeys_seen;
 
@@ -374,6 +375,12 @@ zp_config (const char *key, const char *value)
     if (zp_parse_positive_size (key, value, &zp_rados_size) == -1)
       return -1;
   }
+  else if (strcmp (key, "takeover") == 0) {
+    int r = zp_parse_bool (key, value);
+    if (r == -1)
+      return -1;
+    zp_takeover = r;
+  }
   else if (strcmp (key, "log_size") == 0) {
     if (zp_parse_positive_size (key, value, &zp_rados_log_size) == -1)
       return -1;
@@ -486,12 +493,17 @@ zp_config_complete (void)
   if (!zp_any_rados ()) {
     const char *k = zp_ceph_conf ? "ceph_conf" : zp_ceph_user ? "ceph_user"
       : zp_ceph_keyring ? "ceph_keyring" : zp_rados_size ? "device_size"
-      : zp_rados_log_size ? "log_size" : NULL;
+      : zp_rados_log_size ? "log_size" : zp_takeover ? "takeover" : NULL;
     if (k != NULL) {
       nbdkit_error ("%s= is only used with RADOS devices "
                     "(device=rados:CEPHPOOL/NAME)", k);
       return -1;
     }
+  }
+  if (zp_create && zp_takeover) {
+    nbdkit_error ("takeover=true is only used on import (it takes a pool "
+                  "that another server holds)");
+    return -1;
   }
   if (!zp_create && (zp_rados_size || zp_rados_log_size)) {
     nbdkit_error ("%s= is only used with create=true (a RADOS device's size "
@@ -676,6 +688,7 @@ zp_get_ready (void)
   pc.pc_ceph_conf = zp_ceph_conf;
   pc.pc_ceph_user = zp_ceph_user;
   pc.pc_ceph_keyring = zp_ceph_keyring;
+  pc.pc_rados_takeover = zp_takeover;
   if (zp_create) {
     /* RADOS devices are thin, as our backing files: by default each is
      * made as a one-device pool's file would be, its share of the
@@ -1047,6 +1060,8 @@ zp_dump_plugin (void)
   "                              (its share of size= plus 25% + 128M).\n" \
   "log_size=<SIZE>               With create: size of a RADOS log device made\n" \
   "                              (256M).\n" \
+  "takeover=true                 RADOS import: fence (blocklist) the server\n" \
+  "                              holding the pool, break its locks, take it.\n" \
   "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \
   "zil_recover=truncate|discard  Import although the intent log is damaged:\n" \
   "                              replay up to the damage, or none of it.\n" \

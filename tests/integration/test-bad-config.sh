@@ -193,6 +193,10 @@ refused "a file pool with a RADOS log device" 'is a RADOS device and .* all RADO
     device="$pool" log=rados:p/log
 refused "a bad RADOS device name" 'not a RADOS device name' \
     device=rados:p create=true size=64M
+refused "takeover=true with create" 'takeover=true is only used on import' \
+    device=rados:p/v create=true size=64M takeover=true
+refused "takeover=true without a RADOS device" 'takeover= is only used with RADOS' \
+    device="$pool" takeover=true
 start_zvol "$sock" device="$pool" || die "the pool still imports after refused creates"
 tag "the pool's data is intact after refused creates" "$sock" check $((5 * 1048576)) one || :
 

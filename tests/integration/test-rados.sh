@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test-rados.sh: a pool on RADOS devices served by nbdkit: round trips
 # through libnbd, a second server refused while the first runs (naming
-# the holder), kill -9 of the server and an import on a second one after
-# the operator broke the dead server's locks: every write flushed before
-# the kill is there.  The volume's data device and its log device both
+# the holder), kill -9 of the server, then a plain import refused (with
+# the lock-break hint) and a takeover by a second server: every write
+# flushed before the kill is there; a takeover from a live server fences
+# it (its writes fail with EIO and land nowhere).  The volume's data device and its log device both
 # live on a throw-away cluster (tests/ceph/ceph-cluster.sh: one monitor,
 # one memstore OSD on 127.0.0.1), stopped by PID when the test ends.
 
@@ -98,28 +99,19 @@ kill -KILL "$(_zv_pid_of "$sock")"
 _zv_reap "$(_zv_pid_of "$sock")" || :
 zv_log "killed the server with SIGKILL"
 
-# The dead server's locks stay (no fencing yet): the refusal says how to
-# break each; an operator who knows the server is dead runs that.
-broken=0
-imported=false
-for attempt in 1 2 3; do
-    : >"$sock2.log"
-    if start_zvol "$sock2" device="$dev" "${common[@]}" >/dev/null; then
-        imported=true
-        break
-    fi
-    cmd=$(grep -o "rados -p [^ ]* lock break [^ ]* zvol [^ ]* --lock-cookie '[^']*'" \
-          "$sock2.log" | head -1) || :
-    [ -n "$cmd" ] || { cat "$sock2.log"; die "no lock-break command in the refusal"; }
-    zv_log "breaking the dead server's lock: $cmd"
-    eval "${cmd/rados /rados -c '$CEPH_CONF' }" || die "lock break failed"
-    broken=$((broken + 1))
-done
-check "both locks (data and log device) were held by the dead server and broken ($broken)" \
-    test "$broken" -eq 2
-$imported || die "could not import after the lock break"
+# The dead server's locks stay: a plain import is refused with the
+# command that would break them by hand; takeover=true fences the dead
+# server's clients (blocklist), breaks its locks and replays the log.
+check "after kill -9, a plain import is refused, with the lock-break command" \
+    expect_start_failure "$ZV_TMP/import.log" device="$dev" "${common[@]}"
+check "the refusal says how to break the lock" \
+    grep -q "rados -p $ZV_CEPH_POOL lock break vol zvol client\.[0-9]* --lock-cookie" "$ZV_TMP/import.log"
+start_zvol "$sock2" device="$dev" "${common[@]}" takeover=true ||
+    die "could not take over from the killed server"
+check "the takeover fenced the old holder of both devices" \
+    test "$(grep -c "taking over from client\..*blocklisting that client" "$sock2.log")" -eq 2
 py_checks "flushed writes after kill -9" "$ZV_TMP/rt.py" "$uri2" check "$ZV_TMP/journal.json" \
-    "after kill -9, the lock break and an import by another server" || :
+    "after kill -9 and a takeover by another server" || :
 check "a clean stop" stop_zvol "$sock2"
 
 # After the clean export: imports again without any lock to break.
@@ -151,5 +143,25 @@ start_zvol "$sock2" device="$dev" "${common[@]}" || die "its lock stayed behind"
 py_checks "flushed writes after the refused server" "$ZV_TMP/rt.py" "$uri2" check "$ZV_TMP/journal.json" \
     "after the refused background server" || :
 check "a clean stop" stop_zvol "$sock2"
+
+# A takeover from a server that still runs: the new one serves every
+# flushed write, the old one is fenced (its writes fail with EIO).
+start_zvol "$sock" device="$dev" "${common[@]}" || die "import for the live takeover"
+start_zvol "$sock2" device="$dev" "${common[@]}" takeover=true ||
+    die "could not take over from a live server"
+py_checks "flushed writes after a live takeover" "$ZV_TMP/rt.py" "$uri2" check "$ZV_TMP/journal.json" \
+    "after a takeover from a live server" || :
+cat >"$ZV_TMP/fenced.py" <<'EOF'
+import sys
+from zvtest import *
+h = connect(sys.argv[1])
+expect_errno("a FUA write to the fenced server fails", errno.EIO,
+             h.pwrite, pattern("late", 65536), 16 << 20, nbd.CMD_FLAG_FUA)
+sys.exit(1 if failed else 0)
+EOF
+py_checks "the old server is fenced" "$ZV_TMP/fenced.py" "$uri" || :
+py_checks "the fenced write did not land" "$ZV_TMP/rt.py" "$uri2" check "$ZV_TMP/journal.json" \
+    "after the fenced server's write" || :
+check "a clean stop of the new server" stop_zvol "$sock2"
 
 zv_summary

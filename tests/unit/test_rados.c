@@ -2,7 +2,7 @@
  * test_rados.c: the RADOS device (core/dev_rados.c) with a real cluster,
  * through the public API: a pool created on RADOS, written, exported,
  * imported and read back; its intent log on RADOS; the exclusive lock
- * against a second import; the checks of names, missing devices and
+ * against a second import; a takeover that fences the holder; the checks of names, missing devices and
  * mixed kinds; and a cluster that goes away (EIO within the timeout, no
  * hang; an open that fails with a message).
  *
@@ -162,6 +162,58 @@ test_lock (void **state)
   assert_int_equal (tl_pool_close (p), 0);
 }
 
+/* A second server takes the pool from a first that still runs
+ * (pc_rados_takeover): it sees every FUA write of the first (the replay
+ * of the log device), and the first is fenced: its writes fail with EIO
+ * and land nowhere. */
+static void
+test_takeover (void **state)
+{
+  char d[128], lg[128];
+  const char *devs[] = { dev_name (d, sizeof d, "tk") };
+  zvol_pool_config_t pc;
+  zvol_pool_t *a, *b;
+  uint8_t *buf = malloc (64 * KiB);
+
+  (void) state;
+  assert_non_null (buf);
+  rados_cfg (&pc, devs, 1, true);
+  pc.pc_logdevice = dev_name (lg, sizeof lg, "tk-log");
+  a = tl_pool_open_ok (&pc);
+  tl_vol_write (tl_vol (a), NULL, 0, 1 * MiB, 21, 0);
+  assert_int_equal (zvol_flush (tl_vol (a)), 0);
+  tl_vol_write (tl_vol (a), NULL, 3 * MiB, 128 * KiB, 22, ZVOL_FUA);
+
+  rados_cfg (&pc, devs, 1, false);
+  pc.pc_logdevice = lg;
+  pc.pc_rados_takeover = true;
+  tl_log_reset (true);
+  b = tl_pool_open_ok (&pc);
+  assert_true (tl_log_has ("taking over from client."));
+  assert_true (tl_log_has ("blocklisting that client"));
+  tl_log_reset (false);
+  tl_vol_check (tl_vol (b), 0, 1 * MiB, 21);
+  tl_vol_check (tl_vol (b), 3 * MiB, 128 * KiB, 22);
+
+  /* The old holder is fenced. */
+  tl_log_reset (true);
+  memset (buf, 0x44, 64 * KiB);
+  assert_int_equal (zvol_write (tl_vol (a), buf, 3 * MiB, 64 * KiB,
+                                ZVOL_FUA), -EIO);
+  (void) tl_pool_close (a);
+  tl_log_reset (false);
+  tl_vol_check (tl_vol (b), 3 * MiB, 128 * KiB, 22);
+  tl_vol_write (tl_vol (b), NULL, 5 * MiB, 64 * KiB, 23, ZVOL_FUA);
+  assert_int_equal (tl_pool_close (b), 0);
+
+  pc.pc_rados_takeover = false;
+  b = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (b), 3 * MiB, 128 * KiB, 22);
+  tl_vol_check (tl_vol (b), 5 * MiB, 64 * KiB, 23);
+  assert_int_equal (tl_pool_close (b), 0);
+  free (buf);
+}
+
 /* Names, missing devices, kinds mixed: clear errors, nothing made. */
 static void
 test_refusals (void **state)
@@ -267,6 +319,7 @@ main (int argc, char **argv)
     tl_test (test_roundtrip),
     tl_test (test_log_device),
     tl_test (test_lock),
+    tl_test (test_takeover),
     tl_test (test_refusals),
     tl_test (test_cluster_down),
   };
