@@ -1,8 +1,16 @@
 /*
- * dev.c: attached devices (regular files and block devices) and their I/O.
+ * dev.c: attached devices (regular files and block devices) and their I/O;
+ * RADOS devices ("rados:CEPHPOOL/NAME") are dev_rados.c's.
  *
  * Theory
  * ------
+ * Two kinds of device share this structure and its request steps
+ * (zv_dev_io_start: checks, fault hook, observer; zv_dev_io_progress:
+ * counters, messages): local ones, below, and RADOS ones, whose open,
+ * lock and batches dev_rados.c does (dev_rados set, dev_fd -1).  A batch
+ * goes to the driver of its devices' kind; a pool mixes no kinds (pool.c
+ * refuses it), so neither does a batch.
+ *
  * A zv_dev_t is an open, locked file descriptor plus a few immutable
  * facts learned at open time (path, size, O_DIRECT or not, block device
  * or not), atomic counters and the optional test hooks (fault, observer).
@@ -101,11 +109,11 @@
  * filling log ring needs the sync to finish more than a commit needs the
  * device.
  *
- * Observer (tests).  dev_io_start() reports a request to the observer
+ * Observer (tests).  zv_dev_io_start() reports a request to the observer
  * right after the fault hook let it through, so the observer runs before
  * the kernel sees the request (the SQE is only prepared then); both
- * drivers report its completion once dev_io_progress() finished it.
- * A flush reaches dev_io_start() only when every earlier request of
+ * drivers report its completion once zv_dev_io_progress() finished it.
+ * A flush reaches zv_dev_io_start() only when every earlier request of
  * its batch has completed, so its submit event comes after their
  * completion events.  The pointer test is the only cost when unset.
  *
@@ -144,7 +152,7 @@
 
 #include "zv_util.h"
 #include "tunable.h"
-#include "dev.h"
+#include "dev_impl.h"
 
 /*
  * Tunable: entries of each thread's ring, and so the most requests one
@@ -159,6 +167,7 @@ struct zv_dev {
   bool dev_direct;                    /* opened with O_DIRECT */
   bool dev_blockdev;
   int dev_backing_fd;                 /* a loop device's locked file, or -1 */
+  zv_dev_rados_t *dev_rados;          /* a RADOS device (dev_fd is -1) */
 
   _Atomic uint64_t dev_reads, dev_writes, dev_flushes;
   _Atomic uint64_t dev_nread, dev_nwritten;
@@ -731,9 +740,36 @@ dev_query_size (int fd, bool blockdev, const struct stat *st,
   return 0;
 }
 
-/* Open and lock a device; see dev.h.  Every failure leaves a message. */
+/* A new device's structure, with the default observer. */
+static zv_dev_t *
+dev_new (const char *path, int fd, uint64_t size)
+{
+  zv_dev_t *dev = zv_calloc (1, sizeof *dev);
+
+  dev->dev_path = zv_strdup (path);
+  dev->dev_fd = fd;
+  dev->dev_backing_fd = -1;
+  dev->dev_size = ZV_P2ALIGN (size, ZV_SECTOR);
+  pthread_mutex_init (&dev->dev_fault_lock, NULL);
+  pthread_mutex_lock (&zv_dev_default_observe_lock);
+  dev->dev_observe_fn = zv_dev_default_observe_fn;
+  dev->dev_observe_arg = zv_dev_default_observe_arg;
+  atomic_store_explicit (&dev->dev_observe_armed, dev->dev_observe_fn,
+                         memory_order_release);
+  pthread_mutex_unlock (&zv_dev_default_observe_lock);
+  return dev;
+}
+
 int
 zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen)
+{
+  return zv_dev_open_opts (path, NULL, devp, err, errlen);
+}
+
+/* Open and lock a device; see dev.h.  Every failure leaves a message. */
+int
+zv_dev_open_opts (const char *path, const zv_dev_opts_t *opts,
+                  zv_dev_t **devp, char *err, size_t errlen)
 {
   struct stat st, fst;
   zv_dev_t *dev;
@@ -746,6 +782,18 @@ zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen)
   *devp = NULL;
   if (err != NULL && errlen > 0)
     err[0] = '\0';
+
+  if (zv_dev_path_is_rados (path)) {
+    zv_dev_rados_t *rd;
+
+    r = zv_dev_rados_open (path, opts, &rd, &size, err, errlen);
+    if (r < 0)
+      return r;
+    dev = dev_new (path, -1, size);
+    dev->dev_rados = rd;
+    *devp = dev;
+    return 0;
+  }
 
   if (stat (path, &st) == -1)
     return dev_open_error (errno, "stat", path, err, errlen);
@@ -803,20 +851,10 @@ zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen)
     goto fail;
   }
 
-  dev = zv_calloc (1, sizeof *dev);
-  dev->dev_path = zv_strdup (path);
-  dev->dev_fd = fd;
-  dev->dev_size = ZV_P2ALIGN (size, ZV_SECTOR);
+  dev = dev_new (path, fd, size);
   dev->dev_direct = direct;
   dev->dev_blockdev = blockdev;
   dev->dev_backing_fd = bfd;
-  pthread_mutex_init (&dev->dev_fault_lock, NULL);
-  pthread_mutex_lock (&zv_dev_default_observe_lock);
-  dev->dev_observe_fn = zv_dev_default_observe_fn;
-  dev->dev_observe_arg = zv_dev_default_observe_arg;
-  atomic_store_explicit (&dev->dev_observe_armed, dev->dev_observe_fn,
-                         memory_order_release);
-  pthread_mutex_unlock (&zv_dev_default_observe_lock);
 
   zv_debug ("%s: opened %s, %" PRIu64 " bytes, %s I/O", path,
             blockdev ? "block device" : "file", dev->dev_size,
@@ -838,7 +876,9 @@ zv_dev_close (zv_dev_t *dev)
 {
   if (dev == NULL)
     return;
-  if (close (dev->dev_fd) == -1)
+  if (dev->dev_rados != NULL)
+    zv_dev_rados_close (dev->dev_rados);
+  else if (close (dev->dev_fd) == -1)
     zv_error ("%s: close: %s", dev->dev_path, strerror (errno));
   if (dev->dev_backing_fd >= 0)
     close (dev->dev_backing_fd);
@@ -869,6 +909,27 @@ bool
 zv_dev_is_blockdev (const zv_dev_t *dev)
 {
   return dev->dev_blockdev;
+}
+
+bool
+zv_dev_is_rados (const zv_dev_t *dev)
+{
+  return dev->dev_rados != NULL;
+}
+
+static void dev_observe (zv_dev_io_t *io, int done);
+
+zv_dev_rados_t *
+zv_dev_rados_of (const zv_dev_t *dev)
+{
+  return dev->dev_rados;
+}
+
+/* A request of the RADOS driver has completed. */
+void
+zv_dev_io_observe_done (zv_dev_io_t *io)
+{
+  dev_observe (io, 1);
 }
 
 /* Counters are relaxed: each is exact, but a snapshot is not atomic. */
@@ -1022,8 +1083,8 @@ dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
  * Misalignment is a caller bug and stops the process; a range past the
  * end is an ordinary -EIO, as a real disk would give.
  */
-static bool
-dev_io_start (zv_dev_io_t *io)
+bool
+zv_dev_io_start (zv_dev_io_t *io)
 {
   zv_dev_t *dev = io->di_dev;
   int r;
@@ -1105,8 +1166,8 @@ dev_io_done (zv_dev_io_t *io)
  * with -errno) after *donep bytes were already moved.  Returns true when
  * the rest must be issued again, with *donep advanced.
  */
-static bool
-dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
+bool
+zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
 {
   uint64_t off = io->di_offset + *donep;
 
@@ -1202,9 +1263,9 @@ dev_batch_sync (zv_dev_io_t *ios, size_t n)
   for (size_t i = 0; i < n; i++) {
     uint32_t done = 0;
 
-    if (!dev_io_start (&ios[i]))
+    if (!zv_dev_io_start (&ios[i]))
       continue;
-    while (dev_io_progress (&ios[i], &done,
+    while (zv_dev_io_progress (&ios[i], &done,
                             dev_sync_attempt (&ios[i], done)))
       ;
     dev_observe (&ios[i], 1);
@@ -1426,7 +1487,7 @@ dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
         next++;
         continue;
       }
-      if (dev_io_start (io)) {
+      if (zv_dev_io_start (io)) {
         dev_ring_prep (r, io, next, 0);
         inflight++;
         flush_inflight = is_flush;
@@ -1447,7 +1508,7 @@ dev_batch_uring (zv_dev_ring_t *r, zv_dev_io_t *ios, size_t n,
       ZV_VERIFY3U (idx, <, n);
       ZV_ASSERT3U (inflight, >, 0);
       inflight--;
-      if (dev_io_progress (&ios[idx], &done, res)) {
+      if (zv_dev_io_progress (&ios[idx], &done, res)) {
         dev_ring_prep (r, &ios[idx], idx, done);
         inflight++;
       }
@@ -1484,8 +1545,14 @@ zv_dev_io_batch_queue (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
   if (n == 0)
     return 0;
   ZV_VERIFY (ios != NULL);
-  r = dev_ring_get ();
-  if (r->dr_uring)
+  /* A pool mixes no kinds of devices (pool.c refuses it), so neither
+   * does a batch. */
+  for (size_t i = 1; i < n; i++)
+    ZV_VERIFY ((ios[i].di_dev->dev_rados == NULL) ==
+               (ios[0].di_dev->dev_rados == NULL));
+  if (ios[0].di_dev->dev_rados != NULL)
+    zv_dev_rados_batch (ios, n, dev_queue_cap (q, UINT_MAX));
+  else if ((r = dev_ring_get ())->dr_uring)
     dev_batch_uring (r, ios, n, q);
   else
     dev_batch_sync (ios, n);

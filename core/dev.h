@@ -1,5 +1,7 @@
 /*
- * dev.h: attached devices (regular files or block devices).
+ * dev.h: attached devices (regular files, block devices, or RADOS
+ * devices: "rados:CEPHPOOL/NAME", striped over objects of a Ceph cluster;
+ * see dev_rados.c).
  *
  * A device is opened read-write with O_DIRECT where the file system takes
  * it (tmpfs does not: we fall back to buffered I/O), and locked
@@ -39,12 +41,38 @@ typedef struct zv_dev_stats {
  * device size, rounded down to ZV_SECTOR.
  */
 int zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen);
+
+/*
+ * How to reach a RADOS device (unused for files and block devices).
+ * NULL strings: librados' defaults (the configuration file it finds
+ * ($CEPH_CONF, /etc/ceph/ceph.conf), client.admin, the keyring the
+ * configuration names).
+ */
+typedef struct zv_dev_opts {
+  const char *do_ceph_conf;
+  const char *do_ceph_user;     /* "admin" or "client.admin" */
+  const char *do_ceph_keyring;
+  /* A RADOS device that does not exist yet is made with this size (bytes,
+   * a multiple of ZV_SECTOR); 0: it must exist (-ENOENT). */
+  uint64_t do_create_size;
+  /* A RADOS device locked by another client: fence that client
+   * (blocklist it), break its lock and take the device. */
+  bool do_takeover;
+} zv_dev_opts_t;
+
+/* zv_dev_open with options (opts may be NULL). */
+int zv_dev_open_opts (const char *path, const zv_dev_opts_t *opts,
+                      zv_dev_t **devp, char *err, size_t errlen);
+
+/* The path names a RADOS device ("rados:" prefix). */
+bool zv_dev_path_is_rados (const char *path);
 void zv_dev_close (zv_dev_t *dev);
 
 const char *zv_dev_path (const zv_dev_t *dev);
 uint64_t zv_dev_size (const zv_dev_t *dev);
 bool zv_dev_is_direct (const zv_dev_t *dev);   /* O_DIRECT in use */
 bool zv_dev_is_blockdev (const zv_dev_t *dev);
+bool zv_dev_is_rados (const zv_dev_t *dev);
 void zv_dev_get_stats (const zv_dev_t *dev, zv_dev_stats_t *out);
 
 enum zv_dev_op { ZV_DEV_READ = 1, ZV_DEV_WRITE = 2, ZV_DEV_FLUSH = 3 };

@@ -559,6 +559,27 @@ static int
 pool_check_distinct (const zv_pool_config_t *pc)
 {
   pool_dev_id_t ids[ZV_MAX_DEVS], logid;
+  const char *rados = NULL, *local = NULL;
+
+  /* One kind of device: a pool half in a cluster and half on this host
+   * would have neither's properties (another server could not import it,
+   * and the RADOS lock would not cover the local half). */
+  for (unsigned i = 0; i <= pc->pc_ndevices; i++) {
+    const char *d = i < pc->pc_ndevices ? pc->pc_devices[i]
+      : pc->pc_logdevice;
+    if (d == NULL)
+      continue;
+    if (zv_dev_path_is_rados (d))
+      rados = rados ? rados : d;
+    else
+      local = local ? local : d;
+  }
+  if (rados != NULL && local != NULL) {
+    zv_error ("%s is a RADOS device and %s is not: a pool's devices (its "
+              "log device included) are all RADOS devices or all files and "
+              "block devices", rados, local);
+    return -EINVAL;
+  }
 
   for (unsigned i = 0; i < pc->pc_ndevices; i++) {
     pool_dev_id (pc->pc_devices[i], &ids[i]);
@@ -594,15 +615,33 @@ pool_check_distinct (const zv_pool_config_t *pc)
   return 0;
 }
 
+/* How to open the configuration's devices (RADOS ones: the cluster, and
+ * with create the size of one not made yet). */
+static void
+pool_dev_opts (const zv_pool_config_t *pc, bool log, zv_dev_opts_t *o)
+{
+  memset (o, 0, sizeof *o);
+  o->do_ceph_conf = pc->pc_ceph_conf;
+  o->do_ceph_user = pc->pc_ceph_user;
+  o->do_ceph_keyring = pc->pc_ceph_keyring;
+  o->do_takeover = pc->pc_rados_takeover && !pc->pc_create;
+  if (pc->pc_create)
+    o->do_create_size = ZV_P2ALIGN (log ? pc->pc_rados_log_size
+                                    : pc->pc_rados_size, ZV_SECTOR);
+}
+
 /* Open and lock every device named in the configuration (distinct:
  * pool_check_distinct). */
 static int
 pool_open_devs (const zv_pool_config_t *pc, zv_dev_t **devs)
 {
-  char err[512];
+  char err[1024];
+  zv_dev_opts_t o;
 
+  pool_dev_opts (pc, false, &o);
   for (unsigned i = 0; i < pc->pc_ndevices; i++) {
-    int r = zv_dev_open (pc->pc_devices[i], &devs[i], err, sizeof err);
+    int r = zv_dev_open_opts (pc->pc_devices[i], &o, &devs[i], err,
+                              sizeof err);
     if (r < 0) {
       zv_error ("%s", err);
       for (unsigned j = 0; j < i; j++)
@@ -1087,7 +1126,8 @@ pool_check_logdev (zv_pool_t *p, const zv_pool_config_t *pc,
                    const zv_config_phys_t *ref)
 {
   zv_config_phys_t cf;
-  char err[512];
+  char err[1024];
+  zv_dev_opts_t o;
   int r;
 
   if (ref->cf_log_guid == 0) {
@@ -1103,7 +1143,8 @@ pool_check_logdev (zv_pool_t *p, const zv_pool_config_t *pc,
               "(its records are needed to import)", ref->cf_name);
     return -EINVAL;
   }
-  r = zv_dev_open (pc->pc_logdevice, &p->p_logdev, err, sizeof err);
+  pool_dev_opts (pc, true, &o);
+  r = zv_dev_open_opts (pc->pc_logdevice, &o, &p->p_logdev, err, sizeof err);
   if (r < 0) {
     zv_error ("%s", err);
     return r;
@@ -1919,12 +1960,15 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
       r = -EINVAL;
     }
     else {
-      char err[512];
+      char err[1024];
       p->p_spa.spa_ndevs = pc->pc_ndevices;
       memcpy (p->p_spa.spa_devs, devs, sizeof devs);
       r = 0;
       if (pc->pc_logdevice) {
-        r = zv_dev_open (pc->pc_logdevice, &p->p_logdev, err, sizeof err);
+        zv_dev_opts_t o;
+        pool_dev_opts (pc, true, &o);
+        r = zv_dev_open_opts (pc->pc_logdevice, &o, &p->p_logdev, err,
+                              sizeof err);
         if (r < 0)
           zv_error ("%s", err);
       }

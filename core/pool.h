@@ -51,6 +51,12 @@ typedef struct zv_pool_config {
   void *pc_progress_arg;
   enum zv_zil_recover pc_zil_recover;
   bool pc_verify_full;
+  const char *pc_ceph_conf;
+  const char *pc_ceph_user;
+  const char *pc_ceph_keyring;
+  uint64_t pc_rados_size;
+  uint64_t pc_rados_log_size;
+  bool pc_rados_takeover;
 } zv_pool_config_t;
 
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */

@@ -98,6 +98,12 @@ ZVOL_SAME_PC (pc_progress);
 ZVOL_SAME_PC (pc_progress_arg);
 ZVOL_SAME_PC (pc_zil_recover);
 ZVOL_SAME_PC (pc_verify_full);
+ZVOL_SAME_PC (pc_ceph_conf);
+ZVOL_SAME_PC (pc_ceph_user);
+ZVOL_SAME_PC (pc_ceph_keyring);
+ZVOL_SAME_PC (pc_rados_size);
+ZVOL_SAME_PC (pc_rados_log_size);
+ZVOL_SAME_PC (pc_rados_takeover);
 static_assert (sizeof (zvol_pool_config_t) == sizeof (zv_pool_config_t),
                "pool configuration");
 static_assert (ZVOL_ZIL_RECOVER_NONE == (unsigned) ZV_ZIL_RECOVER_NONE

@@ -104,6 +104,22 @@ typedef struct zvol_pool_config {
    * of checking each indirect block when it is first read (the default:
    * import time does not grow with the volume). */
   bool pc_verify_full;
+  /* RADOS devices ("rados:CEPHPOOL/NAME", as device or log device): how
+   * to reach the cluster (NULL: librados' defaults: $CEPH_CONF or
+   * /etc/ceph/ceph.conf, client.admin, the configuration's keyring), and
+   * with pc_create the sizes of the RADOS devices that do not exist yet
+   * (bytes; 0: every device must exist).  A pool's devices are all of one
+   * kind: RADOS, or files and block devices. */
+  const char *pc_ceph_conf;
+  const char *pc_ceph_user;        /* "admin" or "client.admin" */
+  const char *pc_ceph_keyring;
+  uint64_t pc_rados_size;          /* each data device made */
+  uint64_t pc_rados_log_size;      /* the log device, if made */
+  /* Import: a RADOS device another server holds is taken: that server's
+   * client is blocklisted by the cluster (fenced: none of its requests
+   * lands any more), its lock broken, and the import replays the log.
+   * Only for a server that is dead or must stop: it loses the pool. */
+  bool pc_rados_takeover;
 } zvol_pool_config_t;
 
 #define ZVOL_ZIL_RECOVER_NONE     0u /* the import fails, saying what is lost */

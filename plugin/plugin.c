@@ -33,6 +33,14 @@
  *   cleanup          stop the kstat writer, zvol_close, zvol_pool_close
  *                    (each syncs).
  *
+ * RADOS devices (device= or log= "rados:CEPHPOOL/NAME") are names, not
+ * paths: they are neither made absolute nor stat'ed nor resolved, and the
+ * engine makes them at create (ceph_conf=, ceph_user=, ceph_keyring=,
+ * device_size=, log_size= go into the pool configuration).  librados
+ * keeps threads of its own, which nbdkit's fork into the background
+ * leaves behind, so after_fork refuses to serve a pool with RADOS devices
+ * in a process other than get_ready's: such a server runs with -f.
+ *
  * Requests arrive in the PARALLEL thread model: many at once, from many
  * connections.  The plugin keeps no per-request state and takes no lock;
  * the engine does its own locking.
@@ -83,6 +91,9 @@ NBDKIT_DLL_PUBLIC int zvol_debug_txg = 0;
 /* Smallest: the engine accepts any offset and length. */
 #define ZP_MIN_BLOCK 512u
 
+/* Size a RADOS log device is made with, unless log_size= says. */
+#define ZP_RADOS_LOG_SIZE (256ull << 20)
+
 /* How often the kstat thread rewrites its files, in seconds. */
 #define ZP_KSTAT_INTERVAL_S 1
 
@@ -105,6 +116,12 @@ static unsigned zp_zil_recover;          /* zil_recover=: ZVOL_ZIL_RECOVER_* */
 static bool zp_verify_full;              /* verify=full: walk the tree */
 static bool zp_verify_given;             /* verify= seen (any value) */
 static char *zp_create_only_tunable;     /* first such tunable seen */
+static char *zp_ceph_conf;               /* ceph_conf=, absolute */
+static const char *zp_ceph_user;         /* ceph_user= */
+static char *zp_ceph_keyring;            /* ceph_keyring=, absolute */
+static uint64_t zp_rados_size;           /* device_size=: 0 not given */
+static uint64_t zp_rados_log_size;       /* log_size=: 0 not given */
+static bool zp_takeover;                 /* takeover=true */
 static char **zp_keys_seen;              /* every key but device= */
 static size_t zp_nkeys_seen;
 
@@ -113,6 +130,7 @@ static zvol_pool_t *zp_pool;
 static zvol_t *zp_zv;
 static char *zp_created_file;   /* file we created or grew in get_ready */
 static bool zp_created_new;     /* ... and it did not exist before */
+static pid_t zp_ready_pid;      /* the process get_ready ran in */
 
 static zvol_kstat_t *zp_kstat;   /* the kstat writer, after_fork..cleanup */
 static char *zp_kstat_path;     /* directory in use, or NULL */
@@ -151,6 +169,8 @@ zp_unload (void)
   zp_ndevices = 0;
   free (zp_kstat_dir);
   free (zp_logdev);
+  free (zp_ceph_conf);
+  free (zp_ceph_keyring);
   for (size_t k = 0; k < zp_nkeys_seen; k++)
     free (zp_keys_seen[k]);
   free (zp_keys_seen);
@@ -235,6 +255,39 @@ zp_key_once (const char *key)
   return 0;
 }
 
+/* A RADOS device name ("rados:CEPHPOOL/NAME"): not a path, so neither
+ * made absolute nor resolved; the engine checks the rest of it. */
+static bool
+zp_is_rados (const char *dev)
+{
+  return strncmp (dev, "rados:", 6) == 0;
+}
+
+/* A device or log device: a RADOS name as it is, a path made absolute
+ * (the server chdirs to "/" later). */
+static char *
+zp_device_arg (const char *value)
+{
+  char *s;
+
+  if (!zp_is_rados (value))
+    return nbdkit_absolute_path (value);
+  s = strdup (value);
+  if (s == NULL)
+    nbdkit_error ("strdup: %m");
+  return s;
+}
+
+/* Any RADOS device among device= and log=? */
+static bool
+zp_any_rados (void)
+{
+  for (unsigned i = 0; i < zp_ndevices; i++)
+    if (zp_is_rados (zp_devices[i]))
+      return true;
+  return zp_logdev != NULL && zp_is_rados (zp_logdev);
+}
+
 /* One key=value from the command line.  Only remember it; the
  * combination is checked in zp_config_complete. */
 static int
@@ -250,7 +303,7 @@ zp_config (const char *key, const char *value)
     }
     /* Absolute now (the server chdirs to "/" later); the symlinks are
      * resolved in get_ready, once a file we are asked to create exists. */
-    zp_devices[zp_ndevices] = nbdkit_absolute_path (value);
+    zp_devices[zp_ndevices] = zp_device_arg (value);
     if (zp_devices[zp_ndevices] == NULL)
       return -1;
     zp_ndevices++;
@@ -299,8 +352,39 @@ zp_config (const char *key, const char *value)
     zp_name = value;    /* nbdkit keeps config strings alive */
   }
   else if (strcmp (key, "log") == 0) {
-    zp_logdev = nbdkit_absolute_path (value);
+    zp_logdev = zp_device_arg (value);
     if (zp_logdev == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "ceph_conf") == 0) {
+    zp_ceph_conf = nbdkit_absolute_path (value);
+    if (zp_ceph_conf == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "ceph_keyring") == 0) {
+    zp_ceph_keyring = nbdkit_absolute_path (value);
+    if (zp_ceph_keyring == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "ceph_user") == 0) {
+    if (*value == '\0') {
+      nbdkit_error ("ceph_user must not be empty");
+      return -1;
+    }
+    zp_ceph_user = value;
+  }
+  else if (strcmp (key, "device_size") == 0) {
+    if (zp_parse_positive_size (key, value, &zp_rados_size) == -1)
+      return -1;
+  }
+  else if (strcmp (key, "takeover") == 0) {
+    int r = zp_parse_bool (key, value);
+    if (r == -1)
+      return -1;
+    zp_takeover = r;
+  }
+  else if (strcmp (key, "log_size") == 0) {
+    if (zp_parse_positive_size (key, value, &zp_rados_log_size) == -1)
       return -1;
   }
   else if (strcmp (key, "sparse") == 0) {
@@ -424,7 +508,31 @@ zp_config_complete (void)
     }
   }
 
+  if (!zp_any_rados ()) {
+    const char *k = zp_ceph_conf ? "ceph_conf" : zp_ceph_user ? "ceph_user"
+      : zp_ceph_keyring ? "ceph_keyring" : zp_rados_size ? "device_size"
+      : zp_rados_log_size ? "log_size" : zp_takeover ? "takeover" : NULL;
+    if (k != NULL) {
+      nbdkit_error ("%s= is only used with RADOS devices "
+                    "(device=rados:CEPHPOOL/NAME)", k);
+      return -1;
+    }
+  }
+  if (zp_create && zp_takeover) {
+    nbdkit_error ("takeover=true is only used on import (it takes a pool "
+                  "that another server holds)");
+    return -1;
+  }
+  if (!zp_create && (zp_rados_size || zp_rados_log_size)) {
+    nbdkit_error ("%s= is only used with create=true (a RADOS device's size "
+                  "is stored with it)",
+                  zp_rados_size ? "device_size" : "log_size");
+    return -1;
+  }
+
   for (i = 0; i < zp_ndevices; i++) {
+    if (zp_is_rados (zp_devices[i]))
+      continue;           /* the engine finds out (and makes it) */
     if (stat (zp_devices[i], &st) == 0)
       continue;
     if (errno == ENOENT && zp_create && zp_ndevices == 1)
@@ -554,13 +662,16 @@ zp_get_ready (void)
 
   if (zp_kstat_setup_explicit () == -1)
     return -1;
-  if (zp_create && zp_ndevices == 1 &&
+  if (zp_create && zp_ndevices == 1 && !zp_is_rados (zp_devices[0]) &&
       zp_create_backing_file (zp_devices[0]) == -1)
     return -1;
 
   /* Every device exists now: resolve symlinks. */
   for (i = 0; i < zp_ndevices; i++) {
-    char *real = nbdkit_realpath (zp_devices[i]);
+    char *real;
+    if (zp_is_rados (zp_devices[i]))
+      continue;
+    real = nbdkit_realpath (zp_devices[i]);
     if (real == NULL)
       goto fail;
     free (zp_devices[i]);
@@ -593,6 +704,20 @@ zp_get_ready (void)
     pc.pc_sparse = zp_sparse;
   pc.pc_progress = zp_progress;
   pc.pc_progress_arg = &last_pct;
+  pc.pc_ceph_conf = zp_ceph_conf;
+  pc.pc_ceph_user = zp_ceph_user;
+  pc.pc_ceph_keyring = zp_ceph_keyring;
+  pc.pc_rados_takeover = zp_takeover;
+  if (zp_create) {
+    /* RADOS devices are thin, as our backing files: by default each is
+     * made as a one-device pool's file would be, its share of the
+     * volume plus the slack. */
+    pc.pc_rados_size = zp_rados_size ? zp_rados_size
+      : zp_create_file_size ((zp_volsize + zp_ndevices - 1) / zp_ndevices);
+    pc.pc_rados_log_size = zp_rados_log_size ? zp_rados_log_size
+      : ZP_RADOS_LOG_SIZE;
+  }
+  zp_ready_pid = getpid ();
 
   r = zvol_pool_open (&pc, &zp_pool);
   if (r < 0) {
@@ -669,7 +794,17 @@ zp_kstat_debug_txg (void *arg, const char *txgs)
 static int
 zp_after_fork (void)
 {
-  int r = zvol_pool_start (zp_pool);
+  int r;
+
+  /* librados' threads stay behind in the parent: a RADOS device opened
+   * before the fork cannot do I/O here. */
+  if (getpid () != zp_ready_pid && zp_any_rados ()) {
+    nbdkit_error ("RADOS devices need nbdkit in the foreground (-f): the "
+                  "pool was opened before nbdkit forked into the "
+                  "background, and librados does not survive a fork");
+    return -1;
+  }
+  r = zvol_pool_start (zp_pool);
 
   if (r < 0) {
     errno = -r;
@@ -925,7 +1060,8 @@ zp_dump_plugin (void)
 /* The keys that are not tunables; a line per tunable follows, from the
  * engine's tables (zp_help_init). */
 #define zp_config_help \
-  "device=<FILE|DEV>             (required, repeatable) File or block device.\n" \
+  "device=<FILE|DEV>             (required, repeatable) File or block device,\n" \
+  "                              or rados:CEPHPOOL/NAME (a RADOS device).\n" \
   "create=true                   Create a new pool (otherwise import).\n" \
   "size=<SIZE>                   With create: volume size (e.g. 4G).\n" \
   "volblocksize=<SIZE>           With create: volume block size, 4K..128K (16K).\n" \
@@ -935,6 +1071,16 @@ zp_dump_plugin (void)
   "                              ones are damaged (accepts their loss).\n" \
   "log=<FILE|DEV>                Separate intent-log device (create adds it).\n" \
   "sparse=true                   With create: the volume may exceed the pool.\n" \
+  "ceph_conf=<FILE>              RADOS: Ceph configuration ($CEPH_CONF,\n" \
+  "                              /etc/ceph/ceph.conf).\n" \
+  "ceph_user=<NAME>              RADOS: Ceph user (admin).\n" \
+  "ceph_keyring=<FILE>           RADOS: keyring (the configuration's).\n" \
+  "device_size=<SIZE>            With create: size of each RADOS device made\n" \
+  "                              (its share of size= plus 25% + 128M).\n" \
+  "log_size=<SIZE>               With create: size of a RADOS log device made\n" \
+  "                              (256M).\n" \
+  "takeover=true                 RADOS import: fence (blocklist) the server\n" \
+  "                              holding the pool, break its locks, take it.\n" \
   "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \
   "verify=full                   Import: check the volume's whole tree now\n" \
   "                              (default lazy: each block when first read).\n" \

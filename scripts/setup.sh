@@ -24,13 +24,15 @@ die () { echo "setup: error: $*" >&2; exit 1; }
 # ---- 1. packages ----
 build_pkgs=(build-essential autoconf automake libtool pkg-config
             nbdkit nbdkit-plugin-dev libnbd-dev liburing-dev libcmocka-dev
-            libxxhash-dev liblz4-dev libzstd-dev perl)
+            libxxhash-dev liblz4-dev libzstd-dev librados-dev perl)
 # nbdfuse is part of libnbd-bin on Debian 12 (a package of its own in later
 # releases: added below when apt knows it).
 # clang and its sanitizer runtime (libFuzzer's is libclang-rt-14-dev, only
 # recommended by clang) build the fuzz harnesses of tests/fuzz.
 test_pkgs=(libnbd-bin python3-libnbd fuse3 fio e2fsprogs qemu-utils
            util-linux kmod clang libclang-rt-14-dev)
+# The RADOS device's tests run a throw-away Ceph cluster (tests/ceph/).
+test_pkgs+=(ceph-mon ceph-osd ceph-common)
 # bench/run-bench.sh: charts (gnuplot-nox has the pngcairo terminal, no X)
 # and instruction counts where the machine has no hardware counter
 # (callgrind; its headers also name bench/core-bench's phases).

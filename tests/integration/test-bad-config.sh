@@ -189,6 +189,20 @@ refused "zil_size= on import" 'zil_size=.*create=true' \
     device="$pool" zil_size=1M
 refused "the pool's device as its log device on import" 'log device.*separate|separate.*device' \
     device="$pool" log="$pool"
+# RADOS keys without a RADOS device, or on import; a pool of mixed kinds
+# (refused before any cluster is asked: none runs here).
+refused "ceph_conf= without a RADOS device" 'ceph_conf=.*only used with RADOS' \
+    device="$pool" ceph_conf=/etc/ceph/ceph.conf
+refused "device_size= on import" 'device_size=.*create=true' \
+    device=rados:p/v device_size=1G
+refused "a file pool with a RADOS log device" 'is a RADOS device and .* all RADOS devices or all files' \
+    device="$pool" log=rados:p/log
+refused "a bad RADOS device name" 'not a RADOS device name' \
+    device=rados:p create=true size=64M
+refused "takeover=true with create" 'takeover=true is only used on import' \
+    device=rados:p/v create=true size=64M takeover=true
+refused "takeover=true without a RADOS device" 'takeover= is only used with RADOS' \
+    device="$pool" takeover=true
 start_zvol "$sock" device="$pool" verify=full || die "the pool still imports after refused creates"
 tag "the pool's data is intact after refused creates" "$sock" check $((5 * 1048576)) one || :
 check "clean stop" stop_zvol "$sock"
