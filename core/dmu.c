@@ -534,7 +534,8 @@ dmu_fill_locked (zv_object_t *ob, zv_dbuf_t *db)
 #define DMU_PREFILL_MAX 64u
 
 /*
- * Before a read of n blocks from 'first' copies them one by one, read
+ * Before a read of n blocks from 'first' (at most DMU_PREFILL_MAX: a
+ * longer read comes back for each next window) copies them one by one, read
  * the ones it will have to read (uncached, and no dirty record that makes
  * the old content moot) in one batch, all in flight together: a 128 KiB
  * read of 16 KiB blocks then waits for one device round trip, not eight.
@@ -773,13 +774,19 @@ zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
 {
   uint8_t *out = buf;
   uint64_t first = off / ob->ob_blksz, filled = 0;
+  uint64_t last = len > 0 ? (off + len - 1) / ob->ob_blksz : first;
 
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
-  if (len > 0 && (off + len - 1) / ob->ob_blksz > first)
-    filled = dmu_prefill (ob, first, (off + len - 1) / ob->ob_blksz
-                          - first + 1);
+  if (last > first)
+    filled = dmu_prefill (ob, first, last - first + 1);
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;
+
+    /* The next window of a long read. */
+    if (blkid - first >= DMU_PREFILL_MAX) {
+      first = blkid;
+      filled = last > first ? dmu_prefill (ob, first, last - first + 1) : 0;
+    }
     uint32_t boff = off % ob->ob_blksz;
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
     zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
@@ -795,8 +802,8 @@ zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
     bool merged = dr && dr->dr_data && dr->dr_partial
       && !dmu_grains_cover (dr, boff, n);
     /* (A block the batch filled was a miss, not the hit it looks.) */
-    if ((dr == NULL || merged) && blkid - first < 64
-        && (filled >> (blkid - first) & 1) && db->db_state == ZV_DB_CACHED)
+    if ((dr == NULL || merged) && (filled >> (blkid - first) & 1)
+        && db->db_state == ZV_DB_CACHED)
       zv_dbuf_count (ob->ob_cache, false);
     else if (dr == NULL || merged)
       r = dmu_fill_locked (ob, db);

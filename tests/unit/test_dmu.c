@@ -1019,13 +1019,13 @@ test_read_batch (void **state)
 {
   denv_t e;
   const uint32_t bs = 16384;
-  uint8_t *shadow = calloc (64, bs), *buf = malloc (8 * bs);
+  uint8_t *shadow = calloc (128, bs), *buf = malloc (100 * bs);
   inflight_t f = { 0 };
   zv_dbuf_stats_t st;
 
   (void) state;
-  denv_setup (&e, "rbatch", 64, bs, BIG_CACHE);
-  for (uint64_t b = 0; b < 32; b++)
+  denv_setup (&e, "rbatch", 128, bs, BIG_CACHE);
+  for (uint64_t b = 0; b < 100; b++)
     denv_write (&e, shadow, b * bs, bs, 3, 5);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   denv_reopen (&e, BIG_CACHE);
@@ -1060,6 +1060,18 @@ test_read_batch (void **state)
   assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
   denv_reopen (&e, 0);
   denv_check (&e, shadow, 0, 32 * bs);
+
+  /* A read longer than one batch (64 blocks): window after window,
+   * never block by block. */
+  denv_reopen (&e, BIG_CACHE);
+  denv_check (&e, shadow, 99 * bs, 512);
+  f = (inflight_t) { 0 };
+  zv_dev_set_observer (e.spa->spa_devs[0], inflight_obs, &f);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 0, 100 * bs, buf), 0);
+  zv_dev_set_observer (e.spa->spa_devs[0], NULL, NULL);
+  assert_memory_equal (buf, shadow, 100 * bs);
+  assert_int_equal (f.ri_bytes, 99 * bs);
+  assert_true (f.ri_total <= 4);
   denv_teardown (&e);
   free (buf);
   free (shadow);
