@@ -138,6 +138,60 @@ zio_piece_cmp (const void *a, const void *b)
  * device. */
 static uint32_t zv_zio_aggregate_max = 1u << 20;
 
+/*
+ * Turn pieces into device requests: sorted by device and offset (a
+ * stream placed in turn from the allocator's cursor usually is already:
+ * then there is no sort), the pieces that touch joined into one request
+ * of up to zv_zio_aggregate_max bytes, scattered or gathered (readv,
+ * writev) over the pieces' own buffers, so nothing is copied.  A piece
+ * must start strictly where the previous one ends: two pieces at one
+ * place (a hostile pointer read twice) stay two requests.  ios and iovs
+ * have room for n; io_of (or NULL) gets, for each piece's zp_idx, the
+ * request that carries it.  Returns the number of requests.
+ */
+static size_t
+zio_join (zio_piece_t *pieces, size_t n, enum zv_dev_op op, zv_dev_io_t *ios,
+          struct iovec *iovs, size_t *io_of)
+{
+  size_t sorted = 1, nios = 0;
+
+  while (sorted < n && zio_piece_cmp (&pieces[sorted - 1], &pieces[sorted])
+         <= 0)
+    sorted++;
+  if (sorted < n)
+    qsort (pieces, n, sizeof *pieces, zio_piece_cmp);
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    uint64_t len = pieces[i].zp_len;
+
+    while (j < n && pieces[j].zp_dev == pieces[i].zp_dev
+           && pieces[j].zp_off == pieces[i].zp_off + len
+           && len + pieces[j].zp_len <= zv_zio_aggregate_max
+           && j - i < IOV_MAX) {
+      len += pieces[j].zp_len;
+      j++;
+    }
+    ios[nios] = (zv_dev_io_t) {
+      .di_dev = pieces[i].zp_dev, .di_op = op,
+      .di_buf = (void *) pieces[i].zp_buf,
+      .di_offset = pieces[i].zp_off, .di_len = (uint32_t) len,
+    };
+    if (j > i + 1) {
+      for (size_t k = i; k < j; k++)
+        iovs[k] = (struct iovec) { .iov_base = (void *) pieces[k].zp_buf,
+                                   .iov_len = pieces[k].zp_len };
+      ios[nios].di_buf = NULL;
+      ios[nios].di_iov = &iovs[i];
+      ios[nios].di_iovcnt = (unsigned) (j - i);
+    }
+    for (size_t k = i; io_of && k < j; k++)
+      io_of[pieces[k].zp_idx] = nios;
+    nios++;
+    i = j;
+  }
+  return nios;
+}
+
 /* Batched reads (see zio.h): one device batch for the first copies, the
  * ones that touch on a device joined into one scattered read (readv into
  * the blocks' own buffers: a volume written in order reads back in large
@@ -169,38 +223,7 @@ zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
     };
     ok[i] = true;
   }
-  qsort (pieces, m, sizeof *pieces, zio_piece_cmp);
-  for (size_t i = 0; i < m;) {
-    size_t j = i + 1;
-    uint64_t len = pieces[i].zp_len;
-
-    /* Strictly after the previous piece: two pointers at one place
-     * (hostile) stay two reads. */
-    while (j < m && pieces[j].zp_dev == pieces[i].zp_dev
-           && pieces[j].zp_off == pieces[i].zp_off + len
-           && len + pieces[j].zp_len <= zv_zio_aggregate_max
-           && j - i < IOV_MAX) {
-      len += pieces[j].zp_len;
-      j++;
-    }
-    ios[nios] = (zv_dev_io_t) {
-      .di_dev = pieces[i].zp_dev, .di_op = ZV_DEV_READ,
-      .di_buf = (void *) pieces[i].zp_buf,
-      .di_offset = pieces[i].zp_off, .di_len = (uint32_t) len,
-    };
-    if (j > i + 1) {
-      for (size_t k = i; k < j; k++)
-        iovs[k] = (struct iovec) { .iov_base = (void *) pieces[k].zp_buf,
-                                   .iov_len = pieces[k].zp_len };
-      ios[nios].di_buf = NULL;
-      ios[nios].di_iov = &iovs[i];
-      ios[nios].di_iovcnt = (unsigned) (j - i);
-    }
-    for (size_t k = i; k < j; k++)
-      io_of[pieces[k].zp_idx] = nios;
-    nios++;
-    i = j;
-  }
+  nios = zio_join (pieces, m, ZV_DEV_READ, ios, iovs, io_of);
   (void) zv_dev_io_batch (ios, nios);
   for (size_t i = 0; i < n; i++) {
     if (ok[i]) {
@@ -387,42 +410,7 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
       };
     }
   }
-  /* Blocks placed in turn from the allocator's cursor are often in
-   * device order already (a sequential stream): then there is no sort. */
-  size_t sorted = 1;
-  while (sorted < npieces
-         && zio_piece_cmp (&pieces[sorted - 1], &pieces[sorted]) <= 0)
-    sorted++;
-  if (sorted < npieces)
-    qsort (pieces, npieces, sizeof *pieces, zio_piece_cmp);
-  for (size_t i = 0; i < npieces;) {
-    size_t j = i + 1;
-    uint64_t len = pieces[i].zp_len;
-
-    while (j < npieces && pieces[j].zp_dev == pieces[i].zp_dev
-           && pieces[j].zp_off == pieces[i].zp_off + len
-           && len + pieces[j].zp_len <= zv_zio_aggregate_max
-           && j - i < IOV_MAX) {
-      len += pieces[j].zp_len;
-      j++;
-    }
-    ios[nios] = (zv_dev_io_t) {
-      .di_dev = pieces[i].zp_dev, .di_op = ZV_DEV_WRITE,
-      .di_buf = (void *) pieces[i].zp_buf,
-      .di_offset = pieces[i].zp_off, .di_len = (uint32_t) len,
-    };
-    if (j > i + 1) {
-      /* Gathered from the blocks' own buffers: no copy. */
-      for (size_t m = i; m < j; m++)
-        iovs[m] = (struct iovec) { .iov_base = (void *) pieces[m].zp_buf,
-                                   .iov_len = pieces[m].zp_len };
-      ios[nios].di_buf = NULL;
-      ios[nios].di_iov = &iovs[i];
-      ios[nios].di_iovcnt = (unsigned) (j - i);
-    }
-    nios++;
-    i = j;
-  }
+  nios = zio_join (pieces, npieces, ZV_DEV_WRITE, ios, iovs, NULL);
   {
     zv_dev_queue_t q = {
       .dq_max_active = &spa->spa_write_cap,
