@@ -319,7 +319,11 @@ zv_nbdkit_cmd ()
                 "${ZVOL_TOP_SRCDIR:-$(dirname "${BASH_SOURCE[0]}")/../..}/tests/integration/asan-exit-shim.c" ||
                 die "cannot build the ASan exit shim"
         fi
-        ZV_NBDKIT=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so) $shim"
+        # libstdc++ too, and early: ASan resolves the real __cxa_throw
+        # when it starts, and librados (C++, which throws and catches
+        # inside) comes in only with the plugin; without it ASan's
+        # interceptor finds no real function and aborts the server.
+        ZV_NBDKIT=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so.6) $shim"
                    "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}"
                    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
                    nbdkit)
