@@ -93,11 +93,13 @@ zio_reads (zv_spa_t *spa)
   return n;
 }
 
-/* What an observer saw: the writes submitted, and how many requests were
- * in flight at most (before and after an optional raise of the cap). */
+/* What an observer saw: the requests of one kind (zr_op: writes unless
+ * zrec_attach_op says otherwise) submitted, and how many were in flight
+ * at most (before and after an optional raise of the cap). */
 #define ZIO_MAXREC 256
 typedef struct zrec {
   zv_spa_t *zr_spa;
+  enum zv_dev_op zr_op;
   unsigned zr_nw;
   uint64_t zr_off[ZIO_MAXREC];
   uint32_t zr_len[ZIO_MAXREC];
@@ -116,7 +118,7 @@ zrec_observe (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
 
   (void) buf;
   (void) result;
-  if (op != ZV_DEV_WRITE)
+  if (op != z->zr_op)
     return;
   if (done == 0) {
     if (z->zr_nw < ZIO_MAXREC) {
@@ -141,12 +143,19 @@ zrec_observe (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
 }
 
 static void
-zrec_attach (zrec_t *z, zv_spa_t *spa)
+zrec_attach_op (zrec_t *z, zv_spa_t *spa, enum zv_dev_op op)
 {
   memset (z, 0, sizeof *z);
   z->zr_spa = spa;
+  z->zr_op = op;
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_dev_set_observer (spa->spa_devs[d], zrec_observe, z);
+}
+
+static void
+zrec_attach (zrec_t *z, zv_spa_t *spa)
+{
+  zrec_attach_op (z, spa, ZV_DEV_WRITE);
 }
 
 static void
@@ -711,23 +720,6 @@ test_write_many_gathers (void **state)
   tl_spa_destroy (&ts);
 }
 
-/* Reads submitted, with the length of the first. */
-typedef struct {
-  unsigned rr_n;
-  uint32_t rr_len0;
-} rrec_t;
-
-static void
-rrec_observe (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
-              uint64_t off, uint32_t len, const void *buf, int result)
-{
-  rrec_t *r = arg;
-
-  (void) dev; (void) off; (void) buf; (void) result;
-  if (op == ZV_DEV_READ && done == 0 && r->rr_n++ == 0)
-    r->rr_len0 = len;
-}
-
 /* zv_zio_read_many joins the blocks that touch on a device into one
  * request whatever order they come in, verifies each block on its own
  * (one bad block in a joined read fails alone), and keeps two pointers
@@ -745,7 +737,7 @@ test_read_many_joins (void **state)
   int res[N + 1];
   zv_zio_write_t w[N + 1];
   const uint64_t base = zv_data_start () + 1 * MiB;
-  rrec_t rr;
+  zrec_t z;
 
   (void) state;
   tl_spa_create (&ts, "rjoin", 1, DEV_SIZE);
@@ -759,11 +751,10 @@ test_read_many_joins (void **state)
   }
   got[N] = zv_buf_alloc (16384);
 
-  rr = (rrec_t) { 0 };
-  zv_dev_set_observer (spa->spa_devs[0], rrec_observe, &rr);
+  zrec_attach_op (&z, spa, ZV_DEV_READ);
   assert_int_equal (zv_zio_read_many (spa, rb, got, what, res, N), 0);
-  assert_int_equal (rr.rr_n, 1);
-  assert_int_equal (rr.rr_len0, N * 16384);
+  assert_int_equal (z.zr_nw, 1);
+  assert_int_equal (z.zr_len[0], N * 16384);
   for (size_t i = 0; i < N; i++) {
     assert_int_equal (res[i], 0);
     assert_memory_equal (got[i], bufs[(i * 5) % N], 16384);
@@ -772,10 +763,10 @@ test_read_many_joins (void **state)
   /* One bad block inside the joined read: it alone fails (and is read
    * again, alone, to say so). */
   zio_damage (&ts, &bps[3], 0, 100);
-  rr = (rrec_t) { 0 };
+  zrec_attach_op (&z, spa, ZV_DEV_READ);
   tl_log_reset (true);
   assert_int_equal (zv_zio_read_many (spa, rb, got, what, res, N), -EIO);
-  assert_int_equal (rr.rr_n, 2);
+  assert_int_equal (z.zr_nw, 2);
   for (size_t i = 0; i < N; i++) {
     assert_int_equal (res[i], (i * 5) % N == 3 ? -EIO : 0);
     if (res[i] == 0)
@@ -789,13 +780,13 @@ test_read_many_joins (void **state)
   bps[N] = bps[0];
   bufs[N] = bufs[0];
   const zv_blkptr_t *dup[3] = { &bps[0], &bps[N], &bps[2] };
-  rr = (rrec_t) { 0 };
+  zrec_attach_op (&z, spa, ZV_DEV_READ);
   assert_int_equal (zv_zio_read_many (spa, dup, got, what, res, 3), 0);
-  assert_int_equal (rr.rr_n, 3);
+  assert_int_equal (z.zr_nw, 3);
   assert_memory_equal (got[0], bufs[0], 16384);
   assert_memory_equal (got[1], bufs[0], 16384);
   assert_memory_equal (got[2], bufs[2], 16384);
-  zv_dev_set_observer (spa->spa_devs[0], NULL, NULL);
+  zrec_detach (spa);
   zio_free_bufs (got, N + 1);
   zio_free_bufs (bufs, N);
   tl_spa_destroy (&ts);
