@@ -137,10 +137,7 @@ zv_mem_start (void)
 uint64_t
 zv_mem_physical (void)
 {
-  long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
-
-  return pages > 0 && psz > 0 ? (uint64_t) pages * (uint64_t) psz
-    : 4ull << 30;
+  return zv_physical_memory (4ull << 30);
 }
 
 uint64_t

@@ -824,10 +824,7 @@ static unsigned zv_txg_dirty_sync_pct = 20;          /* kick at */
 void
 zv_txg_tunables_default (zv_txg_tunables_t *tt)
 {
-  long pages = sysconf (_SC_PHYS_PAGES);
-  long pagesize = sysconf (_SC_PAGESIZE);
-  uint64_t phys = pages > 0 && pagesize > 0 ?
-    (uint64_t) pages * (uint64_t) pagesize : zv_txg_dirty_max_max * 10;
+  uint64_t phys = zv_physical_memory (zv_txg_dirty_max_max * 10);
 
   memset (tt, 0, sizeof *tt);
   tt->tt_timeout_ms = (uint64_t) zv_txg_timeout_s * 1000;

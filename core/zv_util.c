@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -361,6 +362,14 @@ zv_name_is_valid (const char *s, size_t max)
     if ((unsigned char) s[i] < 0x20 || (unsigned char) s[i] >= 0x7f)
       return false;
   return i > 0 && i < max;
+}
+
+uint64_t
+zv_physical_memory (uint64_t unknown)
+{
+  long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
+
+  return pages > 0 && psz > 0 ? (uint64_t) pages * (uint64_t) psz : unknown;
 }
 
 /* Word-at-a-time zero test (buffers are 8-byte aligned in practice). */

@@ -164,6 +164,9 @@ void zv_str_printable (const char *s, size_t max, char *out, size_t outlen);
  * a terminal control there is damage, not a name. */
 bool zv_name_is_valid (const char *s, size_t max);
 
+/* Physical memory in bytes, or 'unknown' when the system does not say. */
+uint64_t zv_physical_memory (uint64_t unknown);
+
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);
 
