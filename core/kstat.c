@@ -113,6 +113,7 @@ static const kstat_u64_t kstat_cache_u64[] = {
 #define KSTAT_VS(name, field) { name, offsetof (zvol_stats_t, field) }
 static const kstat_u64_t kstat_zil_u64[] = {
   KSTAT_VS ("zil_lwbs_written", vs_zil_lwbs_written),
+  KSTAT_VS ("zil_lwbs_ahead", vs_zil_lwbs_ahead),
   KSTAT_VS ("zil_ring_size", vs_zil_ring_size),
   KSTAT_VS ("zil_ring_used", vs_zil_ring_used),
   KSTAT_VS ("zil_lwb_bytes", vs_zil_lwb_bytes),

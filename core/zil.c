@@ -72,6 +72,31 @@
  * checks its own ticket: a waiter returns exactly when its records and
  * every earlier record are written and flushed.
  *
+ * Write-ahead.  A client that flushes after every write (a database's
+ * log, fio fsync=1) waits for the write's reply, sends the flush, and only
+ * then would the log block be written and flushed: the device's two round
+ * trips came after the transport's, in series.  So a write that nobody
+ * commits yet may have its log block written at once, by the log's own
+ * thread (started at the first such write, so after nbdkit's fork; a
+ * forked child starts its own): zv_zil_write_ahead kicks it (a futex
+ * word, woken only when it sleeps) and returns, and while the reply and
+ * the flush travel, the thread takes the issuer role (try-CAS: a holder
+ * is a committer, which writes what it waits for), packs what is
+ * published and, when no block is in flight, closes the open block and
+ * writes and flushes it like a committer (zil_issue).  The flush then
+ * finds its ticket durable, or waits for the block in flight, as any
+ * committer waits for another's.  When a block is in flight the records
+ * stay in the open block and the thread's next pass, or a committer,
+ * issues them together (group commit).  Nothing changes for durability:
+ * a commit still returns only when its ticket is durable, and a block
+ * written ahead is an ordinary block of the chain (a cut before its flush
+ * leaves a torn tail or a block whose records were never acknowledged).
+ * zt_write_ahead says when: always, off, or auto: while each commit
+ * covers at most ZIL_WA_MAX_GAP tickets more than the one before it
+ * (zil_wa_note), and for zil_write_ahead_window after the last such
+ * commit, so a stream of writes with rare flushes is logged by its
+ * flushes as before, not one block per write.
+ *
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
  * zl_packed is stored with release after the slots below it are cleared,
@@ -148,7 +173,8 @@
  * in-place block that does not verify is judged the same way, by its log
  * block's seq (zil_replay_nodata).
  *
- * Locks: none on the logging and commit paths.  Of the txg engine's
+ * Locks: none on the logging and commit paths (the log's thread only
+ * sleeps on its futex word).  Of the txg engine's
  * callbacks (syncing context), zv_zil_synced takes the issuer role only
  * by try-CAS, and zv_zil_sync_header needs no role: it reads the block
  * state slots and writes only the sync-side head (zl_head, zl_pending_*).
@@ -160,6 +186,7 @@
 #include <stdlib.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <stdatomic.h>
 #include <linux/futex.h>
@@ -269,6 +296,16 @@ struct zv_zil {
   _Atomic int zl_error;
   _Atomic uint64_t zl_latency_ns;     /* log-block write+flush, EWMA */
 
+  /* Write-ahead (see the theory comment). */
+  _Atomic uint64_t zl_wa_until_ns;    /* auto: commits follow writes */
+  _Atomic uint64_t zl_wa_last_target; /* ticket of the last commit */
+  _Atomic uint32_t zl_wa_kick;        /* futex word of the thread */
+  _Atomic int zl_wa_sleeping;         /* the thread waits on it */
+  _Atomic int zl_wa_state;            /* enum zil_wa_state */
+  _Atomic bool zl_wa_stop;
+  uint64_t zl_wa_gen;                 /* zil_fork_gen it was started in */
+  pthread_t zl_wa_thread;
+
   /* Ring reuse (sync thread). */
   uint64_t zl_head;                   /* head written in the last header */
   uint64_t zl_head_pos;
@@ -285,6 +322,7 @@ struct zv_zil {
   _Atomic uint64_t zl_stat_rec_indirect, zl_stat_rec_free;
   _Atomic uint64_t zl_stat_rec_dropped, zl_stat_rec_nop, zl_stat_fallbacks;
   _Atomic uint64_t zl_stat_lat_sum, zl_stat_lat_hist[ZIL_HIST_BUCKETS];
+  _Atomic uint64_t zl_stat_lwbs_ahead;
 };
 
 /* ---- tunables (the table at the end) ---- */
@@ -298,6 +336,7 @@ static unsigned zv_zil_flush = ZIL_FLUSH_LOG;
 static unsigned zv_zil_immediate_write_sz = 32768; /* zfs_immediate_write_sz */
 static unsigned zv_zil_max_copied = 7680;          /* zil_maxcopied */
 static unsigned zv_zil_commit_timeout_pct = 10;    /* zfs_commit_timeout_pct */
+static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_AUTO;
 
 /* The tunables' current values, for a log about to open. */
 void
@@ -310,6 +349,7 @@ zv_zil_tunables_default (zv_zil_tunables_t *zt)
   zt->zt_max_copied = zv_zil_max_copied;
   zt->zt_commit_timeout_pct = zv_zil_commit_timeout_pct;
   zt->zt_legacy_txg_commit = zv_zil_flush == ZIL_FLUSH_TXG;
+  zt->zt_write_ahead = (enum zv_zil_write_ahead) zv_zil_write_ahead_mode;
 }
 
 /* Longest a waiter sleeps before it looks again (safety net). */
@@ -317,6 +357,10 @@ static uint64_t zil_max_sleep_ns = 2000000;
 /* Commit timeout bounds, ns (zil_min_commit_timeout and a ceiling). */
 static uint64_t zil_min_commit_timeout_ns = 5000;
 static uint64_t zil_max_commit_timeout_ns = 1000000;
+/* Auto write-ahead: on while each commit covers at most this many tickets
+ * more than the one before it, for this long after the last such one. */
+#define ZIL_WA_MAX_GAP 4u
+static uint64_t zil_write_ahead_window_ns = 20000000;
 
 /* ---- helpers ---- */
 
@@ -477,6 +521,9 @@ zil_commit_timeout (zv_zil_t *zl)
 
 /* ---- open / close ---- */
 
+static void zil_wa_stop (zv_zil_t *zl);
+static void zil_wa_note (zv_zil_t *zl, uint64_t t);
+
 void
 zv_zil_header_init (zv_zil_header_t *zh, uint64_t ring_dva, uint64_t nslots,
                     uint32_t blksz)
@@ -555,6 +602,7 @@ zv_zil_close (zv_zil_t *zl)
 {
   if (zl == NULL)
     return;
+  zil_wa_stop (zl);
   uint64_t end = zil_next_ticket (zl);
   for (uint64_t t = zil_packed (zl); t < end; t++) {
     zil_itx_t *itx = atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
@@ -1049,12 +1097,12 @@ zil_durable_idle (zv_zil_t *zl, uint64_t packed)
 /*
  * Pack every published itx in ticket order (dropping those whose txg has
  * synced) and close the open block if a committer waits for one of its
- * records (see the theory comment for when it waits).  Issuer role held.
- * Returns the closed blocks, for the caller to write; *full when the ring
- * had no free slot.
+ * records (see the theory comment for when it waits), or, writing ahead,
+ * if no block is in flight.  Issuer role held.  Returns the closed
+ * blocks, for the caller to write; *full when the ring had no free slot.
  */
 static zil_lwb_t *
-zil_pack (zv_zil_t *zl, bool *full)
+zil_pack (zv_zil_t *zl, bool *full, bool ahead)
 {
   uint64_t end = zil_next_ticket (zl);
   uint64_t synced = zv_txg_last_synced (zl->zl_tx);
@@ -1098,21 +1146,26 @@ zil_pack (zv_zil_t *zl, bool *full)
   }
 
   lwb = zl->zl_open;
-  if (lwb && lwb->lwb_nused > 0 && !*full
-      && atomic_load_explicit (&zl->zl_commit_target, memory_order_seq_cst)
-         >= lwb->lwb_start_ticket) {
-    uint32_t cap = zl->zl_hdr.zh_blksz - sizeof (zv_lwb_hdr_t);
-    bool alone = atomic_load_explicit (&zl->zl_active,
-                                       memory_order_seq_cst) <= 1;
-    bool old = zv_now_ns () - lwb->lwb_open_ns >= zil_commit_timeout (zl);
-    bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
+  if (lwb && lwb->lwb_nused > 0 && !*full) {
     /* A block still in flight: its completion is the moment to issue
      * this one (group commit: everything that arrived meanwhile shares
      * one write and one flush). */
     bool inflight = zil_durable_seq (zl) + 1 < lwb->lwb_seq;
 
-    if (alone || nearly_full || (old && !inflight))
+    if (ahead && !inflight)
       zil_lwb_close (zl, packed, &closed);
+    else if (atomic_load_explicit (&zl->zl_commit_target,
+                                   memory_order_seq_cst)
+             >= lwb->lwb_start_ticket) {
+      uint32_t cap = zl->zl_hdr.zh_blksz - sizeof (zv_lwb_hdr_t);
+      bool alone = atomic_load_explicit (&zl->zl_active,
+                                         memory_order_seq_cst) <= 1;
+      bool old = zv_now_ns () - lwb->lwb_open_ns >= zil_commit_timeout (zl);
+      bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
+
+      if (alone || nearly_full || (old && !inflight))
+        zil_lwb_close (zl, packed, &closed);
+    }
   }
   if (closed == NULL)
     zil_durable_idle (zl, packed);
@@ -1300,6 +1353,8 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
     return zv_txg_wait_synced (zl->zl_tx, 0);
   if (t == 0)
     t = zil_next_ticket (zl) - 1;
+  if (t != 0 && zl->zl_tun.zt_write_ahead == ZV_ZIL_WA_AUTO)
+    zil_wa_note (zl, t);
   if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
                                       memory_order_acquire) > t)
     return 0;
@@ -1323,7 +1378,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
                                                  memory_order_acquire,
                                                  memory_order_relaxed)) {
       bool full;
-      zil_lwb_t *closed = zil_pack (zl, &full);
+      zil_lwb_t *closed = zil_pack (zl, &full, false);
       bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket
         && zil_durable_seq (zl) + 1 >= zl->zl_open->lwb_seq;
 
@@ -1352,6 +1407,174 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   atomic_fetch_sub_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   zil_lat_record (zl, zv_now_ns () - start);
   return r;
+}
+
+/* ---- write-ahead ---- */
+
+enum zil_wa_state { ZIL_WA_NONE = 0, ZIL_WA_STARTING, ZIL_WA_RUNNING,
+                    ZIL_WA_FAILED };
+
+/* Bumped in a forked child: a log's thread started before the fork does
+ * not exist there. */
+static _Atomic uint64_t zil_fork_gen;
+static pthread_once_t zil_fork_once = PTHREAD_ONCE_INIT;
+
+static void
+zil_atfork_child (void)
+{
+  atomic_fetch_add_explicit (&zil_fork_gen, 1, memory_order_seq_cst);
+}
+
+static void
+zil_fork_init (void)
+{
+  ZV_VERIFY (pthread_atfork (NULL, NULL, zil_atfork_child) == 0);
+}
+
+/* A commit of ticket t begins: in auto mode, note whether commits follow
+ * writes one by one (t at most ZIL_WA_MAX_GAP past the last commit's). */
+static void
+zil_wa_note (zv_zil_t *zl, uint64_t t)
+{
+  uint64_t prev = atomic_exchange_explicit (&zl->zl_wa_last_target, t,
+                                            memory_order_seq_cst);
+  /* t below prev: another committer's later target came first. */
+  bool close = t < prev || t - prev <= ZIL_WA_MAX_GAP;
+
+  atomic_store_explicit (&zl->zl_wa_until_ns, close
+                         ? zv_now_ns () + zil_write_ahead_window_ns : 0,
+                         memory_order_relaxed);
+}
+
+/*
+ * One pass of the log's thread: pack what is published and, when no block
+ * is in flight, close the open block and write it (with its flush), here.
+ * The issuer role is only tried: its holder is a committer, which writes
+ * what it waits for, or the sync thread dropping records.
+ */
+static void
+zil_wa_pass (zv_zil_t *zl)
+{
+  int expect = 0;
+  bool full;
+  zil_lwb_t *closed;
+
+  if (!atomic_load_explicit (&zl->zl_ready, memory_order_seq_cst)
+      || zil_error (zl) != 0
+      || !atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect,
+                                                   1, memory_order_acquire,
+                                                   memory_order_relaxed))
+    return;
+  closed = zil_pack (zl, &full, true);
+  zil_assert_ticket_order (zl);
+  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  if (closed == NULL)
+    return;
+  for (zil_lwb_t *l = closed; l; l = l->lwb_next)
+    zil_stat_add (&zl->zl_stat_lwbs_ahead, 1);
+  (void) zil_issue (zl, closed);
+}
+
+static void *
+zil_wa_main (void *arg)
+{
+  zv_zil_t *zl = arg;
+
+  for (;;) {
+    uint32_t seen = atomic_load_explicit (&zl->zl_wa_kick,
+                                          memory_order_seq_cst);
+
+    if (atomic_load_explicit (&zl->zl_wa_stop, memory_order_seq_cst))
+      break;
+    zil_wa_pass (zl);
+    /* Sleep unless kicked since 'seen': with the kicker's increment
+     * then load of zl_wa_sleeping (both seq_cst), either it sees the
+     * flag and wakes us or we see its kick; FUTEX_WAIT compares in the
+     * kernel. */
+    atomic_store_explicit (&zl->zl_wa_sleeping, 1, memory_order_seq_cst);
+    if (atomic_load_explicit (&zl->zl_wa_kick, memory_order_seq_cst) == seen)
+      syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAIT_PRIVATE, seen, NULL,
+               NULL, 0);
+    atomic_store_explicit (&zl->zl_wa_sleeping, 0, memory_order_seq_cst);
+  }
+  return NULL;
+}
+
+/* The log's thread runs in this process (started at the first write
+ * ahead, so after nbdkit's fork); false when it cannot be had now. */
+static bool
+zil_wa_start (zv_zil_t *zl)
+{
+  uint64_t gen;
+  int st = atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire);
+  int e;
+
+  pthread_once (&zil_fork_once, zil_fork_init);
+  gen = atomic_load_explicit (&zil_fork_gen, memory_order_seq_cst);
+  if (st == ZIL_WA_RUNNING && zl->zl_wa_gen == gen)
+    return true;
+  if (st == ZIL_WA_STARTING || st == ZIL_WA_FAILED
+      || !atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &st,
+                                                   ZIL_WA_STARTING,
+                                                   memory_order_acquire,
+                                                   memory_order_relaxed))
+    return false;
+  /* Ours alone now (a forked child's copy of a parent's running thread
+   * included: that thread is not here). */
+  zl->zl_wa_gen = gen;
+  atomic_store_explicit (&zl->zl_wa_sleeping, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zl->zl_wa_stop, false, memory_order_seq_cst);
+  e = pthread_create (&zl->zl_wa_thread, NULL, zil_wa_main, zl);
+  if (e != 0) {
+    zv_warn ("intent log: cannot start its thread (%s); log blocks are "
+             "written by their commits only", strerror (e));
+    atomic_store_explicit (&zl->zl_wa_state, ZIL_WA_FAILED,
+                           memory_order_release);
+    return false;
+  }
+  atomic_store_explicit (&zl->zl_wa_state, ZIL_WA_RUNNING,
+                         memory_order_release);
+  return true;
+}
+
+/* Stop the log's thread, if this process runs one (the log is closing:
+ * nothing logs or commits any more). */
+static void
+zil_wa_stop (zv_zil_t *zl)
+{
+  if (atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire)
+      != ZIL_WA_RUNNING
+      || zl->zl_wa_gen != atomic_load_explicit (&zil_fork_gen,
+                                                memory_order_seq_cst))
+    return;
+  atomic_store_explicit (&zl->zl_wa_stop, true, memory_order_seq_cst);
+  atomic_fetch_add_explicit (&zl->zl_wa_kick, 1, memory_order_seq_cst);
+  syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
+           NULL, 0);
+  ZV_VERIFY (pthread_join (zl->zl_wa_thread, NULL) == 0);
+  atomic_store_explicit (&zl->zl_wa_state, ZIL_WA_NONE, memory_order_release);
+}
+
+void
+zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
+{
+  enum zv_zil_write_ahead mode = zl->zl_tun.zt_write_ahead;
+
+  if (mode == ZV_ZIL_WA_OFF || ticket == 0 || zl->zl_replaying
+      || zl->zl_tun.zt_sync == ZV_SYNC_DISABLED
+      || zl->zl_tun.zt_legacy_txg_commit)
+    return;
+  if (mode == ZV_ZIL_WA_AUTO
+      && zv_now_ns () >= atomic_load_explicit (&zl->zl_wa_until_ns,
+                                               memory_order_relaxed))
+    return;
+  if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_acquire)
+      > ticket || !zil_wa_start (zl))
+    return;
+  atomic_fetch_add_explicit (&zl->zl_wa_kick, 1, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_wa_sleeping, memory_order_seq_cst))
+    syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
+             0);
 }
 
 /* ---- txg sync ---- */
@@ -2505,9 +2728,11 @@ zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st)
     ? zil_stat_get (&zl->zl_stat_lat_sum) / total : 0;
   st->zst_lwb_latency_ewma_ns = atomic_load_explicit (&zl->zl_latency_ns,
                                                       memory_order_seq_cst);
+  st->zst_lwbs_ahead = zil_stat_get (&zl->zl_stat_lwbs_ahead);
 }
 
-/* ---- tunables (tunable.h): the first six are read into
+/* ---- tunables (tunable.h): sync, logbias, flush, zil_write_ahead and
+ * the three sizes and shares after them are read into
  * zv_zil_tunables_t by zv_zil_tunables_default, the itx ring's size by
  * zv_zil_open, when a pool's log opens; the commit timeouts and the
  * ring's speed-up are read as they are used ---- */
@@ -2521,6 +2746,10 @@ static const char *const zv_zil_logbias_names[] = {
 };
 static const char *const zv_zil_flush_names[] = {
   [ZIL_FLUSH_LOG] = "log", [ZIL_FLUSH_TXG] = "txg", NULL
+};
+static const char *const zv_zil_write_ahead_names[] = {
+  [ZV_ZIL_WA_OFF] = "off", [ZV_ZIL_WA_AUTO] = "auto",
+  [ZV_ZIL_WA_ALWAYS] = "always", NULL
 };
 
 const zv_tunable_t zv_zil_tunable_table[] = {
@@ -2544,6 +2773,22 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_reader = "the intent log",
     .tn_desc = "What a flush or FUA waits for: log commits the intent "
     "log, txg waits for a txg sync (slow, kept to compare)." },
+  { .tn_name = "zil_write_ahead", .tn_module = "zil",
+    ZV_TUNABLE_VAR_ENUM (zv_zil_write_ahead_mode, zv_zil_write_ahead_names,
+                         3),
+    .tn_default = ZV_ZIL_WA_AUTO, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the intent log",
+    .tn_desc = "Whether a write's log block is written before its flush "
+    "asks, by the log's own thread while the reply and the flush travel: "
+    "auto while flushes follow writes one by one, always, or off (only "
+    "commits write log blocks)." },
+  { .tn_name = "zil_write_ahead_window", .tn_module = "zil",
+    ZV_TUNABLE_VAR_U64 (zil_write_ahead_window_ns),
+    .tn_default = 20000000, .tn_min = 0, .tn_max = 10000000000ull,
+    .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the intent log, logging a write",
+    .tn_desc = "With zil_write_ahead=auto, how long after a commit that "
+    "followed the writes before it one by one writes still go ahead." },
   { .tn_name = "zil_immediate_write_sz", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_immediate_write_sz),
     .tn_default = 32768, .tn_min = 4096, .tn_max = 16u << 20,

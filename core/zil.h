@@ -51,6 +51,13 @@ typedef struct zv_zil_ops {
   uint64_t zo_volsize;    /* and its size: records must lie inside */
 } zv_zil_ops_t;
 
+/* When a write's log block is issued before anybody commits it. */
+enum zv_zil_write_ahead {
+  ZV_ZIL_WA_OFF = 0,        /* only a commit issues log blocks */
+  ZV_ZIL_WA_AUTO = 1,       /* while commits follow writes one by one */
+  ZV_ZIL_WA_ALWAYS = 2,     /* after every write (tests) */
+};
+
 typedef struct zv_zil_tunables {
   enum zv_sync_mode zt_sync;
   enum zv_logbias zt_logbias;
@@ -58,6 +65,7 @@ typedef struct zv_zil_tunables {
   uint32_t zt_max_copied;           /* copy into the record up to (7680) */
   unsigned zt_commit_timeout_pct;   /* of the last log-block latency (10) */
   bool zt_legacy_txg_commit;        /* flush waits for a txg (benchmarks) */
+  enum zv_zil_write_ahead zt_write_ahead; /* issue before the commit (auto) */
 } zv_zil_tunables_t;
 
 void zv_zil_tunables_default (zv_zil_tunables_t *zt);
@@ -88,6 +96,11 @@ uint64_t zv_zil_log_free (zv_zil_t *zl, uint64_t txg, enum zv_lr_type type,
 
 /* Make every record up to 'ticket' durable (0: every record so far). */
 int zv_zil_commit (zv_zil_t *zl, uint64_t ticket);
+/* A change that ended with 'ticket' was logged and nobody commits it yet:
+ * if the log writes ahead (zt_write_ahead), have its log block written
+ * now, on the log's own thread, so that the commit that follows finds it
+ * in flight or durable.  Never waits. */
+void zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket);
 
 /*
  * Txg sync, syncing context: the header to store in the objset of txg
@@ -179,6 +192,7 @@ typedef struct zv_zil_stats {
   uint64_t zst_commits, zst_commit_fallbacks;
   uint64_t zst_commit_latency_mean_ns, zst_commit_latency_p99_ns;
   uint64_t zst_lwb_latency_ewma_ns;
+  uint64_t zst_lwbs_ahead;              /* written ahead of their commit */
 } zv_zil_stats_t;
 void zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st);
 

@@ -420,6 +420,8 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
   }
   if ((r = zvol_check_durable (zv, max_txg, "write")) < 0)
     return r;
+  if (!commit && zv->zv_zil)
+    zv_zil_write_ahead (zv->zv_zil, ticket);
   return zvol_commit_if_sync (zv, flags, ticket);
 }
 
@@ -1112,6 +1114,7 @@ zvol_get_stats (zvol_t *zv, zvol_stats_t *vs)
   vs->vs_zil_commit_latency_mean_ns = st.zst_commit_latency_mean_ns;
   vs->vs_zil_commit_latency_p99_ns = st.zst_commit_latency_p99_ns;
   vs->vs_zil_lwb_latency_ewma_ns = st.zst_lwb_latency_ewma_ns;
+  vs->vs_zil_lwbs_ahead = st.zst_lwbs_ahead;
 }
 
 /* ---- tunables (tunable.h), read by every request ---- */

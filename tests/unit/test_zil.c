@@ -19,6 +19,10 @@
  *                  the commit of a record dropped because its txg synced
  *                  before it was packed returns, though a later record
  *                  sits in an open log block
+ *   write_ahead    a write nobody commits yet has its log block written
+ *                  by the log's thread (zil_write_ahead=always, and auto
+ *                  once flushes follow writes); its flush writes nothing;
+ *                  off writes only at the flush
  *   ring_full_by_txg
  *                  with flush=txg, a writer that finds the record ring
  *                  full of records of synced txgs gets room
@@ -2725,6 +2729,96 @@ test_log_damage_inplace (void **state)
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * Write-ahead: a write that nobody commits yet has its log block written
+ * by the log's thread at once (zil_write_ahead=always), so the flush that
+ * follows finds it durable and writes nothing; in auto mode the same
+ * happens once flushes follow writes one by one.
+ */
+static bool
+wa_wait_ahead (zvol_pool_t *p, uint64_t want)
+{
+  for (int i = 0; i < 5000; i++) {
+    if (tl_pool_stat_u64 (p, "zil_lwbs_ahead") >= want)
+      return true;
+    usleep (1000);
+  }
+  return false;
+}
+
+static void
+test_write_ahead (void **state)
+{
+  char dev[512], err[256];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zvol_t *zv;
+  uint8_t shadow[BLK], buf[BLK], got[BLK];
+  uint64_t lwbs;
+
+  (void) state;
+  tl_path (dev, sizeof dev, "ahead.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  for (unsigned mode = 0; mode < 2; mode++) {
+    assert_int_equal (zvol_tunable_set ("zil_write_ahead",
+                                        mode == 0 ? "always" : "auto", err,
+                                        sizeof err), 0);
+    cfg (&pc, dev, NULL, mode == 0, 16 * MiB);
+    cfg_no_txg (&pc);
+    p = tl_pool_open_ok (&pc);
+    zv = tl_vol (p);
+    rec_warm (p, shadow, 0);
+    if (mode == 1) {
+      /* A few writes each followed by its flush: now writes go ahead. */
+      for (unsigned i = 0; i < 4; i++) {
+        stamp_fill (buf, 100 + i);
+        assert_int_equal (zvol_write (zv, buf, (8 + i) * BLK, BLK, 0), 0);
+        assert_int_equal (zvol_flush (zv), 0);
+      }
+    }
+    lwbs = tl_pool_stat_u64 (p, "zil_lwbs_written");
+    stamp_fill (buf, 4242 + mode);
+    assert_int_equal (zvol_write (zv, buf, 3 * BLK, BLK, 0), 0);
+    if (!wa_wait_ahead (p, 1))
+      fail_msg ("zil_write_ahead=%s: a write's log block was not written "
+                "within 5 s without a flush", mode == 0 ? "always" : "auto");
+    /* Written ahead; the flush has nothing left to write. */
+    for (int i = 0; i < 5000
+         && tl_pool_stat_u64 (p, "zil_lwbs_written") == lwbs; i++)
+      usleep (1000);
+    assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
+    assert_int_equal (zvol_flush (zv), 0);
+    assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
+    assert_int_equal (tl_pool_close (p), 0);
+    /* And the log block is the write's (the txg never synced it: the
+     * clean close did; read it back after the import anyway). */
+    cfg (&pc, dev, NULL, false, 0);
+    p = tl_pool_open_ok (&pc);
+    assert_int_equal (zvol_read (tl_vol (p), got, 3 * BLK, BLK), 0);
+    assert_memory_equal (got, buf, BLK);
+    assert_int_equal (tl_pool_close (p), 0);
+  }
+  /* Off: only commits write log blocks. */
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "off", err,
+                                      sizeof err), 0);
+  cfg (&pc, dev, NULL, false, 0);
+  cfg_no_txg (&pc);
+  p = tl_pool_open_ok (&pc);
+  zv = tl_vol (p);
+  rec_warm (p, shadow, 0);
+  lwbs = tl_pool_stat_u64 (p, "zil_lwbs_written");
+  assert_int_equal (zvol_write (zv, buf, 5 * BLK, BLK, 0), 0);
+  usleep (50000);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_ahead"), 0);
+  assert_int_equal (zvol_flush (zv), 0);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
+  assert_int_equal (tl_pool_close (p), 0);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", err,
+                                      sizeof err), 0);
+  unlink (dev);
+}
+
 int
 main (void)
 {
@@ -2737,6 +2831,7 @@ main (void)
     tl_test (test_commit_in_sync),
     tl_test (test_ring_fill_raises_cap),
     tl_test (test_commit_dropped_record),
+    tl_test (test_write_ahead),
     tl_test (test_ring_full_by_txg),
     tl_test (test_ring_full_after_log_error),
     tl_test (test_ring_full_suspended),

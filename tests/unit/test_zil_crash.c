@@ -7,10 +7,16 @@
  *                  (ZVOL_POWERCUT_ROUNDS raises it; 20 under TSan): after
  *                  import, each 4 KiB block holds one whole version
  *                  written to it, no older than the last one acknowledged
- *                  durable
+ *                  durable; a third of the rounds flush after every change
+ *                  with log blocks written ahead (zil_write_ahead=always)
  *   replay_crash   power cuts in the middle of replay, at the uberblock
  *                  writes and at random: the next import gives what one
  *                  clean replay gives, and the pool stays sound
+ *   write_ahead_cut
+ *                  a power cut between a log block the log's thread
+ *                  wrote ahead of its flush and that flush: the flush
+ *                  fails, what was flushed before is there, the write
+ *                  is whole or absent
  *
  * The log's records, commit path and hostile input are tested in
  * test_zil.c (with the simulator itself); the helpers both use are in
@@ -69,6 +75,7 @@ typedef struct pct {
   pct_blk_t *pt_blk;
   atomic_bool pt_stop;
   bool pt_always;                /* sync=always: every write is durable */
+  bool pt_flush_each;            /* a flush after every change */
   unsigned pt_round;
 } pct_t;
 
@@ -160,7 +167,7 @@ pct_worker (void *arg)
         b->pb_durable = b->pb_n - 1;
       }
     }
-    if ((x >> 40) % 8 == 0) {
+    if ((x >> 40) % 8 == 0 || g->pt_flush_each) {
       r = zvol_flush (g->pt_zv);
       if (r != 0) {
         t->tt_err = r;
@@ -251,7 +258,7 @@ pct_verify (zvol_t *zv, pct_blk_t *blk, const char *when)
 typedef struct pct_totals {
   uint64_t pt_rounds, pt_writes, pt_fua, pt_flushes, pt_frees;
   uint64_t pt_dev_writes, pt_cut_sectors, pt_cut_old, pt_cut_newest;
-  uint64_t pt_cut_other, pt_replays;
+  uint64_t pt_cut_other, pt_replays, pt_ahead_rounds;
 } pct_totals_t;
 
 /* One round: open (create or import + verify), load, cut, close. */
@@ -266,7 +273,7 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   uint64_t x = tl_rand (rnd);
   pc_t *cut = pc_new (tl_rand (rnd), PC_RANDOM);
   pc_stats_t st;
-  char when[128];
+  char when[128], terr[128];
   unsigned bad;
   int r;
 
@@ -275,15 +282,22 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   tl_volcfg.vc_logbias = (x >> 4) % 3 == 0 ? ZVOL_LOGBIAS_THROUGHPUT
     : ZVOL_LOGBIAS_LATENCY;
   pc.pc_txg.tt_timeout_ms = 10 + (x >> 8) % 150;
+  /* A third of the rounds: a flush after every change, log blocks
+   * written ahead of it by the log's thread. */
+  g->pt_flush_each = (x >> 32) % 3 == 0;
   snprintf (when, sizeof when, "round %u (%s, sync=%s, logbias=%s, "
-            "txg_timeout=%" PRIu64 " ms)", round,
+            "txg_timeout=%" PRIu64 " ms%s)", round,
             logdev ? "log device" : "no log device",
             tl_volcfg.vc_sync == ZVOL_SYNC_ALWAYS ? "always" : "standard",
             tl_volcfg.vc_logbias ? "throughput" : "latency",
-            pc.pc_txg.tt_timeout_ms);
+            pc.pc_txg.tt_timeout_ms,
+            g->pt_flush_each ? ", flush each, write ahead" : "");
 
   pc_watch (cut, true);
   tl_log_reset (false);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", g->pt_flush_each
+                                      ? "always" : "auto", terr,
+                                      sizeof terr), 0);
   r = tl_pool_open (&pc, &p);
   if (r != 0) {
     pc_watch (cut, false);
@@ -339,6 +353,7 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   tl_log_reset (false);
   tot->pt_rounds++;
   tot->pt_dev_writes += st.ps_writes;
+  tot->pt_ahead_rounds += g->pt_flush_each;
   tot->pt_cut_sectors += st.ps_cut_sectors;
   tot->pt_cut_old += st.ps_cut_old;
   tot->pt_cut_newest += st.ps_cut_newest;
@@ -403,22 +418,26 @@ test_powercut (void **state)
   }
   pct_final (&g, dev, (rounds - 1) / PCT_SERIES % 2 == 1 ? logdev : NULL,
              rounds - 1);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", dev,
+                                      sizeof dev), 0);
 
   fprintf (stderr, "  %" PRIu64 " power cuts in %.1f s: %" PRIu64
            " writes (%" PRIu64 " durable on return), %" PRIu64 " flushes, "
            "%" PRIu64 " zero/trim; %" PRIu64 " device writes seen, %" PRIu64
            " sectors pending at the cuts (%" PRIu64 " rolled back, %" PRIu64
            " newest kept, %" PRIu64 " an older pending write); %" PRIu64
-           " imports replayed records\n", tot.pt_rounds,
+           " imports replayed records; %" PRIu64 " rounds flushed every "
+           "change with writes ahead\n", tot.pt_rounds,
            (double) (zv_now_ns () - t0) / 1e9, tot.pt_writes, tot.pt_fua,
            tot.pt_flushes, tot.pt_frees, tot.pt_dev_writes,
            tot.pt_cut_sectors, tot.pt_cut_old, tot.pt_cut_newest,
-           tot.pt_cut_other, tot.pt_replays);
+           tot.pt_cut_other, tot.pt_replays, tot.pt_ahead_rounds);
   /* The rounds must have exercised something: durable writes, cuts that
    * lost data, and imports that replayed. */
   assert_true (tot.pt_fua > 0 && tot.pt_flushes > 0);
   assert_true (tot.pt_cut_old > 0);
   assert_true (tot.pt_replays > 0);
+  assert_true (tot.pt_ahead_rounds > 0);
   for (uint64_t i = 0; i < PCT_NBLK; i++)
     free (g.pt_blk[i].pb_v);
   free (g.pt_blk);
@@ -675,6 +694,146 @@ test_replay_crash_defer (void **state)
   replay_crash (17164093666615ull);
 }
 
+/* ------------------------------------------------------------------ */
+/* c. Power cut between a log block written ahead and its flush         */
+/* ------------------------------------------------------------------ */
+
+/* Holds the first flush of a thread other than the test's (the log's
+ * thread, writing ahead) until the test has cut the power, so the log
+ * block it wrote is complete in the device's cache and never flushed. */
+typedef struct wac {
+  pthread_t wa_main;
+  pthread_mutex_t wa_lock;
+  pthread_cond_t wa_cv;
+  int wa_state;                 /* 0 off, 1 armed, 2 holding, 3 cut */
+} wac_t;
+
+static int
+wac_fault (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+           uint32_t len)
+{
+  wac_t *w = arg;
+
+  (void) dev; (void) off; (void) len;
+  if (op != ZV_DEV_FLUSH || pthread_equal (pthread_self (), w->wa_main))
+    return 0;
+  pthread_mutex_lock (&w->wa_lock);
+  if (w->wa_state == 1) {
+    w->wa_state = 2;
+    pthread_cond_broadcast (&w->wa_cv);
+    while (w->wa_state == 2)
+      pthread_cond_wait (&w->wa_cv, &w->wa_lock);
+  }
+  pthread_mutex_unlock (&w->wa_lock);
+  return 0;
+}
+
+/*
+ * zil_write_ahead=always: write A and flush it (acknowledged), then
+ * write B, whose log block the log's thread writes at once; the power
+ * goes after that write completed and before its flush.  The flush of B
+ * that follows must fail (B never became durable), and after the import
+ * A is there and B's block holds either what it held before or B, whole,
+ * as the simulator kept the unflushed log block (PC_KEEP_ALL: B is
+ * replayed from it), lost it (PC_LOSE_ALL) or tore it (PC_RANDOM).
+ */
+static void
+test_write_ahead_cut (void **state)
+{
+  static const enum pc_mode modes[] = { PC_KEEP_ALL, PC_LOSE_ALL, PC_RANDOM,
+                                        PC_RANDOM, PC_RANDOM, PC_RANDOM };
+  char dev[512], err[256];
+  uint64_t rnd = tl_seed ("write_ahead_cut");
+  unsigned kept = 0, lost = 0;
+
+  (void) state;
+  tl_path (dev, sizeof dev, "wacut.img");
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "always", err,
+                                      sizeof err), 0);
+  for (unsigned i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+    wac_t w = { .wa_main = pthread_self (),
+                .wa_lock = PTHREAD_MUTEX_INITIALIZER,
+                .wa_cv = PTHREAD_COND_INITIALIZER };
+    pc_t *pc = pc_new (tl_rand (&rnd), modes[i]);
+    zvol_pool_config_t cf;
+    zvol_pool_t *p;
+    zvol_t *zv;
+    uint8_t warm[BLK], a[BLK], b[BLK], got[BLK], zero[BLK] = { 0 };
+    struct timespec ts;
+    int r;
+
+    assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+    pc_set_fault (pc, wac_fault, &w);
+    pc_watch (pc, true);
+    cfg (&cf, dev, NULL, true, 16 * MiB);
+    cfg_no_txg (&cf);
+    p = tl_pool_open_ok (&cf);
+    zv = tl_vol (p);
+    rec_warm (p, warm, 0);
+    stamp_fill (a, 0xa000 + i);
+    stamp_fill (b, 0xb000 + i);
+    assert_int_equal (zvol_write (zv, a, 1 * BLK, BLK, 0), 0);
+    assert_int_equal (zvol_flush (zv), 0);
+
+    pthread_mutex_lock (&w.wa_lock);
+    w.wa_state = 1;
+    pthread_mutex_unlock (&w.wa_lock);
+    assert_int_equal (zvol_write (zv, b, 2 * BLK, BLK, 0), 0);
+    clock_gettime (CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    pthread_mutex_lock (&w.wa_lock);
+    while (w.wa_state == 1
+           && pthread_cond_timedwait (&w.wa_cv, &w.wa_lock, &ts) == 0)
+      ;
+    r = w.wa_state;
+    pthread_mutex_unlock (&w.wa_lock);
+    if (r != 2)
+      fail_msg ("round %u: the log's thread did not flush a log block "
+                "written ahead within 10 s", i);
+    tl_log_reset (true);               /* errors from here on */
+    pc_cut (pc);
+    pthread_mutex_lock (&w.wa_lock);
+    w.wa_state = 3;
+    pthread_cond_broadcast (&w.wa_cv);
+    pthread_mutex_unlock (&w.wa_lock);
+    r = zvol_flush (zv);
+    if (r == 0)
+      fail_msg ("round %u: a flush returned 0 though the log block it "
+                "needed was never flushed and the power is off", i);
+    (void) tl_pool_close (p);
+    pc_watch (pc, false);
+    pc_free (pc);
+    tl_log_reset (false);
+
+    cfg (&cf, dev, NULL, false, 0);
+    p = tl_pool_open_ok (&cf);
+    assert_int_equal (zvol_read (tl_vol (p), got, 1 * BLK, BLK), 0);
+    if (memcmp (got, a, BLK) != 0)
+      fail_msg ("round %u: a flushed write is lost after the cut", i);
+    assert_int_equal (zvol_read (tl_vol (p), got, 2 * BLK, BLK), 0);
+    if (memcmp (got, b, BLK) == 0)
+      kept++;
+    else if (memcmp (got, zero, BLK) == 0)
+      lost++;
+    else
+      fail_msg ("round %u: the block written ahead holds neither its old "
+                "content nor the write", i);
+    if (modes[i] == PC_KEEP_ALL && memcmp (got, b, BLK) != 0)
+      fail_msg ("round %u: the log block written ahead was kept whole "
+                "but its record was not replayed", i);
+    if (modes[i] == PC_LOSE_ALL && memcmp (got, zero, BLK) != 0)
+      fail_msg ("round %u: the write is there though its log block was "
+                "lost", i);
+    assert_int_equal (tl_pool_close (p), 0);
+  }
+  fprintf (stderr, "  %u cuts between a log block written ahead and its "
+           "flush: the write replayed %u times, lost %u times\n",
+           kept + lost, kept, lost);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", err,
+                                      sizeof err), 0);
+  unlink (dev);
+}
+
 int
 main (void)
 {
@@ -682,6 +841,7 @@ main (void)
     tl_test (test_powercut),
     tl_test (test_replay_crash),
     tl_test (test_replay_crash_defer),
+    tl_test (test_write_ahead_cut),
   };
 
   return tl_main (tests, "zil-crash", NULL);
