@@ -91,11 +91,12 @@
  * a commit still returns only when its ticket is durable, and a block
  * written ahead is an ordinary block of the chain (a cut before its flush
  * leaves a torn tail or a block whose records were never acknowledged).
- * zt_write_ahead says when: always, off, or auto: while each commit
- * covers at most ZIL_WA_MAX_GAP tickets more than the one before it
- * (zil_wa_note), and for zil_write_ahead_window after the last such
- * commit, so a stream of writes with rare flushes is logged by its
- * flushes as before, not one block per write.
+ * zt_write_ahead says when: always, off, or auto: once ZIL_WA_STREAK
+ * flushes in a row (commits of everything; a FUA write commits itself)
+ * each covered at most ZIL_WA_MAX_GAP tickets more than the one before
+ * it (zil_wa_note), and for zil_write_ahead_window after the last of
+ * them, so a stream of writes with rare flushes is logged by its flushes
+ * as before, not one block per write.
  *
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
@@ -298,7 +299,8 @@ struct zv_zil {
 
   /* Write-ahead (see the theory comment). */
   _Atomic uint64_t zl_wa_until_ns;    /* auto: commits follow writes */
-  _Atomic uint64_t zl_wa_last_target; /* ticket of the last commit */
+  _Atomic uint64_t zl_wa_last_target; /* ticket of the last flush */
+  _Atomic unsigned zl_wa_streak;      /* flushes in a row that did */
   _Atomic uint32_t zl_wa_kick;        /* futex word of the thread */
   _Atomic int zl_wa_sleeping;         /* the thread waits on it */
   _Atomic int zl_wa_state;            /* enum zil_wa_state */
@@ -357,9 +359,11 @@ static uint64_t zil_max_sleep_ns = 2000000;
 /* Commit timeout bounds, ns (zil_min_commit_timeout and a ceiling). */
 static uint64_t zil_min_commit_timeout_ns = 5000;
 static uint64_t zil_max_commit_timeout_ns = 1000000;
-/* Auto write-ahead: on while each commit covers at most this many tickets
- * more than the one before it, for this long after the last such one. */
+/* Auto write-ahead: on once ZIL_WA_STREAK flushes in a row each covered
+ * at most ZIL_WA_MAX_GAP tickets more than the one before it, for
+ * zil_write_ahead_window after the last of them. */
 #define ZIL_WA_MAX_GAP 4u
+#define ZIL_WA_STREAK 2u
 static uint64_t zil_write_ahead_window_ns = 20000000;
 
 /* ---- helpers ---- */
@@ -1353,7 +1357,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
     return zv_txg_wait_synced (zl->zl_tx, 0);
   if (t == 0)
     t = zil_next_ticket (zl) - 1;
-  if (t != 0 && zl->zl_tun.zt_write_ahead == ZV_ZIL_WA_AUTO)
+  if (ticket == 0 && t != 0 && zl->zl_tun.zt_write_ahead == ZV_ZIL_WA_AUTO)
     zil_wa_note (zl, t);
   if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
                                       memory_order_acquire) > t)
@@ -1431,17 +1435,24 @@ zil_fork_init (void)
   ZV_VERIFY (pthread_atfork (NULL, NULL, zil_atfork_child) == 0);
 }
 
-/* A commit of ticket t begins: in auto mode, note whether commits follow
- * writes one by one (t at most ZIL_WA_MAX_GAP past the last commit's). */
+/* A flush (a commit of everything, up to ticket t) begins: in auto mode,
+ * note whether flushes follow writes one by one (t at most ZIL_WA_MAX_GAP
+ * past the last flush's), ZIL_WA_STREAK times in a row.  Concurrent
+ * flushers may race here: it is advice, and only moves the window. */
 static void
 zil_wa_note (zv_zil_t *zl, uint64_t t)
 {
   uint64_t prev = atomic_exchange_explicit (&zl->zl_wa_last_target, t,
-                                            memory_order_seq_cst);
-  /* t below prev: another committer's later target came first. */
+                                            memory_order_relaxed);
+  /* t below prev: another flusher's later target came first. */
   bool close = t < prev || t - prev <= ZIL_WA_MAX_GAP;
+  unsigned streak = close ? atomic_load_explicit (&zl->zl_wa_streak,
+                                                  memory_order_relaxed) + 1
+    : 0;
 
-  atomic_store_explicit (&zl->zl_wa_until_ns, close
+  streak = ZV_MIN (streak, ZIL_WA_STREAK);
+  atomic_store_explicit (&zl->zl_wa_streak, streak, memory_order_relaxed);
+  atomic_store_explicit (&zl->zl_wa_until_ns, streak == ZIL_WA_STREAK
                          ? zv_now_ns () + zil_write_ahead_window_ns : 0,
                          memory_order_relaxed);
 }
@@ -2787,8 +2798,9 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_default = 20000000, .tn_min = 0, .tn_max = 10000000000ull,
     .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "the intent log, logging a write",
-    .tn_desc = "With zil_write_ahead=auto, how long after a commit that "
-    "followed the writes before it one by one writes still go ahead." },
+    .tn_desc = "With zil_write_ahead=auto, how long after the last of "
+    "two flushes in a row that followed writes one by one writes still go "
+    "ahead." },
   { .tn_name = "zil_immediate_write_sz", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_immediate_write_sz),
     .tn_default = 32768, .tn_min = 4096, .tn_max = 16u << 20,
