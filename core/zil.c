@@ -338,7 +338,7 @@ static unsigned zv_zil_flush = ZIL_FLUSH_LOG;
 static unsigned zv_zil_immediate_write_sz = 32768; /* zfs_immediate_write_sz */
 static unsigned zv_zil_max_copied = 7680;          /* zil_maxcopied */
 static unsigned zv_zil_commit_timeout_pct = 10;    /* zfs_commit_timeout_pct */
-static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_AUTO;
+static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_OFF;
 
 /* The tunables' current values, for a log about to open. */
 void
@@ -2787,7 +2787,7 @@ const zv_tunable_t zv_zil_tunable_table[] = {
   { .tn_name = "zil_write_ahead", .tn_module = "zil",
     ZV_TUNABLE_VAR_ENUM (zv_zil_write_ahead_mode, zv_zil_write_ahead_names,
                          3),
-    .tn_default = ZV_ZIL_WA_AUTO, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_default = ZV_ZIL_WA_OFF, .tn_when = ZV_TUNABLE_AT_OPEN,
     .tn_reader = "the intent log",
     .tn_desc = "Whether a write's log block is written before its flush "
     "asks, by the log's own thread while the reply and the flush travel: "

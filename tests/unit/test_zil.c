@@ -2814,7 +2814,7 @@ test_write_ahead (void **state)
   assert_int_equal (zvol_flush (zv), 0);
   assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
   assert_int_equal (tl_pool_close (p), 0);
-  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", err,
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "off", err,
                                       sizeof err), 0);
   unlink (dev);
 }

@@ -418,7 +418,7 @@ test_powercut (void **state)
   }
   pct_final (&g, dev, (rounds - 1) / PCT_SERIES % 2 == 1 ? logdev : NULL,
              rounds - 1);
-  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", dev,
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "off", dev,
                                       sizeof dev), 0);
 
   fprintf (stderr, "  %" PRIu64 " power cuts in %.1f s: %" PRIu64
@@ -829,7 +829,7 @@ test_write_ahead_cut (void **state)
   fprintf (stderr, "  %u cuts between a log block written ahead and its "
            "flush: the write replayed %u times, lost %u times\n",
            kept + lost, kept, lost);
-  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", err,
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "off", err,
                                       sizeof err), 0);
   unlink (dev);
 }
