@@ -167,6 +167,11 @@ bool zv_name_is_valid (const char *s, size_t max);
 /* Physical memory in bytes, or 'unknown' when the system does not say. */
 uint64_t zv_physical_memory (uint64_t unknown);
 
+/* memcpy (no overlap), at full speed whatever the alignment of the two
+ * buffers: for the bulk copies between the cache's blocks and a
+ * caller's buffer (zv_util.c, "Bulk copies"). */
+void zv_copy (void *dst, const void *src, size_t n);
+
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);
 
