@@ -811,6 +811,8 @@ dmu_read_window (zv_object_t *ob, uint64_t off, size_t len, uint8_t *out)
   uint32_t lboffs[DMU_READ_WINDOW], lns[DMU_READ_WINDOW];
   uint64_t filled = 0;
   size_t nleft = 0, nbatch = 0, lbatch[DMU_READ_WINDOW];
+  /* A read of one block has nothing to batch: it reads at once. */
+  bool one = off % ob->ob_blksz + len <= ob->ob_blksz;
   int r = 0;
 
   while (len > 0) {
@@ -821,7 +823,7 @@ dmu_read_window (zv_object_t *ob, uint64_t off, size_t len, uint8_t *out)
     int k;
 
     pthread_mutex_lock (&db->db_mtx);
-    k = dmu_read_block_locked (ob, db, boff, n, out, false, false);
+    k = dmu_read_block_locked (ob, db, boff, n, out, one, false);
     if (k == 1 && zv_dbuf_newest_dirty (db) == NULL) {
       lbatch[nbatch] = nleft;
       batch[nbatch++] = db;

@@ -1,7 +1,8 @@
 /*
- * zv_util.c: logging hook, assert failures, aligned buffers, XXH3
- * checksums.  Exported names are zv_<thing> (these are the engine's
- * common vocabulary, not a module's), file-local ones util_<thing>.
+ * zv_util.c: logging hook, assert failures, aligned buffers, bulk
+ * copies, XXH3 checksums.  Exported names are zv_<thing> (these are the
+ * engine's common vocabulary, not a module's), file-local ones
+ * util_<thing>.
  */
 #include <config.h>
 

@@ -2,8 +2,8 @@
  * zv_util.h: small helpers shared by every core module: logging through a
  * hook the embedder installs (the nbdkit plugin routes it to nbdkit_error /
  * nbdkit_debug), the two tiers of asserts of OpenZFS (VERIFY always,
- * ASSERT in debug builds), aligned buffers, the block checksum (XXH3-128)
- * and arithmetic macros.
+ * ASSERT in debug builds), aligned buffers, bulk copies, the block
+ * checksum (XXH3-128) and arithmetic macros.
  */
 #ifndef ZV_UTIL_H
 #define ZV_UTIL_H
