@@ -80,7 +80,7 @@ check "core.md has A and B side by side, with A/B" \
 check "core.md has a row for write-4k and for txg-sync" \
     bash -c "grep -q '^| write-4k ' '$ZV_TMP/core/core.md' && grep -q '^| txg-sync ' '$ZV_TMP/core/core.md'"
 check "core.csv has a line per build and phase" \
-    test "$(grep -c '^[AB],' "$ZV_TMP/core/core.csv")" -eq 14
+    test "$(grep -c '^[AB],' "$ZV_TMP/core/core.csv")" -eq 16
 if [ "$cg" = 1 ] || ! grep -q '^#instr	none' "$ZV_TMP/core/core/A.1.tsv"; then
     check "instructions per operation are counted" \
         awk -F, '$1 == "A" && $2 == "write-4k" && $4 > 1000 { a = 1 } END { exit !a }' \
