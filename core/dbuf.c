@@ -34,6 +34,7 @@ typedef struct dbuf_shard {
   zv_dbuf_t *ds_lru_head, *ds_lru_tail;   /* unheld dbufs, newest first */
   _Atomic uint64_t ds_bytes;              /* clean content bytes */
   uint64_t ds_count;
+  uint64_t ds_holds;                      /* holds taken, ever */
 } __attribute__ ((aligned (64))) dbuf_shard_t;
 
 struct zv_dbuf_cache {
@@ -209,6 +210,7 @@ dbuf_lookup (dbuf_shard_t *s, uint64_t h, const void *obj, uint8_t level,
 static void
 dbuf_hold_locked (dbuf_shard_t *s, zv_dbuf_t *db)
 {
+  s->ds_holds++;
   if (db->db_holds++ == 0 && db->db_data != NULL)
     dbuf_lru_remove (s, db);
 }
@@ -237,6 +239,7 @@ zv_dbuf_hold (zv_dbuf_cache_t *c, const void *obj, uint8_t level,
     db->db_size = size;
     db->db_shard = si;
     db->db_holds = 1;
+    s->ds_holds++;
     db->db_state = ZV_DB_UNCACHED;
     pthread_mutex_init (&db->db_mtx, NULL);
     zv_dbuf_t **bucket =
@@ -275,6 +278,7 @@ zv_dbuf_add_hold (zv_dbuf_cache_t *c, zv_dbuf_t *db)
   pthread_mutex_lock (&s->ds_mtx);
   ZV_ASSERT3U (db->db_holds, >, 0);
   db->db_holds++;
+  s->ds_holds++;
   pthread_mutex_unlock (&s->ds_mtx);
 }
 
@@ -395,6 +399,7 @@ zv_dbuf_get_stats (zv_dbuf_cache_t *c, zv_dbuf_stats_t *out)
     out->cs_bytes += atomic_load_explicit (&s->ds_bytes, memory_order_seq_cst);
     pthread_mutex_lock (&s->ds_mtx);
     out->cs_count += s->ds_count;
+    out->cs_holds += s->ds_holds;
     pthread_mutex_unlock (&s->ds_mtx);
   }
 }

@@ -123,6 +123,7 @@ typedef struct zv_dbuf_stats {
   uint64_t cs_hits, cs_misses, cs_evictions;
   uint64_t cs_bytes, cs_count, cs_limit;
   uint64_t cs_target;           /* under cs_limit while memory is short */
+  uint64_t cs_holds;            /* holds taken since the cache was made */
 } zv_dbuf_stats_t;
 void zv_dbuf_get_stats (zv_dbuf_cache_t *c, zv_dbuf_stats_t *out);
 /* Count a lookup that found content (hit) or had to read (miss). */

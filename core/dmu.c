@@ -31,8 +31,9 @@
  * write that is not grain-aligned, and the intent log's in-place write,
  * merge at once (a synchronous read).  Reads see the newest dirty
  * record, else the synced content, else read the block through the tree
- * and cache it (a read of several blocks reads the uncached ones in one
- * batch first: dmu_prefill); a partial record is overlaid on the synced content,
+ * and cache it; a read holds each block of a window once, copies what
+ * is there, then reads the uncached ones in one batch (dmu_read_window);
+ * a partial record is overlaid on the synced content,
  * which is read and cached for it (safe while records are pending: the
  * sync that retires one replaces the cached content, under db_mtx).
  *
@@ -530,87 +531,6 @@ dmu_fill_locked (zv_object_t *ob, zv_dbuf_t *db)
   return 0;
 }
 
-/* Blocks one read fills in a batch at most (the bits of its result). */
-#define DMU_PREFILL_MAX 64u
-
-/*
- * Before a read of n blocks from 'first' (at most DMU_PREFILL_MAX: a
- * longer read comes back for each next window) copies them one by one, read
- * the ones it will have to read (uncached, and no dirty record that makes
- * the old content moot) in one batch, all in flight together: a 128 KiB
- * read of 16 KiB blocks then waits for one device round trip, not eight.
- * No lock is held across the I/O.  Then, under each block's db_mtx, what
- * was read becomes its content only if the block is still uncached and
- * its pointer still the one read: a sync may have replaced both
- * meanwhile.  Anything this leaves (a hole, a changed pointer, an error)
- * the block-by-block path does as before, and reports.  Returns the
- * blocks filled, bit i for block first + i, so the caller counts them as
- * the misses they were.
- */
-static uint64_t
-dmu_prefill (zv_object_t *ob, uint64_t first, uint64_t n)
-{
-  zv_dbuf_t *dbs[DMU_PREFILL_MAX];
-  zv_blkptr_t bps[DMU_PREFILL_MAX];
-  const zv_blkptr_t *rbps[DMU_PREFILL_MAX];
-  void *bufs[DMU_PREFILL_MAX];
-  const char *whats[DMU_PREFILL_MAX];
-  int res[DMU_PREFILL_MAX];
-  uint64_t ids[DMU_PREFILL_MAX], filled = 0;
-  size_t m = 0;
-
-  n = ZV_MIN (n, (uint64_t) DMU_PREFILL_MAX);
-  for (uint64_t i = 0; i < n; i++) {
-    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, first + i,
-                                  ob->ob_blksz);
-    bool need;
-    zv_blkptr_t bp;
-
-    pthread_mutex_lock (&db->db_mtx);
-    need = db->db_state != ZV_DB_CACHED && zv_dbuf_newest_dirty (db) == NULL;
-    pthread_mutex_unlock (&db->db_mtx);
-    if (need && dmu_lookup_l0 (ob, first + i, &bp) == 0
-        && !zv_bp_is_hole (&bp) && bp.bp_psize == ob->ob_blksz
-        && bp.bp_level == 0) {
-      dbs[m] = db;
-      bps[m] = bp;
-      ids[m] = i;
-      m++;
-    }
-    else
-      zv_dbuf_rele (ob->ob_cache, db);
-  }
-  if (m < 2) {
-    /* One block gains nothing over the path that follows. */
-    for (size_t k = 0; k < m; k++)
-      zv_dbuf_rele (ob->ob_cache, dbs[k]);
-    return 0;
-  }
-  for (size_t k = 0; k < m; k++) {
-    rbps[k] = &bps[k];
-    bufs[k] = zv_buf_get (ob->ob_blksz);
-    whats[k] = "volume block";
-  }
-  (void) zv_zio_read_many (ob->ob_spa, rbps, bufs, whats, res, m);
-  for (size_t k = 0; k < m; k++) {
-    zv_dbuf_t *db = dbs[k];
-    zv_blkptr_t now;
-
-    pthread_mutex_lock (&db->db_mtx);
-    if (res[k] == 0 && db->db_state != ZV_DB_CACHED
-        && dmu_lookup_l0 (ob, db->db_blkid, &now) == 0
-        && memcmp (&now, &bps[k], sizeof now) == 0) {
-      zv_dbuf_set_data (ob->ob_cache, db, bufs[k]);
-      bufs[k] = NULL;
-      filled |= 1ull << ids[k];
-    }
-    pthread_mutex_unlock (&db->db_mtx);
-    zv_buf_put (bufs[k], ob->ob_blksz);
-    zv_dbuf_rele (ob->ob_cache, db);
-  }
-  return filled;
-}
-
 /* The bytes a read sees now (db_mtx held, content known or dirty):
  * NULL means zeros. */
 static const void *
@@ -688,9 +608,9 @@ dmu_copy_merged (uint8_t *out, const zv_dirty_t *dr, const uint8_t *base,
       e += ZV_DR_GRAIN;
     e = ZV_MIN (e, end);
     if (valid)
-      memcpy (out, (const uint8_t *) dr->dr_data + boff, e - boff);
+      zv_copy (out, (const uint8_t *) dr->dr_data + boff, e - boff);
     else if (base)
-      memcpy (out, base + boff, e - boff);
+      zv_copy (out, base + boff, e - boff);
     else
       memset (out, 0, e - boff);
     out += e - boff;
@@ -768,56 +688,200 @@ dmu_check_path (zv_object_t *ob, uint64_t first, uint64_t last)
   return r;
 }
 
-/* Copy out of blocks, through the cache. */
+/* Blocks of one read window at most: a longer read comes back for the
+ * next window.  (The bits of dmu_batch_fill's result.) */
+#define DMU_READ_WINDOW 64u
+
+/*
+ * The part [boff, boff + n) of a data block as a read sees it now, into
+ * out (db_mtx held).  What it takes: the newest dirty record, or the
+ * synced content, or both for a partial record whose written grains do
+ * not cover the range.  Without may_read, a block whose synced content
+ * is needed but not cached is left alone: returns 1 (the caller reads
+ * it, in a batch with others).  'filled': the batch just cached it, so
+ * it counts as the miss it was, not the hit it looks.
+ */
+static int
+dmu_read_block_locked (zv_object_t *ob, zv_dbuf_t *db, uint32_t boff,
+                       size_t n, uint8_t *out, bool may_read, bool filled)
+{
+  zv_dirty_t *dr = zv_dbuf_newest_dirty (db);
+  /* A partial record needs the content under it, unless the range is
+   * all written grains (the log fetching a write's data): the synced
+   * content, which every record of this block sees the same outside
+   * its grains (a later record's mask covers an earlier one's). */
+  bool merged = dr && dr->dr_data && dr->dr_partial
+    && !dmu_grains_cover (dr, boff, n);
+  const uint8_t *src;
+
+  if (dr == NULL || merged) {
+    int r;
+
+    if (db->db_state != ZV_DB_CACHED && !may_read)
+      return 1;
+    if (filled && db->db_state == ZV_DB_CACHED)
+      zv_dbuf_count (ob->ob_cache, false);
+    else if ((r = dmu_fill_locked (ob, db)) < 0)
+      return r;
+  }
+  if (merged) {
+    dmu_copy_merged (out, dr, db->db_data, boff, n);
+    return 0;
+  }
+  src = dmu_current_locked (db);
+  if (src)
+    zv_copy (out, src + boff, n);
+  else
+    memset (out, 0, n);
+  return 0;
+}
+
+/*
+ * Read the m uncached blocks dbs[] (held; no dirty record when looked at)
+ * in one batch, all in flight together: a 128 KiB read of 16 KiB blocks
+ * then waits for one device round trip, not eight.  No lock is held
+ * across the I/O.  Then, under each block's db_mtx, what was read becomes
+ * its content only if the block is still uncached and its pointer still
+ * the one read: a sync may have replaced both meanwhile.  Anything this
+ * leaves (a hole, a changed pointer, an error) the block-by-block path
+ * does as before, and reports.  Returns bit k set for dbs[k] filled.
+ */
+static uint64_t
+dmu_batch_fill (zv_object_t *ob, zv_dbuf_t *const *dbs, size_t m)
+{
+  zv_blkptr_t bps[DMU_READ_WINDOW];
+  const zv_blkptr_t *rbps[DMU_READ_WINDOW];
+  void *bufs[DMU_READ_WINDOW];
+  const char *whats[DMU_READ_WINDOW];
+  int res[DMU_READ_WINDOW];
+  size_t idx[DMU_READ_WINDOW], k = 0;
+  uint64_t filled = 0;
+
+  for (size_t i = 0; i < m; i++) {
+    zv_blkptr_t bp;
+
+    if (dmu_lookup_l0 (ob, dbs[i]->db_blkid, &bp) == 0
+        && !zv_bp_is_hole (&bp) && bp.bp_psize == ob->ob_blksz
+        && bp.bp_level == 0) {
+      bps[k] = bp;
+      idx[k] = i;
+      k++;
+    }
+  }
+  if (k < 2)
+    return 0;   /* one block gains nothing over the path that follows */
+  for (size_t j = 0; j < k; j++) {
+    rbps[j] = &bps[j];
+    bufs[j] = zv_buf_get (ob->ob_blksz);
+    whats[j] = "volume block";
+  }
+  (void) zv_zio_read_many (ob->ob_spa, rbps, bufs, whats, res, k);
+  for (size_t j = 0; j < k; j++) {
+    zv_dbuf_t *db = dbs[idx[j]];
+    zv_blkptr_t now;
+
+    pthread_mutex_lock (&db->db_mtx);
+    if (res[j] == 0 && db->db_state != ZV_DB_CACHED
+        && dmu_lookup_l0 (ob, db->db_blkid, &now) == 0
+        && memcmp (&now, &bps[j], sizeof now) == 0) {
+      zv_dbuf_set_data (ob->ob_cache, db, bufs[j]);
+      bufs[j] = NULL;
+      filled |= 1ull << idx[j];
+    }
+    pthread_mutex_unlock (&db->db_mtx);
+    zv_buf_put (bufs[j], ob->ob_blksz);
+  }
+  return filled;
+}
+
+/*
+ * One window of a read (at most DMU_READ_WINDOW blocks).  Each block is
+ * held once: what the cache or a dirty record has is copied out at once,
+ * under the block's db_mtx; the blocks left need their synced content
+ * read.  Those without a dirty record are read in one batch
+ * (dmu_batch_fill), then every block left is done one by one, reading
+ * what the batch did not fill.  A read of cached blocks so costs one
+ * hold, one db_mtx and one copy per block.
+ */
+static int
+dmu_read_window (zv_object_t *ob, uint64_t off, size_t len, uint8_t *out)
+{
+  zv_dbuf_t *left[DMU_READ_WINDOW], *batch[DMU_READ_WINDOW];
+  uint8_t *louts[DMU_READ_WINDOW];
+  uint32_t lboffs[DMU_READ_WINDOW], lns[DMU_READ_WINDOW];
+  uint64_t filled = 0;
+  size_t nleft = 0, nbatch = 0, lbatch[DMU_READ_WINDOW];
+  /* A read of one block has nothing to batch: it reads at once. */
+  bool one = off % ob->ob_blksz + len <= ob->ob_blksz;
+  int r = 0;
+
+  while (len > 0) {
+    uint64_t blkid = off / ob->ob_blksz;
+    uint32_t boff = off % ob->ob_blksz;
+    size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
+    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+    int k;
+
+    pthread_mutex_lock (&db->db_mtx);
+    k = dmu_read_block_locked (ob, db, boff, n, out, one, false);
+    if (k == 1 && zv_dbuf_newest_dirty (db) == NULL) {
+      lbatch[nbatch] = nleft;
+      batch[nbatch++] = db;
+    }
+    pthread_mutex_unlock (&db->db_mtx);
+    if (k == 1) {
+      ZV_ASSERT (nleft < DMU_READ_WINDOW);
+      left[nleft] = db;
+      louts[nleft] = out;
+      lboffs[nleft] = boff;
+      lns[nleft] = (uint32_t) n;
+      nleft++;
+    }
+    else {
+      zv_dbuf_rele (ob->ob_cache, db);
+      if (k < 0)
+        r = k;
+    }
+    if (r < 0)
+      break;
+    out += n;
+    off += n;
+    len -= n;
+  }
+  if (r == 0 && nbatch >= 2) {
+    uint64_t b = dmu_batch_fill (ob, batch, nbatch);
+
+    for (size_t j = 0; j < nbatch; j++)
+      if (b >> j & 1)
+        filled |= 1ull << lbatch[j];
+  }
+  for (size_t i = 0; i < nleft; i++) {
+    zv_dbuf_t *db = left[i];
+
+    if (r == 0) {
+      pthread_mutex_lock (&db->db_mtx);
+      r = dmu_read_block_locked (ob, db, lboffs[i], lns[i], louts[i], true,
+                                 filled >> i & 1);
+      pthread_mutex_unlock (&db->db_mtx);
+    }
+    zv_dbuf_rele (ob->ob_cache, db);
+  }
+  return r;
+}
+
+/* Copy out of blocks, through the cache, a window at a time. */
 int
 zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
 {
   uint8_t *out = buf;
-  uint64_t first = off / ob->ob_blksz, filled = 0;
-  uint64_t last = len > 0 ? (off + len - 1) / ob->ob_blksz : first;
 
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
-  if (last > first)
-    filled = dmu_prefill (ob, first, last - first + 1);
   while (len > 0) {
-    uint64_t blkid = off / ob->ob_blksz;
+    uint64_t room = (uint64_t) DMU_READ_WINDOW * ob->ob_blksz
+      - off % ob->ob_blksz;
+    size_t n = ZV_MIN (len, (size_t) room);
+    int r = dmu_read_window (ob, off, n, out);
 
-    /* The next window of a long read. */
-    if (blkid - first >= DMU_PREFILL_MAX) {
-      first = blkid;
-      filled = last > first ? dmu_prefill (ob, first, last - first + 1) : 0;
-    }
-    uint32_t boff = off % ob->ob_blksz;
-    size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
-    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
-    const uint8_t *src;
-    int r = 0;
-
-    pthread_mutex_lock (&db->db_mtx);
-    zv_dirty_t *dr = zv_dbuf_newest_dirty (db);
-    /* A partial record needs the content under it, unless the range is
-     * all written grains (the log fetching a write's data): the synced
-     * content, which every record of this block sees the same outside
-     * its grains (a later record's mask covers an earlier one's). */
-    bool merged = dr && dr->dr_data && dr->dr_partial
-      && !dmu_grains_cover (dr, boff, n);
-    /* (A block the batch filled was a miss, not the hit it looks.) */
-    if ((dr == NULL || merged) && (filled >> (blkid - first) & 1)
-        && db->db_state == ZV_DB_CACHED)
-      zv_dbuf_count (ob->ob_cache, false);
-    else if (dr == NULL || merged)
-      r = dmu_fill_locked (ob, db);
-    if (r == 0 && merged)
-      dmu_copy_merged (out, dr, db->db_data, boff, n);
-    else if (r == 0) {
-      src = dmu_current_locked (db);
-      if (src)
-        memcpy (out, src + boff, n);
-      else
-        memset (out, 0, n);
-    }
-    pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
     if (r < 0)
       return r;
     out += n;

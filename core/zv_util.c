@@ -1,7 +1,8 @@
 /*
- * zv_util.c: logging hook, assert failures, aligned buffers, XXH3
- * checksums.  Exported names are zv_<thing> (these are the engine's
- * common vocabulary, not a module's), file-local ones util_<thing>.
+ * zv_util.c: logging hook, assert failures, aligned buffers, bulk
+ * copies, XXH3 checksums.  Exported names are zv_<thing> (these are the
+ * engine's common vocabulary, not a module's), file-local ones
+ * util_<thing>.
  */
 #include <config.h>
 
@@ -393,6 +394,87 @@ zv_is_zero (const void *buf, size_t len)
       return false;
   return true;
 }
+
+/*
+ * Bulk copies.  glibc's memcpy moves large blocks with "rep movsb", which
+ * on some CPUs (AMD EPYC here: docs/design.md, "Copies") runs at half
+ * speed when the destination sits a few bytes past the source's alignment
+ * in a 64-byte line: a 128 KiB copy from the cache's sector-aligned
+ * blocks into nbdkit's request buffer (malloc'd, 16 bytes past a line)
+ * took 18 us instead of 8.  A loop of unaligned 32-byte vector loads and
+ * stores is as fast as the best case whatever the alignment, so copies
+ * whose two addresses differ modulo 64 take it; the others, and small
+ * ones, stay with memcpy.  x86-64 picks the AVX2 loop once where the CPU
+ * has it (the SSE2 one costs ~20% more); elsewhere this is memcpy.
+ */
+#define UTIL_COPY_MIN 1024u
+
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef uint8_t util_v32 __attribute__ ((vector_size (32), aligned (1),
+                                         may_alias));
+
+static inline __attribute__ ((always_inline)) void
+util_copy_loop (uint8_t *d, const uint8_t *s, size_t n)
+{
+  size_t i = 0;
+
+  for (; i + 128 <= n; i += 128) {
+    util_v32 a = *(const util_v32 *) (s + i);
+    util_v32 b = *(const util_v32 *) (s + i + 32);
+    util_v32 c = *(const util_v32 *) (s + i + 64);
+    util_v32 e = *(const util_v32 *) (s + i + 96);
+
+    *(util_v32 *) (d + i) = a;
+    *(util_v32 *) (d + i + 32) = b;
+    *(util_v32 *) (d + i + 64) = c;
+    *(util_v32 *) (d + i + 96) = e;
+  }
+  if (i < n)
+    memcpy (d + i, s + i, n - i);
+}
+
+static void
+util_copy_sse2 (uint8_t *d, const uint8_t *s, size_t n)
+{
+  util_copy_loop (d, s, n);
+}
+
+__attribute__ ((target ("avx2"))) static void
+util_copy_avx2 (uint8_t *d, const uint8_t *s, size_t n)
+{
+  util_copy_loop (d, s, n);
+}
+
+void
+zv_copy (void *dst, const void *src, size_t n)
+{
+  /* 0: not asked yet; the answer does not change, so a race only asks
+   * twice. */
+  static _Atomic int avx2;
+  int a;
+
+  if (n < UTIL_COPY_MIN || (((uintptr_t) dst - (uintptr_t) src) & 63) == 0) {
+    memcpy (dst, src, n);
+    return;
+  }
+  a = atomic_load_explicit (&avx2, memory_order_relaxed);
+  if (a == 0) {
+    __builtin_cpu_init ();
+    a = __builtin_cpu_supports ("avx2") ? 1 : -1;
+    atomic_store_explicit (&avx2, a, memory_order_relaxed);
+  }
+  if (a > 0)
+    util_copy_avx2 (dst, src, n);
+  else
+    util_copy_sse2 (dst, src, n);
+}
+#else
+void
+zv_copy (void *dst, const void *src, size_t n)
+{
+  memcpy (dst, src, n);
+}
+#endif
 
 /* ---- tunables (tunable.h) ---- */
 const zv_tunable_t zv_util_tunable_table[] = {

@@ -2,8 +2,8 @@
  * zv_util.h: small helpers shared by every core module: logging through a
  * hook the embedder installs (the nbdkit plugin routes it to nbdkit_error /
  * nbdkit_debug), the two tiers of asserts of OpenZFS (VERIFY always,
- * ASSERT in debug builds), aligned buffers, the block checksum (XXH3-128)
- * and arithmetic macros.
+ * ASSERT in debug builds), aligned buffers, bulk copies, the block
+ * checksum (XXH3-128) and arithmetic macros.
  */
 #ifndef ZV_UTIL_H
 #define ZV_UTIL_H
@@ -166,6 +166,11 @@ bool zv_name_is_valid (const char *s, size_t max);
 
 /* Physical memory in bytes, or 'unknown' when the system does not say. */
 uint64_t zv_physical_memory (uint64_t unknown);
+
+/* memcpy (no overlap), at full speed whatever the alignment of the two
+ * buffers: for the bulk copies between the cache's blocks and a
+ * caller's buffer (zv_util.c, "Bulk copies"). */
+void zv_copy (void *dst, const void *src, size_t n);
 
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);

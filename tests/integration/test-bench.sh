@@ -39,7 +39,7 @@ else
 fi
 ops=$(grep -v '^#' "$ZV_TMP/cb.tsv" | cut -f1 | tr '\n' ' ')
 check "one row per phase, in order ($ops)" \
-    test "$ops" = "write-128k write-4k txg-sync read-128k read-4k read-4k-hot zil-commit "
+    test "$ops" = "write-128k write-4k txg-sync read-128k read-128k-hot read-4k read-4k-hot zil-commit "
 check "every row: ops, instr or -, then four numbers" \
     awk -F'\t' '!/^#/ { if (NF != 7 || $2 !~ /^[0-9]+$/ || $3 !~ /^(-|[0-9]+)$/) exit 1
                         for (i = 4; i <= 7; i++) if ($i !~ /^[0-9]+\.[0-9]+$/) exit 1 }' "$ZV_TMP/cb.tsv"
@@ -49,6 +49,10 @@ check "the 4 KiB phases did 256 operations, the 128 KiB ones cover 16 MiB" \
 check "a cold 4 KiB read misses the cache, a hot one hits it" \
     awk -F'\t' '$1 == "read-4k" && $7 >= 0.9 { a = 1 } $1 == "read-4k-hot" && $7 < 0.1 { b = 1 }
                 END { exit !(a && b) }' "$ZV_TMP/cb.tsv"
+check "a cold 128 KiB read misses the cache (8 blocks), a hot one hits it" \
+    awk -F'\t' '$1 == "read-128k" && $7 >= 7.9 { a = 1 } $1 == "read-128k-hot" && $7 < 0.1 { b = 1 }
+                END { exit !(a && b) }' "$ZV_TMP/cb.tsv"
+check_not "-a past a page is refused" "$cb" -q -d "$ZV_TMP" -s 16M -a 4096
 check "a txg sync costs CPU outside the calling thread (the sync thread)" \
     awk -F'\t' '$1 == "txg-sync" && $4 > $5 { a = 1 } END { exit !a }' "$ZV_TMP/cb.tsv"
 check "the pool file is removed" \
@@ -76,7 +80,7 @@ check "core.md has A and B side by side, with A/B" \
 check "core.md has a row for write-4k and for txg-sync" \
     bash -c "grep -q '^| write-4k ' '$ZV_TMP/core/core.md' && grep -q '^| txg-sync ' '$ZV_TMP/core/core.md'"
 check "core.csv has a line per build and phase" \
-    test "$(grep -c '^[AB],' "$ZV_TMP/core/core.csv")" -eq 14
+    test "$(grep -c '^[AB],' "$ZV_TMP/core/core.csv")" -eq 16
 if [ "$cg" = 1 ] || ! grep -q '^#instr	none' "$ZV_TMP/core/core/A.1.tsv"; then
     check "instructions per operation are counted" \
         awk -F, '$1 == "A" && $2 == "write-4k" && $4 > 1000 { a = 1 } END { exit !a }' \

@@ -1077,6 +1077,52 @@ test_read_batch (void **state)
   free (shadow);
 }
 
+/* A read of cached blocks holds each block once (not once to look for
+ * blocks to batch and again to copy), and one that is partly cached,
+ * partly dirty and partly on disk still returns the right bytes, with
+ * the misses counted once each. */
+static void
+test_read_holds_once (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (80, bs), *buf = malloc (80 * bs);
+  zv_dbuf_stats_t st0, st;
+
+  (void) state;
+  denv_setup (&e, "rholds", 80, bs, BIG_CACHE);
+  for (uint64_t b = 0; b < 80; b++)
+    denv_write (&e, shadow, b * bs, bs, 7, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  denv_reopen (&e, BIG_CACHE);
+  denv_check (&e, shadow, 0, 8 * bs);             /* cache 0..7 */
+
+  zv_dbuf_get_stats (e.cache, &st0);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 0, 8 * bs, buf), 0);
+  assert_memory_equal (buf, shadow, 8 * bs);
+  zv_dbuf_get_stats (e.cache, &st);
+  assert_int_equal (st.cs_holds - st0.cs_holds, 8);
+  assert_int_equal (st.cs_hits - st0.cs_hits, 8);
+  assert_int_equal (st.cs_misses, st0.cs_misses);
+
+  /* 0..7 cached, a partial record over uncached 9, a whole one over 12,
+   * the rest on disk, over more than one window, both ends unaligned. */
+  denv_write (&e, shadow, 9 * bs + 1024, 2048, 8, 6);
+  denv_write (&e, shadow, 12 * bs, bs, 9, 6);
+  zv_dbuf_get_stats (e.cache, &st0);
+  assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 300, 79 * bs, buf), 0);
+  assert_memory_equal (buf, shadow + 300, 79 * bs);
+  zv_dbuf_get_stats (e.cache, &st);
+  /* On disk: 8, 9 (under its partial record) and 10..79 but 12. */
+  assert_int_equal (st.cs_misses - st0.cs_misses, 71);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 80 * bs);
+  denv_teardown (&e);
+  free (buf);
+  free (shadow);
+}
+
 /* Objects of 1, 2, 3 and 4 levels: first, middle and last blocks write,
  * sync, read back cold, and take a partial rewrite through every level. */
 static void
@@ -1145,6 +1191,7 @@ main (void)
     tl_test (test_partial_no_read),
     tl_test (test_partial_read_retry),
     tl_test (test_read_batch),
+    tl_test (test_read_holds_once),
     tl_test (test_dirty_takes_cached_block),
     tl_test (test_two_txgs_in_flight),
     tl_test (test_overwrite_defers),

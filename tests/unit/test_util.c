@@ -301,6 +301,37 @@ test_buf_cache_across_cpus (void **state)
 
 /* ---- rounding macros -------------------------------------------------- */
 
+/* zv_copy copies exactly n bytes whatever the two buffers' alignment and
+ * the length (below the vector path's minimum, a multiple of its stride
+ * or not), and writes nothing around them. */
+static void
+test_copy (void **state)
+{
+  static const size_t lens[] = { 0, 1, 63, 1023, 1024, 1025, 4096, 4099,
+                                 16384, 16384 + 127, 131072 };
+  const size_t room = 131072 + 256;
+  uint8_t *src = zv_buf_alloc (room), *dst = zv_buf_alloc (room);
+  uint8_t *want = zv_buf_alloc (room);
+  uint64_t rs = 11;
+
+  (void) state;
+  tl_fill_rand (src, room, &rs);
+  for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+    for (unsigned so = 0; so < 64; so += (lens[l] > 20000 ? 16 : 1))
+      for (unsigned d = 0; d < 64; d += (lens[l] > 20000 ? 8 : 1)) {
+        memset (dst, 0x5a, room);
+        memset (want, 0x5a, room);
+        memcpy (want + 64 + d, src + so, lens[l]);
+        zv_copy (dst + 64 + d, src + so, lens[l]);
+        if (memcmp (dst, want, room) != 0)
+          fail_msg ("zv_copy of %zu bytes, source +%u, destination +%u",
+                    lens[l], so, d);
+      }
+  zv_buf_free (src);
+  zv_buf_free (dst);
+  zv_buf_free (want);
+}
+
 static void
 test_p2_macros (void **state)
 {
@@ -575,6 +606,7 @@ main (void)
     tl_test (test_is_zero_large),
     tl_test (test_buf_alloc),
     tl_test (test_buf_cache_across_cpus),
+    tl_test (test_copy),
     tl_test (test_p2_macros),
     tl_test (test_min_max),
     tl_test (test_str_printable),
