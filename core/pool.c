@@ -2825,8 +2825,11 @@ zv_pool_ds_destroy (zv_pool_t *p, const char *name)
   else if (r == -EBUSY)
     zv_error ("volume '%s' of pool '%s' is open: close it before destroying "
               "it", shown, p->p_name);
+  /* Its frees are deferred (rule 2 of docs/format.md): the space is free
+   * once T+2 has synced, which is when destroy returns, so the caller
+   * sees it back. */
   if (r == 0)
-    r = zv_txg_wait_synced (p->p_txg, h.th_txg);
+    r = zv_txg_wait_synced (p->p_txg, h.th_txg + 2);
   if (r == 0)
     zv_info ("pool '%s': destroyed volume '%s'", p->p_name, shown);
  out:

@@ -181,7 +181,8 @@ typedef struct zvol_volume_params {
 ZVOL_API int zvol_volume_create (zvol_pool_t *pool, const char *name,
                                  const zvol_volume_params_t *vp);
 /* Destroy a volume and free what it held (-ENOENT, -EBUSY while it is
- * open, -EROFS); returns when that is on disk. */
+ * open, -EROFS); returns when that is on disk and the space is free
+ * again (two txgs later: frees are deferred). */
 ZVOL_API int zvol_volume_destroy (zvol_pool_t *pool, const char *name);
 
 typedef struct zvol_volume_info {

@@ -729,6 +729,36 @@ seeds_spacemap (const img_t *im, const img_map_t *mp,
   free (b.sb_p);
 }
 
+/* ---- seeds: dataset records ---- */
+
+/* The first record, as fuzz_dsrec reads it: a header (flags, slot 0, the
+ * objset's txg and next id as offsets from the record's), resealed or
+ * raw, and the free slot. */
+static void
+seeds_dsrec (const img_t *im, const img_slot_t *slots, const char *tag)
+{
+  const zv_objset_phys_t *os = img_newest_objset (im, slots);
+  const zv_dsrec_phys_t *rec = img_first_rec (im, os);
+  static const zv_dsrec_phys_t zero;
+  sb_t b = { 0 };
+
+  for (unsigned raw = 0; raw < 2; raw++) {
+    sb_u8 (&b, raw);
+    sb_u16 (&b, 0);
+    sb_u16 (&b, (uint16_t) (os->os_txg - rec->dr_creation_txg));
+    sb_u16 (&b, (uint16_t) (os->os_next_dsid - rec->dr_id));
+    sb_put (&b, rec, sizeof *rec);
+    sb_save (&b, "dsrec", "%s-record%s", tag, raw ? "-raw" : "");
+  }
+  sb_u8 (&b, 0);
+  sb_u16 (&b, 3);
+  sb_u16 (&b, 0);
+  sb_u16 (&b, 0);
+  sb_put (&b, &zero, sizeof zero);
+  sb_save (&b, "dsrec", "%s-free", tag);
+  free (b.sb_p);
+}
+
 /* ---- seeds: the intent log ---- */
 
 static void
@@ -924,6 +954,7 @@ seeds_from (const char *tag, unsigned ndevs, bool logdev)
   seeds_tree (&im, slots, tag);
   seeds_spacemap (&im, &mp, slots, tag);
   seeds_zil (&im, &mp, slots, tag);
+  seeds_dsrec (&im, slots, tag);
   img_map_free (&mp);
   for (unsigned d = 0; d < ndevs; d++)
     free (im.im_dev[d]);
