@@ -150,13 +150,13 @@ typedef struct zv_dnode_phys {
 } zv_dnode_phys_t;
 static_assert (sizeof (zv_dnode_phys_t) == 128, "dnode is 128 bytes");
 
-/* Object numbers (mh_object, cache keys).  Object 1 of the pool's object
- * set is the dataset directory; a volume's data object is numbered
- * ZV_OBJ_VOLUME0 + its dataset id, so that the cache and the indirect
- * blocks' headers tell two volumes' blocks apart. */
+/* Object numbers (mh_object).  Each object set numbers its own objects:
+ * in the pool's, object 1 is the dataset directory; in a volume's, object
+ * 1 is the volume (every volume's indirect blocks say 1, as format 1's
+ * did; two volumes' blocks are told apart by their pointers' checksums
+ * and by import's one owner per sector). */
 #define ZV_OBJ_DSDIR      1u
-#define ZV_OBJ_VOLUME     1u     /* format 1's volume; tests */
-#define ZV_OBJ_VOLUME0    (1ull << 32)
+#define ZV_OBJ_VOLUME     1u
 #define ZV_OBJ_DEFER0     2u     /* defer slots 0 and 1 */
 #define ZV_OBJ_SPACEMAP0  16u    /* spacemap of device i: 16 + i */
 
@@ -277,7 +277,10 @@ static_assert (offsetof (zv_objset_phys_t, os_dsdir) == 128,
 #define ZV_DSREC_SIZE    1024u
 #define ZV_DSDIR_BLKSZ   16384u
 #define ZV_DSDIR_PER_BLK (ZV_DSDIR_BLKSZ / ZV_DSREC_SIZE)
-#define ZV_DSDIR_NBLOCKS 4096u               /* 65536 datasets */
+/* One indirect level over the records: 255 blocks, 4080 datasets (a
+ * deeper tree would cost every txg one more 16 KiB block, two copies). */
+#define ZV_DSDIR_NBLOCKS 255u
+static_assert (ZV_DSDIR_NBLOCKS == ZV_INDIRECT_FANOUT, "one indirect level");
 #define ZV_DS_KIND_VOLUME   1u
 #define ZV_DS_KIND_SNAPSHOT 2u
 typedef struct zv_dsrec_phys {

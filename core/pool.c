@@ -944,7 +944,7 @@ pool_ds_add (zv_pool_t *p, const pool_ds_init_t *di)
   ds->ds_creation_time = di->di_creation_time;
   ds->ds_zil_hdr = *di->di_zil;
   zv_dmu_object_open (&ds->ds_obj, &p->p_spa, p->p_cache,
-                      ZV_OBJ_VOLUME0 + di->di_id, di->di_volume);
+                      ZV_OBJ_VOLUME, di->di_volume);
   atomic_store_explicit (&ds->ds_referenced, zv_bp_is_hole
                          (&di->di_volume->dn_root) ? 0
                          : di->di_volume->dn_root.bp_fill * di->di_blksz,
@@ -2999,8 +2999,9 @@ const zv_tunable_t zv_pool_tunable_table[] = {
     .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_flags = ZV_TUNABLE_F_AUTO,
     .tn_when = ZV_TUNABLE_AT_CREATE, .tn_reader = "pool creation",
     .tn_desc = "Without log= (refused with it), the size of the intent "
-    "log's ring inside the pool, at most a quarter of it; auto is 64M, or "
-    "a sixteenth of a small pool." },
+    "log's ring inside the pool of the volume created with the pool (and "
+    "of each volume created later in this process), at most a quarter of "
+    "the pool; auto is 64M, or a sixteenth of a small pool." },
   { .tn_name = "pool_max_passes", .tn_module = "pool",
     ZV_TUNABLE_VAR_UINT (zv_pool_max_passes),
     .tn_default = 64, .tn_min = 2, .tn_max = 1000,

@@ -117,7 +117,7 @@ tree_read_volume (zv_spa_t *spa, const zv_dnode_phys_t *dn)
   void *buf = zv_buf_alloc (dn->dn_datablksz);
   zv_object_t ob;
 
-  zv_dmu_object_open (&ob, spa, cache, ZV_OBJ_VOLUME0 + 1, dn);
+  zv_dmu_object_open (&ob, spa, cache, ZV_OBJ_VOLUME, dn);
   for (unsigned i = 0; i < sizeof ids / sizeof ids[0]; i++) {
     bool hole;
     int r;
@@ -184,8 +184,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     tree_state_t ts = { .ts_spa = &spa, .ts_dn = &dn };
     r = zv_dmu_check_dnode (&dn, ZV_BT_VOLDATA, "volume");
     if (r == 0) {
-      r = zv_dmu_walk (&spa, ZV_OBJ_VOLUME0 + 1, &dn, false, tree_walk_cb,
-                       &ts);
+      r = zv_dmu_walk (&spa, ZV_OBJ_VOLUME, &dn, false, tree_walk_cb, &ts);
       FZ_CHECK (r == 0 || r == -EIO);
       if (flags & FZ_TREE_READ)
         tree_read_volume (&spa, &dn);
