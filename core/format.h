@@ -1,6 +1,9 @@
 /*
- * format.h: the on-disk format, version 1.  docs/format.md describes it
- * in prose; this header is the reference.
+ * format.h: the on-disk format, version 2.  docs/format.md describes it
+ * in prose; this header is the reference.  Version 2 is the pool's
+ * (ZV_POOL_VERSION: the configuration and the objset, which holds a
+ * dataset directory instead of format 1's one volume); the blocks below
+ * the objset keep their version 1 headers (ZV_FORMAT_VERSION).
  *
  * Every field is fixed-width little-endian.  The structures below are laid
  * out so that their in-memory image on a little-endian host is the disk
@@ -22,9 +25,11 @@
  * that verifies was damaged, never merely unwritten.
  *
  * Everything else is copy-on-write: the uberblock points at the objset
- * block, which holds the object descriptors (dnodes): the volume, one
- * space-map object per device (the allocation bitmap, in 16 KiB chunks)
- * and the deferred-free lists of the last two txgs.  An object's blocks
+ * block, the pool's object set, which holds the object descriptors
+ * (dnodes): the dataset directory (one record per volume, each with its
+ * volume's object and intent-log header), one space-map object per
+ * device (the allocation bitmap, in 16 KiB chunks) and the deferred-free
+ * lists of the last two txgs.  An object's blocks
  * hang from a tree of indirect blocks; every pointer (zv_blkptr_t) carries
  * its child's checksum (XXH3-128 seeded with the pool guid), birth txg and
  * sizes.  Metadata (every block but volume data: objset, indirect,
@@ -36,6 +41,7 @@
 
 #include <stdint.h>
 #include <assert.h>
+#include <stddef.h>
 
 #include "zv_util.h"
 
@@ -43,7 +49,13 @@
 #error "format v1 maps its little-endian structures directly; port the encoders first"
 #endif
 
+/* Blocks below the objset: indirect, space-map and deferred-list
+ * blocks, log blocks, uberblocks (unchanged since format 1). */
 #define ZV_FORMAT_VERSION 1u
+/* The pool's format: configuration (cf_version) and objset header. */
+#define ZV_POOL_VERSION 2u
+/* The format-1 pool version, recognised only to refuse it clearly. */
+#define ZV_POOL_VERSION_1 1u
 
 #define ZV_LABEL_MAGIC    0x4c424c4c4f565a00ull /* "\0ZVOLLBL" */
 #define ZV_UB_MAGIC       0x00ba5eb10c5a0000ull /* base block */
@@ -75,6 +87,8 @@ enum zv_blk_type {
   ZV_BT_OBJSET = 3,      /* header + dnodes */
   ZV_BT_SPACEMAP = 4,    /* allocation bitmap chunk (raw) */
   ZV_BT_DEFER = 5,       /* deferred-free entries (raw) */
+  ZV_BT_DSDIR = 6,       /* dataset records (raw) */
+  ZV_BT_DEADLIST = 7,    /* dead-list entries (raw; snapshots, later) */
   ZV_BT_MAX
 };
 
@@ -136,7 +150,12 @@ typedef struct zv_dnode_phys {
 } zv_dnode_phys_t;
 static_assert (sizeof (zv_dnode_phys_t) == 128, "dnode is 128 bytes");
 
-/* Object numbers (mh_object, cache keys). */
+/* Object numbers (mh_object).  Each object set numbers its own objects:
+ * in the pool's, object 1 is the dataset directory; in a volume's, object
+ * 1 is the volume (every volume's indirect blocks say 1, as format 1's
+ * did; two volumes' blocks are told apart by their pointers' checksums
+ * and by import's one owner per sector). */
+#define ZV_OBJ_DSDIR      1u
 #define ZV_OBJ_VOLUME     1u
 #define ZV_OBJ_DEFER0     2u     /* defer slots 0 and 1 */
 #define ZV_OBJ_SPACEMAP0  16u    /* spacemap of device i: 16 + i */
@@ -226,21 +245,94 @@ static_assert (sizeof (zv_lr_t) == 48, "log record header is 48 bytes");
  */
 #define ZV_LR_F_ZERO_ALLOC 0x1ull
 
-/* Objset block, 4 KiB. */
+/* Objset block (the pool's object set), 4 KiB. */
 typedef struct zv_objset_phys {
-  zv_mblk_hdr_t os_hdr;
+  zv_mblk_hdr_t os_hdr;          /* mh_version: ZV_POOL_VERSION */
   uint64_t os_pool_guid;
   uint64_t os_txg;
   uint32_t os_ndevs;
   uint32_t os_pad;
-  uint64_t os_reserved0[5];
-  zv_dnode_phys_t os_volume;
+  uint64_t os_next_dsid;         /* next dataset id (never reused) */
+  uint64_t os_reserved0[4];
+  zv_dnode_phys_t os_dsdir;      /* the dataset directory */
   zv_dnode_phys_t os_defer[2];   /* slot txg % 2: frees of that txg */
   zv_dnode_phys_t os_spacemap[ZV_MAX_DEVS];
-  zv_zil_header_t os_zil;        /* the intent log */
+  zv_zil_header_t os_reserved_zil; /* format 1's log header; zero */
 } zv_objset_phys_t;
 #define ZV_OBJSET_SIZE 4096u
 static_assert (sizeof (zv_objset_phys_t) <= ZV_OBJSET_SIZE, "objset fits");
+static_assert (offsetof (zv_objset_phys_t, os_dsdir) == 128,
+               "the directory is where format 1's volume was");
+
+/*
+ * Dataset record, 1 KiB, 16 per directory block; slot i of the
+ * directory is record i.  A free slot is all zero.  dr_cksum (XXH3-128
+ * of the record, the field zeroed) is seeded with the pool guid and the
+ * slot (zv_dsrec_seed), so a record copied to another slot does not
+ * verify.  The snapshot, clone and dead-list fields are in the format
+ * now and zero until those are built (docs/format.md).
+ */
+#define ZV_DSREC_MAGIC   0x435253444f565a00ull /* "\0ZVODSRC" */
+#define ZV_DSREC_VERSION 1u
+#define ZV_DSREC_SIZE    1024u
+#define ZV_DSDIR_BLKSZ   16384u
+#define ZV_DSDIR_PER_BLK (ZV_DSDIR_BLKSZ / ZV_DSREC_SIZE)
+/* One indirect level over the records: 255 blocks, 4080 datasets (a
+ * deeper tree would cost every txg one more 16 KiB block, two copies). */
+#define ZV_DSDIR_NBLOCKS 255u
+static_assert (ZV_DSDIR_NBLOCKS == ZV_INDIRECT_FANOUT, "one indirect level");
+#define ZV_DS_KIND_VOLUME   1u
+#define ZV_DS_KIND_SNAPSHOT 2u
+typedef struct zv_dsrec_phys {
+  uint64_t dr_magic;
+  uint32_t dr_version;
+  uint32_t dr_kind;              /* ZV_DS_KIND_* */
+  uint64_t dr_id;
+  uint64_t dr_parent_id;         /* snapshot: its volume */
+  uint64_t dr_origin_id;         /* clone: its snapshot */
+  uint64_t dr_prev_snap_id;      /* newest snapshot (volume) / previous */
+  uint64_t dr_prev_snap_txg;     /* its creation txg: the birth rule */
+  uint64_t dr_creation_txg;
+  uint64_t dr_creation_time;     /* seconds since the epoch */
+  uint64_t dr_flags;             /* none defined: refused when set */
+  uint64_t dr_volsize;
+  uint32_t dr_volblocksize;
+  uint32_t dr_pad;
+  uint64_t dr_reservation;       /* bytes kept for it; 0: thin */
+  uint64_t dr_referenced;        /* data bytes its tree points at */
+  uint64_t dr_used;              /* bytes its destroy would free */
+  uint64_t dr_written;           /* data bytes born after prev_snap_txg */
+  uint64_t dr_deadlist_bytes;
+  char dr_name[ZV_NAME_MAX];
+  zv_dnode_phys_t dr_volume;     /* the volume's object set: its object */
+  zv_dnode_phys_t dr_deadlist;
+  zv_zil_header_t dr_zil;        /* the volume's intent log */
+  uint64_t dr_reserved[53];
+  zv_cksum_t dr_cksum;
+} zv_dsrec_phys_t;
+static_assert (sizeof (zv_dsrec_phys_t) == ZV_DSREC_SIZE,
+               "dataset record is 1 KiB");
+static_assert (offsetof (zv_dsrec_phys_t, dr_name) == 136
+               && offsetof (zv_dsrec_phys_t, dr_volume) == 200
+               && offsetof (zv_dsrec_phys_t, dr_zil) == 456
+               && offsetof (zv_dsrec_phys_t, dr_cksum) == 1008,
+               "dataset record layout (docs/format.md)");
+
+static inline uint64_t
+zv_dsrec_seed (uint64_t pool_guid, uint64_t slot)
+{
+  return pool_guid ^ (slot + 1) * 0x9e3779b97f4a7c15ull;
+}
+
+/* Dead-list entry, 32 bytes, 512 per 16 KiB block (snapshots, later). */
+typedef struct zv_deadlist_ent {
+  uint64_t de_dva[2];
+  uint32_t de_psize;
+  uint8_t de_ncopies;
+  uint8_t de_pad[3];
+  uint64_t de_birth;
+} zv_deadlist_ent_t;
+static_assert (sizeof (zv_deadlist_ent_t) == 32, "dead-list entry is 32 bytes");
 
 /* Deferred-free entry, 16 bytes. */
 typedef struct zv_defer_ent {

@@ -73,7 +73,11 @@ zv_label_verify_config (const zv_config_phys_t *cf, uint64_t offset)
   zv_config_phys_t copy = *cf;
   zv_cksum_t want = cf->cf_cksum;
 
-  if (cf->cf_magic != ZV_LABEL_MAGIC || cf->cf_version != ZV_FORMAT_VERSION)
+  /* A format-1 configuration verifies, so that import refuses it with a
+   * message (zv_label_config_check) and create never overwrites it. */
+  if (cf->cf_magic != ZV_LABEL_MAGIC
+      || (cf->cf_version != ZV_POOL_VERSION
+          && cf->cf_version != ZV_POOL_VERSION_1))
     return false;
   zv_label_seal_config (&copy, offset);
   return zv_cksum_equal (&copy.cf_cksum, &want);
@@ -213,7 +217,9 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
     snprintf (err, errlen, "label volblocksize %u is invalid", vbs);
     return -EINVAL;
   }
-  if (cf->cf_volsize == 0 || cf->cf_volsize % 512 != 0
+  /* Format 2: the volume create made with the pool (0: none); each
+   * volume's own size is in its dataset record. */
+  if (cf->cf_volsize % 512 != 0
       || cf->cf_volsize > (1ull << 56)) {
     snprintf (err, errlen, "label volume size %llu is invalid",
               (unsigned long long) cf->cf_volsize);
@@ -250,6 +256,14 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
   if (!zv_name_is_valid (cf->cf_name, sizeof cf->cf_name)) {
     snprintf (err, errlen, "label pool name is empty or holds a byte that "
               "is not printable ASCII");
+    return -EINVAL;
+  }
+  if (cf->cf_version == ZV_POOL_VERSION_1) {
+    snprintf (err, errlen, "pool '%s' is of format version 1 (one volume "
+              "per pool), which this version does not read: serve it with "
+              "a release that reads format 1, create a pool of format 2 "
+              "and copy the volume into a volume of it (nbdcopy from one "
+              "export to the other)", cf->cf_name);
     return -EINVAL;
   }
   return 0;

@@ -2,15 +2,19 @@
  * pool.c: create, import, sync and export a pool.
  *
  * Theory.  The pool is the root of everything on disk: the uberblock
- * names the objset block, and the objset names every object (the volume,
- * one space map per device, the deferred-free lists of the last two
- * txgs).  The txg engine (txg.c) calls pool_sync_txg for txg T once every
+ * names the objset block, the pool's own object set, which names the
+ * pool's objects (the dataset directory, one space map per device, the
+ * deferred-free lists of the last two txgs); each volume's object and
+ * log header are in its dataset record (format 2, docs/format.md).  The txg engine (txg.c) calls pool_sync_txg for txg T once every
  * writer of T has let go, and the sync does, in order:
  *
  *   1. apply the frees deferred in T-2 (the space of blocks the uberblocks
  *      of T-2 and older pointed at becomes free again), and free the
  *      object that listed them;
- *   2. write the volume's dirty blocks and indirect blocks (dmu.c);
+ *   2. free the trees and rings of the volumes destroyed since the last
+ *      sync, write every other volume's dirty blocks and indirect blocks
+ *      (dmu.c), take each one's log header, and write the directory
+ *      blocks whose records changed (pool_sync_datasets);
  *   3. choose where the new objset block goes;
  *   4. converge: write the changed space-map chunks and T's deferred-free
  *      list, then again, while a pass moved a block (placed one in new
@@ -19,9 +23,7 @@
  *      less than the one before, and the loop ends).  What open context
  *      changes meanwhile (the intent log's in-place writes allocate while
  *      T syncs) is left dirty for T+1: T's tree does not point there;
- *   5. write the objset block (two copies) with each dataset's intent-log
- *      header (from its attached log, else the one the pool keeps),
- *      flush every device;
+ *   5. write the objset block (two copies), flush every device;
  *   6. write the uberblock into the front labels, flush, into the back
  *      labels, flush.  Txg T is committed when one copy is on disk.
  *
@@ -93,16 +95,35 @@
  * claims nothing and replays nothing (zv_zil_inspect only reports what
  * the log holds).
  *
- * Datasets.  The objset's slots for the volumes (format 1: one) are the
- * pool's; a volume holds its dataset while open and attaches its log to
- * it (pool.h).  The pool never calls up into the volume: what the sync
- * needs of a volume is its object (dmu) and its log (zil), both below.
+ * Datasets.  The pool keeps a list of datasets (volumes), one per record
+ * of the directory; a volume holds its dataset while open and attaches
+ * its log to it (pool.h).  The pool never calls up into the volume: what
+ * the sync needs of a volume is its object (dmu) and its log (zil), both
+ * below.  Create (zv_pool_ds_create) allocates and zeroes the new
+ * volume's ring in open context, adds it to the list under a hold of the
+ * open txg and waits for that txg: a crash before it leaves no record and
+ * a ring allocated only in memory, after it the whole volume.  Destroy
+ * marks it under a hold; that txg's sync frees its synced tree (a walk,
+ * every block deferred as any free) and its ring, and writes the
+ * directory without its record, in one txg; the dataset is dropped from
+ * the list once the txg is on disk (pool_sync_reap).  Each sync works on
+ * a copy of the list taken at its start (p_sync_dss), with each
+ * dataset's destroy mark as of then (ds_freeing), so a create or destroy
+ * that races it belongs to the next txg.  p_admin_lock makes creates and
+ * destroys one at a time (the log device goes to one volume).  Import
+ * checks each record alone (zv_pool_dsrec_check: hostile data), then
+ * against the others (ids, names, at most one volume on the log device)
+ * and the pool (its log header, its root's space), and claims each
+ * volume's log; an in-place block a record names must be in no volume's
+ * tree.
  *
  * Locking: pool_sync_txg runs only on the txg engine's thread (or inline
  * in a waiter, serialized by the engine; p_syncing asserts it); import
- * and create run before any thread starts.  p_ds_lock guards the
- * datasets' holds, attached logs and stored log headers, which volumes
- * change while the sync thread reads them.
+ * and create run before any thread starts.  p_ds_lock guards the list of
+ * datasets, their holds, destroy marks, attached logs and stored log
+ * headers, which volumes and admin calls change while the sync thread
+ * reads them; p_admin_lock (taken before it) serializes create and
+ * destroy.
  */
 #include <config.h>
 
@@ -125,10 +146,14 @@
 #include "flat.h"
 #include "tunable.h"
 
-/* A dataset: a slot of the objset (format 1 has one, the volume). */
+/* A dataset: a record of the dataset directory (a volume). */
 struct zv_pool_ds {
   zv_pool_t *ds_pool;
   char ds_name[ZV_NAME_MAX];
+  uint64_t ds_id;
+  uint64_t ds_slot;            /* its record's index in the directory */
+  uint64_t ds_creation_txg, ds_creation_time;
+  uint64_t ds_reservation;
   zv_object_t ds_obj;          /* the volume's block tree */
   uint64_t ds_volsize;
   uint32_t ds_blksz;
@@ -136,6 +161,12 @@ struct zv_pool_ds {
   zv_zil_header_t ds_zil_hdr;  /* as the last sync or the import left it */
   zv_zil_t *ds_zil;            /* the open volume's log, or NULL */
   bool ds_held;                /* a volume has it open */
+  bool ds_destroy;             /* destroyed: the next sync frees it */
+  _Atomic uint64_t ds_referenced; /* data bytes, as of the last sync */
+  /* The sync thread's: ds_destroy as the sync under way took it, and the
+   * record as last written. */
+  bool ds_freeing;
+  zv_dsrec_phys_t ds_rec;
 };
 
 struct zvol_pool {
@@ -146,8 +177,15 @@ struct zvol_pool {
   zv_dbuf_cache_t *p_cache;
   zv_mem_client_t *p_cache_mem;  /* the cache's share of memory (mem.h) */
   zv_txg_t *p_txg;
-  pthread_mutex_t p_ds_lock;   /* the datasets' holds and logs */
-  zv_pool_ds_t p_ds;
+  pthread_mutex_t p_ds_lock;   /* the datasets' list, holds and logs */
+  pthread_mutex_t p_admin_lock; /* one create or destroy at a time */
+  zv_pool_ds_t **p_dss;        /* under p_ds_lock */
+  size_t p_nds, p_dscap;
+  uint64_t p_next_dsid;        /* under p_ds_lock */
+  zv_pool_ds_t **p_sync_dss;   /* the sync's copy of the list */
+  size_t p_sync_nds, p_sync_dscap;
+  zv_flat_t p_dsdir;           /* the dataset directory */
+  uint64_t p_capacity;         /* bytes of the data devices' data areas */
   zv_flat_t p_spacemap[ZV_MAX_DEVS];
   zv_flat_t p_defer[2];
   zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
@@ -306,6 +344,170 @@ pool_sync_defer_prev (zv_pool_t *p, uint64_t txg)
   return r < 0 ? r : 0;
 }
 
+/* ---- the datasets' part of the sync ---- */
+
+/* A dataset's record, sealed for its slot. */
+static void
+pool_ds_record (zv_pool_t *p, zv_pool_ds_t *ds, const zv_zil_header_t *zh,
+                zv_dsrec_phys_t *rec)
+{
+  uint64_t refd;
+
+  memset (rec, 0, sizeof *rec);
+  rec->dr_magic = ZV_DSREC_MAGIC;
+  rec->dr_version = ZV_DSREC_VERSION;
+  rec->dr_kind = ZV_DS_KIND_VOLUME;
+  rec->dr_id = ds->ds_id;
+  rec->dr_creation_txg = ds->ds_creation_txg;
+  rec->dr_creation_time = ds->ds_creation_time;
+  rec->dr_volsize = ds->ds_volsize;
+  rec->dr_volblocksize = ds->ds_blksz;
+  rec->dr_reservation = ds->ds_reservation;
+  snprintf (rec->dr_name, sizeof rec->dr_name, "%s", ds->ds_name);
+  zv_dmu_object_phys (&ds->ds_obj, &rec->dr_volume);
+  rec->dr_volume.dn_size = ds->ds_volsize;
+  /* Without snapshots every data block is the volume's alone. */
+  refd = zv_bp_is_hole (&rec->dr_volume.dn_root) ? 0
+    : rec->dr_volume.dn_root.bp_fill * ds->ds_blksz;
+  rec->dr_referenced = rec->dr_used = rec->dr_written = refd;
+  rec->dr_zil = *zh;
+  zv_cksum_compute (rec, sizeof *rec, zv_dsrec_seed (p->p_spa.spa_guid,
+                                                     ds->ds_slot),
+                    &rec->dr_cksum);
+}
+
+/* Directory fill: the records of block blkid (free slots stay zero). */
+static void
+pool_dsdir_fill (void *arg, uint64_t blkid, void *buf)
+{
+  zv_pool_t *p = arg;
+
+  for (size_t i = 0; i < p->p_sync_nds; i++) {
+    zv_pool_ds_t *ds = p->p_sync_dss[i];
+    if (!ds->ds_freeing && ds->ds_slot / ZV_DSDIR_PER_BLK == blkid)
+      memcpy ((uint8_t *) buf + (ds->ds_slot % ZV_DSDIR_PER_BLK)
+              * ZV_DSREC_SIZE, &ds->ds_rec, ZV_DSREC_SIZE);
+  }
+}
+
+/* A destroyed volume's walk: every block of its tree goes. */
+static int
+pool_free_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
+              uint64_t blkid, const void *data)
+{
+  void **a = arg;
+
+  (void) level, (void) blkid, (void) data;
+  zv_zio_free_bp (a[0], bp, *(uint64_t *) a[1]);
+  return 0;
+}
+
+/* Free what a destroyed volume held: its synced tree and its ring. */
+static int
+pool_ds_free (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t txg)
+{
+  zv_spa_t *spa = &p->p_spa;
+  const zv_zil_header_t *zh = &ds->ds_zil_hdr;
+  zv_dnode_phys_t dn;
+  void *arg[2] = { spa, &txg };
+  int r;
+
+  /* zvol_volume_destroy waited for a txg after the last close: nothing
+   * is dirty, but a suspended pool's leftovers must not be written. */
+  zv_dmu_object_discard_dirty (&ds->ds_obj);
+  zv_dmu_object_phys (&ds->ds_obj, &dn);
+  r = zv_dmu_walk (spa, ds->ds_obj.ob_id, &dn, false, pool_free_cb, arg);
+  if (r < 0) {
+    zv_error ("pool '%s': freeing volume '%s' failed reading its tree",
+              p->p_name, ds->ds_name);
+    return r;
+  }
+  if (zh->zh_nslots > 0 && ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV)
+    zv_alloc_free_defer (spa->spa_alloc, txg, zh->zh_ring_dva,
+                         (uint32_t) (zh->zh_nslots * zh->zh_blksz));
+  return 0;
+}
+
+/*
+ * Step 2 of the theory comment, for every dataset of the sync's list:
+ * free the destroyed ones, write the others' trees, then the directory
+ * blocks whose records changed (a record is rebuilt every txg and
+ * compared with the one last written).  The log headers are taken here,
+ * before the space maps converge: a header only moves its head past
+ * blocks whose records are all synced by this txg.
+ */
+static int
+pool_sync_datasets (zv_pool_t *p, uint64_t txg)
+{
+  uint64_t size = 0;
+  int r = 0;
+
+  pthread_mutex_lock (&p->p_ds_lock);
+  p->p_sync_nds = 0;
+  for (size_t i = 0; i < p->p_nds; i++) {
+    ZV_GROW (p->p_sync_dss, p->p_sync_nds, p->p_sync_dscap, 16);
+    p->p_sync_dss[p->p_sync_nds++] = p->p_dss[i];
+    p->p_dss[i]->ds_freeing = p->p_dss[i]->ds_destroy;
+  }
+  pthread_mutex_unlock (&p->p_ds_lock);
+
+  for (size_t i = 0; i < p->p_sync_nds && r == 0; i++) {
+    zv_pool_ds_t *ds = p->p_sync_dss[i];
+    r = ds->ds_freeing ? pool_ds_free (p, ds, txg)
+      : zv_dmu_sync (&ds->ds_obj, txg);
+  }
+  for (size_t i = 0; i < p->p_sync_nds && r == 0; i++) {
+    zv_pool_ds_t *ds = p->p_sync_dss[i];
+    zv_dsrec_phys_t rec;
+    zv_zil_header_t zh;
+
+    if (ds->ds_freeing) {
+      zv_flat_dirty (&p->p_dsdir, ds->ds_slot / ZV_DSDIR_PER_BLK);
+      continue;
+    }
+    pthread_mutex_lock (&p->p_ds_lock);
+    if (ds->ds_zil)
+      zv_zil_sync_header (ds->ds_zil, txg, &ds->ds_zil_hdr);
+    zh = ds->ds_zil_hdr;
+    pthread_mutex_unlock (&p->p_ds_lock);
+    pool_ds_record (p, ds, &zh, &rec);
+    atomic_store_explicit (&ds->ds_referenced, rec.dr_referenced,
+                           memory_order_relaxed);
+    if (memcmp (&rec, &ds->ds_rec, sizeof rec) != 0) {
+      ds->ds_rec = rec;
+      zv_flat_dirty (&p->p_dsdir, ds->ds_slot / ZV_DSDIR_PER_BLK);
+    }
+    size = ZV_MAX (size, (ds->ds_slot + 1) * ZV_DSREC_SIZE);
+  }
+  if (r < 0)
+    return r;
+  p->p_dsdir.fl_size = size;
+  return zv_flat_sync (&p->p_dsdir, txg, pool_dsdir_fill, p);
+}
+
+/* After a sync: the destroyed datasets are gone from disk; drop them. */
+static void
+pool_sync_reap (zv_pool_t *p)
+{
+  pthread_mutex_lock (&p->p_ds_lock);
+  for (size_t i = 0; i < p->p_nds;) {
+    zv_pool_ds_t *ds = p->p_dss[i];
+    bool synced = false;
+
+    for (size_t j = 0; j < p->p_sync_nds && !synced; j++)
+      synced = p->p_sync_dss[j] == ds;
+    if (!synced || !ds->ds_freeing) {
+      i++;
+      continue;
+    }
+    p->p_dss[i] = p->p_dss[--p->p_nds];
+    zv_dmu_object_close (&ds->ds_obj);
+    free (ds);
+  }
+  p->p_sync_nds = 0;
+  pthread_mutex_unlock (&p->p_ds_lock);
+}
+
 /* Steps 4-6 of the theory comment: converge, objset, uberblock. */
 static int
 pool_sync_meta (zv_pool_t *p, uint64_t txg)
@@ -373,24 +575,22 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
 
   /* The objset block. */
   zv_objset_phys_t *os = zv_buf_alloc (ZV_OBJSET_SIZE);
+  memset (os, 0, ZV_OBJSET_SIZE);
   os->os_hdr.mh_magic = ZV_MBLK_MAGIC;
-  os->os_hdr.mh_version = ZV_FORMAT_VERSION;
+  os->os_hdr.mh_version = ZV_POOL_VERSION;
   os->os_hdr.mh_type = ZV_BT_OBJSET;
   os->os_hdr.mh_txg = txg;
   os->os_pool_guid = spa->spa_guid;
   os->os_txg = txg;
   os->os_ndevs = spa->spa_ndevs;
-  zv_dmu_object_phys (&p->p_ds.ds_obj, &os->os_volume);
-  os->os_volume.dn_size = p->p_ds.ds_volsize;
+  zv_flat_phys (&p->p_dsdir, &os->os_dsdir);
+  pthread_mutex_lock (&p->p_ds_lock);
+  os->os_next_dsid = p->p_next_dsid;
+  pthread_mutex_unlock (&p->p_ds_lock);
   for (unsigned i = 0; i < 2; i++)
     zv_flat_phys (&p->p_defer[i], &os->os_defer[i]);
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_flat_phys (&p->p_spacemap[d], &os->os_spacemap[d]);
-  pthread_mutex_lock (&p->p_ds_lock);
-  if (p->p_ds.ds_zil)
-    zv_zil_sync_header (p->p_ds.ds_zil, txg, &p->p_ds.ds_zil_hdr);
-  os->os_zil = p->p_ds.ds_zil_hdr;
-  pthread_mutex_unlock (&p->p_ds_lock);
   zv_zio_write_t w = { .zw_bp = &osbp, .zw_buf = os };
   r = zv_zio_write_many (spa, &w, 1);
   zv_buf_free (os);
@@ -426,8 +626,9 @@ pool_sync_meta (zv_pool_t *p, uint64_t txg)
   p->p_objset_bp = osbp;
   p->p_synced_txg = txg;
   pthread_mutex_lock (&p->p_ds_lock);
-  if (p->p_ds.ds_zil)
-    zv_zil_synced (p->p_ds.ds_zil, txg);
+  for (size_t i = 0; i < p->p_sync_nds; i++)
+    if (p->p_sync_dss[i]->ds_zil)
+      zv_zil_synced (p->p_sync_dss[i]->ds_zil, txg);
   pthread_mutex_unlock (&p->p_ds_lock);
   return 0;
 }
@@ -457,9 +658,11 @@ pool_sync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
   zv_alloc_sync_begin (spa->spa_alloc, txg);
   /* The list in this slot was T-2's, just applied: its blocks go. */
   zv_flat_free_all (&p->p_defer[txg % 2], txg);
-  r = zv_dmu_sync (&p->p_ds.ds_obj, txg);
+  r = pool_sync_datasets (p, txg);
   if (r == 0)
     r = pool_sync_meta (p, txg);
+  if (r == 0)
+    pool_sync_reap (p);
   if (r < 0)
     zv_error ("pool %s: txg %" PRIu64 " failed to sync (%s); the pool is "
               "suspended and every later write fails", p->p_name, txg,
@@ -491,23 +694,21 @@ pool_free (zv_pool_t *p)
 {
   if (p == NULL)
     return;
-  ZV_VERIFY (!p->p_ds.ds_held && p->p_ds.ds_zil == NULL);
+  for (size_t i = 0; i < p->p_nds; i++)
+    ZV_VERIFY (!p->p_dss[i]->ds_held && p->p_dss[i]->ds_zil == NULL);
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
   if (p->p_logdev)
     zv_dev_close (p->p_logdev);
-  if (p->p_ds.ds_obj.ob_spa) {
-    /* Anything still dirty belongs to a suspended pool or a failed
-     * open: it cannot be written, and was never acknowledged durable. */
-    zv_dmu_object_discard_dirty (&p->p_ds.ds_obj);
-    zv_dmu_object_close (&p->p_ds.ds_obj);
-  }
   pool_unload (p);
   for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
     if (p->p_spa.spa_devs[d])
       zv_dev_close (p->p_spa.spa_devs[d]);
+  free (p->p_dss);
+  free (p->p_sync_dss);
   free (p->p_defer_ents);
   pthread_mutex_destroy (&p->p_ds_lock);
+  pthread_mutex_destroy (&p->p_admin_lock);
   free (p);
 }
 
@@ -693,20 +894,93 @@ pool_setup (zv_pool_t *p, const zv_pool_config_t *pc)
   for (unsigned i = 0; i < 2; i++)
     zv_flat_init (&p->p_defer[i], spa, ZV_OBJ_DEFER0 + i, ZV_BT_DEFER,
                   ZV_DEFER_BLKSZ, ZV_DEFER_NBLOCKS);
+  zv_flat_init (&p->p_dsdir, spa, ZV_OBJ_DSDIR, ZV_BT_DSDIR, ZV_DSDIR_BLKSZ,
+                ZV_DSDIR_NBLOCKS);
+  p->p_capacity = 0;
+  for (unsigned d = 0; d < spa->spa_ndevs; d++)
+    p->p_capacity += end[d] - start[d];
 }
 
-/* The volume's descriptor for a new pool. */
+/* The descriptor of a new (empty) volume. */
 static void
-pool_new_volume (zv_pool_t *p, zv_dnode_phys_t *dn)
+pool_new_volume (uint64_t volsize, uint32_t blksz, zv_dnode_phys_t *dn)
 {
-  uint64_t nb = pool_vol_nblocks (p->p_ds.ds_volsize, p->p_ds.ds_blksz);
+  uint64_t nb = pool_vol_nblocks (volsize, blksz);
 
   memset (dn, 0, sizeof *dn);
   dn->dn_type = ZV_BT_VOLDATA;
-  dn->dn_datablksz = p->p_ds.ds_blksz;
+  dn->dn_datablksz = blksz;
   dn->dn_nblocks = nb;
   dn->dn_nlevels = zv_dmu_nlevels (nb);
-  dn->dn_size = p->p_ds.ds_volsize;
+  dn->dn_size = volsize;
+}
+
+/* What a new dataset is made of, whether created or imported. */
+typedef struct pool_ds_init {
+  const char *di_name;
+  uint64_t di_id, di_slot;
+  uint64_t di_volsize;
+  uint32_t di_blksz;
+  uint64_t di_reservation;
+  uint64_t di_creation_txg, di_creation_time;
+  const zv_dnode_phys_t *di_volume;
+  const zv_zil_header_t *di_zil;
+} pool_ds_init_t;
+
+/* Make a dataset and put it on the pool's list. */
+static zv_pool_ds_t *
+pool_ds_add (zv_pool_t *p, const pool_ds_init_t *di)
+{
+  zv_pool_ds_t *ds = zv_calloc (1, sizeof *ds);
+
+  ds->ds_pool = p;
+  snprintf (ds->ds_name, sizeof ds->ds_name, "%s", di->di_name);
+  ds->ds_id = di->di_id;
+  ds->ds_slot = di->di_slot;
+  ds->ds_volsize = di->di_volsize;
+  ds->ds_blksz = di->di_blksz;
+  ds->ds_reservation = di->di_reservation;
+  ds->ds_creation_txg = di->di_creation_txg;
+  ds->ds_creation_time = di->di_creation_time;
+  ds->ds_zil_hdr = *di->di_zil;
+  zv_dmu_object_open (&ds->ds_obj, &p->p_spa, p->p_cache,
+                      ZV_OBJ_VOLUME, di->di_volume);
+  atomic_store_explicit (&ds->ds_referenced, zv_bp_is_hole
+                         (&di->di_volume->dn_root) ? 0
+                         : di->di_volume->dn_root.bp_fill * di->di_blksz,
+                         memory_order_relaxed);
+  pthread_mutex_lock (&p->p_ds_lock);
+  ZV_GROW (p->p_dss, p->p_nds, p->p_dscap, 8);
+  p->p_dss[p->p_nds++] = ds;
+  pthread_mutex_unlock (&p->p_ds_lock);
+  return ds;
+}
+
+/* Drop every dataset (export, or an uberblock whose load failed). */
+static void
+pool_ds_drop_all (zv_pool_t *p)
+{
+  for (size_t i = 0; i < p->p_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dss[i];
+    /* Anything still dirty belongs to a suspended pool or a failed
+     * open: it cannot be written, and was never acknowledged durable. */
+    zv_dmu_object_discard_dirty (&ds->ds_obj);
+    zv_dmu_object_close (&ds->ds_obj);
+    free (ds);
+  }
+  p->p_nds = 0;
+  p->p_sync_nds = 0;
+}
+
+/* The dataset called name (the caller holds p_ds_lock), or NULL. */
+static zv_pool_ds_t *
+pool_ds_lookup (zv_pool_t *p, const char *name)
+{
+  for (size_t i = 0; i < p->p_nds; i++)
+    if (!p->p_dss[i]->ds_destroy
+        && strncmp (p->p_dss[i]->ds_name, name, ZV_NAME_MAX) == 0)
+      return p->p_dss[i];
+  return NULL;
 }
 
 /* The throttle's view of space (zv_txg_space_fn). */
@@ -790,20 +1064,33 @@ typedef struct pool_layout {
   uint64_t pl_zil_ring;           /* bytes; 0 with a log device */
 } pool_layout_t;
 
+/* A volume's size: a nonzero multiple of 512 bytes, at most 1 PiB. */
+static bool
+pool_volsize_valid (uint64_t v)
+{
+  return v != 0 && v % 512 == 0 && v <= (1ull << 50);
+}
+
+static bool
+pool_blksz_valid (uint32_t vbs)
+{
+  return vbs >= ZV_MIN_VOLBLOCKSIZE && vbs <= ZV_MAX_VOLBLOCKSIZE
+    && (vbs & (vbs - 1)) == 0;
+}
+
 /* Create, step 1: the arguments. */
 static int
 pool_create_validate (const zv_pool_config_t *pc)
 {
   uint32_t vbs = pc->pc_volblocksize;
 
-  if (vbs < ZV_MIN_VOLBLOCKSIZE || vbs > ZV_MAX_VOLBLOCKSIZE
-      || (vbs & (vbs - 1)) != 0) {
+  if (!pool_blksz_valid (vbs)) {
     zv_error ("volblocksize %" PRIu32 " is invalid: a power of two from "
               "4K to 128K", vbs);
     return -EINVAL;
   }
-  if (pc->pc_volsize == 0 || pc->pc_volsize % 512 != 0
-      || pc->pc_volsize > (1ull << 50)) {
+  /* 0: the pool alone, its volumes created later. */
+  if (pc->pc_volsize != 0 && !pool_volsize_valid (pc->pc_volsize)) {
     zv_error ("volume size %" PRIu64 " is invalid: a nonzero multiple of "
               "512 bytes, at most 1 PiB", pc->pc_volsize);
     return -EINVAL;
@@ -915,7 +1202,7 @@ pool_create_layout (const zv_pool_config_t *pc, zv_pool_t *p,
   slop = zv_alloc_slop (cap) + ring;
   meta = (cap >> g->pg_meta_shift) + g->pg_meta_extra;
   usable = cap > slop + meta ? cap - slop - meta : 0;
-  if (!pc->pc_sparse && pc->pc_volsize > usable) {
+  if (pc->pc_volsize != 0 && !pc->pc_sparse && pc->pc_volsize > usable) {
     zv_error ("devices too small for a %" PRIu64 "-byte volume: %" PRIu64
               " bytes usable of %" PRIu64 " (grow the devices, shrink "
               "size=, or pass sparse=true for a thin volume)",
@@ -949,7 +1236,7 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
 
   memset (&cf, 0, sizeof cf);
   cf.cf_magic = ZV_LABEL_MAGIC;
-  cf.cf_version = ZV_FORMAT_VERSION;
+  cf.cf_version = ZV_POOL_VERSION;
   cf.cf_ndevs = spa->spa_ndevs;
   cf.cf_pool_guid = pool_random_guid ();
   cf.cf_volblocksize = pc->pc_volblocksize;
@@ -989,68 +1276,257 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   return 0;
 }
 
-/* Create, step 4: the intent log's header, and its ring in the pool
- * (allocated and zeroed) when there is no log device. */
+/*
+ * A new volume's log: the separate log device when the pool has one that
+ * no volume uses, else a ring of 'ring' bytes allocated from the pool and
+ * zeroed.  The caller holds p_admin_lock (no other create races it for
+ * the log device).  On success *ring_dva is the ring allocated (0: the
+ * log device), for the caller to free if it fails later.
+ */
 static int
-pool_create_log (zv_pool_t *p, const pool_layout_t *pl)
+pool_ds_make_log (zv_pool_t *p, uint64_t ring, zv_zil_header_t *zh,
+                  uint64_t *ring_dva)
 {
   zv_spa_t *spa = &p->p_spa;
-  zv_zil_header_t *zh = &p->p_ds.ds_zil_hdr;
+  bool logdev_free = p->p_logdev != NULL;
   uint64_t dva;
   int r;
 
-  if (p->p_logdev) {
+  *ring_dva = 0;
+  pthread_mutex_lock (&p->p_ds_lock);
+  for (size_t i = 0; i < p->p_nds; i++)
+    if (!p->p_dss[i]->ds_destroy
+        && ZV_DVA_VDEV (p->p_dss[i]->ds_zil_hdr.zh_ring_dva) == ZV_LOG_VDEV)
+      logdev_free = false;
+  pthread_mutex_unlock (&p->p_ds_lock);
+  if (logdev_free) {
     uint64_t lsize = ZV_P2ALIGN (zv_dev_size (p->p_logdev), ZV_SECTOR);
     zv_zil_header_init (zh, ZV_DVA_MAKE (ZV_LOG_VDEV, zv_data_start ()),
                         (zv_data_end (lsize) - zv_data_start ())
                         / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
     return 0;
   }
-  r = zv_alloc_block (spa->spa_alloc, (uint32_t) pl->pl_zil_ring, 0, &dva);
+  r = ring > UINT32_MAX ? -ENOSPC
+    : zv_alloc_block (spa->spa_alloc, (uint32_t) ring, 0, &dva);
   if (r < 0) {
-    zv_error ("no room for the intent log ring (%" PRIu64 " bytes)",
-              pl->pl_zil_ring);
+    zv_error ("pool '%s': no room for a volume's intent log ring (%" PRIu64
+              " bytes)", p->p_name, ring);
+    return -ENOSPC;
+  }
+  zv_zil_header_init (zh, dva, ring / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
+  r = pool_zero_ring (spa->spa_devs[ZV_DVA_VDEV (dva)], ZV_DVA_OFFSET (dva),
+                      ring);
+  if (r < 0) {
+    zv_alloc_free_now (spa->spa_alloc, dva, (uint32_t) ring);
     return r;
   }
-  zv_zil_header_init (zh, dva, pl->pl_zil_ring / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
-  return pool_zero_ring (spa->spa_devs[ZV_DVA_VDEV (dva)],
-                         ZV_DVA_OFFSET (dva), pl->pl_zil_ring);
+  *ring_dva = dva;
+  return 0;
 }
 
-/* Create a new pool: every check first, then the labels, the volume and
- * the log, then txg 1. */
+/* The ring of a volume created after the pool: zil_size, or 64 MiB (a
+ * sixteenth of a small pool), within what create accepts. */
+static uint64_t
+pool_default_ring (const zv_pool_t *p)
+{
+  const struct pool_geometry *g = &pool_geometry;
+  uint64_t lo = g->pg_zil_min_blocks * (uint64_t) ZV_ZIL_BLKSZ;
+  uint64_t hi = ZV_P2ALIGN (p->p_capacity >> g->pg_zil_limit_shift,
+                            ZV_ZIL_BLKSZ);
+  uint64_t ring = zv_pool_zil_size ? zv_pool_zil_size
+    : ZV_MIN (g->pg_zil_max, p->p_capacity >> g->pg_zil_shift);
+
+  ring = ZV_P2ALIGN (ring, ZV_ZIL_BLKSZ);
+  return ZV_MAX (lo, ZV_MIN (ring, ZV_MAX (hi, lo)));
+}
+
+/*
+ * A volume's name, as a caller gives it and as import reads it: 1 to 63
+ * of A-Z a-z 0-9 _ - . : (no '/' or '@', the separators of pool/vol@snap),
+ * not starting with '-' (an option to the admin tool) or '.'.  Hostile
+ * input: looked at only up to ZV_NAME_MAX bytes.
+ */
+static bool
+pool_vol_name_valid (const char *name)
+{
+  size_t n = name ? strnlen (name, ZV_NAME_MAX) : 0;
+
+  if (n == 0 || n >= ZV_NAME_MAX || name[0] == '-' || name[0] == '.')
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+          || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'
+          || c == ':'))
+      return false;
+  }
+  return true;
+}
+
+/* The pool's free space less the unused part of every reservation. */
+static uint64_t
+pool_avail (zv_pool_t *p, uint64_t *unreserved_freep)
+{
+  zv_alloc_space_t sp;
+  uint64_t inuse, free, held = 0;
+
+  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
+  inuse = sp.as_allocated + sp.as_reserved + zv_alloc_slop (sp.as_total);
+  free = sp.as_total > inuse ? sp.as_total - inuse : 0;
+  pthread_mutex_lock (&p->p_ds_lock);
+  for (size_t i = 0; i < p->p_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dss[i];
+    uint64_t refd = atomic_load_explicit (&ds->ds_referenced,
+                                          memory_order_relaxed);
+    if (!ds->ds_destroy && ds->ds_reservation > refd)
+      held += ds->ds_reservation - refd;
+  }
+  pthread_mutex_unlock (&p->p_ds_lock);
+  if (unreserved_freep)
+    *unreserved_freep = free;
+  return free > held ? free - held : 0;
+}
+
+/*
+ * Create a volume: check the arguments, the name (unique) and the
+ * reservation, make its log, and put it on the list; the caller's txg
+ * (creation_txg) writes its record.  Under p_admin_lock.
+ */
+static int
+pool_ds_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
+                       uint32_t blksz, uint64_t reservation, uint64_t ring,
+                       uint64_t creation_txg, bool check_space)
+{
+  char shown[4 * ZV_NAME_MAX + 4];
+  zv_zil_header_t zh;
+  zv_dnode_phys_t dn;
+  uint64_t ring_dva, id, slot;
+  bool exists;
+  int r;
+
+  zv_str_printable (name ? name : "", ZV_NAME_MAX, shown, sizeof shown);
+  if (!pool_vol_name_valid (name)) {
+    zv_error ("volume name '%s' is invalid: 1 to %u of A-Z a-z 0-9 _ - . "
+              ":, not starting with '-' or '.'", shown, ZV_NAME_MAX - 1);
+    return -EINVAL;
+  }
+  if (!pool_volsize_valid (volsize)) {
+    zv_error ("volume '%s': size %" PRIu64 " is invalid: a nonzero "
+              "multiple of 512 bytes, at most 1 PiB", shown, volsize);
+    return -EINVAL;
+  }
+  if (!pool_blksz_valid (blksz)) {
+    zv_error ("volume '%s': volblocksize %" PRIu32 " is invalid: a power "
+              "of two from 4K to 128K", shown, blksz);
+    return -EINVAL;
+  }
+  if (reservation > volsize) {
+    zv_error ("volume '%s': a reservation of %" PRIu64 " bytes is more "
+              "than its size (%" PRIu64 ")", shown, reservation, volsize);
+    return -EINVAL;
+  }
+  pthread_mutex_lock (&p->p_ds_lock);
+  exists = pool_ds_lookup (p, name) != NULL;
+  pthread_mutex_unlock (&p->p_ds_lock);
+  if (exists) {
+    zv_error ("pool '%s' has a volume '%s' already", p->p_name, shown);
+    return -EEXIST;
+  }
+  if (check_space && reservation > 0) {
+    uint64_t avail = pool_avail (p, NULL);
+    if (reservation + ring > avail) {
+      zv_error ("pool '%s': no room for volume '%s' with a reservation of "
+                "%" PRIu64 " bytes (%" PRIu64 " available, less %" PRIu64
+                " for its log; make it thin, or smaller)", p->p_name, shown,
+                reservation, avail, ring);
+      return -ENOSPC;
+    }
+  }
+  r = pool_ds_make_log (p, ring, &zh, &ring_dva);
+  if (r < 0)
+    return r;
+  pool_new_volume (volsize, blksz, &dn);
+  pthread_mutex_lock (&p->p_ds_lock);
+  id = p->p_next_dsid++;
+  /* The lowest slot no dataset on the list has (a destroyed one keeps
+   * its slot until the sync that clears its record). */
+  for (slot = 0;; slot++) {
+    bool used = false;
+    for (size_t i = 0; i < p->p_nds && !used; i++)
+      used = p->p_dss[i]->ds_slot == slot;
+    if (!used)
+      break;
+  }
+  pthread_mutex_unlock (&p->p_ds_lock);
+  if (slot >= (uint64_t) ZV_DSDIR_NBLOCKS * ZV_DSDIR_PER_BLK) {
+    if (ring_dva)
+      zv_alloc_free_now (p->p_spa.spa_alloc, ring_dva, (uint32_t) ring);
+    zv_error ("pool '%s' holds the most datasets it can (%u)", p->p_name,
+              ZV_DSDIR_NBLOCKS * ZV_DSDIR_PER_BLK);
+    return -ENOSPC;
+  }
+  pool_ds_init_t di = {
+    .di_name = name, .di_id = id, .di_slot = slot, .di_volsize = volsize,
+    .di_blksz = blksz, .di_reservation = reservation,
+    .di_creation_txg = creation_txg,
+    .di_creation_time = (uint64_t) time (NULL), .di_volume = &dn,
+    .di_zil = &zh,
+  };
+  pool_ds_add (p, &di);
+  return 0;
+}
+
+/* Create a new pool: every check first, then the labels, then txg 1
+ * with its first volume if asked for one. */
 static int
 pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
 {
   zv_spa_t *spa = &p->p_spa;
   zv_txg_sync_stats_t st;
-  zv_dnode_phys_t dn;
   pool_layout_t pl;
   int r = pool_create_validate (pc);
 
   if (r == 0)
     r = pool_create_layout (pc, p, &pl);
+  /* The volume made with the pool is named as the pool, each byte a
+   * volume's name cannot hold ('/', '@', a space, a leading '-' or '.')
+   * made '_'. */
+  char vname[ZV_NAME_MAX];
+  if (r == 0) {
+    snprintf (vname, sizeof vname, "%s", pc->pc_name);
+    for (size_t i = 0; vname[i] != '\0'; i++) {
+      char t[2] = { vname[i], '\0' };
+      if (!pool_vol_name_valid (t) && !(i > 0 && (t[0] == '-'
+                                                  || t[0] == '.')))
+        vname[i] = '_';
+    }
+  }
   /* Every check passed: from here on we write. */
   if (r == 0)
     r = pool_create_labels (pc, p);
   if (r < 0)
     return r;
-  snprintf (p->p_ds.ds_name, sizeof p->p_ds.ds_name, "%s", p->p_name);
-  p->p_ds.ds_volsize = pc->pc_volsize;
-  p->p_ds.ds_blksz = pc->pc_volblocksize;
   pool_setup (p, pc);
-  pool_new_volume (p, &dn);
-  zv_dmu_object_open (&p->p_ds.ds_obj, spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
+  p->p_next_dsid = 1;
   zv_alloc_dirty_all (spa->spa_alloc);
-  r = pool_create_log (p, &pl);
+  if (pc->pc_volsize != 0)
+    r = pool_ds_create_locked (p, vname, pc->pc_volsize,
+                               pc->pc_volblocksize,
+                               pc->pc_sparse ? 0 : pc->pc_volsize,
+                               pl.pl_zil_ring ? pl.pl_zil_ring
+                               : pool_default_ring (p), 1, false);
   if (r == 0)
     r = pool_sync_txg (p, 1, &st);
   if (r < 0)
     return r;
-  zv_info ("created pool '%s' (guid %016" PRIx64 "): %u device(s), "
-           "%" PRIu64 "-byte volume, volblocksize %" PRIu32, p->p_name,
-           spa->spa_guid, spa->spa_ndevs, p->p_ds.ds_volsize,
-           p->p_ds.ds_blksz);
+  if (pc->pc_volsize != 0)
+    zv_info ("created pool '%s' (guid %016" PRIx64 "): %u device(s), "
+             "%" PRIu64 "-byte volume, volblocksize %" PRIu32, p->p_name,
+             spa->spa_guid, spa->spa_ndevs, pc->pc_volsize,
+             pc->pc_volblocksize);
+  else
+    zv_info ("created pool '%s' (guid %016" PRIx64 "): %u device(s), no "
+             "volume yet", p->p_name, spa->spa_guid, spa->spa_ndevs);
   return 0;
 }
 
@@ -1198,6 +1674,7 @@ pool_own_bp (zv_alloc_t *a, const zv_blkptr_t *bp, const char *what,
 /* The full walk's state (verify=full). */
 typedef struct pool_verify {
   zv_pool_t *pv_pool;
+  zv_pool_ds_t *pv_ds;
   const zv_pool_config_t *pv_pc;
   uint64_t pv_done, pv_total;
 } pool_verify_t;
@@ -1214,7 +1691,7 @@ pool_verify_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
   int r = 0;
 
   /* The root took its space before the walk (pool_load_ub). */
-  if (level + 1u < pv->pv_pool->p_ds.ds_obj.ob_nlevels || level == 0)
+  if (level + 1u < pv->pv_ds->ds_obj.ob_nlevels || level == 0)
     r = pool_own_bp (a, bp, "volume", level, blkid);
   if (r < 0)
     return r;
@@ -1350,6 +1827,144 @@ pool_check_zil (zv_pool_t *p, const zv_zil_header_t *zh, uint64_t txg)
   return 0;
 }
 
+/* ---- dataset records ---- */
+
+/* A record read from slot 'slot' of the directory of the objset of
+ * 'txg' (see pool.h). */
+int
+zv_pool_dsrec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
+                     uint64_t pool_guid, uint64_t txg, uint64_t next_dsid)
+{
+  static const zv_dsrec_phys_t zero;
+  zv_dsrec_phys_t copy;
+  const zv_dnode_phys_t *dn = &rec->dr_volume;
+  const char *bad = NULL;
+  char what[48];
+
+  if (memcmp (rec, &zero, sizeof zero) == 0)
+    return 1;
+  snprintf (what, sizeof what, "dataset record %" PRIu64, slot);
+  if (rec->dr_magic != ZV_DSREC_MAGIC || rec->dr_version != ZV_DSREC_VERSION) {
+    zv_error ("%s: bad magic or version %" PRIu32, what, rec->dr_version);
+    return -EIO;
+  }
+  copy = *rec;
+  memset (&copy.dr_cksum, 0, sizeof copy.dr_cksum);
+  zv_cksum_compute (&copy, sizeof copy, zv_dsrec_seed (pool_guid, slot),
+                    &copy.dr_cksum);
+  if (!zv_cksum_equal (&copy.dr_cksum, &rec->dr_cksum)) {
+    zv_error ("%s: checksum does not verify", what);
+    return -EIO;
+  }
+  if (rec->dr_kind != ZV_DS_KIND_VOLUME)
+    bad = "kind (snapshots are not read by this version)";
+  else if (rec->dr_flags != 0)
+    bad = "flags (unknown bits set)";
+  else if (rec->dr_id == 0 || rec->dr_id >= next_dsid)
+    bad = "id (0, or not below the objset's next id)";
+  else if (rec->dr_parent_id != 0 || rec->dr_origin_id != 0
+           || rec->dr_prev_snap_id != 0 || rec->dr_prev_snap_txg != 0
+           || rec->dr_deadlist_bytes != 0)
+    bad = "snapshot fields (set in a pool without snapshots)";
+  else if (rec->dr_creation_txg == 0 || rec->dr_creation_txg > txg)
+    bad = "creation txg (0, or after the objset)";
+  else if (!pool_vol_name_valid (rec->dr_name)
+           || memchr (rec->dr_name, '\0', sizeof rec->dr_name) == NULL)
+    bad = "name";
+  else if (!pool_volsize_valid (rec->dr_volsize))
+    bad = "volume size";
+  else if (!pool_blksz_valid (rec->dr_volblocksize) || rec->dr_pad != 0)
+    bad = "volblocksize";
+  else if (rec->dr_reservation > rec->dr_volsize)
+    bad = "reservation (more than the volume's size)";
+  else {
+    static const zv_dnode_phys_t zdn;
+    uint64_t nb = pool_vol_nblocks (rec->dr_volsize, rec->dr_volblocksize);
+
+    if (zv_dmu_check_dnode (dn, ZV_BT_VOLDATA, what) < 0)
+      return -EIO;
+    if (dn->dn_size != rec->dr_volsize
+        || dn->dn_datablksz != rec->dr_volblocksize || dn->dn_nblocks != nb
+        || dn->dn_nlevels != zv_dmu_nlevels (nb))
+      bad = "volume object (its shape is not that of its size)";
+    else if (!zv_bp_is_hole (&dn->dn_root)
+             && (dn->dn_root.bp_birth > txg || dn->dn_root.bp_fill > nb))
+      bad = "volume object's root (born after the objset, or counts more "
+        "blocks than the volume has)";
+    else if (memcmp (&rec->dr_deadlist, &zdn, sizeof zdn) != 0)
+      bad = "dead list (set in a pool without snapshots)";
+  }
+  if (bad != NULL) {
+    zv_error ("%s: invalid %s", what, bad);
+    return -EIO;
+  }
+  return 0;
+}
+
+typedef struct pool_dsdir_load {
+  zv_pool_t *dl_pool;
+  uint64_t dl_txg;
+} pool_dsdir_load_t;
+
+/* A directory block at import: every record checked, alone (above) and
+ * against the pool (unique id and name, its log header, its root), then
+ * a dataset made of it. */
+static int
+pool_dsdir_load_cb (void *arg, uint64_t blkid, const void *data)
+{
+  pool_dsdir_load_t *dl = arg;
+  zv_pool_t *p = dl->dl_pool;
+
+  for (unsigned k = 0; k < ZV_DSDIR_PER_BLK; k++) {
+    const zv_dsrec_phys_t *rec = (const zv_dsrec_phys_t *)
+      ((const uint8_t *) data + k * ZV_DSREC_SIZE);
+    uint64_t slot = blkid * ZV_DSDIR_PER_BLK + k;
+    int r = zv_pool_dsrec_check (rec, slot, p->p_spa.spa_guid, dl->dl_txg,
+                                 p->p_next_dsid);
+    if (r == 1)
+      continue;
+    if (r < 0)
+      return r;
+    if ((slot + 1) * ZV_DSREC_SIZE > p->p_dsdir.fl_size) {
+      zv_error ("dataset record %" PRIu64 ": past the directory's size",
+                slot);
+      return -EIO;
+    }
+    for (size_t i = 0; i < p->p_nds; i++) {
+      const zv_pool_ds_t *o = p->p_dss[i];
+      bool logs = ZV_DVA_VDEV (o->ds_zil_hdr.zh_ring_dva) == ZV_LOG_VDEV
+        && ZV_DVA_VDEV (rec->dr_zil.zh_ring_dva) == ZV_LOG_VDEV;
+      if (o->ds_id == rec->dr_id || strcmp (o->ds_name, rec->dr_name) == 0
+          || logs) {
+        zv_error ("dataset record %" PRIu64 ": its %s is also record %"
+                  PRIu64 "'s", slot, o->ds_id == rec->dr_id ? "id"
+                  : logs ? "log device" : "name", o->ds_slot);
+        return -EIO;
+      }
+    }
+    r = pool_check_zil (p, &rec->dr_zil, dl->dl_txg);
+    if (r == 0 && !zv_bp_is_hole (&rec->dr_volume.dn_root)
+        && zv_zio_bp_check (&p->p_spa, &rec->dr_volume.dn_root,
+                            "volume root") < 0)
+      r = -EIO;
+    if (r < 0) {
+      zv_error ("dataset record %" PRIu64 " (volume '%s') is refused", slot,
+                rec->dr_name);
+      return r;
+    }
+    pool_ds_init_t di = {
+      .di_name = rec->dr_name, .di_id = rec->dr_id, .di_slot = slot,
+      .di_volsize = rec->dr_volsize, .di_blksz = rec->dr_volblocksize,
+      .di_reservation = rec->dr_reservation,
+      .di_creation_txg = rec->dr_creation_txg,
+      .di_creation_time = rec->dr_creation_time,
+      .di_volume = &rec->dr_volume, .di_zil = &rec->dr_zil,
+    };
+    pool_ds_add (p, &di)->ds_rec = *rec;
+  }
+  return 0;
+}
+
 /* The blocks of a flat object (a space map, a deferred list), owned. */
 static int
 pool_own_flat (zv_alloc_t *a, const zv_flat_t *fl, const char *what)
@@ -1398,11 +2013,12 @@ pool_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
                const zv_objset_phys_t *os)
 {
   zv_alloc_t *a = p->p_spa.spa_alloc;
-  const zv_zil_header_t *zh = &os->os_zil;
   int r;
 
   zv_alloc_own_begin (a);
   r = pool_own_bp (a, osbp, "objset", 0, 0);
+  if (r == 0)
+    r = pool_own_flat (a, &p->p_dsdir, "dataset directory");
   for (unsigned d = 0; d < p->p_spa.spa_ndevs && r == 0; d++)
     r = pool_own_flat (a, &p->p_spacemap[d], "space map");
   for (unsigned i = 0; i < 2 && r == 0; i++)
@@ -1418,15 +2034,21 @@ pool_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
     zv_alloc_defer_foreach (a, od.od_txg, pool_own_defer_cb, &od);
     r = od.od_err;
   }
-  if (r == 0 && ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV
-      && zv_alloc_own (a, zh->zh_ring_dva,
-                       (uint32_t) (zh->zh_nslots * zh->zh_blksz)) < 0) {
-    zv_error ("intent log ring shares its space with a block in use");
-    r = -EIO;
+  for (size_t i = 0; i < p->p_nds && r == 0; i++) {
+    zv_pool_ds_t *ds = p->p_dss[i];
+    const zv_zil_header_t *zh = &ds->ds_zil_hdr;
+    const zv_dnode_phys_t *dn = &ds->ds_rec.dr_volume;
+
+    if (ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV
+        && zv_alloc_own (a, zh->zh_ring_dva,
+                         (uint32_t) (zh->zh_nslots * zh->zh_blksz)) < 0) {
+      zv_error ("volume '%s': intent log ring shares its space with a "
+                "block in use", ds->ds_name);
+      r = -EIO;
+    }
+    if (r == 0 && !zv_bp_is_hole (&dn->dn_root))
+      r = pool_own_bp (a, &dn->dn_root, "volume", dn->dn_nlevels - 1u, 0);
   }
-  if (r == 0 && !zv_bp_is_hole (&os->os_volume.dn_root))
-    r = pool_own_bp (a, &os->os_volume.dn_root, "volume",
-                     os->os_volume.dn_nlevels - 1u, 0);
   return r;
 }
 
@@ -1462,7 +2084,7 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   if (r < 0)
     goto out;
   if (os->os_hdr.mh_magic != ZV_MBLK_MAGIC
-      || os->os_hdr.mh_version != ZV_FORMAT_VERSION
+      || os->os_hdr.mh_version != ZV_POOL_VERSION
       || os->os_hdr.mh_type != ZV_BT_OBJSET || os->os_txg != txg
       || os->os_pool_guid != spa->spa_guid
       || os->os_ndevs != spa->spa_ndevs) {
@@ -1472,10 +2094,10 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   }
   /* No object of this objset can have been written after it. */
   for (unsigned i = 0; i < 3 + spa->spa_ndevs; i++) {
-    const zv_dnode_phys_t *dn = i == 0 ? &os->os_volume
+    const zv_dnode_phys_t *dn = i == 0 ? &os->os_dsdir
       : i < 3 ? &os->os_defer[i - 1] : &os->os_spacemap[i - 3];
     if (!zv_bp_is_hole (&dn->dn_root) && dn->dn_root.bp_birth > txg) {
-      unsigned obj = i == 0 ? ZV_OBJ_VOLUME : i < 3 ? ZV_OBJ_DEFER0 + i - 1
+      unsigned obj = i == 0 ? ZV_OBJ_DSDIR : i < 3 ? ZV_OBJ_DEFER0 + i - 1
         : ZV_OBJ_SPACEMAP0 + i - 3;
       zv_error ("%s: object %u's root block is born in txg %" PRIu64
                 ", after the objset", what, obj, dn->dn_root.bp_birth);
@@ -1506,59 +2128,37 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   }
   if (r < 0)
     goto out;
-  r = pool_check_zil (p, &os->os_zil, txg);
-  if (r < 0)
+  if (os->os_next_dsid == 0 || os->os_next_dsid >= (1ull << 62)) {
+    zv_error ("%s: next dataset id %" PRIu64 " is out of range", what,
+              os->os_next_dsid);
+    r = -EIO;
     goto out;
-  p->p_ds.ds_zil_hdr = os->os_zil;
-
-  /* The volume. */
-  zv_dnode_phys_t want;
-  pool_new_volume (p, &want);
-  r = zv_dmu_check_dnode (&os->os_volume, ZV_BT_VOLDATA, "volume");
-  if (r == 0 && (os->os_volume.dn_datablksz != want.dn_datablksz
-                 || os->os_volume.dn_nblocks != want.dn_nblocks
-                 || os->os_volume.dn_nlevels != want.dn_nlevels)) {
-    zv_error ("volume: shape does not match the pool configuration");
-    r = -EIO;
   }
-  /* The sync stores the configuration's size (pool_sync_meta); the
-   * volume is served at that size, so any other is not this pool's. */
-  if (r == 0 && os->os_volume.dn_size != want.dn_size) {
-    zv_error ("volume: size does not match the pool configuration (%"
-              PRIu64 " bytes, configuration %" PRIu64 ")",
-              os->os_volume.dn_size, want.dn_size);
-    r = -EIO;
+  p->p_next_dsid = os->os_next_dsid;
+  {
+    pool_dsdir_load_t dl = { .dl_pool = p, .dl_txg = txg };
+    r = zv_flat_load (&p->p_dsdir, &os->os_dsdir, pool_dsdir_load_cb, &dl);
   }
-  if (r == 0 && !zv_bp_is_hole (&os->os_volume.dn_root)
-      && os->os_volume.dn_root.bp_fill > want.dn_nblocks) {
-    zv_error ("volume: root pointer counts %" PRIu64 " blocks of %" PRIu64,
-              os->os_volume.dn_root.bp_fill, want.dn_nblocks);
-    r = -EIO;
-  }
-  if (r == 0 && !zv_bp_is_hole (&os->os_volume.dn_root)
-      && zv_zio_bp_check (spa, &os->os_volume.dn_root, "volume root") < 0)
-    r = -EIO;
   if (r == 0)
     r = pool_own_meta (p, bp, os);
   if (r < 0)
     goto out;
-  zv_dmu_object_open (&p->p_ds.ds_obj, spa, p->p_cache, ZV_OBJ_VOLUME,
-                      &os->os_volume);
-  /* The volume's indirect blocks are checked as they are first read
-   * (dmu.c), so import costs the same whatever the volume holds;
-   * verify=full checks the whole tree now, as a scrub would. */
+  /* The volumes' indirect blocks are checked as they are first read
+   * (dmu.c), so import costs the same whatever the volumes hold;
+   * verify=full checks every tree now, as a scrub would. */
   spa->spa_own_txg = txg;
   if (pc->pc_verify_full) {
-    pool_verify_t pv = {
-      .pv_pool = p, .pv_pc = pc, .pv_total = want.dn_nblocks,
-    };
-    r = zv_dmu_walk (spa, ZV_OBJ_VOLUME, &os->os_volume, false,
-                     pool_verify_cb, &pv);
-    if (r < 0) {
-      zv_dmu_object_close (&p->p_ds.ds_obj);
-      memset (&p->p_ds.ds_obj, 0, sizeof p->p_ds.ds_obj);
-      goto out;
+    pool_verify_t pv = { .pv_pool = p, .pv_pc = pc };
+    for (size_t i = 0; i < p->p_nds; i++)
+      pv.pv_total += p->p_dss[i]->ds_rec.dr_volume.dn_nblocks;
+    for (size_t i = 0; i < p->p_nds && r == 0; i++) {
+      zv_pool_ds_t *ds = p->p_dss[i];
+      pv.pv_ds = ds;
+      r = zv_dmu_walk (spa, ds->ds_obj.ob_id, &ds->ds_rec.dr_volume, false,
+                       pool_verify_cb, &pv);
     }
+    if (r < 0)
+      goto out;
     p->p_verified = true;
     if (pc->pc_progress)
       pc->pc_progress (pc->pc_progress_arg, "verify", pv.pv_total,
@@ -1576,6 +2176,9 @@ pool_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
 static void
 pool_unload (zv_pool_t *p)
 {
+  pool_ds_drop_all (p);
+  if (p->p_dsdir.fl_spa)
+    zv_flat_fini (&p->p_dsdir);
   for (unsigned d = 0; d < ZV_MAX_DEVS; d++)
     if (p->p_spacemap[d].fl_spa)
       zv_flat_fini (&p->p_spacemap[d]);
@@ -1771,9 +2374,6 @@ pool_import (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
     return r;
   spa->spa_guid = ref.cf_pool_guid;
   snprintf (p->p_name, sizeof p->p_name, "%s", ref.cf_name);
-  snprintf (p->p_ds.ds_name, sizeof p->p_ds.ds_name, "%s", ref.cf_name);
-  p->p_ds.ds_volsize = ref.cf_volsize;
-  p->p_ds.ds_blksz = ref.cf_volblocksize;
 
   cands = zv_calloc (MAXCAND, sizeof *cands);
   n = zv_label_collect_ubs (spa->spa_devs, spa->spa_ndevs, spa->spa_guid,
@@ -1821,18 +2421,22 @@ static bool pool_space_live (void *arg, uint64_t dva, uint32_t size,
 static int
 pool_claim_logs (zv_pool_t *p)
 {
-  int r = zv_zil_claim (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
-                        p->p_synced_txg, p->p_ds.ds_blksz,
-                        p->p_ds.ds_volsize, p->p_zil_recover,
-                        p->p_rewound, pool_space_live, p);
+  for (size_t i = 0; i < p->p_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dss[i];
+    int r = zv_zil_claim (&p->p_spa, p->p_logdev, &ds->ds_zil_hdr,
+                          p->p_synced_txg, ds->ds_blksz, ds->ds_volsize,
+                          p->p_zil_recover, p->p_rewound, pool_space_live,
+                          ds);
 
-  if (r >= 0 && p->p_ds.ds_zil_hdr.zh_claim_count > 0)
-    p->p_defer_rewrite = true;
-
-  if (r < 0)
-    zv_error ("pool '%s': claiming the intent log of '%s' failed: %s",
-              p->p_name, p->p_ds.ds_name, strerror (-r));
-  return r < 0 ? r : 0;
+    if (r >= 0 && ds->ds_zil_hdr.zh_claim_count > 0)
+      p->p_defer_rewrite = true;
+    if (r < 0) {
+      zv_error ("pool '%s': claiming the intent log of '%s' failed: %s",
+                p->p_name, ds->ds_name, strerror (-r));
+      return r;
+    }
+  }
+  return 0;
 }
 
 /* A read-only import claims and replays nothing (it serves the synced
@@ -1841,9 +2445,10 @@ pool_claim_logs (zv_pool_t *p)
 static void
 pool_inspect_logs (zv_pool_t *p)
 {
-  zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_ds.ds_zil_hdr,
-                  p->p_synced_txg, p->p_ds.ds_blksz, p->p_ds.ds_volsize,
-                  p->p_rewound);
+  for (size_t i = 0; i < p->p_nds; i++)
+    zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_dss[i]->ds_zil_hdr,
+                    p->p_synced_txg, p->p_dss[i]->ds_blksz,
+                    p->p_dss[i]->ds_volsize, p->p_rewound);
 }
 
 /* Is [dva, dva+size) used by the synced tree?  For the log's claim: an
@@ -1886,7 +2491,8 @@ pool_live_fn (void *arg, const zv_blkptr_t *bp, unsigned level,
 static bool
 pool_space_live (void *arg, uint64_t dva, uint32_t size, uint64_t blkid)
 {
-  zv_pool_t *p = arg;
+  zv_pool_ds_t *ds = arg;
+  zv_pool_t *p = ds->ds_pool;
   zv_alloc_t *a = p->p_spa.spa_alloc;
   zv_dnode_phys_t dn;
   zv_blkptr_t bp;
@@ -1894,15 +2500,20 @@ pool_space_live (void *arg, uint64_t dva, uint32_t size, uint64_t blkid)
 
   if (zv_alloc_own_any (a, dva, size))
     return true;
-  if (zv_dmu_block_bp (&p->p_ds.ds_obj, blkid, &bp) < 0)
+  if (zv_dmu_block_bp (&ds->ds_obj, blkid, &bp) < 0)
     return true;              /* an error: assume live, refuse the claim */
   if (zv_alloc_own_any (a, dva, size))
     return true;
   if (p->p_verified)
     return false;
-  zv_dmu_object_phys (&p->p_ds.ds_obj, &dn);
-  return zv_dmu_walk (&p->p_spa, ZV_OBJ_VOLUME, &dn, false, pool_live_fn,
-                      &pl) != 0;
+  /* Any volume's tree may hold it, not only the log's own. */
+  for (size_t i = 0; i < p->p_nds; i++) {
+    zv_dmu_object_phys (&p->p_dss[i]->ds_obj, &dn);
+    if (zv_dmu_walk (&p->p_spa, p->p_dss[i]->ds_obj.ob_id, &dn, false,
+                     pool_live_fn, &pl) != 0)
+      return true;
+  }
+  return false;
 }
 
 /* Create or import. */
@@ -1952,8 +2563,8 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
   p = zv_calloc (1, sizeof *p);
   p->p_readonly = pc->pc_readonly;
   p->p_zil_recover = pc->pc_zil_recover;
-  p->p_ds.ds_pool = p;
   pthread_mutex_init (&p->p_ds_lock, NULL);
+  pthread_mutex_init (&p->p_admin_lock, NULL);
   if (pc->pc_create) {
     if (pc->pc_readonly) {
       zv_error ("cannot create a pool read-only");
@@ -2029,12 +2640,16 @@ zv_pool_close (zv_pool_t *p)
 
   if (p == NULL)
     return 0;
+  char busy[ZV_NAME_MAX] = "";
   pthread_mutex_lock (&p->p_ds_lock);
-  held = p->p_ds.ds_held;
+  held = false;
+  for (size_t i = 0; i < p->p_nds && !held; i++)
+    if ((held = p->p_dss[i]->ds_held))
+      snprintf (busy, sizeof busy, "%s", p->p_dss[i]->ds_name);
   pthread_mutex_unlock (&p->p_ds_lock);
   if (held) {
     zv_error ("pool '%s': volume '%s' is still open; close it first",
-              p->p_name, p->p_ds.ds_name);
+              p->p_name, busy);
     return -EBUSY;
   }
   if (!p->p_readonly)
@@ -2066,29 +2681,54 @@ zv_pool_is_readonly (zv_pool_t *p)
 
 /* ---- the datasets, for the volume ---- */
 
+/* The dataset 'name', or with NULL the only one (p_ds_lock held). */
+static zv_pool_ds_t *
+pool_ds_pick (zv_pool_t *p, const char *name, size_t *nlive)
+{
+  zv_pool_ds_t *only = NULL;
+  size_t n = 0;
+
+  if (name != NULL)
+    return pool_ds_lookup (p, name);
+  for (size_t i = 0; i < p->p_nds; i++)
+    if (!p->p_dss[i]->ds_destroy) {
+      only = p->p_dss[i];
+      n++;
+    }
+  if (nlive)
+    *nlive = n;
+  return n == 1 ? only : NULL;
+}
+
 int
 zv_pool_ds_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
 {
-  zv_pool_ds_t *ds = &p->p_ds;
+  char shown[4 * ZV_NAME_MAX + 4];
+  zv_pool_ds_t *ds;
+  size_t n = 0;
   int r = 0;
 
   *dsp = NULL;
-  if (name != NULL && strcmp (name, ds->ds_name) != 0) {
-    zv_error ("pool '%s' has no volume '%s' (its volume is '%s')",
-              p->p_name, name, ds->ds_name);
-    return -ENOENT;
-  }
   pthread_mutex_lock (&p->p_ds_lock);
-  if (ds->ds_held)
+  ds = pool_ds_pick (p, name, &n);
+  if (ds == NULL)
+    r = -ENOENT;
+  else if (ds->ds_held)
     r = -EBUSY;
   else
     ds->ds_held = true;
   pthread_mutex_unlock (&p->p_ds_lock);
-  if (r < 0) {
+  zv_str_printable (name ? name : "", ZV_NAME_MAX, shown, sizeof shown);
+  if (r == -ENOENT && name != NULL)
+    zv_error ("pool '%s' has no volume '%s'", p->p_name, shown);
+  else if (r == -ENOENT)
+    zv_error ("pool '%s' has %zu volumes: name the one to open", p->p_name,
+              n);
+  else if (r < 0)
     zv_error ("volume '%s' of pool '%s' is open already", ds->ds_name,
               p->p_name);
+  if (r < 0)
     return r;
-  }
   *dsp = ds;
   return 0;
 }
@@ -2096,9 +2736,12 @@ zv_pool_ds_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
 zv_pool_ds_t *
 zv_pool_ds_find (zv_pool_t *p, const char *name)
 {
-  if (name != NULL && strcmp (name, p->p_ds.ds_name) != 0)
-    return NULL;
-  return &p->p_ds;
+  zv_pool_ds_t *ds;
+
+  pthread_mutex_lock (&p->p_ds_lock);
+  ds = pool_ds_pick (p, name, NULL);
+  pthread_mutex_unlock (&p->p_ds_lock);
+  return ds;
 }
 
 void
@@ -2110,6 +2753,131 @@ zv_pool_ds_rele (zv_pool_ds_t *ds)
   ZV_VERIFY (ds->ds_held && ds->ds_zil == NULL);
   ds->ds_held = false;
   pthread_mutex_unlock (&p->p_ds_lock);
+}
+
+/* ---- creating, destroying and listing volumes ---- */
+
+/* A change of the dataset list is durable once a txg it held synced. */
+static int
+pool_admin_begin (zv_pool_t *p, const char *what)
+{
+  if (p->p_readonly) {
+    zv_error ("pool '%s' is imported read-only: cannot %s a volume",
+              p->p_name, what);
+    return -EROFS;
+  }
+  return 0;
+}
+
+int
+zv_pool_ds_create (zv_pool_t *p, const char *name, uint64_t volsize,
+                   uint32_t blksz, uint64_t reservation)
+{
+  zv_txg_hold_t h;
+  int r = pool_admin_begin (p, "create");
+
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&p->p_admin_lock);
+  r = zv_txg_hold (p->p_txg, 0, &h);
+  if (r == 0) {
+    r = pool_ds_create_locked (p, name, volsize, blksz, reservation,
+                               pool_default_ring (p), h.th_txg, true);
+    zv_txg_rele (p->p_txg, &h);
+    if (r == 0)
+      r = zv_txg_wait_synced (p->p_txg, h.th_txg);
+    if (r == 0)
+      zv_info ("pool '%s': created volume '%s' (%" PRIu64 " bytes, "
+               "volblocksize %" PRIu32 ", %s)", p->p_name, name, volsize,
+               blksz, reservation ? "with a reservation" : "thin");
+  }
+  pthread_mutex_unlock (&p->p_admin_lock);
+  return r;
+}
+
+int
+zv_pool_ds_destroy (zv_pool_t *p, const char *name)
+{
+  char shown[4 * ZV_NAME_MAX + 4];
+  zv_pool_ds_t *ds;
+  zv_txg_hold_t h;
+  int r = pool_admin_begin (p, "destroy");
+
+  if (r < 0)
+    return r;
+  zv_str_printable (name ? name : "", ZV_NAME_MAX, shown, sizeof shown);
+  pthread_mutex_lock (&p->p_admin_lock);
+  r = zv_txg_hold (p->p_txg, 0, &h);
+  if (r < 0)
+    goto out;
+  pthread_mutex_lock (&p->p_ds_lock);
+  ds = name ? pool_ds_lookup (p, name) : NULL;
+  if (ds == NULL)
+    r = -ENOENT;
+  else if (ds->ds_held)
+    r = -EBUSY;
+  else
+    ds->ds_destroy = true;
+  pthread_mutex_unlock (&p->p_ds_lock);
+  zv_txg_rele (p->p_txg, &h);
+  if (r == -ENOENT)
+    zv_error ("pool '%s' has no volume '%s'", p->p_name, shown);
+  else if (r == -EBUSY)
+    zv_error ("volume '%s' of pool '%s' is open: close it before destroying "
+              "it", shown, p->p_name);
+  /* Its frees are deferred (rule 2 of docs/format.md): the space is free
+   * once T+2 has synced, which is when destroy returns, so the caller
+   * sees it back. */
+  if (r == 0)
+    r = zv_txg_wait_synced (p->p_txg, h.th_txg + 2);
+  if (r == 0)
+    zv_info ("pool '%s': destroyed volume '%s'", p->p_name, shown);
+ out:
+  pthread_mutex_unlock (&p->p_admin_lock);
+  return r;
+}
+
+size_t
+zv_pool_ds_list (zv_pool_t *p, zv_pool_ds_info_t *out, size_t max)
+{
+  uint64_t avail = pool_avail (p, NULL);
+  size_t n = 0;
+
+  pthread_mutex_lock (&p->p_ds_lock);
+  for (size_t i = 0; i < p->p_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dss[i];
+    uint64_t refd = atomic_load_explicit (&ds->ds_referenced,
+                                          memory_order_relaxed);
+    uint64_t unused = ds->ds_reservation > refd
+      ? ds->ds_reservation - refd : 0;
+
+    if (ds->ds_destroy)
+      continue;
+    if (n < max) {
+      zv_pool_ds_info_t *di = &out[n];
+      memset (di, 0, sizeof *di);
+      snprintf (di->di_name, sizeof di->di_name, "%s", ds->ds_name);
+      di->di_id = ds->ds_id;
+      di->di_volsize = ds->ds_volsize;
+      di->di_blksz = ds->ds_blksz;
+      di->di_reservation = ds->ds_reservation;
+      di->di_referenced = refd;
+      di->di_used = ZV_MAX (refd, ds->ds_reservation);
+      di->di_avail = avail + unused;
+      di->di_creation_txg = ds->ds_creation_txg;
+      di->di_creation_time = ds->ds_creation_time;
+      di->di_open = ds->ds_held;
+    }
+    n++;
+  }
+  pthread_mutex_unlock (&p->p_ds_lock);
+  return n;
+}
+
+uint64_t
+zv_pool_avail (zv_pool_t *p)
+{
+  return pool_avail (p, NULL);
 }
 
 const char *
@@ -2231,8 +2999,9 @@ const zv_tunable_t zv_pool_tunable_table[] = {
     .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_flags = ZV_TUNABLE_F_AUTO,
     .tn_when = ZV_TUNABLE_AT_CREATE, .tn_reader = "pool creation",
     .tn_desc = "Without log= (refused with it), the size of the intent "
-    "log's ring inside the pool, at most a quarter of it; auto is 64M, or "
-    "a sixteenth of a small pool." },
+    "log's ring inside the pool of the volume created with the pool (and "
+    "of each volume created later in this process), at most a quarter of "
+    "the pool; auto is 64M, or a sixteenth of a small pool." },
   { .tn_name = "pool_max_passes", .tn_module = "pool",
     ZV_TUNABLE_VAR_UINT (zv_pool_max_passes),
     .tn_default = 64, .tn_min = 2, .tn_max = 1000,

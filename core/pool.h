@@ -3,8 +3,9 @@
  * unit tests see it.  The pool's structure is private to pool.c; the
  * volume reaches what it needs through these functions.
  *
- * A dataset is a slot of the pool's object set: an object (the volume's
- * block tree) and the header of its intent log.  The volume holds its
+ * A dataset is a record of the pool's dataset directory (format 2): a
+ * volume's object (its block tree), the header of its intent log, its
+ * size, block size and reservation.  A pool holds any number of them.  The volume holds its
  * dataset while it is open, opens the log from the header and attaches
  * it, so that every txg sync stores the log's header in the objset and
  * tells the log what is on disk.  Without an attached log the sync keeps
@@ -68,8 +69,9 @@ const char *zv_pool_name (zv_pool_t *p);
 uint64_t zv_pool_guid (zv_pool_t *p);
 bool zv_pool_is_readonly (zv_pool_t *p);
 
-/* Hold the dataset 'name' (NULL: the only one): -ENOENT, or -EBUSY when
- * it is held already; the error is logged. */
+/* Hold the dataset 'name' (NULL: the only one; -ENOENT when the pool
+ * has none or several): -ENOENT, or -EBUSY when it is held already; the
+ * error is logged.  'name' may be anything a client sent: only compared. */
 int zv_pool_ds_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp);
 void zv_pool_ds_rele (zv_pool_ds_t *ds);
 /* The dataset 'name' (NULL: the only one) without a hold, or NULL: for
@@ -85,6 +87,42 @@ const zv_zil_header_t *zv_pool_ds_zil_header (const zv_pool_ds_t *ds);
 /* Attach the dataset's open log (NULL detaches it: the log must have
  * nothing unsynced left, see zvol_close). */
 void zv_pool_ds_attach_zil (zv_pool_ds_t *ds, zv_zil_t *zl);
+
+/*
+ * Volumes (what zvol.h says of zvol_volume_create, _destroy, _list).
+ * Create and destroy return once a txg that holds the change is synced.
+ */
+int zv_pool_ds_create (zv_pool_t *p, const char *name, uint64_t volsize,
+                       uint32_t blksz, uint64_t reservation);
+int zv_pool_ds_destroy (zv_pool_t *p, const char *name);
+typedef struct zv_pool_ds_info {
+  char di_name[ZV_NAME_MAX];
+  uint64_t di_id;
+  uint64_t di_volsize;
+  uint32_t di_blksz;
+  bool di_open;
+  uint64_t di_reservation;
+  uint64_t di_referenced;         /* data bytes, as of the last sync */
+  uint64_t di_used;               /* max (referenced, reservation) */
+  uint64_t di_avail;              /* the pool's, plus its unused reservation */
+  uint64_t di_creation_txg, di_creation_time;
+} zv_pool_ds_info_t;
+/* Up to max volumes into out; returns how many there are. */
+size_t zv_pool_ds_list (zv_pool_t *p, zv_pool_ds_info_t *out, size_t max);
+/* Free space of the pool less every volume's unused reservation. */
+uint64_t zv_pool_avail (zv_pool_t *p);
+
+/*
+ * Import: the dataset record in directory slot 'slot' of the objset of
+ * 'txg' (hostile data): 1 for a free slot (all zero), 0 when every field
+ * alone is what this format's writers store, -EIO (logged, naming the
+ * field) when not.  What needs the pool (unique ids and names, the log
+ * header, the root's space) is checked after.  A buffer-level step of
+ * import, so the fuzz harness reaches it without a pool.
+ */
+int zv_pool_dsrec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
+                         uint64_t pool_guid, uint64_t txg,
+                         uint64_t next_dsid);
 
 zv_spa_t *zv_pool_spa (zv_pool_t *p);
 zv_txg_t *zv_pool_txg (zv_pool_t *p);

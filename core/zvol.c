@@ -901,6 +901,57 @@ zvol_set_log_level (zvol_log_level_t level)
 
 /* The volume's properties default to the log's tunables (sync, logbias,
  * flush). */
+/* The volume listing is the pool's, field for field. */
+#define ZVOL_VI_SAME(pf, ef) \
+  static_assert (offsetof (zvol_volume_info_t, pf) \
+                 == offsetof (zv_pool_ds_info_t, ef) \
+                 && sizeof (((zvol_volume_info_t *) 0)->pf) \
+                 == sizeof (((zv_pool_ds_info_t *) 0)->ef), #pf)
+ZVOL_VI_SAME (vi_name, di_name);
+ZVOL_VI_SAME (vi_id, di_id);
+ZVOL_VI_SAME (vi_volsize, di_volsize);
+ZVOL_VI_SAME (vi_blocksize, di_blksz);
+ZVOL_VI_SAME (vi_open, di_open);
+ZVOL_VI_SAME (vi_reservation, di_reservation);
+ZVOL_VI_SAME (vi_referenced, di_referenced);
+ZVOL_VI_SAME (vi_used, di_used);
+ZVOL_VI_SAME (vi_avail, di_avail);
+ZVOL_VI_SAME (vi_creation_txg, di_creation_txg);
+ZVOL_VI_SAME (vi_creation_time, di_creation_time);
+static_assert (sizeof (zvol_volume_info_t) == sizeof (zv_pool_ds_info_t),
+               "volume info");
+
+int
+zvol_volume_create (zvol_pool_t *pool, const char *name,
+                    const zvol_volume_params_t *vp)
+{
+  if (vp == NULL) {
+    zv_error ("zvol_volume_create: no parameters");
+    return -EINVAL;
+  }
+  return zv_pool_ds_create (pool, name, vp->vp_size, vp->vp_blocksize
+                            ? vp->vp_blocksize : ZVOL_DEFAULT_VOLBLOCKSIZE,
+                            vp->vp_reservation);
+}
+
+int
+zvol_volume_destroy (zvol_pool_t *pool, const char *name)
+{
+  return zv_pool_ds_destroy (pool, name);
+}
+
+size_t
+zvol_volume_list (zvol_pool_t *pool, zvol_volume_info_t *out, size_t max)
+{
+  return zv_pool_ds_list (pool, (zv_pool_ds_info_t *) out, max);
+}
+
+uint64_t
+zvol_pool_avail (zvol_pool_t *pool)
+{
+  return zv_pool_avail (pool);
+}
+
 void
 zvol_config_init (zvol_config_t *vc)
 {

@@ -6,8 +6,8 @@
  * visibility; nothing else leaves it).
  *
  * A pool lives on one or more devices (files or block devices).  Open or
- * create the pool, then open a volume of it by name.  Format version 1
- * holds one volume per pool, named as the pool.
+ * create the pool, create volumes in it (they share its free space),
+ * then open a volume of it by name.
  *
  * Every function that can fail returns 0 or a negative errno:
  *   -EIO      device error, or a block whose checksum does not verify
@@ -17,6 +17,7 @@
  *   -EBUSY    a device is in use by another process, or a volume is
  *             already open (or still open, for zvol_pool_close)
  *   -ENOENT   no volume of that name
+ *   -EEXIST   a volume of that name exists already
  * with one readable message logged through the hook of zvol_set_log().
  * Memory is not one of them: as OpenZFS's KM_SLEEP, an allocation of the
  * engine never fails, it logs and aborts (docs/design.md says why).
@@ -81,10 +82,12 @@ typedef struct zvol_pool_config {
                                   (their uberblocks or trees are damaged)
                                   and take the newest intact one */
   const char *pc_name;         /* create: pool name, default "zvol" */
-  /* create: the pool's volume */
+  /* create: a first volume, named as the pool (0: none, the pool alone;
+   * zvol_volume_create makes volumes later) */
   uint64_t pc_volsize;         /* bytes */
   uint32_t pc_volblocksize;    /* default 16 KiB */
-  bool pc_sparse;              /* the volume may exceed the pool */
+  bool pc_sparse;              /* thin (no reservation), may exceed the
+                                  pool; else its size is reserved */
   uint64_t pc_zil_size;        /* log ring in the pool (0: auto) */
   const char *pc_logdevice;    /* separate log device; create adds it,
                                   import needs it if the pool has one */
@@ -160,6 +163,49 @@ ZVOL_API bool zvol_pool_is_readonly (zvol_pool_t *pool);
 
 /* ---- volumes ---- */
 
+/*
+ * Create a volume in the pool: 'name' is 1 to 63 of A-Z a-z 0-9 _ - . :,
+ * not starting with '-' or '.' (-EINVAL otherwise, and for a size that
+ * is not a nonzero multiple of 512 up to 1 PiB, a block size that is not
+ * a power of two 4K-128K, a reservation above the size); -EEXIST when the
+ * name is taken; -ENOSPC when the pool cannot keep the reservation (its
+ * free space less the unused part of the others') or its intent log;
+ * -EROFS on a read-only pool.  Returns when the volume is on disk.
+ */
+typedef struct zvol_volume_params {
+  uint64_t vp_size;            /* bytes */
+  uint32_t vp_blocksize;       /* 0: ZVOL_DEFAULT_VOLBLOCKSIZE */
+  uint64_t vp_reservation;     /* bytes kept for it (0: thin) */
+} zvol_volume_params_t;
+
+ZVOL_API int zvol_volume_create (zvol_pool_t *pool, const char *name,
+                                 const zvol_volume_params_t *vp);
+/* Destroy a volume and free what it held (-ENOENT, -EBUSY while it is
+ * open, -EROFS); returns when that is on disk and the space is free
+ * again (two txgs later: frees are deferred). */
+ZVOL_API int zvol_volume_destroy (zvol_pool_t *pool, const char *name);
+
+typedef struct zvol_volume_info {
+  char vi_name[ZVOL_NAME_MAX];
+  uint64_t vi_id;
+  uint64_t vi_volsize;
+  uint32_t vi_blocksize;
+  bool vi_open;
+  uint64_t vi_reservation;
+  uint64_t vi_referenced;      /* data bytes its tree holds (last sync) */
+  uint64_t vi_used;            /* max (referenced, reservation) */
+  uint64_t vi_avail;           /* the pool's free space less the others'
+                                  unused reservations */
+  uint64_t vi_creation_txg, vi_creation_time;
+} zvol_volume_info_t;
+
+/* The pool's volumes, up to max into out (in directory order); returns
+ * how many there are (call again with a larger array if more). */
+ZVOL_API size_t zvol_volume_list (zvol_pool_t *pool, zvol_volume_info_t *out,
+                                  size_t max);
+/* Bytes a new volume or a write may still use. */
+ZVOL_API uint64_t zvol_pool_avail (zvol_pool_t *pool);
+
 #define ZVOL_SYNC_STANDARD 0u      /* flush and FUA are durable */
 #define ZVOL_SYNC_ALWAYS   1u      /* every write is durable on return */
 #define ZVOL_SYNC_DISABLED 2u      /* flush and FUA do nothing (unsafe) */
@@ -175,7 +221,8 @@ typedef struct zvol_config {
 ZVOL_API void zvol_config_init (zvol_config_t *vc);
 
 /*
- * Open the volume 'name' of the pool (NULL: the pool's only volume) and,
+ * Open the volume 'name' of the pool (NULL: the pool's only volume;
+ * -ENOENT when it has none or several) and,
  * on a read-write pool, replay its intent log.  A volume is open at most
  * once at a time (-EBUSY); it is read-only when the pool is.
  */

@@ -5,9 +5,15 @@
  *
  * Theory of operation
  * -------------------
- * The engine holds one pool with one volume.  That state is global: every
- * connection sees the same volume, so .open returns NBDKIT_HANDLE_NOT_NEEDED
- * and no callback looks at its handle.
+ * The engine holds one pool; each of its volumes is an export of the same
+ * name (.list_exports, so nbdinfo --list shows them).  get_ready opens
+ * every volume (replaying each one's intent log before anything is
+ * served) into a table; .open looks the client's export name up there
+ * and its handle is that entry, which every data callback uses.  The
+ * empty name is the default export: volume=NAME, else the pool's only
+ * volume (with several and no volume=, the empty name is refused, naming
+ * the exports).  A name that is no volume is refused at .open with a
+ * message naming the pool (the client sees the export as unknown).
  *
  * Lifecycle (nbdkit drives it, one thread, in this order):
  *
@@ -107,6 +113,7 @@ static bool zp_rewind_given;             /* rewind= seen (any value) */
 static uint64_t zp_volsize;              /* 0: not given */
 static uint32_t zp_volblocksize;         /* 0: not given */
 static const char *zp_name;              /* NULL: not given */
+static const char *zp_default_volume;    /* volume=: the default export */
 static char *zp_logdev;                  /* log=: separate log device */
 static bool zp_sparse;                   /* sparse=true: thin volume */
 static char *zp_kstat_dir;               /* NULL: default directory */
@@ -127,7 +134,15 @@ static size_t zp_nkeys_seen;
 
 /* ---- runtime ---- */
 static zvol_pool_t *zp_pool;
-static zvol_t *zp_zv;
+/* Every volume of the pool, open from get_ready to cleanup; a
+ * connection's handle is its entry. */
+typedef struct zp_vol {
+  char zv_name[ZVOL_NAME_MAX];
+  zvol_t *zv_zv;
+} zp_vol_t;
+static zp_vol_t *zp_vols;
+static size_t zp_nvols;
+static zp_vol_t *zp_default;    /* the default export, or NULL */
 static char *zp_created_file;   /* file we created or grew in get_ready */
 static bool zp_created_new;     /* ... and it did not exist before */
 static pid_t zp_ready_pid;      /* the process get_ready ran in */
@@ -295,7 +310,14 @@ zp_config (const char *key, const char *value)
 {
   if (zp_key_once (key) == -1)
     return -1;
-  if (strcmp (key, "device") == 0) {
+  if (strcmp (key, "volume") == 0) {
+    if (*value == '\0') {
+      nbdkit_error ("volume must not be empty");
+      return -1;
+    }
+    zp_default_volume = value;  /* nbdkit keeps config strings alive */
+  }
+  else if (strcmp (key, "device") == 0) {
     if (zp_ndevices >= ZVOL_MAX_DEVS) {
       nbdkit_error ("too many devices: at most %u device= parameters",
                     (unsigned) ZVOL_MAX_DEVS);
@@ -649,6 +671,78 @@ zp_kstat_setup_explicit (void)
   return 0;
 }
 
+/* Close every volume get_ready opened. */
+static int
+zp_close_volumes (void)
+{
+  int err = 0;
+
+  for (size_t i = 0; i < zp_nvols; i++) {
+    int r = zvol_close (zp_vols[i].zv_zv);
+    if (r < 0 && err == 0)
+      err = r;
+  }
+  free (zp_vols);
+  zp_vols = NULL;
+  zp_nvols = 0;
+  zp_default = NULL;
+  return err;
+}
+
+/* Open every volume of the pool (each replays its intent log) and pick
+ * the default export. */
+static int
+zp_open_volumes (const zvol_config_t *vc)
+{
+  zvol_volume_info_t *vi;
+  size_t n = zvol_volume_list (zp_pool, NULL, 0);
+
+  if (n == 0) {
+    nbdkit_error ("pool %s has no volume to serve (create one with "
+                  "zvoladm create -V SIZE %s/NAME)", zvol_pool_name (zp_pool),
+                  zvol_pool_name (zp_pool));
+    return -1;
+  }
+  vi = calloc (n, sizeof *vi);
+  zp_vols = calloc (n, sizeof *zp_vols);
+  if (vi == NULL || zp_vols == NULL) {
+    nbdkit_error ("calloc: %m");
+    free (vi);
+    return -1;
+  }
+  {
+    size_t m = zvol_volume_list (zp_pool, vi, n);
+    n = m < n ? m : n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    int r = zvol_open (zp_pool, vi[i].vi_name, vc, &zp_vols[i].zv_zv);
+    if (r < 0) {
+      errno = -r;
+      nbdkit_error ("could not open volume %s of pool %s: %m",
+                    vi[i].vi_name, zvol_pool_name (zp_pool));
+      free (vi);
+      return -1;
+    }
+    snprintf (zp_vols[i].zv_name, sizeof zp_vols[i].zv_name, "%s",
+              vi[i].vi_name);
+    zp_nvols++;
+  }
+  free (vi);
+  if (zp_default_volume != NULL) {
+    for (size_t i = 0; i < zp_nvols; i++)
+      if (strcmp (zp_vols[i].zv_name, zp_default_volume) == 0)
+        zp_default = &zp_vols[i];
+    if (zp_default == NULL) {
+      nbdkit_error ("volume=%s: pool %s has no such volume",
+                    zp_default_volume, zvol_pool_name (zp_pool));
+      return -1;
+    }
+  }
+  else if (zp_nvols == 1)
+    zp_default = &zp_vols[0];
+  return 0;
+}
+
 /* Create (create=true) or import the pool.  This is the last callback
  * whose errors reach the user's terminal, so everything that can fail
  * (missing devices, locks, a damaged pool) fails here. */
@@ -729,22 +823,22 @@ zp_get_ready (void)
     goto fail;
   }
   zvol_config_init (&vc);
-  r = zvol_open (zp_pool, NULL, &vc, &zp_zv);
-  if (r < 0) {
-    errno = -r;
-    nbdkit_error ("could not open the volume of pool %s: %m",
-                  zvol_pool_name (zp_pool));
-    /* Nothing was written for the volume: the pool closes cleanly. */
+  if (zp_open_volumes (&vc) == -1) {
+    zp_close_volumes ();
+    /* Nothing was written for the volumes: the pool closes cleanly. */
     zvol_pool_close (zp_pool);
     zp_pool = NULL;
     goto fail;
   }
-  nbdkit_debug ("pool %s (guid %016" PRIx64 ") %s: volume %" PRIu64
-                " bytes, volblocksize %" PRIu32 "%s",
+  nbdkit_debug ("pool %s (guid %016" PRIx64 ") %s: %zu volume(s)%s",
                 zvol_pool_name (zp_pool), zvol_pool_guid (zp_pool),
-                zp_create ? "created" : "imported", zvol_size (zp_zv),
-                zvol_blocksize (zp_zv),
-                zvol_is_readonly (zp_zv) ? ", read-only" : "");
+                zp_create ? "created" : "imported", zp_nvols,
+                zvol_pool_is_readonly (zp_pool) ? ", read-only" : "");
+  for (size_t v = 0; v < zp_nvols; v++)
+    nbdkit_debug ("export %s: %" PRIu64 " bytes, volblocksize %" PRIu32 "%s",
+                  zp_vols[v].zv_name, zvol_size (zp_vols[v].zv_zv),
+                  zvol_blocksize (zp_vols[v].zv_zv),
+                  &zp_vols[v] == zp_default ? " (the default export)" : "");
 
   if (!zp_kstat_none && zp_kstat_path == NULL)
     zp_kstat_path = zvol_kstat_default_dir (zvol_pool_name (zp_pool));
@@ -813,7 +907,8 @@ zp_after_fork (void)
   }
   /* The statistics files are not worth refusing to serve for. */
   if ((zp_kstat_path || zvol_debug_txg)
-      && zvol_kstat_start (zp_pool, zp_zv, zp_kstat_path,
+      && zvol_kstat_start (zp_pool, zp_default ? zp_default->zv_zv : NULL,
+                           zp_kstat_path,
                            ZP_KSTAT_INTERVAL_S * 1000,
                            zvol_debug_txg ? zp_kstat_debug_txg : NULL, NULL,
                            &zp_kstat) < 0)
@@ -832,10 +927,10 @@ zp_cleanup (void)
   zp_kstat = NULL;
   if (zp_pool == NULL)
     return;
-  r = zvol_close (zp_zv);
+  r = zp_close_volumes ();
   if (r < 0) {
     errno = -r;
-    nbdkit_error ("closing the volume: %m");
+    nbdkit_error ("closing the volumes: %m");
   }
   r = zvol_pool_close (zp_pool);
   if (r < 0) {
@@ -843,20 +938,78 @@ zp_cleanup (void)
     nbdkit_error ("closing the pool: %m");
   }
   zp_pool = NULL;
-  zp_zv = NULL;
 }
 
-/* State is global (one pool, one volume): no per-connection handle. */
+/* Every volume is an export of its name. */
+static int
+zp_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
+{
+  for (size_t i = 0; i < zp_nvols; i++)
+    if (nbdkit_add_export (exports, zp_vols[i].zv_name, NULL) == -1)
+      return -1;
+  return 0;
+}
+
+/* Several volumes, no volume=, and a client asked for the empty name. */
+static void
+zp_no_default (void)
+{
+  nbdkit_error ("pool %s has %zu volumes and no default export (volume=): "
+                "ask for one by name (nbdinfo --list shows them)",
+                zvol_pool_name (zp_pool), zp_nvols);
+}
+
+/* The empty name: volume=, or the only volume. */
+static const char *
+zp_default_export (int readonly, int is_tls)
+{
+  if (zp_default == NULL)
+    zp_no_default ();
+  return zp_default ? zp_default->zv_name : NULL;
+}
+
+/* The client's export name (anything it sent: only compared, and shown
+ * escaped by the engine's rules) picks the volume; the handle is it. */
 static void *
 zp_open (int readonly)
 {
-  return NBDKIT_HANDLE_NOT_NEEDED;
+  const char *name = nbdkit_export_name ();
+
+  if (name == NULL || *name == '\0') {
+    if (zp_default != NULL)
+      return zp_default;
+    zp_no_default ();
+    return NULL;
+  }
+  for (size_t i = 0; i < zp_nvols; i++)
+    if (strcmp (zp_vols[i].zv_name, name) == 0)
+      return &zp_vols[i];
+  {
+    /* Shown escaped and cut at 64 bytes: a name may be 4 KiB of any. */
+    char shown[4 * ZVOL_NAME_MAX + 8];
+    size_t j = 0, k = 0;
+
+    for (; name[k] != '\0' && k < ZVOL_NAME_MAX; k++) {
+      unsigned char u = (unsigned char) name[k];
+      if (u >= 0x20 && u < 0x7f && u != '\\')
+        shown[j++] = (char) u;
+      else
+        j += (size_t) snprintf (shown + j, sizeof shown - j, "\\x%02x", u);
+    }
+    shown[j] = '\0';
+    nbdkit_error ("pool %s has no volume '%s%s' (nbdinfo --list shows its "
+                  "exports)", zvol_pool_name (zp_pool), shown,
+                  name[k] != '\0' ? "..." : "");
+  }
+  return NULL;
 }
+
+#define ZP_ZV(h) (((zp_vol_t *) (h))->zv_zv)
 
 static int64_t
 zp_get_size (void *handle)
 {
-  return (int64_t) zvol_size (zp_zv);
+  return (int64_t) zvol_size (ZP_ZV (handle));
 }
 
 /* Any offset and length works; the volume block size avoids a
@@ -866,7 +1019,7 @@ zp_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
                uint32_t *maximum)
 {
   *minimum = ZP_MIN_BLOCK;
-  *preferred = zvol_blocksize (zp_zv);
+  *preferred = zvol_blocksize (ZP_ZV (handle));
   *maximum = ZP_MAX_BLOCK;
   return 0;
 }
@@ -874,7 +1027,7 @@ zp_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
 static int
 zp_can_write (void *handle)
 {
-  return !zvol_is_readonly (zp_zv);
+  return !zvol_is_readonly (ZP_ZV (handle));
 }
 
 static int
@@ -958,7 +1111,7 @@ zp_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 {
   if (zp_too_long ("read", count))
     return -1;
-  return zp_result (zvol_read (zp_zv, buf, offset, count));
+  return zp_result (zvol_read (ZP_ZV (handle), buf, offset, count));
 }
 
 static int
@@ -967,20 +1120,20 @@ zp_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
 {
   if (zp_too_long ("write", count))
     return -1;
-  return zp_result (zvol_write (zp_zv, buf, offset, count, zp_flags (flags)));
+  return zp_result (zvol_write (ZP_ZV (handle), buf, offset, count, zp_flags (flags)));
 }
 
 /* Flush: the whole pool, so it covers every connection (multi-conn). */
 static int
 zp_flush (void *handle, uint32_t flags)
 {
-  return zp_result (zvol_flush (zp_zv));
+  return zp_result (zvol_flush (ZP_ZV (handle)));
 }
 
 static int
 zp_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return zp_result (zvol_trim (zp_zv, offset, count, zp_flags (flags)));
+  return zp_result (zvol_trim (ZP_ZV (handle), offset, count, zp_flags (flags)));
 }
 
 /*
@@ -996,7 +1149,7 @@ zp_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 static int
 zp_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return zp_result (zvol_zero (zp_zv, offset, count, zp_flags (flags)));
+  return zp_result (zvol_zero (ZP_ZV (handle), offset, count, zp_flags (flags)));
 }
 
 /* State of one extents call. */
@@ -1035,7 +1188,7 @@ zp_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
     .ec_req_one = (flags & NBDKIT_FLAG_REQ_ONE) != 0,
     .ec_err = 0,
   };
-  int r = zvol_extents (zp_zv, offset, count, zp_extent_cb, &ec);
+  int r = zvol_extents (ZP_ZV (handle), offset, count, zp_extent_cb, &ec);
 
   if (ec.ec_err) {
     errno = ec.ec_err;
@@ -1065,7 +1218,10 @@ zp_dump_plugin (void)
   "create=true                   Create a new pool (otherwise import).\n" \
   "size=<SIZE>                   With create: volume size (e.g. 4G).\n" \
   "volblocksize=<SIZE>           With create: volume block size, 4K..128K (16K).\n" \
-  "name=<NAME>                   With create: pool name (zvol).\n" \
+  "name=<NAME>                   With create: pool name (zvol); its volume\n" \
+  "                              is named as the pool.\n" \
+  "volume=<NAME>                 The default export (the empty name); without\n" \
+  "                              it the pool's only volume.\n" \
   "readonly=true                 Import read-only: nothing is written.\n" \
   "rewind=true                   Import the newest intact txg although newer\n" \
   "                              ones are damaged (accepts their loss).\n" \
@@ -1103,6 +1259,8 @@ static struct nbdkit_plugin plugin = {
   .get_ready = zp_get_ready,
   .after_fork = zp_after_fork,
   .cleanup = zp_cleanup,
+  .list_exports = zp_list_exports,
+  .default_export = zp_default_export,
   .open = zp_open,
   .get_size = zp_get_size,
   .block_size = zp_block_size,

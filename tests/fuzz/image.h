@@ -89,7 +89,7 @@ img_dva (const img_t *im, uint64_t dva, uint64_t len)
 
 enum img_kind {
   IK_CONFIG, IK_UB, IK_OBJSET, IK_INDIRECT, IK_SPACEMAP, IK_DEFER,
-  IK_LWB, IK_LREC, IK_DATA, IK_NKINDS
+  IK_LWB, IK_LREC, IK_DATA, IK_DSDIR, IK_NKINDS
 };
 
 typedef struct img_item {
@@ -224,7 +224,7 @@ img_copies (const img_t *im, const zv_blkptr_t *bp, uint8_t **c)
 }
 
 /* What a block is, from its parent: the object it belongs to. */
-enum img_obj { IO_OBJSET, IO_VOLUME, IO_DEFER, IO_SPACEMAP };
+enum img_obj { IO_OBJSET, IO_VOLUME, IO_DEFER, IO_SPACEMAP, IO_DSDIR };
 
 IMG_FN unsigned
 img_obj_kind (enum img_obj obj, unsigned level)
@@ -234,18 +234,61 @@ img_obj_kind (enum img_obj obj, unsigned level)
   case IO_VOLUME: return level > 0 ? IK_INDIRECT : IK_DATA;
   case IO_DEFER: return IK_DEFER;
   case IO_SPACEMAP: return IK_SPACEMAP;
+  case IO_DSDIR: return level > 0 ? IK_INDIRECT : IK_DSDIR;
   }
   return IK_DATA;
 }
 
-/*
- * Visit the block that the pointer at locs[0] names (locs: the same
- * pointer in each copy of its parent): its children first, then (reseal)
- * its checksum into every loc, or (verify) a check of it.
- */
+IMG_FN void img_walk_bp_at (img_walk_t *w, zv_blkptr_t **locs,
+                            unsigned nloc, enum img_obj obj, unsigned depth,
+                            uint64_t idx);
+
+/* A directory block: each record's volume tree, then (reseal) the
+ * record's own checksum, seeded with its slot. */
+IMG_FN void
+img_walk_dsdir (img_walk_t *w, uint8_t **c, unsigned nc, uint64_t blkid,
+                unsigned depth)
+{
+  for (unsigned r = 0; r < ZV_DSDIR_PER_BLK; r++) {
+    zv_dsrec_phys_t *rec[2];
+    zv_blkptr_t *cl[2];
+
+    for (unsigned k = 0; k < nc; k++) {
+      rec[k] = (zv_dsrec_phys_t *) (c[k] + r * ZV_DSREC_SIZE);
+      cl[k] = &rec[k]->dr_volume.dn_root;
+    }
+    if (rec[0]->dr_magic != ZV_DSREC_MAGIC)
+      continue;
+    img_walk_bp_at (w, cl, nc, IO_VOLUME, depth + 1, 0);
+    if (w->iw_mode != IMG_RESEAL)
+      continue;
+    for (unsigned k = 0; k < nc; k++) {
+      memset (&rec[k]->dr_cksum, 0, sizeof rec[k]->dr_cksum);
+      zv_cksum_compute (rec[k], sizeof *rec[k],
+                        zv_dsrec_seed (w->iw_guid,
+                                       blkid * ZV_DSDIR_PER_BLK + r),
+                        &rec[k]->dr_cksum);
+      img_touch (w, &rec[k]->dr_cksum, sizeof rec[k]->dr_cksum);
+    }
+  }
+}
+
 IMG_FN void
 img_walk_bp (img_walk_t *w, zv_blkptr_t **locs, unsigned nloc,
              enum img_obj obj, unsigned depth)
+{
+  img_walk_bp_at (w, locs, nloc, obj, depth, 0);
+}
+
+/*
+ * Visit the block that the pointer at locs[0] names (locs: the same
+ * pointer in each copy of its parent; idx: its block number in its
+ * object): its children first, then (reseal) its checksum into every
+ * loc, or (verify) a check of it.
+ */
+IMG_FN void
+img_walk_bp_at (img_walk_t *w, zv_blkptr_t **locs, unsigned nloc,
+                enum img_obj obj, unsigned depth, uint64_t idx)
 {
   zv_blkptr_t bp = *locs[0];
   uint8_t *c[2];
@@ -267,21 +310,25 @@ img_walk_bp (img_walk_t *w, zv_blkptr_t **locs, unsigned nloc,
         zv_blkptr_t *cl[2];
         for (unsigned k = 0; k < nc; k++) {
           zv_objset_phys_t *os = (zv_objset_phys_t *) c[k];
-          cl[k] = j == 0 ? &os->os_volume.dn_root
+          cl[k] = j == 0 ? &os->os_dsdir.dn_root
             : j < 3 ? &os->os_defer[j - 1].dn_root
             : &os->os_spacemap[j - 3].dn_root;
         }
-        img_walk_bp (w, cl, nc, j == 0 ? IO_VOLUME : j < 3 ? IO_DEFER
+        img_walk_bp (w, cl, nc, j == 0 ? IO_DSDIR : j < 3 ? IO_DEFER
                      : IO_SPACEMAP, depth + 1);
       }
     }
+    else if (obj == IO_DSDIR && bp.bp_level == 0
+             && bp.bp_psize >= ZV_DSDIR_BLKSZ)
+      img_walk_dsdir (w, c, nc, idx, depth);
     else if (obj != IO_OBJSET && bp.bp_level > 0
              && bp.bp_psize >= ZV_INDIRECT_SIZE) {
       for (unsigned i = 0; i < ZV_INDIRECT_FANOUT; i++) {
         zv_blkptr_t *cl[2];
         for (unsigned k = 0; k < nc; k++)
           cl[k] = (zv_blkptr_t *) c[k] + 1 + i;
-        img_walk_bp (w, cl, nc, obj, depth + 1);
+        img_walk_bp_at (w, cl, nc, obj, depth + 1,
+                        idx * ZV_INDIRECT_FANOUT + i);
       }
     }
   }
@@ -396,6 +443,50 @@ img_ub (const img_t *im, unsigned d, unsigned l, unsigned s, uint64_t *off)
   return (zv_uberblock_phys_t *) img_at (im, d, *off, ZV_UB_SIZE);
 }
 
+/* The logs of every volume record under directory pointer bp (copy 0,
+ * read only; bounded like the walks). */
+IMG_FN void
+img_dsdir_logs (img_walk_t *w, const zv_blkptr_t *bp, unsigned depth,
+                unsigned *budget)
+{
+  uint8_t *c[2];
+
+  if (depth > ZV_MAX_LEVELS + 1 || *budget == 0
+      || img_copies (w->iw_img, bp, c) == 0)
+    return;
+  (*budget)--;
+  if (bp->bp_level > 0 && bp->bp_psize >= ZV_INDIRECT_SIZE) {
+    for (unsigned i = 0; i < ZV_INDIRECT_FANOUT; i++)
+      img_dsdir_logs (w, (const zv_blkptr_t *) c[0] + 1 + i, depth + 1,
+                      budget);
+    return;
+  }
+  if (bp->bp_level != 0 || bp->bp_psize < ZV_DSDIR_BLKSZ)
+    return;
+  for (unsigned r = 0; r < ZV_DSDIR_PER_BLK; r++) {
+    const zv_dsrec_phys_t *rec = (const zv_dsrec_phys_t *)
+      (c[0] + r * ZV_DSREC_SIZE);
+    if (rec->dr_magic == ZV_DSREC_MAGIC) {
+      zv_zil_header_t zh = rec->dr_zil;
+      img_walk_log (w, &zh);
+    }
+  }
+}
+
+/* The logs of the objset that root names. */
+IMG_FN void
+img_objset_logs (img_walk_t *w, const zv_blkptr_t *root)
+{
+  uint8_t *c[2];
+  unsigned budget = 4096;
+
+  if (img_copies (w->iw_img, root, c) > 0
+      && root->bp_psize >= sizeof (zv_objset_phys_t)) {
+    zv_blkptr_t d = ((const zv_objset_phys_t *) c[0])->os_dsdir.dn_root;
+    img_dsdir_logs (w, &d, 0, &budget);
+  }
+}
+
 /* The configuration block of label l of device d (ZV_LOG_VDEV: the log
  * device), or NULL. */
 IMG_FN zv_config_phys_t *
@@ -415,7 +506,7 @@ img_guid (const img_t *im)
     uint64_t off;
     const zv_config_phys_t *cf = img_config (im, 0, l, &off);
     if (cf && cf->cf_magic == ZV_LABEL_MAGIC
-        && cf->cf_version == ZV_FORMAT_VERSION)
+        && cf->cf_version == ZV_POOL_VERSION)
       return cf->cf_pool_guid;
   }
   return 0;
@@ -472,9 +563,7 @@ img_ub_whole (const img_t *im, uint64_t guid, zv_uberblock_phys_t *ub)
 
   img_walk_init (w, im, IMG_VERIFY, guid, NULL);
   img_walk_bp (w, &loc, 1, IO_OBJSET, 0);
-  if (img_copies (im, &ub->ub_rootbp, c) > 0
-      && ub->ub_rootbp.bp_psize >= sizeof (zv_objset_phys_t))
-    img_walk_log (w, &((zv_objset_phys_t *) c[0])->os_zil);
+  img_objset_logs (w, &ub->ub_rootbp);
   ok = !w->iw_bad && img_copies (im, &ub->ub_rootbp, c) > 0;
   free (w);
   return ok;
@@ -501,13 +590,8 @@ img_reseal (const img_t *im, const img_slot_t *slots, size_t n,
     uint64_t off;
     zv_uberblock_phys_t *ub = img_ub (im, slots[i].is_dev, slots[i].is_label,
                                       slots[i].is_slot, &off);
-    uint8_t *c[2];
-    if (ub->ub_magic == ZV_UB_MAGIC
-        && img_copies (im, &ub->ub_rootbp, c) > 0
-        && ub->ub_rootbp.bp_psize >= sizeof (zv_objset_phys_t)) {
-      zv_zil_header_t zh = ((zv_objset_phys_t *) c[0])->os_zil;
-      img_walk_log (w, &zh);
-    }
+    if (ub->ub_magic == ZV_UB_MAGIC)
+      img_objset_logs (w, &ub->ub_rootbp);
   }
   for (size_t i = 0; i < n; i++) {
     uint64_t off;
@@ -567,12 +651,10 @@ img_map_build (const img_t *im, const img_slot_t *slots, size_t n,
     zv_uberblock_phys_t *ub = img_ub (im, slots[i].is_dev, slots[i].is_label,
                                       slots[i].is_slot, &off);
     zv_blkptr_t *loc = &ub->ub_rootbp;
-    uint8_t *c[2];
     bool first = img_visit (w, ~ub->ub_rootbp.bp_dva[0]);
     img_walk_bp (w, &loc, 1, IO_OBJSET, 0);
-    if (first && img_copies (im, &ub->ub_rootbp, c) > 0
-        && ub->ub_rootbp.bp_psize >= sizeof (zv_objset_phys_t))
-      img_walk_log (w, &((zv_objset_phys_t *) c[0])->os_zil);
+    if (first)
+      img_objset_logs (w, &ub->ub_rootbp);
   }
   free (w);
 }

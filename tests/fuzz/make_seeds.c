@@ -343,6 +343,29 @@ img_newest_objset (const img_t *im, const img_slot_t *slots)
   return (const zv_objset_phys_t *) c[0];
 }
 
+/* The first record of the objset's dataset directory (the volume the
+ * seed pools are made with). */
+static const zv_dsrec_phys_t *
+img_first_rec (const img_t *im, const zv_objset_phys_t *os)
+{
+  const zv_blkptr_t *bp = &os->os_dsdir.dn_root;
+  uint8_t *c[2];
+
+  for (unsigned depth = 0; depth <= ZV_MAX_LEVELS; depth++) {
+    if (img_copies (im, bp, c) == 0)
+      break;
+    if (bp->bp_level == 0) {
+      const zv_dsrec_phys_t *rec = (const zv_dsrec_phys_t *) c[0];
+      if (rec->dr_magic != ZV_DSREC_MAGIC)
+        break;
+      return rec;
+    }
+    bp = (const zv_blkptr_t *) c[0] + 1;
+  }
+  die ("the newest objset has no dataset record");
+  return NULL;
+}
+
 static const uint8_t *
 item_at (const img_t *im, const img_item_t *it)
 {
@@ -457,7 +480,7 @@ seeds_blkptr (const img_t *im, const img_map_t *mp, const img_slot_t *slots,
   /* The dnodes of the objset. */
   sb_u8 (&b, FZ_BP_DNODE);
   sb_u8 (&b, ZV_BT_VOLDATA);
-  sb_put (&b, &os->os_volume, sizeof os->os_volume);
+  sb_put (&b, &img_first_rec (im, os)->dr_volume, sizeof (zv_dnode_phys_t));
   for (unsigned i = 0; i < 2; i++) {
     sb_u8 (&b, FZ_BP_DNODE);
     sb_u8 (&b, ZV_BT_DEFER);
@@ -569,7 +592,7 @@ seeds_tree (const img_t *im, const img_slot_t *slots, const char *tag)
 
   if (im->im_ndevs != 1)      /* the harness's device is one of a's */
     goto out;
-  dn = os->os_volume;
+  dn = img_first_rec (im, os)->dr_volume;
   if (tree_move (im, ts, &dn.dn_root, false)) {
     tree_save (ts, FZ_TREE_VOLUME, 0, &dn, NULL, 0, tag, "volume");
     tree_save (ts, FZ_TREE_VOLUME, FZ_TREE_READ, &dn, NULL, 0, tag,
@@ -706,6 +729,36 @@ seeds_spacemap (const img_t *im, const img_map_t *mp,
   free (b.sb_p);
 }
 
+/* ---- seeds: dataset records ---- */
+
+/* The first record, as fuzz_dsrec reads it: a header (flags, slot 0, the
+ * objset's txg and next id as offsets from the record's), resealed or
+ * raw, and the free slot. */
+static void
+seeds_dsrec (const img_t *im, const img_slot_t *slots, const char *tag)
+{
+  const zv_objset_phys_t *os = img_newest_objset (im, slots);
+  const zv_dsrec_phys_t *rec = img_first_rec (im, os);
+  static const zv_dsrec_phys_t zero;
+  sb_t b = { 0 };
+
+  for (unsigned raw = 0; raw < 2; raw++) {
+    sb_u8 (&b, raw);
+    sb_u16 (&b, 0);
+    sb_u16 (&b, (uint16_t) (os->os_txg - rec->dr_creation_txg));
+    sb_u16 (&b, (uint16_t) (os->os_next_dsid - rec->dr_id));
+    sb_put (&b, rec, sizeof *rec);
+    sb_save (&b, "dsrec", "%s-record%s", tag, raw ? "-raw" : "");
+  }
+  sb_u8 (&b, 0);
+  sb_u16 (&b, 3);
+  sb_u16 (&b, 0);
+  sb_u16 (&b, 0);
+  sb_put (&b, &zero, sizeof zero);
+  sb_save (&b, "dsrec", "%s-free", tag);
+  free (b.sb_p);
+}
+
 /* ---- seeds: the intent log ---- */
 
 static void
@@ -713,7 +766,7 @@ seeds_zil (const img_t *im, const img_map_t *mp, const img_slot_t *slots,
            const char *tag)
 {
   const zv_objset_phys_t *os = img_newest_objset (im, slots);
-  const zv_zil_header_t *zh = &os->os_zil;
+  const zv_zil_header_t *zh = &img_first_rec (im, os)->dr_zil;
   sb_t b = { 0 };
   size_t nl = img_map_count (mp, IK_LWB);
   static const uint8_t variants[] = {
@@ -778,6 +831,7 @@ typedef struct field {
 #define CF_F(f) offsetof (zv_config_phys_t, f)
 #define BP_F(f) offsetof (zv_blkptr_t, f)
 #define LR_F(f) offsetof (zv_lr_t, f)
+#define DR_F(f) offsetof (zv_dsrec_phys_t, f)
 #define F(kind, off, len, name) { kind, (uint16_t) (off), len, name }
 
 static const field_t fields[] = {
@@ -797,22 +851,31 @@ static const field_t fields[] = {
   F (IK_UB, UB_F (ub_rootbp) + BP_F (bp_dva), 8, "ub_root_dva"),
   F (IK_OBJSET, OS_F (os_txg), 8, "os_txg"),
   F (IK_OBJSET, OS_F (os_ndevs), 4, "os_ndevs"),
-  F (IK_OBJSET, OS_F (os_volume.dn_size), 8, "vol_size"),
-  F (IK_OBJSET, OS_F (os_volume.dn_nblocks), 8, "vol_nblocks"),
-  F (IK_OBJSET, OS_F (os_volume.dn_nlevels), 1, "vol_nlevels"),
-  F (IK_OBJSET, OS_F (os_volume.dn_root) + BP_F (bp_fill), 8, "vol_fill"),
-  F (IK_OBJSET, OS_F (os_volume.dn_root) + BP_F (bp_birth), 8,
+  F (IK_OBJSET, OS_F (os_next_dsid), 8, "os_next_dsid"),
+  F (IK_DSDIR, DR_F (dr_volume.dn_size), 8, "vol_size"),
+  F (IK_DSDIR, DR_F (dr_volume.dn_nblocks), 8, "vol_nblocks"),
+  F (IK_DSDIR, DR_F (dr_volume.dn_nlevels), 1, "vol_nlevels"),
+  F (IK_DSDIR, DR_F (dr_volume.dn_root) + BP_F (bp_fill), 8, "vol_fill"),
+  F (IK_DSDIR, DR_F (dr_volume.dn_root) + BP_F (bp_birth), 8,
      "vol_birth"),
+  F (IK_DSDIR, DR_F (dr_kind), 4, "dr_kind"),
+  F (IK_DSDIR, DR_F (dr_id), 8, "dr_id"),
+  F (IK_DSDIR, DR_F (dr_flags), 8, "dr_flags"),
+  F (IK_DSDIR, DR_F (dr_volsize), 8, "dr_volsize"),
+  F (IK_DSDIR, DR_F (dr_volblocksize), 4, "dr_volblocksize"),
+  F (IK_DSDIR, DR_F (dr_reservation), 8, "dr_reservation"),
+  F (IK_DSDIR, DR_F (dr_creation_txg), 8, "dr_creation_txg"),
+  F (IK_DSDIR, DR_F (dr_name), 8, "dr_name"),
   F (IK_OBJSET, OS_F (os_defer[0].dn_txg), 8, "defer0_txg"),
   F (IK_OBJSET, OS_F (os_defer[1].dn_size), 8, "defer1_size"),
   F (IK_OBJSET, OS_F (os_spacemap[0].dn_nblocks), 8, "sm_nblocks"),
-  F (IK_OBJSET, OS_F (os_zil.zh_claim_txg), 8, "zh_claim_txg"),
-  F (IK_OBJSET, OS_F (os_zil.zh_head_seq), 8, "zh_head_seq"),
-  F (IK_OBJSET, OS_F (os_zil.zh_head_pos), 8, "zh_head_pos"),
-  F (IK_OBJSET, OS_F (os_zil.zh_nslots), 8, "zh_nslots"),
-  F (IK_OBJSET, OS_F (os_zil.zh_flags), 8, "zh_flags"),
-  F (IK_OBJSET, OS_F (os_zil.zh_claim_count), 8, "zh_claim_count"),
-  F (IK_OBJSET, OS_F (os_zil.zh_ring_dva), 8, "zh_ring_dva"),
+  F (IK_DSDIR, DR_F (dr_zil.zh_claim_txg), 8, "zh_claim_txg"),
+  F (IK_DSDIR, DR_F (dr_zil.zh_head_seq), 8, "zh_head_seq"),
+  F (IK_DSDIR, DR_F (dr_zil.zh_head_pos), 8, "zh_head_pos"),
+  F (IK_DSDIR, DR_F (dr_zil.zh_nslots), 8, "zh_nslots"),
+  F (IK_DSDIR, DR_F (dr_zil.zh_flags), 8, "zh_flags"),
+  F (IK_DSDIR, DR_F (dr_zil.zh_claim_count), 8, "zh_claim_count"),
+  F (IK_DSDIR, DR_F (dr_zil.zh_ring_dva), 8, "zh_ring_dva"),
   F (IK_INDIRECT, offsetof (zv_mblk_hdr_t, mh_txg), 8, "mh_txg"),
   F (IK_INDIRECT, offsetof (zv_mblk_hdr_t, mh_blkid), 8, "mh_blkid"),
   F (IK_INDIRECT, 64 + BP_F (bp_birth), 8, "ent_birth"),
@@ -891,6 +954,7 @@ seeds_from (const char *tag, unsigned ndevs, bool logdev)
   seeds_tree (&im, slots, tag);
   seeds_spacemap (&im, &mp, slots, tag);
   seeds_zil (&im, &mp, slots, tag);
+  seeds_dsrec (&im, slots, tag);
   img_map_free (&mp);
   for (unsigned d = 0; d < ndevs; d++)
     free (im.im_dev[d]);

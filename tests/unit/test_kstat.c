@@ -121,7 +121,8 @@ test_format_stats (void **state)
   assert_non_null (kst_value (t, "space_allocated", v, sizeof v));
   assert_non_null (kst_value (t, "sync_write_max_active_last", v, sizeof v));
   assert_non_null (kst_value (t, "cache_limit", v, sizeof v));
-  assert_string_equal (kst_value (t, "volume", v, sizeof v), "ks/pool");
+  /* The volume made with the pool: its name, '/' made '_'. */
+  assert_string_equal (kst_value (t, "volume", v, sizeof v), "ks_pool");
   assert_string_equal (kst_value (t, "volsize", v, sizeof v), "8388608");
   assert_string_equal (kst_value (t, "volblocksize", v, sizeof v), "16384");
   assert_string_equal (kst_value (t, "zil_sync_mode", v, sizeof v),

@@ -47,7 +47,7 @@ ut_config (zv_config_phys_t *cf, unsigned idx)
 {
   memset (cf, 0, sizeof *cf);
   cf->cf_magic = ZV_LABEL_MAGIC;
-  cf->cf_version = ZV_FORMAT_VERSION;
+  cf->cf_version = ZV_POOL_VERSION;
   cf->cf_ndevs = UT_NDEVS;
   cf->cf_pool_guid = TL_GUID;
   cf->cf_volblocksize = 16384;
@@ -465,8 +465,9 @@ test_config_check (void **state)
   UT_REJECT (cf.cf_volblocksize = 1u << 31);
   UT_ACCEPT (cf.cf_volblocksize = 4096);
   UT_ACCEPT (cf.cf_volblocksize = 128 * 1024);
-  /* volsize */
-  UT_REJECT (cf.cf_volsize = 0);
+  /* volsize: that of the volume made with the pool, 0 for none (each
+   * volume's own is in its dataset record) */
+  UT_ACCEPT (cf.cf_volsize = 0);
   UT_REJECT (cf.cf_volsize = 8 * MiB + 1);
   UT_REJECT (cf.cf_volsize = UINT64_MAX - 511);
   /* device sizes of every member */
@@ -544,7 +545,7 @@ test_config_sealed_hostile (void **state)
     if ((pick & 127) == 0)
       tl_fill_rand (&cf.cf_ndevs, offsetof (zv_config_phys_t, cf_cksum)
                     - offsetof (zv_config_phys_t, cf_ndevs), &seed);
-    cf.cf_version = ZV_FORMAT_VERSION;
+    cf.cf_version = ZV_POOL_VERSION;
     zv_label_seal_config (&cf, 0);
     assert_int_equal (tl_file_pwrite (path, &cf, sizeof cf, 0), 0);
 

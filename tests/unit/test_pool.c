@@ -812,6 +812,48 @@ edit_newest_objset (const char *dev, os_edit_fn fn, uint64_t arg)
   return ub.ub_txg;
 }
 
+/* The same for the first dataset record (the volume's object and log
+ * header): fn edits it; the record, the directory blocks above it, the
+ * objset and the uberblock are resealed.  Returns the txg. */
+typedef void (*rec_edit_fn) (const char *dev, uint64_t guid,
+                             zv_dsrec_phys_t *rec, uint64_t txg,
+                             uint64_t arg);
+
+static uint64_t
+edit_newest_rec (const char *dev, rec_edit_fn fn, uint64_t arg)
+{
+  zv_uberblock_phys_t ub = newest_ub (dev);
+  uint64_t guid = ub.ub_pool_guid;
+  zv_objset_phys_t *os = read_bp (dev, &ub.ub_rootbp);
+  zv_blkptr_t *bps[ZV_MAX_LEVELS + 1], *bp = &os->os_dsdir.dn_root;
+  void *bufs[ZV_MAX_LEVELS + 1];
+  unsigned n = 0;
+  zv_dsrec_phys_t *rec;
+
+  for (;;) {
+    assert_true (n <= ZV_MAX_LEVELS);
+    bps[n] = bp;
+    bufs[n] = read_bp (dev, bp);
+    if (bps[n++]->bp_level == 0)
+      break;
+    bp = (zv_blkptr_t *) bufs[n - 1] + 1;
+  }
+  rec = bufs[n - 1];
+  assert_true (rec->dr_magic == ZV_DSREC_MAGIC);
+  fn (dev, guid, rec, ub.ub_txg, arg);
+  memset (&rec->dr_cksum, 0, sizeof rec->dr_cksum);
+  zv_cksum_compute (rec, sizeof *rec, zv_dsrec_seed (guid, 0),
+                    &rec->dr_cksum);
+  while (n-- > 0) {
+    rewrite_bp (dev, bps[n], bufs[n], guid);
+    free (bufs[n]);
+  }
+  rewrite_bp (dev, &ub.ub_rootbp, os, guid);
+  free (os);
+  reseal_ub (dev, &ub);
+  return ub.ub_txg;
+}
+
 /* Import: the damaged txg is refused with 'msg', the import refuses to
  * rewind past it, and with rewind=true the pool rewinds. */
 static void
@@ -876,17 +918,17 @@ test_hostile_rootbp (void **state)
 
 /* The volume's size field, and its root pointer's birth. */
 static void
-os_set_volsize (const char *dev, uint64_t guid, zv_objset_phys_t *os,
-                uint64_t v)
+os_set_volsize (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
+                uint64_t txg, uint64_t v)
 {
-  os->os_volume.dn_size = v;
+  rec->dr_volume.dn_size = v;
 }
 
 static void
-os_set_volroot_birth (const char *dev, uint64_t guid, zv_objset_phys_t *os,
-                      uint64_t v)
+os_set_volroot_birth (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
+                      uint64_t txg, uint64_t v)
 {
-  os->os_volume.dn_root.bp_birth = os->os_txg + v;
+  rec->dr_volume.dn_root.bp_birth = txg + v;
 }
 
 static void
@@ -899,23 +941,23 @@ test_hostile_volume (void **state)
   (void) state;
   /* Same number of blocks, a smaller size. */
   hostile_pool (dev);
-  txg = edit_newest_objset (dev, os_set_volsize, 8 * MiB - 512);
-  expect_refused_txg (dev, txg, "size does not match");
+  txg = edit_newest_rec (dev, os_set_volsize, 8 * MiB - 512);
+  expect_refused_txg (dev, txg, "its shape is not that of its size");
   hostile_pool (dev);
-  txg = edit_newest_objset (dev, os_set_volsize, 1ull << 50);
-  expect_refused_txg (dev, txg, "size does not match");
+  txg = edit_newest_rec (dev, os_set_volsize, 1ull << 50);
+  expect_refused_txg (dev, txg, "its shape is not that of its size");
   /* A root born after the txg that names it. */
   hostile_pool (dev);
-  txg = edit_newest_objset (dev, os_set_volroot_birth, 5);
-  expect_refused_txg (dev, txg, "born in txg");
+  txg = edit_newest_rec (dev, os_set_volroot_birth, 5);
+  expect_refused_txg (dev, txg, "born after the objset");
 }
 
 /* An indirect block's header txg: the writer stores its pointer's birth. */
 static void
-os_set_ind_txg (const char *dev, uint64_t guid, zv_objset_phys_t *os,
-                uint64_t delta)
+os_set_ind_txg (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
+                uint64_t txg, uint64_t delta)
 {
-  zv_blkptr_t *root = &os->os_volume.dn_root;
+  zv_blkptr_t *root = &rec->dr_volume.dn_root;
   zv_mblk_hdr_t *h;
 
   assert_int_equal (root->bp_type, ZV_BT_INDIRECT);
@@ -971,13 +1013,13 @@ test_hostile_indirect (void **state)
   (void) state;
   /* The root indirect block: found when the volume is first used. */
   hostile_pool (dev);
-  txg = edit_newest_objset (dev, os_set_ind_txg, 7);
+  txg = edit_newest_rec (dev, os_set_ind_txg, 7);
   expect_lazy_eio (dev, 0, UINT64_MAX, "header txg");
   /* verify=full finds it at import. */
   hostile_verify_full = true;
   expect_refused_txg (dev, txg, "header txg");
   hostile_pool (dev);
-  txg = edit_newest_objset (dev, os_set_ind_txg, (uint64_t) -1);
+  txg = edit_newest_rec (dev, os_set_ind_txg, (uint64_t) -1);
   expect_refused_txg (dev, txg, "header txg");
   hostile_verify_full = false;
 }
@@ -991,15 +1033,15 @@ test_hostile_indirect (void **state)
 enum { L1_FREE, L1_SHARE_OTHER, L1_SHARE_SAME, L1_BIRTH };
 
 static void
-os_edit_l1 (const char *dev, uint64_t guid, zv_objset_phys_t *os,
-            uint64_t how)
+os_edit_l1 (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
+            uint64_t txg, uint64_t how)
 {
-  zv_blkptr_t *root = &os->os_volume.dn_root;
+  zv_blkptr_t *root = &rec->dr_volume.dn_root;
   zv_blkptr_t *top, *l1[2];
   void *l1buf[2];
   unsigned which = how == L1_SHARE_OTHER ? 1 : 0;
 
-  assert_int_equal (os->os_volume.dn_nlevels, 3);
+  assert_int_equal (rec->dr_volume.dn_nlevels, 3);
   top = read_bp (dev, root);
   for (unsigned i = 0; i < 2; i++) {
     l1buf[i] = read_bp (dev, &top[1 + i]);
@@ -1050,7 +1092,7 @@ test_lazy_indirect (void **state)
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     print_message ("  %s\n", cases[i].msg);
     hostile_pool (dev);
-    edit_newest_objset (dev, os_edit_l1, cases[i].how);
+    edit_newest_rec (dev, os_edit_l1, cases[i].how);
     expect_lazy_eio (dev, 0, 4 * MiB, cases[i].msg);
     /* verify=full: refused at import, naming it. */
     tl_pool_cfg (&pc, &dev, 1, 0, false);
@@ -1080,7 +1122,7 @@ test_lazy_double_owner (void **state)
 
   (void) state;
   hostile_pool (dev);
-  edit_newest_objset (dev, os_edit_l1, L1_SHARE_OTHER);
+  edit_newest_rec (dev, os_edit_l1, L1_SHARE_OTHER);
   tl_pool_cfg (&pc, &dev, 1, 0, false);
   tl_log_reset (true);
   assert_int_equal (tl_pool_open (&pc, &p), 0);
@@ -1108,18 +1150,77 @@ test_lazy_double_owner (void **state)
 
 /* The intent-log header: a claim txg or a head that cannot be. */
 static void
-os_set_zil (const char *dev, uint64_t guid, zv_objset_phys_t *os,
-            uint64_t which)
+os_set_zil (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
+            uint64_t txg, uint64_t which)
 {
-  zv_zil_header_t *zh = &os->os_zil;
+  zv_zil_header_t *zh = &rec->dr_zil;
   uint64_t len = zh->zh_nslots * (uint64_t) zh->zh_blksz;
 
   switch (which) {
   case 0: zh->zh_claim_txg = UINT64_MAX - 5; break;
-  case 1: zh->zh_claim_txg = os->os_txg + 1; break;
+  case 1: zh->zh_claim_txg = txg + 1; break;
   case 2: zh->zh_head_pos = (UINT64_MAX / len) * len; break;
   case 3: zh->zh_head_seq = UINT64_MAX; break;
   }
+}
+
+/* The objset's next dataset id: at or below a record's id. */
+static void
+os_set_next_dsid (const char *dev, uint64_t guid, zv_objset_phys_t *os,
+                  uint64_t v)
+{
+  os->os_next_dsid = v;
+}
+
+/* A dataset record's fields, each as a hostile pool may have them (the
+ * record resealed, so only the field checks can find them). */
+static void
+rec_edit (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
+          uint64_t txg, uint64_t which)
+{
+  switch (which) {
+  case 0: rec->dr_magic ^= 1; break;
+  case 1: rec->dr_kind = ZV_DS_KIND_SNAPSHOT; break;
+  case 2: rec->dr_flags = 4; break;
+  case 3: rec->dr_id = 0; break;
+  case 4: memset (rec->dr_name, 0, sizeof rec->dr_name); break;
+  case 5: strcpy (rec->dr_name, "a/b"); break;
+  case 6: memset (rec->dr_name, 'x', sizeof rec->dr_name); break;
+  case 7: rec->dr_reservation = rec->dr_volsize + 512; break;
+  case 8: rec->dr_creation_txg = txg + 1; break;
+  case 9: rec->dr_volblocksize = 3 * 4096; break;
+  case 10: rec->dr_deadlist.dn_type = ZV_BT_DEADLIST; break;
+  case 11: rec->dr_origin_id = 7; break;
+  case 12: rec->dr_volsize = 0; break;
+  }
+}
+
+static void
+test_hostile_dsrec (void **state)
+{
+  static const char *const msgs[] = {
+    "bad magic", "invalid kind", "invalid flags", "invalid id",
+    "invalid name", "invalid name", "invalid name", "invalid reservation",
+    "invalid creation txg", "invalid volblocksize", "invalid dead list",
+    "invalid snapshot fields", "invalid volume size",
+  };
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "h-dsrec");
+  uint64_t txg;
+
+  (void) state;
+  for (uint64_t w = 0; w < sizeof msgs / sizeof msgs[0]; w++) {
+    print_message ("  record field %" PRIu64 ": %s\n", w, msgs[w]);
+    hostile_pool (dev);
+    txg = edit_newest_rec (dev, rec_edit, w);
+    expect_refused_txg (dev, txg, msgs[w]);
+  }
+  hostile_pool (dev);
+  txg = edit_newest_objset (dev, os_set_next_dsid, 1);
+  expect_refused_txg (dev, txg, "invalid id");
+  hostile_pool (dev);
+  txg = edit_newest_objset (dev, os_set_next_dsid, 0);
+  expect_refused_txg (dev, txg, "next dataset id");
 }
 
 static void
@@ -1132,7 +1233,7 @@ test_hostile_zil (void **state)
   for (uint64_t w = 0; w < 4; w++) {
     uint64_t txg;
     hostile_pool (dev);
-    txg = edit_newest_objset (dev, os_set_zil, w);
+    txg = edit_newest_rec (dev, os_set_zil, w);
     print_message ("  log header case %" PRIu64 "\n", w);
     expect_refused_txg (dev, txg, "intent log header");
   }
@@ -1893,8 +1994,10 @@ vol_walk (zvol_pool_t *p, vwalk_t *w)
 {
   zv_dnode_phys_t dn;
 
-  zv_dmu_object_phys (zv_pool_ds_object (zv_pool_ds_find (p, NULL)), &dn);
-  assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ZV_OBJ_VOLUME, &dn, false,
+  zv_object_t *ob = zv_pool_ds_object (zv_pool_ds_find (p, NULL));
+
+  zv_dmu_object_phys (ob, &dn);
+  assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ob->ob_id, &dn, false,
                                  vwalk_cb, w), 0);
   for (unsigned c = 0; c < zv_pool_rootbp (p)->bp_ncopies; c++)
     if (w->dva && zv_pool_rootbp (p)->bp_birth == w->txg)
@@ -2515,6 +2618,7 @@ main (void)
     tl_test (test_lazy_indirect),
     tl_test (test_lazy_double_owner),
     tl_test (test_hostile_zil),
+    tl_test (test_hostile_dsrec),
     tl_test (test_hostile_config),
     tl_test (test_hostile_member_index),
     tl_test (test_labels_zeroed_pool),

@@ -1943,10 +1943,11 @@ test_hostile_ind (void **state)
   {
     zv_dnode_phys_t dn;
     hi_find_t f0 = { .hf_level = 0 }, f1 = { .hf_level = 1 };
-    zv_dmu_object_phys (zv_pool_ds_object (zv_pool_ds_find (p, NULL)), &dn);
-    assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ZV_OBJ_VOLUME, &dn,
+    zv_object_t *ob = zv_pool_ds_object (zv_pool_ds_find (p, NULL));
+    zv_dmu_object_phys (ob, &dn);
+    assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ob->ob_id, &dn,
                                    false, hi_find_fn, &f0), 0);
-    assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ZV_OBJ_VOLUME, &dn,
+    assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ob->ob_id, &dn,
                                    false, hi_find_fn, &f1), 0);
     assert_true (f0.hf_found && f1.hf_found);
     l0 = f0.hf_bp;
