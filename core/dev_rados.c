@@ -22,14 +22,19 @@
  *
  * One opener.  The open takes the exclusive RADOS lock "zvol" on the
  * header object (rados_lock_exclusive) before it reads the header, with a
- * cookie "HOST:PID:RANDOM" of this open, and holds it until close.  The
- * lock is the cluster's, so it covers every host, where the file device's
- * flock covers one; a second opener anywhere is refused at once with a
- * message naming the holder (its client, address and cookie: host and
- * pid).  A lock has no lifetime: when its holder dies without closing
- * (kill -9, a lost machine), the lock stays, and the refusal says how to
- * break it by hand once the operator knows the holder is gone (taking
- * over with fencing, blocklisting the old client first, is not done yet).
+ * cookie "HOST:PID:RANDOM" of this open, and holds it until close.
+ * Locking creates the object if it is missing, so an open that is not to
+ * make the device first checks that the header object exists
+ * (rados_stat): a missing device is refused and nothing is left behind.
+ * (A header removed between the two calls comes back empty, and is then
+ * refused as a header without geometry.)  The lock is the cluster's, so
+ * it covers every host, where the file device's flock covers one; a
+ * second opener anywhere is refused at once with a message naming the
+ * holder (its client, address and cookie: host and pid).  A lock has no
+ * lifetime: when its holder dies without closing (kill -9, a lost
+ * machine), the lock stays, and the refusal says how to break it by hand
+ * once the operator knows the holder is gone; a takeover (below) fences
+ * the holder first instead.
  * A process that calls exit() with devices open releases their locks in
  * an atexit handler (rados_open_list), as a dead process's flocks go.
  *
@@ -350,6 +355,28 @@ rados_takeover (zv_dev_rados_t *r, char *err, size_t errlen)
   return 0;
 }
 
+/* An existing device's header object is there: 0, or -ENOENT / -EIO
+ * with a message. */
+static int
+rados_header_exists (zv_dev_rados_t *r, char *err, size_t errlen)
+{
+  uint64_t size;
+  time_t mtime;
+  int e = rados_stat (r->dr_io, r->dr_name, &size, &mtime);
+
+  if (e == -ENOENT) {
+    rados_errmsg (err, errlen, r->dr_path, "no such RADOS device (no "
+                  "header object %s; create=true makes one)", r->dr_name);
+    return -ENOENT;
+  }
+  if (e < 0) {
+    rados_errmsg (err, errlen, r->dr_path, "cannot look up the header "
+                  "object %s: %s", r->dr_name, strerror (-e));
+    return -EIO;
+  }
+  return 0;
+}
+
 /* Read one decimal xattr of the header: 0, -ENODATA, or an error. */
 static int
 rados_get_u64 (zv_dev_rados_t *r, const char *key, uint64_t *out)
@@ -509,6 +536,11 @@ zv_dev_rados_open (const char *path, const zv_dev_opts_t *opts,
     rnd = (uint64_t) (uintptr_t) r ^ (uint64_t) time (NULL);
   snprintf (r->dr_cookie, sizeof r->dr_cookie, "%s:%ld:%016" PRIx64, host,
             (long) r->dr_pid, rnd);
+  /* Locking an object creates it: a device that is not to be made must
+   * exist first, or a refused open would leave an empty header behind. */
+  if ((opts == NULL || opts->do_create_size == 0) &&
+      (e = rados_header_exists (r, err, errlen)) < 0)
+    goto fail;
   e = rados_lock_exclusive (r->dr_io, r->dr_name, ZV_RADOS_LOCK,
                             r->dr_cookie, "nbdkit-zvol device", NULL, 0);
   if ((e == -EBUSY || e == -EEXIST) && opts && opts->do_takeover) {

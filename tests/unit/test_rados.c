@@ -2,8 +2,9 @@
  * test_rados.c: the RADOS device (core/dev_rados.c) with a real cluster,
  * through the public API: a pool created on RADOS, written, exported,
  * imported and read back; its intent log on RADOS; the exclusive lock
- * against a second import; a takeover that fences the holder; the checks of names, missing devices and
- * mixed kinds; and a cluster that goes away (EIO within the timeout, no
+ * against a second import; a takeover that fences the holder; the
+ * checks of names, missing devices (refused, nothing made) and mixed
+ * kinds; and a cluster that goes away (EIO within the timeout, no
  * hang; an open that fails with a message).
  *
  * The cluster: main() runs itself again under tests/ceph/ceph-cluster.sh
@@ -19,7 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <rados/librados.h>
 
 #include "testlib.h"
 #include "zv_util.h"
@@ -29,6 +33,28 @@
 #define TIMEOUT_S 3             /* rados_op_timeout, rados_mount_timeout */
 
 static const char *ceph_pool;
+
+/* Whether object NAME exists in the test pool, asked of the cluster
+ * directly with a client of its own. */
+static bool
+obj_exists (const char *name)
+{
+  rados_t cl;
+  rados_ioctx_t io;
+  uint64_t size;
+  time_t mtime;
+  int r;
+
+  assert_int_equal (rados_create (&cl, NULL), 0);
+  assert_int_equal (rados_conf_read_file (cl, getenv ("CEPH_CONF")), 0);
+  assert_int_equal (rados_connect (cl), 0);
+  assert_int_equal (rados_ioctx_create (cl, ceph_pool, &io), 0);
+  r = rados_stat (io, name, &size, &mtime);
+  rados_ioctx_destroy (io);
+  rados_shutdown (cl);
+  assert_true (r == 0 || r == -ENOENT);
+  return r == 0;
+}
 
 /* rados:POOL/NAME in buf. */
 static const char *
@@ -229,6 +255,11 @@ test_refusals (void **state)
   rados_cfg (&pc, devs, 1, false);
   assert_int_equal (zvol_pool_open (&pc, &p), -ENOENT);
   assert_true (tl_log_has ("no such RADOS device"));
+  /* ... and the refused open made nothing (no header object). */
+  assert_false (obj_exists ("never-made"));
+  assert_int_equal (zvol_pool_open (&pc, &p), -ENOENT);
+  assert_true (tl_log_has ("no such RADOS device"));
+  assert_false (obj_exists ("never-made"));
 
   snprintf (bad, sizeof bad, "rados:%s", ceph_pool);
   devs[0] = bad;
