@@ -56,6 +56,31 @@ obj_exists (const char *name)
   return r == 0;
 }
 
+/* The OSD's count of write requests (its perf counter op_w, from its
+ * admin socket). */
+static uint64_t
+osd_writes (void)
+{
+  char cmd[1024], buf[65536];
+  const char *at;
+  size_t n;
+  FILE *f;
+
+  snprintf (cmd, sizeof cmd, "ceph --admin-daemon '%s/run/osd.0.asok' "
+            "perf dump 2>/dev/null", getenv ("ZV_CEPH_DIR"));
+  f = popen (cmd, "r");
+  assert_non_null (f);
+  n = fread (buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  assert_int_equal (pclose (f), 0);
+  /* The OSD's own section, not its objecter's (which has an op_w too). */
+  at = strstr (buf, "\"osd\": {");
+  assert_non_null (at);
+  at = strstr (at, "\"op_w\":");
+  assert_non_null (at);
+  return strtoull (at + strlen ("\"op_w\":"), NULL, 10);
+}
+
 /* rados:POOL/NAME in buf. */
 static const char *
 dev_name (char *buf, size_t len, const char *name)
@@ -112,6 +137,35 @@ test_roundtrip (void **state)
   p = tl_pool_open_ok (&pc);
   tl_vol_check (tl_vol (p), 2 * MiB, 256 * KiB, 5);
   tl_vol_check (tl_vol (p), 0, 1 * MiB, 1);
+  assert_int_equal (tl_pool_close (p), 0);
+}
+
+/* The txg sync's gathered write of many volume blocks reaches the OSD as
+ * one request per object it touches, not one per block: 4 MiB of new
+ * data (256 blocks of 16 KiB) and the sync's metadata take far fewer
+ * than 256 OSD writes. */
+static void
+test_gathered_write (void **state)
+{
+  char d[128];
+  const char *devs[] = { dev_name (d, sizeof d, "gw") };
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t w0, w;
+
+  (void) state;
+  rados_cfg (&pc, devs, 1, true);
+  p = tl_pool_open_ok (&pc);
+  w0 = osd_writes ();
+  tl_vol_write (tl_vol (p), NULL, 0, 4 * MiB, 41, 0);
+  assert_int_equal (tl_pool_close (p), 0);
+  w = osd_writes () - w0;
+  printf ("# 4 MiB written and synced: %" PRIu64 " OSD write requests\n", w);
+  assert_true (w < 128);
+
+  rados_cfg (&pc, devs, 1, false);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 0, 4 * MiB, 41);
   assert_int_equal (tl_pool_close (p), 0);
 }
 
@@ -348,6 +402,7 @@ main (int argc, char **argv)
 {
   const struct CMUnitTest tests[] = {
     tl_test (test_roundtrip),
+    tl_test (test_gathered_write),
     tl_test (test_log_device),
     tl_test (test_lock),
     tl_test (test_takeover),
