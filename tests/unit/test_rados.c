@@ -1,7 +1,9 @@
 /*
  * test_rados.c: the RADOS device (core/dev_rados.c) with a real cluster,
  * through the public API: a pool created on RADOS, written, exported,
- * imported and read back; its intent log on RADOS; the exclusive lock
+ * imported and read back; a txg sync's gathered write reaching the OSD
+ * as one request per object (the OSD's op_w counter); its intent log on
+ * RADOS; the exclusive lock
  * against a second import; a takeover that fences the holder; the
  * checks of names, missing devices (refused, nothing made) and mixed
  * kinds; and a cluster that goes away (EIO within the timeout, no
