@@ -38,6 +38,14 @@ TRANSPORT = "null"      # NBD + fio, nothing stored: the protocol's ceiling
 DEVICE = "raw"          # fio io_uring O_DIRECT on a file: the device's
 BASELINE = "file"       # nbdkit file plugin (page cache)
 
+# Targets compared pairwise, A/B, each pair in a table of its own when
+# both ran: above 1 for IOPS (below for the latency), A is faster.
+PAIRS = [
+    ("zvol", "zvol-b", "Before/after (zvol = ZVOL_PLUGIN, zvol-b = ZVOL_PLUGIN_B)"),
+    ("zvol-rados", "rbd", "This volume on RADOS against qemu-nbd's rbd driver on the same "
+     "cluster (zvol-rados/rbd)"),
+]
+
 # Short names for the chart labels.
 SHORT = {
     "seq-write-128k": "sw128k",
@@ -51,7 +59,8 @@ SHORT = {
 
 # One colour per target, the same in every chart.
 COLOR = {"null": "#8c8c8c", "memory": "#2ca02c", "file": "#17becf", "qcow2": "#ff7f0e",
-         "zvol": "#d62728", "zvol-b": "#9467bd", "zvol-txg": "#8c564b", "raw": "#1f77b4"}
+         "zvol": "#d62728", "zvol-b": "#9467bd", "zvol-txg": "#8c564b", "raw": "#1f77b4",
+         "rbd": "#e377c2", "zvol-rados": "#7f0000"}
 
 
 def color(t):
@@ -214,19 +223,20 @@ def cmd_default(out, rounds, targets, jobs):
                 "ceiling (fio io_uring O_DIRECT on a file in the same directory); x file: IOPS / "
                 "the file plugin's (it writes to the page cache); lat x: the job's latency (fsync "
                 "p99 where it flushes, else p99) / the ceiling's." % rounds)
-    if "zvol" in targets and "zvol-b" in targets:
-        bh = ["job", "zvol/zvol-b IOPS", "lat ratio", "IOPS ratio per round"]
+    for a_t, b_t, what in PAIRS:
+        if a_t not in targets or b_t not in targets:
+            continue
+        bh = ["job", "%s/%s IOPS" % (a_t, b_t), "lat ratio", "IOPS ratio per round"]
         brows = []
         for job in jobs:
-            a, b = res[job, "zvol"], res[job, "zvol-b"]
+            a, b = res[job, a_t], res[job, b_t]
             per = [x / y for x, y in zip(a["per"], b["per"]) if y]
             la, lb = headline_latency(job, a), headline_latency(job, b)
             brows.append([job, fmt(med(per), "%.2fx"), fmt(ratio(la, lb), "%.2fx"),
                           " ".join("%.2f" % x for x in per)])
         text.append("")
-        text.append("Before/after (zvol = ZVOL_PLUGIN, zvol-b = ZVOL_PLUGIN_B): the median of "
-                    "the per-round IOPS ratios (each pair ran in the same round), and the ratio "
-                    "of the latencies (as lat x above):")
+        text.append("%s: the median of the per-round IOPS ratios (each pair ran in the same "
+                    "round), and the ratio of the latencies (as lat x above):" % what)
         text.append("")
         text.append(markdown(bh, brows, left=1))
     if failures:

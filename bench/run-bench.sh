@@ -2,7 +2,7 @@
 # run-bench.sh: the benchmarks of nbdkit-zvol, measured the same way every
 # time (bench/README.md says how to read them).
 #
-#   bench/run-bench.sh [--quick | --full] [--suite default|sync|core] [-o DIR]
+#   bench/run-bench.sh [--quick | --full] [--suite default|sync|core|rados] [-o DIR]
 #
 # Suites:
 #   default   fio jobs (seq write 128k QD16, rand write 4k QD32, rand write
@@ -30,6 +30,14 @@
 #             qcow2: fio randwrite 4k QD1 fsync=1 with 1/4/8/16 jobs and
 #             fua-bench (libnbd, FUA writes; built from bench/fua-bench.c
 #             at run time); zvol's intent-log counters after each run.
+#   rados     the default suite's jobs, rounds and table on a Ceph cluster
+#             (a throw-away one, tests/ceph/ceph-cluster.sh, unless
+#             BENCH_CEPH_CONF names one) against
+#               null        nbdkit null: the transport ceiling
+#               rbd         qemu-nbd with qemu's rbd driver on an rbd image
+#               zvol-rados  this plugin with its device on RADOS
+#             and a zvol-rados/rbd table of ratios.  On one machine the
+#             figures say that it works, not how fast a cluster is.
 #   core      bench/core-bench (built by make): the engine without nbdkit;
 #             instructions and CPU time per 4 KiB and 128 KiB write, per
 #             read, per txg sync, per log commit; with CORE_BENCH_B, a
@@ -76,6 +84,12 @@
 #                   build when the machine has no instruction counter)
 #   BENCH_KEEP=1    keep the backing files afterwards
 #   PYTHON          python 3 for the tables (default /usr/bin/python3)
+#   BENCH_CEPH_CONF rados suite: an existing cluster's ceph.conf (default:
+#                   start a throw-away cluster in $BENCH_DIR/ceph)
+#   BENCH_CEPH_POOL rados suite: its pool (required with BENCH_CEPH_CONF)
+#   BENCH_CEPH_USER rados suite: its client name (default admin)
+#   BENCH_CEPH_STORE  rados suite, throw-away cluster: bluestore (default,
+#                   on a sparse file in $BENCH_DIR/ceph) or memstore
 
 set -euo pipefail
 
@@ -84,7 +98,7 @@ top=$(cd "$here/.." && pwd)
 
 usage ()
 {
-    echo "usage: $0 [--quick | --full] [--suite default|sync|core] [-o DIR]"
+    echo "usage: $0 [--quick | --full] [--suite default|sync|core|rados] [-o DIR]"
     echo "  (settings: see the top of this script and bench/README.md)"
 }
 SUITE=${BENCH_SUITE:-default}
@@ -120,9 +134,9 @@ first_file ()
 def_b=
 [ -z "${ZVOL_PLUGIN_B:-}" ] || def_b=zvol-b
 case $SUITE:$MODE in
-default:full)
+default:full|rados:full)
     def_size=1G; def_runtime=10; def_ramp=2; def_rounds=3; def_settle=0 ;;
-default:quick)
+default:quick|rados:quick)
     def_size=256M; def_runtime=2; def_ramp=1; def_rounds=3; def_settle=0 ;;
 sync:full)
     def_size=1G; def_runtime=10; def_ramp=2; def_rounds=3; def_settle=6 ;;
@@ -130,11 +144,12 @@ sync:quick)
     def_size=256M; def_runtime=3; def_ramp=1; def_rounds=2; def_settle=2 ;;
 core:*)
     def_size=-; def_runtime=-; def_ramp=-; def_rounds=3; def_settle=0 ;;
-*) echo "run-bench: unknown suite $SUITE (default, sync, core)" >&2; exit 2 ;;
+*) echo "run-bench: unknown suite $SUITE (default, sync, core, rados)" >&2; exit 2 ;;
 esac
 case $SUITE in
 default) def_targets="null memory file qcow2 zvol $def_b raw"; def_shared=32 ;;
 sync) def_targets="zvol zvol-txg $def_b file qcow2"; def_shared=64 ;;
+rados) def_targets="null rbd zvol-rados"; def_shared=32 ;;
 core) def_targets=; def_shared=0 ;;
 esac
 if [ "$MODE" = quick ]; then
@@ -177,7 +192,10 @@ OUT=${OUT:-$here/out/$(date '+%Y%m%d-%H%M%S')-$SUITE}
 export RUNTIME RAMP
 
 # Every target this script knows, for the checks and the cleanup.
-ALL_TARGETS="null memory file qcow2 zvol zvol-b zvol-txg raw"
+ALL_TARGETS="null memory file qcow2 zvol zvol-b zvol-txg raw rbd zvol-rados"
+# The rados suite's names in the cluster: an rbd image, a RADOS device.
+RBD_IMAGE=zvbench-rbd
+RADOS_DEV=zvbench-zvol
 
 die () { echo "run-bench: $*" >&2; exit 1; }
 
@@ -193,7 +211,7 @@ if [ "$SUITE" != core ]; then
         echo "run-bench: gnuplot not found: no charts (apt-get install gnuplot-nox)" >&2
 fi
 case $SUITE in
-default)
+default|rados)
     for j in $BENCH_JOBS fill; do
         [ -f "$here/jobs/$j.fio" ] || die "no job file $here/jobs/$j.fio"
     done
@@ -216,7 +234,16 @@ for t in $BENCH_TARGETS; do
     *:zvol-b)
         [ -f "${ZVOL_PLUGIN_B:-}" ] || die "target zvol-b needs ZVOL_PLUGIN_B, the other build's plugin .so"
         ;;
-    *:file|*:memory|default:null|default:raw) ;;
+    *:file|*:memory|default:null|default:raw|rados:null) ;;
+    rados:rbd)
+        command -v qemu-nbd >/dev/null || die "qemu-nbd not found (apt-get install qemu-utils)"
+        qemu-img --help 2>/dev/null | grep -qw rbd ||
+            die "qemu has no rbd driver (apt-get install qemu-block-extra)"
+        command -v rbd >/dev/null || die "rbd not found (apt-get install ceph-common)"
+        ;;
+    rados:zvol-rados)
+        [ -f "$ZVOL_PLUGIN" ] || die "zvol plugin $ZVOL_PLUGIN not found (build it, or set ZVOL_PLUGIN)"
+        ;;
     *:qcow2)
         if ! command -v qemu-nbd >/dev/null || ! command -v qemu-img >/dev/null; then
             echo "run-bench: qemu-nbd/qemu-img not found: skipping the qcow2 target" >&2
@@ -269,6 +296,7 @@ cleanup ()
         rm -f "$(sock_of "$t")" "$BENCH_DIR/$t.pid"
     done
     rm -f "$BENCH_DIR/fua-bench"
+    [ "$SUITE" != rados ] || ceph_teardown
     if [ "${BENCH_KEEP:-0}" != 1 ]; then
         for t in $ALL_TARGETS; do
             rm -f "$BENCH_DIR/$t.img" "$BENCH_DIR/$t.slog"
@@ -282,10 +310,65 @@ trap 'exit 130' INT
 trap 'exit 129' HUP
 trap 'exit 143' TERM
 
+# --- the rados suite's cluster ---
+
+# ceph_setup: CEPH_CONF and CEPH_POOL of the cluster to measure on: the
+# one BENCH_CEPH_CONF names, or a throw-away one (one monitor, one OSD on
+# 127.0.0.1) started in $BENCH_DIR/ceph, its bluestore file big enough for
+# both volumes and the fill.  Objects a run before left are removed.
+CEPH_STARTED=
+ceph_setup ()
+{
+    local cs=$top/tests/ceph/ceph-cluster.sh blk
+    if [ -n "${BENCH_CEPH_CONF:-}" ]; then
+        [ -n "${BENCH_CEPH_POOL:-}" ] || die "BENCH_CEPH_CONF needs BENCH_CEPH_POOL"
+        CEPH_CONF=$BENCH_CEPH_CONF
+        CEPH_POOL=$BENCH_CEPH_POOL
+    else
+        blk=$(( (3 * vol_bytes + (4 << 30)) >> 30 ))G
+        echo "run-bench: starting a throw-away Ceph cluster in $BENCH_DIR/ceph" \
+            "(${BENCH_CEPH_STORE:-bluestore}, $blk)"
+        CEPH_STARTED=1
+        ZV_CEPH_STORE=${BENCH_CEPH_STORE:-bluestore} ZV_CEPH_BLOCK_SIZE=$blk \
+            "$cs" start "$BENCH_DIR/ceph" >"$logs/ceph.out" 2>&1 ||
+            { cat "$logs/ceph.out" >&2; die "the Ceph cluster did not start"; }
+        CEPH_CONF=$BENCH_DIR/ceph/ceph.conf
+        CEPH_POOL=zvtest
+        ceph -c "$CEPH_CONF" osd pool application enable "$CEPH_POOL" rbd \
+            >/dev/null 2>&1 || true
+    fi
+    CEPH_USER=${BENCH_CEPH_USER:-admin}
+    export CEPH_CONF
+    ceph_objects_rm
+}
+
+# ceph_objects_rm: remove the suite's image and device from the pool.
+ceph_objects_rm ()
+{
+    local o
+    rbd -c "$CEPH_CONF" --id "$CEPH_USER" rm "$CEPH_POOL/$RBD_IMAGE" >/dev/null 2>&1 || true
+    rados -c "$CEPH_CONF" --id "$CEPH_USER" -p "$CEPH_POOL" ls 2>/dev/null |
+        { grep -E "^$RADOS_DEV(\.[0-9a-f]{16})?\$" || true; } | while read -r o; do
+            rados -c "$CEPH_CONF" --id "$CEPH_USER" -p "$CEPH_POOL" rm "$o" || true
+        done
+}
+
+# ceph_teardown: after the servers stopped: the throw-away cluster goes
+# (its daemons by PID), or an existing one loses the suite's objects.
+ceph_teardown ()
+{
+    if [ -n "$CEPH_STARTED" ]; then
+        "$top/tests/ceph/ceph-cluster.sh" stop "$BENCH_DIR/ceph"
+        [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$BENCH_DIR/ceph"
+    elif [ -n "${CEPH_POOL:-}" ] && [ "${BENCH_KEEP:-0}" != 1 ]; then
+        ceph_objects_rm
+    fi
+}
+
 sock_of () { echo "$BENCH_DIR/$1.sock"; }
 uri_of () { echo "nbd+unix:///?socket=$(sock_of "$1")"; }
 kstat_of () { echo "$BENCH_DIR/$1.kstat"; }
-is_zvol () { case $1 in zvol|zvol-b|zvol-txg) return 0 ;; esac; return 1; }
+is_zvol () { case $1 in zvol|zvol-b|zvol-txg|zvol-rados) return 0 ;; esac; return 1; }
 
 # txg_sampler T: in the background, append T's kstat txgs table (the
 # newest 100 txgs, rewritten every second) to $OUT/T.txgs.raw once a
@@ -374,6 +457,28 @@ start_target ()
         STARTED[$t]=1
         nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$t" \
             size="$BENCH_SIZE" >>"$log" 2>&1 </dev/null
+        ;;
+    rbd)
+        # qemu's rbd driver on a new image; cache=writeback is librbd's
+        # cache (flush = write it back), qemu's default for rbd.
+        STARTED[$t]=1
+        rbd -c "$CEPH_CONF" --id "$CEPH_USER" create --size "$BENCH_SIZE" \
+            "$CEPH_POOL/$RBD_IMAGE" >>"$log" 2>&1 || { cat "$log" >&2; die "rbd create failed"; }
+        qemu-nbd -f raw --cache=writeback --discard=unmap \
+            -e "$QEMU_SHARED" -t --fork -k "$sock" --pid-file="$pidfile" \
+            "rbd:$CEPH_POOL/$RBD_IMAGE:conf=$CEPH_CONF:id=$CEPH_USER" >>"$log" 2>&1 </dev/null
+        ;;
+    zvol-rados)
+        # librados does not survive nbdkit's fork: -f, in a subshell that
+        # exits at once, so the server is not our child either.
+        STARTED[$t]=1
+        rm -f "$OUT/$t.txgs.raw"
+        rm -rf "$(kstat_of "$t")"
+        # shellcheck disable=SC2086
+        ( nbdkit -f -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$ZVOL_PLUGIN" \
+            device="rados:$CEPH_POOL/$RADOS_DEV" create=true size="$BENCH_SIZE" \
+            ceph_conf="$CEPH_CONF" ceph_user="$CEPH_USER" flush=log \
+            kstat="$(kstat_of "$t")" $ZVOL_OPTS >>"$log" 2>&1 </dev/null & )
         ;;
     qcow2)
         STARTED[$t]=1
@@ -521,7 +626,8 @@ suite_default ()
     nj=$(wc -w <<<"$BENCH_JOBS")
     total=$(( nj * ROUNDS * ${#targets[@]} ))
     per=$(( RUNTIME + RAMP + SETTLE + 1 ))
-    echo "run-bench: suite default ($MODE); targets ${targets[*]}; jobs $BENCH_JOBS"
+    echo "run-bench: suite $SUITE ($MODE); targets ${targets[*]}; jobs $BENCH_JOBS"
+    [ "$SUITE" != rados ] || ceph_setup
     echo "run-bench: size $BENCH_SIZE, runtime ${RUNTIME}s + ramp ${RAMP}s, $ROUNDS rounds;" \
         "$total runs, about $(( (total * per + 59) / 60 )) min after filling; backing files in $BENCH_DIR"
     echo "run-bench: output in $OUT"
@@ -551,9 +657,18 @@ suite_default ()
 
     {
         header_lines
-        echo "- zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}; zvol-b: ${ZVOL_PLUGIN_B:-none};" \
-            "file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED;" \
-            "raw: fio io_uring direct=1 on $BENCH_DIR/raw.img"
+        if [ "$SUITE" = rados ]; then
+            echo "- $(ceph --version | cut -d' ' -f1-3); cluster $CEPH_CONF, pool $CEPH_POOL" \
+                "$( [ -n "$CEPH_STARTED" ] && echo "(throw-away: one monitor, one" \
+                    "${BENCH_CEPH_STORE:-bluestore} OSD on 127.0.0.1, in $BENCH_DIR/ceph)")"
+            echo "- zvol-rados: $ZVOL_PLUGIN device=rados:$CEPH_POOL/$RADOS_DEV flush=log" \
+                "${ZVOL_OPTS}; rbd: qemu-nbd -f raw --cache=writeback rbd:$CEPH_POOL/$RBD_IMAGE;" \
+                "on one machine these figures show that it works, not how fast a cluster is"
+        else
+            echo "- zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}; zvol-b: ${ZVOL_PLUGIN_B:-none};" \
+                "file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED;" \
+                "raw: fio io_uring direct=1 on $BENCH_DIR/raw.img"
+        fi
     } >"$OUT/header.txt"
     local rc=0
     # shellcheck disable=SC2086 # BENCH_JOBS is a list of words
@@ -907,7 +1022,7 @@ header_lines_core ()
 }
 
 case $SUITE in
-default) suite_default ;;
+default|rados) suite_default ;;
 sync) suite_sync ;;
 core) suite_core ;;
 esac

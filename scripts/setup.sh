@@ -36,7 +36,9 @@ test_pkgs+=(ceph-mon ceph-osd ceph-common)
 # bench/run-bench.sh: charts (gnuplot-nox has the pngcairo terminal, no X)
 # and instruction counts where the machine has no hardware counter
 # (callgrind; its headers also name bench/core-bench's phases).
-bench_pkgs=(gnuplot-nox valgrind)
+# The rados suite serves an rbd image with qemu-nbd: qemu's rbd driver
+# is in qemu-block-extra.
+bench_pkgs=(gnuplot-nox valgrind qemu-block-extra)
 
 installed () {
     [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" = "ii " ]

@@ -10,10 +10,18 @@
 #                                 (also on a signal or an error); exits
 #                                 with CMD's status (DIR is removed after
 #                                 a success when ZV_CEPH_CLEANUP=1)
+#   ceph-cluster.sh osd-kill DIR  SIGKILL the OSD (by its PID), wait until
+#                                 it is gone
+#   ceph-cluster.sh osd-start DIR start the OSD again (bluestore only:
+#                                 memstore loses every object when its
+#                                 OSD stops), wait until it is running
 #
-# One monitor and one OSD on 127.0.0.1, memstore (RAM, nothing on disk
-# but the monitor's store), auth off, no systemd: each daemon is run
-# directly with DIR/ceph.conf and writes DIR/<name>.pid.  The pool
+# One monitor and one OSD on 127.0.0.1, auth off, no systemd: each daemon
+# is run directly with DIR/ceph.conf and writes DIR/<name>.pid.  The
+# OSD's store is memstore (RAM, nothing on disk but the monitor's store)
+# unless ZV_CEPH_STORE=bluestore: then a bluestore on a sparse file of
+# ZV_CEPH_BLOCK_SIZE (default 4G) in DIR, which keeps what it
+# acknowledged across an OSD restart (the OSD restart test needs that).  The pool
 # "zvtest" (1 PG, size 1) is ready when a rados put/get round trip works.
 # Exit status 77 (automake's skip) when the Ceph packages are missing.
 # Memory and threads are kept small: the test machines have 2 cores.
@@ -23,7 +31,7 @@
 set -euo pipefail
 
 die () { echo "ceph-cluster: $*" >&2; exit 1; }
-usage () { die "usage: $0 start|stop DIR | run DIR CMD..."; }
+usage () { die "usage: $0 start|stop|osd-kill|osd-start DIR | run DIR CMD..."; }
 
 [ $# -ge 2 ] || usage
 cmd=$1 dir=$2
@@ -58,6 +66,65 @@ stop_daemons ()
     rm -f "$dir/ready"
 }
 
+# The objectstore's part of ceph.conf.
+store_conf ()
+{
+    case ${ZV_CEPH_STORE:-memstore} in
+    memstore)
+        echo "osd objectstore = memstore"
+        echo "memstore device bytes = 1073741824"
+        ;;
+    bluestore)
+        # A sparse file created by mkfs; small caches, no fsck at each
+        # mount, checksums on (the default) as a real cluster has them.
+        echo "osd objectstore = bluestore"
+        echo "bluestore block create = true"
+        echo "bluestore block size = $(numfmt --from=iec "${ZV_CEPH_BLOCK_SIZE:-4G}")"
+        echo "bluestore fsck on mount = false"
+        echo "bluestore cache autotune = false"
+        echo "bluestore cache size = 134217728"
+        echo "bdev enable discard = false"
+        ;;
+    esac
+}
+
+# osd_pid: the running OSD's pid, or nothing.
+osd_pid ()
+{
+    local pid
+    [ -s "$dir/osd.0.pid" ] || return 0
+    pid=$(cat "$dir/osd.0.pid")
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = ceph-osd ] && echo "$pid"
+    return 0
+}
+
+osd_kill ()
+{
+    local pid tries=100
+    pid=$(osd_pid)
+    [ -n "$pid" ] || die "no OSD running in $dir"
+    kill -KILL "$pid"
+    while [ $tries -gt 0 ] && [ -e "/proc/$pid" ]; do
+        sleep 0.1; tries=$((tries - 1))
+    done
+    [ ! -e "/proc/$pid" ] || die "the OSD ($pid) survived SIGKILL for 10 s"
+    rm -f "$dir/osd.0.pid"
+}
+
+osd_start ()
+{
+    local tries=100
+    grep -q '^osd objectstore = bluestore' "$dir/ceph.conf" ||
+        die "osd-start: only a bluestore OSD keeps its objects across a restart"
+    [ -z "$(osd_pid)" ] || die "the OSD is running already"
+    ceph-osd -c "$dir/ceph.conf" -i 0 >>"$dir/log/osd.out" 2>&1 ||
+        { cat "$dir/log/osd.out" >&2; die "ceph-osd failed to start again"; }
+    while [ $tries -gt 0 ] && [ -z "$(osd_pid)" ]; do
+        sleep 0.1; tries=$((tries - 1))
+    done
+    [ -n "$(osd_pid)" ] || die "the OSD wrote no pid file within 10 s"
+}
+
 start_cluster ()
 {
     local t0 port fsid tries mon_addr
@@ -67,6 +134,10 @@ start_cluster ()
             exit 77
         }
     done
+    case ${ZV_CEPH_STORE:-memstore} in
+    memstore|bluestore) ;;
+    *) die "ZV_CEPH_STORE=${ZV_CEPH_STORE}: memstore or bluestore" ;;
+    esac
     t0=$(now_ms)
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
@@ -107,8 +178,7 @@ mon allow pool size one = true
 mon allow pool delete = true
 mon warn on pool no redundancy = false
 mon osd down out interval = 0
-osd objectstore = memstore
-memstore device bytes = 1073741824
+$(store_conf)
 osd memory target = 268435456
 osd op num shards = 1
 osd op num threads per shard = 2
@@ -165,6 +235,14 @@ case $cmd in
         ;;
     stop)
         stop_daemons
+        ;;
+    osd-kill)
+        dir=$(cd "$dir" && pwd)
+        osd_kill
+        ;;
+    osd-start)
+        dir=$(cd "$dir" && pwd)
+        osd_start
         ;;
     run)
         [ $# -ge 1 ] || usage

@@ -586,3 +586,302 @@ def finish():
     sys.exit(1 if failed else 0)
 EOF
 }
+
+# ------------------------------------------------------------- fio verify
+
+# fio_verify_setup RAND MIX SEQ: write $ZV_TMP/verify.fio, fio's nbd
+# engine on $uri (exported) writing with crc32c verification
+# (verify_fatal=1); the sizes are MiB:
+#   rand4k   randwrite 4k, QD32, 4 jobs x RAND (offset_increment), verify
+#            backlog 1024 while writing, then a full verify pass;
+#   randmix  randwrite 4k/64k mix, QD32, MIX, after them;
+#   seq128k  sequential write 128k, QD16, SEQ, after that.
+# The same jobs (offsets and seeds) with verify_only=1 read and verify
+# what they wrote: fio_verify write, then fio_verify PHASE after each
+# restart.
+fio_verify_setup ()
+{
+    FIO_SIZES="$1 $2 $3"
+    FIO_TIMEOUT=${FIO_TIMEOUT:-1200}
+    cat >"$ZV_TMP/verify.fio" <<EOF
+[global]
+ioengine=nbd
+uri=\${uri}
+verify=crc32c
+verify_fatal=1
+do_verify=1
+randrepeat=1
+end_fsync=1
+verify_only=\${VERIFY_ONLY}
+group_reporting=0
+
+[rand4k]
+rw=randwrite
+bs=4k
+iodepth=32
+numjobs=4
+size=${1}M
+offset=0
+offset_increment=${1}M
+verify_backlog=1024
+
+[randmix]
+rw=randwrite
+bssplit=4k/50:64k/50
+iodepth=32
+numjobs=1
+size=${2}M
+offset=$(( 4 * $1 ))M
+
+[seq128k]
+rw=write
+bs=128k
+iodepth=16
+numjobs=1
+size=${3}M
+offset=$(( 4 * $1 + $2 ))M
+EOF
+}
+
+# fio_verify PHASE: run the job file ("write": write and verify; any
+# other phase: only verify); check every job's error field and the
+# amounts written and read from the JSON output.
+fio_verify ()
+{
+    local phase=$1
+    local out=$ZV_TMP/fio-$phase.json rc=0
+    zv_log "fio ($phase)"
+    VERIFY_ONLY=$([ "$phase" = write ] && echo 0 || echo 1) \
+        timeout "$FIO_TIMEOUT" fio --output-format=json --output="$out" \
+        "$ZV_TMP/verify.fio" || rc=$?
+    if [ "$rc" -eq 124 ]; then
+        zv_fail "fio ($phase) finished within ${FIO_TIMEOUT}s"
+    else
+        check "fio ($phase) exits 0 (got $rc)" test "$rc" -eq 0
+    fi
+    # shellcheck disable=SC2086 # FIO_SIZES: three words
+    py_checks "fio ($phase) results" /dev/stdin "$out" "$phase" $FIO_SIZES <<'EOF' || :
+import json, sys
+from zvtest import ok, finish
+path, phase = sys.argv[1], sys.argv[2]
+try:
+    text = open(path).read()
+    # fio may print messages before the JSON document
+    doc = json.loads(text[text.index("{"):])
+except Exception as e:
+    ok(False, "fio %s wrote a JSON report (%s)" % (phase, e))
+    finish()
+sizes = dict(zip(("rand4k", "randmix", "seq128k"), (int(x) << 20 for x in sys.argv[3:6])))
+seen = {}
+for j in doc["jobs"]:
+    name = j["jobname"]
+    seen[name] = seen.get(name, 0) + 1
+    w = j["write"]["io_bytes"]
+    r = j["read"]["io_bytes"]
+    ok(j["error"] == 0, "fio %s job %s: error=%d" % (phase, name, j["error"]))
+    if phase == "write":
+        ok(w >= sizes[name], "fio %s job %s wrote %d MiB" % (phase, name, w >> 20))
+        print("  %s: write %.0f IOPS %.1f MiB/s" %
+              (name, j["write"]["iops"], j["write"]["bw_bytes"] / 2**20))
+    ok(r >= sizes[name], "fio %s job %s read back (verified) %d MiB" % (phase, name, r >> 20))
+ok(seen == {"rand4k": 4, "randmix": 1, "seq128k": 1},
+   "fio %s ran all jobs (%s)" % (phase, seen))
+finish()
+EOF
+    if [ "$rc" -ne 0 ] || grep -qi 'verify.*fail\|bad magic\|crc32c.*mismatch' "$out"; then
+        echo "---- fio output ($phase) ----"
+        grep -v '^\s*$' "$out" | grep -iv '"' | head -n 40 || :
+        grep -i 'verify\|error\|mismatch' "$out" | head -n 40 || :
+    fi
+}
+
+# requires_fio_nbd: skip without fio or its nbd engine.
+requires_fio_nbd ()
+{
+    requires fio --version
+    if ! fio --enghelp=nbd >/dev/null 2>&1; then
+        skip "fio has no nbd engine"
+    fi
+}
+
+# ------------------------------------------------- ext4 on nbdfuse + loop
+
+# requires_nbdfuse_ext4: skip unless this machine has what ext4 on a
+# volume through nbdfuse and a loop device takes (before zv_setup).
+# Sets FUSERMOUNT.
+requires_nbdfuse_ext4 ()
+{
+    requires_root
+    requires nbdfuse --version
+    requires losetup --version
+    requires mkfs.ext4 -V
+    requires fsck.ext4 -V
+    requires mount --version
+    requires umount --version
+    requires sha256sum --version
+    if command -v fusermount3 >/dev/null 2>&1; then
+        FUSERMOUNT=fusermount3
+    elif command -v fusermount >/dev/null 2>&1; then
+        FUSERMOUNT=fusermount
+    else
+        skip "neither fusermount3 nor fusermount found"
+    fi
+    if [ ! -c /dev/fuse ]; then
+        skip "/dev/fuse is missing"
+    fi
+    if ! losetup -f >/dev/null 2>&1; then
+        skip "'losetup -f' finds no free loop device (no loop support here?)"
+    fi
+}
+
+# nbdfuse_setup: after zv_setup: $ZV_FUSEDIR (nbdfuse's mount point) and
+# $ZV_MNT (the file system's), the teardown at exit, $ZV_TMP/mktree.py;
+# then a probe with nbdkit's memory plugin (FUSE mounts, a loop device
+# over a FUSE file).  Returns 1 with the reason in ZV_NBDFUSE_SKIP if the
+# kernel or container cannot.
+nbdfuse_setup ()
+{
+    ZV_FUSEDIR=$ZV_TMP/fuse
+    ZV_MNT=$ZV_TMP/mnt
+    mkdir -p "$ZV_FUSEDIR" "$ZV_MNT"
+    LOOP=
+    FUSE_PID=
+    on_exit nbdfuse_teardown
+    # The tree: deterministic pseudo-random files, nested; about MIB MiB
+    # (default 50): a few large files, many small and medium ones.
+    cat >"$ZV_TMP/mktree.py" <<'EOF'
+import os, random, sys
+root, seed, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+mib = int(sys.argv[4]) if len(sys.argv) > 4 else 50
+rng = random.Random(seed)
+total = 0
+for i in range(4):                       # large files
+    n = rng.randrange(mib * (4 << 20) // 50, mib * (8 << 20) // 50)
+    d = os.path.join(root, tag, "big")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%d.bin" % i), "wb") as f:
+        f.write(rng.randbytes(n))
+    total += n
+while total < (mib << 20):               # nested small and medium files
+    d = os.path.join(root, tag, "d%d" % rng.randrange(20), "e%d" % rng.randrange(10))
+    os.makedirs(d, exist_ok=True)
+    n = rng.choice([0, 1, 100, 4095, 4096, 4097, rng.randrange(1, 300000)])
+    with open(os.path.join(d, "f%d" % rng.randrange(1 << 30)), "wb") as f:
+        f.write(rng.randbytes(n))
+    total += n
+os.symlink("big/f0.bin", os.path.join(root, tag, "link"))
+print(total)
+EOF
+    zv_log "probe: can this machine do nbdfuse + loop?"
+    if ! nbdfuse_up --command nbdkit -s --exit-with-parent memory 16M; then
+        ZV_NBDFUSE_SKIP="nbdfuse cannot mount here (FUSE not permitted?); see above"
+        return 1
+    fi
+    if ! LOOP=$(timeout 60 losetup -f --show "$ZV_FUSEDIR/nbd" 2>"$ZV_TMP/losetup.err"); then
+        LOOP=
+        ZV_NBDFUSE_SKIP="cannot attach a loop device to a FUSE file: $(head -n 1 "$ZV_TMP/losetup.err")"
+        nbdfuse_teardown
+        return 1
+    fi
+    nbdfuse_teardown
+}
+
+# nbdfuse_teardown: unmount, detach, unmount FUSE, in that order (also
+# on failure, at exit).
+nbdfuse_teardown ()
+{
+    if mountpoint -q "$ZV_MNT" 2>/dev/null; then
+        timeout 60 umount "$ZV_MNT" || timeout 30 umount -l "$ZV_MNT" || :
+    fi
+    if [ -n "$LOOP" ]; then
+        timeout 60 losetup -d "$LOOP" || :
+        LOOP=
+    fi
+    if [ -n "$FUSE_PID" ]; then
+        timeout 30 "$FUSERMOUNT" -u "$ZV_FUSEDIR" 2>/dev/null ||
+            timeout 30 "$FUSERMOUNT" -u -z "$ZV_FUSEDIR" 2>/dev/null || :
+        _zv_wait_exit "$FUSE_PID" 30 || kill -KILL "$FUSE_PID" 2>/dev/null || :
+        _zv_wait_exit "$FUSE_PID" 10 || :
+        _zv_reap "$FUSE_PID"
+        FUSE_PID=
+    fi
+}
+
+# nbdfuse_up URI-ARGS...: start nbdfuse on $ZV_FUSEDIR/nbd; wait for its
+# pidfile.
+nbdfuse_up ()
+{
+    local pidfile=$ZV_TMP/nbdfuse.pid tries=300
+    rm -f "$pidfile"
+    nbdfuse -P "$pidfile" "$ZV_FUSEDIR" "$@" </dev/null >>"$ZV_TMP/nbdfuse.log" 2>&1 &
+    FUSE_PID=$!
+    track_pid "$FUSE_PID"
+    while [ "$tries" -gt 0 ]; do
+        if [ -s "$pidfile" ] && [ -e "$ZV_FUSEDIR/nbd" ]; then
+            return 0
+        fi
+        if ! _zv_alive "$FUSE_PID"; then
+            _zv_reap "$FUSE_PID"
+            FUSE_PID=
+            echo "nbdfuse exited (status $ZV_RC):"
+            tail -n 20 "$ZV_TMP/nbdfuse.log" | sed 's/^/    /'
+            return 1
+        fi
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    echo "nbdfuse did not come up within 30s"
+    return 1
+}
+
+# nbdfuse_attach SOCK: nbdfuse on the server at SOCK, a loop device on
+# its file ($LOOP).  nbdfuse_teardown is the reverse.
+nbdfuse_attach ()
+{
+    nbdfuse_up --unix "$1" || return 1
+    LOOP=$(timeout 60 losetup -f --show "$ZV_FUSEDIR/nbd") || { LOOP=; return 1; }
+    zv_log "attached $LOOP -> $ZV_FUSEDIR/nbd -> $1"
+}
+
+# ext4_sums_ok LIST: sha256sum -c of LIST over the mount.
+ext4_sums_ok ()
+{
+    (cd "$ZV_MNT" && timeout 600 sha256sum -c --quiet "$1")
+}
+
+# ext4_sums TAG OUT: the sha256sums of the tree TAG on the mount.
+ext4_sums ()
+{
+    (cd "$ZV_MNT" && find "$1" -type f -print0 | sort -z | xargs -0 sha256sum) >"$2"
+}
+
+# ext4_fsck_clean: fsck.ext4 -fn of $LOOP finds nothing (else prints it).
+ext4_fsck_clean ()
+{
+    timeout 600 fsck.ext4 -fn "$LOOP" >"$ZV_TMP/fsck.log" 2>&1 || {
+        cat "$ZV_TMP/fsck.log"
+        return 1
+    }
+}
+
+# ---------------------------------------------------------------- Ceph
+
+# ceph_cluster_start: start a throw-away Ceph cluster in $ZV_TMP/ceph
+# (tests/ceph/ceph-cluster.sh; ZV_CEPH_STORE picks its objectstore),
+# stopped by PID at exit; skip when the Ceph packages are missing.  Sets
+# ZV_CEPH (the script), ZV_CEPH_DIR, CEPH_CONF and ZV_CEPH_POOL.
+ceph_cluster_start ()
+{
+    local rc=0
+    ZV_CEPH=${ZVOL_TOP_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/tests/ceph/ceph-cluster.sh
+    ZV_CEPH_DIR=$ZV_TMP/ceph
+    "$ZV_CEPH" start "$ZV_CEPH_DIR" >"$ZV_TMP/cluster.out" 2>&1 || rc=$?
+    on_exit "'$ZV_CEPH' stop '$ZV_CEPH_DIR'"
+    if [ $rc -eq 77 ]; then
+        skip "$(cat "$ZV_TMP/cluster.out")"
+    fi
+    [ $rc -eq 0 ] || { cat "$ZV_TMP/cluster.out"; die "the Ceph cluster did not start"; }
+    # shellcheck disable=SC1091
+    . "$ZV_CEPH_DIR/env"
+    zv_log "cluster (${ZV_CEPH_STORE:-memstore}) ready in $ZV_CEPH_READY_MS ms"
+}

@@ -15,6 +15,10 @@
 #    the CSVs, the zvol target's txg history, and the charts when gnuplot
 #    is there.  Not under --enable-sanitizers: run-bench.sh starts a plain
 #    nbdkit, which cannot load an ASan plugin.
+# 4. run-bench.sh --suite rados on a throw-away memstore cluster, one job,
+#    one round: the rows of null, rbd (qemu-nbd) and zvol-rados, the
+#    zvol-rados/rbd ratios, the cluster gone afterwards.  (Not without the
+#    Ceph packages or qemu's rbd driver, nor under the sanitizers.)
 
 set -euo pipefail
 source "$(dirname "$0")/functions.sh"
@@ -135,4 +139,37 @@ if command -v gnuplot >/dev/null; then
 else
     zv_log "gnuplot not found: the charts are not checked"
 fi
+
+# ---- 4. the rados suite ----
+if ! command -v ceph-mon >/dev/null || ! command -v ceph-osd >/dev/null ||
+   ! command -v rbd >/dev/null; then
+    zv_log "rados suite not checked: no Ceph packages (ceph-mon ceph-osd ceph-common)"
+    zv_summary
+fi
+if ! qemu-img --help 2>/dev/null | grep -qw rbd; then
+    zv_log "rados suite not checked: qemu has no rbd driver (qemu-block-extra)"
+    zv_summary
+fi
+zv_log "run-bench.sh --suite rados, tiny (a memstore cluster)"
+if BENCH_DIR=$ZV_TMP/bdr BENCH_SIZE=16M RUNTIME=1 RAMP=0 ROUNDS=1 PYTHON=$py \
+        BENCH_CEPH_STORE=memstore BENCH_JOBS="rand-write-4k-qd1-fsync" \
+        ZVOL_PLUGIN=$ZVOL_PLUGIN "$top/bench/run-bench.sh" --suite rados --quick \
+        -o "$ZV_TMP/rados" >"$ZV_TMP/rados.log" 2>&1; then
+    zv_pass "the rados suite runs"
+else
+    tail -n 40 "$ZV_TMP/rados.log"
+    die "the rados suite failed"
+fi
+md=$ZV_TMP/rados/results.md
+check "the table has a row per target (null, rbd, zvol-rados)" \
+    test "$(grep -cE '^\| rand-write-4k-qd1-fsync +\| (null|rbd|zvol-rados) ' "$md")" -eq 3
+check "rbd and zvol-rados have a flush p99 and a share of null" \
+    test "$(awk -F'|' '$3 ~ /^ (rbd|zvol-rados) / && $7 + 0 > 0 && $8 + 0 > 0' "$md" | wc -l)" -eq 2
+check "the zvol-rados/rbd table has the job's ratios" \
+    bash -c "grep -q 'zvol-rados/rbd IOPS' '$md' && grep -qE '^\| rand-write-4k-qd1-fsync +\| +[0-9.]+x \| +[0-9.]+x ' '$md'"
+check "the header names the cluster and says what the figures are" \
+    bash -c "grep -q 'throw-away: one monitor, one memstore OSD' '$md' &&
+             grep -q 'not how fast a cluster is' '$md'"
+check "the throw-away cluster is stopped and removed" \
+    test ! -e "$ZV_TMP/bdr/ceph"
 zv_summary

@@ -15,18 +15,7 @@ requires_plugin
 requires_nbd_python
 zv_setup
 
-top=${ZVOL_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-cluster=$ZV_TMP/ceph
-rc=0
-"$top/tests/ceph/ceph-cluster.sh" start "$cluster" >"$ZV_TMP/cluster.out" 2>&1 || rc=$?
-on_exit "'$top/tests/ceph/ceph-cluster.sh' stop '$cluster'"
-if [ $rc -eq 77 ]; then
-    skip "$(cat "$ZV_TMP/cluster.out")"
-fi
-[ $rc -eq 0 ] || { cat "$ZV_TMP/cluster.out"; die "the Ceph cluster did not start"; }
-# shellcheck disable=SC1091
-. "$cluster/env"
-zv_log "cluster ready in $ZV_CEPH_READY_MS ms"
+ceph_cluster_start
 
 sock=$ZV_TMP/zvol.sock
 sock2=$ZV_TMP/zvol2.sock

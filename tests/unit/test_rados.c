@@ -1,9 +1,12 @@
 /*
  * test_rados.c: the RADOS device (core/dev_rados.c) with a real cluster,
  * through the public API: a pool created on RADOS, written, exported,
- * imported and read back; its intent log on RADOS; the exclusive lock
- * against a second import; a takeover that fences the holder; the checks of names, missing devices and
- * mixed kinds; and a cluster that goes away (EIO within the timeout, no
+ * imported and read back; a txg sync's gathered write reaching the OSD
+ * as one request per object (the OSD's op_w counter); its intent log on
+ * RADOS; the exclusive lock
+ * against a second import; a takeover that fences the holder; the
+ * checks of names, missing devices (refused, nothing made) and mixed
+ * kinds; and a cluster that goes away (EIO within the timeout, no
  * hang; an open that fails with a message).
  *
  * The cluster: main() runs itself again under tests/ceph/ceph-cluster.sh
@@ -19,7 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <rados/librados.h>
 
 #include "testlib.h"
 #include "zv_util.h"
@@ -29,6 +35,53 @@
 #define TIMEOUT_S 3             /* rados_op_timeout, rados_mount_timeout */
 
 static const char *ceph_pool;
+
+/* Whether object NAME exists in the test pool, asked of the cluster
+ * directly with a client of its own. */
+static bool
+obj_exists (const char *name)
+{
+  rados_t cl;
+  rados_ioctx_t io;
+  uint64_t size;
+  time_t mtime;
+  int r;
+
+  assert_int_equal (rados_create (&cl, NULL), 0);
+  assert_int_equal (rados_conf_read_file (cl, getenv ("CEPH_CONF")), 0);
+  assert_int_equal (rados_connect (cl), 0);
+  assert_int_equal (rados_ioctx_create (cl, ceph_pool, &io), 0);
+  r = rados_stat (io, name, &size, &mtime);
+  rados_ioctx_destroy (io);
+  rados_shutdown (cl);
+  assert_true (r == 0 || r == -ENOENT);
+  return r == 0;
+}
+
+/* The OSD's count of write requests (its perf counter op_w, from its
+ * admin socket). */
+static uint64_t
+osd_writes (void)
+{
+  char cmd[1024], buf[65536];
+  const char *at;
+  size_t n;
+  FILE *f;
+
+  snprintf (cmd, sizeof cmd, "ceph --admin-daemon '%s/run/osd.0.asok' "
+            "perf dump 2>/dev/null", getenv ("ZV_CEPH_DIR"));
+  f = popen (cmd, "r");
+  assert_non_null (f);
+  n = fread (buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  assert_int_equal (pclose (f), 0);
+  /* The OSD's own section, not its objecter's (which has an op_w too). */
+  at = strstr (buf, "\"osd\": {");
+  assert_non_null (at);
+  at = strstr (at, "\"op_w\":");
+  assert_non_null (at);
+  return strtoull (at + strlen ("\"op_w\":"), NULL, 10);
+}
 
 /* rados:POOL/NAME in buf. */
 static const char *
@@ -86,6 +139,35 @@ test_roundtrip (void **state)
   p = tl_pool_open_ok (&pc);
   tl_vol_check (tl_vol (p), 2 * MiB, 256 * KiB, 5);
   tl_vol_check (tl_vol (p), 0, 1 * MiB, 1);
+  assert_int_equal (tl_pool_close (p), 0);
+}
+
+/* The txg sync's gathered write of many volume blocks reaches the OSD as
+ * one request per object it touches, not one per block: 4 MiB of new
+ * data (256 blocks of 16 KiB) and the sync's metadata take far fewer
+ * than 256 OSD writes. */
+static void
+test_gathered_write (void **state)
+{
+  char d[128];
+  const char *devs[] = { dev_name (d, sizeof d, "gw") };
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t w0, w;
+
+  (void) state;
+  rados_cfg (&pc, devs, 1, true);
+  p = tl_pool_open_ok (&pc);
+  w0 = osd_writes ();
+  tl_vol_write (tl_vol (p), NULL, 0, 4 * MiB, 41, 0);
+  assert_int_equal (tl_pool_close (p), 0);
+  w = osd_writes () - w0;
+  printf ("# 4 MiB written and synced: %" PRIu64 " OSD write requests\n", w);
+  assert_true (w < 128);
+
+  rados_cfg (&pc, devs, 1, false);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 0, 4 * MiB, 41);
   assert_int_equal (tl_pool_close (p), 0);
 }
 
@@ -229,6 +311,11 @@ test_refusals (void **state)
   rados_cfg (&pc, devs, 1, false);
   assert_int_equal (zvol_pool_open (&pc, &p), -ENOENT);
   assert_true (tl_log_has ("no such RADOS device"));
+  /* ... and the refused open made nothing (no header object). */
+  assert_false (obj_exists ("never-made"));
+  assert_int_equal (zvol_pool_open (&pc, &p), -ENOENT);
+  assert_true (tl_log_has ("no such RADOS device"));
+  assert_false (obj_exists ("never-made"));
 
   snprintf (bad, sizeof bad, "rados:%s", ceph_pool);
   devs[0] = bad;
@@ -317,6 +404,7 @@ main (int argc, char **argv)
 {
   const struct CMUnitTest tests[] = {
     tl_test (test_roundtrip),
+    tl_test (test_gathered_write),
     tl_test (test_log_device),
     tl_test (test_lock),
     tl_test (test_takeover),
