@@ -5,7 +5,7 @@
  *
  * Theory.
  *
- * The blocks are the ones zil_commit.c writes (format.md, "Log blocks"):
+ * The blocks are the ones zil_commit.c writes (format.md, "Intent log"):
  * each names the next block's address and checksum seed and the highest
  * seq durable when it was issued.  Nothing here runs while the log
  * commits: the import's claim and inspection walk a walker's copy of the
