@@ -85,7 +85,12 @@
  * each covered at most COMMIT_WA_MAX_GAP tickets more than the one before
  * it (commit_wa_note), and for zil_write_ahead_window after the last of
  * them, so a stream of writes with rare flushes is logged by its flushes
- * as before, not one block per write.
+ * as before, not one block per write.  The thread's state (enum
+ * commit_wa_state, zl_wa_state): none, then starting (one kicker won the
+ * CAS and creates it), then running, or failed for good when it cannot
+ * be created (commits write every block); running is true only in the
+ * process that started it (zl_wa_gen against commit_fork_gen, bumped in
+ * a forked child), and closing the log stops and joins it.
  *
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
@@ -156,6 +161,8 @@
 #include "tunable.h"
 #include "zil_impl.h"
 
+/* ---- tunables (the table at the end) ---- */
+
 /* Published itxs that may wait to be packed: 2^shift slots (a tunable,
  * read at open; tests make the ring small to fill it). */
 unsigned zv_zil_itx_ring_shift = 18;
@@ -166,12 +173,6 @@ unsigned zv_zil_itx_ring_shift = 18;
  * writer's kicked txg syncs gently; a fast one's hurries before the ring
  * runs out and commits fall back to waiting for the txg. */
 static unsigned zv_zil_ring_full_speed_pct = 75;
-
-
-/* Boundary (volume offset) on which a write split over log blocks is cut. */
-#define COMMIT_SPLIT_ALIGN 4096u
-
-/* ---- tunables (the table at the end) ---- */
 
 /* flush=: the intent log, or a txg sync as before the log existed. */
 enum commit_flush { COMMIT_FLUSH_LOG = 0, COMMIT_FLUSH_TXG = 1 };
@@ -209,6 +210,9 @@ static uint64_t zil_max_commit_timeout_ns = 1000000;
 #define COMMIT_WA_MAX_GAP 4u
 #define COMMIT_WA_STREAK 2u
 static uint64_t zil_write_ahead_window_ns = 20000000;
+
+/* Boundary (volume offset) on which a write split over log blocks is cut. */
+#define COMMIT_SPLIT_ALIGN 4096u
 
 /* ---- helpers ---- */
 
@@ -1273,7 +1277,7 @@ zv_zil_commit_fini (zv_zil_t *zl)
 /* ---- tunables (tunable.h): sync, logbias, flush, zil_write_ahead and
  * the three sizes and shares after them are read into
  * zv_zil_tunables_t by zv_zil_tunables_default, the itx ring's size by
- * zv_zil_open, when a pool's log opens; the commit timeouts and the
+ * zv_zil_open (zil.c), when a pool's log opens; the commit timeouts and the
  * ring's speed-up are read as they are used ---- */
 static const char *const zv_zil_sync_names[] = {
   [ZV_SYNC_STANDARD] = "standard", [ZV_SYNC_ALWAYS] = "always",
