@@ -168,8 +168,8 @@ static_assert (sizeof (zv_dnode_phys_t) == 128, "dnode is 128 bytes");
  * block never crosses the ring's end (when fewer than zh_blksz bytes are
  * left, the next block starts over at the ring's start).  Replay starts
  * with block zh_head_seq at ring offset zh_head_pos % ring size and
- * follows the chain while blocks verify (zil.c tells a torn tail from a
- * damaged block by the lh_durable_seq of the blocks after it).
+ * follows the chain while blocks verify (zil_replay.c tells a torn tail
+ * from a damaged block by the lh_durable_seq of the blocks after it).
  */
 #define ZV_ZIL_BLKSZ (128u * 1024)           /* log block slot */
 #define ZV_LOG_VDEV 255u                     /* dva device of the log device */

@@ -82,7 +82,7 @@
  * before it (every import begins a new one, which only later headers
  * name), and nothing flushed since is recovered: the refusal's message
  * says the loss includes such records (p_rewound tells the log's claim
- * that a vouched-for block may have been reused: zil.c).
+ * that a vouched-for block may have been reused: zil_replay.c).
  *
  * A read-write import then claims each dataset's log (zv_zil_claim)
  * before anything can sync; a log damaged where acknowledged writes would

@@ -140,12 +140,12 @@ int zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
  * yet), so the replay applies the same records however many txgs sync
  * before it.  Every record is checked first, as the replay will
  * (blksz and volsize are the volume's), and where the chain stops is
- * judged (zil.c, zil_decide): a block in the middle that is damaged, a
- * record that makes no sense, or an in-place block the record may not
- * own (zil_claims_take; 'live' says whether space the bitmap shows
- * allocated is used by the synced tree; blkid is the record's volume
- * block) fails with -EIO and messages
- * naming the block or record, what is lost, and how to import anyway;
+ * judged (zil_replay.c, replay_decide): a block in the middle that is
+ * damaged, a record that makes no sense, or an in-place block the record
+ * may not own (replay_claims_take; 'live' says whether space the bitmap
+ * shows allocated is used by the synced tree; blkid is the record's
+ * volume block) fails with -EIO and messages naming the block or
+ * record, what is lost, and how to import anyway;
  * nothing is claimed.  With 'recover' the import goes on: TRUNCATE cuts
  * the chain there and records the cut in *zh, DISCARD starts *zh afresh
  * (a new, empty chain), each saying how many records of which txgs it

@@ -10,10 +10,10 @@
  * in the intent log (an in-memory record, no I/O), so a huge write cannot
  * pin one txg.  A FUA write, a flush, or any write of a sync=always
  * volume then commits the log up to its record: one log write and a
- * device flush, shared by concurrent committers (zil.c), not a txg.
- * Trim, and zero with MAY_TRIM, free whole blocks (holes read as zeros);
- * zero writes zeros into partial edges, trim leaves them as they are (a
- * trim is advisory).  A zero without MAY_TRIM keeps every block of its
+ * device flush, shared by concurrent committers (zil_commit.c), not a
+ * txg.  Trim, and zero with MAY_TRIM, free whole blocks (holes read as
+ * zeros); zero writes zeros into partial edges, trim leaves them as they
+ * are (a trim is advisory).  A zero without MAY_TRIM keeps every block of its
  * range allocated.
  *
  * Opening the volume opens its log from the header the pool keeps,
@@ -26,7 +26,7 @@
  * Concurrency: requests run in parallel.  What they share is the range
  * locks below (a writer's order of applying and of logging), the buffer
  * cache's per-block locks (dbuf.c), the txg holds (txg.c) and the log's
- * lock-free rings (zil.c).  Nothing else is written after open.
+ * lock-free rings (zil_commit.c).  Nothing else is written after open.
  */
 #include <config.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_zil.c: unit tests for the intent log (core/zil.c) through the
+ * test_zil.c: unit tests for the intent log (core/zil*.c) through the
  * public API, the pool's internals (core/pool.h, to reach the devices and
  * the log header) and a power-cut simulator (powercut.c) that sits on the
  * device layer's observer hook (tested here first):
@@ -1586,7 +1586,7 @@ hl_expect_refused (const char *dev, const char *what)
   tl_log_reset (false);
 }
 
-/* The checksum seed of log block seq of chain guid (zil.c's rule). */
+/* The checksum seed of log block seq of chain guid (zil_impl.h's rule). */
 static uint64_t
 hl_seed (uint64_t guid, uint64_t seq)
 {

@@ -1,5 +1,5 @@
 /*
- * test_zil_crash.c: crash tests of the intent log (core/zil.c) under the
+ * test_zil_crash.c: crash tests of the intent log (core/zil*.c) under the
  * power-cut simulator (powercut.c): power cuts while the log is busy, and
  * while it is being replayed.
  *
