@@ -3,7 +3,7 @@
  *
  * Each device's data area is tracked by a bitmap, one bit per ZV_SECTOR
  * (4 KiB), held in memory whole and persisted by the pool as a chain of
- * 16 KiB chunks (ZV_ALLOC_CHUNK bytes of bitmap each; see pool.c).  The
+ * 16 KiB chunks (ZV_ALLOC_CHUNK bytes of bitmap each; see psync.c).  The
  * allocator keeps a dirty flag per chunk so the pool rewrites only the
  * chunks that changed in a txg.
  *

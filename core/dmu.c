@@ -64,7 +64,7 @@
  * indirect block it changed until the parent records its new pointer, so
  * an evicted indirect block is always reloaded from the current pointer.
  *
- * Trust.  Import checks the volume's root and nothing below it (pool.c).
+ * Trust.  Import checks the volume's root and nothing below it (import.c).
  * An indirect block of the imported tree (born at or before the txg
  * imported, spa_own_txg) is checked when it is first read from disk:
  * its header, then every child's fields (dmu_check_child, the same

@@ -1,6 +1,6 @@
 /*
  * test_volumes.c: several volumes in one pool (format 2's dataset
- * directory, core/pool.c) through the public API of core/zvol.h: a pool
+ * directory, core/dsdir.c) through the public API of core/zvol.h: a pool
  * made without a volume, volumes created with their own size, block size
  * and reservation, written and read back independently across export
  * and import and across a power cut (their logs replayed each on its
