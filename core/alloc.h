@@ -167,6 +167,9 @@ void zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out);
  * Lock-free (atomics).  The sync releases what it reserved with unreserve.
  */
 int zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes);
+/* The same, leaving 'held' bytes more untouched: what the unused
+ * reservations of the writer's other volumes keep (dsdir.c). */
+int zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held);
 /* For the write throttle: reserved + deferred bytes (*inuse) and that
  * plus what can still be reserved (*cap).  Lock-free, advisory. */
 void zv_alloc_pressure (zv_alloc_t *a, uint64_t *inuse, uint64_t *cap);

@@ -21,6 +21,13 @@
  * only when it changed.  Import checks each record alone here
  * (zv_dsdir_rec_check: hostile data) and against the pool in import.c.
  *
+ * Reservations (as ZFS's refreservation): a volume's writes reserve
+ * their blocks only if the pool keeps what the other volumes'
+ * reservations still lack (dsdir_held, the object's zv_dmu_held_fn;
+ * zv_alloc_reserve_held), so a volume can always write its reservation.
+ * dd_resv_total, the undestroyed volumes' reservations, is the
+ * lock-free bound a write tries first.
+ *
  * State of a dataset: on the list (created or imported) -> held (a
  * volume has it open) -> released -> destroy marked -> freed by the
  * next sync -> dropped once that txg is on disk.
@@ -29,7 +36,9 @@
  * marks, attached logs and stored log headers, which volumes and admin
  * calls change while the sync thread reads them; dd_admin_lock (taken
  * before it) makes creates and destroys one at a time (the log device
- * goes to one volume).  The sync's copy of the list and each dataset's
+ * goes to one volume).  dd_resv_lock, innermost (writers take it under
+ * a buffer's db_mtx, dmu.c), also guards the list and the destroy marks,
+ * for dsdir_held.  The sync's copy of the list and each dataset's
  * ds_freeing and ds_rec are the sync thread's alone.
  */
 #include <config.h>
@@ -215,7 +224,9 @@ zv_dsdir_reap (zv_pool_t *p)
       i++;
       continue;
     }
+    pthread_mutex_lock (&p->p_dd.dd_resv_lock);
     p->p_dd.dd_dss[i] = p->p_dd.dd_dss[--p->p_dd.dd_nds];
+    pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
     zv_dmu_object_close (&ds->ds_obj);
     free (ds);
   }
@@ -243,6 +254,7 @@ zv_dsdir_init (zv_pool_t *p)
 {
   pthread_mutex_init (&p->p_dd.dd_lock, NULL);
   pthread_mutex_init (&p->p_dd.dd_admin_lock, NULL);
+  pthread_mutex_init (&p->p_dd.dd_resv_lock, NULL);
 }
 
 /* After zv_dsdir_drop_all: what is left of an empty directory. */
@@ -254,6 +266,7 @@ zv_dsdir_fini (zv_pool_t *p)
   free (p->p_dd.dd_sync_dss);
   pthread_mutex_destroy (&p->p_dd.dd_lock);
   pthread_mutex_destroy (&p->p_dd.dd_admin_lock);
+  pthread_mutex_destroy (&p->p_dd.dd_resv_lock);
 }
 
 /* Is a dataset held (a volume has it open)?  The first one's name into
@@ -270,6 +283,42 @@ zv_dsdir_held (zv_pool_t *p, char *name, size_t len)
       snprintf (name, len, "%s", ds->ds_name);
   }
   pthread_mutex_unlock (&p->p_dd.dd_lock);
+  return held;
+}
+
+/*
+ * The object's zv_dmu_held_fn: what a write to ds must leave free for the
+ * other volumes' reservations.  A volume's unused reservation is its
+ * reservation less what it uses: its data as of the last sync plus what
+ * its writers reserved since (an overwrite counts whole: until its txg
+ * syncs it takes new space, and the old block comes back two txgs
+ * later).  The bound is every other volume's whole reservation.
+ */
+static uint64_t
+dsdir_held (void *arg, bool exact)
+{
+  zv_pool_ds_t *ds = arg;
+  zv_dsdir_t *dd = &ds->ds_pool->p_dd;
+  uint64_t held = 0;
+
+  if (!exact) {
+    uint64_t total = atomic_load_explicit (&dd->dd_resv_total,
+                                           memory_order_relaxed);
+    return total > ds->ds_reservation ? total - ds->ds_reservation : 0;
+  }
+  pthread_mutex_lock (&dd->dd_resv_lock);
+  for (size_t i = 0; i < dd->dd_nds; i++) {
+    zv_pool_ds_t *o = dd->dd_dss[i];
+    uint64_t used;
+
+    if (o == ds || o->ds_destroy || o->ds_reservation == 0)
+      continue;
+    used = atomic_load_explicit (&o->ds_referenced, memory_order_relaxed)
+      + zv_dmu_object_reserved (&o->ds_obj);
+    if (o->ds_reservation > used)
+      held += o->ds_reservation - used;
+  }
+  pthread_mutex_unlock (&dd->dd_resv_lock);
   return held;
 }
 
@@ -295,9 +344,14 @@ zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
                          (&di->di_volume->dn_root) ? 0
                          : di->di_volume->dn_root.bp_fill * di->di_blksz,
                          memory_order_relaxed);
+  zv_dmu_object_set_held (&ds->ds_obj, dsdir_held, ds);
   pthread_mutex_lock (&p->p_dd.dd_lock);
+  pthread_mutex_lock (&p->p_dd.dd_resv_lock);
   ZV_GROW (p->p_dd.dd_dss, p->p_dd.dd_nds, p->p_dd.dd_cap, 8);
   p->p_dd.dd_dss[p->p_dd.dd_nds++] = ds;
+  atomic_fetch_add_explicit (&p->p_dd.dd_resv_total, ds->ds_reservation,
+                             memory_order_relaxed);
+  pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   return ds;
 }
@@ -318,6 +372,7 @@ zv_dsdir_drop_all (zv_pool_t *p)
   }
   p->p_dd.dd_nds = 0;
   p->p_dd.dd_sync_nds = 0;
+  atomic_store_explicit (&p->p_dd.dd_resv_total, 0, memory_order_relaxed);
 }
 
 /* The dataset called name (the caller holds dd_lock), or NULL. */
@@ -773,8 +828,13 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
     r = -ENOENT;
   else if (ds->ds_held)
     r = -EBUSY;
-  else
+  else {
+    pthread_mutex_lock (&p->p_dd.dd_resv_lock);
     ds->ds_destroy = true;
+    atomic_fetch_sub_explicit (&p->p_dd.dd_resv_total, ds->ds_reservation,
+                               memory_order_relaxed);
+    pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
+  }
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   zv_txg_rele (p->p_txg, &h);
   if (r == -ENOENT)

@@ -50,6 +50,11 @@ typedef struct zv_dsdir {
   zv_pool_ds_t **dd_sync_dss;  /* the sync's copy of the list */
   size_t dd_sync_nds, dd_sync_cap;
   zv_flat_t dd_flat;           /* the directory's blocks */
+  /* For writers' space reservations (dsdir_held), taken under db_mtx and
+   * inside dd_lock, never before either: the list (dd_dss, dd_nds) and
+   * the destroy marks change under it too. */
+  pthread_mutex_t dd_resv_lock;
+  _Atomic uint64_t dd_resv_total; /* reservations of the undestroyed */
 } zv_dsdir_t;
 
 struct zvol_pool {

@@ -498,6 +498,63 @@ test_powercut_second_log (void **state)
   }
 }
 
+/*
+ * A reservation is kept for its volume: another volume's writes get
+ * ENOSPC once only the unused part of the reservation is left, and the
+ * volume with the reservation can still write all of it (as ZFS's
+ * refreservation).
+ */
+static void
+test_reservation_kept (void **state)
+{
+  char path[512];
+  zvol_pool_t *p = vt_new_pool (path, sizeof path, "resv");
+  const uint64_t R = 24 * MiB;
+  uint8_t *buf = malloc (MiB);
+  zvol_t *thin, *resv;
+  uint64_t off;
+  int r = 0;
+
+  (void) state;
+  assert_non_null (buf);
+  assert_int_equal (zvol_pool_start (p), 0);
+  vt_create (p, "resv", R, 16384, R);
+  vt_create (p, "thin", DEV_SIZE, 16384, 0);
+  thin = vt_open (p, "thin");
+  resv = vt_open (p, "resv");
+  /* The reserved volume's first quarter is written before the other one
+   * fills the pool: what it uses is no longer held for it. */
+  tl_vol_write (resv, NULL, 0, R / 4, 0x51, 0);
+  assert_int_equal (zvol_flush (resv), 0);
+
+  tl_log_reset (true);
+  for (off = 0; off < DEV_SIZE && r == 0; off += MiB) {
+    tl_pat_fill (buf, off, MiB, 0x7e);
+    r = zvol_write (thin, buf, off, MiB, 0);
+  }
+  assert_int_equal (r, -ENOSPC);
+  assert_true (tl_log_has ("is full"));
+  tl_log_reset (false);
+  assert_true (off > 8 * MiB);          /* it did fill what was free */
+
+  /* The rest of the reservation: every write of it succeeds. */
+  for (uint64_t o = R / 4; o < R; o += MiB)
+    tl_vol_write (resv, NULL, o, MiB, 0x52 + o / MiB, 0);
+  assert_int_equal (zvol_flush (resv), 0);
+  assert_int_equal (zvol_close (resv), 0);
+  assert_int_equal (zvol_close (thin), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  p = vt_import (path);
+  resv = vt_open (p, "resv");
+  tl_vol_check (resv, 0, R / 4, 0x51);
+  for (uint64_t o = R / 4; o < R; o += MiB)
+    tl_vol_check (resv, o, MiB, 0x52 + o / MiB);
+  assert_int_equal (zvol_close (resv), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (buf);
+}
+
 /* A format-1 pool is refused, saying how to move its data, and create
  * does not overwrite it. */
 static void
@@ -542,6 +599,7 @@ main (void)
     tl_test (test_destroy),
     tl_test (test_powercut),
     tl_test (test_powercut_second_log),
+    tl_test (test_reservation_kept),
     tl_test (test_format1_refused),
   };
 
