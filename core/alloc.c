@@ -1159,10 +1159,17 @@ zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)
 
 /*
  * Open context: claim 'bytes' of future allocation, or -ENOSPC when that
- * would eat into the slop.  Written so no sum can overflow.
+ * would eat into the slop or into 'held' (what other volumes' unused
+ * reservations keep).  The indirect blocks a sync writes for data are
+ * allocated there without a reservation, out of the same space: with
+ * something held, the check counts them too, 1/32 of the data reserved
+ * and held (two copies of a 128-byte pointer per 16 KiB block is 1/64;
+ * the rest for the levels above and the txg's copy-on-write of them), or
+ * the other volumes' metadata would eat into the reservations.  Written
+ * so no sum can overflow (every value is at most the pool's size).
  */
 int
-zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes)
+zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held)
 {
   uint64_t limit = a->a_total - a->a_slop;
   uint64_t cur = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
@@ -1170,8 +1177,10 @@ zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes)
   for (;;) {
     uint64_t used = atomic_load_explicit (&a->a_allocated,
                                           memory_order_relaxed);
+    uint64_t keep = held > 0 ? held + (held + cur + bytes) / 32 : 0;
 
-    if (used > limit || cur > limit - used || bytes > limit - used - cur)
+    if (used > limit || cur > limit - used || keep > limit - used - cur
+        || bytes > limit - used - cur - keep)
       return -ENOSPC;
     if (atomic_compare_exchange_weak_explicit (&a->a_reserved, &cur,
                                                cur + bytes,
@@ -1179,6 +1188,12 @@ zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes)
                                                memory_order_relaxed))
       return 0;
   }
+}
+
+int
+zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes)
+{
+  return zv_alloc_reserve_held (a, bytes, 0);
 }
 
 /*

@@ -3,7 +3,7 @@
  *
  * Each device's data area is tracked by a bitmap, one bit per ZV_SECTOR
  * (4 KiB), held in memory whole and persisted by the pool as a chain of
- * 16 KiB chunks (ZV_ALLOC_CHUNK bytes of bitmap each; see pool.c).  The
+ * 16 KiB chunks (ZV_ALLOC_CHUNK bytes of bitmap each; see psync.c).  The
  * allocator keeps a dirty flag per chunk so the pool rewrites only the
  * chunks that changed in a txg.
  *
@@ -167,6 +167,9 @@ void zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out);
  * Lock-free (atomics).  The sync releases what it reserved with unreserve.
  */
 int zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes);
+/* The same, leaving 'held' bytes more untouched: what the unused
+ * reservations of the writer's other volumes keep (dsdir.c). */
+int zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held);
 /* For the write throttle: reserved + deferred bytes (*inuse) and that
  * plus what can still be reserved (*cap).  Lock-free, advisory. */
 void zv_alloc_pressure (zv_alloc_t *a, uint64_t *inuse, uint64_t *cap);

@@ -63,8 +63,11 @@
  * sync never holds two of these at once, and it keeps a hold on every
  * indirect block it changed until the parent records its new pointer, so
  * an evicted indirect block is always reloaded from the current pointer.
+ * A write's space reservation may call ob_held_fn under a db_mtx: the
+ * function takes only a lock of its own, held for nothing else
+ * (dsdir.c's dd_resv_lock).
  *
- * Trust.  Import checks the volume's root and nothing below it (pool.c).
+ * Trust.  Import checks the volume's root and nothing below it (import.c).
  * An indirect block of the imported tree (born at or before the txg
  * imported, spa_own_txg) is checked when it is first read from disk:
  * its header, then every child's fields (dmu_check_child, the same
@@ -172,6 +175,23 @@ zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa, zv_dbuf_cache_t *cache,
   pthread_mutex_init (&ob->ob_mtx, NULL);
   pthread_mutex_init (&ob->ob_refused_mtx, NULL);
   return 0;
+}
+
+void
+zv_dmu_object_set_held (zv_object_t *ob, zv_dmu_held_fn fn, void *arg)
+{
+  ob->ob_held_fn = fn;
+  ob->ob_held_arg = arg;
+}
+
+uint64_t
+zv_dmu_object_reserved (zv_object_t *ob)
+{
+  uint64_t n = 0;
+
+  for (unsigned t = 0; t < ZV_TXG_SIZE; t++)
+    n += atomic_load_explicit (&ob->ob_reserved[t], memory_order_relaxed);
+  return n;
 }
 
 /* Throw away every dirty record (a suspended pool, a failed open): the
@@ -911,11 +931,20 @@ dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
 }
 
 /* Reserve space for one block of txg (zv_alloc_reserve), counted in
- * ob_reserved so the sync of txg turns it into its allocation. */
+ * ob_reserved so the sync of txg turns it into its allocation.  What
+ * other volumes' reservations hold stays free: the lock-free bound
+ * first, the exact amount only when the bound refuses. */
 static int
 dmu_reserve (zv_object_t *ob, uint64_t txg)
 {
-  int r = zv_alloc_reserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
+  zv_alloc_t *a = ob->ob_spa->spa_alloc;
+  uint64_t held = ob->ob_held_fn ? ob->ob_held_fn (ob->ob_held_arg, false)
+    : 0;
+  int r = zv_alloc_reserve_held (a, ob->ob_blksz, held);
+
+  if (r == -ENOSPC && held > 0)
+    r = zv_alloc_reserve_held (a, ob->ob_blksz,
+                               ob->ob_held_fn (ob->ob_held_arg, true));
 
   if (r == 0)
     atomic_fetch_add_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK],

@@ -17,6 +17,15 @@
 #include "zio.h"
 #include "dbuf.h"
 
+/*
+ * What a write to an object must leave free of the pool besides the slop
+ * (zv_alloc_reserve_held): the unused reservations of the other volumes
+ * (dsdir.c).  exact false: a bound, lock-free (every other volume's whole
+ * reservation); true: the exact amount, which costs a walk of the
+ * volumes, asked only when the bound refused the write.
+ */
+typedef uint64_t (*zv_dmu_held_fn) (void *arg, bool exact);
+
 typedef struct zv_object {
   zv_spa_t *ob_spa;
   zv_dbuf_cache_t *ob_cache;
@@ -29,6 +38,8 @@ typedef struct zv_object {
   zv_blkptr_t ob_root;
   _Atomic (zv_dirty_t *) ob_dirty[ZV_TXG_SIZE];  /* L0 records per txg */
   _Atomic uint64_t ob_reserved[ZV_TXG_SIZE];     /* bytes per txg */
+  zv_dmu_held_fn ob_held_fn;      /* NULL: nothing held for others */
+  void *ob_held_arg;
   /* Indirect blocks refused when they loaded (dmu.c, "Trust"), as
    * (level << 56) | index: changes under them fail at once.  Under
    * ob_refused_mtx; ob_nrefused is also read without it. */
@@ -45,6 +56,10 @@ unsigned zv_dmu_nlevels (uint64_t nblocks);
 int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa,
                         zv_dbuf_cache_t *cache, uint64_t id,
                         const zv_dnode_phys_t *dn);
+/* Set what the object's writes must leave free (before any write). */
+void zv_dmu_object_set_held (zv_object_t *ob, zv_dmu_held_fn fn, void *arg);
+/* Bytes its writers reserved that no sync has turned into allocations. */
+uint64_t zv_dmu_object_reserved (zv_object_t *ob);
 /* Throw away every dirty record (failed pools only). */
 void zv_dmu_object_discard_dirty (zv_object_t *ob);
 /* Drop its cached blocks (nothing may be dirty). */

@@ -15,7 +15,7 @@
  *
  * Import reads every slot of both labels of every device and keeps those
  * that verify (magic, version, checksum, pool guid, the slot of their
- * txg, flags zero); pool.c then tries them newest first until one's tree
+ * txg, flags zero); import.c then tries them newest first until one's tree
  * verifies, and refuses a rewind unless told to accept it.
  *
  * Empty slots.  A zeroed or overwritten slot must not look like one no
@@ -29,7 +29,7 @@
  * label set at most, and the other set still verifies (older txg, or
  * empty).  zv_label_ring_state reports, slot by slot, how many copies
  * verify; a slot with none was damaged after it was written, and may
- * have held a txg newer than every one that survived (pool.c).  Pools
+ * have held a txg newer than every one that survived (import.c).  Pools
  * created before the flag have zeros in slots never written; there a
  * slot is known to have been written only once its txg minus
  * ZV_UB_COUNT is a txg of the pool.

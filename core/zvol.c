@@ -904,9 +904,9 @@ zvol_set_log_level (zvol_log_level_t level)
 /* The volume listing is the pool's, field for field. */
 #define ZVOL_VI_SAME(pf, ef) \
   static_assert (offsetof (zvol_volume_info_t, pf) \
-                 == offsetof (zv_pool_ds_info_t, ef) \
+                 == offsetof (zv_dsdir_info_t, ef) \
                  && sizeof (((zvol_volume_info_t *) 0)->pf) \
-                 == sizeof (((zv_pool_ds_info_t *) 0)->ef), #pf)
+                 == sizeof (((zv_dsdir_info_t *) 0)->ef), #pf)
 ZVOL_VI_SAME (vi_name, di_name);
 ZVOL_VI_SAME (vi_id, di_id);
 ZVOL_VI_SAME (vi_volsize, di_volsize);
@@ -918,7 +918,7 @@ ZVOL_VI_SAME (vi_used, di_used);
 ZVOL_VI_SAME (vi_avail, di_avail);
 ZVOL_VI_SAME (vi_creation_txg, di_creation_txg);
 ZVOL_VI_SAME (vi_creation_time, di_creation_time);
-static_assert (sizeof (zvol_volume_info_t) == sizeof (zv_pool_ds_info_t),
+static_assert (sizeof (zvol_volume_info_t) == sizeof (zv_dsdir_info_t),
                "volume info");
 
 int
@@ -929,7 +929,7 @@ zvol_volume_create (zvol_pool_t *pool, const char *name,
     zv_error ("zvol_volume_create: no parameters");
     return -EINVAL;
   }
-  return zv_pool_ds_create (pool, name, vp->vp_size, vp->vp_blocksize
+  return zv_pool_volume_create (pool, name, vp->vp_size, vp->vp_blocksize
                             ? vp->vp_blocksize : ZVOL_DEFAULT_VOLBLOCKSIZE,
                             vp->vp_reservation);
 }
@@ -937,19 +937,19 @@ zvol_volume_create (zvol_pool_t *pool, const char *name,
 int
 zvol_volume_destroy (zvol_pool_t *pool, const char *name)
 {
-  return zv_pool_ds_destroy (pool, name);
+  return zv_dsdir_destroy (pool, name);
 }
 
 size_t
 zvol_volume_list (zvol_pool_t *pool, zvol_volume_info_t *out, size_t max)
 {
-  return zv_pool_ds_list (pool, (zv_pool_ds_info_t *) out, max);
+  return zv_dsdir_list (pool, (zv_dsdir_info_t *) out, max);
 }
 
 uint64_t
 zvol_pool_avail (zvol_pool_t *pool)
 {
-  return zv_pool_avail (pool);
+  return zv_dsdir_avail (pool);
 }
 
 void
@@ -1020,14 +1020,14 @@ zvol_log_open (zvol_t *zv, const zvol_config_t *vc)
   zt.zt_legacy_txg_commit = vc->vc_flush_by_txg;
   zv->zv_zil = zv_zil_open (zv_pool_spa (zv->zv_pool),
                             zv_pool_logdev (zv->zv_pool), zv->zv_txg,
-                            zv_pool_ds_zil_header (zv->zv_ds), &ops, zv,
+                            zv_dsdir_zil_header (zv->zv_ds), &ops, zv,
                             &zt);
-  zv_pool_ds_attach_zil (zv->zv_ds, zv->zv_zil);
+  zv_dsdir_attach_zil (zv->zv_ds, zv->zv_zil);
   r = zv_zil_replay (zv->zv_zil, zv_pool_open_txg (zv->zv_pool),
                      zv_pool_zil_recover (zv->zv_pool));
   if (r < 0) {
     zv_error ("volume '%s': intent log replay failed: %s",
-              zv_pool_ds_name (zv->zv_ds), strerror (-r));
+              zv_dsdir_name (zv->zv_ds), strerror (-r));
     return r;
   }
   return 0;
@@ -1039,7 +1039,7 @@ zvol_log_close (zvol_t *zv)
 {
   if (zv->zv_zil == NULL)
     return;
-  zv_pool_ds_attach_zil (zv->zv_ds, NULL);
+  zv_dsdir_attach_zil (zv->zv_ds, NULL);
   zv_zil_close (zv->zv_zil);
   zv->zv_zil = NULL;
 }
@@ -1050,7 +1050,7 @@ zvol_free (zvol_t *zv)
   zvol_log_close (zv);
   for (unsigned i = 0; i < ZVOL_STRIPES; i++)
     pthread_mutex_destroy (&zv->zv_stripes[i]);
-  zv_pool_ds_rele (zv->zv_ds);
+  zv_dsdir_rele (zv->zv_ds);
   free (zv);
 }
 
@@ -1076,7 +1076,7 @@ zvol_open (zvol_pool_t *pool, const char *name, const zvol_config_t *vc,
   }
   /* A name may be a client's (an NBD export name: up to 4 KiB of any
    * bytes): it is only ever compared, and shown escaped. */
-  if (name != NULL && zv_pool_ds_find (pool, name) == NULL) {
+  if (name != NULL && zv_dsdir_find (pool, name) == NULL) {
     char shown[4 * ZV_NAME_MAX + 4], pname[4 * ZV_NAME_MAX + 4];
 
     zv_str_printable (name, ZV_NAME_MAX, shown, sizeof shown);
@@ -1085,17 +1085,17 @@ zvol_open (zvol_pool_t *pool, const char *name, const zvol_config_t *vc,
     zv_error ("pool '%s' has no volume '%s'", pname, shown);
     return -ENOENT;
   }
-  r = zv_pool_ds_hold (pool, name, &ds);
+  r = zv_dsdir_hold (pool, name, &ds);
   if (r < 0)
     return r;
   zv = zv_calloc (1, sizeof *zv);
   zv->zv_pool = pool;
   zv->zv_ds = ds;
-  zv->zv_obj = zv_pool_ds_object (ds);
+  zv->zv_obj = zv_dsdir_object (ds);
   zv->zv_txg = zv_pool_txg (pool);
   zv->zv_sync = vc->vc_sync;
-  zv->zv_volsize = zv_pool_ds_volsize (ds);
-  zv->zv_blksz = zv_pool_ds_blksz (ds);
+  zv->zv_volsize = zv_dsdir_volsize (ds);
+  zv->zv_blksz = zv_dsdir_blksz (ds);
   zv->zv_readonly = zv_pool_is_readonly (pool);
   for (unsigned i = 0; i < ZVOL_STRIPES; i++)
     pthread_mutex_init (&zv->zv_stripes[i], NULL);
@@ -1123,7 +1123,7 @@ zvol_close (zvol_t *zv)
     r = zv_txg_wait_synced (zv->zv_txg, 0);
   if (r < 0)
     zv_error ("volume '%s': syncing before close failed: %s",
-              zv_pool_ds_name (zv->zv_ds), strerror (-r));
+              zv_dsdir_name (zv->zv_ds), strerror (-r));
   zvol_free (zv);
   return r;
 }
@@ -1131,7 +1131,7 @@ zvol_close (zvol_t *zv)
 const char *
 zvol_name (zvol_t *zv)
 {
-  return zv_pool_ds_name (zv->zv_ds);
+  return zv_dsdir_name (zv->zv_ds);
 }
 
 void

@@ -1,6 +1,6 @@
 /*
  * fuzz_dsrec: a dataset record of format 2's directory, as import reads
- * it (zv_pool_dsrec_check: hostile data).
+ * it (zv_dsdir_rec_check: hostile data).
  *
  * The input is a header (flags, the record's slot, the objset's txg and
  * next dataset id, as offsets from the record's own fields) and the
@@ -50,7 +50,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                                      + ((flags & DSREC_F_MOVED) ? 1 : 0)),
                       &rec.dr_cksum);
   }
-  r = zv_pool_dsrec_check (&rec, slot, DSREC_GUID, txg, next);
+  r = zv_dsdir_rec_check (&rec, slot, DSREC_GUID, txg, next);
   FZ_CHECK (r == 0 || r == 1 || r == -EIO);
   if (r == 1)
     FZ_CHECK (memcmp (&rec, &zero, sizeof rec) == 0);

@@ -1,7 +1,7 @@
 /*
  * fuzz_spacemap: the allocator's state as import rebuilds it from disk:
  * space-map chunks (zv_alloc_chunk_load, which refuses bits past a
- * device's end) and deferred-free list blocks (zv_pool_defer_load_block,
+ * device's end) and deferred-free list blocks (zv_import_defer_load_block,
  * which takes only allocated extents) and the ownership check import
  * makes of the pending frees (no sector freed twice), then the queries
  * the intent log's claim asks of hostile addresses (zv_alloc_may_claim,
@@ -22,6 +22,7 @@
 #include "fuzz_inputs.h"
 #include "alloc.h"
 #include "pool.h"
+#include "import.h"
 
 #define SM_MAXDEVS 4u
 #define SM_MAXBLOCKS 64u
@@ -44,7 +45,7 @@ sm_own_cb (void *arg, uint64_t dva, uint32_t size)
     sm_owned_ok = false;
 }
 
-/* What import checks once the lists are loaded (pool.c, pool_own_meta):
+/* What import checks once the lists are loaded (import.c, import_own_meta):
  * no two pending deferred frees share a sector. */
 static bool
 sm_owners_ok (zv_alloc_t *a, const uint8_t *txgs)
@@ -138,7 +139,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       if (!loading)
         break;
       lists = true;
-      r = zv_pool_defer_load_block (a, dtxg, count, blkid, ents);
+      r = zv_import_defer_load_block (a, dtxg, count, blkid, ents);
       FZ_CHECK (r == 0 || r == -EIO);
       if (r < 0)
         goto out;

@@ -5,7 +5,7 @@
  * indirect block's header), optionally read through the buffer cache as
  * a volume read does (zv_dmu_read_by_dnode); and the flat objects, the
  * space map (zv_flat_load into zv_alloc_chunk_load) and a deferred-free
- * list (zv_flat_load into zv_pool_defer_load_block).
+ * list (zv_flat_load into zv_import_defer_load_block).
  *
  * The input (fuzz_inputs.h) is a dnode and the blocks of its tree, block
  * k in slot k of a memory device; the harness reseals the tree (image.h:
@@ -23,6 +23,7 @@
 #include "dmu.h"
 #include "flat.h"
 #include "pool.h"
+#include "import.h"
 
 static fz_memdev_t fz_small, fz_large;
 static zv_dev_t *fz_dev_small, *fz_dev_large;
@@ -81,7 +82,7 @@ tree_defer_cb (void *arg, uint64_t blkid, const void *data)
 {
   tree_defer_t *td = arg;
 
-  return zv_pool_defer_load_block (td->td_alloc, td->td_txg, td->td_count,
+  return zv_import_defer_load_block (td->td_alloc, td->td_txg, td->td_count,
                                    blkid, data);
 }
 
@@ -218,7 +219,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       FZ_CHECK (sp.as_allocated <= sp.as_total);
       /* The first syncs after import apply the list (T+2): its frees
        * must be frees the allocator can make, once import checked that
-       * no two of them share a sector (pool.c, pool_own_meta). */
+       * no two of them share a sector (import.c, import_own_meta). */
       if (!sm && tree_owners_ok (spa.spa_alloc, dn.dn_txg))
         zv_alloc_sync_begin (spa.spa_alloc, dn.dn_txg + ZV_TXG_DEFER);
     }

@@ -7,7 +7,7 @@
  * and the records handed to the volume).
  *
  * The input (fuzz_inputs.h) is a log header as import would accept it
- * (pool_check_zil's bounds), the allocator's state around the in-place
+ * (import_check_zil's bounds), the allocator's state around the in-place
  * blocks, and a chain of log blocks whose records are the input's bytes;
  * the harness lays the blocks out in the ring as the writer does and
  * seals them, unless a block's flags say otherwise, so records reach the
@@ -203,7 +203,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                            n * ZV_SECTOR);
   }
 
-  /* A header import accepts (pool_check_zil). */
+  /* A header import accepts (import_check_zil). */
   if (head_pos % ring + ZV_ZIL_BLKSZ > ring)
     head_pos -= head_pos % ring;
   memset (&zh, 0, sizeof zh);

@@ -1994,7 +1994,7 @@ vol_walk (zvol_pool_t *p, vwalk_t *w)
 {
   zv_dnode_phys_t dn;
 
-  zv_object_t *ob = zv_pool_ds_object (zv_pool_ds_find (p, NULL));
+  zv_object_t *ob = zv_dsdir_object (zv_dsdir_find (p, NULL));
 
   zv_dmu_object_phys (ob, &dn);
   assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ob->ob_id, &dn, false,
@@ -2047,7 +2047,7 @@ test_inplace_free_durable (void **state)
     t = zv_txg_open_txg (zv_pool_txg (p));
     tl_vol_write (tl_vol (p), NULL, 5 * BS, BS, 2, 0);
     memset (&bp, 0, sizeof bp);
-    if (zv_dmu_sync_block (zv_pool_ds_object (zv_pool_ds_find (p, NULL)), t, 5, &bp) != 0)
+    if (zv_dmu_sync_block (zv_dsdir_object (zv_dsdir_find (p, NULL)), t, 5, &bp) != 0)
       _exit (11);
     tl_vol_write (tl_vol (p), NULL, 5 * BS, BS, 3, 0);  /* unoverride */
     if (zv_pool_sync (p) != 0 || zv_txg_last_synced (zv_pool_txg (p)) != t)

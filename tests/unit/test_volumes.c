@@ -1,6 +1,6 @@
 /*
  * test_volumes.c: several volumes in one pool (format 2's dataset
- * directory, core/pool.c) through the public API of core/zvol.h: a pool
+ * directory, core/dsdir.c) through the public API of core/zvol.h: a pool
  * made without a volume, volumes created with their own size, block size
  * and reservation, written and read back independently across export
  * and import and across a power cut (their logs replayed each on its
@@ -424,6 +424,137 @@ test_powercut (void **state)
   }
 }
 
+/*
+ * Every volume's log is claimed at import, not only the first one's: a
+ * power cut after flushed writes to the second volume alone, then an
+ * import that opens only the first volume and syncs txgs, and a clean
+ * export.  The second volume's log is replayed only at the next import;
+ * only its claim (the header's claim txg) says that its records are of
+ * txgs after the first import's, so without it they would count as
+ * synced there and be skipped.  Both ways of logging: the records' data
+ * in the log, and in place (the claim takes those blocks, or the first
+ * volume's writes may reuse them).
+ */
+static void
+test_powercut_second_log (void **state)
+{
+  uint64_t seed = tl_seed ("volumes second log");
+
+  (void) state;
+  for (unsigned round = 0; round < 2; round++) {
+    char path[512], name[32];
+    snprintf (name, sizeof name, "second%u", round);
+    zvol_pool_t *p = vt_new_pool (path, sizeof path, name);
+    pc_t *pc = pc_new (seed + round, PC_RANDOM);
+    zvol_config_t vc;
+    zvol_t *zv;
+
+    vt_create (p, "first", 8 * MiB, 4096, 0);
+    vt_create (p, "second", 8 * MiB, 4096, 0);
+    assert_int_equal (zvol_pool_close (p), 0);
+
+    pc_watch (pc, true);
+    p = vt_import (path);
+    assert_int_equal (zvol_pool_start (p), 0);
+    zvol_config_init (&vc);
+    if (round == 1)
+      vc.vc_logbias = ZVOL_LOGBIAS_THROUGHPUT;
+    assert_int_equal (zvol_open (p, "second", &vc, &zv), 0);
+    /* The first commit of the import's new chain waits for a txg that
+     * names it; the writes after it are in the log alone. */
+    tl_vol_write (zv, NULL, 0, 65536, seed ^ round, 0);
+    assert_int_equal (zvol_flush (zv), 0);
+    tl_vol_write (zv, NULL, MiB, 65536, seed ^ round ^ 1, 0);
+    tl_vol_write (zv, NULL, 2 * MiB, 65536, seed ^ round ^ 2, ZVOL_FUA);
+    assert_int_equal (zvol_flush (zv), 0);
+    pc_cut (pc);
+    tl_log_reset (true);
+    (void) zvol_close (zv);
+    (void) zvol_pool_close (p);
+    tl_log_reset (false);
+    pc_watch (pc, false);
+    pc_free (pc);
+
+    /* Txgs sync with the second volume's log still unreplayed. */
+    p = vt_import (path);
+    assert_int_equal (zvol_pool_start (p), 0);
+    for (unsigned i = 0; i < 4; i++) {
+      zv = vt_open (p, "first");
+      tl_vol_write (zv, NULL, i * MiB, 2 * MiB, i, 0);
+      assert_int_equal (zvol_close (zv), 0);
+    }
+    assert_int_equal (zvol_pool_close (p), 0);
+
+    p = vt_import (path);
+    zv = vt_open (p, "second");
+    tl_vol_check (zv, 0, 65536, seed ^ round);
+    tl_vol_check (zv, MiB, 65536, seed ^ round ^ 1);
+    tl_vol_check (zv, 2 * MiB, 65536, seed ^ round ^ 2);
+    assert_int_equal (zvol_close (zv), 0);
+    zv = vt_open (p, "first");
+    tl_vol_check (zv, 3 * MiB, 2 * MiB, 3);
+    assert_int_equal (zvol_close (zv), 0);
+    assert_int_equal (zvol_pool_close (p), 0);
+  }
+}
+
+/*
+ * A reservation is kept for its volume: another volume's writes get
+ * ENOSPC once only the unused part of the reservation is left, and the
+ * volume with the reservation can still write all of it (as ZFS's
+ * refreservation).
+ */
+static void
+test_reservation_kept (void **state)
+{
+  char path[512];
+  zvol_pool_t *p = vt_new_pool (path, sizeof path, "resv");
+  const uint64_t R = 24 * MiB;
+  uint8_t *buf = malloc (MiB);
+  zvol_t *thin, *resv;
+  uint64_t off;
+  int r = 0;
+
+  (void) state;
+  assert_non_null (buf);
+  assert_int_equal (zvol_pool_start (p), 0);
+  vt_create (p, "resv", R, 16384, R);
+  vt_create (p, "thin", DEV_SIZE, 16384, 0);
+  thin = vt_open (p, "thin");
+  resv = vt_open (p, "resv");
+  /* The reserved volume's first quarter is written before the other one
+   * fills the pool: what it uses is no longer held for it. */
+  tl_vol_write (resv, NULL, 0, R / 4, 0x51, 0);
+  assert_int_equal (zvol_flush (resv), 0);
+
+  tl_log_reset (true);
+  for (off = 0; off < DEV_SIZE && r == 0; off += MiB) {
+    tl_pat_fill (buf, off, MiB, 0x7e);
+    r = zvol_write (thin, buf, off, MiB, 0);
+  }
+  assert_int_equal (r, -ENOSPC);
+  assert_true (tl_log_has ("is full"));
+  tl_log_reset (false);
+  assert_true (off > 8 * MiB);          /* it did fill what was free */
+
+  /* The rest of the reservation: every write of it succeeds. */
+  for (uint64_t o = R / 4; o < R; o += MiB)
+    tl_vol_write (resv, NULL, o, MiB, 0x52 + o / MiB, 0);
+  assert_int_equal (zvol_flush (resv), 0);
+  assert_int_equal (zvol_close (resv), 0);
+  assert_int_equal (zvol_close (thin), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  p = vt_import (path);
+  resv = vt_open (p, "resv");
+  tl_vol_check (resv, 0, R / 4, 0x51);
+  for (uint64_t o = R / 4; o < R; o += MiB)
+    tl_vol_check (resv, o, MiB, 0x52 + o / MiB);
+  assert_int_equal (zvol_close (resv), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+  free (buf);
+}
+
 /* A format-1 pool is refused, saying how to move its data, and create
  * does not overwrite it. */
 static void
@@ -467,6 +598,8 @@ main (void)
     tl_test (test_create_refusals),
     tl_test (test_destroy),
     tl_test (test_powercut),
+    tl_test (test_powercut_second_log),
+    tl_test (test_reservation_kept),
     tl_test (test_format1_refused),
   };
 

@@ -1141,15 +1141,15 @@ cdr_open (const char *dev, bool legacy, zvol_pool_t **pp, zv_pool_ds_t **dsp)
   cfg (&pc, dev, NULL, true, 16 * MiB);
   cfg_no_txg (&pc);
   assert_int_equal (zvol_pool_open (&pc, pp), 0);
-  assert_int_equal (zv_pool_ds_hold (*pp, NULL, dsp), 0);
-  ops.zo_blksz = zv_pool_ds_blksz (*dsp);
-  ops.zo_volsize = zv_pool_ds_volsize (*dsp);
+  assert_int_equal (zv_dsdir_hold (*pp, NULL, dsp), 0);
+  ops.zo_blksz = zv_dsdir_blksz (*dsp);
+  ops.zo_volsize = zv_dsdir_volsize (*dsp);
   zv_zil_tunables_default (&zt);
   zt.zt_legacy_txg_commit = legacy;
   zl = zv_zil_open (zv_pool_spa (*pp), zv_pool_logdev (*pp),
-                    zv_pool_txg (*pp), zv_pool_ds_zil_header (*dsp), &ops,
+                    zv_pool_txg (*pp), zv_dsdir_zil_header (*dsp), &ops,
                     NULL, &zt);
-  zv_pool_ds_attach_zil (*dsp, zl);
+  zv_dsdir_attach_zil (*dsp, zl);
   assert_int_equal (zv_zil_replay (zl, zv_pool_open_txg (*pp),
                                    ZV_ZIL_RECOVER_NONE), 0);
   /* (A txg that took no hold does not sync.) */
@@ -1163,9 +1163,9 @@ static void
 cdr_close (zvol_pool_t *p, zv_pool_ds_t *ds, zv_zil_t *zl)
 {
   assert_int_equal (zv_pool_sync (p), 0);
-  zv_pool_ds_attach_zil (ds, NULL);
+  zv_dsdir_attach_zil (ds, NULL);
   zv_zil_close (zl);
-  zv_pool_ds_rele (ds);
+  zv_dsdir_rele (ds);
   assert_int_equal (zvol_pool_close (p), 0);
 }
 
@@ -1691,9 +1691,9 @@ test_hostile_log (void **state)
   cfg (&pc, dev, NULL, true, 16 * MiB);
   cfg_no_txg (&pc);
   p = tl_pool_open_ok (&pc);
-  ring_off = ZV_DVA_OFFSET (zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_ring_dva);
-  ring_len = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_nslots * zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_blksz;
-  assert_int_equal (ZV_DVA_VDEV (zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_ring_dva), 0);
+  ring_off = ZV_DVA_OFFSET (zv_dsdir_zil_header (zv_dsdir_find (p, NULL))->zh_ring_dva);
+  ring_len = zv_dsdir_zil_header (zv_dsdir_find (p, NULL))->zh_nslots * zv_dsdir_zil_header (zv_dsdir_find (p, NULL))->zh_blksz;
+  assert_int_equal (ZV_DVA_VDEV (zv_dsdir_zil_header (zv_dsdir_find (p, NULL))->zh_ring_dva), 0);
   stamp_fill (buf, 0x9999);
   assert_int_equal (zvol_write (tl_vol (p), buf, 4 * MiB, BLK, 0),
                     0);
@@ -1714,8 +1714,8 @@ test_hostile_log (void **state)
   cfg (&pc, work, NULL, false, 0);
   pc.pc_readonly = true;
   p = tl_pool_open_ok (&pc);
-  guid = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_guid;
-  head = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL))->zh_head_seq;
+  guid = zv_dsdir_zil_header (zv_dsdir_find (p, NULL))->zh_guid;
+  head = zv_dsdir_zil_header (zv_dsdir_find (p, NULL))->zh_head_seq;
   assert_int_equal (zvol_read (tl_vol (p), buf, 0, BLK), 0);
   assert_true (zv_is_zero (buf, BLK));        /* only in the log */
   assert_int_equal (tl_pool_close (p), 0);
@@ -1933,17 +1933,17 @@ test_hostile_ind (void **state)
   cfg (&pc, work, NULL, false, 0);
   pc.pc_readonly = true;
   p = tl_pool_open_ok (&pc);
-  zh = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL));
+  zh = zv_dsdir_zil_header (zv_dsdir_find (p, NULL));
   guid = zh->zh_guid;
   ring_dva = zh->zh_ring_dva;
   ring_len = zh->zh_nslots * zh->zh_blksz;
   assert_int_equal (ZV_DVA_VDEV (ring_dva), 0);
   rootbp = *zv_pool_rootbp (p);
-  vbs = zv_pool_ds_blksz (zv_pool_ds_find (p, NULL));
+  vbs = zv_dsdir_blksz (zv_dsdir_find (p, NULL));
   {
     zv_dnode_phys_t dn;
     hi_find_t f0 = { .hf_level = 0 }, f1 = { .hf_level = 1 };
-    zv_object_t *ob = zv_pool_ds_object (zv_pool_ds_find (p, NULL));
+    zv_object_t *ob = zv_dsdir_object (zv_dsdir_find (p, NULL));
     zv_dmu_object_phys (ob, &dn);
     assert_int_equal (zv_dmu_walk (zv_pool_spa (p), ob->ob_id, &dn,
                                    false, hi_find_fn, &f0), 0);
@@ -2154,7 +2154,7 @@ ld_build_ex (ld_chain_t *lc, const char *name, bool logdev,
   }
   for (int c = 0; c < 2; c++)
     lc->lc_objset[c] = ZV_DVA_OFFSET (zv_pool_rootbp (p)->bp_dva[c]);
-  zh = zv_pool_ds_zil_header (zv_pool_ds_find (p, NULL));
+  zh = zv_dsdir_zil_header (zv_dsdir_find (p, NULL));
   lc->lc_ring_off = ZV_DVA_OFFSET (zh->zh_ring_dva);
   lc->lc_ring_len = zh->zh_nslots * (uint64_t) zh->zh_blksz;
   lc->lc_guid = zh->zh_guid;

@@ -686,7 +686,7 @@ test_replay_crash (void **state)
 /* A seed whose cuts leave the replay's txg on disk with the imported
  * txg's deferred-free list still naming a block the claim took back and
  * the replay adopted: the next import refused the pool (ownership check)
- * until the replay's sync rewrote that list (pool_sync_defer_prev). */
+ * until the replay's sync rewrote that list (psync_defer_prev). */
 static void
 test_replay_crash_defer (void **state)
 {

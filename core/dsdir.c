@@ -1,0 +1,940 @@
+/*
+ * dsdir.c: the dataset directory: the pool's datasets (volumes), their
+ * records, their part of the txg sync, create, destroy and list.
+ *
+ * Theory.  The pool keeps a list of datasets (volumes), one per record
+ * of the directory (a flat object of 1 KiB checksummed records, format
+ * 2); a volume holds its dataset while open and attaches its log to it
+ * (dsdir.h).  The pool never calls up into the volume: what the sync
+ * needs of a volume is its object (dmu) and its log (zil), both below.
+ * Create (zv_dsdir_create) allocates and zeroes the new volume's ring in
+ * open context, adds it to the list under a hold of the open txg and
+ * waits for that txg: a crash before it leaves no record and a ring
+ * allocated only in memory, after it the whole volume.  Destroy marks it
+ * under a hold; that txg's sync frees its synced tree (a walk, every
+ * block deferred as any free) and its ring, and writes the directory
+ * without its record, in one txg; the dataset is dropped from the list
+ * once the txg is on disk (zv_dsdir_reap).  Each sync works on a copy of
+ * the list taken at its start (dd_sync_dss), with each dataset's destroy
+ * mark as of then (ds_freeing), so a create or destroy that races it
+ * belongs to the next txg.  A record is rebuilt every txg and written
+ * only when it changed.  Import checks each record alone here
+ * (zv_dsdir_rec_check: hostile data) and against the pool in import.c.
+ *
+ * Reservations (as ZFS's refreservation): a volume's writes reserve
+ * their blocks only if the pool keeps what the other volumes'
+ * reservations still lack (dsdir_held, the object's zv_dmu_held_fn;
+ * zv_alloc_reserve_held), so a volume can always write its reservation.
+ * dd_resv_total, the undestroyed volumes' reservations, is the
+ * lock-free bound a write tries first.
+ *
+ * State of a dataset: on the list (created or imported) -> held (a
+ * volume has it open) -> released -> destroy marked -> freed by the
+ * next sync -> dropped once that txg is on disk.
+ *
+ * Locking: dd_lock guards the list of datasets, their holds, destroy
+ * marks, attached logs and stored log headers, which volumes and admin
+ * calls change while the sync thread reads them; dd_admin_lock (taken
+ * before it) makes creates and destroys one at a time (the log device
+ * goes to one volume).  dd_resv_lock, innermost (writers take it under
+ * a buffer's db_mtx, dmu.c), also guards the list and the destroy marks,
+ * for dsdir_held.  The sync's copy of the list and each dataset's
+ * ds_freeing and ds_rec are the sync thread's alone.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <stdlib.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "pool_impl.h"
+#include "label.h"
+#include "dbuf.h"
+#include "mem.h"
+#include "flat.h"
+#include "tunable.h"
+
+/* Number of volume blocks. */
+uint64_t
+zv_dsdir_nblocks (uint64_t volsize, uint32_t vbs)
+{
+  return (volsize + vbs - 1) / vbs;
+}
+
+/* A dataset's record, sealed for its slot. */
+static void
+dsdir_record (zv_pool_t *p, zv_pool_ds_t *ds, const zv_zil_header_t *zh,
+                zv_dsrec_phys_t *rec)
+{
+  uint64_t refd;
+
+  memset (rec, 0, sizeof *rec);
+  rec->dr_magic = ZV_DSREC_MAGIC;
+  rec->dr_version = ZV_DSREC_VERSION;
+  rec->dr_kind = ZV_DS_KIND_VOLUME;
+  rec->dr_id = ds->ds_id;
+  rec->dr_creation_txg = ds->ds_creation_txg;
+  rec->dr_creation_time = ds->ds_creation_time;
+  rec->dr_volsize = ds->ds_volsize;
+  rec->dr_volblocksize = ds->ds_blksz;
+  rec->dr_reservation = ds->ds_reservation;
+  snprintf (rec->dr_name, sizeof rec->dr_name, "%s", ds->ds_name);
+  zv_dmu_object_phys (&ds->ds_obj, &rec->dr_volume);
+  rec->dr_volume.dn_size = ds->ds_volsize;
+  /* Without snapshots every data block is the volume's alone. */
+  refd = zv_bp_is_hole (&rec->dr_volume.dn_root) ? 0
+    : rec->dr_volume.dn_root.bp_fill * ds->ds_blksz;
+  rec->dr_referenced = rec->dr_used = rec->dr_written = refd;
+  rec->dr_zil = *zh;
+  zv_cksum_compute (rec, sizeof *rec, zv_dsrec_seed (p->p_spa.spa_guid,
+                                                     ds->ds_slot),
+                    &rec->dr_cksum);
+}
+
+/* Directory fill: the records of block blkid (free slots stay zero). */
+static void
+dsdir_fill (void *arg, uint64_t blkid, void *buf)
+{
+  zv_pool_t *p = arg;
+
+  for (size_t i = 0; i < p->p_dd.dd_sync_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
+    if (!ds->ds_freeing && ds->ds_slot / ZV_DSDIR_PER_BLK == blkid)
+      memcpy ((uint8_t *) buf + (ds->ds_slot % ZV_DSDIR_PER_BLK)
+              * ZV_DSREC_SIZE, &ds->ds_rec, ZV_DSREC_SIZE);
+  }
+}
+
+/* A destroyed volume's walk: every block of its tree goes. */
+static int
+dsdir_free_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
+              uint64_t blkid, const void *data)
+{
+  void **a = arg;
+
+  (void) level, (void) blkid, (void) data;
+  zv_zio_free_bp (a[0], bp, *(uint64_t *) a[1]);
+  return 0;
+}
+
+/* Free what a destroyed volume held: its synced tree and its ring. */
+static int
+dsdir_free (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t txg)
+{
+  zv_spa_t *spa = &p->p_spa;
+  const zv_zil_header_t *zh = &ds->ds_zil_hdr;
+  zv_dnode_phys_t dn;
+  void *arg[2] = { spa, &txg };
+  int r;
+
+  /* zvol_volume_destroy waited for a txg after the last close: nothing
+   * is dirty, but a suspended pool's leftovers must not be written. */
+  zv_dmu_object_discard_dirty (&ds->ds_obj);
+  zv_dmu_object_phys (&ds->ds_obj, &dn);
+  r = zv_dmu_walk (spa, ds->ds_obj.ob_id, &dn, false, dsdir_free_cb, arg);
+  if (r < 0) {
+    zv_error ("pool '%s': freeing volume '%s' failed reading its tree",
+              p->p_name, ds->ds_name);
+    return r;
+  }
+  if (zh->zh_nslots > 0 && ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV)
+    zv_alloc_free_defer (spa->spa_alloc, txg, zh->zh_ring_dva,
+                         (uint32_t) (zh->zh_nslots * zh->zh_blksz));
+  return 0;
+}
+
+/*
+ * Step 2 of the theory comment, for every dataset of the sync's list:
+ * free the destroyed ones, write the others' trees, then the directory
+ * blocks whose records changed (a record is rebuilt every txg and
+ * compared with the one last written).  The log headers are taken here,
+ * before the space maps converge: a header only moves its head past
+ * blocks whose records are all synced by this txg.
+ */
+int
+zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
+{
+  uint64_t size = 0;
+  int r = 0;
+
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  p->p_dd.dd_sync_nds = 0;
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    ZV_GROW (p->p_dd.dd_sync_dss, p->p_dd.dd_sync_nds, p->p_dd.dd_sync_cap,
+             16);
+    p->p_dd.dd_sync_dss[p->p_dd.dd_sync_nds++] = p->p_dd.dd_dss[i];
+    p->p_dd.dd_dss[i]->ds_freeing = p->p_dd.dd_dss[i]->ds_destroy;
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+
+  for (size_t i = 0; i < p->p_dd.dd_sync_nds && r == 0; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
+    r = ds->ds_freeing ? dsdir_free (p, ds, txg)
+      : zv_dmu_sync (&ds->ds_obj, txg);
+  }
+  for (size_t i = 0; i < p->p_dd.dd_sync_nds && r == 0; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
+    zv_dsrec_phys_t rec;
+    zv_zil_header_t zh;
+
+    if (ds->ds_freeing) {
+      zv_flat_dirty (&p->p_dd.dd_flat, ds->ds_slot / ZV_DSDIR_PER_BLK);
+      continue;
+    }
+    pthread_mutex_lock (&p->p_dd.dd_lock);
+    if (ds->ds_zil)
+      zv_zil_sync_header (ds->ds_zil, txg, &ds->ds_zil_hdr);
+    zh = ds->ds_zil_hdr;
+    pthread_mutex_unlock (&p->p_dd.dd_lock);
+    dsdir_record (p, ds, &zh, &rec);
+    atomic_store_explicit (&ds->ds_referenced, rec.dr_referenced,
+                           memory_order_relaxed);
+    if (memcmp (&rec, &ds->ds_rec, sizeof rec) != 0) {
+      ds->ds_rec = rec;
+      zv_flat_dirty (&p->p_dd.dd_flat, ds->ds_slot / ZV_DSDIR_PER_BLK);
+    }
+    size = ZV_MAX (size, (ds->ds_slot + 1) * ZV_DSREC_SIZE);
+  }
+  if (r < 0)
+    return r;
+  p->p_dd.dd_flat.fl_size = size;
+  return zv_flat_sync (&p->p_dd.dd_flat, txg, dsdir_fill, p);
+}
+
+/* After a sync: the destroyed datasets are gone from disk; drop them. */
+void
+zv_dsdir_reap (zv_pool_t *p)
+{
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  for (size_t i = 0; i < p->p_dd.dd_nds;) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    bool synced = false;
+
+    for (size_t j = 0; j < p->p_dd.dd_sync_nds && !synced; j++)
+      synced = p->p_dd.dd_sync_dss[j] == ds;
+    if (!synced || !ds->ds_freeing) {
+      i++;
+      continue;
+    }
+    pthread_mutex_lock (&p->p_dd.dd_resv_lock);
+    p->p_dd.dd_dss[i] = p->p_dd.dd_dss[--p->p_dd.dd_nds];
+    pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
+    zv_dmu_object_close (&ds->ds_obj);
+    free (ds);
+  }
+  p->p_dd.dd_sync_nds = 0;
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+}
+
+/* The descriptor of a new (empty) volume. */
+static void
+dsdir_new_volume (uint64_t volsize, uint32_t blksz, zv_dnode_phys_t *dn)
+{
+  uint64_t nb = zv_dsdir_nblocks (volsize, blksz);
+
+  memset (dn, 0, sizeof *dn);
+  dn->dn_type = ZV_BT_VOLDATA;
+  dn->dn_datablksz = blksz;
+  dn->dn_nblocks = nb;
+  dn->dn_nlevels = zv_dmu_nlevels (nb);
+  dn->dn_size = volsize;
+}
+
+/* The directory of a pool being opened: empty, its locks ready. */
+void
+zv_dsdir_init (zv_pool_t *p)
+{
+  pthread_mutex_init (&p->p_dd.dd_lock, NULL);
+  pthread_mutex_init (&p->p_dd.dd_admin_lock, NULL);
+  pthread_mutex_init (&p->p_dd.dd_resv_lock, NULL);
+}
+
+/* After zv_dsdir_drop_all: what is left of an empty directory. */
+void
+zv_dsdir_fini (zv_pool_t *p)
+{
+  ZV_VERIFY3U (p->p_dd.dd_nds, ==, 0);
+  free (p->p_dd.dd_dss);
+  free (p->p_dd.dd_sync_dss);
+  pthread_mutex_destroy (&p->p_dd.dd_lock);
+  pthread_mutex_destroy (&p->p_dd.dd_admin_lock);
+  pthread_mutex_destroy (&p->p_dd.dd_resv_lock);
+}
+
+/* Is a dataset held (a volume has it open)?  The first one's name into
+ * name (len bytes) if so. */
+bool
+zv_dsdir_held (zv_pool_t *p, char *name, size_t len)
+{
+  bool held = false;
+
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  for (size_t i = 0; i < p->p_dd.dd_nds && !held; i++) {
+    const zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if ((held = ds->ds_held) && len > 0)
+      snprintf (name, len, "%s", ds->ds_name);
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  return held;
+}
+
+/*
+ * The object's zv_dmu_held_fn: what a write to ds must leave free for the
+ * other volumes' reservations.  A volume's unused reservation is its
+ * reservation less what it uses: its data as of the last sync plus what
+ * its writers reserved since (an overwrite counts whole: until its txg
+ * syncs it takes new space, and the old block comes back two txgs
+ * later).  The bound is every other volume's whole reservation.
+ */
+static uint64_t
+dsdir_held (void *arg, bool exact)
+{
+  zv_pool_ds_t *ds = arg;
+  zv_dsdir_t *dd = &ds->ds_pool->p_dd;
+  uint64_t held = 0;
+
+  if (!exact) {
+    uint64_t total = atomic_load_explicit (&dd->dd_resv_total,
+                                           memory_order_relaxed);
+    return total > ds->ds_reservation ? total - ds->ds_reservation : 0;
+  }
+  pthread_mutex_lock (&dd->dd_resv_lock);
+  for (size_t i = 0; i < dd->dd_nds; i++) {
+    zv_pool_ds_t *o = dd->dd_dss[i];
+    uint64_t used;
+
+    if (o == ds || o->ds_destroy || o->ds_reservation == 0)
+      continue;
+    used = atomic_load_explicit (&o->ds_referenced, memory_order_relaxed)
+      + zv_dmu_object_reserved (&o->ds_obj);
+    if (o->ds_reservation > used)
+      held += o->ds_reservation - used;
+  }
+  pthread_mutex_unlock (&dd->dd_resv_lock);
+  return held;
+}
+
+/* Make a dataset and put it on the pool's list. */
+zv_pool_ds_t *
+zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
+{
+  zv_pool_ds_t *ds = zv_calloc (1, sizeof *ds);
+
+  ds->ds_pool = p;
+  snprintf (ds->ds_name, sizeof ds->ds_name, "%s", di->di_name);
+  ds->ds_id = di->di_id;
+  ds->ds_slot = di->di_slot;
+  ds->ds_volsize = di->di_volsize;
+  ds->ds_blksz = di->di_blksz;
+  ds->ds_reservation = di->di_reservation;
+  ds->ds_creation_txg = di->di_creation_txg;
+  ds->ds_creation_time = di->di_creation_time;
+  ds->ds_zil_hdr = *di->di_zil;
+  zv_dmu_object_open (&ds->ds_obj, &p->p_spa, p->p_cache,
+                      ZV_OBJ_VOLUME, di->di_volume);
+  atomic_store_explicit (&ds->ds_referenced, zv_bp_is_hole
+                         (&di->di_volume->dn_root) ? 0
+                         : di->di_volume->dn_root.bp_fill * di->di_blksz,
+                         memory_order_relaxed);
+  zv_dmu_object_set_held (&ds->ds_obj, dsdir_held, ds);
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  pthread_mutex_lock (&p->p_dd.dd_resv_lock);
+  ZV_GROW (p->p_dd.dd_dss, p->p_dd.dd_nds, p->p_dd.dd_cap, 8);
+  p->p_dd.dd_dss[p->p_dd.dd_nds++] = ds;
+  atomic_fetch_add_explicit (&p->p_dd.dd_resv_total, ds->ds_reservation,
+                             memory_order_relaxed);
+  pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  return ds;
+}
+
+/* Drop every dataset (export, or an uberblock whose load failed). */
+void
+zv_dsdir_drop_all (zv_pool_t *p)
+{
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    /* No volume may still have it (zv_pool_close refuses while one does). */
+    ZV_VERIFY (!ds->ds_held && ds->ds_zil == NULL);
+    /* Anything still dirty belongs to a suspended pool or a failed
+     * open: it cannot be written, and was never acknowledged durable. */
+    zv_dmu_object_discard_dirty (&ds->ds_obj);
+    zv_dmu_object_close (&ds->ds_obj);
+    free (ds);
+  }
+  p->p_dd.dd_nds = 0;
+  p->p_dd.dd_sync_nds = 0;
+  atomic_store_explicit (&p->p_dd.dd_resv_total, 0, memory_order_relaxed);
+}
+
+/* The dataset called name (the caller holds dd_lock), or NULL. */
+static zv_pool_ds_t *
+dsdir_lookup (zv_pool_t *p, const char *name)
+{
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++)
+    if (!p->p_dd.dd_dss[i]->ds_destroy
+        && strncmp (p->p_dd.dd_dss[i]->ds_name, name, ZV_NAME_MAX) == 0)
+      return p->p_dd.dd_dss[i];
+  return NULL;
+}
+
+/*
+ * Write zeros over the log ring of a new pool on a regular file.  On a
+ * sparse file every log block would otherwise land in a hole until the
+ * ring has wrapped once: the file system allocates (io_uring then hands
+ * the write to a worker thread) and each flush must write the allocation
+ * out too, which costs a fresh pool's first 64 MiB of log writes about
+ * twice their time.  Block devices need nothing.
+ */
+static int
+dsdir_zero_ring (zv_dev_t *dev, uint64_t off, uint64_t len)
+{
+  const uint32_t chunk = 1u << 20;
+  zv_dev_io_t ios[16];
+  uint8_t *zero;
+  int r = 0;
+
+  if (zv_dev_is_blockdev (dev))
+    return 0;
+  zero = zv_buf_alloc (chunk);
+  while (len > 0 && r == 0) {
+    size_t n = 0;
+    while (len > 0 && n < sizeof ios / sizeof ios[0]) {
+      uint32_t l = (uint32_t) ZV_MIN ((uint64_t) chunk, len);
+      ios[n++] = (zv_dev_io_t) { .di_dev = dev, .di_op = ZV_DEV_WRITE,
+                                 .di_buf = zero, .di_offset = off,
+                                 .di_len = l };
+      off += l;
+      len -= l;
+    }
+    r = zv_dev_io_batch (ios, n);
+  }
+  zv_buf_free (zero);
+  if (r < 0)
+    zv_error ("%s: writing the intent log ring failed: %s",
+              zv_dev_path (dev), strerror (-r));
+  return r;
+}
+
+/* A volume's size: a nonzero multiple of 512 bytes, at most 1 PiB. */
+bool
+zv_dsdir_volsize_valid (uint64_t v)
+{
+  return v != 0 && v % 512 == 0 && v <= (1ull << 50);
+}
+
+bool
+zv_dsdir_blksz_valid (uint32_t vbs)
+{
+  return vbs >= ZV_MIN_VOLBLOCKSIZE && vbs <= ZV_MAX_VOLBLOCKSIZE
+    && (vbs & (vbs - 1)) == 0;
+}
+
+/*
+ * A new volume's log: the separate log device when the pool has one that
+ * no volume uses, else a ring of 'ring' bytes allocated from the pool and
+ * zeroed.  The caller holds dd_admin_lock (no other create races it for
+ * the log device).  On success *ring_dva is the ring allocated (0: the
+ * log device), for the caller to free if it fails later.
+ */
+static int
+dsdir_make_log (zv_pool_t *p, uint64_t ring, zv_zil_header_t *zh,
+                  uint64_t *ring_dva)
+{
+  zv_spa_t *spa = &p->p_spa;
+  bool logdev_free = p->p_logdev != NULL;
+  uint64_t dva;
+  int r;
+
+  *ring_dva = 0;
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++)
+    if (!p->p_dd.dd_dss[i]->ds_destroy
+        && ZV_DVA_VDEV (p->p_dd.dd_dss[i]->ds_zil_hdr.zh_ring_dva)
+           == ZV_LOG_VDEV)
+      logdev_free = false;
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  if (logdev_free) {
+    uint64_t lsize = ZV_P2ALIGN (zv_dev_size (p->p_logdev), ZV_SECTOR);
+    zv_zil_header_init (zh, ZV_DVA_MAKE (ZV_LOG_VDEV, zv_data_start ()),
+                        (zv_data_end (lsize) - zv_data_start ())
+                        / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
+    return 0;
+  }
+  r = ring > UINT32_MAX ? -ENOSPC
+    : zv_alloc_block (spa->spa_alloc, (uint32_t) ring, 0, &dva);
+  if (r < 0) {
+    zv_error ("pool '%s': no room for a volume's intent log ring (%" PRIu64
+              " bytes)", p->p_name, ring);
+    return -ENOSPC;
+  }
+  zv_zil_header_init (zh, dva, ring / ZV_ZIL_BLKSZ, ZV_ZIL_BLKSZ);
+  r = dsdir_zero_ring (spa->spa_devs[ZV_DVA_VDEV (dva)], ZV_DVA_OFFSET (dva),
+                      ring);
+  if (r < 0) {
+    zv_alloc_free_now (spa->spa_alloc, dva, (uint32_t) ring);
+    return r;
+  }
+  *ring_dva = dva;
+  return 0;
+}
+
+/*
+ * A volume's name, as a caller gives it and as import reads it: 1 to 63
+ * of A-Z a-z 0-9 _ - . : (no '/' or '@', the separators of pool/vol@snap),
+ * not starting with '-' (an option to the admin tool) or '.'.  Hostile
+ * input: looked at only up to ZV_NAME_MAX bytes.
+ */
+bool
+zv_dsdir_name_valid (const char *name)
+{
+  size_t n = name ? strnlen (name, ZV_NAME_MAX) : 0;
+
+  if (n == 0 || n >= ZV_NAME_MAX || name[0] == '-' || name[0] == '.')
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+          || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'
+          || c == ':'))
+      return false;
+  }
+  return true;
+}
+
+/* The pool's free space less the unused part of every reservation. */
+static uint64_t
+dsdir_space (zv_pool_t *p, uint64_t *unreserved_freep)
+{
+  zv_alloc_space_t sp;
+  uint64_t inuse, free, held = 0;
+
+  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
+  inuse = sp.as_allocated + sp.as_reserved + zv_alloc_slop (sp.as_total);
+  free = sp.as_total > inuse ? sp.as_total - inuse : 0;
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    uint64_t refd = atomic_load_explicit (&ds->ds_referenced,
+                                          memory_order_relaxed);
+    if (!ds->ds_destroy && ds->ds_reservation > refd)
+      held += ds->ds_reservation - refd;
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  if (unreserved_freep)
+    *unreserved_freep = free;
+  return free > held ? free - held : 0;
+}
+
+/*
+ * Create a volume: check the arguments, the name (unique) and the
+ * reservation, make its log, and put it on the list; the caller's txg
+ * (creation_txg) writes its record.  Under dd_admin_lock.
+ */
+int
+zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
+                       uint32_t blksz, uint64_t reservation, uint64_t ring,
+                       uint64_t creation_txg, bool check_space)
+{
+  char shown[4 * ZV_NAME_MAX + 4];
+  zv_zil_header_t zh;
+  zv_dnode_phys_t dn;
+  uint64_t ring_dva, id, slot;
+  bool exists;
+  int r;
+
+  zv_str_printable (name ? name : "", ZV_NAME_MAX, shown, sizeof shown);
+  if (!zv_dsdir_name_valid (name)) {
+    zv_error ("volume name '%s' is invalid: 1 to %u of A-Z a-z 0-9 _ - . "
+              ":, not starting with '-' or '.'", shown, ZV_NAME_MAX - 1);
+    return -EINVAL;
+  }
+  if (!zv_dsdir_volsize_valid (volsize)) {
+    zv_error ("volume '%s': size %" PRIu64 " is invalid: a nonzero "
+              "multiple of 512 bytes, at most 1 PiB", shown, volsize);
+    return -EINVAL;
+  }
+  if (!zv_dsdir_blksz_valid (blksz)) {
+    zv_error ("volume '%s': volblocksize %" PRIu32 " is invalid: a power "
+              "of two from 4K to 128K", shown, blksz);
+    return -EINVAL;
+  }
+  if (reservation > volsize) {
+    zv_error ("volume '%s': a reservation of %" PRIu64 " bytes is more "
+              "than its size (%" PRIu64 ")", shown, reservation, volsize);
+    return -EINVAL;
+  }
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  exists = dsdir_lookup (p, name) != NULL;
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  if (exists) {
+    zv_error ("pool '%s' has a volume '%s' already", p->p_name, shown);
+    return -EEXIST;
+  }
+  if (check_space && reservation > 0) {
+    uint64_t avail = dsdir_space (p, NULL);
+    if (reservation + ring > avail) {
+      zv_error ("pool '%s': no room for volume '%s' with a reservation of "
+                "%" PRIu64 " bytes (%" PRIu64 " available, less %" PRIu64
+                " for its log; make it thin, or smaller)", p->p_name, shown,
+                reservation, avail, ring);
+      return -ENOSPC;
+    }
+  }
+  r = dsdir_make_log (p, ring, &zh, &ring_dva);
+  if (r < 0)
+    return r;
+  dsdir_new_volume (volsize, blksz, &dn);
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  id = p->p_dd.dd_next_id++;
+  /* The lowest slot no dataset on the list has (a destroyed one keeps
+   * its slot until the sync that clears its record). */
+  for (slot = 0;; slot++) {
+    bool used = false;
+    for (size_t i = 0; i < p->p_dd.dd_nds && !used; i++)
+      used = p->p_dd.dd_dss[i]->ds_slot == slot;
+    if (!used)
+      break;
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  if (slot >= (uint64_t) ZV_DSDIR_NBLOCKS * ZV_DSDIR_PER_BLK) {
+    if (ring_dva)
+      zv_alloc_free_now (p->p_spa.spa_alloc, ring_dva, (uint32_t) ring);
+    zv_error ("pool '%s' holds the most datasets it can (%u)", p->p_name,
+              ZV_DSDIR_NBLOCKS * ZV_DSDIR_PER_BLK);
+    return -ENOSPC;
+  }
+  zv_dsdir_init_t di = {
+    .di_name = name, .di_id = id, .di_slot = slot, .di_volsize = volsize,
+    .di_blksz = blksz, .di_reservation = reservation,
+    .di_creation_txg = creation_txg,
+    .di_creation_time = (uint64_t) time (NULL), .di_volume = &dn,
+    .di_zil = &zh,
+  };
+  zv_dsdir_add (p, &di);
+  return 0;
+}
+
+/* A record read from slot 'slot' of the directory of the objset of
+ * 'txg' (see pool.h). */
+int
+zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
+                     uint64_t pool_guid, uint64_t txg, uint64_t next_dsid)
+{
+  static const zv_dsrec_phys_t zero;
+  zv_dsrec_phys_t copy;
+  const zv_dnode_phys_t *dn = &rec->dr_volume;
+  const char *bad = NULL;
+  char what[48];
+
+  if (memcmp (rec, &zero, sizeof zero) == 0)
+    return 1;
+  snprintf (what, sizeof what, "dataset record %" PRIu64, slot);
+  if (rec->dr_magic != ZV_DSREC_MAGIC || rec->dr_version != ZV_DSREC_VERSION) {
+    zv_error ("%s: bad magic or version %" PRIu32, what, rec->dr_version);
+    return -EIO;
+  }
+  copy = *rec;
+  memset (&copy.dr_cksum, 0, sizeof copy.dr_cksum);
+  zv_cksum_compute (&copy, sizeof copy, zv_dsrec_seed (pool_guid, slot),
+                    &copy.dr_cksum);
+  if (!zv_cksum_equal (&copy.dr_cksum, &rec->dr_cksum)) {
+    zv_error ("%s: checksum does not verify", what);
+    return -EIO;
+  }
+  if (rec->dr_kind != ZV_DS_KIND_VOLUME)
+    bad = "kind (snapshots are not read by this version)";
+  else if (rec->dr_flags != 0)
+    bad = "flags (unknown bits set)";
+  else if (rec->dr_id == 0 || rec->dr_id >= next_dsid)
+    bad = "id (0, or not below the objset's next id)";
+  else if (rec->dr_parent_id != 0 || rec->dr_origin_id != 0
+           || rec->dr_prev_snap_id != 0 || rec->dr_prev_snap_txg != 0
+           || rec->dr_deadlist_bytes != 0)
+    bad = "snapshot fields (set in a pool without snapshots)";
+  else if (rec->dr_creation_txg == 0 || rec->dr_creation_txg > txg)
+    bad = "creation txg (0, or after the objset)";
+  else if (!zv_dsdir_name_valid (rec->dr_name)
+           || memchr (rec->dr_name, '\0', sizeof rec->dr_name) == NULL)
+    bad = "name";
+  else if (!zv_dsdir_volsize_valid (rec->dr_volsize))
+    bad = "volume size";
+  else if (!zv_dsdir_blksz_valid (rec->dr_volblocksize) || rec->dr_pad != 0)
+    bad = "volblocksize";
+  else if (rec->dr_reservation > rec->dr_volsize)
+    bad = "reservation (more than the volume's size)";
+  else {
+    static const zv_dnode_phys_t zdn;
+    uint64_t nb = zv_dsdir_nblocks (rec->dr_volsize, rec->dr_volblocksize);
+
+    if (zv_dmu_check_dnode (dn, ZV_BT_VOLDATA, what) < 0)
+      return -EIO;
+    if (dn->dn_size != rec->dr_volsize
+        || dn->dn_datablksz != rec->dr_volblocksize || dn->dn_nblocks != nb
+        || dn->dn_nlevels != zv_dmu_nlevels (nb))
+      bad = "volume object (its shape is not that of its size)";
+    else if (!zv_bp_is_hole (&dn->dn_root)
+             && (dn->dn_root.bp_birth > txg || dn->dn_root.bp_fill > nb))
+      bad = "volume object's root (born after the objset, or counts more "
+        "blocks than the volume has)";
+    else if (memcmp (&rec->dr_deadlist, &zdn, sizeof zdn) != 0)
+      bad = "dead list (set in a pool without snapshots)";
+  }
+  if (bad != NULL) {
+    zv_error ("%s: invalid %s", what, bad);
+    return -EIO;
+  }
+  return 0;
+}
+
+/* The dataset 'name', or with NULL the only one (dd_lock held). */
+static zv_pool_ds_t *
+dsdir_pick (zv_pool_t *p, const char *name, size_t *nlive)
+{
+  zv_pool_ds_t *only = NULL;
+  size_t n = 0;
+
+  if (name != NULL)
+    return dsdir_lookup (p, name);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++)
+    if (!p->p_dd.dd_dss[i]->ds_destroy) {
+      only = p->p_dd.dd_dss[i];
+      n++;
+    }
+  if (nlive)
+    *nlive = n;
+  return n == 1 ? only : NULL;
+}
+
+int
+zv_dsdir_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
+{
+  char shown[4 * ZV_NAME_MAX + 4];
+  zv_pool_ds_t *ds;
+  size_t n = 0;
+  int r = 0;
+
+  *dsp = NULL;
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  ds = dsdir_pick (p, name, &n);
+  if (ds == NULL)
+    r = -ENOENT;
+  else if (ds->ds_held)
+    r = -EBUSY;
+  else
+    ds->ds_held = true;
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  zv_str_printable (name ? name : "", ZV_NAME_MAX, shown, sizeof shown);
+  if (r == -ENOENT && name != NULL)
+    zv_error ("pool '%s' has no volume '%s'", p->p_name, shown);
+  else if (r == -ENOENT)
+    zv_error ("pool '%s' has %zu volumes: name the one to open", p->p_name,
+              n);
+  else if (r < 0)
+    zv_error ("volume '%s' of pool '%s' is open already", ds->ds_name,
+              p->p_name);
+  if (r < 0)
+    return r;
+  *dsp = ds;
+  return 0;
+}
+
+zv_pool_ds_t *
+zv_dsdir_find (zv_pool_t *p, const char *name)
+{
+  zv_pool_ds_t *ds;
+
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  ds = dsdir_pick (p, name, NULL);
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  return ds;
+}
+
+void
+zv_dsdir_rele (zv_pool_ds_t *ds)
+{
+  zv_pool_t *p = ds->ds_pool;
+
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  ZV_VERIFY (ds->ds_held && ds->ds_zil == NULL);
+  ds->ds_held = false;
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+}
+
+/* A change of the dataset list is durable once a txg it held synced. */
+static int
+dsdir_admin_begin (zv_pool_t *p, const char *what)
+{
+  if (p->p_readonly) {
+    zv_error ("pool '%s' is imported read-only: cannot %s a volume",
+              p->p_name, what);
+    return -EROFS;
+  }
+  return 0;
+}
+
+int
+zv_dsdir_create (zv_pool_t *p, const char *name, uint64_t volsize,
+                 uint32_t blksz, uint64_t reservation, uint64_t ring)
+{
+  zv_txg_hold_t h;
+  int r = dsdir_admin_begin (p, "create");
+
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&p->p_dd.dd_admin_lock);
+  r = zv_txg_hold (p->p_txg, 0, &h);
+  if (r == 0) {
+    r = zv_dsdir_create_locked (p, name, volsize, blksz, reservation, ring,
+                                h.th_txg, true);
+    zv_txg_rele (p->p_txg, &h);
+    if (r == 0)
+      r = zv_txg_wait_synced (p->p_txg, h.th_txg);
+    if (r == 0)
+      zv_info ("pool '%s': created volume '%s' (%" PRIu64 " bytes, "
+               "volblocksize %" PRIu32 ", %s)", p->p_name, name, volsize,
+               blksz, reservation ? "with a reservation" : "thin");
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_admin_lock);
+  return r;
+}
+
+int
+zv_dsdir_destroy (zv_pool_t *p, const char *name)
+{
+  char shown[4 * ZV_NAME_MAX + 4];
+  zv_pool_ds_t *ds;
+  zv_txg_hold_t h;
+  int r = dsdir_admin_begin (p, "destroy");
+
+  if (r < 0)
+    return r;
+  zv_str_printable (name ? name : "", ZV_NAME_MAX, shown, sizeof shown);
+  pthread_mutex_lock (&p->p_dd.dd_admin_lock);
+  r = zv_txg_hold (p->p_txg, 0, &h);
+  if (r < 0)
+    goto out;
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  ds = name ? dsdir_lookup (p, name) : NULL;
+  if (ds == NULL)
+    r = -ENOENT;
+  else if (ds->ds_held)
+    r = -EBUSY;
+  else {
+    pthread_mutex_lock (&p->p_dd.dd_resv_lock);
+    ds->ds_destroy = true;
+    atomic_fetch_sub_explicit (&p->p_dd.dd_resv_total, ds->ds_reservation,
+                               memory_order_relaxed);
+    pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  zv_txg_rele (p->p_txg, &h);
+  if (r == -ENOENT)
+    zv_error ("pool '%s' has no volume '%s'", p->p_name, shown);
+  else if (r == -EBUSY)
+    zv_error ("volume '%s' of pool '%s' is open: close it before destroying "
+              "it", shown, p->p_name);
+  /* Its frees are deferred (rule 2 of docs/format.md): the space is free
+   * once T+2 has synced, which is when destroy returns, so the caller
+   * sees it back. */
+  if (r == 0)
+    r = zv_txg_wait_synced (p->p_txg, h.th_txg + 2);
+  if (r == 0)
+    zv_info ("pool '%s': destroyed volume '%s'", p->p_name, shown);
+ out:
+  pthread_mutex_unlock (&p->p_dd.dd_admin_lock);
+  return r;
+}
+
+size_t
+zv_dsdir_list (zv_pool_t *p, zv_dsdir_info_t *out, size_t max)
+{
+  uint64_t avail = dsdir_space (p, NULL);
+  size_t n = 0;
+
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    uint64_t refd = atomic_load_explicit (&ds->ds_referenced,
+                                          memory_order_relaxed);
+    uint64_t unused = ds->ds_reservation > refd
+      ? ds->ds_reservation - refd : 0;
+
+    if (ds->ds_destroy)
+      continue;
+    if (n < max) {
+      zv_dsdir_info_t *di = &out[n];
+      memset (di, 0, sizeof *di);
+      snprintf (di->di_name, sizeof di->di_name, "%s", ds->ds_name);
+      di->di_id = ds->ds_id;
+      di->di_volsize = ds->ds_volsize;
+      di->di_blksz = ds->ds_blksz;
+      di->di_reservation = ds->ds_reservation;
+      di->di_referenced = refd;
+      di->di_used = ZV_MAX (refd, ds->ds_reservation);
+      di->di_avail = avail + unused;
+      di->di_creation_txg = ds->ds_creation_txg;
+      di->di_creation_time = ds->ds_creation_time;
+      di->di_open = ds->ds_held;
+    }
+    n++;
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  return n;
+}
+
+uint64_t
+zv_dsdir_avail (zv_pool_t *p)
+{
+  return dsdir_space (p, NULL);
+}
+
+const char *
+zv_dsdir_name (const zv_pool_ds_t *ds)
+{
+  return ds->ds_name;
+}
+
+zv_object_t *
+zv_dsdir_object (zv_pool_ds_t *ds)
+{
+  return &ds->ds_obj;
+}
+
+uint64_t
+zv_dsdir_volsize (const zv_pool_ds_t *ds)
+{
+  return ds->ds_volsize;
+}
+
+uint32_t
+zv_dsdir_blksz (const zv_pool_ds_t *ds)
+{
+  return ds->ds_blksz;
+}
+
+const zv_zil_header_t *
+zv_dsdir_zil_header (const zv_pool_ds_t *ds)
+{
+  return &ds->ds_zil_hdr;
+}
+
+void
+zv_dsdir_attach_zil (zv_pool_ds_t *ds, zv_zil_t *zl)
+{
+  zv_pool_t *p = ds->ds_pool;
+
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  ZV_VERIFY (ds->ds_held);
+  ZV_VERIFY ((zl == NULL) != (ds->ds_zil == NULL));
+  ds->ds_zil = zl;
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+}

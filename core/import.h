@@ -1,0 +1,45 @@
+/*
+ * import.h: reading a pool back from its devices (import.c), for pool.c
+ * and, for its buffer-level steps, the fuzz harness.
+ */
+#ifndef ZV_IMPORT_H
+#define ZV_IMPORT_H
+
+#include "pool.h"
+#include "alloc.h"
+
+/* Import the pool on 'given' (every device of the configuration, open):
+ * labels, the uberblock, its objset and every dataset, and the loss
+ * check.  Nothing is written and no log is claimed yet. */
+int zv_import_pool (const zv_pool_config_t *pc, zv_pool_t *p,
+                    zv_dev_t **given);
+/* A read-write import: claim every dataset's intent log before anything
+ * syncs.  A read-only one: only say what the logs hold. */
+int zv_import_claim_logs (zv_pool_t *p);
+void zv_import_inspect_logs (zv_pool_t *p);
+/* An accepted rewind, once every check passed: empty the uberblock slots
+ * it gave up. */
+int zv_import_ub_discard (zv_pool_t *p);
+/* Drop what an uberblock's load built (the allocator, cache, objects and
+ * datasets). */
+void zv_import_unload (zv_pool_t *p);
+/* The in-memory pool of its geometry (allocator, cache, the pool's
+ * objects), shared by create and import. */
+void zv_import_setup (zv_pool_t *p, const zv_pool_config_t *pc);
+/* How to open the configuration's devices (RADOS ones: the cluster, and
+ * with create the size of one not made yet). */
+void zv_import_dev_opts (const zv_pool_config_t *pc, bool log,
+                         zv_dev_opts_t *o);
+
+/*
+ * Import: queue the entries of block blkid of a deferred-free list of txg
+ * (count entries in the whole list) into the allocator.  Every entry must
+ * be an allocated extent of whole sectors: -EIO, logged, at the first
+ * that is not.  A buffer-level step of import, so the fuzz harness
+ * (tests/fuzz) reaches it without a pool.
+ */
+int zv_import_defer_load_block (zv_alloc_t *a, uint64_t txg,
+                                uint64_t count, uint64_t blkid,
+                                const void *data);
+
+#endif /* ZV_IMPORT_H */

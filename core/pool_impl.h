@@ -1,0 +1,99 @@
+/*
+ * pool_impl.h: the pool's structure and its datasets', shared by the
+ * pool's modules alone: pool.c (open, create, close), import.c, psync.c
+ * (the txg sync) and dsdir.c (the dataset directory).  Everything above
+ * them sees pool.h and dsdir.h.  Each field says who guards it; the
+ * modules' theory comments say why.
+ */
+#ifndef ZV_POOL_IMPL_H
+#define ZV_POOL_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "pool.h"
+#include "dsdir.h"
+#include "flat.h"
+#include "label.h"
+#include "mem.h"
+
+/* A dataset: a record of the dataset directory (a volume). */
+struct zv_pool_ds {
+  zv_pool_t *ds_pool;
+  char ds_name[ZV_NAME_MAX];
+  uint64_t ds_id;
+  uint64_t ds_slot;            /* its record's index in the directory */
+  uint64_t ds_creation_txg, ds_creation_time;
+  uint64_t ds_reservation;
+  zv_object_t ds_obj;          /* the volume's block tree */
+  uint64_t ds_volsize;
+  uint32_t ds_blksz;
+  /* Under dd_lock (the sync thread reads them): */
+  zv_zil_header_t ds_zil_hdr;  /* as the last sync or the import left it */
+  zv_zil_t *ds_zil;            /* the open volume's log, or NULL */
+  bool ds_held;                /* a volume has it open */
+  bool ds_destroy;             /* destroyed: the next sync frees it */
+  _Atomic uint64_t ds_referenced; /* data bytes, as of the last sync */
+  /* The sync thread's: ds_destroy as the sync under way took it, and the
+   * record as last written. */
+  bool ds_freeing;
+  zv_dsrec_phys_t ds_rec;
+};
+
+/* The dataset directory's state (dsdir.c's; see its theory comment). */
+typedef struct zv_dsdir {
+  pthread_mutex_t dd_lock;     /* the datasets' list, holds and logs */
+  pthread_mutex_t dd_admin_lock; /* one create or destroy at a time */
+  zv_pool_ds_t **dd_dss;       /* under dd_lock */
+  size_t dd_nds, dd_cap;
+  uint64_t dd_next_id;         /* under dd_lock */
+  zv_pool_ds_t **dd_sync_dss;  /* the sync's copy of the list */
+  size_t dd_sync_nds, dd_sync_cap;
+  zv_flat_t dd_flat;           /* the directory's blocks */
+  /* For writers' space reservations (dsdir_held), taken under db_mtx and
+   * inside dd_lock, never before either: the list (dd_dss, dd_nds) and
+   * the destroy marks change under it too. */
+  pthread_mutex_t dd_resv_lock;
+  _Atomic uint64_t dd_resv_total; /* reservations of the undestroyed */
+} zv_dsdir_t;
+
+struct zvol_pool {
+  zv_spa_t p_spa;
+  char p_name[ZV_NAME_MAX];
+  bool p_readonly;
+  bool p_started;
+  zv_dbuf_cache_t *p_cache;
+  zv_mem_client_t *p_cache_mem;  /* the cache's share of memory (mem.h) */
+  zv_txg_t *p_txg;
+  zv_dsdir_t p_dd;             /* the dataset directory (dsdir.c) */
+  uint64_t p_capacity;         /* bytes of the data devices' data areas */
+  zv_flat_t p_spacemap[ZV_MAX_DEVS];
+  zv_flat_t p_defer[2];
+  zv_blkptr_t p_objset_bp;     /* as of the last synced txg */
+  /* An accepted rewind (rewind=true, read-write): the uberblock slots to
+   * empty once the import has passed every check (zv_import_ub_discard). */
+  bool p_ub_discard[ZV_UB_COUNT];
+  bool p_ub_discard_pending;
+  zv_uberblock_phys_t p_ub_keep; /* the uberblock imported */
+  zv_dev_t *p_logdev;          /* separate log device, or NULL */
+  enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
+  bool p_rewound;              /* imported at an older txg than the newest */
+  bool p_verified;             /* verify=full walked the whole tree */
+  /* The claim at import took in-place blocks off the imported txg's
+   * pending deferred-free list (zv_alloc_defer_cancel): the next sync
+   * rewrites that list too (psync_defer_prev). */
+  bool p_defer_rewrite;
+  uint64_t p_synced_txg;
+  uint64_t p_open_txg;         /* imported or created at */
+  _Atomic bool p_syncing;      /* a sync is under way (asserts) */
+  _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
+  _Atomic unsigned p_sync_write_cap; /* its cap at its end (stats) */
+  zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
+  size_t p_defer_n, p_defer_cap;
+};
+
+/* Deferred-free list capacity, in 16 KiB blocks (F^2: 66M extents). */
+#define ZV_DEFER_NBLOCKS ((uint64_t) ZV_INDIRECT_FANOUT * ZV_INDIRECT_FANOUT)
+#define ZV_DEFER_PER_BLK (ZV_DEFER_BLKSZ / sizeof (zv_defer_ent_t))
+
+#endif /* ZV_POOL_IMPL_H */
