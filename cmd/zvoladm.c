@@ -251,6 +251,16 @@ za_split (const char *arg, char *pool, char *vol)
 
 /* ---- commands ---- */
 
+/* -d DEVICE, which every command that opens a pool takes. */
+static int
+za_opt_dev (za_opts_t *o, const char *dev)
+{
+  if (o->o_ndevs >= ZVOL_MAX_DEVS)
+    return -1;
+  o->o_devs[o->o_ndevs++] = dev;
+  return 0;
+}
+
 static int
 za_create (int argc, char **argv, za_opts_t *o)
 {
@@ -278,9 +288,8 @@ za_create (int argc, char **argv, za_opts_t *o)
       resv_given = true;
       break;
     case 'd':
-      if (o->o_ndevs >= ZVOL_MAX_DEVS)
+      if (za_opt_dev (o, optarg) < 0)
         return za_usage_error ("too many -d");
-      o->o_devs[o->o_ndevs++] = optarg;
       break;
     default:
       return za_usage_error (NULL);
@@ -337,9 +346,8 @@ za_destroy (int argc, char **argv, za_opts_t *o)
   while ((c = getopt (argc, argv, "+d:")) != -1)
     switch (c) {
     case 'd':
-      if (o->o_ndevs >= ZVOL_MAX_DEVS)
+      if (za_opt_dev (o, optarg) < 0)
         return za_usage_error ("too many -d");
-      o->o_devs[o->o_ndevs++] = optarg;
       break;
     default:
       return za_usage_error (NULL);
@@ -413,9 +421,8 @@ za_list (int argc, char **argv, za_opts_t *o)
     case 'H': scripted = true; break;
     case 'p': exact = true; break;
     case 'd':
-      if (o->o_ndevs >= ZVOL_MAX_DEVS)
+      if (za_opt_dev (o, optarg) < 0)
         return za_usage_error ("too many -d");
-      o->o_devs[o->o_ndevs++] = optarg;
       break;
     default:
       return za_usage_error (NULL);
