@@ -1825,6 +1825,7 @@ typedef struct dmu_walk {
   uint64_t dw_obj;
   uint32_t dw_blksz;
   bool dw_data;
+  uint64_t dw_min_birth;          /* prune: born no later is skipped */
   zv_dmu_walk_fn dw_fn;
   void *dw_arg;
 } dmu_walk_t;
@@ -1842,6 +1843,10 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
   int r;
 
   if (zv_bp_is_hole (bp))
+    return 0;
+  /* A child is never born after its parent (checked below as each
+   * loads), so nothing under a pruned pointer is newer either. */
+  if (bp->bp_birth <= w->dw_min_birth && bp->bp_birth <= pbirth)
     return 0;
   snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
             w->dw_obj, level, idx);
@@ -1872,15 +1877,23 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
   return r;
 }
 
-/* Walk a whole on-disk tree. */
+/* Walk an on-disk tree, or only what was born after min_birth. */
+int
+zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
+                   bool data, uint64_t min_birth, zv_dmu_walk_fn fn,
+                   void *arg)
+{
+  dmu_walk_t w = {
+    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
+    .dw_data = data, .dw_min_birth = min_birth, .dw_fn = fn, .dw_arg = arg,
+  };
+
+  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
+}
+
 int
 zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
              bool data, zv_dmu_walk_fn fn, void *arg)
 {
-  dmu_walk_t w = {
-    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
-    .dw_data = data, .dw_fn = fn, .dw_arg = arg,
-  };
-
-  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
+  return zv_dmu_walk_since (spa, obj, dn, data, 0, fn, arg);
 }

@@ -114,6 +114,12 @@ typedef int (*zv_dmu_walk_fn) (void *arg, const zv_blkptr_t *bp,
                                const void *data);
 int zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
                  bool data, zv_dmu_walk_fn fn, void *arg);
+/* The same, pruned: a pointer born in min_birth or before is skipped with
+ * everything under it (the blocks a snapshot already holds: the birth
+ * rule of dsdir.c; send's incremental walk). */
+int zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj,
+                       const zv_dnode_phys_t *dn, bool data,
+                       uint64_t min_birth, zv_dmu_walk_fn fn, void *arg);
 
 /* Shape check of a dnode read from disk. */
 int zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type,
