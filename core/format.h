@@ -324,15 +324,20 @@ zv_dsrec_seed (uint64_t pool_guid, uint64_t slot)
   return pool_guid ^ (slot + 1) * 0x9e3779b97f4a7c15ull;
 }
 
-/* Dead-list entry, 32 bytes, 512 per 16 KiB block (snapshots, later). */
+/* Dead-list entry, 32 bytes, 512 per 16 KiB block (snap.c: a block a
+ * volume let go of that a snapshot still holds). */
 typedef struct zv_deadlist_ent {
-  uint64_t de_dva[2];
+  uint64_t de_dva[2];            /* de_dva[1] is 0 with one copy */
   uint32_t de_psize;
-  uint8_t de_ncopies;
-  uint8_t de_pad[3];
+  uint8_t de_ncopies;            /* 1 or 2 */
+  uint8_t de_level;              /* 0: a data block, else indirect */
+  uint8_t de_pad[2];
   uint64_t de_birth;
 } zv_deadlist_ent_t;
 static_assert (sizeof (zv_deadlist_ent_t) == 32, "dead-list entry is 32 bytes");
+#define ZV_DEADLIST_BLKSZ 16384u
+#define ZV_DEADLIST_PER_BLK (ZV_DEADLIST_BLKSZ / sizeof (zv_deadlist_ent_t))
+#define ZV_OBJ_DEADLIST 8u
 
 /* Deferred-free entry, 16 bytes. */
 typedef struct zv_defer_ent {

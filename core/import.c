@@ -94,6 +94,7 @@
 #include <time.h>
 
 #include "pool_impl.h"
+#include "snap.h"
 #include "import.h"
 #include "label.h"
 #include "dbuf.h"
@@ -490,19 +491,24 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
                 slot);
       return -EIO;
     }
+    bool snap = rec->dr_kind == ZV_DS_KIND_SNAPSHOT;
     for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
       const zv_pool_ds_t *o = p->p_dd.dd_dss[i];
-      bool logs = ZV_DVA_VDEV (o->ds_zil_hdr.zh_ring_dva) == ZV_LOG_VDEV
+      bool logs = !snap && o->ds_kind == ZV_DS_KIND_VOLUME
+        && ZV_DVA_VDEV (o->ds_zil_hdr.zh_ring_dva) == ZV_LOG_VDEV
         && ZV_DVA_VDEV (rec->dr_zil.zh_ring_dva) == ZV_LOG_VDEV;
-      if (o->ds_id == rec->dr_id || strcmp (o->ds_name, rec->dr_name) == 0
-          || logs) {
+      /* Names are unique among a volume's snapshots, and among volumes. */
+      bool same = o->ds_kind == rec->dr_kind
+        && o->ds_parent_id == rec->dr_parent_id
+        && strcmp (o->ds_name, rec->dr_name) == 0;
+      if (o->ds_id == rec->dr_id || same || logs) {
         zv_error ("dataset record %" PRIu64 ": its %s is also record %"
                   PRIu64 "'s", slot, o->ds_id == rec->dr_id ? "id"
                   : logs ? "log device" : "name", o->ds_slot);
         return -EIO;
       }
     }
-    r = import_check_zil (p, &rec->dr_zil, dl->dl_txg);
+    r = snap ? 0 : import_check_zil (p, &rec->dr_zil, dl->dl_txg);
     if (r == 0 && !zv_bp_is_hole (&rec->dr_volume.dn_root)
         && zv_zio_bp_check (&p->p_spa, &rec->dr_volume.dn_root,
                             "volume root") < 0)
@@ -513,12 +519,17 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
       return r;
     }
     zv_dsdir_init_t di = {
+      .di_kind = rec->dr_kind, .di_parent_id = rec->dr_parent_id,
+      .di_origin_id = rec->dr_origin_id,
+      .di_prev_snap_id = rec->dr_prev_snap_id,
+      .di_prev_snap_txg = rec->dr_prev_snap_txg,
+      .di_written = rec->dr_written, .di_used = rec->dr_used,
       .di_name = rec->dr_name, .di_id = rec->dr_id, .di_slot = slot,
       .di_volsize = rec->dr_volsize, .di_blksz = rec->dr_volblocksize,
       .di_reservation = rec->dr_reservation,
       .di_creation_txg = rec->dr_creation_txg,
       .di_creation_time = rec->dr_creation_time,
-      .di_volume = &rec->dr_volume, .di_zil = &rec->dr_zil,
+      .di_volume = &rec->dr_volume, .di_zil = snap ? NULL : &rec->dr_zil,
     };
     zv_dsdir_add (p, &di)->ds_rec = *rec;
   }
@@ -598,7 +609,20 @@ import_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
     zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
     const zv_zil_header_t *zh = &ds->ds_zil_hdr;
     const zv_dnode_phys_t *dn = &ds->ds_rec.dr_volume;
+    zv_flat_t *dlf = zv_deadlist_flat (&ds->ds_deadlist);
 
+    if (dlf != NULL && (r = import_own_flat (a, dlf, "dead list")) < 0)
+      break;
+    /* A snapshot has no log; a root born before the dataset's newest
+     * snapshot is that snapshot's (each dataset owns what was born after
+     * its line: snap.c). */
+    if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT) {
+      if (!zv_bp_is_hole (&dn->dn_root)
+          && dn->dn_root.bp_birth > ds->ds_prev_snap_txg)
+        r = import_own_bp (a, &dn->dn_root, "snapshot",
+                           dn->dn_nlevels - 1u, 0);
+      continue;
+    }
     if (ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV
         && zv_alloc_own (a, zh->zh_ring_dva,
                          (uint32_t) (zh->zh_nslots * zh->zh_blksz)) < 0) {
@@ -606,7 +630,8 @@ import_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
                 "block in use", ds->ds_name);
       r = -EIO;
     }
-    if (r == 0 && !zv_bp_is_hole (&dn->dn_root))
+    if (r == 0 && !zv_bp_is_hole (&dn->dn_root)
+        && dn->dn_root.bp_birth > ds->ds_prev_snap_txg)
       r = import_own_bp (a, &dn->dn_root, "volume", dn->dn_nlevels - 1u, 0);
   }
   return r;
@@ -700,6 +725,8 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
     r = zv_flat_load (&p->p_dd.dd_flat, &os->os_dsdir, import_dsdir_cb, &dl);
   }
   if (r == 0)
+    r = zv_snap_link (p);
+  if (r == 0)
     r = import_own_meta (p, bp, os);
   if (r < 0)
     goto out;
@@ -714,8 +741,9 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
     for (size_t i = 0; i < p->p_dd.dd_nds && r == 0; i++) {
       zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
       pv.pv_ds = ds;
-      r = zv_dmu_walk (spa, ds->ds_obj.ob_id, &ds->ds_rec.dr_volume, false,
-                       import_verify_cb, &pv);
+      r = zv_dmu_walk_since (spa, ds->ds_obj.ob_id, &ds->ds_rec.dr_volume,
+                             false, ds->ds_prev_snap_txg, import_verify_cb,
+                             &pv);
     }
     if (r < 0)
       goto out;
@@ -983,6 +1011,8 @@ zv_import_claim_logs (zv_pool_t *p)
 {
   for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
+      continue;                 /* no log */
     int r = zv_zil_claim (&p->p_spa, p->p_logdev, &ds->ds_zil_hdr,
                           p->p_synced_txg, ds->ds_blksz, ds->ds_volsize,
                           p->p_zil_recover, p->p_rewound, import_space_live,
@@ -1006,7 +1036,8 @@ void
 zv_import_inspect_logs (zv_pool_t *p)
 {
   for (size_t i = 0; i < p->p_dd.dd_nds; i++)
-    zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_dd.dd_dss[i]->ds_zil_hdr,
+    if (p->p_dd.dd_dss[i]->ds_kind == ZV_DS_KIND_VOLUME)
+      zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_dd.dd_dss[i]->ds_zil_hdr,
                     p->p_synced_txg, p->p_dd.dd_dss[i]->ds_blksz,
                     p->p_dd.dd_dss[i]->ds_volsize, p->p_rewound);
 }

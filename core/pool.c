@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "pool_impl.h"
+#include "snap.h"
 #include "import.h"
 #include "psync.h"
 #include "label.h"
@@ -483,6 +484,13 @@ zv_pool_volume_create (zv_pool_t *p, const char *name, uint64_t volsize,
                           pool_default_ring (p));
 }
 
+int
+zv_pool_volume_clone (zv_pool_t *p, const char *snap, const char *name,
+                      uint64_t reservation)
+{
+  return zv_snap_clone (p, snap, name, reservation, pool_default_ring (p));
+}
+
 /* Create a new pool: every check first, then the labels, then txg 1
  * with its first volume if asked for one. */
 static int
@@ -521,7 +529,7 @@ pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
                                pc->pc_volblocksize,
                                pc->pc_sparse ? 0 : pc->pc_volsize,
                                pl.pl_zil_ring ? pl.pl_zil_ring
-                               : pool_default_ring (p), 1, false);
+                               : pool_default_ring (p), 1, false, NULL);
   if (r == 0)
     r = zv_psync_txg (p, 1, &st);
   if (r < 0)

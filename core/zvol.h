@@ -180,29 +180,68 @@ typedef struct zvol_volume_params {
 
 ZVOL_API int zvol_volume_create (zvol_pool_t *pool, const char *name,
                                  const zvol_volume_params_t *vp);
-/* Destroy a volume and free what it held (-ENOENT, -EBUSY while it is
- * open, -EROFS); returns when that is on disk and the space is free
- * again (two txgs later: frees are deferred). */
+/* Destroy a volume, or a snapshot "VOL@SNAP", and free what it alone
+ * held (-ENOENT; -EBUSY while it is open, for a volume with snapshots,
+ * for a snapshot with a clone; -EROFS); returns when that is on disk and
+ * the space is free again (two txgs later: frees are deferred). */
 ZVOL_API int zvol_volume_destroy (zvol_pool_t *pool, const char *name);
 
+/*
+ * Snapshots ("VOL@SNAP", SNAP named as a volume is).  A snapshot is taken
+ * while the volume is written, in O(1) of its size: it holds every write
+ * acknowledged before the call and none issued after it returns; no
+ * client waits for it.  -EEXIST, -ENOENT (no such volume), -ENOSPC (the
+ * volume's reservation would no longer fit), -EINVAL (a bad name).
+ * A snapshot opens read-only (zvol_open with its name; writes -EROFS),
+ * any number of times.
+ */
+ZVOL_API int zvol_snapshot_create (zvol_pool_t *pool, const char *name);
+/* Roll the volume back to snapshot "VOL@SNAP", in metadata only: its
+ * newest, or with destroy_newer an older one (the newer ones are
+ * destroyed, newest first).  -EBUSY while the volume is open (no client
+ * reads a mix of before and after); -EEXIST when SNAP is not the newest
+ * and destroy_newer is false. */
+ZVOL_API int zvol_snapshot_rollback (zvol_pool_t *pool, const char *name,
+                                     bool destroy_newer);
+/* A writable volume 'clone' from snapshot "VOL@SNAP", sharing its blocks
+ * (vp: only vp_reservation is used; NULL: thin).  The snapshot cannot be
+ * destroyed while the clone exists. */
+ZVOL_API int zvol_volume_clone (zvol_pool_t *pool, const char *snapshot,
+                                const char *clone,
+                                const zvol_volume_params_t *vp);
+
+#define ZVOL_KIND_VOLUME   1u
+#define ZVOL_KIND_SNAPSHOT 2u
 typedef struct zvol_volume_info {
-  char vi_name[ZVOL_NAME_MAX];
+  char vi_name[2 * ZVOL_NAME_MAX]; /* "VOL" or "VOL@SNAP" */
   uint64_t vi_id;
   uint64_t vi_volsize;
   uint32_t vi_blocksize;
   bool vi_open;
   uint64_t vi_reservation;
   uint64_t vi_referenced;      /* data bytes its tree holds (last sync) */
-  uint64_t vi_used;            /* max (referenced, reservation) */
+  /* A snapshot: the data only it holds (what its destroy frees).  A
+   * volume: written + usedbysnapshots + its reservation's unused part. */
+  uint64_t vi_used;
   uint64_t vi_avail;           /* the pool's free space less the others'
-                                  unused reservations */
+                                  unused reservations (volumes) */
   uint64_t vi_creation_txg, vi_creation_time;
+  uint32_t vi_kind;            /* ZVOL_KIND_* */
+  uint64_t vi_written;         /* data born after the previous snapshot */
+  uint64_t vi_usedbysnapshots; /* a volume's: data only its snapshots hold */
+  char vi_origin[2 * ZVOL_NAME_MAX]; /* a clone's snapshot, else "" */
 } zvol_volume_info_t;
 
 /* The pool's volumes, up to max into out (in directory order); returns
  * how many there are (call again with a larger array if more). */
 ZVOL_API size_t zvol_volume_list (zvol_pool_t *pool, zvol_volume_info_t *out,
                                   size_t max);
+/* The same for the kinds asked (ZVOL_LIST_*): each volume, then its
+ * snapshots oldest first. */
+#define ZVOL_LIST_VOLUMES   (1u << ZVOL_KIND_VOLUME)
+#define ZVOL_LIST_SNAPSHOTS (1u << ZVOL_KIND_SNAPSHOT)
+ZVOL_API size_t zvol_dataset_list (zvol_pool_t *pool, unsigned kinds,
+                                   zvol_volume_info_t *out, size_t max);
 /* Bytes a new volume or a write may still use. */
 ZVOL_API uint64_t zvol_pool_avail (zvol_pool_t *pool);
 
