@@ -1906,7 +1906,8 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     return 0;
   /* A child is never born after its parent (checked below as each
    * loads), so nothing under a pruned pointer is newer either. */
-  if (bp->bp_birth <= w->dw_min_birth && bp->bp_birth <= pbirth)
+  if (bp->bp_birth != 0 && bp->bp_birth <= w->dw_min_birth
+      && bp->bp_birth <= pbirth)
     return 0;
   snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
             w->dw_obj, level, idx);

@@ -798,5 +798,6 @@ zv_snap_link (zv_pool_t *p)
     if (r < 0)
       return r;
   }
+  zv_dsdir_publish (p);
   return 0;
 }

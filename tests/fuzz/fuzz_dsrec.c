@@ -16,6 +16,7 @@
 
 #include "fuzz.h"
 #include "pool.h"
+#include "deadlist.h"
 
 #define DSREC_GUID 0x5eed5eed12345678ull
 #define DSREC_F_RAW 0x1u          /* keep the input's checksum */
@@ -57,7 +58,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (r != 0)
     return 0;
   FZ_CHECK (!(flags & DSREC_F_MOVED) || (flags & DSREC_F_RAW));
-  FZ_CHECK (rec.dr_kind == ZV_DS_KIND_VOLUME && rec.dr_flags == 0);
+  FZ_CHECK ((rec.dr_kind == ZV_DS_KIND_VOLUME
+             || rec.dr_kind == ZV_DS_KIND_SNAPSHOT) && rec.dr_flags == 0);
   FZ_CHECK (rec.dr_id != 0 && rec.dr_id < next);
   FZ_CHECK (rec.dr_creation_txg != 0 && rec.dr_creation_txg <= txg);
   FZ_CHECK (memchr (rec.dr_name, '\0', sizeof rec.dr_name) != NULL
@@ -77,7 +79,22 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             / rec.dr_volblocksize);
   FZ_CHECK (zv_bp_is_hole (&rec.dr_volume.dn_root)
             || rec.dr_volume.dn_root.bp_birth <= txg);
-  FZ_CHECK (rec.dr_parent_id == 0 && rec.dr_origin_id == 0
-            && rec.dr_prev_snap_id == 0 && rec.dr_deadlist_bytes == 0);
+  /* Snapshots' fields (snap.c): what each kind may hold; the chains are
+   * checked against the other records at import (zv_snap_link). */
+  if (rec.dr_kind == ZV_DS_KIND_SNAPSHOT) {
+    static const zv_zil_header_t zzh;
+    FZ_CHECK (rec.dr_parent_id != 0 && rec.dr_parent_id < next
+              && rec.dr_parent_id != rec.dr_id && rec.dr_origin_id == 0);
+    FZ_CHECK (rec.dr_prev_snap_txg < rec.dr_creation_txg);
+    FZ_CHECK (rec.dr_reservation == 0);
+    FZ_CHECK (memcmp (&rec.dr_zil, &zzh, sizeof zzh) == 0);
+  }
+  else
+    FZ_CHECK (rec.dr_parent_id == 0 && rec.dr_origin_id < next
+              && rec.dr_origin_id != rec.dr_id);
+  FZ_CHECK (rec.dr_prev_snap_id < next && rec.dr_prev_snap_id != rec.dr_id);
+  FZ_CHECK (rec.dr_prev_snap_txg <= txg);
+  FZ_CHECK (rec.dr_written <= rec.dr_volsize);
+  FZ_CHECK (zv_deadlist_dnode_valid (&rec.dr_deadlist));
   return 0;
 }

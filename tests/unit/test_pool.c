@@ -1180,7 +1180,7 @@ rec_edit (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
 {
   switch (which) {
   case 0: rec->dr_magic ^= 1; break;
-  case 1: rec->dr_kind = ZV_DS_KIND_SNAPSHOT; break;
+  case 1: rec->dr_kind = 3; break;
   case 2: rec->dr_flags = 4; break;
   case 3: rec->dr_id = 0; break;
   case 4: memset (rec->dr_name, 0, sizeof rec->dr_name); break;
@@ -1192,6 +1192,19 @@ rec_edit (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
   case 10: rec->dr_deadlist.dn_type = ZV_BT_DEADLIST; break;
   case 11: rec->dr_origin_id = 7; break;
   case 12: rec->dr_volsize = 0; break;
+  /* Snapshots' fields (snap.c): a snapshot of no volume, a previous
+   * snapshot that cannot be, a line after the objset, figures past the
+   * volume, a log header on a snapshot. */
+  case 13: rec->dr_kind = ZV_DS_KIND_SNAPSHOT; break;
+  case 14: rec->dr_prev_snap_id = rec->dr_id; break;
+  case 15: rec->dr_prev_snap_txg = txg + 1; break;
+  case 16: rec->dr_written = rec->dr_volsize + 1; break;
+  case 17:
+    rec->dr_kind = ZV_DS_KIND_SNAPSHOT;
+    rec->dr_parent_id = 1;
+    rec->dr_id = 1;
+    break;
+  case 18: rec->dr_deadlist_bytes = 4096; break;
   }
 }
 
@@ -1202,7 +1215,10 @@ test_hostile_dsrec (void **state)
     "bad magic", "invalid kind", "invalid flags", "invalid id",
     "invalid name", "invalid name", "invalid name", "invalid reservation",
     "invalid creation txg", "invalid volblocksize", "invalid dead list",
-    "invalid snapshot fields", "invalid volume size",
+    "invalid parent or origin id", "invalid volume size",
+    "invalid parent or origin id", "invalid previous snapshot id",
+    "invalid previous snapshot txg", "invalid space figures",
+    "invalid parent or origin id", "invalid dead list",
   };
   char path[512];
   const char *dev = tl_path (path, sizeof path, "h-dsrec");
