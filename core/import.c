@@ -71,6 +71,13 @@
  * claimed, and an in-place block a record names must be in no volume's
  * tree (import_space_live).
  *
+ * Every owner is taken through import_take, and the walks that take a
+ * tree's owners prune by the dataset's zv_import_ds_min_birth (the
+ * blocks born after it are its own: snapshots set it).  The offline
+ * checker (check.c) imports with p_check set: import_take then records
+ * what the map refuses instead of failing, and the checker walks each
+ * tree through zv_import_walk_tree, so it sees the same owners.
+ *
  * State: an import fills the pool's structure (pool_impl.h) for one
  * uberblock at a time; one that fails is unloaded (zv_import_unload) and
  * the next older one tried.
