@@ -7,13 +7,15 @@
  *                  [-d DEV]... POOL/VOL           a volume
  *   zvoladm destroy [-d DEV]... POOL/VOL
  *   zvoladm list [-H] [-p] [-d DEV]... [POOL]...
+ *   zvoladm check [-v] [-d DEV]... POOL
  *
  * Where a pool's devices are: -d DEV (repeatable) names them; without it
  * the pool cache, a text file of "POOL DEV..." lines that create writes
  * ($ZVOLADM_CACHE, else $XDG_CONFIG_HOME/zvoladm/pools, else
  * ~/.config/zvoladm/pools), as zpool.cache.  Everything else is the
  * engine's, through core/zvol.h alone: the tool parses arguments,
- * prints, and maps errors to exit codes (0 done, 1 failed, 2 usage).
+ * prints, and maps errors to exit codes (0 done, 1 failed, 2 usage;
+ * check: 1 when it found problems).
  */
 #include <config.h>
 
@@ -26,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "zvol.h"
 
@@ -38,7 +42,8 @@ static const char *za_usage =
   "  zvoladm create -V SIZE [-b BLOCKSIZE] [-s | -r RESERVATION] "
   "[-d DEV]... POOL/VOL\n"
   "  zvoladm destroy [-d DEV]... POOL/VOL\n"
-  "  zvoladm list [-H] [-p] [-d DEV]... [POOL]...\n";
+  "  zvoladm list [-H] [-p] [-d DEV]... [POOL]...\n"
+  "  zvoladm check [-v] [-d DEV]... POOL\n";
 
 /* Engine messages: errors and warnings to stderr, the rest only with
  * ZVOLADM_DEBUG set. */
@@ -479,6 +484,122 @@ za_list (int argc, char **argv, za_opts_t *o)
   return rc;
 }
 
+/* ---- check ---- */
+
+#define ZA_CHECK_LIST 10        /* problems of one kind printed in full */
+
+typedef struct za_check {
+  bool c_progress;
+  struct timespec c_last;
+  uint64_t c_shown[ZVOL_CHECK_LEAK + 1];
+  uint64_t c_more;
+} za_check_t;
+
+/* A progress line a second at most, as zpool scrub and qemu-img check
+ * show it: bytes read of the total, and the share. */
+static void
+za_check_progress (void *arg, const char *what, uint64_t done,
+                   uint64_t total)
+{
+  za_check_t *c = arg;
+  struct timespec now;
+  char d[32], t[32];
+
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  if (done < total && now.tv_sec - c->c_last.tv_sec < 1)
+    return;
+  c->c_last = now;
+  za_size (d, sizeof d, done, false);
+  za_size (t, sizeof t, total, false);
+  fprintf (stderr, "%s: %s of %s (%.1f%%)\n", what, d, t,
+           total ? 100.0 * (double) done / (double) total : 100.0);
+}
+
+static void
+za_check_problem (void *arg, const zvol_check_problem_t *cp)
+{
+  za_check_t *c = arg;
+
+  if (c->c_shown[cp->cp_kind]++ < ZA_CHECK_LIST)
+    printf ("%s\n", cp->cp_msg);
+  else
+    c->c_more++;
+}
+
+/* zvoladm check: the whole command in one function. */
+static int
+za_check (int argc, char **argv, za_opts_t *o)
+{
+  static char cached[ZVOL_MAX_DEVS][4096];
+  za_check_t c = { .c_progress = isatty (STDERR_FILENO) };
+  zvol_check_report_t rep = {
+    .cr_problem = za_check_problem, .cr_problem_arg = &c,
+  };
+  zvol_pool_config_t pc;
+  char b1[32], b2[32], b3[32];
+  const char *name;
+  unsigned n;
+  int ch, r;
+
+  while ((ch = getopt (argc, argv, "+vd:")) != -1)
+    switch (ch) {
+    case 'v': c.c_progress = true; break;
+    case 'd':
+      if (za_opt_dev (o, optarg) < 0)
+        return za_usage_error ("too many -d");
+      break;
+    default:
+      return za_usage_error (NULL);
+    }
+  if (argc - optind != 1)
+    return za_usage_error ("check POOL");
+  name = argv[optind];
+  zvol_pool_config_init (&pc);
+  n = o->o_ndevs;
+  if (n == 0) {
+    n = za_cache_lookup (name, cached, ZVOL_MAX_DEVS);
+    if (n == 0) {
+      za_err ("pool %s is not in the pool cache: name its devices with -d",
+              name);
+      return ZA_EXIT_FAIL;
+    }
+    for (unsigned i = 0; i < n; i++)
+      pc.pc_devices[i] = cached[i];
+  }
+  else
+    for (unsigned i = 0; i < n; i++)
+      pc.pc_devices[i] = o->o_devs[i];
+  pc.pc_ndevices = n;
+  if (c.c_progress) {
+    pc.pc_progress = za_check_progress;
+    pc.pc_progress_arg = &c;
+  }
+  r = zvol_pool_check (&pc, &rep);
+  if (r < 0) {
+    za_err ("pool %s cannot be checked: it does not import (%s)", name,
+            strerror (-r));
+    return ZA_EXIT_FAIL;
+  }
+  if (c.c_more > 0)
+    printf ("... and %" PRIu64 " more problems (counted below)\n", c.c_more);
+  za_size (b1, sizeof b1, rep.cr_bytes, false);
+  za_size (b2, sizeof b2, rep.cr_allocated, false);
+  printf ("%s: %" PRIu64 " trees, %" PRIu64 " blocks, %s read and verified "
+          "(%s allocated)\n", name, rep.cr_trees, rep.cr_blocks, b1, b2);
+  printf ("  checksum errors %" PRIu64 ", read errors %" PRIu64 ", blocks "
+          "lost %" PRIu64 ", trees not walked to the end %" PRIu64 "\n",
+          rep.cr_cksum_errors, rep.cr_read_errors, rep.cr_lost_blocks,
+          rep.cr_incomplete);
+  za_size (b1, sizeof b1, rep.cr_leaked_bytes, false);
+  za_size (b3, sizeof b3, rep.cr_double_bytes, false);
+  printf ("  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
+          PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
+          rep.cr_leaked, b3, rep.cr_double, rep.cr_free_refs);
+  printf ("%s\n", rep.cr_problems == 0 ? "No problems found."
+          : "Problems found.");
+  return rep.cr_problems == 0 ? 0 : ZA_EXIT_FAIL;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -498,6 +619,8 @@ main (int argc, char **argv)
     return za_destroy (argc - 1, argv + 1, &o);
   if (strcmp (argv[1], "list") == 0)
     return za_list (argc - 1, argv + 1, &o);
+  if (strcmp (argv[1], "check") == 0)
+    return za_check (argc - 1, argv + 1, &o);
   za_err ("unknown command '%s'", argv[1]);
   return za_usage_error (NULL);
 }

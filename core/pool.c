@@ -546,8 +546,25 @@ pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
 }
 
 /* Create or import. */
+static int pool_open (const zv_pool_config_t *pc, zv_check_t *ck,
+                      zv_pool_t **poolp);
+
 int
 zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
+{
+  return pool_open (pc, NULL, poolp);
+}
+
+int
+zv_pool_open_check (const zv_pool_config_t *pc, zv_check_t *ck,
+                    zv_pool_t **poolp)
+{
+  ZV_VERIFY (pc->pc_readonly && !pc->pc_create);
+  return pool_open (pc, ck, poolp);
+}
+
+static int
+pool_open (const zv_pool_config_t *pc, zv_check_t *ck, zv_pool_t **poolp)
 {
   zv_dev_t *devs[ZV_MAX_DEVS] = { 0 };
   zv_pool_t *p;
@@ -592,6 +609,7 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
   p = zv_calloc (1, sizeof *p);
   p->p_readonly = pc->pc_readonly;
   p->p_zil_recover = pc->pc_zil_recover;
+  p->p_check = ck;
   zv_dsdir_init (p);
   if (pc->pc_create) {
     if (pc->pc_readonly) {

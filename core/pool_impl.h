@@ -1,7 +1,8 @@
 /*
  * pool_impl.h: the pool's structure and its datasets', shared by the
  * pool's modules alone: pool.c (open, create, close), import.c, psync.c
- * (the txg sync) and dsdir.c (the dataset directory).  Everything above
+ * (the txg sync), dsdir.c (the dataset directory) and check.c (the
+ * offline checker).  Everything above
  * them sees pool.h and dsdir.h.  Each field says who guards it; the
  * modules' theory comments say why.
  */
@@ -17,6 +18,7 @@
 #include "label.h"
 #include "mem.h"
 #include "deadlist.h"
+#include "check.h"
 
 /* A dataset: a record of the dataset directory (a volume or a
  * snapshot; snap.c has the snapshots' part). */
@@ -105,6 +107,9 @@ struct zvol_pool {
   enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
   bool p_rewound;              /* imported at an older txg than the newest */
   bool p_verified;             /* verify=full walked the whole tree */
+  zv_check_t *p_check;         /* the offline checker's import (check.c):
+                                  owners it refuses are recorded, not
+                                  fatal; NULL otherwise */
   /* The claim at import took in-place blocks off the imported txg's
    * pending deferred-free list (zv_alloc_defer_cancel): the next sync
    * rewrites that list too (psync_defer_prev). */

@@ -161,6 +161,62 @@ ZVOL_API const char *zvol_pool_name (zvol_pool_t *pool);
 ZVOL_API uint64_t zvol_pool_guid (zvol_pool_t *pool);
 ZVOL_API bool zvol_pool_is_readonly (zvol_pool_t *pool);
 
+/* ---- checking a pool offline ---- */
+
+/*
+ * zvol_pool_check imports the pool read-only (nothing is written, no log
+ * replayed) and reads every block of it: the pool's own objects (objset,
+ * space maps, deferred-free lists, dataset directory) and every
+ * dataset's tree, data blocks included, each copy verified against its
+ * checksum.  Then it compares what owns space with the space maps: space
+ * allocated that nothing owns is leaked, space two owners claim is
+ * doubly allocated (both named), a pointer at free space is reported.
+ * Each problem goes to cr_problem as it is found, with a line saying
+ * where (dataset, level, block id, device, offset); the counts are in
+ * the report.  Progress goes to pc_progress ("check": data bytes read of
+ * the total the trees hold).  Returns 0 when the check ran (clean when
+ * cr_problems is 0), or the import's error when the pool could not be
+ * imported at all (its message logged).
+ */
+typedef enum zvol_check_kind {
+  ZVOL_CHECK_CKSUM = 1,     /* a copy whose checksum does not verify */
+  ZVOL_CHECK_READ,          /* a copy the device could not read */
+  ZVOL_CHECK_LOST,          /* a block no copy of which verifies */
+  ZVOL_CHECK_TREE,          /* a tree whose walk stopped (not checked
+                               past a block that fails its checks) */
+  ZVOL_CHECK_FREE,          /* a pointer at free space or off the pool */
+  ZVOL_CHECK_DOUBLE,        /* space two owners claim */
+  ZVOL_CHECK_LEAK,          /* allocated space nothing owns */
+} zvol_check_kind_t;
+
+typedef struct zvol_check_problem {
+  zvol_check_kind_t cp_kind;
+  unsigned cp_dev;             /* device index in the pool */
+  uint64_t cp_offset;          /* bytes, on that device */
+  uint64_t cp_length;
+  const char *cp_msg;          /* the whole of it, one line */
+} zvol_check_problem_t;
+
+typedef struct zvol_check_report {
+  /* Set by the caller (may be NULL): each problem as it is found. */
+  void (*cr_problem) (void *arg, const zvol_check_problem_t *cp);
+  void *cr_problem_arg;
+  /* Filled in by the check: */
+  uint64_t cr_trees;           /* dataset trees walked */
+  uint64_t cr_blocks;          /* blocks read (every copy of each) */
+  uint64_t cr_bytes;           /* bytes read and verified */
+  uint64_t cr_allocated;       /* bytes the space maps show allocated */
+  uint64_t cr_cksum_errors, cr_read_errors, cr_lost_blocks;
+  uint64_t cr_incomplete;      /* trees whose walk stopped early */
+  uint64_t cr_free_refs;       /* pointers at free space */
+  uint64_t cr_double, cr_double_bytes;  /* extents, bytes */
+  uint64_t cr_leaked, cr_leaked_bytes;  /* extents, bytes */
+  uint64_t cr_problems;        /* every problem found */
+} zvol_check_report_t;
+
+ZVOL_API int zvol_pool_check (const zvol_pool_config_t *pc,
+                              zvol_check_report_t *rep);
+
 /* ---- volumes ---- */
 
 /*
