@@ -34,8 +34,10 @@
 #include "testlib.h"
 #include "pool.h"
 #include "zil.h"
+#include "deadlist.h"
 #include "image.h"
 #include "fuzz_inputs.h"
+#include "deadlist.h"
 
 static const char *out;
 
@@ -582,6 +584,60 @@ tree_save (const tree_seed_t *ts, unsigned obj, unsigned flags,
   free (b.sb_p);
 }
 
+/* A dead list of one block: four entries (data blocks of one and two
+ * copies, an indirect block) naming extents the seed claims. */
+static void
+seeds_deadlist (void)
+{
+  tree_seed_t *ts = zv_calloc (1, sizeof *ts);
+  zv_deadlist_ent_t *e = (zv_deadlist_ent_t *) ts->ts_blk[0];
+  uint64_t base = zv_data_start () + 64 * ZV_SECTOR;
+  uint32_t claims[2] = { (uint32_t) (base / ZV_SECTOR), 64 };
+  zv_dnode_phys_t dn;
+  sb_t b = { 0 };
+
+  e[0] = (zv_deadlist_ent_t) { .de_dva = { ZV_DVA_MAKE (0, base) },
+                               .de_psize = 16384, .de_ncopies = 1,
+                               .de_birth = 3 };
+  e[1] = (zv_deadlist_ent_t) { .de_dva = { ZV_DVA_MAKE (0, base + 16384),
+                                           ZV_DVA_MAKE (0, base + 32768) },
+                               .de_psize = 16384, .de_ncopies = 2,
+                               .de_birth = 4 };
+  e[2] = (zv_deadlist_ent_t) { .de_dva = { ZV_DVA_MAKE (0, base + 65536) },
+                               .de_psize = ZV_INDIRECT_SIZE,
+                               .de_ncopies = 1, .de_level = 1,
+                               .de_birth = 4 };
+  e[3] = e[0];
+  e[3].de_dva[0] = ZV_DVA_MAKE (0, base + 131072);
+  ts->ts_len[0] = ZV_DEADLIST_BLKSZ;
+  ts->ts_n = 1;
+  memset (&dn, 0, sizeof dn);
+  dn.dn_type = ZV_BT_DEADLIST;
+  dn.dn_nlevels = 1;
+  dn.dn_datablksz = ZV_DEADLIST_BLKSZ;
+  dn.dn_nblocks = 1;
+  dn.dn_size = 4 * sizeof (zv_deadlist_ent_t);
+  dn.dn_txg = 5;
+  dn.dn_root = (zv_blkptr_t) {
+    .bp_dva = { ZV_DVA_MAKE (0, fz_tree_slot (0)) },
+    .bp_psize = ZV_DEADLIST_BLKSZ, .bp_lsize = ZV_DEADLIST_BLKSZ,
+    .bp_birth = 5, .bp_type = ZV_BT_DEADLIST, .bp_ncopies = 1,
+    .bp_fill = 1,
+  };
+  sb_u8 (&b, FZ_TREE_DEADLIST);
+  sb_u8 (&b, 0);
+  sb_put (&b, &dn, sizeof dn);
+  sb_u32 (&b, 3 * 16384);                  /* dr_deadlist_bytes */
+  sb_u8 (&b, 1);
+  sb_u32 (&b, claims[0]);
+  sb_u16 (&b, claims[1]);
+  sb_u16 (&b, trimmed (ts->ts_blk[0], ts->ts_len[0]));
+  sb_put (&b, ts->ts_blk[0], trimmed (ts->ts_blk[0], ts->ts_len[0]));
+  sb_save (&b, "tree", "deadlist");
+  free (b.sb_p);
+  free (ts);
+}
+
 static void
 seeds_tree (const img_t *im, const img_slot_t *slots, const char *tag)
 {
@@ -985,6 +1041,7 @@ main (int argc, char **argv)
   seeds_from ("b", 2, true);
   seeds_name ();
   seeds_image ();
+  seeds_deadlist ();
 
   static const char *const work[] = { "a-0", "a2-0", "b-0", "b-1", "b-log" };
   for (unsigned i = 0; i < sizeof work / sizeof work[0]; i++) {
