@@ -301,14 +301,14 @@ send_put (send_out_t *so, const void *buf, size_t len)
   size_t done = 0;
 
   zv_cksum_stream_update (so->so_sum, buf, len);
-  if (io->si_write != NULL) {
-    int r = io->si_write (io->si_arg, buf, len);
+  if (io->sio_write != NULL) {
+    int r = io->sio_write (io->sio_arg, buf, len);
     if (r < 0)
       zv_error ("send: writing the stream failed: %s", strerror (-r));
     return r < 0 ? r : 0;
   }
   while (done < len) {
-    ssize_t n = write (io->si_fd, (const uint8_t *) buf + done, len - done);
+    ssize_t n = write (io->sio_fd, (const uint8_t *) buf + done, len - done);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
@@ -358,8 +358,8 @@ send_flush (send_out_t *so)
                        so->so_wbuf, (size_t) so->so_wlen);
     so->so_done += so->so_wlen;
     so->so_wlen = 0;
-    if (r == 0 && so->so_io && so->so_io->si_progress)
-      so->so_io->si_progress (so->so_io->si_progress_arg, so->so_done,
+    if (r == 0 && so->so_io && so->so_io->sio_progress)
+      so->so_io->sio_progress (so->so_io->sio_progress_arg, so->so_done,
                               ZV_MAX (so->so_done, so->so_total));
   }
   else if (so->so_flen > 0) {
@@ -615,8 +615,8 @@ zv_send (zv_pool_t *p, const char *snap, const char *from,
     zv_cksum_stream_value (so.so_sum, &c);
     r = send_record (&so, ZV_SR_END, 0, n, &c, sizeof c);
   }
-  if (r == 0 && io->si_progress)
-    io->si_progress (io->si_progress_arg, so.so_done, so.so_done);
+  if (r == 0 && io->sio_progress)
+    io->sio_progress (io->sio_progress_arg, so.so_done, so.so_done);
   zv_dsdir_fullname (to, name, sizeof name);
   if (r == 0)
     zv_info ("pool '%s': sent '%s'%s%s (%" PRIu64 " records, %" PRIu64
@@ -837,7 +837,7 @@ zv_recv (zv_pool_t *p, const char *target, const zv_stream_io_t *io)
 {
   char shown[8 * ZV_NAME_MAX], vol[ZV_NAME_MAX], snap[ZV_NAME_MAX];
   char full[3 * ZV_NAME_MAX];
-  recv_fd_t rf = { io->si_fd };
+  recv_fd_t rf = { io->sio_fd };
   zv_stream_rd_t rd;
   zv_stream_rec_t rec;
   const void *data;
@@ -852,8 +852,8 @@ zv_recv (zv_pool_t *p, const char *target, const zv_stream_io_t *io)
     zv_error ("pool '%s' is imported read-only: cannot receive", p->p_name);
     return -EROFS;
   }
-  r = zv_stream_rd_begin (&rd, io->si_read ? io->si_read : recv_read_fd,
-                          io->si_read ? io->si_arg : &rf);
+  r = zv_stream_rd_begin (&rd, io->sio_read ? io->sio_read : recv_read_fd,
+                          io->sio_read ? io->sio_arg : &rf);
   if (r < 0)
     goto out;
   incr = (rd.rd_hdr.sh_flags & ZV_STREAM_F_INCREMENTAL) != 0;
@@ -877,8 +877,8 @@ zv_recv (zv_pool_t *p, const char *target, const zv_stream_io_t *io)
     r = recv_apply (p, v, &rec, data);
     if (rec.sr_type == ZV_SR_WRITE)
       done += rec.sr_length;
-    if (r == 0 && io->si_progress)
-      io->si_progress (io->si_progress_arg, done, ZV_MAX (done, total));
+    if (r == 0 && io->sio_progress)
+      io->sio_progress (io->sio_progress_arg, done, ZV_MAX (done, total));
   }
   snprintf (full, sizeof full, "%s@%s", vol, snap);
   if (r == 0)
@@ -890,8 +890,8 @@ zv_recv (zv_pool_t *p, const char *target, const zv_stream_io_t *io)
   }
   else if (v != NULL)
     recv_undo (p, v, incr);
-  if (r == 0 && io->si_progress)
-    io->si_progress (io->si_progress_arg, done, done);
+  if (r == 0 && io->sio_progress)
+    io->sio_progress (io->sio_progress_arg, done, done);
   if (r == 0)
     zv_info ("pool '%s': received '%s' (%s stream, %" PRIu64 " records)",
              p->p_name, full, incr ? "incremental" : "full", rd.rd_seq);

@@ -101,12 +101,12 @@ void zv_stream_rd_end (zv_stream_rd_t *rd);
 
 /* zvol_stream_io_t, field for field. */
 typedef struct zv_stream_io {
-  int si_fd;
-  int (*si_write) (void *arg, const void *buf, size_t len);
-  zv_stream_read_fn si_read;
-  void *si_arg;
-  void (*si_progress) (void *arg, uint64_t done, uint64_t total);
-  void *si_progress_arg;
+  int sio_fd;
+  int (*sio_write) (void *arg, const void *buf, size_t len);
+  zv_stream_read_fn sio_read;
+  void *sio_arg;
+  void (*sio_progress) (void *arg, uint64_t done, uint64_t total);
+  void *sio_progress_arg;
 } zv_stream_io_t;
 
 #define ZV_DIFF_WRITTEN 1u

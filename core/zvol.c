@@ -990,10 +990,10 @@ zvol_volume_clone (zvol_pool_t *pool, const char *snapshot,
 }
 
 static_assert (sizeof (zvol_stream_io_t) == sizeof (zv_stream_io_t)
-               && offsetof (zvol_stream_io_t, si_read)
-                  == offsetof (zv_stream_io_t, si_read)
-               && offsetof (zvol_stream_io_t, si_progress_arg)
-                  == offsetof (zv_stream_io_t, si_progress_arg),
+               && offsetof (zvol_stream_io_t, sio_read)
+                  == offsetof (zv_stream_io_t, sio_read)
+               && offsetof (zvol_stream_io_t, sio_progress_arg)
+                  == offsetof (zv_stream_io_t, sio_progress_arg),
                "stream I/O is the engine's, field for field");
 static_assert (ZVOL_DIFF_WRITTEN == ZV_DIFF_WRITTEN
                && ZVOL_DIFF_FREED == ZV_DIFF_FREED, "diff kinds");

@@ -246,19 +246,19 @@ ZVOL_API size_t zvol_dataset_list (zvol_pool_t *pool, unsigned kinds,
 ZVOL_API uint64_t zvol_pool_avail (zvol_pool_t *pool);
 /*
  * Send and receive (docs/format.md, "Send streams").  A stream goes to
- * or comes from si_fd, or the callback when it is set: si_write takes
- * every byte (0 or -errno); si_read returns how many bytes it read, up
+ * or comes from sio_fd, or the callback when it is set: sio_write takes
+ * every byte (0 or -errno); sio_read returns how many bytes it read, up
  * to len, fewer only at the stream's end (0 there), or -errno.  The
  * progress callback, if set, sees data bytes done out of a total (the
  * sender's estimate, never below done; done == total at the end).
  */
 typedef struct zvol_stream_io {
-  int si_fd;
-  int (*si_write) (void *arg, const void *buf, size_t len);
-  int64_t (*si_read) (void *arg, void *buf, size_t len);
-  void *si_arg;
-  void (*si_progress) (void *arg, uint64_t done, uint64_t total);
-  void *si_progress_arg;
+  int sio_fd;
+  int (*sio_write) (void *arg, const void *buf, size_t len);
+  int64_t (*sio_read) (void *arg, void *buf, size_t len);
+  void *sio_arg;
+  void (*sio_progress) (void *arg, uint64_t done, uint64_t total);
+  void *sio_progress_arg;
 } zvol_stream_io_t;
 
 /* Send snapshot "VOL@SNAP": all of it (from NULL), or what changed since
