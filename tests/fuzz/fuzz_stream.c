@@ -65,8 +65,10 @@ fz_reseal (uint8_t *b, size_t n)
     if (plen > n - pos - sizeof r)
       break;
     if (r.sr_type == ZV_SR_END) {
+      zv_cksum_t c;
       r.sr_length = seq;
-      zv_cksum_stream_value (sum, (zv_cksum_t *) (b + pos + sizeof r));
+      zv_cksum_stream_value (sum, &c);
+      memcpy (b + pos + sizeof r, &c, sizeof c);
     }
     memset (&r.sr_cksum, 0, sizeof r.sr_cksum);
     zv_cksum_stream_reset (rs, zv_stream_seed (h.sh_to_guid, seq));

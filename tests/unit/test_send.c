@@ -62,6 +62,26 @@ mb_read (void *arg, void *buf, size_t len)
   return (int64_t) n;
 }
 
+/* A reader that makes the pool sync every 512 KiB it hands out, so that
+ * a receive spans many txgs (its flag, not one txg, must keep it whole). */
+typedef struct mbuf_sync {
+  mbuf_t *ms_m;
+  zvol_pool_t *ms_pool;
+  size_t ms_last;
+} mbuf_sync_t;
+
+static int64_t
+mb_read_sync (void *arg, void *buf, size_t len)
+{
+  mbuf_sync_t *s = arg;
+
+  if (s->ms_m->mb_pos - s->ms_last >= 512 * 1024) {
+    s->ms_last = s->ms_m->mb_pos;
+    (void) zv_pool_sync (s->ms_pool);
+  }
+  return mb_read (s->ms_m, buf, len);
+}
+
 static zvol_stream_io_t
 mb_io (mbuf_t *m)
 {
@@ -742,7 +762,8 @@ test_progress_fd (void **state)
 }
 
 /* A power cut during a receive, at many device writes (the import with
- * the full walk): a full stream's volume is there whole with its
+ * the full walk; the pool syncs every 512 KiB of the stream, so the
+ * receive spans many txgs): a full stream's volume is there whole with its
  * snapshot, or not at all; an incremental's target is at the new
  * snapshot or back at its base, never in between; no space lost. */
 static void
@@ -766,7 +787,7 @@ test_powercut (void **state)
   assert_int_equal (sd_recv (p, "t", &full), 0);
   base = sd_allocated (p);
   assert_int_equal (zvol_pool_close (p), 0);
-  for (uint64_t n = 1; n <= 100; n += 9) {
+  for (uint64_t n = 1; n <= 300; n += 23) {
     for (int op = 0; op < 2; op++) {
       pc_t *pc = pc_new (seed ^ (n * 2 + (uint64_t) op), PC_RANDOM);
       bool done;
@@ -776,7 +797,12 @@ test_powercut (void **state)
       p = sd_import (path);
       pc_cut_after_writes (pc, n);
       tl_log_reset (true);
-      r = op == 0 ? sd_recv (p, "n", &full) : sd_recv (p, "t", &incr);
+      {
+        mbuf_sync_t ms = { op == 0 ? &full : &incr, p, 0 };
+        zvol_stream_io_t io = { .sio_read = mb_read_sync, .sio_arg = &ms };
+        ms.ms_m->mb_pos = 0;
+        r = zvol_receive (p, op == 0 ? "n" : "t", &io);
+      }
       (void) zvol_pool_close (p);
       tl_log_reset (false);
       pc_settle (pc);
