@@ -30,7 +30,9 @@
  *
  * State of a dataset: on the list (created or imported) -> held (a
  * volume has it open) -> released -> destroy marked -> freed by the
- * next sync -> dropped once that txg is on disk.
+ * next sync -> dropped once that txg is on disk.  A volume a receive
+ * writes (send.c) is held by it and has ds_recv set, stored as
+ * ZV_DR_F_RECV_INCOMPLETE in its record: no open while it is set.
  *
  * Locking: dd_lock guards the list of datasets, their holds, destroy
  * marks, attached logs and stored log headers, which volumes and admin

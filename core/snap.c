@@ -47,6 +47,12 @@
  * written, plus what its snapshots hold (every dead list of the chain),
  * plus its reservation's unused part.
  *
+ * Each snapshot has a guid (ds_guid, dr_guid), its identity for send
+ * streams (send.c).  A receive writes its volume with the receive flag
+ * (ds_recv) set: no snapshot of it is taken but the one that ends the
+ * receive (zv_snap_create_received, which clears the flag in its own
+ * txg), and a rollback clears it too (how a failed receive is undone).
+ *
  * Locking: dd_admin_lock serialises the operations; dd_lock guards the
  * list, the task queue and the chain fields (ds_prev*, which readers
  * follow); dead lists and the figures they feed are the sync thread's.
