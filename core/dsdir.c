@@ -177,8 +177,8 @@ dsdir_free (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t txg)
 }
 
 /* The figures list shows, as this sync leaves them (snap.c: space). */
-static void
-dsdir_publish (zv_pool_t *p)
+void
+zv_dsdir_publish (zv_pool_t *p)
 {
   pthread_mutex_lock (&p->p_dd.dd_lock);
   for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
@@ -277,7 +277,7 @@ zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
   }
   if (r < 0)
     return r;
-  dsdir_publish (p);
+  zv_dsdir_publish (p);
   p->p_dd.dd_flat.fl_size = size;
   return zv_flat_sync (&p->p_dd.dd_flat, txg, dsdir_fill, p);
 }

@@ -145,6 +145,9 @@ void zv_dsdir_fullname (const zv_pool_ds_t *ds, char *buf, size_t len);
  * datasets once it is on disk. */
 int zv_dsdir_sync (zv_pool_t *p, uint64_t txg);
 void zv_dsdir_reap (zv_pool_t *p);
+/* The figures the listing shows, from the datasets' own (each sync's
+ * end, and import's once the dead lists are loaded). */
+void zv_dsdir_publish (zv_pool_t *p);
 /* What a volume's name, size and block size may be (create and import). */
 bool zv_dsdir_name_valid (const char *name);
 bool zv_dsdir_volsize_valid (uint64_t v);

@@ -728,6 +728,10 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   }
   if (r == 0)
     r = zv_snap_link (p);
+  /* The listing's figures, as a sync would publish them (a read-only
+   * import never syncs). */
+  if (r == 0)
+    zv_dsdir_publish (p);
   if (r == 0)
     r = import_own_meta (p, bp, os);
   if (r < 0)

@@ -1180,7 +1180,7 @@ rec_edit (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
 {
   switch (which) {
   case 0: rec->dr_magic ^= 1; break;
-  case 1: rec->dr_kind = ZV_DS_KIND_SNAPSHOT; break;
+  case 1: rec->dr_kind = 3; break;
   case 2: rec->dr_flags = 4; break;
   case 3: rec->dr_id = 0; break;
   case 4: memset (rec->dr_name, 0, sizeof rec->dr_name); break;
@@ -1202,7 +1202,7 @@ test_hostile_dsrec (void **state)
     "bad magic", "invalid kind", "invalid flags", "invalid id",
     "invalid name", "invalid name", "invalid name", "invalid reservation",
     "invalid creation txg", "invalid volblocksize", "invalid dead list",
-    "invalid snapshot fields", "invalid volume size",
+    "origin", "invalid volume size",
   };
   char path[512];
   const char *dev = tl_path (path, sizeof path, "h-dsrec");
