@@ -1886,6 +1886,7 @@ typedef struct dmu_walk {
   uint32_t dw_blksz;
   bool dw_data;
   uint64_t dw_min_birth;          /* prune: born no later is skipped */
+  bool dw_ind;                    /* fn gets indirect blocks' entries */
   zv_dmu_walk_fn dw_fn;
   void *dw_arg;
 } dmu_walk_t;
@@ -1927,7 +1928,8 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     if (r < 0)
       goto out;
   }
-  r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data : NULL);
+  r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data
+                : w->dw_ind ? dmu_ind_entries (data) : NULL);
   if (r != 0 || level == 0)
     goto out;
   const zv_blkptr_t *e = dmu_ind_entries (data);
@@ -1947,6 +1949,20 @@ zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
   dmu_walk_t w = {
     .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
     .dw_data = data, .dw_min_birth = min_birth, .dw_fn = fn, .dw_arg = arg,
+  };
+
+  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
+}
+
+int
+zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
+                       const zv_dnode_phys_t *dn, bool data,
+                       uint64_t min_birth, zv_dmu_walk_fn fn, void *arg)
+{
+  dmu_walk_t w = {
+    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
+    .dw_data = data, .dw_min_birth = min_birth, .dw_ind = true,
+    .dw_fn = fn, .dw_arg = arg,
   };
 
   return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);

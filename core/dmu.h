@@ -138,6 +138,13 @@ int zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
 int zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj,
                        const zv_dnode_phys_t *dn, bool data,
                        uint64_t min_birth, zv_dmu_walk_fn fn, void *arg);
+/* The same, and fn gets each indirect block's ZV_INDIRECT_FANOUT entries
+ * as its data, holes included: an incremental stream's FREE ranges are
+ * the holes of the indirect blocks born after min_birth (send.c). */
+int zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
+                           const zv_dnode_phys_t *dn, bool data,
+                           uint64_t min_birth, zv_dmu_walk_fn fn,
+                           void *arg);
 
 /* Shape check of a dnode read from disk. */
 int zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type,

@@ -30,7 +30,9 @@
  *
  * State of a dataset: on the list (created or imported) -> held (a
  * volume has it open) -> released -> destroy marked -> freed by the
- * next sync -> dropped once that txg is on disk.
+ * next sync -> dropped once that txg is on disk.  A volume a receive
+ * writes (send.c) is held by it and has ds_recv set, stored as
+ * ZV_DR_F_RECV_INCOMPLETE in its record: no open while it is set.
  *
  * Locking: dd_lock guards the list of datasets, their holds, destroy
  * marks, attached logs and stored log headers, which volumes and admin
@@ -73,7 +75,7 @@ zv_dsdir_nblocks (uint64_t volsize, uint32_t vbs)
 /* A dataset's record, sealed for its slot. */
 static void
 dsdir_record (zv_pool_t *p, zv_pool_ds_t *ds, const zv_zil_header_t *zh,
-                zv_dsrec_phys_t *rec)
+              bool recv, zv_dsrec_phys_t *rec)
 {
   uint64_t refd;
 
@@ -88,6 +90,9 @@ dsdir_record (zv_pool_t *p, zv_pool_ds_t *ds, const zv_zil_header_t *zh,
   rec->dr_prev_snap_txg = ds->ds_prev_snap_txg;
   rec->dr_creation_txg = ds->ds_creation_txg;
   rec->dr_creation_time = ds->ds_creation_time;
+  rec->dr_flags = recv ? ZV_DR_F_RECV_INCOMPLETE : 0;
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
+    rec->dr_guid = ds->ds_guid;
   rec->dr_volsize = ds->ds_volsize;
   rec->dr_volblocksize = ds->ds_blksz;
   rec->dr_reservation = ds->ds_reservation;
@@ -246,6 +251,7 @@ zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
     zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
     zv_dsrec_phys_t rec;
     zv_zil_header_t zh;
+    bool recv;
 
     if (ds->ds_freeing) {
       zv_flat_dirty (&p->p_dd.dd_flat, ds->ds_slot / ZV_DSDIR_PER_BLK);
@@ -257,8 +263,9 @@ zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
     if (ds->ds_zil)
       zv_zil_sync_header (ds->ds_zil, txg, &ds->ds_zil_hdr);
     zh = ds->ds_zil_hdr;
+    recv = ds->ds_recv;
     pthread_mutex_unlock (&p->p_dd.dd_lock);
-    dsdir_record (p, ds, &zh, &rec);
+    dsdir_record (p, ds, &zh, recv, &rec);
     atomic_store_explicit (&ds->ds_referenced, rec.dr_referenced,
                            memory_order_relaxed);
     atomic_store_explicit (&ds->ds_unique, rec.dr_written,
@@ -411,6 +418,16 @@ zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
   ds->ds_reservation = di->di_reservation;
   ds->ds_creation_txg = di->di_creation_txg;
   ds->ds_creation_time = di->di_creation_time;
+  ds->ds_recv = di->di_recv;
+  ds->ds_guid = di->di_guid;
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT && ds->ds_guid == 0) {
+    /* A record from before guids: one derived from what identifies it
+     * in this pool, the same at every import. */
+    uint64_t who[3] = { p->p_spa.spa_guid, ds->ds_id, ds->ds_creation_txg };
+    zv_cksum_t c;
+    zv_cksum_compute (who, sizeof who, ZV_DSREC_MAGIC, &c);
+    ds->ds_guid = c.zc_word[0] | 1;
+  }
   if (di->di_zil)
     ds->ds_zil_hdr = *di->di_zil;
   zv_deadlist_init (&ds->ds_deadlist, &p->p_spa);
@@ -812,8 +829,11 @@ zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
 
   if (rec->dr_kind != ZV_DS_KIND_VOLUME && !snap)
     bad = "kind";
-  else if (rec->dr_flags != 0)
-    bad = "flags (unknown bits set)";
+  else if ((rec->dr_flags & ~ZV_DR_F_RECV_INCOMPLETE) != 0
+           || (snap && rec->dr_flags != 0))
+    bad = "flags (unknown bits set, or a receive's on a snapshot)";
+  else if (!snap && rec->dr_guid != 0)
+    bad = "guid (set on a volume)";
   else if (rec->dr_id == 0 || rec->dr_id >= next_dsid)
     bad = "id (0, or not below the objset's next id)";
   else if (snap ? rec->dr_parent_id == 0 || rec->dr_parent_id >= next_dsid
@@ -906,6 +926,8 @@ zv_dsdir_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
   ds = dsdir_pick (p, name, &n);
   if (ds == NULL || ds->ds_pending)
     r = -ENOENT;
+  else if (ds->ds_recv)
+    r = -EINPROGRESS;
   else if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
     ds->ds_snap_holds++;       /* read-only: any number of opens */
   else if (ds->ds_held)
@@ -919,6 +941,12 @@ zv_dsdir_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
   else if (r == -ENOENT)
     zv_error ("pool '%s' has %zu volumes: name the one to open", p->p_name,
               n);
+  else if (r == -EINPROGRESS) {
+    zv_error ("volume '%s' of pool '%s' is being received (or its receive "
+              "did not finish: the next import undoes it)", ds->ds_name,
+              p->p_name);
+    r = -EBUSY;
+  }
   else if (r < 0)
     zv_error ("volume '%s' of pool '%s' is open already", ds->ds_name,
               p->p_name);

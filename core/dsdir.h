@@ -108,6 +108,8 @@ typedef struct zv_dsdir_init {
   uint32_t di_blksz;
   uint64_t di_reservation;
   uint64_t di_creation_txg, di_creation_time;
+  uint64_t di_guid;               /* a snapshot's; 0: derived (dsdir.c) */
+  bool di_recv;                   /* ZV_DR_F_RECV_INCOMPLETE */
   const zv_dnode_phys_t *di_volume;
   const zv_zil_header_t *di_zil;
 } zv_dsdir_init_t;

@@ -564,6 +564,8 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
       .di_reservation = rec->dr_reservation,
       .di_creation_txg = rec->dr_creation_txg,
       .di_creation_time = rec->dr_creation_time,
+      .di_guid = rec->dr_guid,
+      .di_recv = (rec->dr_flags & ZV_DR_F_RECV_INCOMPLETE) != 0,
       .di_volume = &rec->dr_volume, .di_zil = snap ? NULL : &rec->dr_zil,
     };
     zv_dsdir_add (p, &di)->ds_rec = *rec;

@@ -1,8 +1,9 @@
 /*
  * pool_impl.h: the pool's structure and its datasets', shared by the
  * pool's modules alone: pool.c (open, create, close), import.c, psync.c
- * (the txg sync), dsdir.c (the dataset directory) and check.c (the
- * offline checker).  Everything above
+ * (the txg sync), dsdir.c (the dataset directory), snap.c and send.c
+ * (snapshots, and send and receive of them) and check.c (the offline
+ * checker).  Everything above
  * them sees pool.h and dsdir.h.  Each field says who guards it; the
  * modules' theory comments say why.
  */
@@ -31,6 +32,7 @@ struct zv_pool_ds {
   uint64_t ds_origin_id;       /* a clone's snapshot, else 0 */
   uint64_t ds_slot;            /* its record's index in the directory */
   uint64_t ds_creation_txg, ds_creation_time;
+  uint64_t ds_guid;            /* a snapshot's identity (send streams) */
   uint64_t ds_reservation;
   zv_object_t ds_obj;          /* the volume's block tree */
   uint64_t ds_volsize;
@@ -41,6 +43,9 @@ struct zv_pool_ds {
   bool ds_held;                /* a volume has it open */
   unsigned ds_snap_holds;      /* a snapshot: read-only opens */
   bool ds_pending;             /* a snapshot its txg's sync has yet to take */
+  bool ds_recv;                /* a receive writes it (ZV_DR_F_RECV_INCOMPLETE
+                                  in its record): no open, no snapshot but
+                                  the receive's own */
   /* The snapshot chain, changed by the sync thread's tasks under
    * dd_lock (read under it, or by the sync thread): the newest snapshot
    * (a volume's) or the one before (a snapshot's), its creation txg (the

@@ -47,6 +47,12 @@
  * written, plus what its snapshots hold (every dead list of the chain),
  * plus its reservation's unused part.
  *
+ * Each snapshot has a guid (ds_guid, dr_guid), its identity for send
+ * streams (send.c).  A receive writes its volume with the receive flag
+ * (ds_recv) set: no snapshot of it is taken but the one that ends the
+ * receive (zv_snap_create_received, which clears the flag in its own
+ * txg), and a rollback clears it too (how a failed receive is undone).
+ *
  * Locking: dd_admin_lock serialises the operations; dd_lock guards the
  * list, the task queue and the chain fields (ds_prev*, which readers
  * follow); dead lists and the figures they feed are the sync thread's.
@@ -58,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/random.h>
 
 #include "snap.h"
 #include "pool_impl.h"
@@ -72,6 +79,7 @@ typedef struct zv_snap_task {
   uint64_t st_txg;
   zv_pool_ds_t *st_ds;           /* the new snapshot; the one destroyed;
                                     the volume rolled back */
+  bool st_recv;                  /* the snapshot that ends a receive */
   int st_result;
 } zv_snap_task_t;
 
@@ -182,12 +190,27 @@ snap_admin_begin (zv_pool_t *p, const char *what)
   return 0;
 }
 
-int
-zv_snap_create (zv_pool_t *p, const char *name)
+/* A snapshot's guid: random, nonzero. */
+static uint64_t
+snap_random_guid (void)
+{
+  uint64_t g = 0;
+
+  while (g == 0)
+    if (getrandom (&g, sizeof g, 0) != sizeof g)
+      g = zv_now_ns () * 0x9e3779b97f4a7c15ull;
+  return g;
+}
+
+/* Take a snapshot; with recv, the one that ends a receive into the
+ * volume (guid: the stream's), which clears the volume's receive flag in
+ * the same txg (send.c). */
+static int
+snap_create (zv_pool_t *p, const char *name, uint64_t guid, bool recv)
 {
   char shown[8 * ZV_NAME_MAX], vol[ZV_NAME_MAX], snap[ZV_NAME_MAX];
   zv_pool_ds_t *v, *s;
-  zv_snap_task_t t = { .st_op = SNAP_CREATE };
+  zv_snap_task_t t = { .st_op = SNAP_CREATE, .st_recv = recv };
   zv_txg_hold_t h;
   uint64_t id, slot, need = 0, avail;
   int r = snap_admin_begin (p, "snapshot");
@@ -211,6 +234,8 @@ zv_snap_create (zv_pool_t *p, const char *name)
     r = -ENOENT;
   else if (s != NULL)
     r = -EEXIST;
+  else if (v->ds_recv != recv)
+    r = -EBUSY;
   else {
     /* A reservation covers the volume's own data: its blocks become the
      * snapshot's, so the volume may need it all again. */
@@ -230,6 +255,9 @@ zv_snap_create (zv_pool_t *p, const char *name)
       zv_error ("pool '%s' has no volume '%s'", p->p_name, vol);
     else if (r == -EEXIST)
       zv_error ("snapshot '%s' exists already", shown);
+    else if (r == -EBUSY)
+      zv_error ("volume '%s' is being received: no snapshot of it until "
+                "the receive ends", vol);
     goto out;
   }
   zv_dnode_phys_t none;
@@ -239,7 +267,7 @@ zv_snap_create (zv_pool_t *p, const char *name)
     .di_slot = slot, .di_parent_id = v->ds_id, .di_volsize = v->ds_volsize,
     .di_blksz = v->ds_blksz, .di_creation_txg = h.th_txg,
     .di_creation_time = (uint64_t) time (NULL), .di_volume = &none,
-    .di_pending = true,
+    .di_pending = true, .di_guid = guid ? guid : snap_random_guid (),
   };
   t.st_ds = zv_dsdir_add (p, &di);
   r = snap_run (p, &t, &h);
@@ -254,9 +282,21 @@ zv_snap_create (zv_pool_t *p, const char *name)
   return r;
 }
 
+int
+zv_snap_create (zv_pool_t *p, const char *name)
+{
+  return snap_create (p, name, 0, false);
+}
+
+int
+zv_snap_create_received (zv_pool_t *p, const char *name, uint64_t guid)
+{
+  return snap_create (p, name, guid, true);
+}
+
 /* Sync of a snapshot's txg: S takes V's root and dead list. */
 static int
-snap_sync_create (zv_pool_t *p, zv_pool_ds_t *s)
+snap_sync_create (zv_pool_t *p, zv_pool_ds_t *s, bool recv)
 {
   zv_pool_ds_t *v = s->ds_parent;
   zv_dnode_phys_t dn;
@@ -279,6 +319,8 @@ snap_sync_create (zv_pool_t *p, zv_pool_ds_t *s)
   v->ds_prev = s;
   v->ds_obj.ob_snap_txg = s->ds_creation_txg;
   s->ds_pending = false;
+  if (recv)
+    v->ds_recv = false;         /* the receive is whole in this txg */
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   return 0;
 }
@@ -597,6 +639,9 @@ snap_sync_rollback (zv_pool_t *p, zv_pool_ds_t *v, uint64_t txg)
   dn.dn_size = v->ds_volsize;
   zv_dsdir_reopen (v, &dn);
   v->ds_obj.ob_written = 0;
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  v->ds_recv = false;           /* an unfinished receive is undone */
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
   return 0;
 }
 
@@ -666,7 +711,7 @@ zv_snap_sync_tasks (zv_pool_t *p, uint64_t txg)
     int tr;
     next = t->st_next;
     switch (t->st_op) {
-    case SNAP_CREATE: tr = snap_sync_create (p, t->st_ds); break;
+    case SNAP_CREATE: tr = snap_sync_create (p, t->st_ds, t->st_recv); break;
     case SNAP_DESTROY: tr = snap_sync_destroy (p, t->st_ds, txg); break;
     case SNAP_ROLLBACK: tr = snap_sync_rollback (p, t->st_ds, txg); break;
     default: abort ();
@@ -798,6 +843,8 @@ zv_snap_link (zv_pool_t *p)
     if (r < 0)
       return r;
   }
+  /* The listing's figures, as a sync would publish them (a read-only
+   * import never syncs). */
   zv_dsdir_publish (p);
   return 0;
 }

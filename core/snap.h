@@ -25,6 +25,9 @@ bool zv_snap_split (const char *name, char *vol, char *snap);
 /* Snapshot "VOL@SNAP" of a volume, while it is written: it holds every
  * write acknowledged before the call and none issued after it returns. */
 int zv_snap_create (zv_pool_t *p, const char *name);
+/* The snapshot that ends a receive into the volume (send.c): it carries
+ * the stream's guid and clears the volume's receive flag in its txg. */
+int zv_snap_create_received (zv_pool_t *p, const char *name, uint64_t guid);
 /* Destroy snapshot "VOL@SNAP": refused (EBUSY) while it is open or a
  * clone comes from it. */
 int zv_snap_destroy (zv_pool_t *p, const char *name);

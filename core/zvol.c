@@ -41,6 +41,7 @@
 #include "zvol.h"
 #include "pool.h"
 #include "snap.h"
+#include "send.h"
 #include "tunable.h"
 
 /* The public constants are the engine's own, not a copy to keep in step. */
@@ -986,6 +987,36 @@ zvol_volume_clone (zvol_pool_t *pool, const char *snapshot,
 {
   return zv_pool_volume_clone (pool, snapshot, clone,
                                vp ? vp->vp_reservation : 0);
+}
+
+static_assert (sizeof (zvol_stream_io_t) == sizeof (zv_stream_io_t)
+               && offsetof (zvol_stream_io_t, sio_read)
+                  == offsetof (zv_stream_io_t, sio_read)
+               && offsetof (zvol_stream_io_t, sio_progress_arg)
+                  == offsetof (zv_stream_io_t, sio_progress_arg),
+               "stream I/O is the engine's, field for field");
+static_assert (ZVOL_DIFF_WRITTEN == ZV_DIFF_WRITTEN
+               && ZVOL_DIFF_FREED == ZV_DIFF_FREED, "diff kinds");
+
+int
+zvol_send (zvol_pool_t *pool, const char *snapshot, const char *from,
+           const zvol_stream_io_t *io)
+{
+  return zv_send (pool, snapshot, from, (const zv_stream_io_t *) io);
+}
+
+int
+zvol_receive (zvol_pool_t *pool, const char *target,
+              const zvol_stream_io_t *io)
+{
+  return zv_recv (pool, target, (const zv_stream_io_t *) io);
+}
+
+int
+zvol_diff (zvol_pool_t *pool, const char *from, const char *to,
+           zvol_diff_fn fn, void *arg)
+{
+  return zv_diff (pool, from, to, fn, arg);
 }
 
 uint64_t

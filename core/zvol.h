@@ -300,6 +300,57 @@ ZVOL_API size_t zvol_dataset_list (zvol_pool_t *pool, unsigned kinds,
                                    zvol_volume_info_t *out, size_t max);
 /* Bytes a new volume or a write may still use. */
 ZVOL_API uint64_t zvol_pool_avail (zvol_pool_t *pool);
+/*
+ * Send and receive (docs/format.md, "Send streams").  A stream goes to
+ * or comes from sio_fd, or the callback when it is set: sio_write takes
+ * every byte (0 or -errno); sio_read returns how many bytes it read, up
+ * to len, fewer only at the stream's end (0 there), or -errno.  The
+ * progress callback, if set, sees data bytes done out of a total (the
+ * sender's estimate, never below done; done == total at the end).
+ */
+typedef struct zvol_stream_io {
+  int sio_fd;
+  int (*sio_write) (void *arg, const void *buf, size_t len);
+  int64_t (*sio_read) (void *arg, void *buf, size_t len);
+  void *sio_arg;
+  void (*sio_progress) (void *arg, uint64_t done, uint64_t total);
+  void *sio_progress_arg;
+} zvol_stream_io_t;
+
+/* Send snapshot "VOL@SNAP": all of it (from NULL), or what changed since
+ * the older snapshot "VOL@OLDER" of the same volume, reading only the
+ * blocks born between them.  -ENOENT, -EINVAL (not snapshots of one
+ * volume, from not older), -EIO, or the writer's error. */
+ZVOL_API int zvol_send (zvol_pool_t *pool, const char *snapshot,
+                        const char *from, const zvol_stream_io_t *io);
+/*
+ * Receive a stream into 'target' ("VOL", or "VOL@SNAP" to name the
+ * snapshot; else it is named as the one sent).  A full stream creates
+ * the volume (thin) and its snapshot; an incremental one applies to the
+ * existing volume whose newest snapshot is the stream's base (by its
+ * guid) and that has not changed since (else -EBUSY: roll it back), and
+ * ends with the new snapshot.  A damaged, truncated or out-of-order
+ * stream is refused (-EIO, saying where), and so is one that does not
+ * fit (-EINVAL, -EEXIST, -ENOENT); then nothing of it stays: the new
+ * volume is destroyed or the target rolled back, also by the next import
+ * after a crash.  -EROFS on a read-only pool.
+ */
+ZVOL_API int zvol_receive (zvol_pool_t *pool, const char *target,
+                           const zvol_stream_io_t *io);
+
+/* The ranges that differ between snapshot "VOL@A" and the newer "VOL@B"
+ * (or the volume "VOL", which must be closed: -EBUSY), ascending: written
+ * since A, or reading as zeros in B (freed, or holes of rewritten
+ * metadata that may have been zeros in A too).  The walk reads only what
+ * was born after A.  fn's nonzero return stops it (a positive one is not
+ * an error: zvol_diff returns 0). */
+#define ZVOL_DIFF_WRITTEN 1u
+#define ZVOL_DIFF_FREED   2u
+typedef int (*zvol_diff_fn) (void *arg, uint64_t off, uint64_t len,
+                             unsigned kind);
+ZVOL_API int zvol_diff (zvol_pool_t *pool, const char *from, const char *to,
+                        zvol_diff_fn fn, void *arg);
+
 
 #define ZVOL_SYNC_STANDARD 0u      /* flush and FUA are durable */
 #define ZVOL_SYNC_ALWAYS   1u      /* every write is durable on return */

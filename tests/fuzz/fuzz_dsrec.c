@@ -7,9 +7,10 @@
  * record's 1 KiB.  Unless the flags say not, the record is resealed for
  * its slot first, so that a changed field reaches the field checks
  * instead of stopping at the checksum.  Checked: a record that passes is
- * one import may serve (a volume of a valid size, block size and name,
- * its object of that shape, born no later than the objset, no snapshot
- * field set), a record sealed for another slot never passes, an all-zero
+ * one import may serve (a volume or a snapshot of a valid size, block
+ * size and name, its object of that shape, born no later than the
+ * objset; a snapshot with its volume's id, no reservation and no flag; a
+ * volume with no guid and no flag but a receive's), a record sealed for another slot never passes, an all-zero
  * record is a free slot, and nothing else returns but -EIO.
  */
 #include <config.h>
@@ -58,8 +59,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (r != 0)
     return 0;
   FZ_CHECK (!(flags & DSREC_F_MOVED) || (flags & DSREC_F_RAW));
-  FZ_CHECK ((rec.dr_kind == ZV_DS_KIND_VOLUME
-             || rec.dr_kind == ZV_DS_KIND_SNAPSHOT) && rec.dr_flags == 0);
+  FZ_CHECK (rec.dr_kind == ZV_DS_KIND_VOLUME
+            ? (rec.dr_flags & ~ZV_DR_F_RECV_INCOMPLETE) == 0
+              && rec.dr_guid == 0 && rec.dr_parent_id == 0
+            : rec.dr_kind == ZV_DS_KIND_SNAPSHOT && rec.dr_flags == 0
+              && rec.dr_parent_id != 0 && rec.dr_origin_id == 0
+              && rec.dr_reservation == 0);
   FZ_CHECK (rec.dr_id != 0 && rec.dr_id < next);
   FZ_CHECK (rec.dr_creation_txg != 0 && rec.dr_creation_txg <= txg);
   FZ_CHECK (memchr (rec.dr_name, '\0', sizeof rec.dr_name) != NULL
@@ -96,5 +101,6 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   FZ_CHECK (rec.dr_prev_snap_txg <= txg);
   FZ_CHECK (rec.dr_written <= rec.dr_volsize);
   FZ_CHECK (zv_deadlist_dnode_valid (&rec.dr_deadlist));
+  FZ_CHECK (rec.dr_prev_snap_id == 0 || rec.dr_prev_snap_txg != 0);
   return 0;
 }

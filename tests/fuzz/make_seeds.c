@@ -985,6 +985,63 @@ seeds_image (void)
   free (b.sb_p);
 }
 
+/* ---- seeds: send streams ---- */
+
+static int
+seeds_stream_write (void *arg, const void *buf, size_t len)
+{
+  sb_put (arg, buf, len);
+  return 0;
+}
+
+/* A small volume's full and incremental streams (data, a hole, a trim
+ * and an overwrite between the snapshots), for fuzz_stream: a flags
+ * byte (0: resealed by the harness, 1: raw) and the stream. */
+static void
+seeds_stream (void)
+{
+  char dev[512];
+  const char *devs[1] = { dev };
+  zvol_pool_config_t pc;
+  zvol_volume_params_t vp = { .vp_size = 1u << 20, .vp_blocksize = 4096 };
+  zvol_pool_t *p;
+  zvol_t *zv;
+  sb_t b = { 0 };
+  zvol_stream_io_t io = { .sio_write = seeds_stream_write, .sio_arg = &b };
+
+  snprintf (dev, sizeof dev, "%s/work/s-0.img", out);
+  if (tl_sparse_file (dev, 20ull << 20) < 0)
+    die ("cannot create %s", dev);
+  pool_cfg (&pc, devs, 1, NULL, true);
+  pc.pc_volsize = 0;
+  if (zvol_pool_open (&pc, &p) < 0 || zvol_volume_create (p, "s", &vp) < 0
+      || zvol_open (p, "s", NULL, &zv) < 0)
+    die ("creating the stream pool failed");
+  vol_write (zv, 0, 8192, 11, 0);
+  vol_write (zv, 64u << 10, 4096, 12, 0);
+  vol_write (zv, (1u << 20) - 4096, 4096, 13, 0);
+  if (zvol_close (zv) < 0 || zvol_snapshot_create (p, "s@a") < 0
+      || zvol_open (p, "s", NULL, &zv) < 0)
+    die ("snapshot failed");
+  vol_write (zv, 4096, 4096, 14, 0);
+  vol_write (zv, 512u << 10, 4096, 15, 0);
+  if (zvol_trim (zv, 64u << 10, 4096, 0) < 0 || zvol_close (zv) < 0
+      || zvol_snapshot_create (p, "s@b") < 0)
+    die ("snapshot failed");
+  for (unsigned raw = 0; raw < 2; raw++)
+    for (unsigned incr = 0; incr < 2; incr++) {
+      sb_u8 (&b, raw);
+      if (zvol_send (p, "s@b", incr ? "s@a" : NULL, &io) < 0)
+        die ("send failed");
+      sb_save (&b, "stream", "%s%s", incr ? "incremental" : "full",
+               raw ? "-raw" : "");
+    }
+  if (zvol_pool_close (p) < 0)
+    die ("closing the stream pool failed");
+  unlink (dev);
+  free (b.sb_p);
+}
+
 /* ---- main ---- */
 
 static void
@@ -1042,6 +1099,7 @@ main (int argc, char **argv)
   seeds_name ();
   seeds_image ();
   seeds_deadlist ();
+  seeds_stream ();
 
   static const char *const work[] = { "a-0", "a2-0", "b-0", "b-1", "b-log" };
   for (unsigned i = 0; i < sizeof work / sizeof work[0]; i++) {
