@@ -245,12 +245,12 @@ kstat_path_join (const char *a, const char *b)
   return s;
 }
 
-char *
-zvol_kstat_default_dir (const char *pool_name)
+/* The pool's runtime directory, nothing made: NULL when there is none. */
+static char *
+kstat_runtime_dir (const char *pool_name)
 {
   const char *xdg = getenv ("XDG_RUNTIME_DIR");
   char *safe, *base = NULL, *dir = NULL;
-  int r;
 
   /* The pool name becomes one path component. */
   safe = zv_strdup (pool_name && *pool_name ? pool_name : "zvol");
@@ -267,6 +267,27 @@ zvol_kstat_default_dir (const char *pool_name)
     dir = kstat_path_join (base, safe);
   free (base);
   free (safe);
+  return dir;
+}
+
+char *
+zvol_runtime_path (const char *pool_name, const char *file)
+{
+  char *dir = kstat_runtime_dir (pool_name), *path;
+
+  if (dir == NULL || file == NULL)
+    return dir;
+  path = kstat_path_join (dir, file);
+  free (dir);
+  return path;
+}
+
+char *
+zvol_kstat_default_dir (const char *pool_name)
+{
+  char *dir = kstat_runtime_dir (pool_name);
+  int r;
+
   if (dir == NULL) {
     zv_debug ("kstat files disabled: not root and no "
                "XDG_RUNTIME_DIR (use kstat=DIR)");
