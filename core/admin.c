@@ -270,7 +270,7 @@ admin_pool_operand (admin_ctx_t *c, int k, bool *match)
   char shown[4 * ZVOL_NAME_MAX + 8];
 
   *match = false;
-  if (*arg == '\0' || strlen (arg) >= ZVOL_NAME_MAX || strchr (arg, '/')) {
+  if (!zv_name_is_valid (arg, ZVOL_NAME_MAX) || strchr (arg, '/')) {
     zv_str_printable (arg, ZVOL_NAME_MAX, shown, sizeof shown);
     return admin_usage (c, "%s: '%s' is not a pool name", c->c_cmd->ac_name,
                         shown);

@@ -573,6 +573,30 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
   ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, msg);
 }
 
+/*
+ * Before close: the reply sent (our side shut), read what the peer still
+ * sends, briefly.  Closing a Unix socket with unread input resets the
+ * connection, and the peer could lose the reply that says what was wrong
+ * with its message.
+ */
+static void
+ctl_drain (int fd)
+{
+  char buf[4096];
+  size_t total = 0;
+
+  shutdown (fd, SHUT_WR);
+  ctl_timeouts (fd, 100);
+  while (total < ZV_CTL_REQ_HDR + ZV_CTL_MAX_REQ) {
+    ssize_t n = read (fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    total += (size_t) n;
+  }
+}
+
 typedef struct ctl_conn {
   zvol_ctl_t *cc_ctl;
   unsigned cc_slot;
@@ -589,6 +613,7 @@ ctl_conn_main (void *arg)
   fd = ctl->ct_conn[cc->cc_slot];
   pthread_mutex_unlock (&ctl->ct_lock);
   ctl_serve (ctl, fd);
+  ctl_drain (fd);
   pthread_mutex_lock (&ctl->ct_lock);
   close (fd);
   ctl->ct_conn[cc->cc_slot] = -1;
@@ -622,6 +647,7 @@ ctl_accept_one (zvol_ctl_t *ctl, int fd)
     ctl_timeouts (fd, 1000);
     ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, "too many connections to the "
                    "control socket: try again");
+    ctl_drain (fd);
     close (fd);
     return;
   }
