@@ -27,8 +27,8 @@
 
 #include "zvol.h"
 
-#define ZV_CTL_REQ_MAGIC 0x5a564351u      /* "ZVCQ" read as a u32 BE */
-#define ZV_CTL_REP_MAGIC 0x5a564352u      /* "ZVCR" */
+#define ZV_CTL_REQ_MAGIC 0x5143565au      /* "ZVCQ" on the wire */
+#define ZV_CTL_REP_MAGIC 0x5243565au      /* "ZVCR" */
 #define ZV_CTL_VERSION 1u
 #define ZV_CTL_REQ_HDR 16u
 #define ZV_CTL_REP_HDR 20u

@@ -235,10 +235,10 @@ zvol_exports_destroy (zvol_exports_t *ex, const char *name)
     return -EBUSY;
   }
   if (holds > 0) {
-    zv_error ("volume '%s' of pool '%s' is in use (%u client%s or command%s "
-              "have it open): disconnect them first", shown,
-              zvol_pool_name (ex->ex_pool), holds, holds > 1 ? "s" : "",
-              holds > 1 ? "s" : "");
+    zv_error ("volume '%s' of pool '%s' is in use (held %u time%s: by "
+              "connected clients, or a server's statistics of its default "
+              "export): disconnect them first", shown,
+              zvol_pool_name (ex->ex_pool), holds, holds > 1 ? "s" : "");
     return -EBUSY;
   }
   r = zv ? zvol_close (zv) : 0;

@@ -275,7 +275,7 @@ test_exports (void **state)
   assert_ptr_equal (zv, zv2);
   assert_int_equal (zvol_exports_holds (adm_ex, "e"), 2);
   assert_int_equal (zvol_exports_destroy (adm_ex, "e"), -EBUSY);
-  assert_true (tl_log_has ("volume 'e' of pool 'tank' is in use (2 clients"));
+  assert_true (tl_log_has ("volume 'e' of pool 'tank' is in use (held 2 times"));
   adm_expect ("destroy tank/e", 1, "is in use");
   zvol_exports_rele (adm_ex, zv2);
   assert_int_equal (zvol_exports_destroy (adm_ex, "e"), -EBUSY);
