@@ -18,7 +18,7 @@
  * deadline (ctl_io_timeout), checked (magic, version, flags, counts and
  * a length within ZV_CTL_MAX_REQ) before the rest is read, the rest
  * parsed against the lengths (zv_ctl_parse_req, which the fuzz harness
- * feeds); a bad message gets a reply saying what is wrong, then the
+ * feeds); the tunables are read once, at start (no lock on them later); a bad message gets a reply saying what is wrong, then the
  * connection is closed.  A client parses the reply the same way.
  *
  * Threads and state: a listener thread polls the socket and a wake
@@ -84,6 +84,8 @@ struct zvol_ctl {
   unsigned ct_nconn;
   bool ct_busy;                 /* a command runs */
   bool ct_stop;
+  unsigned ct_busy_wait_ms;     /* the tunables, read at start */
+  unsigned ct_io_timeout_ms;
 };
 
 /* ---- the messages ---- */
@@ -439,7 +441,7 @@ ctl_deadline (unsigned ms)
 static int
 ctl_turn_begin (zvol_ctl_t *ctl)
 {
-  struct timespec dl = ctl_deadline (zv_ctl_busy_wait_ms);
+  struct timespec dl = ctl_deadline (ctl->ct_busy_wait_ms);
   int r = 0;
 
   pthread_mutex_lock (&ctl->ct_lock);
@@ -525,7 +527,7 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
     ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, msg);
     return;
   }
-  ctl_timeouts (fd, zv_ctl_io_timeout_ms);
+  ctl_timeouts (fd, ctl->ct_io_timeout_ms);
   r = ctl_read_full (fd, hdr, sizeof hdr);
   if (r != 0) {
     zv_debug ("control socket: a peer sent no request (%s)",
@@ -558,7 +560,7 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
   else if (r == -ETIMEDOUT) {
     snprintf (msg, sizeof msg, "another admin command is running (waited "
               "%u ms, ctl_busy_wait): try again when it is done",
-              zv_ctl_busy_wait_ms);
+              ctl->ct_busy_wait_ms);
     ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, msg);
   }
   else
@@ -834,6 +836,8 @@ zvol_ctl_start (zvol_exports_t *ex, const char *path, unsigned flags,
   ctl->ct_fd = fd;
   ctl->ct_dev = st.st_dev;
   ctl->ct_ino = st.st_ino;
+  ctl->ct_busy_wait_ms = zv_ctl_busy_wait_ms;
+  ctl->ct_io_timeout_ms = zv_ctl_io_timeout_ms;
   for (unsigned i = 0; i < CTL_MAX_CONN; i++)
     ctl->ct_conn[i] = -1;
   pthread_mutex_init (&ctl->ct_lock, NULL);
@@ -976,15 +980,15 @@ const zv_tunable_t zv_ctl_tunable_table[] = {
   { .tn_name = "ctl_busy_wait", .tn_module = "ctl",
     ZV_TUNABLE_VAR_UINT (zv_ctl_busy_wait_ms),
     .tn_default = 30000, .tn_min = 0, .tn_max = 3600000,
-    .tn_unit = ZV_TUNABLE_UNIT_MS, .tn_when = ZV_TUNABLE_LIVE,
-    .tn_reader = "the control socket",
+    .tn_unit = ZV_TUNABLE_UNIT_MS, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the control socket, when the server starts it",
     .tn_desc = "How long an admin command waits for the one that runs "
     "before it fails with \"another admin command is running\"." },
   { .tn_name = "ctl_io_timeout", .tn_module = "ctl",
     ZV_TUNABLE_VAR_UINT (zv_ctl_io_timeout_ms),
     .tn_default = 10000, .tn_min = 100, .tn_max = 600000,
-    .tn_unit = ZV_TUNABLE_UNIT_MS, .tn_when = ZV_TUNABLE_LIVE,
-    .tn_reader = "the control socket",
+    .tn_unit = ZV_TUNABLE_UNIT_MS, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_reader = "the control socket, when the server starts it",
     .tn_desc = "How long a peer of the control socket may take to send its "
     "request (and to read the reply) before it is cut off." },
   ZV_TUNABLE_END

@@ -41,6 +41,26 @@ ctl_setup (void **state)
   return zvol_ctl_start (ctl_ex, ctl_sock, 0, &ctl_srv) < 0 ? -1 : 0;
 }
 
+static void
+ctl_stop_srv (void)
+{
+  zvol_ctl_stop (ctl_srv);
+  ctl_srv = NULL;
+}
+
+/* A tunable (or a hook, name NULL) for the server: set while it is
+ * stopped (it reads them when it starts, its threads unlocked). */
+static void
+ctl_restart_with (const char *name, const char *value)
+{
+  char e[128];
+
+  ctl_stop_srv ();
+  if (name)
+    assert_int_equal (zvol_tunable_set (name, value, e, sizeof e), 0);
+  assert_int_equal (zvol_ctl_start (ctl_ex, ctl_sock, 0, &ctl_srv), 0);
+}
+
 static int
 ctl_teardown (void **state)
 {
@@ -174,9 +194,13 @@ test_peer_refused (void **state)
 
   (void) state;
   tl_log_reset (true);
+  ctl_stop_srv ();
   zv_ctl_peer_uid_hook = ctl_other_uid;
+  ctl_restart_with (NULL, NULL);
   assert_int_equal (ctl_call (&a, "create -V 8M tank/no"), 0);
+  ctl_stop_srv ();
   zv_ctl_peer_uid_hook = NULL;
+  ctl_restart_with (NULL, NULL);
   assert_int_equal (a.co_code, 1);
   assert_non_null (strstr (a.co_err, "zvoladm: permission denied"));
   assert_non_null (strstr (a.co_err, "you are uid 4242"));
@@ -303,15 +327,12 @@ test_garbage (void **state)
   }
   /* A peer that sends nothing is cut off after ctl_io_timeout. */
   {
-    char e[128];
     int fd;
-    assert_int_equal (zvol_tunable_set ("ctl_io_timeout", "200", e,
-                                        sizeof e), 0);
+    ctl_restart_with ("ctl_io_timeout", "200");
     fd = ctl_raw_connect ();
     assert_int_equal (read (fd, buf, sizeof buf), 0);
     close (fd);
-    assert_int_equal (zvol_tunable_set ("ctl_io_timeout", "10000", e,
-                                        sizeof e), 0);
+    ctl_restart_with ("ctl_io_timeout", "10000");
   }
   free (good);
   /* Every refusal was logged, and the server still answers. */
@@ -345,64 +366,96 @@ slow_run (zvol_exports_t *ex, int argc, char *const *argv, unsigned flags,
   return 0;
 }
 
+typedef struct slow_call {
+  const char *sc_line;
+  tl_cmd_out_t sc_out;
+} slow_call_t;
+
 static void *
 slow_client (void *arg)
 {
-  tl_cmd_out_t *co = arg;
+  slow_call_t *sc = arg;
 
-  TL_CHECK (ctl_call (co, "first") == 0);
+  TL_CHECK (ctl_call (&sc->sc_out, sc->sc_line) == 0);
   return NULL;
+}
+
+/* Start a call of 'line' in a thread; with 'entered', wait until the
+ * command runs. */
+static void
+slow_start (pthread_t *th, slow_call_t *sc, const char *line, bool entered)
+{
+  sc->sc_line = line;
+  assert_int_equal (pthread_create (th, NULL, slow_client, sc), 0);
+  pthread_mutex_lock (&slow_lock);
+  while (entered && !slow_in)
+    pthread_cond_wait (&slow_cv, &slow_lock);
+  pthread_mutex_unlock (&slow_lock);
+}
+
+static void
+slow_release (void)
+{
+  pthread_mutex_lock (&slow_lock);
+  slow_go = true;
+  pthread_cond_broadcast (&slow_cv);
+  pthread_mutex_unlock (&slow_lock);
 }
 
 static void
 test_busy (void **state)
 {
-  tl_cmd_out_t a, b;
-  pthread_t th;
-  char e[128];
+  slow_call_t a, c;
+  tl_cmd_out_t b;
+  pthread_t th, th2;
 
   (void) state;
   slow_in = slow_go = false;
   slow_ran = 0;
+  ctl_stop_srv ();
   zv_ctl_run_hook = slow_run;
-  assert_int_equal (zvol_tunable_set ("ctl_busy_wait", "300", e, sizeof e),
-                    0);
-  assert_int_equal (pthread_create (&th, NULL, slow_client, &a), 0);
-  pthread_mutex_lock (&slow_lock);
-  while (!slow_in)
-    pthread_cond_wait (&slow_cv, &slow_lock);
-  pthread_mutex_unlock (&slow_lock);
+  ctl_restart_with ("ctl_busy_wait", "300");
+  slow_start (&th, &a, "first", true);
   /* The second waits its 300 ms, then fails, saying why. */
   assert_int_equal (ctl_call (&b, "second"), 0);
   assert_int_equal (b.co_code, 1);
-  assert_non_null (strstr (b.co_err, "another admin command is running"));
+  assert_non_null (strstr (b.co_err, "another admin command is running "
+                           "(waited 300 ms"));
   tl_cmd_free (&b);
-  /* With a longer wait, it gets its turn once the first is done. */
-  assert_int_equal (zvol_tunable_set ("ctl_busy_wait", "20000", e, sizeof e),
-                    0);
-  {
-    pthread_t th2;
-    tl_cmd_out_t c;
-    assert_int_equal (pthread_create (&th2, NULL, slow_client, &c), 0);
-    usleep (200 * 1000);
-    pthread_mutex_lock (&slow_lock);
-    assert_int_equal (slow_ran, 1);        /* still waiting */
-    slow_go = true;
-    pthread_cond_broadcast (&slow_cv);
-    pthread_mutex_unlock (&slow_lock);
-    assert_int_equal (pthread_join (th2, NULL), 0);
-    assert_int_equal (c.co_code, 0);
-    assert_string_equal (c.co_out, "ran first\n");
-    tl_cmd_free (&c);
-  }
+  pthread_mutex_lock (&slow_lock);
+  assert_int_equal (slow_ran, 1);
+  pthread_mutex_unlock (&slow_lock);
+  slow_release ();
   assert_int_equal (pthread_join (th, NULL), 0);
-  assert_int_equal (a.co_code, 0);
-  assert_string_equal (a.co_out, "ran first\n");
-  tl_cmd_free (&a);
+  assert_int_equal (a.sc_out.co_code, 0);
+  assert_string_equal (a.sc_out.co_out, "ran first\n");
+  tl_cmd_free (&a.sc_out);
+
+  /* With a longer wait, the second gets its turn once the first is
+   * done. */
+  slow_in = slow_go = false;
+  slow_ran = 0;
+  ctl_restart_with ("ctl_busy_wait", "20000");
+  slow_start (&th, &a, "first", true);
+  slow_start (&th2, &c, "second", false);
+  usleep (300 * 1000);
+  pthread_mutex_lock (&slow_lock);
+  assert_int_equal (slow_ran, 1);        /* the second still waits */
+  pthread_mutex_unlock (&slow_lock);
+  slow_release ();
+  assert_int_equal (pthread_join (th, NULL), 0);
+  assert_int_equal (pthread_join (th2, NULL), 0);
+  assert_int_equal (a.sc_out.co_code, 0);
+  assert_int_equal (c.sc_out.co_code, 0);
+  assert_string_equal (c.sc_out.co_out, "ran second\n");
+  tl_cmd_free (&a.sc_out);
+  tl_cmd_free (&c.sc_out);
+  pthread_mutex_lock (&slow_lock);
   assert_int_equal (slow_ran, 2);
+  pthread_mutex_unlock (&slow_lock);
+  ctl_stop_srv ();
   zv_ctl_run_hook = NULL;
-  assert_int_equal (zvol_tunable_set ("ctl_busy_wait", "30000", e, sizeof e),
-                    0);
+  ctl_restart_with ("ctl_busy_wait", "30000");
 }
 
 /* Start and stop: a stale socket is replaced, a live one refused, a
