@@ -745,10 +745,10 @@ ctl_mkdir_parent (const char *path)
   return r;
 }
 
-/* What is at path before we listen there: 0 (nothing now: a stale
- * socket was removed) or an error, said. */
+/* What is at path before we listen there: 0 (nothing now, or with
+ * 'remove' a stale socket was removed) or an error, said. */
 static int
-ctl_clear_stale (const char *path, unsigned flags)
+ctl_clear_stale (const char *path, unsigned flags, bool remove)
 {
   struct stat st;
   int fd, r;
@@ -771,11 +771,26 @@ ctl_clear_stale (const char *path, unsigned flags)
     ctl_say (flags, "control socket %s: %s", path, strerror (-r));
     return r;
   }
+  if (!remove)
+    return 0;
   zv_debug ("control socket %s: replacing the stale socket of a server "
             "that is gone", path);
   if (unlink (path) < 0 && errno != ENOENT)
     return -errno;
   return 0;
+}
+
+int
+zvol_ctl_check (const char *path, unsigned flags)
+{
+  struct sockaddr_un sa;
+
+  if (ctl_addr (path, &sa) < 0) {
+    ctl_say (flags, "control socket %s: the path is too long (at most %zu "
+             "bytes)", path, sizeof sa.sun_path - 1);
+    return -ENAMETOOLONG;
+  }
+  return ctl_clear_stale (path, flags, false);
 }
 
 int
@@ -800,7 +815,7 @@ zvol_ctl_start (zvol_exports_t *ex, const char *path, unsigned flags,
               strerror (-r));
     return r;
   }
-  r = ctl_clear_stale (path, flags);
+  r = ctl_clear_stale (path, flags, true);
   if (r < 0)
     return r;
   fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

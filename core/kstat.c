@@ -10,6 +10,11 @@
  * public API alone, as any front end could; of the engine's insides it
  * uses only the log hook (zv_util.h).
  *
+ * The pool's runtime directory (/run/nbdkit-zvol/NAME as root, else
+ * under $XDG_RUNTIME_DIR) is computed here once for every front end:
+ * the kstat files' default directory, and zvol_runtime_path's files in
+ * it (the control socket), which a server and zvoladm must agree on.
+ *
  * The writer thread renders both tables once per interval and replaces
  * DIR/txgs and DIR/stats atomically (a temporary file, then rename), so a
  * reader never sees half a table.  A failing write is logged once per

@@ -467,6 +467,11 @@ typedef struct zvol_ctl zvol_ctl_t;
 #define ZVOL_CTL_QUIET 0x1u
 ZVOL_API int zvol_ctl_start (zvol_exports_t *ex, const char *path,
                              unsigned flags, zvol_ctl_t **ctlp);
+/* What zvol_ctl_start would find at path, nothing taken (a server checks
+ * before it forks, where an error still reaches the terminal): 0 (free,
+ * or a stale socket start would replace), -EADDRINUSE, -EEXIST (no
+ * socket), -ENAMETOOLONG; said as zvol_ctl_start says it. */
+ZVOL_API int zvol_ctl_check (const char *path, unsigned flags);
 /* Stop (a running command finishes first) and remove the socket. */
 ZVOL_API void zvol_ctl_stop (zvol_ctl_t *ctl);
 /* Run one command through the socket at 'path': 0 with its exit code in

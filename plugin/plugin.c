@@ -33,7 +33,8 @@
  *                    (also as the log device) are the engine's check.
  *   get_ready        create a missing backing file (create=true, one
  *                    device), resolve the device paths, zvol_pool_open,
- *                    zvol_open (which replays the volume's intent log).
+ *                    zvol_exports_open_all (every volume opened, each
+ *                    replaying its intent log).
  *                    Errors here are the last ones the user sees on the
  *                    terminal: the server exits non-zero before serving.
  *   after_fork       zvol_pool_start (the engine's threads), then the kstat
@@ -742,6 +743,12 @@ zp_get_ready (void)
 
   if (zp_kstat_setup_explicit () == -1)
     return -1;
+  /* control=PATH taken by another server: said while the terminal still
+   * shows it, nothing done yet (the socket is taken after the fork). */
+  if (zp_control && zvol_ctl_check (zp_control, 0) < 0) {
+    nbdkit_error ("control=%s cannot be used (see above)", zp_control);
+    return -1;
+  }
   if (zp_create && zp_ndevices == 1 && !zp_is_rados (zp_devices[0]) &&
       zp_create_backing_file (zp_devices[0]) == -1)
     return -1;

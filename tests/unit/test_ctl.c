@@ -485,6 +485,10 @@ test_stale_and_stop (void **state)
   close (fd);
   assert_int_equal (zvol_ctl_call (path, 1, (char *[]) { "list", NULL }, 0,
                                    stdout, stderr, &fd), -ECONNREFUSED);
+  /* The check before a fork: a stale one is free, and kept. */
+  assert_int_equal (zvol_ctl_check (path, 0), 0);
+  assert_int_equal (lstat (path, &st), 0);
+  assert_int_equal (zvol_ctl_check (ctl_sock, 0), -EADDRINUSE);
   assert_int_equal (zvol_ctl_start (ctl_ex, path, 0, &c2), 0);
   assert_int_equal (lstat (path, &st), 0);
   assert_int_equal (st.st_mode & 07777, 0600);
@@ -497,6 +501,7 @@ test_stale_and_stop (void **state)
   tl_path (reg, sizeof reg, "regular");
   assert_int_equal (tl_sparse_file (reg, 10), 0);
   assert_int_equal (zvol_ctl_start (ctl_ex, reg, 0, &c2), -EEXIST);
+  assert_int_equal (zvol_ctl_check (reg, 0), -EEXIST);
   assert_int_equal (stat (reg, &st), 0);
   /* Quiet: the same refusal at debug level. */
   tl_log_reset (true);
