@@ -24,7 +24,15 @@
  * client that reconnects finds its volume warm), until destroyed or the
  * table freed.
  *
- * Locking: ex_lock guards the entries.  zvol_open runs under it (a
+ * Freeing the table waits (up to EXPORTS_DRAIN_S) for the last holds to
+ * end: a server stopping may be told to clean up while a connection
+ * whose client is gone is still on its way to its close (nbdkit does
+ * not wait for that).  A volume still held after the wait is left open
+ * and the table with it (-EBUSY): closing it under a connection that
+ * still uses it would be worse.
+ *
+ * Locking: ex_lock guards the entries; ex_cv is signalled when a
+ * volume's last hold ends.  zvol_open runs under it (a
  * second open of the same name must wait for the first, not open twice);
  * zvol_close and zvol_volume_destroy run outside it, the entry marked
  * destroying, so that opens of other volumes do not wait for destroy's
@@ -37,6 +45,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "zvol.h"
 #include "zv_util.h"
@@ -48,10 +57,13 @@ typedef struct exports_ent {
   bool ee_destroying;
 } exports_ent_t;
 
+#define EXPORTS_DRAIN_S 30
+
 struct zvol_exports {
   zvol_pool_t *ex_pool;
   zvol_config_t ex_vc;
   pthread_mutex_t ex_lock;
+  pthread_cond_t ex_cv;         /* CLOCK_MONOTONIC */
   exports_ent_t **ex_ents;
   size_t ex_n, ex_cap;
 };
@@ -60,6 +72,7 @@ zvol_exports_t *
 zvol_exports_new (zvol_pool_t *pool, const zvol_config_t *vc)
 {
   zvol_exports_t *ex = zv_calloc (1, sizeof *ex);
+  pthread_condattr_t ca;
 
   ex->ex_pool = pool;
   if (vc)
@@ -67,6 +80,10 @@ zvol_exports_new (zvol_pool_t *pool, const zvol_config_t *vc)
   else
     zvol_config_init (&ex->ex_vc);
   pthread_mutex_init (&ex->ex_lock, NULL);
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&ex->ex_cv, &ca);
+  pthread_condattr_destroy (&ca);
   return ex;
 }
 
@@ -189,7 +206,8 @@ zvol_exports_rele (zvol_exports_t *ex, zvol_t *zv)
   pthread_mutex_lock (&ex->ex_lock);
   e = exports_of (ex, zv);
   ZV_VERIFY (e != NULL && e->ee_holds > 0);
-  e->ee_holds--;
+  if (--e->ee_holds == 0)
+    pthread_cond_broadcast (&ex->ex_cv);
   pthread_mutex_unlock (&ex->ex_lock);
 }
 
@@ -246,20 +264,47 @@ zvol_exports_destroy (zvol_exports_t *ex, const char *name)
     r = zvol_volume_destroy (ex->ex_pool, name);
   pthread_mutex_lock (&ex->ex_lock);
   e->ee_destroying = false;
+  pthread_cond_broadcast (&ex->ex_cv);
   pthread_mutex_unlock (&ex->ex_lock);
   return r;
+}
+
+/* Holds of every volume, and destroys running.  Under ex_lock. */
+static unsigned
+exports_busy (zvol_exports_t *ex)
+{
+  unsigned n = 0;
+
+  for (size_t i = 0; i < ex->ex_n; i++)
+    n += ex->ex_ents[i]->ee_holds + ex->ex_ents[i]->ee_destroying;
+  return n;
 }
 
 int
 zvol_exports_free (zvol_exports_t *ex)
 {
+  struct timespec dl;
+  unsigned busy;
   int err = 0;
 
   if (ex == NULL)
     return 0;
+  clock_gettime (CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += EXPORTS_DRAIN_S;
+  pthread_mutex_lock (&ex->ex_lock);
+  while ((busy = exports_busy (ex)) > 0
+         && pthread_cond_timedwait (&ex->ex_cv, &ex->ex_lock, &dl) == 0)
+    ;
+  busy = exports_busy (ex);
+  pthread_mutex_unlock (&ex->ex_lock);
+  if (busy > 0) {
+    zv_error ("pool '%s': %u volume hold%s still taken after %d s: the "
+              "volumes stay open", zvol_pool_name (ex->ex_pool), busy,
+              busy > 1 ? "s" : "", EXPORTS_DRAIN_S);
+    return -EBUSY;
+  }
   for (size_t i = 0; i < ex->ex_n; i++) {
     exports_ent_t *e = ex->ex_ents[i];
-    ZV_VERIFY (e->ee_holds == 0 && !e->ee_destroying);
     if (e->ee_zv) {
       int r = zvol_close (e->ee_zv);
       if (r < 0 && err == 0)
@@ -268,6 +313,7 @@ zvol_exports_free (zvol_exports_t *ex)
     free (e);
   }
   free (ex->ex_ents);
+  pthread_cond_destroy (&ex->ex_cv);
   pthread_mutex_destroy (&ex->ex_lock);
   free (ex);
   return err;

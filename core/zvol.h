@@ -407,8 +407,9 @@ ZVOL_API unsigned zvol_exports_holds (zvol_exports_t *ex, const char *name);
  * held, else it is closed and zvol_volume_destroy'ed; no hold of it
  * succeeds meanwhile. */
 ZVOL_API int zvol_exports_destroy (zvol_exports_t *ex, const char *name);
-/* Close every volume (none may be held) and free the table: the first
- * error of zvol_close. */
+/* Close every volume and free the table: the first error of zvol_close.
+ * Waits (30 s at most) for the holds to end first; with some still
+ * taken then, -EBUSY and nothing is closed or freed. */
 ZVOL_API int zvol_exports_free (zvol_exports_t *ex);
 
 /* ---- admin commands (admin.c) ---- */

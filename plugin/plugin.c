@@ -962,7 +962,13 @@ zp_cleanup (void)
   zp_kstat_zv = NULL;
   if (zp_pool == NULL)
     return;
+  /* nbdkit may clean up while a connection whose client left is still
+   * on its way to .close: the table waits for it. */
   r = zvol_exports_free (zp_exports);
+  if (r == -EBUSY) {
+    nbdkit_error ("closing the pool: connections still hold volumes");
+    return;                     /* nothing to free under them */
+  }
   zp_exports = NULL;
   if (r < 0) {
     errno = -r;

@@ -300,6 +300,34 @@ test_exports (void **state)
   adm_expect ("destroy tank/f", 0, NULL);
 }
 
+static zvol_t *late_zv;
+
+/* A connection on its way to its close: the hold ends a bit later. */
+static void *
+late_rele (void *arg)
+{
+  (void) arg;
+  usleep (300 * 1000);
+  zvol_exports_rele (adm_ex, late_zv);
+  return NULL;
+}
+
+/* Freeing the table waits for the last hold to end, then closes. */
+static void
+test_free_waits (void **state)
+{
+  pthread_t th;
+
+  (void) state;
+  adm_expect ("create -V 8M tank/w", 0, NULL);
+  assert_int_equal (zvol_exports_hold (adm_ex, "w", &late_zv), 0);
+  assert_int_equal (pthread_create (&th, NULL, late_rele, NULL), 0);
+  assert_int_equal (zvol_exports_free (adm_ex), 0);
+  assert_int_equal (pthread_join (th, NULL), 0);
+  adm_ex = zvol_exports_new (adm_pool, NULL);
+  adm_expect ("destroy tank/w", 0, NULL);
+}
+
 /* The usage text lists every command. */
 static void
 test_usage (void **state)
@@ -331,6 +359,8 @@ main (void)
                                      adm_teardown),
     cmocka_unit_test_setup_teardown (test_stats, adm_setup, adm_teardown),
     cmocka_unit_test_setup_teardown (test_exports, adm_setup, adm_teardown),
+    cmocka_unit_test_setup_teardown (test_free_waits, adm_setup,
+                                     adm_teardown),
   };
 
   return tl_main (tests, "admin", NULL);
