@@ -27,6 +27,16 @@
  *                the filled volume, then the txg sync
  *   txg-sync     TXGS times: one 4 KiB write, then a txg sync: the fixed
  *                cost of a txg (space maps, objset, uberblocks, flushes)
+ *   write-4k-base, snapshot, write-4k-snap  (at the end, each on a new
+ *                pool with the same history: the volume filled, 100
+ *                rounds of 64 scattered 4 KiB writes)  write-4k-base:
+ *                OPS 4 KiB overwrites and a txg sync; snapshot: the 100
+ *                rounds again with a snapshot ending each (the writes'
+ *                cost is in its figures); write-4k-snap: the same
+ *                overwrites with the 100 snapshots present, every block a
+ *                block they hold (it goes on the dead list instead of
+ *                being freed).  snap over base: what snapshots cost a
+ *                writer
  *   read-128k    the pool re-imported (a cold cache), then sequential
  *                128 KiB reads of the whole volume: read, verify, cache
  *   read-128k-hot  the same reads again, from the cache (what a client
@@ -365,6 +375,17 @@ cbench_write (zvol_t *zv, uint8_t *buf, uint64_t *seq, uint64_t off,
   cbench_check (zvol_write (zv, buf, off, len, 0), "write");
 }
 
+/* Room for the volume, the metadata and the log ring, and for the
+ * blocks the snapshots keep when write-4k-snap overwrites them (OPS
+ * blocks and the snapshots' own); sparse. */
+static uint64_t
+cbench_file_size (void)
+{
+  return cbench_volsize + cbench_volsize / 4 + 256 * MiB
+    + (cbench_ops + 6400) * (uint64_t) cbench_volblocksize
+    + cbench_ops * (uint64_t) cbench_volblocksize / 8;
+}
+
 static void
 cbench_run (void)
 {
@@ -392,8 +413,7 @@ cbench_run (void)
   if (fd < 0)
     cbench_die ("%s: %s", cbench_path, strerror (errno));
   cbench_created = true;
-  /* Room for the volume, the metadata and the log ring; sparse. */
-  if (ftruncate (fd, (off_t) (cbench_volsize + cbench_volsize / 4 + 256 * MiB)) != 0)
+  if (ftruncate (fd, (off_t) cbench_file_size ()) != 0)
     cbench_die ("%s: %s", cbench_path, strerror (errno));
   close (fd);
 
@@ -433,6 +453,7 @@ cbench_run (void)
     cbench_check (zvol_flush (zv), "flush");
   }
   cbench_end (&cp, pool);
+
   cbench_close (pool, zv);
 
   /* Cold reads: a fresh import has an empty cache. */
@@ -467,6 +488,49 @@ cbench_run (void)
   }
   cbench_end (&cp, pool);
   cbench_close (pool, zv);
+
+  /* What snapshots cost a writer: twice the same history on a new pool
+   * (the volume filled, then 100 rounds of 64 scattered 4 KiB writes and
+   * a txg), the second time with a snapshot after each round; then the
+   * same 4 KiB overwrites on each.  Each block they overwrite, the
+   * snapshots hold: it goes on the dead list instead of being freed. */
+  for (int snaps = 0; snaps < 2; snaps++) {
+    char name[2 * ZVOL_NAME_MAX + 16];
+
+    unlink (cbench_path);
+    fd = open (cbench_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+    if (fd < 0 || ftruncate (fd, (off_t) cbench_file_size ()) != 0)
+      cbench_die ("%s: %s", cbench_path, strerror (errno));
+    close (fd);
+    pool = cbench_pool_open (true);
+    zv = cbench_vol_open (pool, true);
+    for (uint64_t i = 0; i < nbig; i++)
+      cbench_write (zv, buf, &seq, i * big, big);
+    cbench_check (zvol_flush (zv), "flush");
+    if (snaps)
+      cbench_begin (&cp, pool, "snapshot", 100);
+    for (unsigned k = 0; k < 100; k++) {
+      for (unsigned i = 0; i < 64; i++)
+        cbench_write (zv, buf, &seq,
+                      cbench_spread (k * 64 + i + 5000, nblocks, stride),
+                      small);
+      if (snaps) {
+        snprintf (name, sizeof name, "%s@bench%u", zvol_name (zv), k);
+        cbench_check (zvol_snapshot_create (pool, name), "snapshot");
+      }
+      else
+        cbench_check (zvol_flush (zv), "flush");
+    }
+    if (snaps)
+      cbench_end (&cp, pool);
+    cbench_begin (&cp, pool, snaps ? "write-4k-snap" : "write-4k-base",
+                  cbench_ops);
+    for (uint64_t i = 0; i < cbench_ops; i++)
+      cbench_write (zv, buf, &seq, cbench_spread (i, nblocks, stride), small);
+    cbench_check (zvol_flush (zv), "flush");
+    cbench_end (&cp, pool);
+    cbench_close (pool, zv);
+  }
 
   unlink (cbench_path);
   cbench_created = false;

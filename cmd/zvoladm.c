@@ -16,7 +16,9 @@
  * the pool cache, a text file of "POOL DEV..." lines that create writes
  * ($ZVOLADM_CACHE, else $XDG_CONFIG_HOME/zvoladm/pools, else
  * ~/.config/zvoladm/pools), as zpool.cache.  "create POOL DEV..." makes a
- * pool, always offline.  Exit codes: 0 done, 1 failed, 2 usage.
+ * pool, and "check POOL" (the whole pool walked and compared with its
+ * space maps, as zdb -b) are always offline.  Exit codes: 0 done, 1
+ * failed (check: found problems), 2 usage.
  */
 #include <config.h>
 
@@ -27,6 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <getopt.h>
 #include <sys/stat.h>
 
 #include "zvol.h"
@@ -57,11 +62,24 @@ za_err (const char *fmt, ...)
   fputc ('\n', stderr);
 }
 
+static const char za_check_usage[] = "  zvoladm check [-v] [-d DEV]... POOL\n";
+
 static void
 za_print_usage (FILE *fp)
 {
   fputs ("zvoladm [-S SOCKET] COMMAND ...; ", fp);
   zvol_admin_print_usage (fp);
+  fputs (za_check_usage, fp);
+}
+
+static int
+za_usage_error (const char *why)
+{
+  if (why)
+    za_err ("%s", why);
+  fputs ("usage:\n", stderr);
+  fputs (za_check_usage, stderr);
+  return ZVOL_ADMIN_USAGE;
 }
 
 /* ---- the pool cache ---- */
@@ -300,6 +318,125 @@ za_list_each (const char *sock, const zvol_admin_target_t *t, int argc,
   return rc;
 }
 
+/* ---- check ---- */
+
+#define ZA_CHECK_LIST 10        /* problems of one kind printed in full */
+
+typedef struct za_check {
+  bool c_progress;
+  struct timespec c_last;
+  uint64_t c_shown[ZVOL_CHECK_LEAK + 1];
+  uint64_t c_more;
+} za_check_t;
+
+/* A progress line a second at most, as zpool scrub and qemu-img check
+ * show it: bytes read of the total, and the share. */
+static void
+za_check_progress (void *arg, const char *what, uint64_t done,
+                   uint64_t total)
+{
+  za_check_t *c = arg;
+  struct timespec now;
+  char d[32], t[32];
+
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  if (done < total && now.tv_sec - c->c_last.tv_sec < 1)
+    return;
+  c->c_last = now;
+  zvol_admin_size (d, sizeof d, done, false);
+  zvol_admin_size (t, sizeof t, total, false);
+  fprintf (stderr, "%s: %s of %s (%.1f%%)\n", what, d, t,
+           total ? 100.0 * (double) done / (double) total : 100.0);
+}
+
+static void
+za_check_problem (void *arg, const zvol_check_problem_t *cp)
+{
+  za_check_t *c = arg;
+
+  if (c->c_shown[cp->cp_kind]++ < ZA_CHECK_LIST)
+    printf ("%s\n", cp->cp_msg);
+  else
+    c->c_more++;
+}
+
+/* zvoladm check: offline only (it imports the pool itself, read-only,
+ * and walks every tree), so it stays here, outside the command layer
+ * that runs on an open pool. */
+static int
+za_check (int argc, char **argv)
+{
+  const char *devs[ZVOL_MAX_DEVS];
+  static char cached[ZVOL_MAX_DEVS][4096];
+  za_check_t c = { .c_progress = isatty (STDERR_FILENO) };
+  zvol_check_report_t rep = {
+    .cr_problem = za_check_problem, .cr_problem_arg = &c,
+  };
+  zvol_pool_config_t pc;
+  char b1[32], b2[32], b3[32];
+  const char *name;
+  unsigned n = 0;
+  int ch, r;
+
+  while ((ch = getopt (argc, argv, "+vd:")) != -1)
+    switch (ch) {
+    case 'v': c.c_progress = true; break;
+    case 'd':
+      if (n >= ZVOL_MAX_DEVS)
+        return za_usage_error ("too many -d");
+      devs[n++] = optarg;
+      break;
+    default:
+      return za_usage_error (NULL);
+    }
+  if (argc - optind != 1)
+    return za_usage_error ("check POOL");
+  name = argv[optind];
+  zvol_pool_config_init (&pc);
+  if (n == 0) {
+    n = za_cache_lookup (name, cached, ZVOL_MAX_DEVS);
+    if (n == 0) {
+      za_err ("pool %s is not in the pool cache: name its devices with -d",
+              name);
+      return ZVOL_ADMIN_FAIL;
+    }
+    for (unsigned i = 0; i < n; i++)
+      pc.pc_devices[i] = cached[i];
+  }
+  else
+    for (unsigned i = 0; i < n; i++)
+      pc.pc_devices[i] = devs[i];
+  pc.pc_ndevices = n;
+  if (c.c_progress) {
+    pc.pc_progress = za_check_progress;
+    pc.pc_progress_arg = &c;
+  }
+  r = zvol_pool_check (&pc, &rep);
+  if (r < 0) {
+    za_err ("pool %s cannot be checked: it does not import (%s)", name,
+            strerror (-r));
+    return ZVOL_ADMIN_FAIL;
+  }
+  if (c.c_more > 0)
+    printf ("... and %" PRIu64 " more problems (counted below)\n", c.c_more);
+  zvol_admin_size (b1, sizeof b1, rep.cr_bytes, false);
+  zvol_admin_size (b2, sizeof b2, rep.cr_allocated, false);
+  printf ("%s: %" PRIu64 " trees, %" PRIu64 " blocks, %s read and verified "
+          "(%s allocated)\n", name, rep.cr_trees, rep.cr_blocks, b1, b2);
+  printf ("  checksum errors %" PRIu64 ", read errors %" PRIu64 ", blocks "
+          "lost %" PRIu64 ", trees not walked to the end %" PRIu64 "\n",
+          rep.cr_cksum_errors, rep.cr_read_errors, rep.cr_lost_blocks,
+          rep.cr_incomplete);
+  zvol_admin_size (b1, sizeof b1, rep.cr_leaked_bytes, false);
+  zvol_admin_size (b3, sizeof b3, rep.cr_double_bytes, false);
+  printf ("  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
+          PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
+          rep.cr_leaked, b3, rep.cr_double, rep.cr_free_refs);
+  printf ("%s\n", rep.cr_problems == 0 ? "No problems found."
+          : "Problems found.");
+  return rep.cr_problems == 0 ? 0 : ZVOL_ADMIN_FAIL;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -326,6 +463,10 @@ main (int argc, char **argv)
   }
   argc -= a;
   argv += a;
+  if (strcmp (argv[0], "check") == 0) {
+    optind = 1;
+    return za_check (argc, argv);
+  }
   r = zvol_admin_parse (argc, argv, &t, stderr);
   if (r != ZVOL_ADMIN_OK)
     return r;

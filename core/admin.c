@@ -349,9 +349,8 @@ admin_destroy (admin_ctx_t *c)
   return admin_result (zvol_exports_destroy (c->c_ex, vol));
 }
 
-/* A size for people (1.50M) or, with -p, exact bytes. */
-static void
-admin_size (char *buf, size_t len, uint64_t v, bool exact)
+void
+zvol_admin_size (char *buf, size_t len, uint64_t v, bool exact)
 {
   static const char units[] = "BKMGTPE";
   unsigned u = 0;
@@ -382,10 +381,10 @@ admin_list_pool (admin_ctx_t *c, bool scripted, bool exact)
     char name[2 * ZVOL_NAME_MAX + 2], used[32], avail[32], refer[32],
       volsize[32];
     snprintf (name, sizeof name, "%s/%s", zvol_pool_name (p), vi[i].vi_name);
-    admin_size (used, sizeof used, vi[i].vi_used, exact);
-    admin_size (avail, sizeof avail, vi[i].vi_avail, exact);
-    admin_size (refer, sizeof refer, vi[i].vi_referenced, exact);
-    admin_size (volsize, sizeof volsize, vi[i].vi_volsize, exact);
+    zvol_admin_size (used, sizeof used, vi[i].vi_used, exact);
+    zvol_admin_size (avail, sizeof avail, vi[i].vi_avail, exact);
+    zvol_admin_size (refer, sizeof refer, vi[i].vi_referenced, exact);
+    zvol_admin_size (volsize, sizeof volsize, vi[i].vi_volsize, exact);
     if (scripted)
       fprintf (c->c_out, "%s%s%s%s%s%s%s%s%s\n", name, sep, used, sep, avail,
                sep, refer, sep, volsize);

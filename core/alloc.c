@@ -1140,6 +1140,37 @@ zv_alloc_own_checked (zv_alloc_t *a, uint64_t parent)
   alloc_unlock (a);
 }
 
+/* The runs still unowned, reported outside a_lock (the map is
+ * import's, or the checker's, whose pool nothing else touches: no
+ * allocation can change it meanwhile). */
+void
+zv_alloc_own_foreach_unowned (zv_alloc_t *a, zv_alloc_run_fn fn, void *arg)
+{
+  if (!a->a_own)
+    return;
+  for (unsigned v = 0; v < a->a_ndevs; v++) {
+    const zv_alloc_dev_t *d = &a->a_devs[v];
+    uint64_t b = 0;
+
+    while (b < d->ad_nbits) {
+      uint64_t w = d->ad_unowned[b / 64] >> (b % 64);
+
+      if (w == 0) {             /* the rest of this word is owned */
+        b = (b / 64 + 1) * 64;
+        continue;
+      }
+      b += (uint64_t) __builtin_ctzll (w);
+      if (b >= d->ad_nbits)
+        break;
+      uint64_t e = b;
+      while (e < d->ad_nbits && (d->ad_unowned[e / 64] >> (e % 64) & 1))
+        e++;
+      fn (arg, v, d->ad_start + b * ZV_SECTOR, (e - b) * ZV_SECTOR);
+      b = e;
+    }
+  }
+}
+
 /* Space accounting snapshot. */
 void
 zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)

@@ -151,6 +151,13 @@ bool zv_alloc_own_any (zv_alloc_t *a, uint64_t dva, uint32_t size);
 int zv_alloc_own_children (zv_alloc_t *a, uint64_t parent,
                            const zv_alloc_ext_t *ext, size_t n, size_t *bad);
 void zv_alloc_own_checked (zv_alloc_t *a, uint64_t parent);
+/* The checker's leak report: each run of sectors allocated at import
+ * that nothing has owned since (device, byte offset, length), in device
+ * and offset order.  Nothing once own_begin has not run. */
+typedef void (*zv_alloc_run_fn) (void *arg, unsigned vdev, uint64_t off,
+                                 uint64_t len);
+void zv_alloc_own_foreach_unowned (zv_alloc_t *a, zv_alloc_run_fn fn,
+                                   void *arg);
 
 /* Space, in bytes. */
 typedef struct zv_alloc_space {

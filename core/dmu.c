@@ -184,6 +184,62 @@ zv_dmu_object_set_held (zv_object_t *ob, zv_dmu_held_fn fn, void *arg)
   ob->ob_held_arg = arg;
 }
 
+void
+zv_dmu_object_set_kill (zv_object_t *ob, zv_dmu_kill_fn fn, void *arg)
+{
+  ob->ob_kill_fn = fn;
+  ob->ob_kill_arg = arg;
+}
+
+/*
+ * The sync lets go of bp (overwritten, freed, or a tree block rewritten):
+ * freed, unless a snapshot still holds it (the birth rule).  Only a block
+ * born in txg itself is freed at once (zv_zio_free_bp).
+ */
+static int
+dmu_kill (zv_object_t *ob, const zv_blkptr_t *bp, uint64_t txg)
+{
+  if (zv_bp_is_hole (bp))
+    return 0;
+  if (bp->bp_level == 0)
+    ob->ob_written -= bp->bp_birth > ob->ob_snap_txg
+      ? ZV_MIN (ob->ob_written, (uint64_t) bp->bp_psize) : 0;
+  if (bp->bp_birth > ob->ob_snap_txg || ob->ob_kill_fn == NULL)
+    zv_zio_free_bp (ob->ob_spa, bp, txg);
+  else
+    return ob->ob_kill_fn (ob->ob_kill_arg, bp, txg);
+  return 0;
+}
+
+/*
+ * zv_zio_place_bp with the birth rule: old is killed here unless it is
+ * rewritten in place (born in txg: never a snapshot's).
+ */
+static int
+dmu_place (zv_object_t *ob, const zv_blkptr_t *old, zv_blkptr_t *bp,
+           bool hole, uint32_t size, unsigned level, uint8_t type,
+           uint64_t fill, unsigned copies, uint64_t txg)
+{
+  zv_blkptr_t none;
+  int r;
+
+  if (!zv_bp_is_hole (old) && old->bp_birth != txg) {
+    if ((r = dmu_kill (ob, old, txg)) < 0)
+      return r;
+    memset (&none, 0, sizeof none);
+    old = &none;
+  }
+  else if (!zv_bp_is_hole (old) && level == 0 && hole)
+    ob->ob_written -= ZV_MIN (ob->ob_written, (uint64_t) old->bp_psize);
+  r = zv_zio_place_bp (ob->ob_spa, old, bp, hole, size, level, type, fill,
+                       copies, txg);
+  /* A data block placed anew (not again in place) is written data. */
+  if (r == 0 && level == 0 && !hole
+      && (zv_bp_is_hole (old) || old->bp_dva[0] != bp->bp_dva[0]))
+    ob->ob_written += size;
+  return r;
+}
+
 uint64_t
 zv_dmu_object_reserved (zv_object_t *ob)
 {
@@ -365,6 +421,10 @@ dmu_check_children (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
         (void) dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, cwhat);
       return -EIO;
     }
+    /* A child a snapshot holds is the snapshot's to own (each dataset
+     * owns what was born after its ob_snap_txg: snap.c). */
+    if (e[i].bp_birth <= ob->ob_snap_txg)
+      continue;
     for (unsigned c = 0; c < e[i].bp_ncopies; c++) {
       ext[n] = (zv_alloc_ext_t) { e[i].bp_dva[c], e[i].bp_psize };
       from[n++] = i;
@@ -1536,9 +1596,8 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
       break;
     old = *slot;
     dmu_parent_done (ob, pdb, idx / F, NULL);
-    r = zv_zio_place_bp (ob->ob_spa, &old, &bps[i], fill == 0,
-                         ZV_INDIRECT_SIZE, level, ZV_BT_INDIRECT, fill, 2,
-                         txg);
+    r = dmu_place (ob, &old, &bps[i], fill == 0, ZV_INDIRECT_SIZE, level,
+                   ZV_BT_INDIRECT, fill, 2, txg);
     if (r == 0 && fill > 0) {
       w[nw].zw_bp = &bps[i];
       w[nw].zw_buf = db->db_data;
@@ -1735,12 +1794,13 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     dmu_l1_unlock (ob, &cur);
     if (adopt) {
       /* Written by the intent log: no second write of the data. */
-      zv_zio_free_bp (ob->ob_spa, &old, txg);
+      r = dmu_kill (ob, &old, txg);
       bps[i] = dr->dr_override;
+      ob->ob_written += ob->ob_blksz;
       continue;
     }
-    r = zv_zio_place_bp (ob->ob_spa, &old, &bps[i], hole, ob->ob_blksz, 0,
-                         ob->ob_type, 1, 1, txg);
+    r = dmu_place (ob, &old, &bps[i], hole, ob->ob_blksz, 0, ob->ob_type, 1,
+                   1, txg);
     if (r == 0 && !hole) {
       w[nw].zw_bp = &bps[i];
       w[nw].zw_buf = dr->dr_data ? dr->dr_data : dmu_zeros;
@@ -1826,6 +1886,7 @@ typedef struct dmu_walk {
   uint32_t dw_blksz;
   bool dw_data;
   uint64_t dw_min_birth;          /* prune: born no later is skipped */
+  bool dw_ind;                    /* fn gets indirect blocks' entries */
   zv_dmu_walk_fn dw_fn;
   void *dw_arg;
 } dmu_walk_t;
@@ -1846,7 +1907,8 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     return 0;
   /* A child is never born after its parent (checked below as each
    * loads), so nothing under a pruned pointer is newer either. */
-  if (bp->bp_birth <= w->dw_min_birth && bp->bp_birth <= pbirth)
+  if (bp->bp_birth != 0 && bp->bp_birth <= w->dw_min_birth
+      && bp->bp_birth <= pbirth)
     return 0;
   snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
             w->dw_obj, level, idx);
@@ -1866,7 +1928,8 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     if (r < 0)
       goto out;
   }
-  r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data : NULL);
+  r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data
+                : w->dw_ind ? dmu_ind_entries (data) : NULL);
   if (r != 0 || level == 0)
     goto out;
   const zv_blkptr_t *e = dmu_ind_entries (data);
@@ -1886,6 +1949,20 @@ zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
   dmu_walk_t w = {
     .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
     .dw_data = data, .dw_min_birth = min_birth, .dw_fn = fn, .dw_arg = arg,
+  };
+
+  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
+}
+
+int
+zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
+                       const zv_dnode_phys_t *dn, bool data,
+                       uint64_t min_birth, zv_dmu_walk_fn fn, void *arg)
+{
+  dmu_walk_t w = {
+    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
+    .dw_data = data, .dw_min_birth = min_birth, .dw_ind = true,
+    .dw_fn = fn, .dw_arg = arg,
   };
 
   return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);

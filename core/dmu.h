@@ -26,6 +26,15 @@
  */
 typedef uint64_t (*zv_dmu_held_fn) (void *arg, bool exact);
 
+/*
+ * Snapshots' birth rule (snap.c): a block the sync lets go of that was
+ * born in the object's ob_snap_txg or before is still a snapshot's, and
+ * goes to this function (the dataset's dead list) instead of being
+ * freed.  A nonzero return fails the sync.
+ */
+typedef int (*zv_dmu_kill_fn) (void *arg, const zv_blkptr_t *bp,
+                               uint64_t txg);
+
 typedef struct zv_object {
   zv_spa_t *ob_spa;
   zv_dbuf_cache_t *ob_cache;
@@ -40,6 +49,13 @@ typedef struct zv_object {
   _Atomic uint64_t ob_reserved[ZV_TXG_SIZE];     /* bytes per txg */
   zv_dmu_held_fn ob_held_fn;      /* NULL: nothing held for others */
   void *ob_held_arg;
+  /* The birth rule (zv_dmu_kill_fn), and the data bytes of the tree born
+   * after ob_snap_txg (the dataset's "written"): the sync thread's, set
+   * between syncs (and by import). */
+  uint64_t ob_snap_txg;
+  zv_dmu_kill_fn ob_kill_fn;
+  void *ob_kill_arg;
+  uint64_t ob_written;
   /* Indirect blocks refused when they loaded (dmu.c, "Trust"), as
    * (level << 56) | index: changes under them fail at once.  Under
    * ob_refused_mtx; ob_nrefused is also read without it. */
@@ -58,6 +74,8 @@ int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa,
                         const zv_dnode_phys_t *dn);
 /* Set what the object's writes must leave free (before any write). */
 void zv_dmu_object_set_held (zv_object_t *ob, zv_dmu_held_fn fn, void *arg);
+/* Set the birth rule's function (the sync thread, or before it runs). */
+void zv_dmu_object_set_kill (zv_object_t *ob, zv_dmu_kill_fn fn, void *arg);
 /* Bytes its writers reserved that no sync has turned into allocations. */
 uint64_t zv_dmu_object_reserved (zv_object_t *ob);
 /* Throw away every dirty record (failed pools only). */
@@ -120,6 +138,13 @@ int zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
 int zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj,
                        const zv_dnode_phys_t *dn, bool data,
                        uint64_t min_birth, zv_dmu_walk_fn fn, void *arg);
+/* The same, and fn gets each indirect block's ZV_INDIRECT_FANOUT entries
+ * as its data, holes included: an incremental stream's FREE ranges are
+ * the holes of the indirect blocks born after min_birth (send.c). */
+int zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
+                           const zv_dnode_phys_t *dn, bool data,
+                           uint64_t min_birth, zv_dmu_walk_fn fn,
+                           void *arg);
 
 /* Shape check of a dnode read from disk. */
 int zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type,

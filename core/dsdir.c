@@ -30,7 +30,9 @@
  *
  * State of a dataset: on the list (created or imported) -> held (a
  * volume has it open) -> released -> destroy marked -> freed by the
- * next sync -> dropped once that txg is on disk.
+ * next sync -> dropped once that txg is on disk.  A volume a receive
+ * writes (send.c) is held by it and has ds_recv set, stored as
+ * ZV_DR_F_RECV_INCOMPLETE in its record: no open while it is set.
  *
  * Locking: dd_lock guards the list of datasets, their holds, destroy
  * marks, attached logs and stored log headers, which volumes and admin
@@ -61,6 +63,7 @@
 #include "mem.h"
 #include "flat.h"
 #include "tunable.h"
+#include "snap.h"
 
 /* Number of volume blocks. */
 uint64_t
@@ -72,28 +75,43 @@ zv_dsdir_nblocks (uint64_t volsize, uint32_t vbs)
 /* A dataset's record, sealed for its slot. */
 static void
 dsdir_record (zv_pool_t *p, zv_pool_ds_t *ds, const zv_zil_header_t *zh,
-                zv_dsrec_phys_t *rec)
+              bool recv, zv_dsrec_phys_t *rec)
 {
   uint64_t refd;
 
   memset (rec, 0, sizeof *rec);
   rec->dr_magic = ZV_DSREC_MAGIC;
   rec->dr_version = ZV_DSREC_VERSION;
-  rec->dr_kind = ZV_DS_KIND_VOLUME;
+  rec->dr_kind = ds->ds_kind;
   rec->dr_id = ds->ds_id;
+  rec->dr_parent_id = ds->ds_parent_id;
+  rec->dr_origin_id = ds->ds_origin_id;
+  rec->dr_prev_snap_id = ds->ds_prev_snap_id;
+  rec->dr_prev_snap_txg = ds->ds_prev_snap_txg;
   rec->dr_creation_txg = ds->ds_creation_txg;
   rec->dr_creation_time = ds->ds_creation_time;
+  rec->dr_flags = recv ? ZV_DR_F_RECV_INCOMPLETE : 0;
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
+    rec->dr_guid = ds->ds_guid;
   rec->dr_volsize = ds->ds_volsize;
   rec->dr_volblocksize = ds->ds_blksz;
   rec->dr_reservation = ds->ds_reservation;
   snprintf (rec->dr_name, sizeof rec->dr_name, "%s", ds->ds_name);
   zv_dmu_object_phys (&ds->ds_obj, &rec->dr_volume);
   rec->dr_volume.dn_size = ds->ds_volsize;
-  /* Without snapshots every data block is the volume's alone. */
   refd = zv_bp_is_hole (&rec->dr_volume.dn_root) ? 0
     : rec->dr_volume.dn_root.bp_fill * ds->ds_blksz;
-  rec->dr_referenced = rec->dr_used = rec->dr_written = refd;
-  rec->dr_zil = *zh;
+  rec->dr_referenced = refd;
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT) {
+    rec->dr_used = ds->ds_used;
+    rec->dr_written = ds->ds_snap_written;
+  }
+  else {
+    rec->dr_used = rec->dr_written = ds->ds_obj.ob_written;
+    rec->dr_zil = *zh;
+  }
+  rec->dr_deadlist_bytes = ds->ds_deadlist.dl_bytes;
+  zv_deadlist_phys (&ds->ds_deadlist, &rec->dr_deadlist);
   zv_cksum_compute (rec, sizeof *rec, zv_dsrec_seed (p->p_spa.spa_guid,
                                                      ds->ds_slot),
                     &rec->dr_cksum);
@@ -138,8 +156,14 @@ dsdir_free (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t txg)
   /* zvol_volume_destroy waited for a txg after the last close: nothing
    * is dirty, but a suspended pool's leftovers must not be written. */
   zv_dmu_object_discard_dirty (&ds->ds_obj);
+  /* A snapshot's destroy freed what it held in its own task (snap.c). */
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
+    return 0;
   zv_dmu_object_phys (&ds->ds_obj, &dn);
-  r = zv_dmu_walk (spa, ds->ds_obj.ob_id, &dn, false, dsdir_free_cb, arg);
+  /* Without snapshots of its own (destroy refuses a volume with some),
+   * what a clone shares with its origin is the origin's. */
+  r = zv_dmu_walk_since (spa, ds->ds_obj.ob_id, &dn, false,
+                         ds->ds_prev_snap_txg, dsdir_free_cb, arg);
   if (r < 0) {
     zv_error ("pool '%s': freeing volume '%s' failed reading its tree",
               p->p_name, ds->ds_name);
@@ -148,7 +172,40 @@ dsdir_free (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t txg)
   if (zh->zh_nslots > 0 && ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV)
     zv_alloc_free_defer (spa->spa_alloc, txg, zh->zh_ring_dva,
                          (uint32_t) (zh->zh_nslots * zh->zh_blksz));
+  zv_deadlist_free_obj (&ds->ds_deadlist, txg);
   return 0;
+}
+
+/* The figures list shows, as this sync (or the import) leaves them
+ * (snap.c: space). */
+void
+zv_dsdir_publish (zv_pool_t *p)
+{
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if (ds->ds_kind == ZV_DS_KIND_VOLUME)
+      ds->ds_pub_snapused = ds->ds_deadlist.dl_bytes;
+  }
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT) {
+      ds->ds_pub_used = ds->ds_used;
+      ds->ds_pub_written = ds->ds_snap_written;
+      if (ds->ds_parent && !ds->ds_destroy)
+        ds->ds_parent->ds_pub_snapused += ds->ds_deadlist.dl_bytes;
+    }
+    else
+      ds->ds_pub_written = ds->ds_obj.ob_written;
+  }
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if (ds->ds_kind == ZV_DS_KIND_VOLUME)
+      ds->ds_pub_used = ds->ds_pub_written + ds->ds_pub_snapused
+        + (ds->ds_reservation > ds->ds_pub_written
+           ? ds->ds_reservation - ds->ds_pub_written : 0);
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
 }
 
 /*
@@ -178,24 +235,40 @@ zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
   for (size_t i = 0; i < p->p_dd.dd_sync_nds && r == 0; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
     r = ds->ds_freeing ? dsdir_free (p, ds, txg)
-      : zv_dmu_sync (&ds->ds_obj, txg);
+      : ds->ds_kind == ZV_DS_KIND_VOLUME ? zv_dmu_sync (&ds->ds_obj, txg)
+      : 0;
+  }
+  /* Snapshots, their destroys and rollbacks of this txg: after every
+   * tree of the txg is written (snap.c). */
+  if (r == 0)
+    r = zv_snap_sync_tasks (p, txg);
+  for (size_t i = 0; i < p->p_dd.dd_sync_nds && r == 0; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
+    if (!ds->ds_freeing && !ds->ds_pending)
+      r = zv_deadlist_sync (&ds->ds_deadlist, txg);
   }
   for (size_t i = 0; i < p->p_dd.dd_sync_nds && r == 0; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
     zv_dsrec_phys_t rec;
     zv_zil_header_t zh;
+    bool recv;
 
     if (ds->ds_freeing) {
       zv_flat_dirty (&p->p_dd.dd_flat, ds->ds_slot / ZV_DSDIR_PER_BLK);
       continue;
     }
+    if (ds->ds_pending)
+      continue;
     pthread_mutex_lock (&p->p_dd.dd_lock);
     if (ds->ds_zil)
       zv_zil_sync_header (ds->ds_zil, txg, &ds->ds_zil_hdr);
     zh = ds->ds_zil_hdr;
+    recv = ds->ds_recv;
     pthread_mutex_unlock (&p->p_dd.dd_lock);
-    dsdir_record (p, ds, &zh, &rec);
+    dsdir_record (p, ds, &zh, recv, &rec);
     atomic_store_explicit (&ds->ds_referenced, rec.dr_referenced,
+                           memory_order_relaxed);
+    atomic_store_explicit (&ds->ds_unique, rec.dr_written,
                            memory_order_relaxed);
     if (memcmp (&rec, &ds->ds_rec, sizeof rec) != 0) {
       ds->ds_rec = rec;
@@ -205,6 +278,7 @@ zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
   }
   if (r < 0)
     return r;
+  zv_dsdir_publish (p);
   p->p_dd.dd_flat.fl_size = size;
   return zv_flat_sync (&p->p_dd.dd_flat, txg, dsdir_fill, p);
 }
@@ -228,6 +302,7 @@ zv_dsdir_reap (zv_pool_t *p)
     p->p_dd.dd_dss[i] = p->p_dd.dd_dss[--p->p_dd.dd_nds];
     pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
     zv_dmu_object_close (&ds->ds_obj);
+    zv_deadlist_fini (&ds->ds_deadlist);
     free (ds);
   }
   p->p_dd.dd_sync_nds = 0;
@@ -279,8 +354,8 @@ zv_dsdir_held (zv_pool_t *p, char *name, size_t len)
   pthread_mutex_lock (&p->p_dd.dd_lock);
   for (size_t i = 0; i < p->p_dd.dd_nds && !held; i++) {
     const zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
-    if ((held = ds->ds_held) && len > 0)
-      snprintf (name, len, "%s", ds->ds_name);
+    if ((held = ds->ds_held || ds->ds_snap_holds > 0) && len > 0)
+      zv_dsdir_fullname (ds, name, len);
   }
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   return held;
@@ -313,7 +388,7 @@ dsdir_held (void *arg, bool exact)
 
     if (o == ds || o->ds_destroy || o->ds_reservation == 0)
       continue;
-    used = atomic_load_explicit (&o->ds_referenced, memory_order_relaxed)
+    used = atomic_load_explicit (&o->ds_unique, memory_order_relaxed)
       + zv_dmu_object_reserved (&o->ds_obj);
     if (o->ds_reservation > used)
       held += o->ds_reservation - used;
@@ -330,23 +405,57 @@ zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
 
   ds->ds_pool = p;
   snprintf (ds->ds_name, sizeof ds->ds_name, "%s", di->di_name);
+  ds->ds_kind = di->di_kind ? di->di_kind : ZV_DS_KIND_VOLUME;
   ds->ds_id = di->di_id;
+  ds->ds_parent_id = di->di_parent_id;
+  ds->ds_origin_id = di->di_origin_id;
+  ds->ds_prev_snap_id = di->di_prev_snap_id;
+  ds->ds_prev_snap_txg = di->di_prev_snap_txg;
+  ds->ds_pending = di->di_pending;
   ds->ds_slot = di->di_slot;
   ds->ds_volsize = di->di_volsize;
   ds->ds_blksz = di->di_blksz;
   ds->ds_reservation = di->di_reservation;
   ds->ds_creation_txg = di->di_creation_txg;
   ds->ds_creation_time = di->di_creation_time;
-  ds->ds_zil_hdr = *di->di_zil;
+  ds->ds_recv = di->di_recv;
+  ds->ds_guid = di->di_guid;
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT && ds->ds_guid == 0) {
+    /* A record from before guids: one derived from what identifies it
+     * in this pool, the same at every import. */
+    uint64_t who[3] = { p->p_spa.spa_guid, ds->ds_id, ds->ds_creation_txg };
+    zv_cksum_t c;
+    zv_cksum_compute (who, sizeof who, ZV_DSREC_MAGIC, &c);
+    ds->ds_guid = c.zc_word[0] | 1;
+  }
+  if (di->di_zil)
+    ds->ds_zil_hdr = *di->di_zil;
+  zv_deadlist_init (&ds->ds_deadlist, &p->p_spa);
   zv_dmu_object_open (&ds->ds_obj, &p->p_spa, p->p_cache,
                       ZV_OBJ_VOLUME, di->di_volume);
+  ds->ds_obj.ob_snap_txg = ds->ds_prev_snap_txg;
   atomic_store_explicit (&ds->ds_referenced, zv_bp_is_hole
                          (&di->di_volume->dn_root) ? 0
                          : di->di_volume->dn_root.bp_fill * di->di_blksz,
                          memory_order_relaxed);
-  zv_dmu_object_set_held (&ds->ds_obj, dsdir_held, ds);
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT) {
+    ds->ds_used = ds->ds_pub_used = di->di_used;
+    ds->ds_snap_written = ds->ds_pub_written = di->di_written;
+  }
+  else {
+    ds->ds_obj.ob_written = ds->ds_pub_written = di->di_written;
+    ds->ds_pub_used = di->di_used;
+    atomic_store_explicit (&ds->ds_unique, di->di_written,
+                           memory_order_relaxed);
+    zv_dmu_object_set_held (&ds->ds_obj, dsdir_held, ds);
+    zv_dmu_object_set_kill (&ds->ds_obj, zv_snap_kill, ds);
+  }
   pthread_mutex_lock (&p->p_dd.dd_lock);
   pthread_mutex_lock (&p->p_dd.dd_resv_lock);
+  /* (At import a volume may come after its snapshots: zv_snap_link.) */
+  for (size_t i = 0; i < p->p_dd.dd_nds && ds->ds_parent_id; i++)
+    if (p->p_dd.dd_dss[i]->ds_id == ds->ds_parent_id)
+      ds->ds_parent = p->p_dd.dd_dss[i];
   ZV_GROW (p->p_dd.dd_dss, p->p_dd.dd_nds, p->p_dd.dd_cap, 8);
   p->p_dd.dd_dss[p->p_dd.dd_nds++] = ds;
   atomic_fetch_add_explicit (&p->p_dd.dd_resv_total, ds->ds_reservation,
@@ -368,6 +477,7 @@ zv_dsdir_drop_all (zv_pool_t *p)
      * open: it cannot be written, and was never acknowledged durable. */
     zv_dmu_object_discard_dirty (&ds->ds_obj);
     zv_dmu_object_close (&ds->ds_obj);
+    zv_deadlist_fini (&ds->ds_deadlist);
     free (ds);
   }
   p->p_dd.dd_nds = 0;
@@ -375,15 +485,81 @@ zv_dsdir_drop_all (zv_pool_t *p)
   atomic_store_explicit (&p->p_dd.dd_resv_total, 0, memory_order_relaxed);
 }
 
-/* The dataset called name (the caller holds dd_lock), or NULL. */
+zv_pool_ds_t *
+zv_dsdir_lookup_locked (zv_pool_t *p, uint32_t kind, uint64_t parent_id,
+                        const char *name)
+{
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if (!ds->ds_destroy && ds->ds_kind == kind
+        && ds->ds_parent_id == parent_id
+        && strncmp (ds->ds_name, name, ZV_NAME_MAX) == 0)
+      return ds;
+  }
+  return NULL;
+}
+
+/* The dataset called name, "VOL" or "VOL@SNAP" (the caller holds
+ * dd_lock), or NULL. */
 static zv_pool_ds_t *
 dsdir_lookup (zv_pool_t *p, const char *name)
 {
+  char vol[ZV_NAME_MAX], snap[ZV_NAME_MAX];
+  zv_pool_ds_t *v;
+
+  if (!zv_snap_split (name, vol, snap))
+    return zv_dsdir_lookup_locked (p, ZV_DS_KIND_VOLUME, 0, name);
+  v = zv_dsdir_lookup_locked (p, ZV_DS_KIND_VOLUME, 0, vol);
+  return v ? zv_dsdir_lookup_locked (p, ZV_DS_KIND_SNAPSHOT, v->ds_id, snap)
+    : NULL;
+}
+
+void
+zv_dsdir_fullname (const zv_pool_ds_t *ds, char *buf, size_t len)
+{
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT && ds->ds_parent)
+    snprintf (buf, len, "%s@%s", ds->ds_parent->ds_name, ds->ds_name);
+  else
+    snprintf (buf, len, "%s", ds->ds_name);
+}
+
+int
+zv_dsdir_new_slot_locked (zv_pool_t *p, uint64_t *id, uint64_t *slot)
+{
+  uint64_t max = (uint64_t) ZV_DSDIR_NBLOCKS * ZV_DSDIR_PER_BLK;
+  uint8_t *used = zv_calloc (max, 1);
+  uint64_t s;
+
+  /* The lowest slot no dataset on the list has (a destroyed one keeps
+   * its slot until the sync that clears its record). */
   for (size_t i = 0; i < p->p_dd.dd_nds; i++)
-    if (!p->p_dd.dd_dss[i]->ds_destroy
-        && strncmp (p->p_dd.dd_dss[i]->ds_name, name, ZV_NAME_MAX) == 0)
-      return p->p_dd.dd_dss[i];
-  return NULL;
+    if (p->p_dd.dd_dss[i]->ds_slot < max)
+      used[p->p_dd.dd_dss[i]->ds_slot] = 1;
+  for (s = 0; s < max && used[s]; s++)
+    ;
+  free (used);
+  if (s >= max) {
+    zv_error ("pool '%s' holds the most datasets it can (%" PRIu64 ")",
+              p->p_name, max);
+    return -ENOSPC;
+  }
+  *slot = s;
+  *id = p->p_dd.dd_next_id++;
+  return 0;
+}
+
+void
+zv_dsdir_reopen (zv_pool_ds_t *ds, const zv_dnode_phys_t *dn)
+{
+  zv_pool_t *p = ds->ds_pool;
+  zv_object_t *ob = &ds->ds_obj;
+  uint64_t snap_txg = ob->ob_snap_txg;
+
+  zv_dmu_object_close (ob);
+  zv_dmu_object_open (ob, &p->p_spa, p->p_cache, ZV_OBJ_VOLUME, dn);
+  ob->ob_snap_txg = snap_txg;
+  zv_dmu_object_set_held (ob, dsdir_held, ds);
+  zv_dmu_object_set_kill (ob, zv_snap_kill, ds);
 }
 
 /*
@@ -523,7 +699,7 @@ dsdir_space (zv_pool_t *p, uint64_t *unreserved_freep)
   pthread_mutex_lock (&p->p_dd.dd_lock);
   for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
-    uint64_t refd = atomic_load_explicit (&ds->ds_referenced,
+    uint64_t refd = atomic_load_explicit (&ds->ds_unique,
                                           memory_order_relaxed);
     if (!ds->ds_destroy && ds->ds_reservation > refd)
       held += ds->ds_reservation - refd;
@@ -542,7 +718,8 @@ dsdir_space (zv_pool_t *p, uint64_t *unreserved_freep)
 int
 zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
                        uint32_t blksz, uint64_t reservation, uint64_t ring,
-                       uint64_t creation_txg, bool check_space)
+                       uint64_t creation_txg, bool check_space,
+                       zv_pool_ds_t *origin)
 {
   char shown[4 * ZV_NAME_MAX + 4];
   zv_zil_header_t zh;
@@ -592,27 +769,24 @@ zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
   r = dsdir_make_log (p, ring, &zh, &ring_dva);
   if (r < 0)
     return r;
-  dsdir_new_volume (volsize, blksz, &dn);
-  pthread_mutex_lock (&p->p_dd.dd_lock);
-  id = p->p_dd.dd_next_id++;
-  /* The lowest slot no dataset on the list has (a destroyed one keeps
-   * its slot until the sync that clears its record). */
-  for (slot = 0;; slot++) {
-    bool used = false;
-    for (size_t i = 0; i < p->p_dd.dd_nds && !used; i++)
-      used = p->p_dd.dd_dss[i]->ds_slot == slot;
-    if (!used)
-      break;
+  if (origin != NULL) {
+    /* A clone: the snapshot's tree (immutable), its txg the line. */
+    zv_dmu_object_phys (&origin->ds_obj, &dn);
+    dn.dn_size = volsize;
   }
+  else
+    dsdir_new_volume (volsize, blksz, &dn);
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  r = zv_dsdir_new_slot_locked (p, &id, &slot);
   pthread_mutex_unlock (&p->p_dd.dd_lock);
-  if (slot >= (uint64_t) ZV_DSDIR_NBLOCKS * ZV_DSDIR_PER_BLK) {
+  if (r < 0) {
     if (ring_dva)
       zv_alloc_free_now (p->p_spa.spa_alloc, ring_dva, (uint32_t) ring);
-    zv_error ("pool '%s' holds the most datasets it can (%u)", p->p_name,
-              ZV_DSDIR_NBLOCKS * ZV_DSDIR_PER_BLK);
-    return -ENOSPC;
+    return r;
   }
   zv_dsdir_init_t di = {
+    .di_origin_id = origin ? origin->ds_id : 0,
+    .di_prev_snap_txg = origin ? origin->ds_creation_txg : 0,
     .di_name = name, .di_id = id, .di_slot = slot, .di_volsize = volsize,
     .di_blksz = blksz, .di_reservation = reservation,
     .di_creation_txg = creation_txg,
@@ -650,18 +824,33 @@ zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
     zv_error ("%s: checksum does not verify", what);
     return -EIO;
   }
-  if (rec->dr_kind != ZV_DS_KIND_VOLUME)
-    bad = "kind (snapshots are not read by this version)";
-  else if (rec->dr_flags != 0)
-    bad = "flags (unknown bits set)";
+  static const zv_zil_header_t zzh;
+  bool snap = rec->dr_kind == ZV_DS_KIND_SNAPSHOT;
+
+  if (rec->dr_kind != ZV_DS_KIND_VOLUME && !snap)
+    bad = "kind";
+  else if ((rec->dr_flags & ~ZV_DR_F_RECV_INCOMPLETE) != 0
+           || (snap && rec->dr_flags != 0))
+    bad = "flags (unknown bits set, or a receive's on a snapshot)";
+  else if (!snap && rec->dr_guid != 0)
+    bad = "guid (set on a volume)";
   else if (rec->dr_id == 0 || rec->dr_id >= next_dsid)
     bad = "id (0, or not below the objset's next id)";
-  else if (rec->dr_parent_id != 0 || rec->dr_origin_id != 0
-           || rec->dr_prev_snap_id != 0 || rec->dr_prev_snap_txg != 0
-           || rec->dr_deadlist_bytes != 0)
-    bad = "snapshot fields (set in a pool without snapshots)";
+  else if (snap ? rec->dr_parent_id == 0 || rec->dr_parent_id >= next_dsid
+           || rec->dr_parent_id == rec->dr_id || rec->dr_origin_id != 0
+           : rec->dr_parent_id != 0 || rec->dr_origin_id >= next_dsid
+           || rec->dr_origin_id == rec->dr_id)
+    bad = "parent or origin id";
+  else if (rec->dr_prev_snap_id >= next_dsid
+           || rec->dr_prev_snap_id == rec->dr_id
+           || (rec->dr_prev_snap_id != 0 && rec->dr_prev_snap_txg == 0))
+    bad = "previous snapshot id";
   else if (rec->dr_creation_txg == 0 || rec->dr_creation_txg > txg)
     bad = "creation txg (0, or after the objset)";
+  else if (rec->dr_prev_snap_txg > txg
+           || (snap && rec->dr_prev_snap_txg >= rec->dr_creation_txg))
+    bad = "previous snapshot txg (after the objset, or after the "
+      "snapshot's own)";
   else if (!zv_dsdir_name_valid (rec->dr_name)
            || memchr (rec->dr_name, '\0', sizeof rec->dr_name) == NULL)
     bad = "name";
@@ -669,10 +858,20 @@ zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
     bad = "volume size";
   else if (!zv_dsdir_blksz_valid (rec->dr_volblocksize) || rec->dr_pad != 0)
     bad = "volblocksize";
-  else if (rec->dr_reservation > rec->dr_volsize)
-    bad = "reservation (more than the volume's size)";
+  else if (rec->dr_reservation > rec->dr_volsize
+           || (snap && rec->dr_reservation != 0))
+    bad = "reservation (more than the volume's size, or on a snapshot)";
+  else if (rec->dr_written > rec->dr_volsize
+           || rec->dr_used > (snap ? rec->dr_volsize : UINT64_MAX / 4)
+           || rec->dr_deadlist_bytes > UINT64_MAX / 4)
+    bad = "space figures (more than the volume holds)";
+  else if (snap && memcmp (&rec->dr_zil, &zzh, sizeof zzh) != 0)
+    bad = "log header (set on a snapshot)";
+  else if (!zv_deadlist_dnode_valid (&rec->dr_deadlist)
+           || rec->dr_deadlist.dn_txg > txg
+           || (rec->dr_deadlist.dn_type == 0 && rec->dr_deadlist_bytes != 0))
+    bad = "dead list (its shape, its txg, or bytes without entries)";
   else {
-    static const zv_dnode_phys_t zdn;
     uint64_t nb = zv_dsdir_nblocks (rec->dr_volsize, rec->dr_volblocksize);
 
     if (zv_dmu_check_dnode (dn, ZV_BT_VOLDATA, what) < 0)
@@ -682,11 +881,10 @@ zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
         || dn->dn_nlevels != zv_dmu_nlevels (nb))
       bad = "volume object (its shape is not that of its size)";
     else if (!zv_bp_is_hole (&dn->dn_root)
-             && (dn->dn_root.bp_birth > txg || dn->dn_root.bp_fill > nb))
-      bad = "volume object's root (born after the objset, or counts more "
-        "blocks than the volume has)";
-    else if (memcmp (&rec->dr_deadlist, &zdn, sizeof zdn) != 0)
-      bad = "dead list (set in a pool without snapshots)";
+             && (dn->dn_root.bp_birth > (snap ? rec->dr_creation_txg : txg)
+                 || dn->dn_root.bp_fill > nb))
+      bad = "volume object's root (born after the objset or the "
+        "snapshot, or counts more blocks than the volume has)";
   }
   if (bad != NULL) {
     zv_error ("%s: invalid %s", what, bad);
@@ -705,7 +903,8 @@ dsdir_pick (zv_pool_t *p, const char *name, size_t *nlive)
   if (name != NULL)
     return dsdir_lookup (p, name);
   for (size_t i = 0; i < p->p_dd.dd_nds; i++)
-    if (!p->p_dd.dd_dss[i]->ds_destroy) {
+    if (!p->p_dd.dd_dss[i]->ds_destroy
+        && p->p_dd.dd_dss[i]->ds_kind == ZV_DS_KIND_VOLUME) {
       only = p->p_dd.dd_dss[i];
       n++;
     }
@@ -725,8 +924,12 @@ zv_dsdir_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
   *dsp = NULL;
   pthread_mutex_lock (&p->p_dd.dd_lock);
   ds = dsdir_pick (p, name, &n);
-  if (ds == NULL)
+  if (ds == NULL || ds->ds_pending)
     r = -ENOENT;
+  else if (ds->ds_recv)
+    r = -EINPROGRESS;
+  else if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
+    ds->ds_snap_holds++;       /* read-only: any number of opens */
   else if (ds->ds_held)
     r = -EBUSY;
   else
@@ -738,6 +941,12 @@ zv_dsdir_hold (zv_pool_t *p, const char *name, zv_pool_ds_t **dsp)
   else if (r == -ENOENT)
     zv_error ("pool '%s' has %zu volumes: name the one to open", p->p_name,
               n);
+  else if (r == -EINPROGRESS) {
+    zv_error ("volume '%s' of pool '%s' is being received (or its receive "
+              "did not finish: the next import undoes it)", ds->ds_name,
+              p->p_name);
+    r = -EBUSY;
+  }
   else if (r < 0)
     zv_error ("volume '%s' of pool '%s' is open already", ds->ds_name,
               p->p_name);
@@ -764,8 +973,14 @@ zv_dsdir_rele (zv_pool_ds_t *ds)
   zv_pool_t *p = ds->ds_pool;
 
   pthread_mutex_lock (&p->p_dd.dd_lock);
-  ZV_VERIFY (ds->ds_held && ds->ds_zil == NULL);
-  ds->ds_held = false;
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT) {
+    ZV_VERIFY (ds->ds_snap_holds > 0);
+    ds->ds_snap_holds--;
+  }
+  else {
+    ZV_VERIFY (ds->ds_held && ds->ds_zil == NULL);
+    ds->ds_held = false;
+  }
   pthread_mutex_unlock (&p->p_dd.dd_lock);
 }
 
@@ -794,7 +1009,7 @@ zv_dsdir_create (zv_pool_t *p, const char *name, uint64_t volsize,
   r = zv_txg_hold (p->p_txg, 0, &h);
   if (r == 0) {
     r = zv_dsdir_create_locked (p, name, volsize, blksz, reservation, ring,
-                                h.th_txg, true);
+                                h.th_txg, true, NULL);
     zv_txg_rele (p->p_txg, &h);
     if (r == 0)
       r = zv_txg_wait_synced (p->p_txg, h.th_txg);
@@ -817,6 +1032,8 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
 
   if (r < 0)
     return r;
+  if (name && memchr (name, '@', strnlen (name, 2 * ZV_NAME_MAX)))
+    return zv_snap_destroy (p, name);
   zv_str_printable (name ? name : "", ZV_NAME_MAX, shown, sizeof shown);
   pthread_mutex_lock (&p->p_dd.dd_admin_lock);
   r = zv_txg_hold (p->p_txg, 0, &h);
@@ -828,6 +1045,8 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
     r = -ENOENT;
   else if (ds->ds_held)
     r = -EBUSY;
+  else if (ds->ds_prev_snap_id != 0)
+    r = -ENOTEMPTY;
   else {
     pthread_mutex_lock (&p->p_dd.dd_resv_lock);
     ds->ds_destroy = true;
@@ -842,6 +1061,11 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
   else if (r == -EBUSY)
     zv_error ("volume '%s' of pool '%s' is open: close it before destroying "
               "it", shown, p->p_name);
+  else if (r == -ENOTEMPTY) {
+    zv_error ("volume '%s' of pool '%s' has snapshots: destroy them first "
+              "(or destroy recursively)", shown, p->p_name);
+    r = -EBUSY;
+  }
   /* Its frees are deferred (rule 2 of docs/format.md): the space is free
    * once T+2 has synced, which is when destroy returns, so the caller
    * sees it back. */
@@ -854,40 +1078,76 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
   return r;
 }
 
+/* One dataset's line of the listing (dd_lock held). */
+static void
+dsdir_info (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t avail,
+            zv_dsdir_info_t *di)
+{
+  uint64_t refd = atomic_load_explicit (&ds->ds_referenced,
+                                        memory_order_relaxed);
+  uint64_t uniq = atomic_load_explicit (&ds->ds_unique,
+                                        memory_order_relaxed);
+
+  memset (di, 0, sizeof *di);
+  zv_dsdir_fullname (ds, di->di_name, sizeof di->di_name);
+  di->di_kind = ds->ds_kind;
+  di->di_id = ds->ds_id;
+  di->di_volsize = ds->ds_volsize;
+  di->di_blksz = ds->ds_blksz;
+  di->di_reservation = ds->ds_reservation;
+  di->di_referenced = refd;
+  di->di_used = ds->ds_pub_used;
+  di->di_written = ds->ds_pub_written;
+  di->di_creation_txg = ds->ds_creation_txg;
+  di->di_creation_time = ds->ds_creation_time;
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT) {
+    di->di_open = ds->ds_snap_holds > 0;
+    return;
+  }
+  di->di_open = ds->ds_held;
+  di->di_usedbysnapshots = ds->ds_pub_snapused;
+  di->di_avail = avail + (ds->ds_reservation > uniq
+                          ? ds->ds_reservation - uniq : 0);
+  for (size_t i = 0; i < p->p_dd.dd_nds && ds->ds_origin_id; i++)
+    if (p->p_dd.dd_dss[i]->ds_id == ds->ds_origin_id)
+      zv_dsdir_fullname (p->p_dd.dd_dss[i], di->di_origin,
+                         sizeof di->di_origin);
+}
+
 size_t
-zv_dsdir_list (zv_pool_t *p, zv_dsdir_info_t *out, size_t max)
+zv_dsdir_list (zv_pool_t *p, unsigned kinds, zv_dsdir_info_t *out,
+               size_t max)
 {
   uint64_t avail = dsdir_space (p, NULL);
-  size_t n = 0;
+  zv_pool_ds_t **chain = NULL;
+  size_t n = 0, cap = 0;
 
   pthread_mutex_lock (&p->p_dd.dd_lock);
   for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
-    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
-    uint64_t refd = atomic_load_explicit (&ds->ds_referenced,
-                                          memory_order_relaxed);
-    uint64_t unused = ds->ds_reservation > refd
-      ? ds->ds_reservation - refd : 0;
+    zv_pool_ds_t *v = p->p_dd.dd_dss[i];
+    size_t k = 0;
 
-    if (ds->ds_destroy)
+    if (v->ds_destroy || v->ds_kind != ZV_DS_KIND_VOLUME)
       continue;
-    if (n < max) {
-      zv_dsdir_info_t *di = &out[n];
-      memset (di, 0, sizeof *di);
-      snprintf (di->di_name, sizeof di->di_name, "%s", ds->ds_name);
-      di->di_id = ds->ds_id;
-      di->di_volsize = ds->ds_volsize;
-      di->di_blksz = ds->ds_blksz;
-      di->di_reservation = ds->ds_reservation;
-      di->di_referenced = refd;
-      di->di_used = ZV_MAX (refd, ds->ds_reservation);
-      di->di_avail = avail + unused;
-      di->di_creation_txg = ds->ds_creation_txg;
-      di->di_creation_time = ds->ds_creation_time;
-      di->di_open = ds->ds_held;
+    if (kinds & (1u << ZV_DS_KIND_VOLUME)) {
+      if (n < max)
+        dsdir_info (p, v, avail, &out[n]);
+      n++;
     }
-    n++;
+    if (!(kinds & (1u << ZV_DS_KIND_SNAPSHOT)))
+      continue;
+    for (zv_pool_ds_t *s = v->ds_prev; s; s = s->ds_prev) {
+      ZV_GROW (chain, k, cap, 16);
+      chain[k++] = s;
+    }
+    while (k-- > 0) {
+      if (n < max)
+        dsdir_info (p, chain[k], avail, &out[n]);
+      n++;
+    }
   }
   pthread_mutex_unlock (&p->p_dd.dd_lock);
+  free (chain);
   return n;
 }
 
@@ -901,6 +1161,12 @@ const char *
 zv_dsdir_name (const zv_pool_ds_t *ds)
 {
   return ds->ds_name;
+}
+
+bool
+zv_dsdir_is_snapshot (const zv_pool_ds_t *ds)
+{
+  return ds->ds_kind == ZV_DS_KIND_SNAPSHOT;
 }
 
 zv_object_t *

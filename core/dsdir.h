@@ -36,6 +36,7 @@ void zv_dsdir_rele (zv_pool_ds_t *ds);
 zv_pool_ds_t *zv_dsdir_find (zv_pool_t *p, const char *name);
 
 const char *zv_dsdir_name (const zv_pool_ds_t *ds);
+bool zv_dsdir_is_snapshot (const zv_pool_ds_t *ds);
 zv_object_t *zv_dsdir_object (zv_pool_ds_t *ds);
 uint64_t zv_dsdir_volsize (const zv_pool_ds_t *ds);
 uint32_t zv_dsdir_blksz (const zv_pool_ds_t *ds);
@@ -55,19 +56,26 @@ int zv_dsdir_create (zv_pool_t *p, const char *name, uint64_t volsize,
                      uint32_t blksz, uint64_t reservation, uint64_t ring);
 int zv_dsdir_destroy (zv_pool_t *p, const char *name);
 typedef struct zv_dsdir_info {
-  char di_name[ZV_NAME_MAX];
+  char di_name[2 * ZV_NAME_MAX];  /* "VOL" or "VOL@SNAP" */
   uint64_t di_id;
   uint64_t di_volsize;
   uint32_t di_blksz;
   bool di_open;
   uint64_t di_reservation;
   uint64_t di_referenced;         /* data bytes, as of the last sync */
-  uint64_t di_used;               /* max (referenced, reservation) */
+  uint64_t di_used;               /* snap.c's theory comment */
   uint64_t di_avail;              /* the pool's, plus its unused reservation */
   uint64_t di_creation_txg, di_creation_time;
+  uint32_t di_kind;               /* ZV_DS_KIND_* */
+  uint64_t di_written;
+  uint64_t di_usedbysnapshots;    /* a volume's: its snapshots' dead lists */
+  char di_origin[2 * ZV_NAME_MAX]; /* a clone's snapshot, else "" */
 } zv_dsdir_info_t;
-/* Up to max volumes into out; returns how many there are. */
-size_t zv_dsdir_list (zv_pool_t *p, zv_dsdir_info_t *out, size_t max);
+/* Up to max datasets of the kinds in 'kinds' (bit 1 << ZV_DS_KIND_*)
+ * into out, each volume followed by its snapshots oldest first; returns
+ * how many there are. */
+size_t zv_dsdir_list (zv_pool_t *p, unsigned kinds, zv_dsdir_info_t *out,
+                      size_t max);
 /* Free space of the pool less every volume's unused reservation. */
 uint64_t zv_dsdir_avail (zv_pool_t *p);
 
@@ -89,12 +97,19 @@ int zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
  */
 /* What a new dataset is made of, whether created or imported. */
 typedef struct zv_dsdir_init {
+  uint32_t di_kind;               /* 0 means ZV_DS_KIND_VOLUME */
   const char *di_name;
   uint64_t di_id, di_slot;
+  uint64_t di_parent_id, di_origin_id;
+  uint64_t di_prev_snap_id, di_prev_snap_txg;
+  uint64_t di_written, di_used;   /* as the record says */
+  bool di_pending;
   uint64_t di_volsize;
   uint32_t di_blksz;
   uint64_t di_reservation;
   uint64_t di_creation_txg, di_creation_time;
+  uint64_t di_guid;               /* a snapshot's; 0: derived (dsdir.c) */
+  bool di_recv;                   /* ZV_DR_F_RECV_INCOMPLETE */
   const zv_dnode_phys_t *di_volume;
   const zv_zil_header_t *di_zil;
 } zv_dsdir_init_t;
@@ -114,11 +129,25 @@ void zv_dsdir_drop_all (zv_pool_t *p);
 int zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
                             uint32_t blksz, uint64_t reservation,
                             uint64_t ring, uint64_t creation_txg,
-                            bool check_space);
+                            bool check_space, zv_pool_ds_t *origin);
+/* The dataset of a kind (a snapshot: of volume parent_id) called name,
+ * not destroyed, or NULL; dd_lock held. */
+zv_pool_ds_t *zv_dsdir_lookup_locked (zv_pool_t *p, uint32_t kind,
+                                      uint64_t parent_id, const char *name);
+/* A new dataset's id and its record's slot (dd_lock held): -ENOSPC
+ * (logged) when the directory is full. */
+int zv_dsdir_new_slot_locked (zv_pool_t *p, uint64_t *id, uint64_t *slot);
+/* Give a volume (closed, nothing dirty) the tree of dn (rollback). */
+void zv_dsdir_reopen (zv_pool_ds_t *ds, const zv_dnode_phys_t *dn);
+/* "VOL" or "VOL@SNAP" into buf. */
+void zv_dsdir_fullname (const zv_pool_ds_t *ds, char *buf, size_t len);
 /* Step 2 of the txg sync (psync.c), and the drop of the destroyed
  * datasets once it is on disk. */
 int zv_dsdir_sync (zv_pool_t *p, uint64_t txg);
 void zv_dsdir_reap (zv_pool_t *p);
+/* The figures the listing shows, from the datasets' state (each sync,
+ * and once at import). */
+void zv_dsdir_publish (zv_pool_t *p);
 /* What a volume's name, size and block size may be (create and import). */
 bool zv_dsdir_name_valid (const char *name);
 bool zv_dsdir_volsize_valid (uint64_t v);

@@ -50,8 +50,11 @@
 #include "zvol.h"
 #include "zv_util.h"
 
+/* A volume's name or a snapshot's, "VOL@SNAP" (zvol_volume_info_t). */
+#define EXPORTS_NAME_MAX (2 * ZVOL_NAME_MAX)
+
 typedef struct exports_ent {
-  char ee_name[ZVOL_NAME_MAX];
+  char ee_name[EXPORTS_NAME_MAX];
   zvol_t *ee_zv;                /* NULL: not open */
   unsigned ee_holds;
   bool ee_destroying;
@@ -157,14 +160,14 @@ zvol_exports_open_all (zvol_exports_t *ex)
 int
 zvol_exports_hold (zvol_exports_t *ex, const char *name, zvol_t **zvp)
 {
-  char shown[4 * ZVOL_NAME_MAX + 4];
+  char shown[4 * EXPORTS_NAME_MAX + 4];
   exports_ent_t *e;
   int r;
 
   *zvp = NULL;
-  if (name == NULL || strlen (name) >= ZVOL_NAME_MAX) {
+  if (name == NULL || strlen (name) >= EXPORTS_NAME_MAX) {
     /* No volume's name: said as zvol_open says it, escaped and cut. */
-    zv_str_printable (name ? name : "", ZVOL_NAME_MAX, shown, sizeof shown);
+    zv_str_printable (name ? name : "", EXPORTS_NAME_MAX, shown, sizeof shown);
     zv_error ("pool '%s' has no volume '%s'", zvol_pool_name (ex->ex_pool),
               shown);
     return -ENOENT;
@@ -173,7 +176,7 @@ zvol_exports_hold (zvol_exports_t *ex, const char *name, zvol_t **zvp)
   e = exports_find (ex, name);
   if (e && e->ee_destroying) {
     pthread_mutex_unlock (&ex->ex_lock);
-    zv_str_printable (name, ZVOL_NAME_MAX, shown, sizeof shown);
+    zv_str_printable (name, EXPORTS_NAME_MAX, shown, sizeof shown);
     zv_error ("volume '%s' of pool '%s' is being destroyed", shown,
               zvol_pool_name (ex->ex_pool));
     return -ENOENT;
@@ -227,16 +230,16 @@ zvol_exports_holds (zvol_exports_t *ex, const char *name)
 int
 zvol_exports_destroy (zvol_exports_t *ex, const char *name)
 {
-  char shown[4 * ZVOL_NAME_MAX + 4];
+  char shown[4 * EXPORTS_NAME_MAX + 4];
   exports_ent_t *e;
   zvol_t *zv = NULL;
   unsigned holds;
   bool busy;
   int r;
 
-  if (strlen (name) >= ZVOL_NAME_MAX)
+  if (strlen (name) >= EXPORTS_NAME_MAX)
     return zvol_volume_destroy (ex->ex_pool, name);  /* it says why */
-  zv_str_printable (name, ZVOL_NAME_MAX, shown, sizeof shown);
+  zv_str_printable (name, EXPORTS_NAME_MAX, shown, sizeof shown);
   pthread_mutex_lock (&ex->ex_lock);
   e = exports_get (ex, name);
   holds = e->ee_holds;

@@ -116,7 +116,39 @@ zv_flat_load (zv_flat_t *fl, const zv_dnode_phys_t *dn, zv_flat_data_fn fn,
   }
   fl->fl_size = dn->dn_size;
   fl->fl_txg = dn->dn_txg;
-  return zv_dmu_walk (fl->fl_spa, fl->fl_obj, dn, true, flat_load_cb, &lo);
+  return zv_dmu_walk (fl->fl_spa, fl->fl_obj, dn, fn != NULL, flat_load_cb,
+                      &lo);
+}
+
+/*
+ * Give the object room for nblocks data blocks (more than it has): the
+ * data blocks stay where they are, the levels above are rebuilt (the old
+ * indirect blocks freed in txg), so its next sync writes a new tree.
+ */
+void
+zv_flat_reshape (zv_flat_t *fl, uint64_t nblocks, uint64_t txg)
+{
+  zv_flat_t nf;
+
+  ZV_VERIFY3U (nblocks, >, fl->fl_nblocks);
+  zv_flat_init (&nf, fl->fl_spa, fl->fl_obj, fl->fl_type, fl->fl_blksz,
+                nblocks);
+  memcpy (nf.fl_bps[0], fl->fl_bps[0], fl->fl_len[0] * sizeof (zv_blkptr_t));
+  memcpy (nf.fl_dirty[0], fl->fl_dirty[0], fl->fl_len[0]);
+  for (unsigned l = 1; l < fl->fl_nlevels; l++)
+    for (uint64_t i = 0; i < fl->fl_len[l]; i++)
+      zv_zio_free_bp (fl->fl_spa, &fl->fl_bps[l][i], txg);
+  if (nf.fl_nlevels > 1)
+    for (uint64_t i = 0; i < fl->fl_len[0]; i++)
+      if (!zv_bp_is_hole (&nf.fl_bps[0][i]) || nf.fl_dirty[0][i])
+        nf.fl_dirty[1][i / F] = 1;
+  /* The sync starts only with a dirty data block: the rebuilt levels
+   * need it even when no data block changed. */
+  nf.fl_ndirty = fl->fl_ndirty ? fl->fl_ndirty : 1;
+  nf.fl_size = fl->fl_size;
+  nf.fl_txg = fl->fl_txg;
+  zv_flat_fini (fl);
+  *fl = nf;
 }
 
 /* Mark a data block for rewriting. */

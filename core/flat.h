@@ -41,6 +41,11 @@ typedef int (*zv_flat_data_fn) (void *arg, uint64_t blkid, const void *data);
 int zv_flat_load (zv_flat_t *fl, const zv_dnode_phys_t *dn,
                   zv_flat_data_fn fn, void *arg);
 
+/* fn NULL: load the pointers only (the data is read when needed). */
+
+/* Room for nblocks data blocks (more than now); see flat.c. */
+void zv_flat_reshape (zv_flat_t *fl, uint64_t nblocks, uint64_t txg);
+
 /* Data block blkid changes this txg. */
 void zv_flat_dirty (zv_flat_t *fl, uint64_t blkid);
 

@@ -283,6 +283,10 @@ static_assert (offsetof (zv_objset_phys_t, os_dsdir) == 128,
 static_assert (ZV_DSDIR_NBLOCKS == ZV_INDIRECT_FANOUT, "one indirect level");
 #define ZV_DS_KIND_VOLUME   1u
 #define ZV_DS_KIND_SNAPSHOT 2u
+/* dr_flags: a volume a receive is writing (send.c): import destroys it
+ * (a full stream) or rolls it back to its newest snapshot (an
+ * incremental one); no open while it is set. */
+#define ZV_DR_F_RECV_INCOMPLETE 0x1ull
 typedef struct zv_dsrec_phys {
   uint64_t dr_magic;
   uint32_t dr_version;
@@ -294,7 +298,7 @@ typedef struct zv_dsrec_phys {
   uint64_t dr_prev_snap_txg;     /* its creation txg: the birth rule */
   uint64_t dr_creation_txg;
   uint64_t dr_creation_time;     /* seconds since the epoch */
-  uint64_t dr_flags;             /* none defined: refused when set */
+  uint64_t dr_flags;             /* ZV_DR_F_*; any other bit refused */
   uint64_t dr_volsize;
   uint32_t dr_volblocksize;
   uint32_t dr_pad;
@@ -307,7 +311,9 @@ typedef struct zv_dsrec_phys {
   zv_dnode_phys_t dr_volume;     /* the volume's object set: its object */
   zv_dnode_phys_t dr_deadlist;
   zv_zil_header_t dr_zil;        /* the volume's intent log */
-  uint64_t dr_reserved[53];
+  uint64_t dr_guid;              /* a snapshot's identity (send streams);
+                                    0: none recorded (older records) */
+  uint64_t dr_reserved[52];
   zv_cksum_t dr_cksum;
 } zv_dsrec_phys_t;
 static_assert (sizeof (zv_dsrec_phys_t) == ZV_DSREC_SIZE,
@@ -315,6 +321,7 @@ static_assert (sizeof (zv_dsrec_phys_t) == ZV_DSREC_SIZE,
 static_assert (offsetof (zv_dsrec_phys_t, dr_name) == 136
                && offsetof (zv_dsrec_phys_t, dr_volume) == 200
                && offsetof (zv_dsrec_phys_t, dr_zil) == 456
+               && offsetof (zv_dsrec_phys_t, dr_guid) == 584
                && offsetof (zv_dsrec_phys_t, dr_cksum) == 1008,
                "dataset record layout (docs/format.md)");
 
@@ -324,15 +331,20 @@ zv_dsrec_seed (uint64_t pool_guid, uint64_t slot)
   return pool_guid ^ (slot + 1) * 0x9e3779b97f4a7c15ull;
 }
 
-/* Dead-list entry, 32 bytes, 512 per 16 KiB block (snapshots, later). */
+/* Dead-list entry, 32 bytes, 512 per 16 KiB block (snap.c: a block a
+ * volume let go of that a snapshot still holds). */
 typedef struct zv_deadlist_ent {
-  uint64_t de_dva[2];
+  uint64_t de_dva[2];            /* de_dva[1] is 0 with one copy */
   uint32_t de_psize;
-  uint8_t de_ncopies;
-  uint8_t de_pad[3];
+  uint8_t de_ncopies;            /* 1 or 2 */
+  uint8_t de_level;              /* 0: a data block, else indirect */
+  uint8_t de_pad[2];
   uint64_t de_birth;
 } zv_deadlist_ent_t;
 static_assert (sizeof (zv_deadlist_ent_t) == 32, "dead-list entry is 32 bytes");
+#define ZV_DEADLIST_BLKSZ 16384u
+#define ZV_DEADLIST_PER_BLK (ZV_DEADLIST_BLKSZ / sizeof (zv_deadlist_ent_t))
+#define ZV_OBJ_DEADLIST 8u
 
 /* Deferred-free entry, 16 bytes. */
 typedef struct zv_defer_ent {

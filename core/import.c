@@ -71,6 +71,13 @@
  * claimed, and an in-place block a record names must be in no volume's
  * tree (import_space_live).
  *
+ * Every owner is taken through import_take, and the walks that take a
+ * tree's owners prune by the dataset's zv_import_ds_min_birth (the
+ * blocks born after it are its own: snapshots set it).  The offline
+ * checker (check.c) imports with p_check set: import_take then records
+ * what the map refuses instead of failing, and the checker walks each
+ * tree through zv_import_walk_tree, so it sees the same owners.
+ *
  * State: an import fills the pool's structure (pool_impl.h) for one
  * uberblock at a time; one that fails is unloaded (zv_import_unload) and
  * the next older one tried.
@@ -94,12 +101,14 @@
 #include <time.h>
 
 #include "pool_impl.h"
+#include "snap.h"
 #include "import.h"
 #include "label.h"
 #include "dbuf.h"
 #include "mem.h"
 #include "flat.h"
 #include "tunable.h"
+#include "check.h"
 
 /* How to open the configuration's devices (RADOS ones: the cluster, and
  * with create the size of one not made yet). */
@@ -284,12 +293,29 @@ import_check_logdev (zv_pool_t *p, const zv_pool_config_t *pc,
  * allocated space, and space nothing else owns (see alloc.h, the pool's
  * owners): two owners of a sector would each free it one day.
  */
+/* Every owner is taken here, by import and by the offline checker
+ * alike (p_check: check.c records a refusal and goes on, and names the
+ * owners of space taken twice by taking them all again). */
 static int
-import_own_bp (zv_alloc_t *a, const zv_blkptr_t *bp, const char *what,
+import_take (zv_pool_t *p, const char *what, unsigned level, uint64_t blkid,
+           unsigned copy, uint64_t dva, uint32_t size)
+{
+  zv_check_who_t who = {
+    .cw_what = what, .cw_level = level, .cw_blkid = blkid, .cw_copy = copy,
+  };
+
+  if (p->p_check)
+    return zv_check_take (p->p_check, p->p_spa.spa_alloc, &who, dva, size);
+  return zv_alloc_own (p->p_spa.spa_alloc, dva, size);
+}
+
+static int
+import_own_bp (zv_pool_t *p, const zv_blkptr_t *bp, const char *what,
              unsigned level, uint64_t blkid)
 {
   for (unsigned c = 0; c < bp->bp_ncopies && c < 2; c++) {
-    int r = zv_alloc_own (a, bp->bp_dva[c], bp->bp_psize);
+    int r = import_take (p, what, level, blkid, c + 1, bp->bp_dva[c],
+                         bp->bp_psize);
 
     if (r == -EEXIST) {
       zv_error ("%s block (level %u, %" PRIu64 "): copy %u shares its "
@@ -305,12 +331,15 @@ import_own_bp (zv_alloc_t *a, const zv_blkptr_t *bp, const char *what,
   return 0;
 }
 
-/* The full walk's state (verify=full). */
+/* The full walk's state (verify=full, and the checker's walk). */
 typedef struct import_verify {
   zv_pool_t *pv_pool;
   zv_pool_ds_t *pv_ds;
-  const zv_pool_config_t *pv_pc;
+  const zv_pool_config_t *pv_pc;  /* NULL: no progress (the checker's) */
   uint64_t pv_done, pv_total;
+  char pv_what[ZV_NAME_MAX + 16]; /* "volume 'NAME'" */
+  zv_dmu_walk_fn pv_fn;           /* also sees each block (or NULL) */
+  void *pv_arg;
 } import_verify_t;
 
 /* verify=full: every pointer of the volume tree must point at allocated
@@ -326,11 +355,18 @@ import_verify_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
 
   /* The root took its space before the walk (import_load_ub). */
   if (level + 1u < pv->pv_ds->ds_obj.ob_nlevels || level == 0)
-    r = import_own_bp (a, bp, "volume", level, blkid);
+    r = import_own_bp (pv->pv_pool, bp, pv->pv_what, level, blkid);
   if (r < 0)
     return r;
   if (level > 0)
     zv_alloc_own_checked (a, bp->bp_dva[0]);
+  if (pv->pv_fn) {
+    r = pv->pv_fn (pv->pv_arg, bp, level, blkid, data);
+    if (r != 0)
+      return r;
+  }
+  if (pv->pv_pc == NULL)
+    return 0;
   if (level == 1 || (level == 0 && blkid % 4096 == 0)) {
     pv->pv_done = ZV_MIN (pv->pv_total, level == 1
                           ? (blkid + 1) * ZV_INDIRECT_FANOUT : blkid + 1);
@@ -490,19 +526,24 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
                 slot);
       return -EIO;
     }
+    bool snap = rec->dr_kind == ZV_DS_KIND_SNAPSHOT;
     for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
       const zv_pool_ds_t *o = p->p_dd.dd_dss[i];
-      bool logs = ZV_DVA_VDEV (o->ds_zil_hdr.zh_ring_dva) == ZV_LOG_VDEV
+      bool logs = !snap && o->ds_kind == ZV_DS_KIND_VOLUME
+        && ZV_DVA_VDEV (o->ds_zil_hdr.zh_ring_dva) == ZV_LOG_VDEV
         && ZV_DVA_VDEV (rec->dr_zil.zh_ring_dva) == ZV_LOG_VDEV;
-      if (o->ds_id == rec->dr_id || strcmp (o->ds_name, rec->dr_name) == 0
-          || logs) {
+      /* Names are unique among a volume's snapshots, and among volumes. */
+      bool same = o->ds_kind == rec->dr_kind
+        && o->ds_parent_id == rec->dr_parent_id
+        && strcmp (o->ds_name, rec->dr_name) == 0;
+      if (o->ds_id == rec->dr_id || same || logs) {
         zv_error ("dataset record %" PRIu64 ": its %s is also record %"
                   PRIu64 "'s", slot, o->ds_id == rec->dr_id ? "id"
                   : logs ? "log device" : "name", o->ds_slot);
         return -EIO;
       }
     }
-    r = import_check_zil (p, &rec->dr_zil, dl->dl_txg);
+    r = snap ? 0 : import_check_zil (p, &rec->dr_zil, dl->dl_txg);
     if (r == 0 && !zv_bp_is_hole (&rec->dr_volume.dn_root)
         && zv_zio_bp_check (&p->p_spa, &rec->dr_volume.dn_root,
                             "volume root") < 0)
@@ -513,12 +554,19 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
       return r;
     }
     zv_dsdir_init_t di = {
+      .di_kind = rec->dr_kind, .di_parent_id = rec->dr_parent_id,
+      .di_origin_id = rec->dr_origin_id,
+      .di_prev_snap_id = rec->dr_prev_snap_id,
+      .di_prev_snap_txg = rec->dr_prev_snap_txg,
+      .di_written = rec->dr_written, .di_used = rec->dr_used,
       .di_name = rec->dr_name, .di_id = rec->dr_id, .di_slot = slot,
       .di_volsize = rec->dr_volsize, .di_blksz = rec->dr_volblocksize,
       .di_reservation = rec->dr_reservation,
       .di_creation_txg = rec->dr_creation_txg,
       .di_creation_time = rec->dr_creation_time,
-      .di_volume = &rec->dr_volume, .di_zil = &rec->dr_zil,
+      .di_guid = rec->dr_guid,
+      .di_recv = (rec->dr_flags & ZV_DR_F_RECV_INCOMPLETE) != 0,
+      .di_volume = &rec->dr_volume, .di_zil = snap ? NULL : &rec->dr_zil,
     };
     zv_dsdir_add (p, &di)->ds_rec = *rec;
   }
@@ -527,12 +575,12 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
 
 /* The blocks of a flat object (a space map, a deferred list), owned. */
 static int
-import_own_flat (zv_alloc_t *a, const zv_flat_t *fl, const char *what)
+import_own_flat (zv_pool_t *p, const zv_flat_t *fl, const char *what)
 {
   for (unsigned l = 0; l < fl->fl_nlevels; l++)
     for (uint64_t i = 0; i < fl->fl_len[l]; i++)
       if (!zv_bp_is_hole (&fl->fl_bps[l][i])) {
-        int r = import_own_bp (a, &fl->fl_bps[l][i], what, l, i);
+        int r = import_own_bp (p, &fl->fl_bps[l][i], what, l, i);
         if (r < 0)
           return r;
       }
@@ -540,8 +588,9 @@ import_own_flat (zv_alloc_t *a, const zv_flat_t *fl, const char *what)
 }
 
 typedef struct import_own_defer {
-  zv_alloc_t *od_alloc;
+  zv_pool_t *od_pool;
   uint64_t od_txg;
+  char od_what[64];
   int od_err;
 } import_own_defer_t;
 
@@ -552,7 +601,8 @@ import_own_defer_cb (void *arg, uint64_t dva, uint32_t size)
 {
   import_own_defer_t *od = arg;
 
-  if (od->od_err == 0 && zv_alloc_own (od->od_alloc, dva, size) < 0) {
+  if (od->od_err == 0
+      && import_take (od->od_pool, od->od_what, 0, 0, 0, dva, size) < 0) {
     zv_error ("deferred-free list of txg %" PRIu64 ": extent (device %u "
               "offset %" PRIu64 ", %" PRIu32 " bytes) shares its space with "
               "a block in use or another entry", od->od_txg,
@@ -572,44 +622,125 @@ static int
 import_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
                const zv_objset_phys_t *os)
 {
-  zv_alloc_t *a = p->p_spa.spa_alloc;
+  char what[2 * ZV_NAME_MAX + 32];
   int r;
 
-  zv_alloc_own_begin (a);
-  r = import_own_bp (a, osbp, "objset", 0, 0);
+  zv_alloc_own_begin (p->p_spa.spa_alloc);
+  r = import_own_bp (p, osbp, "objset", 0, 0);
   if (r == 0)
-    r = import_own_flat (a, &p->p_dd.dd_flat, "dataset directory");
-  for (unsigned d = 0; d < p->p_spa.spa_ndevs && r == 0; d++)
-    r = import_own_flat (a, &p->p_spacemap[d], "space map");
+    r = import_own_flat (p, &p->p_dd.dd_flat, "dataset directory");
+  for (unsigned d = 0; d < p->p_spa.spa_ndevs && r == 0; d++) {
+    snprintf (what, sizeof what, "space map %u", d);
+    r = import_own_flat (p, &p->p_spacemap[d], what);
+  }
   for (unsigned i = 0; i < 2 && r == 0; i++)
-    r = import_own_flat (a, &p->p_defer[i], "deferred-free list");
+    r = import_own_flat (p, &p->p_defer[i], "deferred-free list");
   for (unsigned i = 0; i < 2 && r == 0; i++) {
-    import_own_defer_t od = { .od_alloc = a,
+    import_own_defer_t od = { .od_pool = p,
                             .od_txg = os->os_defer[i].dn_txg };
+    snprintf (od.od_what, sizeof od.od_what, "deferred free of txg %" PRIu64,
+              od.od_txg);
     /* Both lists in one txg would be the same allocator list: once. */
     if (os->os_defer[i].dn_size == 0
         || (i == 1 && os->os_defer[0].dn_size > 0
             && os->os_defer[0].dn_txg == od.od_txg))
       continue;
-    zv_alloc_defer_foreach (a, od.od_txg, import_own_defer_cb, &od);
+    zv_alloc_defer_foreach (p->p_spa.spa_alloc, od.od_txg,
+                            import_own_defer_cb, &od);
     r = od.od_err;
   }
   for (size_t i = 0; i < p->p_dd.dd_nds && r == 0; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
     const zv_zil_header_t *zh = &ds->ds_zil_hdr;
     const zv_dnode_phys_t *dn = &ds->ds_rec.dr_volume;
+    zv_flat_t *dlf = zv_deadlist_flat (&ds->ds_deadlist);
 
+    if (dlf != NULL && (r = import_own_flat (p, dlf, "dead list")) < 0)
+      break;
+    /* A snapshot has no log; a root born before the dataset's newest
+     * snapshot is that snapshot's (each dataset owns what was born after
+     * its line: snap.c). */
+    if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT) {
+      snprintf (what, sizeof what, "snapshot '%s@%s'",
+                ds->ds_parent ? ds->ds_parent->ds_name : "?", ds->ds_name);
+      if (!zv_bp_is_hole (&dn->dn_root)
+          && dn->dn_root.bp_birth > zv_import_ds_min_birth (ds))
+        r = import_own_bp (p, &dn->dn_root, what, dn->dn_nlevels - 1u, 0);
+      continue;
+    }
+    snprintf (what, sizeof what, "intent log ring of '%s'", ds->ds_name);
     if (ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV
-        && zv_alloc_own (a, zh->zh_ring_dva,
-                         (uint32_t) (zh->zh_nslots * zh->zh_blksz)) < 0) {
+        && import_take (p, what, 0, 0, 0, zh->zh_ring_dva,
+                        (uint32_t) (zh->zh_nslots * zh->zh_blksz)) < 0) {
       zv_error ("volume '%s': intent log ring shares its space with a "
                 "block in use", ds->ds_name);
       r = -EIO;
     }
-    if (r == 0 && !zv_bp_is_hole (&dn->dn_root))
-      r = import_own_bp (a, &dn->dn_root, "volume", dn->dn_nlevels - 1u, 0);
+    snprintf (what, sizeof what, "volume '%s'", ds->ds_name);
+    if (r == 0 && !zv_bp_is_hole (&dn->dn_root)
+        && dn->dn_root.bp_birth > zv_import_ds_min_birth (ds))
+      r = import_own_bp (p, &dn->dn_root, what, dn->dn_nlevels - 1u, 0);
   }
   return r;
+}
+
+/*
+ * The blocks of its tree a dataset owns: those born after this txg, its
+ * previous snapshot's (a clone's: its origin's).  A block two datasets
+ * share is owned once, by the oldest that has it (snap.c), and every
+ * walk that takes owners (verify=full and the checker's) prunes by it.
+ */
+uint64_t
+zv_import_ds_min_birth (const zv_pool_ds_t *ds)
+{
+  return ds->ds_prev_snap_txg;
+}
+
+/* One dataset's tree, walked for its owners (every block a pointer of
+ * it names that it owns, each copy); pv->pv_fn sees every block too. */
+static int
+import_walk (import_verify_t *pv, zv_pool_ds_t *ds)
+{
+  pv->pv_ds = ds;
+  snprintf (pv->pv_what, sizeof pv->pv_what, "volume '%s'", ds->ds_name);
+  return zv_dmu_walk_since (&pv->pv_pool->p_spa, ds->ds_obj.ob_id,
+                            &ds->ds_rec.dr_volume, false,
+                            zv_import_ds_min_birth (ds), import_verify_cb,
+                            pv);
+}
+
+int
+zv_import_walk_tree (zv_pool_t *p, zv_pool_ds_t *ds, zv_dmu_walk_fn fn,
+                     void *arg)
+{
+  import_verify_t pv = { .pv_pool = p, .pv_fn = fn, .pv_arg = arg };
+
+  return import_walk (&pv, ds);
+}
+
+/* The checker's last owners: the in-place blocks the datasets' logs
+ * would claim, where nothing else owns them (the claim's rule: space a
+ * tree uses is never a record's). */
+static void
+import_own_log_cb (void *arg, uint64_t dva, uint32_t size)
+{
+  zv_pool_t *p = arg;
+
+  if (zv_alloc_is_allocated (p->p_spa.spa_alloc, dva, size))
+    zv_alloc_own_rest (p->p_spa.spa_alloc, dva, size);
+}
+
+void
+zv_import_own_log_blocks (zv_pool_t *p)
+{
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
+      continue;                 /* no log */
+    zv_zil_foreach_claim (&p->p_spa, p->p_logdev, &ds->ds_zil_hdr,
+                          p->p_synced_txg, ds->ds_blksz, ds->ds_volsize,
+                          import_own_log_cb, p);
+  }
 }
 
 /* Load everything uberblock 'ub' names, verifying as we go. */
@@ -700,6 +831,8 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
     r = zv_flat_load (&p->p_dd.dd_flat, &os->os_dsdir, import_dsdir_cb, &dl);
   }
   if (r == 0)
+    r = zv_snap_link (p);
+  if (r == 0)
     r = import_own_meta (p, bp, os);
   if (r < 0)
     goto out;
@@ -711,12 +844,8 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
     import_verify_t pv = { .pv_pool = p, .pv_pc = pc };
     for (size_t i = 0; i < p->p_dd.dd_nds; i++)
       pv.pv_total += p->p_dd.dd_dss[i]->ds_rec.dr_volume.dn_nblocks;
-    for (size_t i = 0; i < p->p_dd.dd_nds && r == 0; i++) {
-      zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
-      pv.pv_ds = ds;
-      r = zv_dmu_walk (spa, ds->ds_obj.ob_id, &ds->ds_rec.dr_volume, false,
-                       import_verify_cb, &pv);
-    }
+    for (size_t i = 0; i < p->p_dd.dd_nds && r == 0; i++)
+      r = import_walk (&pv, p->p_dd.dd_dss[i]);
     if (r < 0)
       goto out;
     p->p_verified = true;
@@ -953,6 +1082,8 @@ zv_import_pool (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
     zv_error ("pool '%s': uberblock of txg %" PRIu64 " does not verify; "
               "trying an older one", p->p_name, ub->ub_txg);
     zv_import_unload (p);
+    if (p->p_check)
+      zv_check_forget (p->p_check);
   }
   if (r == 0)
     r = import_check_loss (p, pc, &ref, cands, chosen);
@@ -983,6 +1114,8 @@ zv_import_claim_logs (zv_pool_t *p)
 {
   for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+    if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
+      continue;                 /* no log */
     int r = zv_zil_claim (&p->p_spa, p->p_logdev, &ds->ds_zil_hdr,
                           p->p_synced_txg, ds->ds_blksz, ds->ds_volsize,
                           p->p_zil_recover, p->p_rewound, import_space_live,
@@ -1006,7 +1139,8 @@ void
 zv_import_inspect_logs (zv_pool_t *p)
 {
   for (size_t i = 0; i < p->p_dd.dd_nds; i++)
-    zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_dd.dd_dss[i]->ds_zil_hdr,
+    if (p->p_dd.dd_dss[i]->ds_kind == ZV_DS_KIND_VOLUME)
+      zv_zil_inspect (&p->p_spa, p->p_logdev, &p->p_dd.dd_dss[i]->ds_zil_hdr,
                     p->p_synced_txg, p->p_dd.dd_dss[i]->ds_blksz,
                     p->p_dd.dd_dss[i]->ds_volsize, p->p_rewound);
 }

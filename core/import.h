@@ -31,6 +31,18 @@ void zv_import_setup (zv_pool_t *p, const zv_pool_config_t *pc);
 void zv_import_dev_opts (const zv_pool_config_t *pc, bool log,
                          zv_dev_opts_t *o);
 
+/* The txg after which a dataset's tree blocks are its own (0 today:
+ * snapshots set it); walks that take owners prune by it. */
+uint64_t zv_import_ds_min_birth (const zv_pool_ds_t *ds);
+/* Walk a dataset's tree taking every owner of it, as verify=full does
+ * (the root excepted: import took it); fn (may be NULL) sees each block
+ * after its owner is taken.  0, the walk's first error or fn's return. */
+int zv_import_walk_tree (zv_pool_t *p, zv_pool_ds_t *ds, zv_dmu_walk_fn fn,
+                         void *arg);
+/* The checker's: the in-place blocks the datasets' logs would claim own
+ * whatever of them is allocated and owned by nothing else. */
+void zv_import_own_log_blocks (zv_pool_t *p);
+
 /*
  * Import: queue the entries of block blkid of a deferred-free list of txg
  * (count entries in the whole list) into the allocator.  Every entry must

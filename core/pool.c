@@ -36,6 +36,8 @@
 #include <time.h>
 
 #include "pool_impl.h"
+#include "snap.h"
+#include "send.h"
 #include "import.h"
 #include "psync.h"
 #include "label.h"
@@ -459,8 +461,8 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
 
 /* The ring of a volume created after the pool: zil_size, or 64 MiB (a
  * sixteenth of a small pool), within what create accepts. */
-static uint64_t
-pool_default_ring (const zv_pool_t *p)
+uint64_t
+zv_pool_default_ring (const zv_pool_t *p)
 {
   const struct pool_geometry *g = &pool_geometry;
   uint64_t lo = g->pg_zil_min_blocks * (uint64_t) ZV_ZIL_BLKSZ;
@@ -480,7 +482,14 @@ zv_pool_volume_create (zv_pool_t *p, const char *name, uint64_t volsize,
                        uint32_t blksz, uint64_t reservation)
 {
   return zv_dsdir_create (p, name, volsize, blksz, reservation,
-                          pool_default_ring (p));
+                          zv_pool_default_ring (p));
+}
+
+int
+zv_pool_volume_clone (zv_pool_t *p, const char *snap, const char *name,
+                      uint64_t reservation)
+{
+  return zv_snap_clone (p, snap, name, reservation, zv_pool_default_ring (p));
 }
 
 /* Create a new pool: every check first, then the labels, then txg 1
@@ -521,7 +530,7 @@ pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
                                pc->pc_volblocksize,
                                pc->pc_sparse ? 0 : pc->pc_volsize,
                                pl.pl_zil_ring ? pl.pl_zil_ring
-                               : pool_default_ring (p), 1, false);
+                               : zv_pool_default_ring (p), 1, false, NULL);
   if (r == 0)
     r = zv_psync_txg (p, 1, &st);
   if (r < 0)
@@ -538,8 +547,25 @@ pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
 }
 
 /* Create or import. */
+static int pool_open (const zv_pool_config_t *pc, zv_check_t *ck,
+                      zv_pool_t **poolp);
+
 int
 zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
+{
+  return pool_open (pc, NULL, poolp);
+}
+
+int
+zv_pool_open_check (const zv_pool_config_t *pc, zv_check_t *ck,
+                    zv_pool_t **poolp)
+{
+  ZV_VERIFY (pc->pc_readonly && !pc->pc_create);
+  return pool_open (pc, ck, poolp);
+}
+
+static int
+pool_open (const zv_pool_config_t *pc, zv_check_t *ck, zv_pool_t **poolp)
 {
   zv_dev_t *devs[ZV_MAX_DEVS] = { 0 };
   zv_pool_t *p;
@@ -584,6 +610,7 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
   p = zv_calloc (1, sizeof *p);
   p->p_readonly = pc->pc_readonly;
   p->p_zil_recover = pc->pc_zil_recover;
+  p->p_check = ck;
   zv_dsdir_init (p);
   if (pc->pc_create) {
     if (pc->pc_readonly) {
@@ -628,6 +655,9 @@ zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp)
     zv_import_inspect_logs (p);
   if (r == 0 && p->p_ub_discard_pending)
     r = zv_import_ub_discard (p);
+  /* A receive a crash cut short is undone before anyone opens it. */
+  if (r == 0 && !pc->pc_create && !p->p_readonly)
+    zv_recv_recover (p);
   if (r < 0) {
     pool_free (p);
     return r;

@@ -24,6 +24,7 @@
 /* The public zvol_pool_t (zvol.h) is this structure. */
 typedef struct zvol_pool zv_pool_t;
 typedef struct zv_pool_ds zv_pool_ds_t;
+typedef struct zv_check zv_check_t;
 
 /*
  * The configuration of an open: the public zvol_pool_config_t field for
@@ -60,6 +61,10 @@ typedef struct zv_pool_config {
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */
 void zv_pool_config_init (zv_pool_config_t *pc);
 int zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp);
+/* The same for the offline checker: its import records what the owner
+ * map refuses in ck instead of failing (check.c). */
+int zv_pool_open_check (const zv_pool_config_t *pc, zv_check_t *ck,
+                        zv_pool_t **poolp);
 int zv_pool_start (zv_pool_t *p);
 int zv_pool_close (zv_pool_t *p);
 const char *zv_pool_name (zv_pool_t *p);
@@ -92,6 +97,11 @@ void zv_pool_last_sync (zv_pool_t *p, uint64_t *passes, unsigned *write_cap);
  * the ring of a volume created after its pool (zil_size). */
 int zv_pool_volume_create (zv_pool_t *p, const char *name, uint64_t volsize,
                            uint32_t blksz, uint64_t reservation);
+/* The ring of a volume created after its pool (zil_size's). */
+uint64_t zv_pool_default_ring (const zv_pool_t *p);
+/* The same for a clone (snap.h's zv_snap_clone). */
+int zv_pool_volume_clone (zv_pool_t *p, const char *snap, const char *name,
+                          uint64_t reservation);
 
 /* Tests: wait until everything written so far is on disk. */
 int zv_pool_sync (zv_pool_t *p);

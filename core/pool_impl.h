@@ -1,7 +1,9 @@
 /*
  * pool_impl.h: the pool's structure and its datasets', shared by the
  * pool's modules alone: pool.c (open, create, close), import.c, psync.c
- * (the txg sync) and dsdir.c (the dataset directory).  Everything above
+ * (the txg sync), dsdir.c (the dataset directory), snap.c and send.c
+ * (snapshots, and send and receive of them) and check.c (the offline
+ * checker).  Everything above
  * them sees pool.h and dsdir.h.  Each field says who guards it; the
  * modules' theory comments say why.
  */
@@ -16,14 +18,21 @@
 #include "flat.h"
 #include "label.h"
 #include "mem.h"
+#include "deadlist.h"
+#include "check.h"
 
-/* A dataset: a record of the dataset directory (a volume). */
+/* A dataset: a record of the dataset directory (a volume or a
+ * snapshot; snap.c has the snapshots' part). */
 struct zv_pool_ds {
   zv_pool_t *ds_pool;
-  char ds_name[ZV_NAME_MAX];
+  char ds_name[ZV_NAME_MAX];   /* a snapshot's: the part after the '@' */
+  uint32_t ds_kind;            /* ZV_DS_KIND_* */
   uint64_t ds_id;
+  uint64_t ds_parent_id;       /* a snapshot's volume (0 for a volume) */
+  uint64_t ds_origin_id;       /* a clone's snapshot, else 0 */
   uint64_t ds_slot;            /* its record's index in the directory */
   uint64_t ds_creation_txg, ds_creation_time;
+  uint64_t ds_guid;            /* a snapshot's identity (send streams) */
   uint64_t ds_reservation;
   zv_object_t ds_obj;          /* the volume's block tree */
   uint64_t ds_volsize;
@@ -32,12 +41,33 @@ struct zv_pool_ds {
   zv_zil_header_t ds_zil_hdr;  /* as the last sync or the import left it */
   zv_zil_t *ds_zil;            /* the open volume's log, or NULL */
   bool ds_held;                /* a volume has it open */
+  unsigned ds_snap_holds;      /* a snapshot: read-only opens */
+  bool ds_pending;             /* a snapshot its txg's sync has yet to take */
+  bool ds_recv;                /* a receive writes it (ZV_DR_F_RECV_INCOMPLETE
+                                  in its record): no open, no snapshot but
+                                  the receive's own */
+  /* The snapshot chain, changed by the sync thread's tasks under
+   * dd_lock (read under it, or by the sync thread): the newest snapshot
+   * (a volume's) or the one before (a snapshot's), its creation txg (the
+   * birth rule's line: ds_obj.ob_snap_txg), and that dataset. */
+  uint64_t ds_prev_snap_id, ds_prev_snap_txg;
+  zv_pool_ds_t *ds_prev;
+  zv_pool_ds_t *ds_parent;     /* a snapshot's volume */
+  /* Figures as of the last sync (under dd_lock): what list shows. */
+  uint64_t ds_pub_used, ds_pub_written, ds_pub_snapused;
   bool ds_destroy;             /* destroyed: the next sync frees it */
   _Atomic uint64_t ds_referenced; /* data bytes, as of the last sync */
+  _Atomic uint64_t ds_unique;  /* of them, born after its newest snapshot
+                                  (what its reservation covers) */
   /* The sync thread's: ds_destroy as the sync under way took it, and the
    * record as last written. */
   bool ds_freeing;
   zv_dsrec_phys_t ds_rec;
+  /* The sync thread's: the dead list, a snapshot's unique data bytes
+   * and its written (fixed when it is taken). */
+  zv_deadlist_t ds_deadlist;
+  uint64_t ds_used;
+  uint64_t ds_snap_written;
 };
 
 /* The dataset directory's state (dsdir.c's; see its theory comment). */
@@ -55,6 +85,9 @@ typedef struct zv_dsdir {
    * the destroy marks change under it too. */
   pthread_mutex_t dd_resv_lock;
   _Atomic uint64_t dd_resv_total; /* reservations of the undestroyed */
+  /* Snapshot operations waiting for the sync of their txg (snap.c),
+   * under dd_lock. */
+  struct zv_snap_task *dd_tasks;
 } zv_dsdir_t;
 
 struct zvol_pool {
@@ -79,6 +112,9 @@ struct zvol_pool {
   enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
   bool p_rewound;              /* imported at an older txg than the newest */
   bool p_verified;             /* verify=full walked the whole tree */
+  zv_check_t *p_check;         /* the offline checker's import (check.c):
+                                  owners it refuses are recorded, not
+                                  fatal; NULL otherwise */
   /* The claim at import took in-place blocks off the imported txg's
    * pending deferred-free list (zv_alloc_defer_cancel): the next sync
    * rewrites that list too (psync_defer_prev). */

@@ -172,6 +172,17 @@ void zv_zil_inspect (zv_spa_t *spa, zv_dev_t *logdev,
                      uint32_t blksz, uint64_t volsize, bool rewound);
 
 /*
+ * The offline checker (check.c): fn sees the in-place block (one volume
+ * block of blksz bytes) of each record a claim of this log would keep:
+ * space that belongs to the log until the replay, not leaked.  Nothing
+ * is claimed, judged or said.
+ */
+void zv_zil_foreach_claim (zv_spa_t *spa, zv_dev_t *logdev,
+                           const zv_zil_header_t *zh, uint64_t imported_txg,
+                           uint32_t blksz, uint64_t volsize,
+                           zv_alloc_extent_fn fn, void *arg);
+
+/*
  * The block pointer of an in-place (ZV_LR_WRITE_IND) record, read from
  * disk: one copy of one whole volume block (level 0, volume data, psize
  * and lsize blksz) inside the pool's data area, never a hole.  -EIO with

@@ -959,6 +959,30 @@ zv_zil_inspect (zv_spa_t *spa, zv_dev_t *logdev, const zv_zil_header_t *zh,
   replay_walk_free (&wk);
 }
 
+/* The checker's view of a claim (zil.h): the in-place blocks of the
+ * records a claim would keep, found by the same walk, judged by none. */
+void
+zv_zil_foreach_claim (zv_spa_t *spa, zv_dev_t *logdev,
+                      const zv_zil_header_t *zh, uint64_t imported_txg,
+                      uint32_t blksz, uint64_t volsize,
+                      zv_alloc_extent_fn fn, void *arg)
+{
+  zv_zil_t zl;
+  uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
+  replay_claims_t cl;
+  replay_walk_t wk;
+
+  replay_walker_init (&zl, spa, logdev, zh, blksz, volsize);
+  memset (&cl, 0, sizeof cl);
+  replay_walk (&zl, claim, zh->zh_flags & ZV_ZH_F_TRUNCATED
+               ? zh->zh_trunc_seq : 0, (uint32_t) zh->zh_trunc_off, false,
+               &cl, &wk);
+  for (size_t i = 0; i < cl.cl_n; i++)
+    fn (arg, cl.cl_ent[i].ce_dva, blksz);
+  free (cl.cl_ent);
+  replay_walk_free (&wk);
+}
+
 /* Apply the records of one verified block that start before byte 'lim'
  * (claim rule: txg > claim). */
 static int

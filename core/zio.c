@@ -93,24 +93,37 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
   for (unsigned c = 0; c < bp->bp_ncopies; c++) {
     uint64_t dva = bp->bp_dva[c];
     zv_dev_t *dev = spa->spa_devs[ZV_DVA_VDEV (dva)];
-    zv_cksum_t got;
 
-    r = zv_dev_read (dev, buf, ZV_DVA_OFFSET (dva), bp->bp_psize);
-    if (r < 0) {
+    r = zv_zio_read_copy (spa, bp, c, buf);
+    if (r == 0)
+      return 0;
+    if (r == -EIO)
       zv_error ("%s: read error on %s at offset %" PRIu64 " (copy %u of %u)",
                 what, zv_dev_path (dev), ZV_DVA_OFFSET (dva), c + 1,
                 bp->bp_ncopies);
-      continue;
-    }
-    zv_cksum_compute (buf, bp->bp_psize, spa->spa_guid, &got);
-    if (zv_cksum_equal (&got, &bp->bp_cksum))
-      return 0;
-    zv_error ("%s: checksum error on %s at offset %" PRIu64
-              " (copy %u of %u, birth txg %" PRIu64 ")",
-              what, zv_dev_path (dev), ZV_DVA_OFFSET (dva), c + 1,
-              bp->bp_ncopies, bp->bp_birth);
+    else
+      zv_error ("%s: checksum error on %s at offset %" PRIu64
+                " (copy %u of %u, birth txg %" PRIu64 ")",
+                what, zv_dev_path (dev), ZV_DVA_OFFSET (dva), c + 1,
+                bp->bp_ncopies, bp->bp_birth);
   }
   return -EIO;
+}
+
+/* One copy, quietly: the caller says what went wrong. */
+int
+zv_zio_read_copy (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned c,
+                  void *buf)
+{
+  uint64_t dva = bp->bp_dva[c];
+  zv_cksum_t got;
+
+  ZV_VERIFY (c < bp->bp_ncopies && c < 2);
+  if (zv_dev_read (spa->spa_devs[ZV_DVA_VDEV (dva)], buf,
+                   ZV_DVA_OFFSET (dva), bp->bp_psize) < 0)
+    return -EIO;
+  zv_cksum_compute (buf, bp->bp_psize, spa->spa_guid, &got);
+  return zv_cksum_equal (&got, &bp->bp_cksum) ? 0 : -EILSEQ;
 }
 
 /* One copy of one block, to be read or written (zp_idx: the block's

@@ -49,6 +49,11 @@ typedef struct zv_spa {
  */
 int zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
                  const char *what);
+/* Read copy c of a pointer zv_zio_bp_check passed, without a message:
+ * 0, -EIO (the device failed the read) or -EILSEQ (the checksum does not
+ * verify).  The checker reads every copy this way. */
+int zv_zio_read_copy (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned c,
+                      void *buf);
 
 /*
  * Read n blocks at once: the first copy of each is read in one device

@@ -339,6 +339,57 @@ zv_cksum_compute (const void *buf, size_t len, uint64_t seed,
   out->zc_word[1] = h.high64;
 }
 
+struct zv_cksum_stream {
+  XXH3_state_t *cs_state;
+};
+
+zv_cksum_stream_t *
+zv_cksum_stream_new (uint64_t seed)
+{
+  zv_cksum_stream_t *cs = zv_alloc (sizeof *cs);
+
+  cs->cs_state = XXH3_createState ();
+  if (cs->cs_state == NULL)
+    zv_nomem (sizeof *cs);
+  zv_cksum_stream_reset (cs, seed);
+  return cs;
+}
+
+void
+zv_cksum_stream_reset (zv_cksum_stream_t *cs, uint64_t seed)
+{
+  ZV_VERIFY (XXH3_128bits_reset_withSeed (cs->cs_state, seed) == XXH_OK);
+}
+
+void
+zv_cksum_stream_update (zv_cksum_stream_t *cs, const void *buf, size_t len)
+{
+#ifdef UTIL_XXH_DISPATCH
+  ZV_VERIFY (XXH3_128bits_update_dispatch (cs->cs_state, buf, len)
+             == XXH_OK);
+#else
+  ZV_VERIFY (XXH3_128bits_update (cs->cs_state, buf, len) == XXH_OK);
+#endif
+}
+
+void
+zv_cksum_stream_value (zv_cksum_stream_t *cs, zv_cksum_t *out)
+{
+  XXH128_hash_t h = XXH3_128bits_digest (cs->cs_state);
+
+  out->zc_word[0] = h.low64;
+  out->zc_word[1] = h.high64;
+}
+
+void
+zv_cksum_stream_free (zv_cksum_stream_t *cs)
+{
+  if (cs == NULL)
+    return;
+  XXH3_freeState (cs->cs_state);
+  free (cs);
+}
+
 /* A hostile string as a log line may show it (see zv_util.h). */
 void
 zv_str_printable (const char *s, size_t max, char *out, size_t outlen)

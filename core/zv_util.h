@@ -147,6 +147,16 @@ zv_cksum_equal (const zv_cksum_t *a, const zv_cksum_t *b)
   return a->zc_word[0] == b->zc_word[0] && a->zc_word[1] == b->zc_word[1];
 }
 
+/* The same checksum of a byte stream fed in pieces (a send stream's):
+ * its value is zv_cksum_compute's of the pieces put end to end. */
+typedef struct zv_cksum_stream zv_cksum_stream_t;
+zv_cksum_stream_t *zv_cksum_stream_new (uint64_t seed);
+void zv_cksum_stream_reset (zv_cksum_stream_t *cs, uint64_t seed);
+void zv_cksum_stream_update (zv_cksum_stream_t *cs, const void *buf,
+                             size_t len);
+void zv_cksum_stream_value (zv_cksum_stream_t *cs, zv_cksum_t *out);
+void zv_cksum_stream_free (zv_cksum_stream_t *cs);
+
 /* Monotonic clock in nanoseconds. */
 static inline uint64_t
 zv_now_ns (void)

@@ -40,6 +40,8 @@
 
 #include "zvol.h"
 #include "pool.h"
+#include "snap.h"
+#include "send.h"
 #include "tunable.h"
 
 /* The public constants are the engine's own, not a copy to keep in step. */
@@ -149,6 +151,8 @@ struct zvol {
   uint64_t zv_volsize;
   uint32_t zv_blksz;
   bool zv_readonly;
+  bool zv_snapshot;           /* a snapshot: read-only whatever the pool */
+  char zv_name[2 * ZV_NAME_MAX]; /* "VOL" or "VOL@SNAP" */
   pthread_mutex_t zv_stripes[ZVOL_STRIPES]; /* range locks */
 };
 
@@ -222,6 +226,10 @@ static int
 zvol_check (zvol_t *zv, uint64_t off, uint64_t len, bool write,
             const char *op)
 {
+  if (write && zv->zv_snapshot) {
+    zv_error ("%s: '%s' is a snapshot, read-only", op, zv->zv_name);
+    return -EROFS;
+  }
   if (write && zv->zv_readonly) {
     zv_error ("%s: pool '%s' is read-only", op, zv_pool_name (zv->zv_pool));
     return -EROFS;
@@ -918,6 +926,12 @@ ZVOL_VI_SAME (vi_used, di_used);
 ZVOL_VI_SAME (vi_avail, di_avail);
 ZVOL_VI_SAME (vi_creation_txg, di_creation_txg);
 ZVOL_VI_SAME (vi_creation_time, di_creation_time);
+ZVOL_VI_SAME (vi_kind, di_kind);
+ZVOL_VI_SAME (vi_written, di_written);
+ZVOL_VI_SAME (vi_usedbysnapshots, di_usedbysnapshots);
+ZVOL_VI_SAME (vi_origin, di_origin);
+static_assert (ZVOL_KIND_VOLUME == ZV_DS_KIND_VOLUME
+               && ZVOL_KIND_SNAPSHOT == ZV_DS_KIND_SNAPSHOT, "kinds");
 static_assert (sizeof (zvol_volume_info_t) == sizeof (zv_dsdir_info_t),
                "volume info");
 
@@ -943,7 +957,66 @@ zvol_volume_destroy (zvol_pool_t *pool, const char *name)
 size_t
 zvol_volume_list (zvol_pool_t *pool, zvol_volume_info_t *out, size_t max)
 {
-  return zv_dsdir_list (pool, (zv_dsdir_info_t *) out, max);
+  return zv_dsdir_list (pool, ZVOL_LIST_VOLUMES, (zv_dsdir_info_t *) out,
+                        max);
+}
+
+size_t
+zvol_dataset_list (zvol_pool_t *pool, unsigned kinds,
+                   zvol_volume_info_t *out, size_t max)
+{
+  return zv_dsdir_list (pool, kinds, (zv_dsdir_info_t *) out, max);
+}
+
+int
+zvol_snapshot_create (zvol_pool_t *pool, const char *name)
+{
+  return zv_snap_create (pool, name);
+}
+
+int
+zvol_snapshot_rollback (zvol_pool_t *pool, const char *name,
+                        bool destroy_newer)
+{
+  return zv_snap_rollback (pool, name, destroy_newer);
+}
+
+int
+zvol_volume_clone (zvol_pool_t *pool, const char *snapshot,
+                   const char *clone, const zvol_volume_params_t *vp)
+{
+  return zv_pool_volume_clone (pool, snapshot, clone,
+                               vp ? vp->vp_reservation : 0);
+}
+
+static_assert (sizeof (zvol_stream_io_t) == sizeof (zv_stream_io_t)
+               && offsetof (zvol_stream_io_t, sio_read)
+                  == offsetof (zv_stream_io_t, sio_read)
+               && offsetof (zvol_stream_io_t, sio_progress_arg)
+                  == offsetof (zv_stream_io_t, sio_progress_arg),
+               "stream I/O is the engine's, field for field");
+static_assert (ZVOL_DIFF_WRITTEN == ZV_DIFF_WRITTEN
+               && ZVOL_DIFF_FREED == ZV_DIFF_FREED, "diff kinds");
+
+int
+zvol_send (zvol_pool_t *pool, const char *snapshot, const char *from,
+           const zvol_stream_io_t *io)
+{
+  return zv_send (pool, snapshot, from, (const zv_stream_io_t *) io);
+}
+
+int
+zvol_receive (zvol_pool_t *pool, const char *target,
+              const zvol_stream_io_t *io)
+{
+  return zv_recv (pool, target, (const zv_stream_io_t *) io);
+}
+
+int
+zvol_diff (zvol_pool_t *pool, const char *from, const char *to,
+           zvol_diff_fn fn, void *arg)
+{
+  return zv_diff (pool, from, to, fn, arg);
 }
 
 uint64_t
@@ -1096,7 +1169,9 @@ zvol_open (zvol_pool_t *pool, const char *name, const zvol_config_t *vc,
   zv->zv_sync = vc->vc_sync;
   zv->zv_volsize = zv_dsdir_volsize (ds);
   zv->zv_blksz = zv_dsdir_blksz (ds);
-  zv->zv_readonly = zv_pool_is_readonly (pool);
+  zv->zv_snapshot = zv_dsdir_is_snapshot (ds);
+  zv->zv_readonly = zv_pool_is_readonly (pool) || zv->zv_snapshot;
+  zv_dsdir_fullname (ds, zv->zv_name, sizeof zv->zv_name);
   for (unsigned i = 0; i < ZVOL_STRIPES; i++)
     pthread_mutex_init (&zv->zv_stripes[i], NULL);
   if (!zv->zv_readonly) {
@@ -1131,7 +1206,7 @@ zvol_close (zvol_t *zv)
 const char *
 zvol_name (zvol_t *zv)
 {
-  return zv_dsdir_name (zv->zv_ds);
+  return zv->zv_name;
 }
 
 void

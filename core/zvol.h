@@ -162,6 +162,62 @@ ZVOL_API const char *zvol_pool_name (zvol_pool_t *pool);
 ZVOL_API uint64_t zvol_pool_guid (zvol_pool_t *pool);
 ZVOL_API bool zvol_pool_is_readonly (zvol_pool_t *pool);
 
+/* ---- checking a pool offline ---- */
+
+/*
+ * zvol_pool_check imports the pool read-only (nothing is written, no log
+ * replayed) and reads every block of it: the pool's own objects (objset,
+ * space maps, deferred-free lists, dataset directory) and every
+ * dataset's tree, data blocks included, each copy verified against its
+ * checksum.  Then it compares what owns space with the space maps: space
+ * allocated that nothing owns is leaked, space two owners claim is
+ * doubly allocated (both named), a pointer at free space is reported.
+ * Each problem goes to cr_problem as it is found, with a line saying
+ * where (dataset, level, block id, device, offset); the counts are in
+ * the report.  Progress goes to pc_progress ("check": data bytes read of
+ * the total the trees hold).  Returns 0 when the check ran (clean when
+ * cr_problems is 0), or the import's error when the pool could not be
+ * imported at all (its message logged).
+ */
+typedef enum zvol_check_kind {
+  ZVOL_CHECK_CKSUM = 1,     /* a copy whose checksum does not verify */
+  ZVOL_CHECK_READ,          /* a copy the device could not read */
+  ZVOL_CHECK_LOST,          /* a block no copy of which verifies */
+  ZVOL_CHECK_TREE,          /* a tree whose walk stopped (not checked
+                               past a block that fails its checks) */
+  ZVOL_CHECK_FREE,          /* a pointer at free space or off the pool */
+  ZVOL_CHECK_DOUBLE,        /* space two owners claim */
+  ZVOL_CHECK_LEAK,          /* allocated space nothing owns */
+} zvol_check_kind_t;
+
+typedef struct zvol_check_problem {
+  zvol_check_kind_t cp_kind;
+  unsigned cp_dev;             /* device index in the pool */
+  uint64_t cp_offset;          /* bytes, on that device */
+  uint64_t cp_length;
+  const char *cp_msg;          /* the whole of it, one line */
+} zvol_check_problem_t;
+
+typedef struct zvol_check_report {
+  /* Set by the caller (may be NULL): each problem as it is found. */
+  void (*cr_problem) (void *arg, const zvol_check_problem_t *cp);
+  void *cr_problem_arg;
+  /* Filled in by the check: */
+  uint64_t cr_trees;           /* dataset trees walked */
+  uint64_t cr_blocks;          /* blocks read (every copy of each) */
+  uint64_t cr_bytes;           /* bytes read and verified */
+  uint64_t cr_allocated;       /* bytes the space maps show allocated */
+  uint64_t cr_cksum_errors, cr_read_errors, cr_lost_blocks;
+  uint64_t cr_incomplete;      /* trees whose walk stopped early */
+  uint64_t cr_free_refs;       /* pointers at free space */
+  uint64_t cr_double, cr_double_bytes;  /* extents, bytes */
+  uint64_t cr_leaked, cr_leaked_bytes;  /* extents, bytes */
+  uint64_t cr_problems;        /* every problem found */
+} zvol_check_report_t;
+
+ZVOL_API int zvol_pool_check (const zvol_pool_config_t *pc,
+                              zvol_check_report_t *rep);
+
 /* ---- volumes ---- */
 
 /*
@@ -181,31 +237,121 @@ typedef struct zvol_volume_params {
 
 ZVOL_API int zvol_volume_create (zvol_pool_t *pool, const char *name,
                                  const zvol_volume_params_t *vp);
-/* Destroy a volume and free what it held (-ENOENT, -EBUSY while it is
- * open, -EROFS); returns when that is on disk and the space is free
- * again (two txgs later: frees are deferred). */
+/* Destroy a volume, or a snapshot "VOL@SNAP", and free what it alone
+ * held (-ENOENT; -EBUSY while it is open, for a volume with snapshots,
+ * for a snapshot with a clone; -EROFS); returns when that is on disk and
+ * the space is free again (two txgs later: frees are deferred). */
 ZVOL_API int zvol_volume_destroy (zvol_pool_t *pool, const char *name);
 
+/*
+ * Snapshots ("VOL@SNAP", SNAP named as a volume is).  A snapshot is taken
+ * while the volume is written, in O(1) of its size: it holds every write
+ * acknowledged before the call and none issued after it returns; no
+ * client waits for it.  -EEXIST, -ENOENT (no such volume), -ENOSPC (the
+ * volume's reservation would no longer fit), -EINVAL (a bad name).
+ * A snapshot opens read-only (zvol_open with its name; writes -EROFS),
+ * any number of times.
+ */
+ZVOL_API int zvol_snapshot_create (zvol_pool_t *pool, const char *name);
+/* Roll the volume back to snapshot "VOL@SNAP", in metadata only: its
+ * newest, or with destroy_newer an older one (the newer ones are
+ * destroyed, newest first).  -EBUSY while the volume is open (no client
+ * reads a mix of before and after); -EEXIST when SNAP is not the newest
+ * and destroy_newer is false. */
+ZVOL_API int zvol_snapshot_rollback (zvol_pool_t *pool, const char *name,
+                                     bool destroy_newer);
+/* A writable volume 'clone' from snapshot "VOL@SNAP", sharing its blocks
+ * (vp: only vp_reservation is used; NULL: thin).  The snapshot cannot be
+ * destroyed while the clone exists. */
+ZVOL_API int zvol_volume_clone (zvol_pool_t *pool, const char *snapshot,
+                                const char *clone,
+                                const zvol_volume_params_t *vp);
+
+#define ZVOL_KIND_VOLUME   1u
+#define ZVOL_KIND_SNAPSHOT 2u
 typedef struct zvol_volume_info {
-  char vi_name[ZVOL_NAME_MAX];
+  char vi_name[2 * ZVOL_NAME_MAX]; /* "VOL" or "VOL@SNAP" */
   uint64_t vi_id;
   uint64_t vi_volsize;
   uint32_t vi_blocksize;
   bool vi_open;
   uint64_t vi_reservation;
   uint64_t vi_referenced;      /* data bytes its tree holds (last sync) */
-  uint64_t vi_used;            /* max (referenced, reservation) */
+  /* A snapshot: the data only it holds (what its destroy frees).  A
+   * volume: written + usedbysnapshots + its reservation's unused part. */
+  uint64_t vi_used;
   uint64_t vi_avail;           /* the pool's free space less the others'
-                                  unused reservations */
+                                  unused reservations (volumes) */
   uint64_t vi_creation_txg, vi_creation_time;
+  uint32_t vi_kind;            /* ZVOL_KIND_* */
+  uint64_t vi_written;         /* data born after the previous snapshot */
+  uint64_t vi_usedbysnapshots; /* a volume's: data only its snapshots hold */
+  char vi_origin[2 * ZVOL_NAME_MAX]; /* a clone's snapshot, else "" */
 } zvol_volume_info_t;
 
 /* The pool's volumes, up to max into out (in directory order); returns
  * how many there are (call again with a larger array if more). */
 ZVOL_API size_t zvol_volume_list (zvol_pool_t *pool, zvol_volume_info_t *out,
                                   size_t max);
+/* The same for the kinds asked (ZVOL_LIST_*): each volume, then its
+ * snapshots oldest first. */
+#define ZVOL_LIST_VOLUMES   (1u << ZVOL_KIND_VOLUME)
+#define ZVOL_LIST_SNAPSHOTS (1u << ZVOL_KIND_SNAPSHOT)
+ZVOL_API size_t zvol_dataset_list (zvol_pool_t *pool, unsigned kinds,
+                                   zvol_volume_info_t *out, size_t max);
 /* Bytes a new volume or a write may still use. */
 ZVOL_API uint64_t zvol_pool_avail (zvol_pool_t *pool);
+/*
+ * Send and receive (docs/format.md, "Send streams").  A stream goes to
+ * or comes from sio_fd, or the callback when it is set: sio_write takes
+ * every byte (0 or -errno); sio_read returns how many bytes it read, up
+ * to len, fewer only at the stream's end (0 there), or -errno.  The
+ * progress callback, if set, sees data bytes done out of a total (the
+ * sender's estimate, never below done; done == total at the end).
+ */
+typedef struct zvol_stream_io {
+  int sio_fd;
+  int (*sio_write) (void *arg, const void *buf, size_t len);
+  int64_t (*sio_read) (void *arg, void *buf, size_t len);
+  void *sio_arg;
+  void (*sio_progress) (void *arg, uint64_t done, uint64_t total);
+  void *sio_progress_arg;
+} zvol_stream_io_t;
+
+/* Send snapshot "VOL@SNAP": all of it (from NULL), or what changed since
+ * the older snapshot "VOL@OLDER" of the same volume, reading only the
+ * blocks born between them.  -ENOENT, -EINVAL (not snapshots of one
+ * volume, from not older), -EIO, or the writer's error. */
+ZVOL_API int zvol_send (zvol_pool_t *pool, const char *snapshot,
+                        const char *from, const zvol_stream_io_t *io);
+/*
+ * Receive a stream into 'target' ("VOL", or "VOL@SNAP" to name the
+ * snapshot; else it is named as the one sent).  A full stream creates
+ * the volume (thin) and its snapshot; an incremental one applies to the
+ * existing volume whose newest snapshot is the stream's base (by its
+ * guid) and that has not changed since (else -EBUSY: roll it back), and
+ * ends with the new snapshot.  A damaged, truncated or out-of-order
+ * stream is refused (-EIO, saying where), and so is one that does not
+ * fit (-EINVAL, -EEXIST, -ENOENT); then nothing of it stays: the new
+ * volume is destroyed or the target rolled back, also by the next import
+ * after a crash.  -EROFS on a read-only pool.
+ */
+ZVOL_API int zvol_receive (zvol_pool_t *pool, const char *target,
+                           const zvol_stream_io_t *io);
+
+/* The ranges that differ between snapshot "VOL@A" and the newer "VOL@B"
+ * (or the volume "VOL", which must be closed: -EBUSY), ascending: written
+ * since A, or reading as zeros in B (freed, or holes of rewritten
+ * metadata that may have been zeros in A too).  The walk reads only what
+ * was born after A.  fn's nonzero return stops it (a positive one is not
+ * an error: zvol_diff returns 0). */
+#define ZVOL_DIFF_WRITTEN 1u
+#define ZVOL_DIFF_FREED   2u
+typedef int (*zvol_diff_fn) (void *arg, uint64_t off, uint64_t len,
+                             unsigned kind);
+ZVOL_API int zvol_diff (zvol_pool_t *pool, const char *from, const char *to,
+                        zvol_diff_fn fn, void *arg);
+
 
 #define ZVOL_SYNC_STANDARD 0u      /* flush and FUA are durable */
 #define ZVOL_SYNC_ALWAYS   1u      /* every write is durable on return */
@@ -449,6 +595,10 @@ ZVOL_API int zvol_admin_run (zvol_exports_t *ex, int argc, char *const *argv,
                              unsigned flags, FILE *out, FILE *err);
 /* The usage lines of every command ("  zvoladm create ..."). */
 ZVOL_API void zvol_admin_print_usage (FILE *fp);
+/* A size as the commands print it: for people (1.50M), or with exact
+ * the bytes. */
+ZVOL_API void zvol_admin_size (char *buf, size_t len, uint64_t v,
+                               bool exact);
 
 /* ---- the control socket (ctl.c) ---- */
 

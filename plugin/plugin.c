@@ -148,7 +148,8 @@ static zvol_pool_t *zp_pool;
 /* The volumes served, get_ready to cleanup; a connection's handle is
  * the volume it holds there. */
 static zvol_exports_t *zp_exports;
-static char zp_default[ZVOL_NAME_MAX];  /* the default export, or "" */
+/* the default export, or "" */
+static char zp_default[sizeof ((zvol_volume_info_t *) 0)->vi_name];
 static zvol_t *zp_kstat_zv;     /* held for the kstat writer, or NULL */
 static zvol_ctl_t *zp_ctl;      /* the control socket, after_fork..cleanup */
 static char *zp_created_file;   /* file we created or grew in get_ready */

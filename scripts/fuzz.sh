@@ -26,7 +26,7 @@ secs=${1:-600}
 shift || :
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] ||
-    harnesses=(label uberblock blkptr tree spacemap zil name image)
+    harnesses=(label uberblock blkptr tree spacemap zil name image dsrec stream)
 
 build=${ZVOL_TOP_BUILDDIR:-}
 if [ -z "$build" ]; then

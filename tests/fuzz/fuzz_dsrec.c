@@ -7,15 +7,17 @@
  * record's 1 KiB.  Unless the flags say not, the record is resealed for
  * its slot first, so that a changed field reaches the field checks
  * instead of stopping at the checksum.  Checked: a record that passes is
- * one import may serve (a volume of a valid size, block size and name,
- * its object of that shape, born no later than the objset, no snapshot
- * field set), a record sealed for another slot never passes, an all-zero
+ * one import may serve (a volume or a snapshot of a valid size, block
+ * size and name, its object of that shape, born no later than the
+ * objset; a snapshot with its volume's id, no reservation and no flag; a
+ * volume with no guid and no flag but a receive's), a record sealed for another slot never passes, an all-zero
  * record is a free slot, and nothing else returns but -EIO.
  */
 #include <config.h>
 
 #include "fuzz.h"
 #include "pool.h"
+#include "deadlist.h"
 
 #define DSREC_GUID 0x5eed5eed12345678ull
 #define DSREC_F_RAW 0x1u          /* keep the input's checksum */
@@ -57,7 +59,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (r != 0)
     return 0;
   FZ_CHECK (!(flags & DSREC_F_MOVED) || (flags & DSREC_F_RAW));
-  FZ_CHECK (rec.dr_kind == ZV_DS_KIND_VOLUME && rec.dr_flags == 0);
+  FZ_CHECK (rec.dr_kind == ZV_DS_KIND_VOLUME
+            ? (rec.dr_flags & ~ZV_DR_F_RECV_INCOMPLETE) == 0
+              && rec.dr_guid == 0 && rec.dr_parent_id == 0
+            : rec.dr_kind == ZV_DS_KIND_SNAPSHOT && rec.dr_flags == 0
+              && rec.dr_parent_id != 0 && rec.dr_origin_id == 0
+              && rec.dr_reservation == 0);
   FZ_CHECK (rec.dr_id != 0 && rec.dr_id < next);
   FZ_CHECK (rec.dr_creation_txg != 0 && rec.dr_creation_txg <= txg);
   FZ_CHECK (memchr (rec.dr_name, '\0', sizeof rec.dr_name) != NULL
@@ -77,7 +84,23 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             / rec.dr_volblocksize);
   FZ_CHECK (zv_bp_is_hole (&rec.dr_volume.dn_root)
             || rec.dr_volume.dn_root.bp_birth <= txg);
-  FZ_CHECK (rec.dr_parent_id == 0 && rec.dr_origin_id == 0
-            && rec.dr_prev_snap_id == 0 && rec.dr_deadlist_bytes == 0);
+  /* Snapshots' fields (snap.c): what each kind may hold; the chains are
+   * checked against the other records at import (zv_snap_link). */
+  if (rec.dr_kind == ZV_DS_KIND_SNAPSHOT) {
+    static const zv_zil_header_t zzh;
+    FZ_CHECK (rec.dr_parent_id != 0 && rec.dr_parent_id < next
+              && rec.dr_parent_id != rec.dr_id && rec.dr_origin_id == 0);
+    FZ_CHECK (rec.dr_prev_snap_txg < rec.dr_creation_txg);
+    FZ_CHECK (rec.dr_reservation == 0);
+    FZ_CHECK (memcmp (&rec.dr_zil, &zzh, sizeof zzh) == 0);
+  }
+  else
+    FZ_CHECK (rec.dr_parent_id == 0 && rec.dr_origin_id < next
+              && rec.dr_origin_id != rec.dr_id);
+  FZ_CHECK (rec.dr_prev_snap_id < next && rec.dr_prev_snap_id != rec.dr_id);
+  FZ_CHECK (rec.dr_prev_snap_txg <= txg);
+  FZ_CHECK (rec.dr_written <= rec.dr_volsize);
+  FZ_CHECK (zv_deadlist_dnode_valid (&rec.dr_deadlist));
+  FZ_CHECK (rec.dr_prev_snap_id == 0 || rec.dr_prev_snap_txg != 0);
   return 0;
 }

@@ -425,7 +425,11 @@ img_run (fz_image_t *fi, uint8_t flags, bool write)
   fz_pool = p;
   if (!(flags & FZ_IMG_POOLONLY)) {
     r = zvol_open (p, NULL, NULL, &zv);
-    FZ_CHECK (r == 0 || r == -EIO || r == -ENOSPC);
+    /* A record with the receive flag set is a receive a crash cut short:
+     * a read-write import destroys its volume (then there is none to
+     * open), a read-only one keeps it closed. */
+    FZ_CHECK (r == 0 || r == -EIO || r == -ENOSPC || r == -ENOENT
+              || r == -EBUSY);
     if (r == 0) {
       img_read_all (zv);
       if (write && !readonly)

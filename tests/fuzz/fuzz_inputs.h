@@ -56,7 +56,7 @@ enum fz_bp_kind {
  * at slot k (fz_tree_slot) of a memory device, zeros after its bytes.
  */
 enum fz_tree_obj { FZ_TREE_VOLUME = 0, FZ_TREE_SPACEMAP = 1,
-                   FZ_TREE_DEFER = 2, FZ_TREE_NOBJS };
+                   FZ_TREE_DEFER = 2, FZ_TREE_DEADLIST = 3, FZ_TREE_NOBJS };
 #define FZ_TREE_RAW    0x01u   /* no reseal */
 #define FZ_TREE_READ   0x02u   /* volume: read it through the cache too */
 #define FZ_TREE_BIG    0x04u   /* the large device (3 space-map chunks) */

@@ -5,7 +5,10 @@
  * indirect block's header), optionally read through the buffer cache as
  * a volume read does (zv_dmu_read_by_dnode); and the flat objects, the
  * space map (zv_flat_load into zv_alloc_chunk_load) and a deferred-free
- * list (zv_flat_load into zv_import_defer_load_block).
+ * list (zv_flat_load into zv_import_defer_load_block); and a dead list
+ * (zv_deadlist_load, then every entry through zv_deadlist_iterate, then
+ * an append, as a snapshot's destroy and the next sync would: its input
+ * carries the record's dr_deadlist_bytes after the dnode).
  *
  * The input (fuzz_inputs.h) is a dnode and the blocks of its tree, block
  * k in slot k of a memory device; the harness reseals the tree (image.h:
@@ -24,6 +27,7 @@
 #include "flat.h"
 #include "pool.h"
 #include "import.h"
+#include "deadlist.h"
 
 static fz_memdev_t fz_small, fz_large;
 static zv_dev_t *fz_dev_small, *fz_dev_large;
@@ -70,6 +74,30 @@ static int
 tree_chunk_cb (void *arg, uint64_t blkid, const void *data)
 {
   return zv_alloc_chunk_load (arg, 0, blkid, data);
+}
+
+/* A dead list's entries, as iterate hands them on: each one checked. */
+typedef struct tree_dl {
+  zv_spa_t *tc_spa;
+  uint64_t tc_n, tc_bytes;
+} tree_dl_t;
+
+static int
+tree_dl_cb (void *arg, const zv_deadlist_ent_t *e)
+{
+  tree_dl_t *tc = arg;
+
+  FZ_CHECK (e->de_ncopies >= 1 && e->de_ncopies <= 2 && e->de_birth != 0);
+  FZ_CHECK (e->de_level == 0 ? e->de_psize >= ZV_MIN_VOLBLOCKSIZE
+            && e->de_psize <= ZV_MAX_BLKSZ
+            : e->de_psize == ZV_INDIRECT_SIZE);
+  for (unsigned c = 0; c < e->de_ncopies; c++)
+    FZ_CHECK (zv_alloc_is_allocated (tc->tc_spa->spa_alloc, e->de_dva[c],
+                                     e->de_psize));
+  tc->tc_n++;
+  if (e->de_level == 0)
+    tc->tc_bytes += e->de_psize;
+  return 0;
 }
 
 typedef struct tree_defer {
@@ -151,6 +179,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   int r;
 
   fz_bytes (&in, &dn, sizeof dn);
+  uint64_t dl_bytes = obj == FZ_TREE_DEADLIST ? fz_u32 (&in) : 0;
   memset (&spa, 0, sizeof spa);
   spa.spa_devs[0] = big ? fz_dev_large : fz_dev_small;
   spa.spa_ndevs = 1;
@@ -178,7 +207,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     zv_blkptr_t *loc = &dn.dn_root;
     img_walk_init (&fz_walk, &im, IMG_RESEAL, TL_GUID, NULL);
     img_walk_bp (&fz_walk, &loc, 1, obj == FZ_TREE_VOLUME ? IO_VOLUME
-                 : obj == FZ_TREE_SPACEMAP ? IO_SPACEMAP : IO_DEFER, 0);
+                 : obj == FZ_TREE_SPACEMAP ? IO_SPACEMAP
+                 : obj == FZ_TREE_DEADLIST ? IO_DEADLIST : IO_DEFER, 0);
   }
 
   if (obj == FZ_TREE_VOLUME) {
@@ -190,6 +220,29 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       if (flags & FZ_TREE_READ)
         tree_read_volume (&spa, &dn);
     }
+  }
+  else if (obj == FZ_TREE_DEADLIST) {
+    zv_deadlist_t dl;
+    tree_dl_t tc = { .tc_spa = &spa };
+    r = zv_deadlist_load (&dl, &spa, &dn, dl_bytes, "dead list");
+    FZ_CHECK (r == 0 || r == -EIO);
+    if (r == 0) {
+      r = zv_deadlist_iterate (&dl, "dead list", tree_dl_cb, &tc);
+      FZ_CHECK (r == 0 || r == -EIO);
+      if (r == 0) {
+        FZ_CHECK (tc.tc_n == dl.dl_n && tc.tc_bytes == dl.dl_bytes);
+        /* The next kill appends after what was read. */
+        zv_blkptr_t bp = { .bp_dva = { ZV_DVA_MAKE (0, start) },
+                           .bp_psize = ZV_MIN_VOLBLOCKSIZE,
+                           .bp_lsize = ZV_MIN_VOLBLOCKSIZE,
+                           .bp_ncopies = 1, .bp_birth = 1, .bp_fill = 1 };
+        r = zv_deadlist_append (&dl, &bp, dn.dn_txg + 1);
+        FZ_CHECK (r == 0 || r == -EIO || r == -EFBIG);
+        if (r == 0)
+          FZ_CHECK (dl.dl_n == tc.tc_n + 1);
+      }
+    }
+    zv_deadlist_fini (&dl);
   }
   else {
     bool sm = obj == FZ_TREE_SPACEMAP;

@@ -224,7 +224,8 @@ img_copies (const img_t *im, const zv_blkptr_t *bp, uint8_t **c)
 }
 
 /* What a block is, from its parent: the object it belongs to. */
-enum img_obj { IO_OBJSET, IO_VOLUME, IO_DEFER, IO_SPACEMAP, IO_DSDIR };
+enum img_obj { IO_OBJSET, IO_VOLUME, IO_DEFER, IO_SPACEMAP, IO_DSDIR,
+               IO_DEADLIST };
 
 IMG_FN unsigned
 img_obj_kind (enum img_obj obj, unsigned level)
@@ -235,6 +236,8 @@ img_obj_kind (enum img_obj obj, unsigned level)
   case IO_DEFER: return IK_DEFER;
   case IO_SPACEMAP: return IK_SPACEMAP;
   case IO_DSDIR: return level > 0 ? IK_INDIRECT : IK_DSDIR;
+  /* (A dead list is a flat object of raw entries, as a deferred list.) */
+  case IO_DEADLIST: return IK_DEFER;
   }
   return IK_DATA;
 }
@@ -260,6 +263,9 @@ img_walk_dsdir (img_walk_t *w, uint8_t **c, unsigned nc, uint64_t blkid,
     if (rec[0]->dr_magic != ZV_DSREC_MAGIC)
       continue;
     img_walk_bp_at (w, cl, nc, IO_VOLUME, depth + 1, 0);
+    for (unsigned k = 0; k < nc; k++)
+      cl[k] = &rec[k]->dr_deadlist.dn_root;
+    img_walk_bp_at (w, cl, nc, IO_DEADLIST, depth + 1, 0);
     if (w->iw_mode != IMG_RESEAL)
       continue;
     for (unsigned k = 0; k < nc; k++) {

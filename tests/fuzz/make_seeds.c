@@ -34,9 +34,11 @@
 #include "testlib.h"
 #include "pool.h"
 #include "zil.h"
+#include "deadlist.h"
 #include "image.h"
 #include "fuzz_inputs.h"
 #include "ctl.h"
+#include "deadlist.h"
 
 static const char *out;
 
@@ -583,6 +585,60 @@ tree_save (const tree_seed_t *ts, unsigned obj, unsigned flags,
   free (b.sb_p);
 }
 
+/* A dead list of one block: four entries (data blocks of one and two
+ * copies, an indirect block) naming extents the seed claims. */
+static void
+seeds_deadlist (void)
+{
+  tree_seed_t *ts = zv_calloc (1, sizeof *ts);
+  zv_deadlist_ent_t *e = (zv_deadlist_ent_t *) ts->ts_blk[0];
+  uint64_t base = zv_data_start () + 64 * ZV_SECTOR;
+  uint32_t claims[2] = { (uint32_t) (base / ZV_SECTOR), 64 };
+  zv_dnode_phys_t dn;
+  sb_t b = { 0 };
+
+  e[0] = (zv_deadlist_ent_t) { .de_dva = { ZV_DVA_MAKE (0, base) },
+                               .de_psize = 16384, .de_ncopies = 1,
+                               .de_birth = 3 };
+  e[1] = (zv_deadlist_ent_t) { .de_dva = { ZV_DVA_MAKE (0, base + 16384),
+                                           ZV_DVA_MAKE (0, base + 32768) },
+                               .de_psize = 16384, .de_ncopies = 2,
+                               .de_birth = 4 };
+  e[2] = (zv_deadlist_ent_t) { .de_dva = { ZV_DVA_MAKE (0, base + 65536) },
+                               .de_psize = ZV_INDIRECT_SIZE,
+                               .de_ncopies = 1, .de_level = 1,
+                               .de_birth = 4 };
+  e[3] = e[0];
+  e[3].de_dva[0] = ZV_DVA_MAKE (0, base + 131072);
+  ts->ts_len[0] = ZV_DEADLIST_BLKSZ;
+  ts->ts_n = 1;
+  memset (&dn, 0, sizeof dn);
+  dn.dn_type = ZV_BT_DEADLIST;
+  dn.dn_nlevels = 1;
+  dn.dn_datablksz = ZV_DEADLIST_BLKSZ;
+  dn.dn_nblocks = 1;
+  dn.dn_size = 4 * sizeof (zv_deadlist_ent_t);
+  dn.dn_txg = 5;
+  dn.dn_root = (zv_blkptr_t) {
+    .bp_dva = { ZV_DVA_MAKE (0, fz_tree_slot (0)) },
+    .bp_psize = ZV_DEADLIST_BLKSZ, .bp_lsize = ZV_DEADLIST_BLKSZ,
+    .bp_birth = 5, .bp_type = ZV_BT_DEADLIST, .bp_ncopies = 1,
+    .bp_fill = 1,
+  };
+  sb_u8 (&b, FZ_TREE_DEADLIST);
+  sb_u8 (&b, 0);
+  sb_put (&b, &dn, sizeof dn);
+  sb_u32 (&b, 3 * 16384);                  /* dr_deadlist_bytes */
+  sb_u8 (&b, 1);
+  sb_u32 (&b, claims[0]);
+  sb_u16 (&b, claims[1]);
+  sb_u16 (&b, trimmed (ts->ts_blk[0], ts->ts_len[0]));
+  sb_put (&b, ts->ts_blk[0], trimmed (ts->ts_blk[0], ts->ts_len[0]));
+  sb_save (&b, "tree", "deadlist");
+  free (b.sb_p);
+  free (ts);
+}
+
 static void
 seeds_tree (const img_t *im, const img_slot_t *slots, const char *tag)
 {
@@ -973,6 +1029,63 @@ seeds_image (void)
   free (b.sb_p);
 }
 
+/* ---- seeds: send streams ---- */
+
+static int
+seeds_stream_write (void *arg, const void *buf, size_t len)
+{
+  sb_put (arg, buf, len);
+  return 0;
+}
+
+/* A small volume's full and incremental streams (data, a hole, a trim
+ * and an overwrite between the snapshots), for fuzz_stream: a flags
+ * byte (0: resealed by the harness, 1: raw) and the stream. */
+static void
+seeds_stream (void)
+{
+  char dev[512];
+  const char *devs[1] = { dev };
+  zvol_pool_config_t pc;
+  zvol_volume_params_t vp = { .vp_size = 1u << 20, .vp_blocksize = 4096 };
+  zvol_pool_t *p;
+  zvol_t *zv;
+  sb_t b = { 0 };
+  zvol_stream_io_t io = { .sio_write = seeds_stream_write, .sio_arg = &b };
+
+  snprintf (dev, sizeof dev, "%s/work/s-0.img", out);
+  if (tl_sparse_file (dev, 20ull << 20) < 0)
+    die ("cannot create %s", dev);
+  pool_cfg (&pc, devs, 1, NULL, true);
+  pc.pc_volsize = 0;
+  if (zvol_pool_open (&pc, &p) < 0 || zvol_volume_create (p, "s", &vp) < 0
+      || zvol_open (p, "s", NULL, &zv) < 0)
+    die ("creating the stream pool failed");
+  vol_write (zv, 0, 8192, 11, 0);
+  vol_write (zv, 64u << 10, 4096, 12, 0);
+  vol_write (zv, (1u << 20) - 4096, 4096, 13, 0);
+  if (zvol_close (zv) < 0 || zvol_snapshot_create (p, "s@a") < 0
+      || zvol_open (p, "s", NULL, &zv) < 0)
+    die ("snapshot failed");
+  vol_write (zv, 4096, 4096, 14, 0);
+  vol_write (zv, 512u << 10, 4096, 15, 0);
+  if (zvol_trim (zv, 64u << 10, 4096, 0) < 0 || zvol_close (zv) < 0
+      || zvol_snapshot_create (p, "s@b") < 0)
+    die ("snapshot failed");
+  for (unsigned raw = 0; raw < 2; raw++)
+    for (unsigned incr = 0; incr < 2; incr++) {
+      sb_u8 (&b, raw);
+      if (zvol_send (p, "s@b", incr ? "s@a" : NULL, &io) < 0)
+        die ("send failed");
+      sb_save (&b, "stream", "%s%s", incr ? "incremental" : "full",
+               raw ? "-raw" : "");
+    }
+  if (zvol_pool_close (p) < 0)
+    die ("closing the stream pool failed");
+  unlink (dev);
+  free (b.sb_p);
+}
+
 /* ---- main ---- */
 
 static void
@@ -1030,6 +1143,8 @@ main (int argc, char **argv)
   seeds_name ();
   seeds_ctl ();
   seeds_image ();
+  seeds_deadlist ();
+  seeds_stream ();
 
   static const char *const work[] = { "a-0", "a2-0", "b-0", "b-1", "b-log" };
   for (unsigned i = 0; i < sizeof work / sizeof work[0]; i++) {

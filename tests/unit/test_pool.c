@@ -1030,7 +1030,7 @@ test_hostile_indirect (void **state)
  * the tree can find them.  The volume of hostile_pool: level-1 block 0
  * holds the data at 0 (seed 0xa), block 1 that at 4 MiB (seed 0xb).
  */
-enum { L1_FREE, L1_SHARE_OTHER, L1_SHARE_SAME, L1_BIRTH };
+enum { L1_FREE, L1_SHARE_OTHER, L1_SHARE_SAME, L1_BIRTH, L1_HOLE };
 
 static void
 os_edit_l1 (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
@@ -1059,6 +1059,11 @@ os_edit_l1 (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
     break;
   case L1_BIRTH:              /* block 1: born after its parent */
     l1[0][1].bp_birth = top[1].bp_birth + 1;
+    break;
+  case L1_HOLE:               /* block 1 forgotten: its space leaks */
+    memset (&l1[0][1], 0, sizeof l1[0][1]);
+    top[1].bp_fill--;
+    root->bp_fill--;
     break;
   }
   rewrite_bp (dev, &top[1 + which], l1buf[which], guid);
@@ -1180,7 +1185,7 @@ rec_edit (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
 {
   switch (which) {
   case 0: rec->dr_magic ^= 1; break;
-  case 1: rec->dr_kind = ZV_DS_KIND_SNAPSHOT; break;
+  case 1: rec->dr_kind = 3; break;
   case 2: rec->dr_flags = 4; break;
   case 3: rec->dr_id = 0; break;
   case 4: memset (rec->dr_name, 0, sizeof rec->dr_name); break;
@@ -1192,6 +1197,19 @@ rec_edit (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
   case 10: rec->dr_deadlist.dn_type = ZV_BT_DEADLIST; break;
   case 11: rec->dr_origin_id = 7; break;
   case 12: rec->dr_volsize = 0; break;
+  /* Snapshots' fields (snap.c): a snapshot of no volume, a previous
+   * snapshot that cannot be, a line after the objset, figures past the
+   * volume, a log header on a snapshot. */
+  case 13: rec->dr_kind = ZV_DS_KIND_SNAPSHOT; break;
+  case 14: rec->dr_prev_snap_id = rec->dr_id; break;
+  case 15: rec->dr_prev_snap_txg = txg + 1; break;
+  case 16: rec->dr_written = rec->dr_volsize + 1; break;
+  case 17:
+    rec->dr_kind = ZV_DS_KIND_SNAPSHOT;
+    rec->dr_parent_id = 1;
+    rec->dr_id = 1;
+    break;
+  case 18: rec->dr_deadlist_bytes = 4096; break;
   }
 }
 
@@ -1202,7 +1220,10 @@ test_hostile_dsrec (void **state)
     "bad magic", "invalid kind", "invalid flags", "invalid id",
     "invalid name", "invalid name", "invalid name", "invalid reservation",
     "invalid creation txg", "invalid volblocksize", "invalid dead list",
-    "invalid snapshot fields", "invalid volume size",
+    "invalid parent or origin id", "invalid volume size",
+    "invalid parent or origin id", "invalid previous snapshot id",
+    "invalid previous snapshot txg", "invalid space figures",
+    "invalid parent or origin id", "invalid dead list",
   };
   char path[512];
   const char *dev = tl_path (path, sizeof path, "h-dsrec");
@@ -2597,6 +2618,248 @@ test_rewind_log_reused (void **state)
   unlink (dev);
 }
 
+/* ---- the offline checker (zvol_pool_check) ---- */
+
+/* Every problem a check reported, one line each, and its kinds. */
+typedef struct chk_seen {
+  char cs_text[16384];
+  size_t cs_len;
+  unsigned cs_kinds[ZVOL_CHECK_LEAK + 1];
+  uint64_t cs_progress_done, cs_progress_total;
+} chk_seen_t;
+
+static void
+chk_problem (void *arg, const zvol_check_problem_t *cp)
+{
+  chk_seen_t *cs = arg;
+  int n = snprintf (cs->cs_text + cs->cs_len, sizeof cs->cs_text - cs->cs_len,
+                    "%s\n", cp->cp_msg);
+
+  if (n > 0)
+    cs->cs_len = ZV_MIN (cs->cs_len + (size_t) n, sizeof cs->cs_text - 1);
+  assert_true (cp->cp_kind >= ZVOL_CHECK_CKSUM
+               && cp->cp_kind <= ZVOL_CHECK_LEAK);
+  cs->cs_kinds[cp->cp_kind]++;
+}
+
+static void
+chk_progress (void *arg, const char *what, uint64_t done, uint64_t total)
+{
+  chk_seen_t *cs = arg;
+
+  assert_string_equal (what, "check");
+  assert_true (done <= total);
+  assert_true (done >= cs->cs_progress_done);
+  cs->cs_progress_done = done;
+  cs->cs_progress_total = total;
+}
+
+/* Check the pool on dev; the devices must not change. */
+static void
+chk_run (const char *dev, zvol_check_report_t *rep, chk_seen_t *cs)
+{
+  zvol_pool_config_t pc;
+  uint64_t h = tl_hash_file (dev);
+
+  memset (cs, 0, sizeof *cs);
+  memset (rep, 0, sizeof *rep);
+  rep->cr_problem = chk_problem;
+  rep->cr_problem_arg = cs;
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  pc.pc_progress = chk_progress;
+  pc.pc_progress_arg = cs;
+  tl_log_reset (true);
+  assert_int_equal (zvol_pool_check (&pc, rep), 0);
+  tl_log_reset (false);
+  assert_true (tl_hash_file (dev) == h);
+  print_message ("  %" PRIu64 " problems:\n%s", rep->cr_problems,
+                 cs->cs_text);
+}
+
+static void
+chk_expect (const chk_seen_t *cs, const char *needle)
+{
+  if (strstr (cs->cs_text, needle) == NULL)
+    fail_msg ("the check did not say \"%s\"", needle);
+}
+
+/* Several volumes with data, after txgs that overwrote, trimmed and
+ * destroyed: every block read, nothing to report, the progress reaching
+ * the total. */
+static void
+test_check_clean (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "chk-clean");
+  static const char *const names[] = { "a", "b", "c" };
+  zvol_pool_config_t pc;
+  zvol_volume_params_t vp = { .vp_size = 8 * MiB };
+  zvol_check_report_t rep;
+  chk_seen_t cs;
+  zvol_pool_t *p;
+  zvol_t *zv;
+
+  (void) state;
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, 0, true);
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  for (unsigned i = 0; i < 3; i++) {
+    vp.vp_blocksize = i == 1 ? 4096 : 0;
+    vp.vp_reservation = i == 2 ? 0 : vp.vp_size;
+    assert_int_equal (zvol_volume_create (p, names[i], &vp), 0);
+  }
+  assert_int_equal (zvol_volume_create (p, "gone", &vp), 0);
+  for (unsigned t = 0; t < 3; t++)
+    for (unsigned i = 0; i < 3; i++) {
+      assert_int_equal (zvol_open (p, names[i], &tl_volcfg, &zv), 0);
+      tl_vol_write (zv, NULL, t * 512 * KiB, 1 * MiB, 0x30 + t + i, 0);
+      if (t == 2)
+        assert_int_equal (zvol_trim (zv, 0, 256 * KiB, 0), 0);
+      assert_int_equal (zvol_close (zv), 0);
+      assert_int_equal (zv_pool_sync (p), 0);
+    }
+  assert_int_equal (zvol_volume_destroy (p, "gone"), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_problems, 0);
+  assert_int_equal (rep.cr_trees, 3);
+  /* 1.75 MiB of data per volume (2 MiB written, 256 KiB trimmed), and
+   * every block of it read. */
+  assert_true (rep.cr_bytes >= 3 * (2 * MiB - 256 * KiB));
+  assert_true (rep.cr_blocks > 3 * (2 * MiB - 256 * KiB) / (16 * KiB));
+  assert_int_equal (rep.cr_leaked + rep.cr_double + rep.cr_cksum_errors
+                    + rep.cr_free_refs + rep.cr_incomplete, 0);
+  assert_true (cs.cs_progress_total > 0);
+  assert_int_equal (cs.cs_progress_done, cs.cs_progress_total);
+}
+
+/* A pointer forgotten (the data block's space allocated, named by
+ * nothing): leaked, with its bytes and place. */
+static void
+test_check_leak (void **state)
+{
+  char path[512], want[128];
+  const char *dev = tl_path (path, sizeof path, "chk-leak");
+  zvol_check_report_t rep;
+  chk_seen_t cs;
+
+  (void) state;
+  hostile_pool (dev);
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_problems, 0);
+  edit_newest_rec (dev, os_edit_l1, L1_HOLE);
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_leaked, 1);
+  assert_int_equal (rep.cr_leaked_bytes, BS);
+  assert_int_equal (cs.cs_kinds[ZVOL_CHECK_LEAK], 1);
+  assert_int_equal (rep.cr_problems, 1);
+  snprintf (want, sizeof want, "%u bytes: allocated in the space map, owned "
+            "by nothing (leaked)", BS);
+  chk_expect (&cs, want);
+}
+
+/* Two pointers at one block: doubly allocated, both named; the block
+ * the second pointer had named leaks.  A pointer at free space: said. */
+static void
+test_check_double (void **state)
+{
+  char path[512], want[160];
+  const char *dev = tl_path (path, sizeof path, "chk-dup");
+  zvol_check_report_t rep;
+  chk_seen_t cs;
+
+  (void) state;
+  hostile_pool (dev);
+  edit_newest_rec (dev, os_edit_l1, L1_SHARE_SAME);
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_double, 1);
+  assert_int_equal (rep.cr_double_bytes, BS);
+  assert_int_equal (rep.cr_leaked_bytes, BS);
+  assert_int_equal (rep.cr_cksum_errors + rep.cr_incomplete, 0);
+  snprintf (want, sizeof want, "%u bytes: doubly allocated, claimed by "
+            "volume 'zvol' level 0 block 1 copy 1 and volume 'zvol' level 0 "
+            "block 2 copy 1", BS);
+  chk_expect (&cs, want);
+
+  hostile_pool (dev);
+  edit_newest_rec (dev, os_edit_l1, L1_FREE);
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_free_refs, 1);
+  assert_int_equal (rep.cr_leaked_bytes, BS);   /* what block 1 was */
+  chk_expect (&cs, "volume 'zvol' level 0 block 1 copy 1: points at free "
+              "space");
+}
+
+/* A flipped byte of a data block: a checksum error with its place
+ * (volume, level, block, device, offset), the block lost (one copy);
+ * an indirect block damaged in both copies: named, and the tree counted
+ * as not walked to the end. */
+static void
+test_check_cksum (void **state)
+{
+  char path[512], want[768];
+  const char *dev = tl_path (path, sizeof path, "chk-ck");
+  zv_uberblock_phys_t ub;
+  zv_objset_phys_t *os;
+  zv_dsrec_phys_t *rec;
+  zv_blkptr_t *top, l1bp, d0;
+  zvol_check_report_t rep;
+  chk_seen_t cs;
+  void *l1;
+
+  (void) state;
+  hostile_pool (dev);
+  ub = newest_ub (dev);
+  os = read_bp (dev, &ub.ub_rootbp);
+  rec = read_bp (dev, &os->os_dsdir.dn_root);
+  while (os->os_dsdir.dn_root.bp_level-- > 0) {   /* down the directory */
+    void *next = read_bp (dev, (zv_blkptr_t *) (void *) rec + 1);
+    free (rec);
+    rec = next;
+  }
+  assert_true (rec->dr_magic == ZV_DSREC_MAGIC);
+  top = read_bp (dev, &rec->dr_volume.dn_root);
+  l1bp = top[1];
+  l1 = read_bp (dev, &l1bp);
+  d0 = ((zv_blkptr_t *) l1 + 1)[0];
+  assert_int_equal (d0.bp_ncopies, 1);
+  assert_int_equal (tl_file_flip (dev, ZV_DVA_OFFSET (d0.bp_dva[0]) + 77), 0);
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_cksum_errors, 1);
+  assert_int_equal (rep.cr_lost_blocks, 1);
+  assert_int_equal (rep.cr_leaked + rep.cr_double + rep.cr_incomplete, 0);
+  snprintf (want, sizeof want, "volume 'zvol' level 0 block 0 copy 1 of 1: "
+            "checksum error on device 0 (%s) offset %" PRIu64, dev,
+            ZV_DVA_OFFSET (d0.bp_dva[0]));
+  chk_expect (&cs, want);
+  chk_expect (&cs, "volume 'zvol' level 0 block 0: no copy verifies");
+
+  /* One copy of the level-1 block: the walk reads the other; both: it
+   * stops there. */
+  assert_int_equal (l1bp.bp_ncopies, 2);
+  assert_int_equal (tl_file_flip (dev, ZV_DVA_OFFSET (l1bp.bp_dva[1]) + 300),
+                    0);
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_cksum_errors, 2);
+  assert_int_equal (rep.cr_incomplete, 0);
+  snprintf (want, sizeof want, "volume 'zvol' level 1 block 0 copy 2 of 2: "
+            "checksum error on device 0 (%s) offset %" PRIu64, dev,
+            ZV_DVA_OFFSET (l1bp.bp_dva[1]));
+  chk_expect (&cs, want);
+  assert_int_equal (tl_file_flip (dev, ZV_DVA_OFFSET (l1bp.bp_dva[0]) + 300),
+                    0);
+  chk_run (dev, &rep, &cs);
+  assert_int_equal (rep.cr_incomplete, 1);
+  chk_expect (&cs, "volume 'zvol' level 1 block 0: no copy verifies");
+  chk_expect (&cs, "volume 'zvol': the walk stopped");
+  assert_true (rep.cr_leaked > 0);  /* what the unwalked part holds */
+  free (l1);
+  free (top);
+  free (rec);
+  free (os);
+}
+
 int
 main (void)
 {
@@ -2636,6 +2899,10 @@ main (void)
     tl_test (test_sync_open_context_alloc),
     tl_test (test_crash_rounds),
     tl_test (test_rewind_log_reused),
+    tl_test (test_check_clean),
+    tl_test (test_check_leak),
+    tl_test (test_check_double),
+    tl_test (test_check_cksum),
   };
 
   return tl_main (tests, "pool", NULL);

@@ -1,0 +1,513 @@
+/*
+ * check.c: the offline checker, zvol_pool_check (`zvoladm check`), as
+ * zdb -b or qemu-img check: every block read, every copy verified, and
+ * the space in use compared with the space maps.
+ *
+ * Theory.  What owns space is said in one place, import's owner map
+ * (import.c, import_take; alloc.h, zv_alloc_own*): the objset, the
+ * pool's objects' blocks, the pending deferred frees, the log rings and
+ * every block of every dataset's tree born after the dataset's min birth
+ * (zv_import_ds_min_birth).  The checker imports read-only with p_check
+ * set, so what the map refuses is recorded here instead of failing the
+ * import (zv_check_take): a sector taken a second time (doubly
+ * allocated), free space or space off the pool named by a pointer.  The
+ * rest of such an extent is taken all the same (zv_alloc_own_rest), so
+ * a conflict is never reported as a leak too.  Then:
+ *   1. the pool's objects: every copy of each block read and verified;
+ *   2. each dataset's tree, walked by zv_import_walk_tree (taking every
+ *      owner, as verify=full), with check_block seeing each block: every
+ *      copy read and verified, data blocks too.  The walk itself stops
+ *      at an indirect block it cannot read or that fails its checks
+ *      (dmu.c); so that such a block is named with its place, the
+ *      callback of its parent probes its indirect children first
+ *      (check_probe), and the tree is counted incomplete;
+ *   3. the log blocks a claim would take own what is left of them
+ *      (zv_import_own_log_blocks);
+ *   4. with conflicts, a second pass names their owners: the owners
+ *      outside the trees were recorded in pass 1 (ck_meta: few), the
+ *      trees are walked again with ck_naming set, which makes
+ *      zv_check_take compare instead of take;
+ *   5. what is still unowned in the map is leaked
+ *      (zv_alloc_own_foreach_unowned).
+ * A tree that stopped early leaves its unwalked blocks unowned: they
+ * show as leaked, and the report counts the tree as incomplete.
+ *
+ * Locking: none.  The pool is the checker's alone (read-only, not
+ * started: no thread of the engine runs).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zvol.h"
+#include "pool_impl.h"
+#include "import.h"
+#include "check.h"
+
+#define CHECK_NAME 128          /* an owner's name, with its place */
+#define CHECK_NAMES 4           /* owners named per doubly allocated extent */
+
+typedef struct check_owner {
+  uint64_t co_dva;
+  uint32_t co_size;
+  char co_name[CHECK_NAME];
+} check_owner_t;
+
+/* Space taken twice: the later claim's extent, and in pass 2 every
+ * owner that overlaps it (cc_lo, cc_hi: the bytes two of them share). */
+typedef struct check_dup {
+  uint64_t cc_dva;
+  uint32_t cc_size;
+  uint64_t cc_lo, cc_hi;
+  char cc_names[CHECK_NAMES][CHECK_NAME];
+  unsigned cc_nnames;
+} check_dup_t;
+
+struct zv_check {
+  zvol_check_report_t *ck_rep;
+  zv_pool_t *ck_pool;
+  bool ck_in_tree;              /* pass 1 is in a tree walk */
+  bool ck_naming;               /* pass 2 */
+  check_owner_t *ck_meta;       /* pass 1's owners outside the trees */
+  size_t ck_nmeta, ck_meta_cap;
+  check_dup_t *ck_dup;
+  size_t ck_ndup, ck_dup_cap;
+  /* The tree being walked: */
+  const char *ck_ds;
+  uint64_t ck_min_birth;
+  uint8_t *ck_buf;              /* ZV_MAX_BLKSZ */
+  uint64_t ck_done, ck_total;   /* data bytes, for the progress */
+  const zv_pool_config_t *ck_pc;
+};
+
+static void
+check_who_text (const zv_check_who_t *who, char *buf, size_t len)
+{
+  if (who->cw_copy == 0)
+    snprintf (buf, len, "%s", who->cw_what);
+  else
+    snprintf (buf, len, "%s level %u block %" PRIu64 " copy %u",
+              who->cw_what, who->cw_level, who->cw_blkid, who->cw_copy);
+}
+
+static void __attribute__ ((format (printf, 6, 7)))
+check_problem (zv_check_t *ck, zvol_check_kind_t kind, unsigned dev,
+               uint64_t off, uint64_t len, const char *fmt, ...)
+{
+  zvol_check_report_t *rep = ck->ck_rep;
+  zvol_check_problem_t cp = {
+    .cp_kind = kind, .cp_dev = dev, .cp_offset = off, .cp_length = len,
+  };
+  char msg[4 * CHECK_NAME + 256];
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  cp.cp_msg = msg;
+  rep->cr_problems++;
+  if (rep->cr_problem)
+    rep->cr_problem (rep->cr_problem_arg, &cp);
+}
+
+/* ---- the owner map's refusals (import_take) ---- */
+
+static bool
+check_overlap (uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+  return ZV_DVA_VDEV (a) == ZV_DVA_VDEV (b) && a < b + blen && b < a + alen;
+}
+
+/* Pass 2: an owner of space some conflict names gets its name there. */
+static void
+check_name (zv_check_t *ck, const char *name, uint64_t dva, uint32_t size)
+{
+  for (size_t i = 0; i < ck->ck_ndup; i++) {
+    check_dup_t *cc = &ck->ck_dup[i];
+    bool known = false;
+
+    if (!check_overlap (cc->cc_dva, cc->cc_size, dva, size))
+      continue;
+    for (unsigned k = 0; k < cc->cc_nnames; k++)
+      known |= strcmp (cc->cc_names[k], name) == 0;
+    if (!known && cc->cc_nnames < CHECK_NAMES)
+      snprintf (cc->cc_names[cc->cc_nnames++], CHECK_NAME, "%s", name);
+    if (cc->cc_dva == dva && cc->cc_size == size)
+      continue;                 /* the conflict's own claim */
+    uint64_t lo = ZV_MAX (cc->cc_dva, dva);
+    uint64_t hi = ZV_MIN (cc->cc_dva + cc->cc_size, dva + size);
+    if (cc->cc_hi == 0) {
+      cc->cc_lo = lo;
+      cc->cc_hi = hi;
+    }
+    cc->cc_lo = ZV_MIN (cc->cc_lo, lo);
+    cc->cc_hi = ZV_MAX (cc->cc_hi, hi);
+  }
+}
+
+int
+zv_check_take (zv_check_t *ck, zv_alloc_t *a, const zv_check_who_t *who,
+               uint64_t dva, uint32_t size)
+{
+  char name[CHECK_NAME];
+  int r;
+
+  if (ck->ck_naming) {
+    if (ck->ck_ndup > 0) {
+      check_who_text (who, name, sizeof name);
+      check_name (ck, name, dva, size);
+    }
+    return 0;
+  }
+  r = zv_alloc_own (a, dva, size);
+  if (r == 0 && ck->ck_in_tree)
+    return 0;
+  check_who_text (who, name, sizeof name);
+  if (!ck->ck_in_tree) {
+    ZV_GROW (ck->ck_meta, ck->ck_nmeta, ck->ck_meta_cap, 64);
+    ck->ck_meta[ck->ck_nmeta] = (check_owner_t) {
+      .co_dva = dva, .co_size = size,
+    };
+    snprintf (ck->ck_meta[ck->ck_nmeta++].co_name, CHECK_NAME, "%s", name);
+  }
+  if (r == -EEXIST) {
+    ZV_GROW (ck->ck_dup, ck->ck_ndup, ck->ck_dup_cap, 16);
+    ck->ck_dup[ck->ck_ndup++] = (check_dup_t) {
+      .cc_dva = dva, .cc_size = size,
+    };
+  }
+  else if (r == -ENOENT) {
+    ck->ck_rep->cr_free_refs++;
+    check_problem (ck, ZVOL_CHECK_FREE, ZV_DVA_VDEV (dva), ZV_DVA_OFFSET (dva),
+                   size, "%s: points at free space (device %u offset %"
+                   PRIu64 ", %" PRIu32 " bytes)", name, ZV_DVA_VDEV (dva),
+                   ZV_DVA_OFFSET (dva), size);
+  }
+  else if (r < 0) {
+    ck->ck_rep->cr_free_refs++;
+    check_problem (ck, ZVOL_CHECK_FREE, ZV_DVA_VDEV (dva), ZV_DVA_OFFSET (dva),
+                   size, "%s: points outside the pool's data area (device "
+                   "%u offset %" PRIu64 ", %" PRIu32 " bytes)", name,
+                   ZV_DVA_VDEV (dva), ZV_DVA_OFFSET (dva), size);
+  }
+  /* What else of it is allocated is this owner's, not leaked. */
+  if (r < 0)
+    zv_alloc_own_rest (a, dva, size);
+  return 0;
+}
+
+void
+zv_check_forget (zv_check_t *ck)
+{
+  ck->ck_nmeta = 0;
+  ck->ck_ndup = 0;
+  ck->ck_rep->cr_free_refs = 0;
+  ck->ck_rep->cr_problems = 0;
+}
+
+/* ---- reading every copy ---- */
+
+/* Read and verify every copy of bp, reporting each that fails; 'name'
+ * says whose block it is.  buf gets a copy that verified.  Returns the
+ * copies that verified. */
+static unsigned
+check_copies (zv_check_t *ck, const zv_blkptr_t *bp, const char *name,
+              void *buf, bool count)
+{
+  zv_spa_t *spa = &ck->ck_pool->p_spa;
+  zvol_check_report_t *rep = ck->ck_rep;
+  uint8_t *tmp = zv_buf_get (bp->bp_psize);
+  unsigned good = 0;
+
+  for (unsigned c = 0; c < bp->bp_ncopies; c++) {
+    uint64_t dva = bp->bp_dva[c];
+    unsigned v = ZV_DVA_VDEV (dva);
+    int r = zv_zio_read_copy (spa, bp, c, good ? tmp : buf);
+
+    if (count) {
+      rep->cr_blocks++;
+      rep->cr_bytes += bp->bp_psize;
+    }
+    if (r == 0) {
+      good++;
+      continue;
+    }
+    if (r == -EIO)
+      rep->cr_read_errors++;
+    else
+      rep->cr_cksum_errors++;
+    check_problem (ck, r == -EIO ? ZVOL_CHECK_READ : ZVOL_CHECK_CKSUM, v,
+                   ZV_DVA_OFFSET (dva), bp->bp_psize, "%s copy %u of %u: %s "
+                   "on device %u (%s) offset %" PRIu64 ", %" PRIu32
+                   " bytes, birth txg %" PRIu64, name, c + 1, bp->bp_ncopies,
+                   r == -EIO ? "read error" : "checksum error", v,
+                   zv_dev_path (spa->spa_devs[v]), ZV_DVA_OFFSET (dva),
+                   bp->bp_psize, bp->bp_birth);
+  }
+  zv_buf_put (tmp, bp->bp_psize);
+  if (good == 0) {
+    rep->cr_lost_blocks++;
+    check_problem (ck, ZVOL_CHECK_LOST, ZV_DVA_VDEV (bp->bp_dva[0]),
+                   ZV_DVA_OFFSET (bp->bp_dva[0]), bp->bp_psize,
+                   "%s: no copy verifies (what it holds is lost)", name);
+  }
+  return good;
+}
+
+/* A pointer check_copies may read: one the import or the walk checked
+ * (zv_zio_bp_check, quiet), else it is named and skipped. */
+static bool
+check_readable (zv_check_t *ck, const zv_blkptr_t *bp, const char *name)
+{
+  if (zv_zio_bp_check (&ck->ck_pool->p_spa, bp, NULL) == 0)
+    return true;
+  ck->ck_rep->cr_lost_blocks++;
+  check_problem (ck, ZVOL_CHECK_LOST, ZV_DVA_VDEV (bp->bp_dva[0]),
+                 ZV_DVA_OFFSET (bp->bp_dva[0]), bp->bp_psize,
+                 "%s: its pointer is invalid (size %" PRIu32 ", %u copies)",
+                 name, bp->bp_psize, bp->bp_ncopies);
+  return false;
+}
+
+/* ---- 1. the pool's objects ---- */
+
+static void
+check_flat (zv_check_t *ck, const zv_flat_t *fl, const char *what)
+{
+  char name[CHECK_NAME];
+
+  for (unsigned l = 0; l < fl->fl_nlevels; l++)
+    for (uint64_t i = 0; i < fl->fl_len[l]; i++) {
+      const zv_blkptr_t *bp = &fl->fl_bps[l][i];
+      if (zv_bp_is_hole (bp))
+        continue;
+      snprintf (name, sizeof name, "%s level %u block %" PRIu64, what, l, i);
+      if (check_readable (ck, bp, name))
+        (void) check_copies (ck, bp, name, ck->ck_buf, true);
+    }
+}
+
+static void
+check_meta (zv_check_t *ck)
+{
+  zv_pool_t *p = ck->ck_pool;
+  char what[64];
+
+  if (check_readable (ck, &p->p_objset_bp, "objset"))
+    (void) check_copies (ck, &p->p_objset_bp, "objset", ck->ck_buf, true);
+  check_flat (ck, &p->p_dd.dd_flat, "dataset directory");
+  for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++) {
+    snprintf (what, sizeof what, "space map %u", d);
+    check_flat (ck, &p->p_spacemap[d], what);
+  }
+  for (unsigned i = 0; i < 2; i++) {
+    snprintf (what, sizeof what, "deferred-free list %u", i);
+    check_flat (ck, &p->p_defer[i], what);
+  }
+}
+
+/* ---- 2. the trees ---- */
+
+/* An indirect child no copy of which verifies stops the walk when it
+ * gets there (dmu.c): name it, with its place, while its parent is at
+ * hand.  Children the walk prunes are not its to read. */
+static void
+check_probe (zv_check_t *ck, const zv_blkptr_t *bp, unsigned level,
+             uint64_t blkid)
+{
+  const zv_blkptr_t *e = (const zv_blkptr_t *) ck->ck_buf + 1;
+  uint8_t *tmp = zv_buf_get (ZV_INDIRECT_SIZE);
+  char name[CHECK_NAME];
+
+  for (uint64_t i = 0; i < ZV_INDIRECT_FANOUT; i++) {
+    const zv_blkptr_t *c = &e[i];
+    bool ok = false;
+
+    if (zv_bp_is_hole (c) || c->bp_birth <= ck->ck_min_birth
+        || c->bp_psize != ZV_INDIRECT_SIZE
+        || zv_zio_bp_check (&ck->ck_pool->p_spa, c, NULL) < 0)
+      continue;                 /* the walk's own checks name these */
+    for (unsigned k = 0; k < c->bp_ncopies && !ok; k++)
+      ok = zv_zio_read_copy (&ck->ck_pool->p_spa, c, k, tmp) == 0;
+    if (!ok) {
+      snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds,
+                level - 1, blkid * ZV_INDIRECT_FANOUT + i);
+      (void) check_copies (ck, c, name, tmp, false);
+    }
+  }
+  zv_buf_put (tmp, ZV_INDIRECT_SIZE);
+  (void) bp;
+}
+
+/* Every block of the tree, after the walk took its owner (and read it,
+ * if indirect). */
+static int
+check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
+             uint64_t blkid, const void *data)
+{
+  zv_check_t *ck = arg;
+  char name[CHECK_NAME];
+  unsigned good;
+
+  (void) data;
+  snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds, level,
+            blkid);
+  good = check_copies (ck, bp, name, ck->ck_buf, true);
+  if (good > 0 && level >= 2)
+    check_probe (ck, bp, level, blkid);
+  if (level == 0) {
+    ck->ck_done = ZV_MIN (ck->ck_done + bp->bp_lsize, ck->ck_total);
+    if (ck->ck_pc->pc_progress && blkid % 64 == 0)
+      ck->ck_pc->pc_progress (ck->ck_pc->pc_progress_arg, "check",
+                              ck->ck_done, ck->ck_total);
+  }
+  return 0;
+}
+
+static void
+check_tree (zv_check_t *ck, zv_pool_ds_t *ds)
+{
+  const zv_blkptr_t *root = &ds->ds_rec.dr_volume.dn_root;
+  char what[ZV_NAME_MAX + 16];
+  int r;
+
+  snprintf (what, sizeof what, "volume '%s'", ds->ds_name);
+  ck->ck_ds = what;
+  ck->ck_min_birth = zv_import_ds_min_birth (ds);
+  ck->ck_rep->cr_trees++;
+  if (zv_bp_is_hole (root))
+    return;
+  /* The root has no parent to probe it. */
+  if (root->bp_birth > ck->ck_min_birth) {
+    bool ok = false;
+    for (unsigned k = 0; k < root->bp_ncopies && !ok; k++)
+      ok = zv_zio_read_copy (&ck->ck_pool->p_spa, root, k, ck->ck_buf) == 0;
+    if (!ok) {
+      char name[CHECK_NAME];
+      snprintf (name, sizeof name, "%s level %u block 0", what,
+                ds->ds_rec.dr_volume.dn_nlevels - 1u);
+      (void) check_copies (ck, root, name, ck->ck_buf, true);
+      ck->ck_rep->cr_incomplete++;
+      check_problem (ck, ZVOL_CHECK_TREE, 0, 0, 0, "%s: its root does not "
+                     "read: nothing of the tree is checked, and its space "
+                     "shows as leaked", what);
+      return;
+    }
+  }
+  ck->ck_in_tree = true;
+  r = zv_import_walk_tree (ck->ck_pool, ds, check_block, ck);
+  ck->ck_in_tree = false;
+  if (r < 0) {
+    ck->ck_rep->cr_incomplete++;
+    check_problem (ck, ZVOL_CHECK_TREE, 0, 0, 0, "%s: the walk stopped at a "
+                   "block that does not read or fails its checks (%s; the "
+                   "messages before say which): the rest of the tree is not "
+                   "checked, and its space shows as leaked", what,
+                   strerror (-r));
+  }
+}
+
+/* ---- 4. naming the owners of space taken twice ---- */
+
+static void
+check_name_dups (zv_check_t *ck)
+{
+  zv_pool_t *p = ck->ck_pool;
+  zvol_check_report_t *rep = ck->ck_rep;
+
+  ck->ck_naming = true;
+  for (size_t i = 0; i < ck->ck_nmeta; i++)
+    check_name (ck, ck->ck_meta[i].co_name, ck->ck_meta[i].co_dva,
+                ck->ck_meta[i].co_size);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++)
+    (void) zv_import_walk_tree (p, p->p_dd.dd_dss[i], NULL, NULL);
+  ck->ck_naming = false;
+  for (size_t i = 0; i < ck->ck_ndup; i++) {
+    check_dup_t *cc = &ck->ck_dup[i];
+    char names[CHECK_NAMES * (CHECK_NAME + 8)] = "";
+    size_t len = 0;
+
+    if (cc->cc_hi == 0) {       /* the other owner was not found again */
+      cc->cc_lo = cc->cc_dva;
+      cc->cc_hi = cc->cc_dva + cc->cc_size;
+    }
+    for (unsigned k = 0; k < cc->cc_nnames; k++)
+      len += (size_t) snprintf (names + len, sizeof names - len, "%s%s",
+                                k == 0 ? "" : k + 1 == cc->cc_nnames
+                                ? " and " : ", ", cc->cc_names[k]);
+    rep->cr_double++;
+    rep->cr_double_bytes += cc->cc_hi - cc->cc_lo;
+    check_problem (ck, ZVOL_CHECK_DOUBLE, ZV_DVA_VDEV (cc->cc_lo),
+                   ZV_DVA_OFFSET (cc->cc_lo), cc->cc_hi - cc->cc_lo,
+                   "device %u offset %" PRIu64 ", %" PRIu64 " bytes: "
+                   "doubly allocated, claimed by %s%s",
+                   ZV_DVA_VDEV (cc->cc_lo), ZV_DVA_OFFSET (cc->cc_lo),
+                   cc->cc_hi - cc->cc_lo, names, cc->cc_nnames < 2
+                   ? " and an owner not found again" : "");
+  }
+}
+
+/* ---- 5. leaks ---- */
+
+static void
+check_leak_cb (void *arg, unsigned vdev, uint64_t off, uint64_t len)
+{
+  zv_check_t *ck = arg;
+
+  ck->ck_rep->cr_leaked++;
+  ck->ck_rep->cr_leaked_bytes += len;
+  check_problem (ck, ZVOL_CHECK_LEAK, vdev, off, len, "device %u offset %"
+                 PRIu64 ", %" PRIu64 " bytes: allocated in the space map, "
+                 "owned by nothing (leaked)", vdev, off, len);
+}
+
+int
+zvol_pool_check (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
+{
+  zv_pool_config_t pc;
+  zv_check_t ck = { .ck_rep = rep, .ck_pc = &pc };
+  zv_alloc_space_t sp;
+  zv_pool_t *p = NULL;
+  int r;
+
+  /* The same layout, field for field (zvol.c asserts it). */
+  memcpy (&pc, pub, sizeof pc);
+  pc.pc_readonly = true;
+  pc.pc_create = false;
+  pc.pc_verify_full = false;    /* the check walks every tree itself */
+  pc.pc_zil_recover = ZV_ZIL_RECOVER_NONE;
+  memset ((char *) rep + offsetof (zvol_check_report_t, cr_trees), 0,
+          sizeof *rep - offsetof (zvol_check_report_t, cr_trees));
+  r = zv_pool_open_check (&pc, &ck, &p);
+  if (r < 0)
+    goto out;
+  ck.ck_pool = p;
+  ck.ck_buf = zv_buf_alloc (ZV_MAX_BLKSZ);
+  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
+  rep->cr_allocated = sp.as_allocated;
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    const zv_dnode_phys_t *dn = &p->p_dd.dd_dss[i]->ds_rec.dr_volume;
+    ck.ck_total += dn->dn_root.bp_fill * dn->dn_datablksz;
+  }
+  check_meta (&ck);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++)
+    check_tree (&ck, p->p_dd.dd_dss[i]);
+  if (pc.pc_progress)
+    pc.pc_progress (pc.pc_progress_arg, "check", ck.ck_total, ck.ck_total);
+  zv_import_own_log_blocks (p);
+  if (ck.ck_ndup > 0)
+    check_name_dups (&ck);
+  zv_alloc_own_foreach_unowned (p->p_spa.spa_alloc, check_leak_cb, &ck);
+  zv_buf_free (ck.ck_buf);
+  r = zv_pool_close (p);
+ out:
+  free (ck.ck_meta);
+  free (ck.ck_dup);
+  return r;
+}
