@@ -1,56 +1,52 @@
 /*
- * zvoladm.c: the admin tool, offline, on a pool's devices (no server may
- * have the pool open: the devices' locks refuse a second opener).
+ * zvoladm.c: the admin tool.  The commands themselves (their options,
+ * checks and output) are the engine's command layer (zvol_admin_*, the
+ * same code a server runs for its control socket); this program finds
+ * the pool and chooses the path:
  *
- *   zvoladm create [-d DEV]... POOL DEV...        a pool, no volume
- *   zvoladm create -V SIZE [-b BLOCKSIZE] [-s | -r RESERVATION]
- *                  [-d DEV]... POOL/VOL           a volume
- *   zvoladm destroy [-d DEV]... POOL/VOL
- *   zvoladm list [-H] [-p] [-d DEV]... [POOL]...
- *   zvoladm check [-v] [-d DEV]... POOL
+ *   live      the pool's server answers on its control socket (-S
+ *             SOCKET, $ZVOLADM_SOCKET, else where the server puts it by
+ *             default: zvol_runtime_path (POOL, "control")): the command
+ *             line goes there and the server runs it on its open pool;
+ *   offline   nothing answers: the pool is imported from its devices
+ *             (read-only for a command that only reads) and the command
+ *             runs here, printing exactly what the server would.
  *
  * Where a pool's devices are: -d DEV (repeatable) names them; without it
  * the pool cache, a text file of "POOL DEV..." lines that create writes
  * ($ZVOLADM_CACHE, else $XDG_CONFIG_HOME/zvoladm/pools, else
- * ~/.config/zvoladm/pools), as zpool.cache.  Everything else is the
- * engine's, through core/zvol.h alone: the tool parses arguments,
- * prints, and maps errors to exit codes (0 done, 1 failed, 2 usage;
- * check: 1 when it found problems).
+ * ~/.config/zvoladm/pools), as zpool.cache.  "create POOL DEV..." makes a
+ * pool, and "check POOL" (the whole pool walked and compared with its
+ * space maps, as zdb -b) are always offline.  Exit codes: 0 done, 1
+ * failed (check: found problems), 2 usage.
  */
 #include <config.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <getopt.h>
+#include <sys/stat.h>
 
 #include "zvol.h"
 
-#define ZA_EXIT_FAIL 1
-#define ZA_EXIT_USAGE 2
-
-static const char *za_usage =
-  "usage:\n"
-  "  zvoladm create [-d DEV]... POOL DEV...\n"
-  "  zvoladm create -V SIZE [-b BLOCKSIZE] [-s | -r RESERVATION] "
-  "[-d DEV]... POOL/VOL\n"
-  "  zvoladm destroy [-d DEV]... POOL/VOL\n"
-  "  zvoladm list [-H] [-p] [-d DEV]... [POOL]...\n"
-  "  zvoladm check [-v] [-d DEV]... POOL\n";
+/* Set while the command layer runs here: it shows the engine's
+ * messages on stderr itself. */
+static bool za_in_command;
 
 /* Engine messages: errors and warnings to stderr, the rest only with
  * ZVOLADM_DEBUG set. */
 static void
 za_log (zvol_log_level_t level, const char *msg)
 {
-  if (level >= ZVOL_LOG_WARN || getenv ("ZVOLADM_DEBUG") != NULL)
+  if ((level >= ZVOL_LOG_WARN && !za_in_command)
+      || getenv ("ZVOLADM_DEBUG") != NULL)
     fprintf (stderr, "zvoladm: %s\n", msg);
 }
 
@@ -66,40 +62,24 @@ za_err (const char *fmt, ...)
   fputc ('\n', stderr);
 }
 
+static const char za_check_usage[] = "  zvoladm check [-v] [-d DEV]... POOL\n";
+
+static void
+za_print_usage (FILE *fp)
+{
+  fputs ("zvoladm [-S SOCKET] COMMAND ...; ", fp);
+  zvol_admin_print_usage (fp);
+  fputs (za_check_usage, fp);
+}
+
 static int
 za_usage_error (const char *why)
 {
   if (why)
     za_err ("%s", why);
-  fputs (za_usage, stderr);
-  return ZA_EXIT_USAGE;
-}
-
-/* A size: digits with an optional K, M, G, T, P suffix (powers of 1024). */
-static int
-za_parse_size (const char *s, uint64_t *out)
-{
-  char *end;
-  unsigned shift = 0;
-  unsigned long long v;
-
-  errno = 0;
-  v = strtoull (s, &end, 10);
-  if (errno != 0 || end == s || *s == '-')
-    return -1;
-  switch (*end) {
-  case '\0': break;
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
-  case 'p': case 'P': shift = 50; end++; break;
-  default: return -1;
-  }
-  if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
-    return -1;
-  *out = (uint64_t) v << shift;
-  return 0;
+  fputs ("usage:\n", stderr);
+  fputs (za_check_usage, stderr);
+  return ZVOL_ADMIN_USAGE;
 }
 
 /* ---- the pool cache ---- */
@@ -196,27 +176,23 @@ za_cache_add (const char *name, const char *const *devs, unsigned n)
 
 /* ---- opening ---- */
 
-typedef struct za_opts {
-  const char *o_devs[ZVOL_MAX_DEVS];
-  unsigned o_ndevs;
-} za_opts_t;
-
-/* Import pool 'name' read-write (or read-only) from -d or the cache. */
+/* Import pool 'name' (NULL: whatever the -d devices hold) from -d or the
+ * cache. */
 static int
-za_open (const char *name, const za_opts_t *o, bool readonly,
+za_open (const char *name, const zvol_admin_target_t *t, bool readonly,
          zvol_pool_t **pp)
 {
   static char cached[ZVOL_MAX_DEVS][4096];
   zvol_pool_config_t pc;
-  unsigned n = o->o_ndevs;
+  unsigned n = t->at_ndevs;
   int r;
 
   zvol_pool_config_init (&pc);
   if (n == 0) {
-    n = za_cache_lookup (name, cached, ZVOL_MAX_DEVS);
+    n = name ? za_cache_lookup (name, cached, ZVOL_MAX_DEVS) : 0;
     if (n == 0) {
-      za_err ("pool %s is not in the pool cache: name its devices with -d",
-              name);
+      za_err ("pool %s is not in the pool cache and no server of it "
+              "answers: name its devices with -d", name ? name : "?");
       return -ENOENT;
     }
     for (unsigned i = 0; i < n; i++)
@@ -224,13 +200,13 @@ za_open (const char *name, const za_opts_t *o, bool readonly,
   }
   else
     for (unsigned i = 0; i < n; i++)
-      pc.pc_devices[i] = o->o_devs[i];
+      pc.pc_devices[i] = t->at_devs[i];
   pc.pc_ndevices = n;
   pc.pc_readonly = readonly;
   r = zvol_pool_open (&pc, pp);
   if (r < 0)
     return r;
-  if (strcmp (zvol_pool_name (*pp), name) != 0) {
+  if (name && strcmp (zvol_pool_name (*pp), name) != 0) {
     za_err ("the devices hold pool %s, not %s", zvol_pool_name (*pp), name);
     zvol_pool_close (*pp);
     return -EINVAL;
@@ -238,249 +214,107 @@ za_open (const char *name, const za_opts_t *o, bool readonly,
   return 0;
 }
 
-/* POOL/VOL into its two parts. */
+/* create POOL DEV...: make the pool, record it in the cache. */
 static int
-za_split (const char *arg, char *pool, char *vol)
+za_make_pool (int argc, char *const *argv)
 {
-  const char *slash = strchr (arg, '/');
-
-  if (slash == NULL || slash == arg || slash[1] == '\0'
-      || (size_t) (slash - arg) >= ZVOL_NAME_MAX
-      || strlen (slash + 1) >= ZVOL_NAME_MAX)
-    return -1;
-  memcpy (pool, arg, (size_t) (slash - arg));
-  pool[slash - arg] = '\0';
-  strcpy (vol, slash + 1);
-  return 0;
-}
-
-/* ---- commands ---- */
-
-/* -d DEVICE, which every command that opens a pool takes. */
-static int
-za_opt_dev (za_opts_t *o, const char *dev)
-{
-  if (o->o_ndevs >= ZVOL_MAX_DEVS)
-    return -1;
-  o->o_devs[o->o_ndevs++] = dev;
-  return 0;
-}
-
-static int
-za_create (int argc, char **argv, za_opts_t *o)
-{
-  uint64_t size = 0, bs = 0, resv = 0;
-  bool thin = false, resv_given = false, have_size = false;
-  char pool[ZVOL_NAME_MAX], vol[ZVOL_NAME_MAX];
+  zvol_pool_config_t pc;
   zvol_pool_t *p;
-  int c, r;
 
-  while ((c = getopt (argc, argv, "+V:b:sr:d:")) != -1)
-    switch (c) {
-    case 'V':
-      if (za_parse_size (optarg, &size) < 0)
-        return za_usage_error ("-V: not a size");
-      have_size = true;
-      break;
-    case 'b':
-      if (za_parse_size (optarg, &bs) < 0 || bs > UINT32_MAX)
-        return za_usage_error ("-b: not a block size");
-      break;
-    case 's': thin = true; break;
-    case 'r':
-      if (za_parse_size (optarg, &resv) < 0)
-        return za_usage_error ("-r: not a size");
-      resv_given = true;
-      break;
-    case 'd':
-      if (za_opt_dev (o, optarg) < 0)
-        return za_usage_error ("too many -d");
-      break;
-    default:
-      return za_usage_error (NULL);
-    }
-  argc -= optind;
-  argv += optind;
-  if (!have_size) {
-    /* A pool: POOL DEV... */
-    zvol_pool_config_t pc;
-    if (bs || thin || resv_given)
-      return za_usage_error ("-b, -s and -r are for a volume (with -V)");
-    if (argc < 2 || argc - 1 > (int) ZVOL_MAX_DEVS || o->o_ndevs)
-      return za_usage_error ("create POOL DEV...");
-    zvol_pool_config_init (&pc);
-    pc.pc_create = true;
-    pc.pc_name = argv[0];
-    for (int i = 1; i < argc; i++)
-      pc.pc_devices[i - 1] = argv[i];
-    pc.pc_ndevices = (unsigned) argc - 1;
-    r = zvol_pool_open (&pc, &p);
-    if (r < 0)
-      return ZA_EXIT_FAIL;
-    r = zvol_pool_close (p);
-    if (r < 0)
-      return ZA_EXIT_FAIL;
-    za_cache_add (argv[0], (const char *const *) argv + 1,
-                  (unsigned) argc - 1);
-    return 0;
-  }
-  if (thin && resv_given)
-    return za_usage_error ("-s (thin) and -r (a reservation) exclude each "
-                           "other");
-  if (argc != 1 || za_split (argv[0], pool, vol) < 0)
-    return za_usage_error ("create -V SIZE POOL/VOL");
-  zvol_volume_params_t vp = {
-    .vp_size = size, .vp_blocksize = (uint32_t) bs,
-    .vp_reservation = thin ? 0 : resv_given ? resv : size,
-  };
-  if (za_open (pool, o, false, &p) < 0)
-    return ZA_EXIT_FAIL;
-  r = zvol_volume_create (p, vol, &vp);
-  if (zvol_pool_close (p) < 0 && r == 0)
-    r = -EIO;
-  return r < 0 ? ZA_EXIT_FAIL : 0;
+  zvol_pool_config_init (&pc);
+  pc.pc_create = true;
+  pc.pc_name = argv[0];
+  for (int i = 1; i < argc; i++)
+    pc.pc_devices[i - 1] = argv[i];
+  pc.pc_ndevices = (unsigned) argc - 1;
+  if (zvol_pool_open (&pc, &p) < 0 || zvol_pool_close (p) < 0)
+    return ZVOL_ADMIN_FAIL;
+  za_cache_add (argv[0], (const char *const *) argv + 1, (unsigned) argc - 1);
+  return ZVOL_ADMIN_OK;
 }
 
+/* Run one command line on pool 'name' (NULL: the -d devices' pool):
+ * through its server's control socket if one answers, else here. */
 static int
-za_destroy (int argc, char **argv, za_opts_t *o)
+za_run (const char *name, const char *sock, const zvol_admin_target_t *t,
+        int argc, char *const *argv, unsigned flags)
 {
-  char pool[ZVOL_NAME_MAX], vol[ZVOL_NAME_MAX];
+  char *path = sock ? strdup (sock)
+    : name ? zvol_runtime_path (name, "control") : NULL;
+  zvol_exports_t *ex;
   zvol_pool_t *p;
-  int c, r;
+  int r, code;
 
-  while ((c = getopt (argc, argv, "+d:")) != -1)
-    switch (c) {
-    case 'd':
-      if (za_opt_dev (o, optarg) < 0)
-        return za_usage_error ("too many -d");
-      break;
-    default:
-      return za_usage_error (NULL);
+  if (path) {
+    r = zvol_ctl_call (path, argc, argv, flags, stdout, stderr, &code);
+    if (r == 0) {
+      free (path);
+      return code;
     }
-  if (argc - optind != 1 || za_split (argv[optind], pool, vol) < 0)
-    return za_usage_error ("destroy POOL/VOL");
-  if (za_open (pool, o, false, &p) < 0)
-    return ZA_EXIT_FAIL;
-  r = zvol_volume_destroy (p, vol);
-  if (zvol_pool_close (p) < 0 && r == 0)
-    r = -EIO;
-  return r < 0 ? ZA_EXIT_FAIL : 0;
+    if (sock || (r != -ENOENT && r != -ECONNREFUSED)) {
+      if (r != -EPROTO && r != -E2BIG)
+        za_err ("control socket %s: %s%s", path, strerror (-r),
+                r == -ENOENT || r == -ECONNREFUSED
+                ? " (is the server running?)" : "");
+      free (path);
+      return ZVOL_ADMIN_FAIL;
+    }
+    free (path);
+  }
+  if (za_open (name, t, t->at_readonly, &p) < 0)
+    return ZVOL_ADMIN_FAIL;
+  ex = zvol_exports_new (p, NULL);
+  za_in_command = true;
+  code = zvol_admin_run (ex, argc, argv, flags, stdout, stderr);
+  za_in_command = false;
+  if ((zvol_exports_free (ex) < 0 || zvol_pool_close (p) < 0)
+      && code == ZVOL_ADMIN_OK)
+    code = ZVOL_ADMIN_FAIL;
+  return code;
 }
 
-/* A size for people (1.50M) or, with -p, exact bytes. */
-static void
-za_size (char *buf, size_t len, uint64_t v, bool exact)
-{
-  static const char units[] = "BKMGTPE";
-  unsigned u = 0;
-  double d = (double) v;
-
-  if (exact || v < 1024) {
-    snprintf (buf, len, "%" PRIu64 "%s", v, exact ? "" : "B");
-    return;
-  }
-  while (d >= 1024 && u < sizeof units - 2) {
-    d /= 1024;
-    u++;
-  }
-  snprintf (buf, len, d < 10 ? "%.2f%c" : d < 100 ? "%.1f%c" : "%.0f%c", d,
-            units[u]);
-}
-
-static void
-za_list_pool (zvol_pool_t *p, bool scripted, bool exact)
-{
-  size_t n = zvol_volume_list (p, NULL, 0);
-  zvol_volume_info_t *vi = calloc (n ? n : 1, sizeof *vi);
-  const char *sep = scripted ? "\t" : "  ";
-
-  if (vi == NULL)
-    return;
-  n = zvol_volume_list (p, vi, n);
-  for (size_t i = 0; i < n; i++) {
-    char name[2 * ZVOL_NAME_MAX + 2], used[32], avail[32], refer[32],
-      volsize[32];
-    snprintf (name, sizeof name, "%s/%s", zvol_pool_name (p), vi[i].vi_name);
-    za_size (used, sizeof used, vi[i].vi_used, exact);
-    za_size (avail, sizeof avail, vi[i].vi_avail, exact);
-    za_size (refer, sizeof refer, vi[i].vi_referenced, exact);
-    za_size (volsize, sizeof volsize, vi[i].vi_volsize, exact);
-    if (scripted)
-      printf ("%s%s%s%s%s%s%s%s%s\n", name, sep, used, sep, avail, sep,
-              refer, sep, volsize);
-    else
-      printf ("%-24s%s%8s%s%8s%s%8s%s%8s\n", name, sep, used, sep, avail,
-              sep, refer, sep, volsize);
-  }
-  free (vi);
-}
-
+/* list naming no pool or several: once per pool (those named, or every
+ * pool of the cache), the header only before the first. */
 static int
-za_list (int argc, char **argv, za_opts_t *o)
+za_list_each (const char *sock, const zvol_admin_target_t *t, int argc,
+              char **argv)
 {
-  bool scripted = false, exact = false;
-  int c, rc = 0;
+  char **av = calloc ((size_t) t->at_optind + 2, sizeof *av);
+  unsigned flags = 0;
+  int rc = ZVOL_ADMIN_OK;
 
-  while ((c = getopt (argc, argv, "+Hpd:")) != -1)
-    switch (c) {
-    case 'H': scripted = true; break;
-    case 'p': exact = true; break;
-    case 'd':
-      if (za_opt_dev (o, optarg) < 0)
-        return za_usage_error ("too many -d");
-      break;
-    default:
-      return za_usage_error (NULL);
-    }
-  if (!scripted)
-    printf ("%-24s  %8s  %8s  %8s  %8s\n", "NAME", "USED", "AVAIL", "REFER",
-            "VOLSIZE");
-  if (optind == argc && o->o_ndevs > 0) {
-    /* The pool on the devices given, whatever its name. */
-    zvol_pool_config_t pc;
-    zvol_pool_t *p;
-    zvol_pool_config_init (&pc);
-    for (unsigned i = 0; i < o->o_ndevs; i++)
-      pc.pc_devices[i] = o->o_devs[i];
-    pc.pc_ndevices = o->o_ndevs;
-    pc.pc_readonly = true;
-    if (zvol_pool_open (&pc, &p) < 0)
-      return ZA_EXIT_FAIL;
-    za_list_pool (p, scripted, exact);
-    zvol_pool_close (p);
-    return 0;
+  if (av == NULL) {
+    za_err ("out of memory");
+    return ZVOL_ADMIN_FAIL;
   }
-  if (optind == argc) {
-    /* Every pool of the cache. */
+  memcpy (av, argv, (size_t) t->at_optind * sizeof *av);
+  if (t->at_noperands > 0)
+    for (int i = t->at_optind; i < argc; i++, flags = ZVOL_ADMIN_NOHEADER) {
+      av[t->at_optind] = argv[i];
+      if (za_run (argv[i], sock, t, t->at_optind + 1, av, flags) != 0)
+        rc = ZVOL_ADMIN_FAIL;
+    }
+  else {
     char *path = za_cache_path ();
     FILE *f = path ? fopen (path, "r") : NULL;
     char line[ZVOL_MAX_DEVS * 4100 + 80];
     free (path);
     while (f && fgets (line, sizeof line, f) != NULL) {
       char *save = NULL, *name = strtok_r (line, " \t\n", &save);
-      zvol_pool_t *p;
       if (name == NULL)
         continue;
-      if (za_open (name, o, true, &p) < 0) {
-        rc = ZA_EXIT_FAIL;
-        continue;
-      }
-      za_list_pool (p, scripted, exact);
-      zvol_pool_close (p);
+      av[t->at_optind] = name;
+      if (za_run (name, sock, t, t->at_optind + 1, av, flags) != 0)
+        rc = ZVOL_ADMIN_FAIL;
+      flags = ZVOL_ADMIN_NOHEADER;
     }
     if (f)
       fclose (f);
-    return rc;
+    if (flags == 0)
+      za_err ("no pool in the pool cache (zvoladm create POOL DEV... makes "
+              "one; -d DEV names a pool's devices)");
   }
-  for (int i = optind; i < argc; i++) {
-    zvol_pool_t *p;
-    if (za_open (argv[i], o, true, &p) < 0) {
-      rc = ZA_EXIT_FAIL;
-      continue;
-    }
-    za_list_pool (p, scripted, exact);
-    zvol_pool_close (p);
-  }
+  free (av);
   return rc;
 }
 
@@ -509,8 +343,8 @@ za_check_progress (void *arg, const char *what, uint64_t done,
   if (done < total && now.tv_sec - c->c_last.tv_sec < 1)
     return;
   c->c_last = now;
-  za_size (d, sizeof d, done, false);
-  za_size (t, sizeof t, total, false);
+  zvol_admin_size (d, sizeof d, done, false);
+  zvol_admin_size (t, sizeof t, total, false);
   fprintf (stderr, "%s: %s of %s (%.1f%%)\n", what, d, t,
            total ? 100.0 * (double) done / (double) total : 100.0);
 }
@@ -526,10 +360,13 @@ za_check_problem (void *arg, const zvol_check_problem_t *cp)
     c->c_more++;
 }
 
-/* zvoladm check: the whole command in one function. */
+/* zvoladm check: offline only (it imports the pool itself, read-only,
+ * and walks every tree), so it stays here, outside the command layer
+ * that runs on an open pool. */
 static int
-za_check (int argc, char **argv, za_opts_t *o)
+za_check (int argc, char **argv)
 {
+  const char *devs[ZVOL_MAX_DEVS];
   static char cached[ZVOL_MAX_DEVS][4096];
   za_check_t c = { .c_progress = isatty (STDERR_FILENO) };
   zvol_check_report_t rep = {
@@ -538,15 +375,16 @@ za_check (int argc, char **argv, za_opts_t *o)
   zvol_pool_config_t pc;
   char b1[32], b2[32], b3[32];
   const char *name;
-  unsigned n;
+  unsigned n = 0;
   int ch, r;
 
   while ((ch = getopt (argc, argv, "+vd:")) != -1)
     switch (ch) {
     case 'v': c.c_progress = true; break;
     case 'd':
-      if (za_opt_dev (o, optarg) < 0)
+      if (n >= ZVOL_MAX_DEVS)
         return za_usage_error ("too many -d");
+      devs[n++] = optarg;
       break;
     default:
       return za_usage_error (NULL);
@@ -555,20 +393,19 @@ za_check (int argc, char **argv, za_opts_t *o)
     return za_usage_error ("check POOL");
   name = argv[optind];
   zvol_pool_config_init (&pc);
-  n = o->o_ndevs;
   if (n == 0) {
     n = za_cache_lookup (name, cached, ZVOL_MAX_DEVS);
     if (n == 0) {
       za_err ("pool %s is not in the pool cache: name its devices with -d",
               name);
-      return ZA_EXIT_FAIL;
+      return ZVOL_ADMIN_FAIL;
     }
     for (unsigned i = 0; i < n; i++)
       pc.pc_devices[i] = cached[i];
   }
   else
     for (unsigned i = 0; i < n; i++)
-      pc.pc_devices[i] = o->o_devs[i];
+      pc.pc_devices[i] = devs[i];
   pc.pc_ndevices = n;
   if (c.c_progress) {
     pc.pc_progress = za_check_progress;
@@ -578,49 +415,66 @@ za_check (int argc, char **argv, za_opts_t *o)
   if (r < 0) {
     za_err ("pool %s cannot be checked: it does not import (%s)", name,
             strerror (-r));
-    return ZA_EXIT_FAIL;
+    return ZVOL_ADMIN_FAIL;
   }
   if (c.c_more > 0)
     printf ("... and %" PRIu64 " more problems (counted below)\n", c.c_more);
-  za_size (b1, sizeof b1, rep.cr_bytes, false);
-  za_size (b2, sizeof b2, rep.cr_allocated, false);
+  zvol_admin_size (b1, sizeof b1, rep.cr_bytes, false);
+  zvol_admin_size (b2, sizeof b2, rep.cr_allocated, false);
   printf ("%s: %" PRIu64 " trees, %" PRIu64 " blocks, %s read and verified "
           "(%s allocated)\n", name, rep.cr_trees, rep.cr_blocks, b1, b2);
   printf ("  checksum errors %" PRIu64 ", read errors %" PRIu64 ", blocks "
           "lost %" PRIu64 ", trees not walked to the end %" PRIu64 "\n",
           rep.cr_cksum_errors, rep.cr_read_errors, rep.cr_lost_blocks,
           rep.cr_incomplete);
-  za_size (b1, sizeof b1, rep.cr_leaked_bytes, false);
-  za_size (b3, sizeof b3, rep.cr_double_bytes, false);
+  zvol_admin_size (b1, sizeof b1, rep.cr_leaked_bytes, false);
+  zvol_admin_size (b3, sizeof b3, rep.cr_double_bytes, false);
   printf ("  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
           PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
           rep.cr_leaked, b3, rep.cr_double, rep.cr_free_refs);
   printf ("%s\n", rep.cr_problems == 0 ? "No problems found."
           : "Problems found.");
-  return rep.cr_problems == 0 ? 0 : ZA_EXIT_FAIL;
+  return rep.cr_problems == 0 ? 0 : ZVOL_ADMIN_FAIL;
 }
 
 int
 main (int argc, char **argv)
 {
-  za_opts_t o = { .o_ndevs = 0 };
+  const char *sock = getenv ("ZVOLADM_SOCKET");
+  zvol_admin_target_t t;
+  int a = 1, r;
 
   zvol_set_log (za_log);
-  if (argc < 2)
-    return za_usage_error (NULL);
-  if (strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "--help") == 0) {
-    fputs (za_usage, stdout);
+  if (sock && *sock == '\0')
+    sock = NULL;
+  if (argc > 1
+      && (strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "--help") == 0)) {
+    za_print_usage (stdout);
     return 0;
   }
-  optind = 1;
-  if (strcmp (argv[1], "create") == 0)
-    return za_create (argc - 1, argv + 1, &o);
-  if (strcmp (argv[1], "destroy") == 0)
-    return za_destroy (argc - 1, argv + 1, &o);
-  if (strcmp (argv[1], "list") == 0)
-    return za_list (argc - 1, argv + 1, &o);
-  if (strcmp (argv[1], "check") == 0)
-    return za_check (argc - 1, argv + 1, &o);
-  za_err ("unknown command '%s'", argv[1]);
-  return za_usage_error (NULL);
+  if (argc > 2 && strcmp (argv[1], "-S") == 0) {
+    sock = argv[2];
+    a = 3;
+  }
+  if (argc <= a) {
+    za_err ("no command");
+    za_print_usage (stderr);
+    return ZVOL_ADMIN_USAGE;
+  }
+  argc -= a;
+  argv += a;
+  if (strcmp (argv[0], "check") == 0) {
+    optind = 1;
+    return za_check (argc, argv);
+  }
+  r = zvol_admin_parse (argc, argv, &t, stderr);
+  if (r != ZVOL_ADMIN_OK)
+    return r;
+  if (t.at_make_pool)
+    return za_make_pool (argc - t.at_optind, argv + t.at_optind);
+  if (strcmp (t.at_cmd, "list") == 0
+      && (t.at_noperands > 1 || (t.at_noperands == 0 && t.at_ndevs == 0
+                                 && sock == NULL)))
+    return za_list_each (sock, &t, argc, argv);
+  return za_run (t.at_pool[0] ? t.at_pool : NULL, sock, &t, argc, argv, 0);
 }

@@ -10,6 +10,11 @@
  * public API alone, as any front end could; of the engine's insides it
  * uses only the log hook (zv_util.h).
  *
+ * The pool's runtime directory (/run/nbdkit-zvol/NAME as root, else
+ * under $XDG_RUNTIME_DIR) is computed here once for every front end:
+ * the kstat files' default directory, and zvol_runtime_path's files in
+ * it (the control socket), which a server and zvoladm must agree on.
+ *
  * The writer thread renders both tables once per interval and replaces
  * DIR/txgs and DIR/stats atomically (a temporary file, then rename), so a
  * reader never sees half a table.  A failing write is logged once per
@@ -245,12 +250,12 @@ kstat_path_join (const char *a, const char *b)
   return s;
 }
 
-char *
-zvol_kstat_default_dir (const char *pool_name)
+/* The pool's runtime directory, nothing made: NULL when there is none. */
+static char *
+kstat_runtime_dir (const char *pool_name)
 {
   const char *xdg = getenv ("XDG_RUNTIME_DIR");
   char *safe, *base = NULL, *dir = NULL;
-  int r;
 
   /* The pool name becomes one path component. */
   safe = zv_strdup (pool_name && *pool_name ? pool_name : "zvol");
@@ -267,6 +272,27 @@ zvol_kstat_default_dir (const char *pool_name)
     dir = kstat_path_join (base, safe);
   free (base);
   free (safe);
+  return dir;
+}
+
+char *
+zvol_runtime_path (const char *pool_name, const char *file)
+{
+  char *dir = kstat_runtime_dir (pool_name), *path;
+
+  if (dir == NULL || file == NULL)
+    return dir;
+  path = kstat_path_join (dir, file);
+  free (dir);
+  return path;
+}
+
+char *
+zvol_kstat_default_dir (const char *pool_name)
+{
+  char *dir = kstat_runtime_dir (pool_name);
+  int r;
+
   if (dir == NULL) {
     zv_debug ("kstat files disabled: not root and no "
                "XDG_RUNTIME_DIR (use kstat=DIR)");

@@ -29,6 +29,16 @@
 
 static zv_log_fn zv_log_hook;
 static enum zv_log_level zv_log_min = ZV_LOG_INFO;
+static __thread zv_log_tap_fn zv_log_tap_fn_cur;
+static __thread void *zv_log_tap_arg;
+
+/* This thread's tap (zv_util.h). */
+void
+zv_log_tap (zv_log_tap_fn fn, void *arg)
+{
+  zv_log_tap_fn_cur = fn;
+  zv_log_tap_arg = arg;
+}
 
 /* Install the embedder's log hook. */
 void
@@ -60,6 +70,8 @@ zv_log (enum zv_log_level level, const char *fmt, ...)
   else if (level >= zv_log_min)
     fprintf (stderr, "zvol: %s%s\n", level == ZV_LOG_WARN ? "warning: " : "",
              msg);
+  if (zv_log_tap_fn_cur)
+    zv_log_tap_fn_cur (zv_log_tap_arg, level, msg);
   errno = saved;
 }
 

@@ -34,6 +34,13 @@ void zv_log (enum zv_log_level level, const char *fmt, ...)
 #define zv_warn(...)  zv_log (ZV_LOG_WARN, __VA_ARGS__)
 #define zv_info(...)  zv_log (ZV_LOG_INFO, __VA_ARGS__)
 #define zv_debug(...) zv_log (ZV_LOG_DEBUG, __VA_ARGS__)
+/* A tap on the calling thread's messages: each one still goes to the
+ * hook, and to fn as well (NULL removes the tap).  The admin command
+ * layer copies what the engine says during a command to the command's
+ * error stream, so the person who ran it reads why it failed. */
+typedef void (*zv_log_tap_fn) (void *arg, enum zv_log_level level,
+                               const char *msg);
+void zv_log_tap (zv_log_tap_fn fn, void *arg);
 
 /*
  * Assertions, in OpenZFS's two tiers.

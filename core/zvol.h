@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -522,6 +523,119 @@ ZVOL_API int zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv,
                                zvol_kstat_tick_fn tick, void *arg,
                                zvol_kstat_t **ksp);
 ZVOL_API void zvol_kstat_stop (zvol_kstat_t *ks);
+
+/* ---- served volumes (exports.c) ---- */
+
+/*
+ * The volumes a server has open, by name, each with a count of the
+ * clients (or commands) using it: what a front end serves from, and what
+ * the admin commands of a running server act on.  A volume is opened on
+ * its first hold (its intent log replayed then) and stays open until it
+ * is destroyed or the table freed.  Thread-safe.
+ */
+typedef struct zvol_exports zvol_exports_t;
+
+/* vc: how volumes are opened (NULL: zvol_config_init's defaults). */
+ZVOL_API zvol_exports_t *zvol_exports_new (zvol_pool_t *pool,
+                                           const zvol_config_t *vc);
+ZVOL_API zvol_pool_t *zvol_exports_pool (zvol_exports_t *ex);
+/* Open every volume of the pool now (a server, before serving: every
+ * log replayed first).  0 or the first error of zvol_open. */
+ZVOL_API int zvol_exports_open_all (zvol_exports_t *ex);
+/* Use the volume 'name' (opened if it is not): 0 and *zvp, or the error
+ * of zvol_open (-ENOENT: no such volume, or it is being destroyed). */
+ZVOL_API int zvol_exports_hold (zvol_exports_t *ex, const char *name,
+                                zvol_t **zvp);
+ZVOL_API void zvol_exports_rele (zvol_exports_t *ex, zvol_t *zv);
+/* How many holds the volume 'name' has (0: none, or not open). */
+ZVOL_API unsigned zvol_exports_holds (zvol_exports_t *ex, const char *name);
+/* Destroy the volume 'name': -EBUSY (saying by how many) while it is
+ * held, else it is closed and zvol_volume_destroy'ed; no hold of it
+ * succeeds meanwhile. */
+ZVOL_API int zvol_exports_destroy (zvol_exports_t *ex, const char *name);
+/* Close every volume and free the table: the first error of zvol_close.
+ * Waits (30 s at most) for the holds to end first; with some still
+ * taken then, -EBUSY and nothing is closed or freed. */
+ZVOL_API int zvol_exports_free (zvol_exports_t *ex);
+
+/* ---- admin commands (admin.c) ---- */
+
+/*
+ * The commands of zvoladm, in its syntax (argv[0] is the command:
+ * "create", "destroy", "list", "stats"), run on an open pool: the same
+ * code offline (zvoladm imported the pool) and live (the control socket
+ * of the server).  Output goes to out, messages ("zvoladm: ...", with
+ * what the engine logged meanwhile on this thread) to err.  Returns the
+ * exit code.
+ */
+#define ZVOL_ADMIN_OK    0
+#define ZVOL_ADMIN_FAIL  1
+#define ZVOL_ADMIN_USAGE 2
+/* A later pool of one listing: no header line. */
+#define ZVOL_ADMIN_NOHEADER 0x1u
+
+/* What a command line needs before a pool is open (zvoladm's choice of
+ * pool, devices, live or offline): zvol_admin_parse fills it. */
+typedef struct zvol_admin_target {
+  const char *at_cmd;          /* the command's name */
+  bool at_make_pool;           /* create POOL DEV...: no pool to open */
+  bool at_readonly;            /* only reads: a read-only import does */
+  int at_optind;               /* argv index of the first operand */
+  int at_noperands;            /* pool names (list), or 1 */
+  char at_pool[ZVOL_NAME_MAX]; /* the first operand's pool, "" if none */
+  const char *at_devs[ZVOL_MAX_DEVS];  /* -d DEVICE, in order */
+  unsigned at_ndevs;
+} zvol_admin_target_t;
+
+/* Parse a command line (argv[0] the command): ZVOL_ADMIN_OK, or
+ * ZVOL_ADMIN_USAGE with the reason and the usage on err. */
+ZVOL_API int zvol_admin_parse (int argc, char *const *argv,
+                               zvol_admin_target_t *t, FILE *err);
+ZVOL_API int zvol_admin_run (zvol_exports_t *ex, int argc, char *const *argv,
+                             unsigned flags, FILE *out, FILE *err);
+/* The usage lines of every command ("  zvoladm create ..."). */
+ZVOL_API void zvol_admin_print_usage (FILE *fp);
+/* A size as the commands print it: for people (1.50M), or with exact
+ * the bytes. */
+ZVOL_API void zvol_admin_size (char *buf, size_t len, uint64_t v,
+                               bool exact);
+
+/* ---- the control socket (ctl.c) ---- */
+
+/*
+ * A Unix stream socket through which zvoladm runs admin commands in a
+ * running server: owner-only (mode 0600, the peer's uid must be the
+ * server's or root's), one command at a time (the next waits up to the
+ * tunable ctl_busy_wait, then fails), a stale socket of a dead server
+ * replaced, the socket removed at stop.  Start it after a fork.
+ */
+typedef struct zvol_ctl zvol_ctl_t;
+
+/* Listen on 'path' (made in a directory made 0700 if missing) and serve
+ * the admin commands on ex.  -EADDRINUSE when a server answers there.
+ * ZVOL_CTL_QUIET: why it cannot start is logged at debug level (the
+ * default path, which is worth no error). */
+#define ZVOL_CTL_QUIET 0x1u
+ZVOL_API int zvol_ctl_start (zvol_exports_t *ex, const char *path,
+                             unsigned flags, zvol_ctl_t **ctlp);
+/* What zvol_ctl_start would find at path, nothing taken (a server checks
+ * before it forks, where an error still reaches the terminal): 0 (free,
+ * or a stale socket start would replace), -EADDRINUSE, -EEXIST (no
+ * socket), -ENAMETOOLONG; said as zvol_ctl_start says it. */
+ZVOL_API int zvol_ctl_check (const char *path, unsigned flags);
+/* Stop (a running command finishes first) and remove the socket. */
+ZVOL_API void zvol_ctl_stop (zvol_ctl_t *ctl);
+/* Run one command through the socket at 'path': 0 with its exit code in
+ * *exitp and its output written to out and err; -ECONNREFUSED or -ENOENT
+ * when nothing answers there (the caller may go offline); -EPROTO for a
+ * reply that makes no sense; other -errno. */
+ZVOL_API int zvol_ctl_call (const char *path, int argc, char *const *argv,
+                            unsigned flags, FILE *out, FILE *err,
+                            int *exitp);
+/* DIR/file in the pool's runtime directory (zvol_kstat_default_dir's,
+ * nothing made): where the control socket is by default.  NULL when there
+ * is none (not root and no XDG_RUNTIME_DIR).  free() it. */
+ZVOL_API char *zvol_runtime_path (const char *pool_name, const char *file);
 
 #ifdef __cplusplus
 }

@@ -6,14 +6,18 @@
  * Theory of operation
  * -------------------
  * The engine holds one pool; each of its volumes is an export of the same
- * name (.list_exports, so nbdinfo --list shows them).  get_ready opens
- * every volume (replaying each one's intent log before anything is
- * served) into a table; .open looks the client's export name up there
- * and its handle is that entry, which every data callback uses.  The
- * empty name is the default export: volume=NAME, else the pool's only
- * volume (with several and no volume=, the empty name is refused, naming
- * the exports).  A name that is no volume is refused at .open with a
- * message naming the pool (the client sees the export as unknown).
+ * name (.list_exports, so nbdinfo --list shows them).  The volumes are
+ * held through the engine's table of served volumes (zvol_exports_*):
+ * get_ready opens every volume there (replaying each one's intent log
+ * before anything is served); .open holds the client's volume (opening it
+ * if it was created since, by an admin command) and its handle is the
+ * volume, which every data callback uses; .close releases it.  So a
+ * volume created through the control socket is served at once, and one
+ * a client has open cannot be destroyed (EBUSY).  The empty name is the
+ * default export: volume=NAME, else the pool's only volume at start
+ * (with several and no volume=, the empty name is refused, naming the
+ * exports).  A name that is no volume is refused at .open with a message
+ * naming the pool (the client sees the export as unknown).
  *
  * Lifecycle (nbdkit drives it, one thread, in this order):
  *
@@ -29,15 +33,20 @@
  *                    (also as the log device) are the engine's check.
  *   get_ready        create a missing backing file (create=true, one
  *                    device), resolve the device paths, zvol_pool_open,
- *                    zvol_open (which replays the volume's intent log).
+ *                    zvol_exports_open_all (every volume opened, each
+ *                    replaying its intent log).
  *                    Errors here are the last ones the user sees on the
  *                    terminal: the server exits non-zero before serving.
  *   after_fork       zvol_pool_start (the engine's threads), then the kstat
- *                    writer (zvol_kstat_start).  Threads must not be
+ *                    writer (zvol_kstat_start, holding the default
+ *                    volume for its figures) and the control socket
+ *                    (zvol_ctl_start: control=PATH, by default the
+ *                    pool's runtime directory's "control"; control=off).  Threads must not be
  *                    started before nbdkit forks into the background,
  *                    because fork keeps only the calling thread.
- *   cleanup          stop the kstat writer, zvol_close, zvol_pool_close
- *                    (each syncs).
+ *   cleanup          stop the control socket (a running command
+ *                    finishes) and the kstat writer, close the volumes
+ *                    (zvol_exports_free) and the pool (each syncs).
  *
  * RADOS devices (device= or log= "rados:CEPHPOOL/NAME") are names, not
  * paths: they are neither made absolute nor stat'ed nor resolved, and the
@@ -118,6 +127,8 @@ static char *zp_logdev;                  /* log=: separate log device */
 static bool zp_sparse;                   /* sparse=true: thin volume */
 static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
+static char *zp_control;                 /* control=PATH, absolute */
+static bool zp_control_off;              /* control=off */
 static bool zp_sparse_given;             /* sparse= seen (any value) */
 static unsigned zp_zil_recover;          /* zil_recover=: ZVOL_ZIL_RECOVER_* */
 static bool zp_verify_full;              /* verify=full: walk the tree */
@@ -134,15 +145,13 @@ static size_t zp_nkeys_seen;
 
 /* ---- runtime ---- */
 static zvol_pool_t *zp_pool;
-/* Every volume of the pool, open from get_ready to cleanup; a
- * connection's handle is its entry. */
-typedef struct zp_vol {
-  char zv_name[ZVOL_NAME_MAX];
-  zvol_t *zv_zv;
-} zp_vol_t;
-static zp_vol_t *zp_vols;
-static size_t zp_nvols;
-static zp_vol_t *zp_default;    /* the default export, or NULL */
+/* The volumes served, get_ready to cleanup; a connection's handle is
+ * the volume it holds there. */
+static zvol_exports_t *zp_exports;
+/* the default export, or "" */
+static char zp_default[sizeof ((zvol_volume_info_t *) 0)->vi_name];
+static zvol_t *zp_kstat_zv;     /* held for the kstat writer, or NULL */
+static zvol_ctl_t *zp_ctl;      /* the control socket, after_fork..cleanup */
 static char *zp_created_file;   /* file we created or grew in get_ready */
 static bool zp_created_new;     /* ... and it did not exist before */
 static pid_t zp_ready_pid;      /* the process get_ready ran in */
@@ -183,6 +192,7 @@ zp_unload (void)
     free (zp_devices[i]);
   zp_ndevices = 0;
   free (zp_kstat_dir);
+  free (zp_control);
   free (zp_logdev);
   free (zp_ceph_conf);
   free (zp_ceph_keyring);
@@ -439,6 +449,18 @@ zp_config (const char *key, const char *value)
     }
     zp_verify_given = true;
   }
+  else if (strcmp (key, "control") == 0) {
+    zp_control_off = strcmp (value, "off") == 0;
+    if (!zp_control_off) {
+      if (*value == '\0') {
+        nbdkit_error ("control must not be empty (a socket path, or off)");
+        return -1;
+      }
+      zp_control = nbdkit_absolute_path (value);
+      if (zp_control == NULL)
+        return -1;
+    }
+  }
   else if (strcmp (key, "kstat") == 0) {
     zp_kstat_none = strcmp (value, "none") == 0;
     if (!zp_kstat_none) {
@@ -671,31 +693,14 @@ zp_kstat_setup_explicit (void)
   return 0;
 }
 
-/* Close every volume get_ready opened. */
-static int
-zp_close_volumes (void)
-{
-  int err = 0;
-
-  for (size_t i = 0; i < zp_nvols; i++) {
-    int r = zvol_close (zp_vols[i].zv_zv);
-    if (r < 0 && err == 0)
-      err = r;
-  }
-  free (zp_vols);
-  zp_vols = NULL;
-  zp_nvols = 0;
-  zp_default = NULL;
-  return err;
-}
-
 /* Open every volume of the pool (each replays its intent log) and pick
  * the default export. */
 static int
 zp_open_volumes (const zvol_config_t *vc)
 {
-  zvol_volume_info_t *vi;
-  size_t n = zvol_volume_list (zp_pool, NULL, 0);
+  zvol_volume_info_t vi;
+  size_t n = zvol_volume_list (zp_pool, &vi, 1);
+  int r;
 
   if (n == 0) {
     nbdkit_error ("pool %s has no volume to serve (create one with "
@@ -703,43 +708,26 @@ zp_open_volumes (const zvol_config_t *vc)
                   zvol_pool_name (zp_pool));
     return -1;
   }
-  vi = calloc (n, sizeof *vi);
-  zp_vols = calloc (n, sizeof *zp_vols);
-  if (vi == NULL || zp_vols == NULL) {
-    nbdkit_error ("calloc: %m");
-    free (vi);
+  zp_exports = zvol_exports_new (zp_pool, vc);
+  r = zvol_exports_open_all (zp_exports);
+  if (r < 0) {
+    errno = -r;
+    nbdkit_error ("could not open the volumes of pool %s: %m",
+                  zvol_pool_name (zp_pool));
     return -1;
   }
-  {
-    size_t m = zvol_volume_list (zp_pool, vi, n);
-    n = m < n ? m : n;
-  }
-  for (size_t i = 0; i < n; i++) {
-    int r = zvol_open (zp_pool, vi[i].vi_name, vc, &zp_vols[i].zv_zv);
-    if (r < 0) {
-      errno = -r;
-      nbdkit_error ("could not open volume %s of pool %s: %m",
-                    vi[i].vi_name, zvol_pool_name (zp_pool));
-      free (vi);
-      return -1;
-    }
-    snprintf (zp_vols[i].zv_name, sizeof zp_vols[i].zv_name, "%s",
-              vi[i].vi_name);
-    zp_nvols++;
-  }
-  free (vi);
   if (zp_default_volume != NULL) {
-    for (size_t i = 0; i < zp_nvols; i++)
-      if (strcmp (zp_vols[i].zv_name, zp_default_volume) == 0)
-        zp_default = &zp_vols[i];
-    if (zp_default == NULL) {
+    zvol_t *zv;
+    if (zvol_exports_hold (zp_exports, zp_default_volume, &zv) < 0) {
       nbdkit_error ("volume=%s: pool %s has no such volume",
                     zp_default_volume, zvol_pool_name (zp_pool));
       return -1;
     }
+    zvol_exports_rele (zp_exports, zv);
+    snprintf (zp_default, sizeof zp_default, "%s", zp_default_volume);
   }
-  else if (zp_nvols == 1)
-    zp_default = &zp_vols[0];
+  else if (n == 1)
+    snprintf (zp_default, sizeof zp_default, "%s", vi.vi_name);
   return 0;
 }
 
@@ -756,6 +744,12 @@ zp_get_ready (void)
 
   if (zp_kstat_setup_explicit () == -1)
     return -1;
+  /* control=PATH taken by another server: said while the terminal still
+   * shows it, nothing done yet (the socket is taken after the fork). */
+  if (zp_control && zvol_ctl_check (zp_control, 0) < 0) {
+    nbdkit_error ("control=%s cannot be used (see above)", zp_control);
+    return -1;
+  }
   if (zp_create && zp_ndevices == 1 && !zp_is_rados (zp_devices[0]) &&
       zp_create_backing_file (zp_devices[0]) == -1)
     return -1;
@@ -824,21 +818,19 @@ zp_get_ready (void)
   }
   zvol_config_init (&vc);
   if (zp_open_volumes (&vc) == -1) {
-    zp_close_volumes ();
+    zvol_exports_free (zp_exports);
+    zp_exports = NULL;
     /* Nothing was written for the volumes: the pool closes cleanly. */
     zvol_pool_close (zp_pool);
     zp_pool = NULL;
     goto fail;
   }
-  nbdkit_debug ("pool %s (guid %016" PRIx64 ") %s: %zu volume(s)%s",
+  nbdkit_debug ("pool %s (guid %016" PRIx64 ") %s: %zu volume(s)%s%s%s",
                 zvol_pool_name (zp_pool), zvol_pool_guid (zp_pool),
-                zp_create ? "created" : "imported", zp_nvols,
-                zvol_pool_is_readonly (zp_pool) ? ", read-only" : "");
-  for (size_t v = 0; v < zp_nvols; v++)
-    nbdkit_debug ("export %s: %" PRIu64 " bytes, volblocksize %" PRIu32 "%s",
-                  zp_vols[v].zv_name, zvol_size (zp_vols[v].zv_zv),
-                  zvol_blocksize (zp_vols[v].zv_zv),
-                  &zp_vols[v] == zp_default ? " (the default export)" : "");
+                zp_create ? "created" : "imported",
+                zvol_volume_list (zp_pool, NULL, 0),
+                zvol_pool_is_readonly (zp_pool) ? ", read-only" : "",
+                zp_default[0] ? ", the default export " : "", zp_default);
 
   if (!zp_kstat_none && zp_kstat_path == NULL)
     zp_kstat_path = zvol_kstat_default_dir (zvol_pool_name (zp_pool));
@@ -884,6 +876,41 @@ zp_kstat_debug_txg (void *arg, const char *txgs)
   nbdkit_debug ("txg: %.*s", (int) (end - start), start);
 }
 
+/* The control socket: control=PATH must work (the server refuses to
+ * start otherwise); the default place is worth no refusal (another pool
+ * of the same name may be served, or there is no runtime directory). */
+static int
+zp_control_start (void)
+{
+  char *path;
+  int r;
+
+  if (zp_control_off)
+    return 0;
+  path = zp_control ? strdup (zp_control)
+    : zvol_runtime_path (zvol_pool_name (zp_pool), "control");
+  if (path == NULL) {
+    nbdkit_debug ("no control socket: not root and no XDG_RUNTIME_DIR "
+                  "(use control=PATH)");
+    return 0;
+  }
+  r = zvol_ctl_start (zp_exports, path, zp_control ? 0 : ZVOL_CTL_QUIET,
+                      &zp_ctl);
+  if (r < 0 && zp_control) {
+    errno = -r;
+    nbdkit_error ("control=%s: %m", path);
+    free (path);
+    return -1;
+  }
+  if (r < 0)
+    nbdkit_debug ("no control socket at %s (see above; control=PATH names "
+                  "another)", path);
+  else
+    nbdkit_debug ("control socket: %s", path);
+  free (path);
+  return 0;
+}
+
 /* After nbdkit forked: start the engine's threads, then ours. */
 static int
 zp_after_fork (void)
@@ -905,15 +932,19 @@ zp_after_fork (void)
     nbdkit_error ("could not start the pool's threads: %m");
     return -1;
   }
-  /* The statistics files are not worth refusing to serve for. */
-  if ((zp_kstat_path || zvol_debug_txg)
-      && zvol_kstat_start (zp_pool, zp_default ? zp_default->zv_zv : NULL,
-                           zp_kstat_path,
-                           ZP_KSTAT_INTERVAL_S * 1000,
-                           zvol_debug_txg ? zp_kstat_debug_txg : NULL, NULL,
-                           &zp_kstat) < 0)
-    nbdkit_error ("serving without kstat files");
-  return 0;
+  /* The statistics files are not worth refusing to serve for.  The
+   * writer reads the default volume's figures: it holds it (destroy
+   * refuses it while the server runs). */
+  if (zp_kstat_path || zvol_debug_txg) {
+    if (zp_default[0])
+      (void) zvol_exports_hold (zp_exports, zp_default, &zp_kstat_zv);
+    if (zvol_kstat_start (zp_pool, zp_kstat_zv, zp_kstat_path,
+                          ZP_KSTAT_INTERVAL_S * 1000,
+                          zvol_debug_txg ? zp_kstat_debug_txg : NULL, NULL,
+                          &zp_kstat) < 0)
+      nbdkit_error ("serving without kstat files");
+  }
+  return zp_control_start ();
 }
 
 /* Shutdown: everything written is synced by zvol_pool_close, so a
@@ -923,11 +954,23 @@ zp_cleanup (void)
 {
   int r;
 
+  zvol_ctl_stop (zp_ctl);
+  zp_ctl = NULL;
   zvol_kstat_stop (zp_kstat);
   zp_kstat = NULL;
+  if (zp_kstat_zv)
+    zvol_exports_rele (zp_exports, zp_kstat_zv);
+  zp_kstat_zv = NULL;
   if (zp_pool == NULL)
     return;
-  r = zp_close_volumes ();
+  /* nbdkit may clean up while a connection whose client left is still
+   * on its way to .close: the table waits for it. */
+  r = zvol_exports_free (zp_exports);
+  if (r == -EBUSY) {
+    nbdkit_error ("closing the pool: connections still hold volumes");
+    return;                     /* nothing to free under them */
+  }
+  zp_exports = NULL;
   if (r < 0) {
     errno = -r;
     nbdkit_error ("closing the volumes: %m");
@@ -944,10 +987,19 @@ zp_cleanup (void)
 static int
 zp_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
 {
-  for (size_t i = 0; i < zp_nvols; i++)
-    if (nbdkit_add_export (exports, zp_vols[i].zv_name, NULL) == -1)
-      return -1;
-  return 0;
+  size_t n = zvol_volume_list (zp_pool, NULL, 0);
+  zvol_volume_info_t *vi = calloc (n ? n : 1, sizeof *vi);
+  int r = 0;
+
+  if (vi == NULL) {
+    nbdkit_error ("calloc: %m");
+    return -1;
+  }
+  n = zvol_volume_list (zp_pool, vi, n);   /* fewer, if one went meanwhile */
+  for (size_t i = 0; i < n && r == 0; i++)
+    r = nbdkit_add_export (exports, vi[i].vi_name, NULL);
+  free (vi);
+  return r;
 }
 
 /* Several volumes, no volume=, and a client asked for the empty name. */
@@ -956,16 +1008,18 @@ zp_no_default (void)
 {
   nbdkit_error ("pool %s has %zu volumes and no default export (volume=): "
                 "ask for one by name (nbdinfo --list shows them)",
-                zvol_pool_name (zp_pool), zp_nvols);
+                zvol_pool_name (zp_pool), zvol_volume_list (zp_pool, NULL, 0));
 }
 
 /* The empty name: volume=, or the only volume. */
 static const char *
 zp_default_export (int readonly, int is_tls)
 {
-  if (zp_default == NULL)
+  if (zp_default[0] == '\0') {
     zp_no_default ();
-  return zp_default ? zp_default->zv_name : NULL;
+    return NULL;
+  }
+  return zp_default;
 }
 
 /* The client's export name (anything it sent: only compared, and shown
@@ -974,37 +1028,33 @@ static void *
 zp_open (int readonly)
 {
   const char *name = nbdkit_export_name ();
+  zvol_t *zv;
+  int r;
 
   if (name == NULL || *name == '\0') {
-    if (zp_default != NULL)
-      return zp_default;
-    zp_no_default ();
+    if (zp_default[0] == '\0') {
+      zp_no_default ();
+      return NULL;
+    }
+    name = zp_default;
+  }
+  /* The engine's message names the pool and the volume (escaped). */
+  r = zvol_exports_hold (zp_exports, name, &zv);
+  if (r < 0) {
+    errno = -r;
     return NULL;
   }
-  for (size_t i = 0; i < zp_nvols; i++)
-    if (strcmp (zp_vols[i].zv_name, name) == 0)
-      return &zp_vols[i];
-  {
-    /* Shown escaped and cut at 64 bytes: a name may be 4 KiB of any. */
-    char shown[4 * ZVOL_NAME_MAX + 8];
-    size_t j = 0, k = 0;
-
-    for (; name[k] != '\0' && k < ZVOL_NAME_MAX; k++) {
-      unsigned char u = (unsigned char) name[k];
-      if (u >= 0x20 && u < 0x7f && u != '\\')
-        shown[j++] = (char) u;
-      else
-        j += (size_t) snprintf (shown + j, sizeof shown - j, "\\x%02x", u);
-    }
-    shown[j] = '\0';
-    nbdkit_error ("pool %s has no volume '%s%s' (nbdinfo --list shows its "
-                  "exports)", zvol_pool_name (zp_pool), shown,
-                  name[k] != '\0' ? "..." : "");
-  }
-  return NULL;
+  return zv;
 }
 
-#define ZP_ZV(h) (((zp_vol_t *) (h))->zv_zv)
+/* The connection's hold on its volume ends. */
+static void
+zp_close (void *handle)
+{
+  zvol_exports_rele (zp_exports, handle);
+}
+
+#define ZP_ZV(h) ((zvol_t *) (h))
 
 static int64_t
 zp_get_size (void *handle)
@@ -1238,6 +1288,9 @@ zp_dump_plugin (void)
   "takeover=true                 RADOS import: fence (blocklist) the server\n" \
   "                              holding the pool, break its locks, take it.\n" \
   "kstat=<DIR>|none              Where to write the txgs and stats files.\n" \
+  "control=<SOCKET>|off          The control socket zvoladm runs commands\n" \
+  "                              through (the pool's runtime directory's\n" \
+  "                              control file).\n" \
   "verify=full                   Import: check the volume's whole tree now\n" \
   "                              (default lazy: each block when first read).\n" \
   "zil_recover=truncate|discard  Import although the intent log is damaged:\n" \
@@ -1262,6 +1315,7 @@ static struct nbdkit_plugin plugin = {
   .list_exports = zp_list_exports,
   .default_export = zp_default_export,
   .open = zp_open,
+  .close = zp_close,
   .get_size = zp_get_size,
   .block_size = zp_block_size,
   .can_write = zp_can_write,

@@ -37,6 +37,7 @@
 #include "deadlist.h"
 #include "image.h"
 #include "fuzz_inputs.h"
+#include "ctl.h"
 #include "deadlist.h"
 
 static const char *out;
@@ -873,6 +874,49 @@ seeds_name (void)
   free (b.sb_p);
 }
 
+/* ---- seeds: control socket messages ---- */
+
+/* Requests (first byte even) of each command, and replies (odd). */
+static void
+seeds_ctl (void)
+{
+  static const char *const lines[] = {
+    "list", "list -H -p tank", "list -Hp -d /dev/null tank other",
+    "stats tank", "stats -t tank", "stats tank/v", "create -V 64M tank/db",
+    "create -V 1T -s -b 4K tank/x", "destroy tank/db", "create tank /x /y",
+    "frob -x", "list -- -H",
+  };
+  sb_t b = { 0 };
+
+  for (unsigned i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    char line[128], *argv[16];
+    uint8_t *buf;
+    size_t len;
+    int argc;
+    snprintf (line, sizeof line, "%s", lines[i]);
+    argc = tl_argv_split (line, argv, 16);
+    if (zv_ctl_encode_req (argc, argv, i % 2 ? 1 : 0, &buf, &len) < 0)
+      die ("encoding '%s'", lines[i]);
+    sb_u8 (&b, 0);
+    sb_put (&b, buf, len);
+    sb_save (&b, "ctl", "req-%u", i);
+    free (buf);
+  }
+  for (unsigned i = 0; i < 3; i++) {
+    static const char rout[] = "NAME  USED\ntank/v  1M\n";
+    static const char rerr[] = "zvoladm: another admin command is running\n";
+    uint8_t *buf;
+    size_t len;
+    zv_ctl_encode_rep ((int) i, rout, i == 1 ? 0 : sizeof rout - 1, rerr,
+                       i == 0 ? 0 : sizeof rerr - 1, &buf, &len);
+    sb_u8 (&b, 1);
+    sb_put (&b, buf, len);
+    sb_save (&b, "ctl", "rep-%u", i);
+    free (buf);
+  }
+  free (b.sb_p);
+}
+
 /* ---- seeds: patch lists for the whole image ---- */
 
 typedef struct field {
@@ -1097,6 +1141,7 @@ main (int argc, char **argv)
   seeds_from ("a2", 1, false);
   seeds_from ("b", 2, true);
   seeds_name ();
+  seeds_ctl ();
   seeds_image ();
   seeds_deadlist ();
   seeds_stream ();

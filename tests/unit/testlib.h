@@ -13,6 +13,7 @@
  *   the pool        configuration, open, stats and volume I/O helpers for
  *                   the tests that go through core/zvol.h
  *   processes       tl_fork_thread, tl_jail_uring
+ *   admin commands  a command line split into argv, its output collected
  *   main            tl_test (a test with tl_test_setup) and tl_main (the
  *                   group: scratch directory, log hook, ZV_TEST_FILTER)
  *
@@ -959,6 +960,55 @@ tl_vol_check_shadow (zvol_t *zv, const uint8_t *shadow, uint64_t off,
                      uint32_t len)
 {
   tl_vol_check_shadow_blk (zv, shadow, off, len, 0);
+}
+
+/* ---- admin commands ---- */
+
+/* A command line of words separated by single spaces, split in place
+ * into argv (at most max - 1 words, NULL-terminated): the count. */
+TL_FN int
+tl_argv_split (char *line, char **argv, int max)
+{
+  int n = 0;
+
+  for (char *save = NULL, *w = strtok_r (line, " ", &save);
+       w != NULL && n < max - 1; w = strtok_r (NULL, " ", &save))
+    argv[n++] = w;
+  argv[n] = NULL;
+  return n;
+}
+
+/* What a command printed, and its exit code. */
+typedef struct tl_cmd_out {
+  int co_code;
+  char *co_out, *co_err;        /* free() both */
+  size_t co_outlen, co_errlen;
+} tl_cmd_out_t;
+
+/* Streams to collect a command's output in (tl_cmd_end closes them). */
+TL_FN void
+tl_cmd_begin (tl_cmd_out_t *co, FILE **out, FILE **err)
+{
+  memset (co, 0, sizeof *co);
+  *out = open_memstream (&co->co_out, &co->co_outlen);
+  *err = open_memstream (&co->co_err, &co->co_errlen);
+  assert_non_null (*out);
+  assert_non_null (*err);
+}
+
+TL_FN void
+tl_cmd_end (tl_cmd_out_t *co, FILE *out, FILE *err)
+{
+  assert_int_equal (fclose (out), 0);
+  assert_int_equal (fclose (err), 0);
+}
+
+TL_FN void
+tl_cmd_free (tl_cmd_out_t *co)
+{
+  free (co->co_out);
+  free (co->co_err);
+  memset (co, 0, sizeof *co);
 }
 
 /* ---- main ---- */

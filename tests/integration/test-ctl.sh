@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# test-ctl.sh: the control socket of a running server, through nbdkit and
+# cmd/zvoladm.
+#
+#  1. a server of pool POOL (a name of this run) puts its socket in the
+#     pool's runtime directory (mode 0600); zvoladm finds it from the pool
+#     name alone and goes live: list, stats (pool, volume, txgs) while a
+#     client is connected to volume db;
+#  2. create -V live: nbdinfo --list shows the new volume at once and a
+#     client reads back what it wrote there; destroy of db, which a client
+#     has open, is refused (in use, EBUSY) with the reason on zvoladm's
+#     stderr and in the server's log; destroy of the new one, closed,
+#     works and the export is gone;
+#  3. refusals: another uid (setpriv, as root) cannot use the socket, a
+#     garbage message gets "bad control message" and the server goes on;
+#  4. the socket is removed at stop; offline zvoladm then prints what the
+#     live one printed; control=PATH with -S and $ZVOLADM_SOCKET; kill -9
+#     leaves a stale socket that the next server replaces; control=off
+#     has none.
+
+set -euo pipefail
+source "$(dirname "$0")/functions.sh"
+
+requires_plugin
+requires_nbd_python
+requires nbdinfo --version
+zv_setup
+
+ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
+[ -x "$ADM" ] || die "$ADM is not built"
+export ZVOLADM_CACHE=$ZV_TMP/pools
+unset ZVOLADM_SOCKET
+# The runtime directory: /run/nbdkit-zvol/POOL as root, else under
+# $XDG_RUNTIME_DIR (ours, so the test leaves nothing behind).
+if [ "$(id -u)" -ne 0 ] || [ ! -w /run ]; then
+    export XDG_RUNTIME_DIR=$ZV_TMP/xdg
+    mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
+    rundir=$XDG_RUNTIME_DIR/nbdkit-zvol
+else
+    rundir=/run/nbdkit-zvol
+fi
+POOL=ctltest$$
+on_exit "rm -rf '$rundir/$POOL'"
+ctl=$rundir/$POOL/control
+pool=$ZV_TMP/pool.img
+sock=$ZV_TMP/zvol.sock
+truncate -s 512M "$pool"
+
+# rc_is WANT DESC CMD...: CMD exits with status WANT (output in adm.out).
+rc_is ()
+{
+    local want=$1 desc=$2 rc=0; shift 2
+    "$@" >"$ZV_TMP/adm.out" 2>"$ZV_TMP/adm.err" || rc=$?
+    if [ "$rc" -eq "$want" ]; then
+        zv_pass "$desc (exit $rc)"
+    else
+        zv_fail "$desc: exit $rc, expected $want"
+        cat "$ZV_TMP/adm.out" "$ZV_TMP/adm.err"
+    fi
+}
+
+"$ADM" create "$POOL" "$pool" || die "zvoladm create $POOL"
+"$ADM" create -V 64M "$POOL/db" || die "zvoladm create -V 64M $POOL/db"
+
+zv_log "1. the server's socket, found from the pool name"
+start_zvol "$sock" "$pool" || die "serve the pool"
+check "the socket is in the pool's runtime directory" test -S "$ctl"
+check "its mode is 0600" test "$(stat -c %a "$ctl")" = 600
+
+# A client holds db open (connected, reading) until told to go.
+cat >"$ZV_TMP/hold.py" <<'EOF'
+import nbd, os, sys, time
+h = nbd.NBD()
+h.set_export_name(sys.argv[2])
+h.connect_unix(sys.argv[1])
+h.pread(4096, 0)
+open(sys.argv[3], "w").close()
+for _ in range(600):
+    if os.path.exists(sys.argv[4]):
+        break
+    time.sleep(0.1)
+h.shutdown()
+EOF
+"$NBD_PY" "$ZV_TMP/hold.py" "$sock" db "$ZV_TMP/held" "$ZV_TMP/release" &
+hold_pid=$!
+track_pid "$hold_pid"
+for _ in $(seq 300); do [ -e "$ZV_TMP/held" ] && break; sleep 0.1; done
+check "a client has db open" test -e "$ZV_TMP/held"
+
+rc_is 0 "zvoladm list -H -p $POOL, live" "$ADM" list -H -p "$POOL"
+check "it lists db" grep -qP "^$POOL/db\t67108864\t" "$ZV_TMP/adm.out"
+rc_is 0 "zvoladm list (the header), live" "$ADM" list "$POOL"
+check "with the header" grep -q '^NAME .*USED .*AVAIL .*REFER .*VOLSIZE' "$ZV_TMP/adm.out"
+rc_is 0 "zvoladm stats $POOL" "$ADM" stats "$POOL"
+check "the pool's table" grep -q "^pool_name $POOL$" "$ZV_TMP/adm.out"
+rc_is 0 "zvoladm stats $POOL/db" "$ADM" stats "$POOL/db"
+check "the volume's figures" grep -q "^volume db$" "$ZV_TMP/adm.out"
+rc_is 0 "zvoladm stats -t $POOL" "$ADM" stats -t "$POOL"
+check "the txg history" grep -q "^txg .*birth .*state" "$ZV_TMP/adm.out"
+
+zv_log "2. create and destroy while serving"
+rc_is 0 "zvoladm create -V 32M $POOL/new, live" "$ADM" create -V 32M "$POOL/new"
+nbdinfo --list "nbd+unix:///?socket=$sock" >"$ZV_TMP/exports" 2>&1 || :
+check "nbdinfo --list shows it at once" grep -q 'export="new"' "$ZV_TMP/exports"
+check "and db" grep -q 'export="db"' "$ZV_TMP/exports"
+cat >"$ZV_TMP/rw.py" <<'EOF'
+import nbd, sys
+h = nbd.NBD()
+h.set_export_name("new")
+h.connect_unix(sys.argv[1])
+ok = h.get_size() == 32 << 20
+h.pwrite(b"\x5a" * 65536, 1 << 20)
+h.flush()
+ok = ok and h.pread(65536, 1 << 20) == b"\x5a" * 65536
+h.shutdown()
+print("PASS: new: 32M, a write reads back" if ok else "FAIL: new: size or data")
+EOF
+py_checks "a client writes the new volume" "$ZV_TMP/rw.py" "$sock" || :
+rc_is 1 "destroy $POOL/db while a client has it open" "$ADM" destroy "$POOL/db"
+check "zvoladm says it is in use" grep -q "zvoladm: volume 'db' of pool '$POOL' is in use" "$ZV_TMP/adm.err"
+check "the server's log says so" grep -q "volume 'db' of pool '$POOL' is in use" "$ZV_LOG"
+rc_is 0 "db is still there" "$ADM" list -H "$POOL"
+check "listed" grep -q "^$POOL/db" "$ZV_TMP/adm.out"
+rc_is 0 "destroy $POOL/new (no client)" "$ADM" destroy "$POOL/new"
+nbdinfo --list "nbd+unix:///?socket=$sock" >"$ZV_TMP/exports" 2>&1 || :
+check "the export is gone" bash -c "! grep -q 'export=\"new\"' '$ZV_TMP/exports'"
+check_not "a client cannot open it" nbdinfo "nbd+unix:///new?socket=$sock"
+rc_is 1 "a taken name, live" "$ADM" create -V 1M "$POOL/db"
+check "the engine's reason on stderr" grep -q "zvoladm: pool '$POOL' has a volume 'db' already" "$ZV_TMP/adm.err"
+rc_is 2 "a usage error, live or not" "$ADM" create -V 1M -s -r 1M "$POOL/x"
+
+zv_log "3. refusals"
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+    rc_is 1 "another uid is refused" setpriv --reuid=65534 --regid=65534 \
+        --clear-groups "$ADM" -S "$ctl" list "$POOL"
+    check "permission denied" grep -q "Permission denied" "$ZV_TMP/adm.err"
+else
+    zv_log "not root (or no setpriv): the other-uid refusal is the unit test's (test_ctl)"
+fi
+cat >"$ZV_TMP/junk.py" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+ok = data[:4] == b"ZVCR" and b"bad control message: not a zvoladm request" in data
+print("PASS: garbage gets a clear reply" if ok else "FAIL: reply %r" % data[:200])
+EOF
+py_checks "garbage on the socket" "$ZV_TMP/junk.py" "$ctl" || :
+check "the log says who sent it" grep -q "a bad message from uid" "$ZV_LOG"
+rc_is 0 "the server still answers" "$ADM" list -H "$POOL"
+
+touch "$ZV_TMP/release"
+wait "$hold_pid" || :
+rc_is 0 "zvoladm list -H -p $POOL, live, at the end" "$ADM" list -H -p "$POOL"
+cp "$ZV_TMP/adm.out" "$ZV_TMP/live.list"
+rc_is 0 "zvoladm list $POOL, live, at the end" "$ADM" list "$POOL"
+cp "$ZV_TMP/adm.out" "$ZV_TMP/live.list2"
+
+zv_log "4. stop, offline, control=PATH, stale sockets, control=off"
+stop_zvol "$sock" || zv_fail "clean stop"
+check "the socket is removed at stop" test ! -e "$ctl"
+rc_is 0 "offline: zvoladm list -H -p $POOL" "$ADM" list -H -p "$POOL"
+check "prints what the live one printed" diff "$ZV_TMP/adm.out" "$ZV_TMP/live.list"
+rc_is 0 "offline: zvoladm list $POOL" "$ADM" list "$POOL"
+check "the same with the header" diff "$ZV_TMP/adm.out" "$ZV_TMP/live.list2"
+
+own=$ZV_TMP/own/control
+start_zvol "$sock" "$pool" control="$own" || die "serve with control=$own"
+check "control=PATH: the socket is there" test -S "$own"
+check "its directory was made 0700" test "$(stat -c %a "$ZV_TMP/own")" = 700
+check "nothing in the default place" test ! -e "$ctl"
+rc_is 0 "zvoladm -S PATH" "$ADM" -S "$own" list -H "$POOL"
+check "lists db" grep -q "^$POOL/db" "$ZV_TMP/adm.out"
+rc_is 0 "ZVOLADM_SOCKET=PATH" env ZVOLADM_SOCKET="$own" "$ADM" stats "$POOL"
+kill9_zvol "$sock" || zv_fail "kill -9"
+check "kill -9 leaves the socket behind" test -S "$own"
+rc_is 1 "-S on a dead server's socket fails, saying so" "$ADM" -S "$own" list "$POOL"
+check "is the server running?" grep -q "is the server running" "$ZV_TMP/adm.err"
+start_zvol "$sock" "$pool" control="$own" || die "restart over the stale socket"
+rc_is 0 "the stale socket was replaced" "$ADM" -S "$own" list -H "$POOL"
+check "a second server on the same path is refused" expect_start_failure \
+    "$ZV_TMP/second.log" "$ZV_TMP/other.img" create=true size=16M control="$own"
+check "saying another server answers there" grep -q "another server answers there" "$ZV_TMP/second.log"
+stop_zvol "$sock" || zv_fail "clean stop"
+
+start_zvol "$sock" "$pool" control=off || die "serve with control=off"
+check "control=off: no socket" test ! -e "$ctl"
+rc_is 1 "zvoladm then goes offline, and the device lock refuses it" "$ADM" list "$POOL"
+check "saying the device is in use" grep -q "in use by another process" "$ZV_TMP/adm.err"
+stop_zvol "$sock" || zv_fail "clean stop"
+
+zv_summary

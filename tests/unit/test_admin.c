@@ -1,0 +1,367 @@
+/*
+ * test_admin.c: the admin command layer (core/admin.c) and the table of
+ * served volumes it acts through (core/exports.c), on the public API: a
+ * pool "tank" on a sparse file, commands run as zvoladm would run them.
+ */
+#include <config.h>
+
+#include "testlib.h"
+
+#define MiB (1ull << 20)
+
+static char adm_dev[512];
+static zvol_pool_t *adm_pool;
+static zvol_exports_t *adm_ex;
+
+static int
+adm_setup (void **state)
+{
+  zvol_pool_config_t pc;
+  const char *devs[1] = { tl_path (adm_dev, sizeof adm_dev, "admin.img") };
+
+  tl_test_setup (state);
+  if (tl_sparse_file (devs[0], 256 * MiB) != 0)
+    return -1;
+  tl_pool_cfg (&pc, devs, 1, 0, true);
+  pc.pc_name = "tank";
+  if (zvol_pool_open (&pc, &adm_pool) < 0)
+    return -1;
+  adm_ex = zvol_exports_new (adm_pool, NULL);
+  return 0;
+}
+
+static int
+adm_teardown (void **state)
+{
+  int r = zvol_exports_free (adm_ex);
+
+  (void) state;
+  if (zvol_pool_close (adm_pool) < 0)
+    r = -1;
+  unlink (adm_dev);
+  return r < 0 ? -1 : 0;
+}
+
+/* Run a command line on the pool. */
+static void
+adm_run (tl_cmd_out_t *co, const char *line, unsigned flags)
+{
+  char buf[1024], *argv[64];
+  int argc;
+  FILE *out, *err;
+
+  snprintf (buf, sizeof buf, "%s", line);
+  argc = tl_argv_split (buf, argv, 64);
+  tl_cmd_begin (co, &out, &err);
+  co->co_code = zvol_admin_run (adm_ex, argc, argv, flags, out, err);
+  tl_cmd_end (co, out, err);
+}
+
+/* Run and expect the exit code; the output is freed. */
+static void
+adm_expect (const char *line, int code, const char *in_err)
+{
+  tl_cmd_out_t co;
+
+  adm_run (&co, line, 0);
+  if (co.co_code != code || (in_err && strstr (co.co_err, in_err) == NULL))
+    fail_msg ("'%s': exit %d (want %d), stderr: %s", line, co.co_code, code,
+              co.co_err);
+  tl_cmd_free (&co);
+}
+
+/* Parse a command line. */
+static int
+adm_parse (const char *line, zvol_admin_target_t *t, char **errp)
+{
+  char buf[1024], *argv[64], *e = NULL;
+  size_t elen = 0;
+  FILE *err = open_memstream (&e, &elen);
+  int argc, r;
+
+  snprintf (buf, sizeof buf, "%s", line);
+  argc = tl_argv_split (buf, argv, 64);
+  r = zvol_admin_parse (argc, argv, t, err);
+  fclose (err);
+  if (errp)
+    *errp = e;
+  else
+    free (e);
+  return r;
+}
+
+/* What each command needs before a pool is open, and the usage errors
+ * found then. */
+static void
+test_parse (void **state)
+{
+  zvol_admin_target_t t;
+  char *e;
+
+  (void) state;
+  assert_int_equal (adm_parse ("create tank /dev/a /dev/b", &t, NULL), 0);
+  assert_true (t.at_make_pool);
+  assert_string_equal (t.at_pool, "tank");
+  assert_int_equal (t.at_optind, 1);
+  assert_int_equal (adm_parse ("create -V 4G -s -d /x -d/y tank/v", &t, NULL),
+                    0);
+  assert_false (t.at_make_pool);
+  assert_false (t.at_readonly);
+  assert_string_equal (t.at_pool, "tank");
+  assert_int_equal (t.at_ndevs, 2);
+  assert_string_equal (t.at_devs[1], "/y");
+  assert_int_equal (adm_parse ("list -Hp a b c", &t, NULL), 0);
+  assert_true (t.at_readonly);
+  assert_int_equal (t.at_optind, 2);
+  assert_int_equal (t.at_noperands, 3);
+  assert_int_equal (adm_parse ("list", &t, NULL), 0);
+  assert_string_equal (t.at_pool, "");
+  assert_int_equal (adm_parse ("stats -t tank", &t, NULL), 0);
+  assert_true (t.at_readonly);
+
+  static const struct { const char *line, *why; } bad[] = {
+    { "frobnicate", "unknown command 'frobnicate'" },
+    { "list -x", "unknown option -x" },
+    { "create -V", "-V needs a value" },
+    { "create -V 1X tank/v", "not a size" },
+    { "create -V -1 tank/v", "not a size" },
+    { "create -V 99999999999999999999 tank/v", "not a size" },
+    { "create -V 1M -s -r 1M tank/v", "exclude each other" },
+    { "create -V 1M tank", "is not POOL/VOLUME" },
+    { "create -V 1M tank/", "is not POOL/VOLUME" },
+    { "create -V 1M /v", "is not POOL/VOLUME" },
+    { "create -b 4K tank a", "are for a volume" },
+    { "create tank", "create POOL DEV" },
+    { "destroy", "destroy POOL/VOL" },
+    { "destroy tank/a tank/b", "destroy POOL/VOL" },
+    { "list a/b", "is not a pool name" },
+    { "stats", "stats [-t]" },
+    { "stats -t tank/v", "the txg history is the pool's" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (adm_parse (bad[i].line, &t, &e) != ZVOL_ADMIN_USAGE
+        || strstr (e, bad[i].why) == NULL || strstr (e, "usage:") == NULL)
+      fail_msg ("'%s': want a usage error saying '%s', got: %s",
+                bad[i].line, bad[i].why, e);
+    free (e);
+  }
+  /* Bytes from a socket: an option letter past ASCII, a lone '-', no
+   * argv at all. */
+  {
+    char *argv[] = { "list", "-\xff", NULL }, *e2 = NULL;
+    size_t n = 0;
+    FILE *err = open_memstream (&e2, &n);
+    assert_int_equal (zvol_admin_parse (2, argv, &t, err), ZVOL_ADMIN_USAGE);
+    assert_int_equal (zvol_admin_parse (0, NULL, &t, err), ZVOL_ADMIN_USAGE);
+    fclose (err);
+    assert_non_null (strstr (e2, "unknown option -\\xff"));
+    free (e2);
+  }
+  assert_int_equal (adm_parse ("list - tank", &t, NULL), 0);
+  assert_int_equal (t.at_noperands, 2);
+  assert_int_equal (adm_parse ("list a\tb", &t, NULL), ZVOL_ADMIN_USAGE);
+  assert_int_equal (adm_parse ("list -- tank", &t, NULL), 0);
+  assert_int_equal (t.at_noperands, 1);
+}
+
+/* create, list (both forms), destroy, on an open pool. */
+static void
+test_create_list_destroy (void **state)
+{
+  tl_cmd_out_t co;
+
+  (void) state;
+  adm_expect ("create -V 64M tank/db", 0, NULL);
+  adm_expect ("create -V 1T -b 4K -s tank/scratch", 0, NULL);
+  adm_expect ("create -V 32M -r16M tank/web", 0, NULL);
+  adm_run (&co, "list -H -p", 0);
+  assert_int_equal (co.co_code, 0);
+  assert_non_null (strstr (co.co_out, "tank/db\t67108864\t"));
+  assert_non_null (strstr (co.co_out, "tank/scratch\t0\t"));
+  assert_non_null (strstr (co.co_out, "\t1099511627776\n"));
+  assert_non_null (strstr (co.co_out, "tank/web\t16777216\t"));
+  assert_null (strstr (co.co_out, "NAME"));
+  assert_int_equal (co.co_errlen, 0);
+  tl_cmd_free (&co);
+  adm_run (&co, "list tank", 0);
+  assert_int_equal (co.co_code, 0);
+  assert_true (strncmp (co.co_out, "NAME  ", 6) == 0);
+  assert_non_null (strstr (co.co_out, "tank/db                      64.0M"));
+  tl_cmd_free (&co);
+  /* A later pool of one listing: no header. */
+  adm_run (&co, "list tank", ZVOL_ADMIN_NOHEADER);
+  assert_true (strncmp (co.co_out, "tank/", 5) == 0);
+  tl_cmd_free (&co);
+  adm_expect ("destroy tank/web", 0, NULL);
+  adm_run (&co, "list -H", 0);
+  assert_null (strstr (co.co_out, "tank/web"));
+  tl_cmd_free (&co);
+  adm_expect ("destroy tank/scratch", 0, NULL);
+  adm_expect ("destroy tank/db", 0, NULL);
+}
+
+/* Failures: the engine's reason reaches the command's error stream
+ * (and the log), the exit code is 1. */
+static void
+test_failures (void **state)
+{
+  tl_cmd_out_t co;
+
+  (void) state;
+  tl_log_reset (true);
+  adm_expect ("create -V 8M tank/a", 0, NULL);
+  adm_expect ("create -V 8M tank/a", 1,
+              "zvoladm: pool 'tank' has a volume 'a' already");
+  assert_true (tl_log_has ("has a volume 'a' already"));
+  adm_expect ("create -V 8M tank/a@b", 1, "is invalid");
+  adm_expect ("create -V 2T tank/huge", 1, "no room for volume 'huge'");
+  adm_expect ("destroy tank/nosuch", 1, "has no volume 'nosuch'");
+  adm_expect ("destroy other/a", 1, "other is not this pool (tank)");
+  adm_expect ("list other", 1, "other is not this pool (tank)");
+  adm_expect ("stats other", 1, "other is not this pool (tank)");
+  adm_expect ("stats tank/nosuch", 1, "has no volume 'nosuch'");
+  adm_expect ("create tank /dev/null", 1, "a pool is made on its devices");
+  adm_expect ("nothing", 2, "unknown command");
+  /* The tap is off after the command: a later message is not copied. */
+  adm_run (&co, "list -H", 0);
+  assert_int_equal (co.co_code, 0);
+  assert_int_equal (co.co_errlen, 0);
+  tl_cmd_free (&co);
+  adm_expect ("destroy tank/a", 0, NULL);
+}
+
+/* stats: the kstat tables, the pool's, a volume's, the txg history. */
+static void
+test_stats (void **state)
+{
+  tl_cmd_out_t co;
+  char *want;
+
+  (void) state;
+  adm_expect ("create -V 8M tank/s", 0, NULL);
+  adm_run (&co, "stats tank", 0);
+  assert_int_equal (co.co_code, 0);
+  assert_true (strncmp (co.co_out, "pool_name tank\n", 15) == 0);
+  assert_null (strstr (co.co_out, "\nvolume "));
+  tl_cmd_free (&co);
+  adm_run (&co, "stats tank/s", 0);
+  assert_int_equal (co.co_code, 0);
+  assert_non_null (strstr (co.co_out, "\nvolume s\nvolsize 8388608\n"));
+  /* The command held the volume only while it ran. */
+  assert_int_equal (zvol_exports_holds (adm_ex, "s"), 0);
+  tl_cmd_free (&co);
+  adm_run (&co, "stats -t tank", 0);
+  assert_int_equal (co.co_code, 0);
+  want = zvol_format_txgs (adm_pool);
+  assert_true (strncmp (co.co_out, want, 20) == 0);
+  free (want);
+  tl_cmd_free (&co);
+  adm_expect ("destroy tank/s", 0, NULL);
+}
+
+/* The table: a hold opens, destroy of a held volume is refused, a hold
+ * of a destroyed one fails. */
+static void
+test_exports (void **state)
+{
+  zvol_t *zv, *zv2;
+  char big[200];
+
+  (void) state;
+  tl_log_reset (true);
+  adm_expect ("create -V 8M tank/e", 0, NULL);
+  assert_int_equal (zvol_exports_hold (adm_ex, "e", &zv), 0);
+  assert_int_equal (zvol_exports_hold (adm_ex, "e", &zv2), 0);
+  assert_ptr_equal (zv, zv2);
+  assert_int_equal (zvol_exports_holds (adm_ex, "e"), 2);
+  assert_int_equal (zvol_exports_destroy (adm_ex, "e"), -EBUSY);
+  assert_true (tl_log_has ("volume 'e' of pool 'tank' is in use (held 2 times"));
+  adm_expect ("destroy tank/e", 1, "is in use");
+  zvol_exports_rele (adm_ex, zv2);
+  assert_int_equal (zvol_exports_destroy (adm_ex, "e"), -EBUSY);
+  zvol_exports_rele (adm_ex, zv);
+  /* Open at no holds: closed, then destroyed. */
+  assert_int_equal (zvol_exports_destroy (adm_ex, "e"), 0);
+  assert_int_equal (zvol_exports_hold (adm_ex, "e", &zv), -ENOENT);
+  assert_null (zv);
+  memset (big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  assert_int_equal (zvol_exports_hold (adm_ex, big, &zv), -ENOENT);
+  assert_true (tl_log_has ("has no volume 'xxxx"));
+  assert_int_equal (zvol_exports_hold (adm_ex, "nosuch", &zv), -ENOENT);
+  /* A name that failed leaves no entry: destroying it says no volume. */
+  assert_int_equal (zvol_exports_destroy (adm_ex, "nosuch"), -ENOENT);
+  /* A new volume is held (opened) on its first hold. */
+  adm_expect ("create -V 8M tank/f", 0, NULL);
+  assert_int_equal (zvol_exports_hold (adm_ex, "f", &zv), 0);
+  assert_string_equal (zvol_name (zv), "f");
+  zvol_exports_rele (adm_ex, zv);
+  assert_int_equal (zvol_exports_open_all (adm_ex), 0);
+  adm_expect ("destroy tank/f", 0, NULL);
+}
+
+static zvol_t *late_zv;
+
+/* A connection on its way to its close: the hold ends a bit later. */
+static void *
+late_rele (void *arg)
+{
+  (void) arg;
+  usleep (300 * 1000);
+  zvol_exports_rele (adm_ex, late_zv);
+  return NULL;
+}
+
+/* Freeing the table waits for the last hold to end, then closes. */
+static void
+test_free_waits (void **state)
+{
+  pthread_t th;
+
+  (void) state;
+  adm_expect ("create -V 8M tank/w", 0, NULL);
+  assert_int_equal (zvol_exports_hold (adm_ex, "w", &late_zv), 0);
+  assert_int_equal (pthread_create (&th, NULL, late_rele, NULL), 0);
+  assert_int_equal (zvol_exports_free (adm_ex), 0);
+  assert_int_equal (pthread_join (th, NULL), 0);
+  adm_ex = zvol_exports_new (adm_pool, NULL);
+  adm_expect ("destroy tank/w", 0, NULL);
+}
+
+/* The usage text lists every command. */
+static void
+test_usage (void **state)
+{
+  char *u = NULL;
+  size_t n = 0;
+  FILE *fp = open_memstream (&u, &n);
+
+  (void) state;
+  zvol_admin_print_usage (fp);
+  fclose (fp);
+  assert_non_null (strstr (u, "  zvoladm create POOL DEV...\n"));
+  assert_non_null (strstr (u, "  zvoladm create -V SIZE"));
+  assert_non_null (strstr (u, "  zvoladm destroy"));
+  assert_non_null (strstr (u, "  zvoladm list [-H] [-p]"));
+  assert_non_null (strstr (u, "  zvoladm stats [-t]"));
+  free (u);
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    tl_test (test_parse),
+    tl_test (test_usage),
+    cmocka_unit_test_setup_teardown (test_create_list_destroy, adm_setup,
+                                     adm_teardown),
+    cmocka_unit_test_setup_teardown (test_failures, adm_setup,
+                                     adm_teardown),
+    cmocka_unit_test_setup_teardown (test_stats, adm_setup, adm_teardown),
+    cmocka_unit_test_setup_teardown (test_exports, adm_setup, adm_teardown),
+    cmocka_unit_test_setup_teardown (test_free_waits, adm_setup,
+                                     adm_teardown),
+  };
+
+  return tl_main (tests, "admin", NULL);
+}

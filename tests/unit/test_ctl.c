@@ -1,0 +1,604 @@
+/*
+ * test_ctl.c: the control socket (core/ctl.c): a real socket in the
+ * scratch directory over a started pool "tank".  Its mode, the peer
+ * check (through the uid hook, and as another uid for real when run as
+ * root), the same output as the command layer run in place, garbage and
+ * cut-off messages, one command at a time (a second one waits, then
+ * fails), the stale socket of a dead server, and the messages' parsers.
+ */
+#include <config.h>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "testlib.h"
+#include "ctl.h"
+
+#define MiB (1ull << 20)
+
+static char ctl_dev[512], ctl_sock[512];
+static zvol_pool_t *ctl_pool;
+static zvol_exports_t *ctl_ex;
+static zvol_ctl_t *ctl_srv;
+
+static int
+ctl_setup (void **state)
+{
+  zvol_pool_config_t pc;
+  const char *devs[1] = { tl_path (ctl_dev, sizeof ctl_dev, "ctl.img") };
+
+  tl_test_setup (state);
+  if (tl_sparse_file (devs[0], 256 * MiB) != 0)
+    return -1;
+  tl_pool_cfg (&pc, devs, 1, 0, true);
+  pc.pc_name = "tank";
+  pc.pc_txg.tt_timeout_ms = 200;
+  if (zvol_pool_open (&pc, &ctl_pool) < 0 || zvol_pool_start (ctl_pool) < 0)
+    return -1;
+  ctl_ex = zvol_exports_new (ctl_pool, NULL);
+  /* In a directory that does not exist yet: made 0700. */
+  tl_path (ctl_sock, sizeof ctl_sock, "run/sub/control");
+  return zvol_ctl_start (ctl_ex, ctl_sock, 0, &ctl_srv) < 0 ? -1 : 0;
+}
+
+static void
+ctl_stop_srv (void)
+{
+  zvol_ctl_stop (ctl_srv);
+  ctl_srv = NULL;
+}
+
+/* A tunable (or a hook, name NULL) for the server: set while it is
+ * stopped (it reads them when it starts, its threads unlocked). */
+static void
+ctl_restart_with (const char *name, const char *value)
+{
+  char e[128];
+
+  ctl_stop_srv ();
+  if (name)
+    assert_int_equal (zvol_tunable_set (name, value, e, sizeof e), 0);
+  assert_int_equal (zvol_ctl_start (ctl_ex, ctl_sock, 0, &ctl_srv), 0);
+}
+
+static int
+ctl_teardown (void **state)
+{
+  int r;
+
+  (void) state;
+  zvol_ctl_stop (ctl_srv);
+  zv_ctl_peer_uid_hook = NULL;
+  zv_ctl_run_hook = NULL;
+  r = zvol_exports_free (ctl_ex);
+  if (zvol_pool_close (ctl_pool) < 0)
+    r = -1;
+  unlink (ctl_dev);
+  return r < 0 ? -1 : 0;
+}
+
+/* A command line through the socket: zvol_ctl_call's result. */
+static int
+ctl_call (tl_cmd_out_t *co, const char *line)
+{
+  char buf[1024], *argv[64];
+  int argc, r;
+  FILE *out, *err;
+
+  snprintf (buf, sizeof buf, "%s", line);
+  argc = tl_argv_split (buf, argv, 64);
+  tl_cmd_begin (co, &out, &err);
+  r = zvol_ctl_call (ctl_sock, argc, argv, 0, out, err, &co->co_code);
+  tl_cmd_end (co, out, err);
+  return r;
+}
+
+/* The same line run in place. */
+static void
+ctl_here (tl_cmd_out_t *co, const char *line)
+{
+  char buf[1024], *argv[64];
+  int argc;
+  FILE *out, *err;
+
+  snprintf (buf, sizeof buf, "%s", line);
+  argc = tl_argv_split (buf, argv, 64);
+  tl_cmd_begin (co, &out, &err);
+  co->co_code = zvol_admin_run (ctl_ex, argc, argv, 0, out, err);
+  tl_cmd_end (co, out, err);
+}
+
+/* Connect by hand. */
+static int
+ctl_raw_connect (void)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  assert_true (fd >= 0);
+  assert_true (strlen (ctl_sock) < sizeof sa.sun_path);
+  memcpy (sa.sun_path, ctl_sock, strlen (ctl_sock));
+  assert_int_equal (connect (fd, (struct sockaddr *) &sa, sizeof sa), 0);
+  return fd;
+}
+
+/* Read a whole reply off fd (the server closes after it): its parse. */
+static int
+ctl_raw_reply (int fd, uint8_t *buf, size_t cap, zv_ctl_rep_t *rep)
+{
+  size_t len = 0;
+  ssize_t n;
+  char why[256];
+
+  while ((n = read (fd, buf + len, cap - len)) > 0)
+    len += (size_t) n;
+  assert_int_equal (n, 0);      /* closed, not an error */
+  return zv_ctl_parse_rep (buf, len, rep, why, sizeof why);
+}
+
+/* Mode 0600, directory 0700; the same output live as in place. */
+static void
+test_socket_and_output (void **state)
+{
+  static const char *const lines[] = {
+    "list", "list -H -p tank", "stats tank/v", "create -V 8M tank/v",
+    "list nosuch", "frob", "create -V 1Q tank/x",
+  };
+  tl_cmd_out_t a, b;
+  struct stat st;
+  char dir[512];
+
+  (void) state;
+  assert_int_equal (lstat (ctl_sock, &st), 0);
+  assert_true (S_ISSOCK (st.st_mode));
+  assert_int_equal (st.st_mode & 07777, 0600);
+  snprintf (dir, sizeof dir, "%s", ctl_sock);
+  *strrchr (dir, '/') = '\0';
+  assert_int_equal (stat (dir, &st), 0);
+  assert_int_equal (st.st_mode & 07777, 0700);
+
+  tl_log_reset (true);
+  assert_int_equal (ctl_call (&a, "create -V 8M tank/v"), 0);
+  assert_int_equal (a.co_code, 0);
+  tl_cmd_free (&a);
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    assert_int_equal (ctl_call (&a, lines[i]), 0);
+    ctl_here (&b, lines[i]);
+    assert_int_equal (a.co_code, b.co_code);
+    /* stats: the counters move between the two runs; the names not. */
+    if (strncmp (lines[i], "stats", 5) != 0)
+      assert_string_equal (a.co_out, b.co_out);
+    else
+      assert_int_equal (strncmp (a.co_out, b.co_out, 15), 0);
+    assert_string_equal (a.co_err, b.co_err);
+    tl_cmd_free (&a);
+    tl_cmd_free (&b);
+  }
+  assert_int_equal (ctl_call (&a, "destroy tank/v"), 0);
+  assert_int_equal (a.co_code, 0);
+  tl_cmd_free (&a);
+}
+
+static uid_t
+ctl_other_uid (uid_t uid)
+{
+  (void) uid;
+  return 4242;
+}
+
+/* A peer of another uid is refused, in the log and in the reply. */
+static void
+test_peer_refused (void **state)
+{
+  tl_cmd_out_t a;
+
+  (void) state;
+  tl_log_reset (true);
+  ctl_stop_srv ();
+  zv_ctl_peer_uid_hook = ctl_other_uid;
+  ctl_restart_with (NULL, NULL);
+  assert_int_equal (ctl_call (&a, "create -V 8M tank/no"), 0);
+  ctl_stop_srv ();
+  zv_ctl_peer_uid_hook = NULL;
+  ctl_restart_with (NULL, NULL);
+  assert_int_equal (a.co_code, 1);
+  assert_non_null (strstr (a.co_err, "zvoladm: permission denied"));
+  assert_non_null (strstr (a.co_err, "you are uid 4242"));
+  assert_true (tl_log_has ("refused uid 4242"));
+  tl_cmd_free (&a);
+  /* Nothing was run. */
+  assert_int_equal (zvol_volume_list (ctl_pool, NULL, 0), 0);
+}
+
+/* zvol_ctl_call as uid 65534 in a child: its result, or its exit
+ * code. */
+static int
+ctl_call_as_nobody (void)
+{
+  int p[2], status, res = -1;
+  pid_t pid;
+
+  assert_int_equal (pipe (p), 0);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    char *argv[] = { "list", NULL };
+    int code = -1, r;
+    FILE *null = fopen ("/dev/null", "w");
+    close (p[0]);
+    if (null == NULL || setgid (65534) < 0 || setuid (65534) < 0)
+      _exit (99);
+    r = zvol_ctl_call (ctl_sock, 1, argv, 0, null, null, &code);
+    r = r < 0 ? r : code;
+    _exit (write (p[1], &r, sizeof r) == sizeof r ? 0 : 98);
+  }
+  close (p[1]);
+  assert_int_equal (read (p[0], &res, sizeof res), sizeof res);
+  close (p[0]);
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  return res;
+}
+
+/* As root: another uid for real.  The modes keep it out; with them
+ * opened, the uid check does. */
+static void
+test_peer_real_uid (void **state)
+{
+  char run[512], sub[512];
+
+  (void) state;
+  if (geteuid () != 0)
+    tl_skip ("not root: cannot connect as another uid (the uid hook "
+             "test covers the refusal)");
+  tl_log_reset (true);
+  assert_int_equal (ctl_call_as_nobody (), -EACCES);
+  tl_path (run, sizeof run, "run");
+  tl_path (sub, sizeof sub, "run/sub");
+  assert_int_equal (chmod (tl_dir, 0755), 0);
+  assert_int_equal (chmod (run, 0755), 0);
+  assert_int_equal (chmod (sub, 0755), 0);
+  /* The directories open, the socket's own mode keeps it out. */
+  assert_int_equal (ctl_call_as_nobody (), -EACCES);
+  assert_int_equal (chmod (ctl_sock, 0666), 0);
+  assert_int_equal (ctl_call_as_nobody (), 1);
+  assert_true (tl_log_has ("refused uid 65534"));
+  assert_int_equal (chmod (tl_dir, 0700), 0);
+}
+
+/* Garbage: a reply that says what is wrong, then the connection closed;
+ * the server goes on serving. */
+static void
+test_garbage (void **state)
+{
+  static uint8_t buf[1 << 16];
+  uint8_t *good;
+  size_t goodlen;
+  char *argv[] = { "list", "-H", NULL };
+  zv_ctl_rep_t rep;
+  tl_cmd_out_t a;
+
+  (void) state;
+  tl_log_reset (true);
+  assert_int_equal (zv_ctl_encode_req (2, argv, 0, &good, &goodlen), 0);
+  static const struct { size_t off; uint8_t val; const char *why; } muts[] = {
+    { 0, 'X', "not a zvoladm request" },
+    { 4, 2, "protocol version 2" },
+    { 6, 0x80, "unknown flags" },
+    { 8, 0, "0 arguments" },
+    { 8, 65, "65 arguments" },
+    { 16, 0, "argument 0: 0 bytes" },
+    { 16, 200, "argument 0: 200 bytes" },
+    { 24, 'x', "argument 0: not one NUL-terminated string" },
+    { 22, 0, "argument 0: not one NUL-terminated string" },
+  };
+  for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+    int fd = ctl_raw_connect ();
+    memcpy (buf, good, goodlen);
+    buf[muts[i].off] = muts[i].val;
+    assert_int_equal (write (fd, buf, goodlen), (ssize_t) goodlen);
+    shutdown (fd, SHUT_WR);
+    assert_int_equal (ctl_raw_reply (fd, buf, sizeof buf, &rep), 0);
+    close (fd);
+    assert_int_equal (rep.rp_exit, 1);
+    if (memmem (rep.rp_err, rep.rp_errlen, muts[i].why,
+                strlen (muts[i].why)) == NULL)
+      fail_msg ("mutation %zu: want '%s', got '%.*s'", i, muts[i].why,
+                (int) rep.rp_errlen, rep.rp_err);
+    assert_non_null (memmem (rep.rp_err, rep.rp_errlen,
+                             "bad control message", 19));
+  }
+  /* Cut off in the middle (the peer closes), and a header that
+   * announces more than the limit. */
+  {
+    int fd = ctl_raw_connect ();
+    assert_int_equal (write (fd, good, goodlen - 2), (ssize_t) goodlen - 2);
+    shutdown (fd, SHUT_WR);
+    assert_int_equal (ctl_raw_reply (fd, buf, sizeof buf, &rep), 0);
+    assert_non_null (memmem (rep.rp_err, rep.rp_errlen, "cut off", 7));
+    close (fd);
+    fd = ctl_raw_connect ();
+    memcpy (buf, good, 16);
+    buf[14] = 0x10;               /* 1 MiB follows */
+    assert_int_equal (write (fd, buf, 16), 16);
+    assert_int_equal (ctl_raw_reply (fd, buf, sizeof buf, &rep), 0);
+    assert_non_null (memmem (rep.rp_err, rep.rp_errlen, "at most 65536", 13));
+    close (fd);
+  }
+  /* A peer that sends nothing is cut off after ctl_io_timeout. */
+  {
+    int fd;
+    ctl_restart_with ("ctl_io_timeout", "200");
+    fd = ctl_raw_connect ();
+    assert_int_equal (read (fd, buf, sizeof buf), 0);
+    close (fd);
+    ctl_restart_with ("ctl_io_timeout", "10000");
+  }
+  free (good);
+  /* Every refusal was logged, and the server still answers. */
+  assert_true (tl_log_has ("a bad message from uid"));
+  assert_int_equal (ctl_call (&a, "list -H"), 0);
+  assert_int_equal (a.co_code, 0);
+  tl_cmd_free (&a);
+}
+
+/* ---- one command at a time ---- */
+
+static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slow_cv = PTHREAD_COND_INITIALIZER;
+static bool slow_in, slow_go;
+static int slow_ran;
+
+/* A command that runs until told to finish. */
+static int
+slow_run (zvol_exports_t *ex, int argc, char *const *argv, unsigned flags,
+          FILE *out, FILE *err)
+{
+  (void) ex; (void) argc; (void) flags; (void) err;
+  pthread_mutex_lock (&slow_lock);
+  slow_in = true;
+  slow_ran++;
+  pthread_cond_broadcast (&slow_cv);
+  while (!slow_go)
+    pthread_cond_wait (&slow_cv, &slow_lock);
+  pthread_mutex_unlock (&slow_lock);
+  fprintf (out, "ran %s\n", argv[0]);
+  return 0;
+}
+
+typedef struct slow_call {
+  const char *sc_line;
+  tl_cmd_out_t sc_out;
+} slow_call_t;
+
+static void *
+slow_client (void *arg)
+{
+  slow_call_t *sc = arg;
+
+  TL_CHECK (ctl_call (&sc->sc_out, sc->sc_line) == 0);
+  return NULL;
+}
+
+/* Start a call of 'line' in a thread; with 'entered', wait until the
+ * command runs. */
+static void
+slow_start (pthread_t *th, slow_call_t *sc, const char *line, bool entered)
+{
+  sc->sc_line = line;
+  assert_int_equal (pthread_create (th, NULL, slow_client, sc), 0);
+  pthread_mutex_lock (&slow_lock);
+  while (entered && !slow_in)
+    pthread_cond_wait (&slow_cv, &slow_lock);
+  pthread_mutex_unlock (&slow_lock);
+}
+
+static void
+slow_release (void)
+{
+  pthread_mutex_lock (&slow_lock);
+  slow_go = true;
+  pthread_cond_broadcast (&slow_cv);
+  pthread_mutex_unlock (&slow_lock);
+}
+
+static void
+test_busy (void **state)
+{
+  slow_call_t a, c;
+  tl_cmd_out_t b;
+  pthread_t th, th2;
+
+  (void) state;
+  slow_in = slow_go = false;
+  slow_ran = 0;
+  ctl_stop_srv ();
+  zv_ctl_run_hook = slow_run;
+  ctl_restart_with ("ctl_busy_wait", "300");
+  slow_start (&th, &a, "first", true);
+  /* The second waits its 300 ms, then fails, saying why. */
+  assert_int_equal (ctl_call (&b, "second"), 0);
+  assert_int_equal (b.co_code, 1);
+  assert_non_null (strstr (b.co_err, "another admin command is running "
+                           "(waited 300 ms"));
+  tl_cmd_free (&b);
+  pthread_mutex_lock (&slow_lock);
+  assert_int_equal (slow_ran, 1);
+  pthread_mutex_unlock (&slow_lock);
+  slow_release ();
+  assert_int_equal (pthread_join (th, NULL), 0);
+  assert_int_equal (a.sc_out.co_code, 0);
+  assert_string_equal (a.sc_out.co_out, "ran first\n");
+  tl_cmd_free (&a.sc_out);
+
+  /* With a longer wait, the second gets its turn once the first is
+   * done. */
+  slow_in = slow_go = false;
+  slow_ran = 0;
+  ctl_restart_with ("ctl_busy_wait", "20000");
+  slow_start (&th, &a, "first", true);
+  slow_start (&th2, &c, "second", false);
+  usleep (300 * 1000);
+  pthread_mutex_lock (&slow_lock);
+  assert_int_equal (slow_ran, 1);        /* the second still waits */
+  pthread_mutex_unlock (&slow_lock);
+  slow_release ();
+  assert_int_equal (pthread_join (th, NULL), 0);
+  assert_int_equal (pthread_join (th2, NULL), 0);
+  assert_int_equal (a.sc_out.co_code, 0);
+  assert_int_equal (c.sc_out.co_code, 0);
+  assert_string_equal (c.sc_out.co_out, "ran second\n");
+  tl_cmd_free (&a.sc_out);
+  tl_cmd_free (&c.sc_out);
+  pthread_mutex_lock (&slow_lock);
+  assert_int_equal (slow_ran, 2);
+  pthread_mutex_unlock (&slow_lock);
+  ctl_stop_srv ();
+  zv_ctl_run_hook = NULL;
+  ctl_restart_with ("ctl_busy_wait", "30000");
+}
+
+/* Start and stop: a stale socket is replaced, a live one refused, a
+ * file that is no socket refused; stop removes only its own socket. */
+static void
+test_stale_and_stop (void **state)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  char path[512], reg[512];
+  zvol_ctl_t *c2;
+  tl_cmd_out_t a;
+  struct stat st;
+  int fd;
+
+  (void) state;
+  tl_log_reset (true);
+  /* A second server on the same path: refused. */
+  assert_int_equal (zvol_ctl_start (ctl_ex, ctl_sock, 0, &c2), -EADDRINUSE);
+  assert_true (tl_log_has ("another server answers there"));
+  assert_null (c2);
+  /* A stale socket: bound, never listening (as a killed server's). */
+  tl_path (path, sizeof path, "stale");
+  fd = socket (AF_UNIX, SOCK_STREAM, 0);
+  assert_true (strlen (path) < sizeof sa.sun_path);
+  memcpy (sa.sun_path, path, strlen (path));
+  assert_int_equal (bind (fd, (struct sockaddr *) &sa, sizeof sa), 0);
+  close (fd);
+  assert_int_equal (zvol_ctl_call (path, 1, (char *[]) { "list", NULL }, 0,
+                                   stdout, stderr, &fd), -ECONNREFUSED);
+  /* The check before a fork: a stale one is free, and kept. */
+  assert_int_equal (zvol_ctl_check (path, 0), 0);
+  assert_int_equal (lstat (path, &st), 0);
+  assert_int_equal (zvol_ctl_check (ctl_sock, 0), -EADDRINUSE);
+  assert_int_equal (zvol_ctl_start (ctl_ex, path, 0, &c2), 0);
+  assert_int_equal (lstat (path, &st), 0);
+  assert_int_equal (st.st_mode & 07777, 0600);
+  zvol_ctl_stop (c2);
+  assert_int_equal (lstat (path, &st), -1);
+  assert_int_equal (errno, ENOENT);
+  assert_int_equal (zvol_ctl_call (path, 1, (char *[]) { "list", NULL }, 0,
+                                   stdout, stderr, &fd), -ENOENT);
+  /* A regular file: refused, kept. */
+  tl_path (reg, sizeof reg, "regular");
+  assert_int_equal (tl_sparse_file (reg, 10), 0);
+  assert_int_equal (zvol_ctl_start (ctl_ex, reg, 0, &c2), -EEXIST);
+  assert_int_equal (zvol_ctl_check (reg, 0), -EEXIST);
+  assert_int_equal (stat (reg, &st), 0);
+  /* Quiet: the same refusal at debug level. */
+  tl_log_reset (true);
+  assert_int_equal (zvol_ctl_start (ctl_ex, reg, ZVOL_CTL_QUIET, &c2),
+                    -EEXIST);
+  assert_int_equal (tl_log_errors (), 0);
+  /* A path too long for a socket address. */
+  {
+    char longp[200];
+    memset (longp, 'a', sizeof longp - 1);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = '\0';
+    assert_int_equal (zvol_ctl_start (ctl_ex, longp, 0, &c2), -ENAMETOOLONG);
+  }
+  /* A socket replaced by another server's is left to it at stop. */
+  assert_int_equal (zvol_ctl_start (ctl_ex, path, 0, &c2), 0);
+  assert_int_equal (unlink (path), 0);
+  fd = socket (AF_UNIX, SOCK_STREAM, 0);
+  assert_int_equal (bind (fd, (struct sockaddr *) &sa, sizeof sa), 0);
+  zvol_ctl_stop (c2);
+  assert_int_equal (lstat (path, &st), 0);
+  close (fd);
+  unlink (path);
+  /* The first server still answers. */
+  assert_int_equal (ctl_call (&a, "list -H"), 0);
+  assert_int_equal (a.co_code, 0);
+  tl_cmd_free (&a);
+}
+
+/* The parsers alone: a round trip, and the limits. */
+static void
+test_messages (void **state)
+{
+  char *argv[ZV_CTL_MAX_ARGC + 2], big[ZV_CTL_MAX_ARG + 1], why[256];
+  uint8_t *buf;
+  size_t len;
+  zv_ctl_req_t rq;
+  zv_ctl_rep_t rp;
+
+  (void) state;
+  for (unsigned i = 0; i < ZV_CTL_MAX_ARGC + 1; i++)
+    argv[i] = "x";
+  assert_int_equal (zv_ctl_encode_req (ZV_CTL_MAX_ARGC, argv, 1, &buf, &len),
+                    0);
+  assert_int_equal (zv_ctl_parse_req (buf, len, &rq, why, sizeof why), 0);
+  assert_int_equal (rq.rq_argc, ZV_CTL_MAX_ARGC);
+  assert_int_equal (rq.rq_flags, 1);
+  assert_null (rq.rq_argv[ZV_CTL_MAX_ARGC]);
+  assert_string_equal (rq.rq_argv[7], "x");
+  /* One byte more or less than the header says. */
+  assert_int_equal (zv_ctl_parse_req (buf, len - 1, &rq, why, sizeof why),
+                    -EPROTO);
+  assert_non_null (strstr (why, "the header says"));
+  free (buf);
+  assert_int_equal (zv_ctl_encode_req (ZV_CTL_MAX_ARGC + 1, argv, 0, &buf,
+                                       &len), -EINVAL);
+  assert_int_equal (zv_ctl_encode_req (0, argv, 0, &buf, &len), -EINVAL);
+  memset (big, 'b', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  argv[0] = big;
+  assert_int_equal (zv_ctl_encode_req (1, argv, 0, &buf, &len), -E2BIG);
+  assert_int_equal (zv_ctl_parse_req ((uint8_t *) "ZV", 2, &rq, why,
+                                      sizeof why), -EPROTO);
+  assert_non_null (strstr (why, "shorter than its header"));
+  /* Replies. */
+  zv_ctl_encode_rep (2, "out", 3, "err\n", 4, &buf, &len);
+  assert_int_equal (zv_ctl_parse_rep (buf, len, &rp, why, sizeof why), 0);
+  assert_int_equal (rp.rp_exit, 2);
+  assert_int_equal (rp.rp_outlen, 3);
+  assert_memory_equal (rp.rp_err, "err\n", 4);
+  buf[8] = 200;                       /* exit code 200 */
+  assert_int_equal (zv_ctl_parse_rep (buf, len, &rp, why, sizeof why),
+                    -EPROTO);
+  buf[8] = 2;
+  buf[15] = 0x10;                     /* out of 256 MiB */
+  assert_int_equal (zv_ctl_parse_rep (buf, len, &rp, why, sizeof why),
+                    -EPROTO);
+  assert_non_null (strstr (why, "at most"));
+  free (buf);
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    tl_test (test_messages),
+    cmocka_unit_test_setup_teardown (test_socket_and_output, ctl_setup,
+                                     ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_peer_refused, ctl_setup,
+                                     ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_peer_real_uid, ctl_setup,
+                                     ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_garbage, ctl_setup, ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_busy, ctl_setup, ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_stale_and_stop, ctl_setup,
+                                     ctl_teardown),
+  };
+
+  return tl_main (tests, "ctl", NULL);
+}
