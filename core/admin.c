@@ -262,6 +262,34 @@ admin_volume_operand (admin_ctx_t *c, int k, char *vol)
   return ZVOL_ADMIN_OK;
 }
 
+/* Operand k as POOL/VOL or (snap) POOL/VOL@SNAP: the dataset's name
+ * in the pool into name (2 * ZVOL_NAME_MAX bytes). */
+static int
+admin_dataset_operand (admin_ctx_t *c, int k, bool snap, char *name)
+{
+  const char *arg = c->c_argv[k], *slash = strchr (arg, '/');
+  const char *at = slash ? strchr (slash, '@') : NULL;
+  char shown[8 * ZVOL_NAME_MAX + 8], pool[ZVOL_NAME_MAX];
+
+  zv_str_printable (arg, 2 * ZVOL_NAME_MAX, shown, sizeof shown);
+  if (slash == NULL || slash == arg || (size_t) (slash - arg) >= ZVOL_NAME_MAX
+      || strlen (slash + 1) >= 2 * ZVOL_NAME_MAX - 1
+      || (snap ? at == NULL || at == slash + 1 || at[1] == '\0'
+          : at != NULL)
+      || slash[1] == '\0')
+    return admin_usage (c, "%s: '%s' is not POOL/VOLUME%s", c->c_cmd->ac_name,
+                        shown, snap ? "@SNAPSHOT" : "");
+  snprintf (name, 2 * ZVOL_NAME_MAX, "%s", slash + 1);
+  snprintf (pool, sizeof pool, "%.*s", (int) (slash - arg), arg);
+  if (c->c_pool && strcmp (pool, zvol_pool_name (c->c_pool)) != 0) {
+    zv_str_printable (pool, ZVOL_NAME_MAX, shown, sizeof shown);
+    admin_err (c, "%s is not this pool (%s)", shown,
+               zvol_pool_name (c->c_pool));
+    return ZVOL_ADMIN_FAIL;
+  }
+  return ZVOL_ADMIN_OK;
+}
+
 /* Is operand k this pool's name (a usage error if it is no name)? */
 static int
 admin_pool_operand (admin_ctx_t *c, int k, bool *match)
@@ -334,19 +362,126 @@ admin_create (admin_ctx_t *c)
   return admin_result (zvol_volume_create (c->c_pool, vol, &vp));
 }
 
-/* destroy POOL/VOL: refused while a client has the volume open. */
+/* destroy [-r] POOL/VOL or POOL/VOL@SNAP: refused while a client has it
+ * open; -r destroys a volume's snapshots first, oldest first. */
 static int
 admin_destroy (admin_ctx_t *c)
 {
-  char vol[ZVOL_NAME_MAX];
+  char name[2 * ZVOL_NAME_MAX];
+  bool snap;
   int r;
 
   if (c->c_argc != 1)
-    return admin_usage (c, "destroy POOL/VOL");
-  r = admin_volume_operand (c, 0, vol);
+    return admin_usage (c, "destroy [-r] POOL/VOL[@SNAP]");
+  snap = strchr (c->c_argv[0], '@') != NULL;
+  if (snap && ADMIN_OPT (c, 'r'))
+    return admin_usage (c, "destroy -r: a volume, with its snapshots");
+  r = admin_dataset_operand (c, 0, snap, name);
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
-  return admin_result (zvol_exports_destroy (c->c_ex, vol));
+  if (ADMIN_OPT (c, 'r')) {
+    size_t n = zvol_dataset_list (c->c_pool, ZVOL_LIST_SNAPSHOTS, NULL, 0);
+    zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
+    size_t len = strlen (name);
+
+    n = ZV_MIN (n, zvol_dataset_list (c->c_pool, ZVOL_LIST_SNAPSHOTS, vi, n));
+    for (size_t i = 0; i < n && r == ZVOL_ADMIN_OK; i++)
+      if (strncmp (vi[i].vi_name, name, len) == 0
+          && vi[i].vi_name[len] == '@')
+        r = admin_result (zvol_exports_destroy (c->c_ex, vi[i].vi_name));
+    free (vi);
+    if (r != ZVOL_ADMIN_OK)
+      return r;
+  }
+  return admin_result (zvol_exports_destroy (c->c_ex, name));
+}
+
+/* snapshot POOL/VOL@SNAP...: each taken while clients write (it holds
+ * every write acknowledged before it). */
+static int
+admin_snapshot (admin_ctx_t *c)
+{
+  char name[2 * ZVOL_NAME_MAX];
+  int r = ZVOL_ADMIN_OK;
+
+  if (c->c_argc < 1)
+    return admin_usage (c, "snapshot POOL/VOL@SNAP...");
+  for (int k = 0; k < c->c_argc && r == ZVOL_ADMIN_OK; k++)
+    r = admin_dataset_operand (c, k, true, name);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  for (int k = 0; k < c->c_argc && r == ZVOL_ADMIN_OK; k++) {
+    admin_dataset_operand (c, k, true, name);
+    r = admin_result (zvol_snapshot_create (c->c_pool, name));
+  }
+  return r;
+}
+
+/* rollback [-r] POOL/VOL@SNAP: to the newest snapshot, or with -r to an
+ * older one, destroying the newer; refused while a client has VOL open. */
+static int
+admin_rollback (admin_ctx_t *c)
+{
+  char name[2 * ZVOL_NAME_MAX];
+  int r;
+
+  if (c->c_argc != 1)
+    return admin_usage (c, "rollback [-r] POOL/VOL@SNAP");
+  r = admin_dataset_operand (c, 0, true, name);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  return admin_result (zvol_exports_rollback (c->c_ex, name,
+                                              ADMIN_OPT (c, 'r')));
+}
+
+/* clone [-r RESERVATION] POOL/VOL@SNAP POOL/NEWVOL: a writable volume
+ * sharing the snapshot's blocks (thin unless -r). */
+static int
+admin_clone (admin_ctx_t *c)
+{
+  char snap[2 * ZVOL_NAME_MAX], vol[2 * ZVOL_NAME_MAX];
+  zvol_volume_params_t vp = { 0 };
+  int r;
+
+  if (c->c_argc != 2)
+    return admin_usage (c, "clone [-r RESERVATION] POOL/VOL@SNAP POOL/VOL");
+  if (ADMIN_OPT (c, 'r') && admin_opt_size (c, 'r', &vp.vp_reservation) < 0)
+    return ZVOL_ADMIN_USAGE;
+  r = admin_dataset_operand (c, 0, true, snap);
+  if (r == ZVOL_ADMIN_OK)
+    r = admin_dataset_operand (c, 1, false, vol);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  return admin_result (zvol_volume_clone (c->c_pool, snap, vol, &vp));
+}
+
+static int
+admin_diff_cb (void *arg, uint64_t off, uint64_t len, unsigned kind)
+{
+  admin_ctx_t *c = arg;
+
+  fprintf (c->c_out, "%s\t%" PRIu64 "\t%" PRIu64 "\n",
+           kind == ZVOL_DIFF_FREED ? "freed" : "written", off, len);
+  return 0;
+}
+
+/* diff POOL/VOL@A POOL/VOL[@B]: the byte ranges written or freed from A
+ * to B (or to the volume, closed), one "written|freed OFFSET LENGTH"
+ * line each, for a backup tool that copies them (nbdcopy). */
+static int
+admin_diff (admin_ctx_t *c)
+{
+  char from[2 * ZVOL_NAME_MAX], to[2 * ZVOL_NAME_MAX];
+  int r;
+
+  if (c->c_argc != 2)
+    return admin_usage (c, "diff POOL/VOL@SNAP POOL/VOL[@SNAP]");
+  r = admin_dataset_operand (c, 0, true, from);
+  if (r == ZVOL_ADMIN_OK)
+    r = admin_dataset_operand (c, 1, strchr (c->c_argv[1], '@') != NULL, to);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  return admin_result (zvol_diff (c->c_pool, from, to, admin_diff_cb, c));
 }
 
 void
@@ -368,40 +503,132 @@ zvol_admin_size (char *buf, size_t len, uint64_t v, bool exact)
             units[u]);
 }
 
+/* The listing's columns (-o), as zfs list names them. */
+typedef struct admin_col {
+  const char *co_name, *co_head;
+  int co_width;                 /* < 0: left-aligned */
+} admin_col_t;
+
+static const admin_col_t admin_cols[] = {
+  { "name", "NAME", -24 }, { "used", "USED", 8 }, { "avail", "AVAIL", 8 },
+  { "refer", "REFER", 8 }, { "volsize", "VOLSIZE", 8 },
+  { "written", "WRITTEN", 8 }, { "usedbysnapshots", "USEDSNAP", 8 },
+  { "reservation", "RESERV", 8 }, { "volblocksize", "VOLBLOCK", 8 },
+  { "type", "TYPE", -8 }, { "origin", "ORIGIN", -24 },
+  { "creation", "CREATION", 10 },
+};
+#define ADMIN_NCOLS (sizeof admin_cols / sizeof admin_cols[0])
+#define ADMIN_DEFAULT_COLS "name,used,avail,refer,volsize"
+
+/* Parse -o into column indexes: the count, or -1 (usage). */
+static int
+admin_list_cols (admin_ctx_t *c, unsigned *cols)
+{
+  const char *o = ADMIN_OPT (c, 'o') ? c->c_val['o'] : ADMIN_DEFAULT_COLS;
+  int n = 0;
+
+  while (*o) {
+    size_t len = strcspn (o, ",");
+    size_t i;
+    for (i = 0; i < ADMIN_NCOLS; i++)
+      if (strlen (admin_cols[i].co_name) == len
+          && strncmp (admin_cols[i].co_name, o, len) == 0)
+        break;
+    if (i == ADMIN_NCOLS || n == (int) ADMIN_NCOLS)
+      return -1;
+    cols[n++] = (unsigned) i;
+    o += len + (o[len] == ',');
+  }
+  return n;
+}
+
+/* One field of a dataset's line; "-" where the kind has none. */
 static void
-admin_list_pool (admin_ctx_t *c, bool scripted, bool exact)
+admin_field (zvol_pool_t *p, const zvol_volume_info_t *v, unsigned col,
+             bool exact, char *val, size_t len)
+{
+  bool snap = v->vi_kind == ZVOL_KIND_SNAPSHOT;
+  uint64_t num;
+
+  switch (col) {
+  case 0:
+    snprintf (val, len, "%s/%s", zvol_pool_name (p), v->vi_name);
+    return;
+  case 1: num = v->vi_used; break;
+  case 2: num = v->vi_avail; break;
+  case 3: num = v->vi_referenced; break;
+  case 4: num = v->vi_volsize; break;
+  case 5: num = v->vi_written; break;
+  case 6: num = v->vi_usedbysnapshots; break;
+  case 7: num = v->vi_reservation; break;
+  case 8: num = v->vi_blocksize; break;
+  case 9:
+    snprintf (val, len, "%s", snap ? "snapshot" : "volume");
+    return;
+  case 10:
+    if (v->vi_origin[0])
+      snprintf (val, len, "%s/%s", zvol_pool_name (p), v->vi_origin);
+    else
+      snprintf (val, len, "-");
+    return;
+  default:
+    snprintf (val, len, "%" PRIu64, v->vi_creation_time);
+    return;
+  }
+  if (snap && (col == 2 || col == 6 || col == 7))
+    snprintf (val, len, "-");
+  else
+    zvol_admin_size (val, len, num, exact);
+}
+
+static void
+admin_list_pool (admin_ctx_t *c, bool scripted, bool exact, unsigned kinds,
+                 const unsigned *cols, int ncols)
 {
   zvol_pool_t *p = c->c_pool;
-  size_t n = zvol_volume_list (p, NULL, 0);
+  size_t n = zvol_dataset_list (p, kinds, NULL, 0);
   zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
-  const char *sep = scripted ? "\t" : "  ";
 
-  n = ZV_MIN (n, zvol_volume_list (p, vi, n));
+  n = ZV_MIN (n, zvol_dataset_list (p, kinds, vi, n));
   for (size_t i = 0; i < n; i++) {
-    char name[2 * ZVOL_NAME_MAX + 2], used[32], avail[32], refer[32],
-      volsize[32];
-    snprintf (name, sizeof name, "%s/%s", zvol_pool_name (p), vi[i].vi_name);
-    zvol_admin_size (used, sizeof used, vi[i].vi_used, exact);
-    zvol_admin_size (avail, sizeof avail, vi[i].vi_avail, exact);
-    zvol_admin_size (refer, sizeof refer, vi[i].vi_referenced, exact);
-    zvol_admin_size (volsize, sizeof volsize, vi[i].vi_volsize, exact);
-    if (scripted)
-      fprintf (c->c_out, "%s%s%s%s%s%s%s%s%s\n", name, sep, used, sep, avail,
-               sep, refer, sep, volsize);
-    else
-      fprintf (c->c_out, "%-24s%s%8s%s%8s%s%8s%s%8s\n", name, sep, used, sep,
-               avail, sep, refer, sep, volsize);
+    for (int k = 0; k < ncols; k++) {
+      char val[3 * ZVOL_NAME_MAX];
+      admin_field (p, &vi[i], cols[k], exact, val, sizeof val);
+      if (scripted)
+        fprintf (c->c_out, "%s%s", k ? "\t" : "", val);
+      else
+        fprintf (c->c_out, "%s%*s", k ? "  " : "",
+                 admin_cols[cols[k]].co_width, val);
+    }
+    fputc ('\n', c->c_out);
   }
   free (vi);
 }
 
-/* list [-H] [-p] [POOL]...: without POOL, this pool; a POOL that is not
- * this one fails (zvoladm runs the command once per pool it names). */
+/* list [-H] [-p] [-t TYPE] [-o COLS] [POOL]...: without POOL, this
+ * pool; a POOL that is not this one fails (zvoladm runs the command once
+ * per pool it names).  TYPE: volume (the default), snapshot, all. */
 static int
 admin_list (admin_ctx_t *c)
 {
   bool scripted = ADMIN_OPT (c, 'H'), exact = ADMIN_OPT (c, 'p'), match;
   int rc = ZVOL_ADMIN_OK;
+  unsigned cols[ADMIN_NCOLS], kinds = ZVOL_LIST_VOLUMES;
+  int ncols = admin_list_cols (c, cols);
+
+  if (ncols <= 0)
+    return admin_usage (c, "list -o: a comma-separated list of name, used, "
+                        "avail, refer, volsize, written, usedbysnapshots, "
+                        "reservation, volblocksize, type, origin, creation");
+  if (ADMIN_OPT (c, 't')) {
+    const char *t = c->c_val['t'];
+    if (strcmp (t, "snapshot") == 0)
+      kinds = ZVOL_LIST_SNAPSHOTS;
+    else if (strcmp (t, "all") == 0)
+      kinds = ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS;
+    else if (strcmp (t, "volume") != 0)
+      return admin_usage (c, "list -t: volume, snapshot or all");
+  }
 
   for (int k = 0; k < c->c_argc; k++) {
     int r = admin_pool_operand (c, k, &match);
@@ -410,15 +637,18 @@ admin_list (admin_ctx_t *c)
   }
   if (c->c_ex == NULL)
     return ZVOL_ADMIN_OK;
-  if (!scripted && !(c->c_flags & ZVOL_ADMIN_NOHEADER))
-    fprintf (c->c_out, "%-24s  %8s  %8s  %8s  %8s\n", "NAME", "USED",
-             "AVAIL", "REFER", "VOLSIZE");
+  if (!scripted && !(c->c_flags & ZVOL_ADMIN_NOHEADER)) {
+    for (int k = 0; k < ncols; k++)
+      fprintf (c->c_out, "%s%*s", k ? "  " : "", admin_cols[cols[k]].co_width,
+               admin_cols[cols[k]].co_head);
+    fputc ('\n', c->c_out);
+  }
   if (c->c_argc == 0)
-    admin_list_pool (c, scripted, exact);
+    admin_list_pool (c, scripted, exact, kinds, cols, ncols);
   for (int k = 0; k < c->c_argc; k++) {
     admin_pool_operand (c, k, &match);
     if (match)
-      admin_list_pool (c, scripted, exact);
+      admin_list_pool (c, scripted, exact, kinds, cols, ncols);
     else {
       char shown[4 * ZVOL_NAME_MAX + 8];
       zv_str_printable (c->c_argv[k], ZVOL_NAME_MAX, shown, sizeof shown);
@@ -478,8 +708,18 @@ static const admin_cmd_t admin_cmds[] = {
   { "create", "V:b:sr:", "create POOL DEV...\n"
     "create -V SIZE [-b BLOCKSIZE] [-s | -r RESERVATION] [-d DEV]... "
     "POOL/VOL", false, admin_create },
-  { "destroy", "", "destroy [-d DEV]... POOL/VOL", false, admin_destroy },
-  { "list", "Hp", "list [-H] [-p] [-d DEV]... [POOL]...", true, admin_list },
+  { "destroy", "r", "destroy [-r] [-d DEV]... POOL/VOL[@SNAP]", false,
+    admin_destroy },
+  { "list", "Hpt:o:", "list [-H] [-p] [-t volume|snapshot|all] [-o COLS] "
+    "[-d DEV]... [POOL]...", true, admin_list },
+  { "snapshot", "", "snapshot [-d DEV]... POOL/VOL@SNAP...", false,
+    admin_snapshot },
+  { "rollback", "r", "rollback [-r] [-d DEV]... POOL/VOL@SNAP", false,
+    admin_rollback },
+  { "clone", "r:", "clone [-r RESERVATION] [-d DEV]... POOL/VOL@SNAP "
+    "POOL/VOL", false, admin_clone },
+  { "diff", "", "diff [-d DEV]... POOL/VOL@SNAP POOL/VOL[@SNAP]", true,
+    admin_diff },
   { "stats", "t", "stats [-t] [-d DEV]... POOL[/VOL]", true, admin_stats },
 };
 static const size_t admin_ncmds = sizeof admin_cmds / sizeof admin_cmds[0];

@@ -209,8 +209,15 @@ zvol_exports_rele (zvol_exports_t *ex, zvol_t *zv)
   pthread_mutex_lock (&ex->ex_lock);
   e = exports_of (ex, zv);
   ZV_VERIFY (e != NULL && e->ee_holds > 0);
-  if (--e->ee_holds == 0)
+  if (--e->ee_holds == 0) {
+    /* A snapshot costs nothing while nobody reads it: closed at its
+     * last release (read-only: its close waits for no txg). */
+    if (strchr (e->ee_name, '@') != NULL) {
+      (void) zvol_close (e->ee_zv);
+      e->ee_zv = NULL;
+    }
     pthread_cond_broadcast (&ex->ex_cv);
+  }
   pthread_mutex_unlock (&ex->ex_lock);
 }
 
@@ -227,8 +234,14 @@ zvol_exports_holds (zvol_exports_t *ex, const char *name)
   return n;
 }
 
-int
-zvol_exports_destroy (zvol_exports_t *ex, const char *name)
+/*
+ * Run fn on the volume 'name' with nobody holding it: -EBUSY (saying by
+ * how many) while held, else it is closed and no hold of it succeeds
+ * until fn returns (destroy; rollback, which the volume reopens from).
+ */
+static int
+exports_exclusive (zvol_exports_t *ex, const char *name, const char *what,
+                   int (*fn) (void *arg), void *arg)
 {
   char shown[4 * EXPORTS_NAME_MAX + 4];
   exports_ent_t *e;
@@ -237,8 +250,6 @@ zvol_exports_destroy (zvol_exports_t *ex, const char *name)
   bool busy;
   int r;
 
-  if (strlen (name) >= EXPORTS_NAME_MAX)
-    return zvol_volume_destroy (ex->ex_pool, name);  /* it says why */
   zv_str_printable (name, EXPORTS_NAME_MAX, shown, sizeof shown);
   pthread_mutex_lock (&ex->ex_lock);
   e = exports_get (ex, name);
@@ -251,25 +262,75 @@ zvol_exports_destroy (zvol_exports_t *ex, const char *name)
   }
   pthread_mutex_unlock (&ex->ex_lock);
   if (busy) {
-    zv_error ("volume '%s' of pool '%s' is being destroyed already", shown,
+    zv_error ("volume '%s' of pool '%s' is being changed already", shown,
               zvol_pool_name (ex->ex_pool));
     return -EBUSY;
   }
   if (holds > 0) {
     zv_error ("volume '%s' of pool '%s' is in use (held %u time%s: by "
               "connected clients, or a server's statistics of its default "
-              "export): disconnect them first", shown,
-              zvol_pool_name (ex->ex_pool), holds, holds > 1 ? "s" : "");
+              "export): disconnect them before %s", shown,
+              zvol_pool_name (ex->ex_pool), holds, holds > 1 ? "s" : "",
+              what);
     return -EBUSY;
   }
   r = zv ? zvol_close (zv) : 0;
   if (r == 0)
-    r = zvol_volume_destroy (ex->ex_pool, name);
+    r = fn (arg);
   pthread_mutex_lock (&ex->ex_lock);
   e->ee_destroying = false;
   pthread_cond_broadcast (&ex->ex_cv);
   pthread_mutex_unlock (&ex->ex_lock);
   return r;
+}
+
+typedef struct exports_op {
+  zvol_pool_t *eo_pool;
+  const char *eo_name;
+  bool eo_flag;
+} exports_op_t;
+
+static int
+exports_do_destroy (void *arg)
+{
+  exports_op_t *o = arg;
+
+  return zvol_volume_destroy (o->eo_pool, o->eo_name);
+}
+
+static int
+exports_do_rollback (void *arg)
+{
+  exports_op_t *o = arg;
+
+  return zvol_snapshot_rollback (o->eo_pool, o->eo_name, o->eo_flag);
+}
+
+int
+zvol_exports_destroy (zvol_exports_t *ex, const char *name)
+{
+  exports_op_t o = { .eo_pool = ex->ex_pool, .eo_name = name };
+
+  if (strlen (name) >= EXPORTS_NAME_MAX)
+    return zvol_volume_destroy (ex->ex_pool, name);  /* it says why */
+  return exports_exclusive (ex, name, "destroying it", exports_do_destroy,
+                            &o);
+}
+
+int
+zvol_exports_rollback (zvol_exports_t *ex, const char *snapshot,
+                       bool destroy_newer)
+{
+  exports_op_t o = { .eo_pool = ex->ex_pool, .eo_name = snapshot,
+                     .eo_flag = destroy_newer };
+  const char *at = strchr (snapshot, '@');
+  char vol[EXPORTS_NAME_MAX];
+
+  if (at == NULL || (size_t) (at - snapshot) >= ZVOL_NAME_MAX)
+    return zvol_snapshot_rollback (ex->ex_pool, snapshot, destroy_newer);
+  snprintf (vol, sizeof vol, "%.*s", (int) (at - snapshot), snapshot);
+  return exports_exclusive (ex, vol, "rolling it back", exports_do_rollback,
+                            &o);
 }
 
 /* Holds of every volume, and destroys running.  Under ex_lock. */

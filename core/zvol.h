@@ -553,6 +553,11 @@ ZVOL_API unsigned zvol_exports_holds (zvol_exports_t *ex, const char *name);
  * held, else it is closed and zvol_volume_destroy'ed; no hold of it
  * succeeds meanwhile. */
 ZVOL_API int zvol_exports_destroy (zvol_exports_t *ex, const char *name);
+/* Roll back to snapshot "VOL@SNAP" (zvol_snapshot_rollback) with VOL
+ * closed: -EBUSY while a client holds it.  A snapshot opened by a hold
+ * is closed again at its last release. */
+ZVOL_API int zvol_exports_rollback (zvol_exports_t *ex, const char *snapshot,
+                                    bool destroy_newer);
 /* Close every volume and free the table: the first error of zvol_close.
  * Waits (30 s at most) for the holds to end first; with some still
  * taken then, -EBUSY and nothing is closed or freed. */
