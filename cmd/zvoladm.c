@@ -16,8 +16,9 @@
  * the pool cache, a text file of "POOL DEV..." lines that create writes
  * ($ZVOLADM_CACHE, else $XDG_CONFIG_HOME/zvoladm/pools, else
  * ~/.config/zvoladm/pools), as zpool.cache.  "create POOL DEV..." makes a
- * pool, and "check POOL" (the whole pool walked and compared with its
- * space maps, as zdb -b) are always offline.  Exit codes: 0 done, 1
+ * pool, "check POOL" (the whole pool walked and compared with its
+ * space maps, as zdb -b), "send" and "receive" (the stream on stdout or
+ * stdin) are always offline.  Exit codes: 0 done, 1
  * failed (check: found problems), 2 usage.
  */
 #include <config.h>
@@ -62,7 +63,10 @@ za_err (const char *fmt, ...)
   fputc ('\n', stderr);
 }
 
-static const char za_check_usage[] = "  zvoladm check [-v] [-d DEV]... POOL\n";
+static const char za_check_usage[] =
+  "  zvoladm check [-v] [-d DEV]... POOL\n"
+  "  zvoladm send [-v] [-i POOL/VOL@FROM] [-d DEV]... POOL/VOL@SNAP > STREAM\n"
+  "  zvoladm receive [-v] [-d DEV]... POOL/VOL[@SNAP] < STREAM\n";
 
 static void
 za_print_usage (FILE *fp)
@@ -437,6 +441,92 @@ za_check (int argc, char **argv)
   return rep.cr_problems == 0 ? 0 : ZVOL_ADMIN_FAIL;
 }
 
+/* ---- send and receive ---- */
+
+/* Progress of a stream, a line a second at most. */
+static void
+za_stream_progress (void *arg, uint64_t done, uint64_t total)
+{
+  static time_t last;
+  const char *what = arg;
+  time_t now = time (NULL);
+
+  if (now == last && done < total)
+    return;
+  last = now;
+  fprintf (stderr, "zvoladm: %s: %" PRIu64 " of %" PRIu64 " MiB (%.0f%%)\n",
+           what, done >> 20, total >> 20,
+           total ? 100.0 * (double) done / (double) total : 100.0);
+}
+
+/* POOL/REST: the pool's name into pool, REST returned (NULL: not so). */
+static const char *
+za_split (const char *arg, char *pool)
+{
+  const char *slash = strchr (arg, '/');
+
+  if (slash == NULL || slash == arg || slash[1] == '\0'
+      || (size_t) (slash - arg) >= ZVOL_NAME_MAX)
+    return NULL;
+  snprintf (pool, ZVOL_NAME_MAX, "%.*s", (int) (slash - arg), arg);
+  return slash + 1;
+}
+
+/*
+ * zvoladm send / receive: offline (the stream is this process's stdout
+ * or stdin: no server in the way), on the pool's devices (-d or the
+ * pool cache).  send refuses a terminal as its output.
+ */
+static int
+za_stream (int argc, char **argv, bool send)
+{
+  zvol_admin_target_t t = { 0 };
+  char pool[ZVOL_NAME_MAX], fpool[ZVOL_NAME_MAX];
+  const char *from = NULL, *name, *fname = NULL;
+  bool verbose = false;
+  zvol_pool_t *p;
+  int ch, r, cr;
+
+  while ((ch = getopt (argc, argv, send ? "+vi:d:" : "+vd:")) != -1)
+    switch (ch) {
+    case 'v': verbose = true; break;
+    case 'i': from = optarg; break;
+    case 'd':
+      if (t.at_ndevs >= ZVOL_MAX_DEVS)
+        return za_usage_error ("too many -d");
+      t.at_devs[t.at_ndevs++] = optarg;
+      break;
+    default:
+      return za_usage_error (NULL);
+    }
+  if (argc - optind != 1
+      || (name = za_split (argv[optind], pool)) == NULL
+      || (send && strchr (name, '@') == NULL))
+    return za_usage_error (send ? "send [-i POOL/VOL@FROM] POOL/VOL@SNAP"
+                           : "receive POOL/VOL[@SNAP]");
+  if (from && ((fname = za_split (from, fpool)) == NULL
+               || strcmp (fpool, pool) != 0 || strchr (fname, '@') == NULL))
+    return za_usage_error ("send -i: a snapshot POOL/VOL@FROM of the same "
+                           "pool");
+  if (send && isatty (STDOUT_FILENO)) {
+    za_err ("send: the stream is binary: redirect it to a file or a pipe");
+    return ZVOL_ADMIN_FAIL;
+  }
+  if (za_open (pool, &t, send, &p) < 0)
+    return ZVOL_ADMIN_FAIL;
+  zvol_stream_io_t io = {
+    .sio_fd = send ? STDOUT_FILENO : STDIN_FILENO,
+    .sio_progress = verbose ? za_stream_progress : NULL,
+    .sio_progress_arg = send ? "send" : "receive",
+  };
+  r = send ? zvol_send (p, name, fname, &io) : zvol_receive (p, name, &io);
+  cr = zvol_pool_close (p);
+  if (r < 0)
+    za_err ("%s %s failed: %s", send ? "send" : "receive", argv[optind],
+            strerror (-r));
+  return r < 0 || cr < 0 ? ZVOL_ADMIN_FAIL : 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -466,6 +556,11 @@ main (int argc, char **argv)
   if (strcmp (argv[0], "check") == 0) {
     optind = 1;
     return za_check (argc, argv);
+  }
+  if (strcmp (argv[0], "send") == 0 || strcmp (argv[0], "receive") == 0
+      || strcmp (argv[0], "recv") == 0) {
+    optind = 1;
+    return za_stream (argc, argv, argv[0][0] == 's');
   }
   r = zvol_admin_parse (argc, argv, &t, stderr);
   if (r != ZVOL_ADMIN_OK)

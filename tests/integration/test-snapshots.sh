@@ -12,8 +12,12 @@
 #     client it works live and db reads A again;
 #  4. clone db@one to copy: served at once, reads A, takes its own
 #     writes; destroy of db@one is refused while the clone exists;
-#  5. offline (server stopped): the same list, check clean, destroy -r
-#     of db and its snapshots after the clone, check clean again.
+#  5. offline (server stopped): the same list, check clean;
+#  6. send of a snapshot of the clone into another pool, a change, a live
+#     snapshot and diff, an incremental send (small), a damaged stream
+#     refused, the incremental received: the same bytes in both pools
+#     (both served), the other pool checks clean; then destroy -r of db
+#     and its snapshots after the clone, check clean again.
 
 set -euo pipefail
 source "$(dirname "$0")/functions.sh"
@@ -186,6 +190,59 @@ rc_is 0 "list -t snapshot, offline" "$ADM" list -t snapshot -H -p -o name,used "
 check "db@one, 0 of its own now (rolled back, no change since)" \
     grep -qP "^$POOL/db@one\t0$" "$ZV_TMP/adm.out"
 rc_is 0 "check: clean" "$ADM" check "$POOL"
+
+zv_log "6. send and receive, offline, into another pool"
+POOL2=snaprecv$$
+pool2=$ZV_TMP/pool2.img
+truncate -s 256M "$pool2"
+"$ADM" create "$POOL2" "$pool2" || die "zvoladm create $POOL2"
+rc_is 0 "snapshot copy@c1, offline" "$ADM" snapshot "$POOL/copy@c1"
+rc_is 0 "send $POOL/copy@c1 > full" \
+    bash -c "'$ADM' send '$POOL/copy@c1' > '$ZV_TMP/full.zs'"
+rc_is 0 "receive it as $POOL2/back" \
+    bash -c "'$ADM' receive '$POOL2/back' < '$ZV_TMP/full.zs'"
+rc_is 0 "list -t all on the other pool" "$ADM" list -t all -H -o name "$POOL2"
+check "back and back@c1" test "$(tr '\n' ' ' <"$ZV_TMP/adm.out")" = "$POOL2/back $POOL2/back@c1 "
+# A change, a second snapshot, an incremental stream.
+start_zvol "$sock" "$pool" || die "serve the pool again"
+printf '%s\n' 'import nbd, sys' 'h = nbd.NBD()' 'h.set_export_name("copy")' \
+    'h.connect_unix(sys.argv[1])' 'h.pwrite(b"\xdd" * (1 << 20), 8 << 20)' \
+    'h.flush()' 'h.shutdown()' 'print("PASS: a second change to copy")' \
+    >"$ZV_TMP/wc2.py"
+py_checks "copy changes" "$ZV_TMP/wc2.py" "$sock" || :
+rc_is 0 "snapshot copy@c2, live" "$ADM" snapshot "$POOL/copy@c2"
+rc_is 0 "diff copy@c1 copy@c2, live" "$ADM" diff "$POOL/copy@c1" "$POOL/copy@c2"
+check "the changed range: written 8M+1M" grep -qP "^written\t$((8 * MiB))\t$((1 * MiB))$" "$ZV_TMP/adm.out"
+stop_zvol "$sock" || zv_fail "clean stop"
+rc_is 0 "send -i copy@c1 copy@c2 > incremental" \
+    bash -c "'$ADM' send -i '$POOL/copy@c1' '$POOL/copy@c2' > '$ZV_TMP/inc.zs'"
+check "the incremental stream is small (the 1M changed, not the volume)" \
+    test "$(stat -c %s "$ZV_TMP/inc.zs")" -lt $((2 * MiB))
+cp "$ZV_TMP/inc.zs" "$ZV_TMP/bad.zs"
+printf '\x55' | dd of="$ZV_TMP/bad.zs" bs=1 seek=5000 conv=notrunc status=none
+rc_is 1 "a damaged stream is refused" \
+    bash -c "'$ADM' receive '$POOL2/back' < '$ZV_TMP/bad.zs'"
+rc_is 0 "the incremental, received" \
+    bash -c "'$ADM' receive '$POOL2/back' < '$ZV_TMP/inc.zs'"
+sock2=$ZV_TMP/zvol2.sock
+start_zvol "$sock2" "$pool2" || die "serve the other pool"
+start_zvol "$sock" "$pool" || die "serve the pool"
+printf '%s\n' 'import nbd, sys' 'def read(sock, name):' \
+    '    h = nbd.NBD()' '    h.set_export_name(name)' '    h.connect_unix(sock)' \
+    '    n = h.get_size()' \
+    '    d = b"".join(h.pread(4 << 20, o) for o in range(0, n, 4 << 20))' \
+    '    h.shutdown()' '    return d' \
+    'a = read(sys.argv[1], "copy@c2")' 'b = read(sys.argv[2], "back@c2")' \
+    'c = read(sys.argv[2], "back")' \
+    'print("PASS: back@c2 has the bytes of copy@c2" if a == b else "FAIL: back@c2 differs")' \
+    'print("PASS: back has them too" if a == c else "FAIL: back differs")' \
+    >"$ZV_TMP/cmp.py"
+py_checks "the same bytes in both pools" "$ZV_TMP/cmp.py" "$sock" "$sock2" || :
+stop_zvol "$sock" || zv_fail "clean stop"
+stop_zvol "$sock2" || zv_fail "clean stop of the other"
+rc_is 0 "check the other pool: clean" "$ADM" check "$POOL2"
+rc_is 0 "destroy copy's snapshots" "$ADM" destroy "$POOL/copy@c2"
+rc_is 0 "and c1" "$ADM" destroy "$POOL/copy@c1"
 rc_is 0 "destroy copy" "$ADM" destroy "$POOL/copy"
 rc_is 0 "destroy -r db (its snapshot first)" "$ADM" destroy -r "$POOL/db"
 rc_is 0 "list -t all" "$ADM" list -t all -H -o name "$POOL"
