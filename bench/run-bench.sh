@@ -13,6 +13,9 @@
 #               file      nbdkit file (page cache, flush = fdatasync)
 #               qcow2     qemu-nbd, qcow2, O_DIRECT, io_uring
 #               zvol      nbdkit + the zvol plugin
+#               zvol-snap zvol with SNAPSHOTS (100) snapshots taken
+#                         after its fill (live, through its control
+#                         socket): what snapshots cost the jobs
 #               zvol-b    the same with another build of the plugin,
 #                         $ZVOL_PLUGIN_B (a target only when that is set:
 #                         before/after a change in one interleaved run)
@@ -69,6 +72,7 @@
 #   ZVOL_PLUGIN     the plugin .so (default: build/plugin/.libs/ or
 #                   plugin/.libs/ of this tree, the first that exists)
 #   ZVOL_PLUGIN_B   the plugin .so of the zvol-b target
+#   SNAPSHOTS       zvol-snap: how many snapshots (default 100); ZVOLADM the tool
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
 #   FILE_OPTS       extra file plugin parameters (e.g. "cache=none")
 #   NBDKIT_THREADS  nbdkit -t (default 32)
@@ -179,6 +183,8 @@ ZVOL_OPTS=${ZVOL_OPTS:-}
 FILE_OPTS=${FILE_OPTS:-}
 NBDKIT_THREADS=${NBDKIT_THREADS:-32}
 QEMU_SHARED=${QEMU_SHARED:-$def_shared}
+ZVOLADM=${ZVOLADM:-$(first_file "$top/build/cmd/zvoladm" "$top/cmd/zvoladm")}
+SNAPSHOTS=${SNAPSHOTS:-100}
 CORE_BENCH=${CORE_BENCH:-$(first_file "$top/build/bench/core-bench" "$top/bench/core-bench")}
 CORE_BENCH_B=${CORE_BENCH_B:-}
 CORE_ARGS=${CORE_ARGS:-$def_core}
@@ -192,7 +198,7 @@ OUT=${OUT:-$here/out/$(date '+%Y%m%d-%H%M%S')-$SUITE}
 export RUNTIME RAMP
 
 # Every target this script knows, for the checks and the cleanup.
-ALL_TARGETS="null memory file qcow2 zvol zvol-b zvol-txg raw rbd zvol-rados"
+ALL_TARGETS="null memory file qcow2 zvol zvol-b zvol-snap zvol-txg raw rbd zvol-rados"
 # The rados suite's names in the cluster: an rbd image, a RADOS device.
 RBD_IMAGE=zvbench-rbd
 RADOS_DEV=zvbench-zvol
@@ -228,8 +234,10 @@ esac
 targets=()
 for t in $BENCH_TARGETS; do
     case $SUITE:$t in
-    *:zvol|sync:zvol-txg)
+    *:zvol|sync:zvol-txg|default:zvol-snap)
         [ -f "$ZVOL_PLUGIN" ] || die "zvol plugin $ZVOL_PLUGIN not found (build it, or set ZVOL_PLUGIN)"
+        [ "$t" != zvol-snap ] || [ -x "$ZVOLADM" ] ||
+            die "target zvol-snap needs zvoladm ($ZVOLADM; make, or set ZVOLADM)"
         ;;
     *:zvol-b)
         [ -f "${ZVOL_PLUGIN_B:-}" ] || die "target zvol-b needs ZVOL_PLUGIN_B, the other build's plugin .so"
@@ -366,9 +374,23 @@ ceph_teardown ()
 }
 
 sock_of () { echo "$BENCH_DIR/$1.sock"; }
+
+# take_snapshots T: SNAPSHOTS snapshots of T's volume, live through its
+# control socket, after its fill: every block a job overwrites is then
+# one they hold (the birth rule puts it on the dead list).
+take_snapshots ()
+{
+    local t=$1 ctl=$BENCH_DIR/$1.ctl vol i
+    vol=$("$ZVOLADM" -S "$ctl" list -H -o name) || die "$t: zvoladm list failed"
+    echo "run-bench: $t: $SNAPSHOTS snapshots of $vol"
+    for (( i = 1; i <= SNAPSHOTS; i++ )); do
+        "$ZVOLADM" -S "$ctl" snapshot "$vol@bench$i" >>"$logs/$t.log" 2>&1 ||
+            die "$t: zvoladm snapshot $vol@bench$i failed ($logs/$t.log)"
+    done
+}
 uri_of () { echo "nbd+unix:///?socket=$(sock_of "$1")"; }
 kstat_of () { echo "$BENCH_DIR/$1.kstat"; }
-is_zvol () { case $1 in zvol|zvol-b|zvol-txg|zvol-rados) return 0 ;; esac; return 1; }
+is_zvol () { case $1 in zvol|zvol-b|zvol-snap|zvol-txg|zvol-rados) return 0 ;; esac; return 1; }
 
 # txg_sampler T: in the background, append T's kstat txgs table (the
 # newest 100 txgs, rewritten every second) to $OUT/T.txgs.raw once a
@@ -426,7 +448,7 @@ start_target ()
         rm -f "$BENCH_DIR/raw.img"
         return 0
         ;;
-    zvol|zvol-txg|zvol-b)
+    zvol|zvol-txg|zvol-b|zvol-snap)
         STARTED[$t]=1
         local plugin=$ZVOL_PLUGIN
         [ "$t" != zvol-b ] || plugin=$ZVOL_PLUGIN_B
@@ -439,6 +461,17 @@ start_target ()
         # zvol: flush=log (the default) before ZVOL_OPTS; zvol-txg:
         # flush=txg after them, so ZVOL_OPTS cannot undo it.
         if [ "$t" = zvol-txg ]; then post+=(flush=txg); else pre+=(flush=log); fi
+        # zvol-snap: a control socket, for the snapshots after its fill;
+        # its volume is thin (a snapshot of a thick one needs its whole
+        # reservation free again) on a pool with room for the blocks the
+        # snapshots keep.  zvol gets the same when zvol-snap runs beside
+        # it, so the two differ by the snapshots alone.
+        if [ "$t" = zvol-snap ] || { [ "$t" = zvol ] && [[ " ${targets[*]} " == *" zvol-snap "* ]]; }; then
+            truncate -s $(( 4 * $(numfmt --from=iec "$BENCH_SIZE") + 256 * 1024 * 1024 )) \
+                "$BENCH_DIR/$t.img"
+            pre+=(sparse=true)
+        fi
+        [ "$t" != zvol-snap ] || pre+=("control=$BENCH_DIR/$t.ctl")
         # shellcheck disable=SC2086
         nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$plugin" \
             device="$BENCH_DIR/$t.img" create=true size="$BENCH_SIZE" \
@@ -638,6 +671,7 @@ suite_default ()
             echo "run-bench: $t: filling $BENCH_SIZE"
             run_fio "$t" fill "$json/fill-$t.json" 0
         fi
+        [ "$t" != zvol-snap ] || take_snapshots "$t"
     done
 
     n=0
