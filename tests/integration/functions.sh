@@ -885,3 +885,31 @@ ceph_cluster_start ()
     . "$ZV_CEPH_DIR/env"
     zv_log "cluster (${ZV_CEPH_STORE:-memstore}) ready in $ZV_CEPH_READY_MS ms"
 }
+
+# rc_is WANT DESC CMD...: CMD exits with status WANT (stdout in
+# $ZV_TMP/adm.out, stderr in $ZV_TMP/adm.err).
+rc_is ()
+{
+    local want=$1 desc=$2 rc=0; shift 2
+    "$@" >"$ZV_TMP/adm.out" 2>"$ZV_TMP/adm.err" || rc=$?
+    if [ "$rc" -eq "$want" ]; then
+        zv_pass "$desc (exit $rc)"
+    else
+        zv_fail "$desc: exit $rc, expected $want"
+        cat "$ZV_TMP/adm.out" "$ZV_TMP/adm.err"
+    fi
+}
+
+# zv_runtime_dir: where servers put their control sockets, into $rundir:
+# /run/nbdkit-zvol as root, else under an $XDG_RUNTIME_DIR of the test's
+# own (so the test leaves nothing behind).
+zv_runtime_dir ()
+{
+    if [ "$(id -u)" -ne 0 ] || [ ! -w /run ]; then
+        export XDG_RUNTIME_DIR=$ZV_TMP/xdg
+        mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
+        rundir=$XDG_RUNTIME_DIR/nbdkit-zvol
+    else
+        rundir=/run/nbdkit-zvol
+    fi
+}

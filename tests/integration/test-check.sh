@@ -18,19 +18,6 @@ pool=$ZV_TMP/pool.img
 sock=$ZV_TMP/zvol.sock
 truncate -s 256M "$pool"
 
-# rc_is WANT DESC CMD...: CMD exits with status WANT (stdout in adm.out,
-# stderr in adm.err).
-rc_is ()
-{
-    local want=$1 desc=$2 rc=0; shift 2
-    "$@" >"$ZV_TMP/adm.out" 2>"$ZV_TMP/adm.err" || rc=$?
-    if [ "$rc" -eq "$want" ]; then
-        zv_pass "$desc (exit $rc)"
-    else
-        zv_fail "$desc: exit $rc, expected $want"
-        cat "$ZV_TMP/adm.out" "$ZV_TMP/adm.err"
-    fi
-}
 
 rc_is 0 "zvoladm create tank" "$ADM" create tank "$pool"
 rc_is 0 "a 32M volume" "$ADM" create -V 32M tank/a

@@ -30,15 +30,7 @@ ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
 [ -x "$ADM" ] || die "$ADM is not built"
 export ZVOLADM_CACHE=$ZV_TMP/pools
 unset ZVOLADM_SOCKET
-# The runtime directory: /run/nbdkit-zvol/POOL as root, else under
-# $XDG_RUNTIME_DIR (ours, so the test leaves nothing behind).
-if [ "$(id -u)" -ne 0 ] || [ ! -w /run ]; then
-    export XDG_RUNTIME_DIR=$ZV_TMP/xdg
-    mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
-    rundir=$XDG_RUNTIME_DIR/nbdkit-zvol
-else
-    rundir=/run/nbdkit-zvol
-fi
+zv_runtime_dir
 POOL=ctltest$$
 on_exit "rm -rf '$rundir/$POOL'"
 ctl=$rundir/$POOL/control
@@ -46,18 +38,6 @@ pool=$ZV_TMP/pool.img
 sock=$ZV_TMP/zvol.sock
 truncate -s 512M "$pool"
 
-# rc_is WANT DESC CMD...: CMD exits with status WANT (output in adm.out).
-rc_is ()
-{
-    local want=$1 desc=$2 rc=0; shift 2
-    "$@" >"$ZV_TMP/adm.out" 2>"$ZV_TMP/adm.err" || rc=$?
-    if [ "$rc" -eq "$want" ]; then
-        zv_pass "$desc (exit $rc)"
-    else
-        zv_fail "$desc: exit $rc, expected $want"
-        cat "$ZV_TMP/adm.out" "$ZV_TMP/adm.err"
-    fi
-}
 
 "$ADM" create "$POOL" "$pool" || die "zvoladm create $POOL"
 "$ADM" create -V 64M "$POOL/db" || die "zvoladm create -V 64M $POOL/db"
