@@ -30,7 +30,11 @@
  *
  * State of a dataset: on the list (created or imported) -> held (a
  * volume has it open) -> released -> destroy marked -> freed by the
- * next sync -> dropped once that txg is on disk.  A volume a receive
+ * next sync -> dropped once that txg is on disk.  Snapshots are datasets
+ * of this list too (kind 2, snap.c): pending until the sync of their txg
+ * gives them their root, held any number of times (read-only), and
+ * destroyed by their own task, which frees what only they held before
+ * the sync here clears their record.  A volume a receive
  * writes (send.c) is held by it and has ds_recv set, stored as
  * ZV_DR_F_RECV_INCOMPLETE in its record: no open while it is set.
  *

@@ -88,7 +88,7 @@ enum zv_blk_type {
   ZV_BT_SPACEMAP = 4,    /* allocation bitmap chunk (raw) */
   ZV_BT_DEFER = 5,       /* deferred-free entries (raw) */
   ZV_BT_DSDIR = 6,       /* dataset records (raw) */
-  ZV_BT_DEADLIST = 7,    /* dead-list entries (raw; snapshots, later) */
+  ZV_BT_DEADLIST = 7,    /* dead-list entries (raw; deadlist.c) */
   ZV_BT_MAX
 };
 
