@@ -663,6 +663,7 @@ zv_diff (zv_pool_t *p, const char *from, const char *to, zv_diff_fn fn,
     dn.dn_size = t->ds_volsize;
     r = send_walk (&so, &dn, fr->ds_creation_txg);
   }
+  free (so.so_holes);
   if (t)
     zv_dsdir_rele (t);
   if (fr)
