@@ -699,6 +699,57 @@ admin_stats (admin_ctx_t *c)
   return ZVOL_ADMIN_OK;
 }
 
+/* status [POOL]: the pool's state (healthy, read-only, or suspended by
+ * a failed sync, with the error), its devices, space, txgs and the
+ * number of volumes and snapshots. */
+static int
+admin_status (admin_ctx_t *c)
+{
+  zvol_pool_stats_t ps;
+  char a[32], b[32], d[32], f[32];
+  bool match = true;
+  int err;
+
+  if (c->c_argc > 1)
+    return admin_usage (c, "status [POOL]");
+  if (c->c_argc == 1) {
+    int r = admin_pool_operand (c, 0, &match);
+    if (r != ZVOL_ADMIN_OK)
+      return r;
+  }
+  if (c->c_ex == NULL)
+    return ZVOL_ADMIN_OK;
+  if (!match) {
+    admin_err (c, "not this pool (%s)", zvol_pool_name (c->c_pool));
+    return ZVOL_ADMIN_FAIL;
+  }
+  zvol_pool_get_stats (c->c_pool, &ps);
+  err = zvol_pool_error (c->c_pool);
+  fprintf (c->c_out, "  pool: %s\n  guid: %016" PRIx64 "\n", ps.ps_name,
+           ps.ps_guid);
+  if (err != 0)
+    fprintf (c->c_out, " state: SUSPENDED (a txg sync failed: %s; writes "
+             "fail until the pool is imported again)\n", strerror (-err));
+  else
+    fprintf (c->c_out, " state: %s\n", zvol_pool_is_readonly (c->c_pool)
+             ? "ONLINE (read-only)" : "ONLINE");
+  fprintf (c->c_out, "devices:\n");
+  for (unsigned i = 0; i < ps.ps_ndevs && i < ZVOL_MAX_DEVS; i++)
+    fprintf (c->c_out, "  %u  %s%s\n", i, ps.ps_dev_path[i] ? ps.ps_dev_path[i]
+             : "?", ps.ps_dev_direct[i] ? "" : "  (no direct I/O)");
+  zvol_admin_size (a, sizeof a, ps.ps_space_total, false);
+  zvol_admin_size (b, sizeof b, ps.ps_space_allocated, false);
+  zvol_admin_size (d, sizeof d, ps.ps_space_deferred, false);
+  zvol_admin_size (f, sizeof f, zvol_pool_avail (c->c_pool), false);
+  fprintf (c->c_out, " space: %s, %s allocated (%s of it freed, back in "
+           "two txgs), %s available\n", a, b, d, f);
+  fprintf (c->c_out, "   txg: %" PRIu64 " synced\n", ps.ps_txg_synced);
+  fprintf (c->c_out, "  data: %zu volumes, %zu snapshots\n",
+           zvol_dataset_list (c->c_pool, ZVOL_LIST_VOLUMES, NULL, 0),
+           zvol_dataset_list (c->c_pool, ZVOL_LIST_SNAPSHOTS, NULL, 0));
+  return err != 0 ? ZVOL_ADMIN_FAIL : ZVOL_ADMIN_OK;
+}
+
 /*
  * The commands.  A new one: an entry here and its function, which
  * checks its arguments (c_ex NULL: stop there) and then works on
@@ -721,6 +772,7 @@ static const admin_cmd_t admin_cmds[] = {
   { "diff", "", "diff [-d DEV]... POOL/VOL@SNAP POOL/VOL[@SNAP]", true,
     admin_diff },
   { "stats", "t", "stats [-t] [-d DEV]... POOL[/VOL]", true, admin_stats },
+  { "status", "", "status [-d DEV]... [POOL]", true, admin_status },
 };
 static const size_t admin_ncmds = sizeof admin_cmds / sizeof admin_cmds[0];
 

@@ -936,6 +936,12 @@ static_assert (sizeof (zvol_volume_info_t) == sizeof (zv_dsdir_info_t),
                "volume info");
 
 int
+zvol_pool_error (zvol_pool_t *pool)
+{
+  return zv_txg_error (zv_pool_txg (pool));
+}
+
+int
 zvol_volume_create (zvol_pool_t *pool, const char *name,
                     const zvol_volume_params_t *vp)
 {

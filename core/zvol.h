@@ -161,6 +161,9 @@ ZVOL_API int zvol_pool_close (zvol_pool_t *pool);
 ZVOL_API const char *zvol_pool_name (zvol_pool_t *pool);
 ZVOL_API uint64_t zvol_pool_guid (zvol_pool_t *pool);
 ZVOL_API bool zvol_pool_is_readonly (zvol_pool_t *pool);
+/* 0 while the pool is healthy, else the error that suspended it (a txg
+ * sync that failed: every write and flush then fails with it). */
+ZVOL_API int zvol_pool_error (zvol_pool_t *pool);
 
 /* ---- checking a pool offline ---- */
 

@@ -173,6 +173,9 @@ rc_is 0 "list -t snapshot, offline" "$ADM" list -t snapshot -H -p -o name,used "
 check "db@one, 0 of its own now (rolled back, no change since)" \
     grep -qP "^$POOL/db@one\t0$" "$ZV_TMP/adm.out"
 rc_is 0 "check: clean" "$ADM" check "$POOL"
+rc_is 0 "status, offline" "$ADM" status "$POOL"
+check "healthy, read-only import" grep -q "state: ONLINE (read-only)" "$ZV_TMP/adm.out"
+check "3 volumes, 1 snapshot" grep -q "data: 3 volumes, 1 snapshots" "$ZV_TMP/adm.out"
 
 zv_log "6. send and receive, offline, into another pool"
 POOL2=snaprecv$$
@@ -194,6 +197,9 @@ printf '%s\n' 'import nbd, sys' 'h = nbd.NBD()' 'h.set_export_name("copy")' \
     >"$ZV_TMP/wc2.py"
 py_checks "copy changes" "$ZV_TMP/wc2.py" "$sock" || :
 rc_is 0 "snapshot copy@c2, live" "$ADM" snapshot "$POOL/copy@c2"
+rc_is 0 "status, live" "$ADM" status "$POOL"
+check "healthy, read-write" grep -q "state: ONLINE$" "$ZV_TMP/adm.out"
+check "its device" grep -q "0  $pool" "$ZV_TMP/adm.out"
 rc_is 0 "diff copy@c1 copy@c2, live" "$ADM" diff "$POOL/copy@c1" "$POOL/copy@c2"
 check "the changed range: written 8M+1M" grep -qP "^written\t$((8 * MiB))\t$((1 * MiB))$" "$ZV_TMP/adm.out"
 stop_zvol "$sock" || zv_fail "clean stop"

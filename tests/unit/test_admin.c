@@ -146,6 +146,8 @@ test_parse (void **state)
     { "diff tank/a tank/a", "is not POOL/VOLUME@SNAPSHOT" },
     { "list -t bogus", "volume, snapshot or all" },
     { "list -o name,bogus", "comma-separated" },
+    { "status a/b", "is not a pool name" },
+    { "status a b", "status [POOL]" },
     { "list a/b", "is not a pool name" },
     { "stats", "stats [-t]" },
     { "stats -t tank/v", "the txg history is the pool's" },
