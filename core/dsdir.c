@@ -989,12 +989,12 @@ zv_dsdir_rele (zv_pool_ds_t *ds)
 }
 
 /* A change of the dataset list is durable once a txg it held synced. */
-static int
-dsdir_admin_begin (zv_pool_t *p, const char *what)
+int
+zv_dsdir_admin_begin (zv_pool_t *p, const char *what)
 {
   if (p->p_readonly) {
-    zv_error ("pool '%s' is imported read-only: cannot %s a volume",
-              p->p_name, what);
+    zv_error ("pool '%s' is imported read-only: cannot %s", p->p_name,
+              what);
     return -EROFS;
   }
   return 0;
@@ -1005,7 +1005,7 @@ zv_dsdir_create (zv_pool_t *p, const char *name, uint64_t volsize,
                  uint32_t blksz, uint64_t reservation, uint64_t ring)
 {
   zv_txg_hold_t h;
-  int r = dsdir_admin_begin (p, "create");
+  int r = zv_dsdir_admin_begin (p, "create a volume");
 
   if (r < 0)
     return r;
@@ -1032,7 +1032,7 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
   char shown[4 * ZV_NAME_MAX + 4];
   zv_pool_ds_t *ds;
   zv_txg_hold_t h;
-  int r = dsdir_admin_begin (p, "destroy");
+  int r = zv_dsdir_admin_begin (p, "destroy a volume");
 
   if (r < 0)
     return r;

@@ -130,6 +130,9 @@ int zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
                             uint32_t blksz, uint64_t reservation,
                             uint64_t ring, uint64_t creation_txg,
                             bool check_space, zv_pool_ds_t *origin);
+/* An admin change needs a writable pool: 0, or -EROFS logged as "cannot
+ * WHAT" (create, destroy, snapshots). */
+int zv_dsdir_admin_begin (zv_pool_t *p, const char *what);
 /* The dataset of a kind (a snapshot: of volume parent_id) called name,
  * not destroyed, or NULL; dd_lock held. */
 zv_pool_ds_t *zv_dsdir_lookup_locked (zv_pool_t *p, uint32_t kind,

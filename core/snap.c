@@ -179,17 +179,6 @@ snap_lookup (zv_pool_t *p, const char *name, zv_pool_ds_t **volp,
   return zv_dsdir_lookup_locked (p, ZV_DS_KIND_SNAPSHOT, (*volp)->ds_id, snap);
 }
 
-static int
-snap_admin_begin (zv_pool_t *p, const char *what)
-{
-  if (p->p_readonly) {
-    zv_error ("pool '%s' is imported read-only: cannot %s", p->p_name,
-              what);
-    return -EROFS;
-  }
-  return 0;
-}
-
 /* A snapshot's guid: random, nonzero. */
 static uint64_t
 snap_random_guid (void)
@@ -213,7 +202,7 @@ snap_create (zv_pool_t *p, const char *name, uint64_t guid, bool recv)
   zv_snap_task_t t = { .st_op = SNAP_CREATE, .st_recv = recv };
   zv_txg_hold_t h;
   uint64_t id, slot, need = 0, avail;
-  int r = snap_admin_begin (p, "snapshot");
+  int r = zv_dsdir_admin_begin (p, "snapshot");
 
   if (r < 0)
     return r;
@@ -333,7 +322,7 @@ zv_snap_destroy (zv_pool_t *p, const char *name)
   zv_snap_task_t t = { .st_op = SNAP_DESTROY };
   zv_txg_hold_t h;
   const char *clone = NULL;
-  int r = snap_admin_begin (p, "destroy a snapshot");
+  int r = zv_dsdir_admin_begin (p, "destroy a snapshot");
 
   if (r < 0)
     return r;
@@ -521,7 +510,7 @@ zv_snap_rollback (zv_pool_t *p, const char *name, bool destroy_newer)
   zv_pool_ds_t *v, *s;
   zv_snap_task_t t = { .st_op = SNAP_ROLLBACK };
   zv_txg_hold_t h;
-  int r = snap_admin_begin (p, "roll back");
+  int r = zv_dsdir_admin_begin (p, "roll back");
 
   if (r < 0)
     return r;
@@ -652,7 +641,7 @@ zv_snap_clone (zv_pool_t *p, const char *snap, const char *clone,
   char shown[8 * ZV_NAME_MAX];
   zv_pool_ds_t *v, *s;
   zv_txg_hold_t h;
-  int r = snap_admin_begin (p, "clone");
+  int r = zv_dsdir_admin_begin (p, "clone");
 
   if (r < 0)
     return r;
