@@ -849,10 +849,8 @@ zv_recv (zv_pool_t *p, const char *target, const zv_stream_io_t *io)
 
   zv_str_printable (target ? target : "", 2 * ZV_NAME_MAX, shown,
                     sizeof shown);
-  if (p->p_readonly) {
-    zv_error ("pool '%s' is imported read-only: cannot receive", p->p_name);
-    return -EROFS;
-  }
+  if ((r = zv_dsdir_admin_begin (p, "receive")) < 0)
+    return r;
   r = zv_stream_rd_begin (&rd, io->sio_read ? io->sio_read : recv_read_fd,
                           io->sio_read ? io->sio_arg : &rf);
   if (r < 0)
