@@ -64,8 +64,11 @@
  *           counter, inherited by the threads the engine starts; user and
  *           kernel where allowed) when the machine has one; under
  *           callgrind none here: each window is a callgrind dump named by
- *           the phase (CALLGRIND_ZERO_STATS / CALLGRIND_DUMP_STATS_AT),
- *           counted by the script, user space only
+ *           the phase (CALLGRIND_DUMP_STATS_AT), counted by the script,
+ *           user space only.  A window opens with a dump too ("between",
+ *           which the script ignores): CALLGRIND_ZERO_STATS resets only
+ *           the calling thread's counts, so the txg thread's work between
+ *           two windows (a pool's fill, an import) landed in the next one
  *   miss    buffer-cache misses per operation (zvol_pool_get_stats): a
  *           cold read-4k should show 1.00, a hot one 0.00
  *
@@ -98,7 +101,6 @@
 #include <valgrind/callgrind.h>
 #else
 #define RUNNING_ON_VALGRIND 0
-#define CALLGRIND_ZERO_STATS do { } while (0)
 #define CALLGRIND_DUMP_STATS_AT(name) do { (void) (name); } while (0)
 #endif
 
@@ -267,8 +269,9 @@ cbench_sample (zvol_pool_t *pool, cbench_sample_t *s)
 
 /* ---- phases ---- */
 
-/* One phase's window.  'begin' zeroes callgrind's counts, 'end' dumps
- * them under the phase's name and prints the row. */
+/* One phase's window.  'begin' dumps callgrind's counts so far (every
+ * thread's, discarded), 'end' dumps them under the phase's name and
+ * prints the row. */
 typedef struct cbench_phase {
   const char *cp_name;
   uint64_t cp_ops;
@@ -283,7 +286,7 @@ cbench_begin (cbench_phase_t *cp, zvol_pool_t *pool, const char *name,
   cp->cp_ops = ops;
   if (!cbench_quiet)
     fprintf (stderr, "core-bench: %s: %" PRIu64 " ops\n", name, ops);
-  CALLGRIND_ZERO_STATS;
+  CALLGRIND_DUMP_STATS_AT ("between");
   cbench_sample (pool, &cp->cp_before);
 }
 
