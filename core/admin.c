@@ -700,14 +700,16 @@ admin_stats (admin_ctx_t *c)
 }
 
 /* status [POOL]: the pool's state (healthy, read-only, or suspended by
- * a failed sync, with the error), its devices, space, txgs and the
- * number of volumes and snapshots. */
+ * a failed sync, with the error), its devices with their error counts
+ * (as zpool status: failed reads and writes, copies that did not
+ * verify), space, txgs and the number of volumes and snapshots. */
 static int
 admin_status (admin_ctx_t *c)
 {
   zvol_pool_stats_t ps;
   char a[32], b[32], d[32], f[32];
   bool match = true;
+  uint64_t nerr = 0;
   int err;
 
   if (c->c_argc > 1)
@@ -733,10 +735,29 @@ admin_status (admin_ctx_t *c)
   else
     fprintf (c->c_out, " state: %s\n", zvol_pool_is_readonly (c->c_pool)
              ? "ONLINE (read-only)" : "ONLINE");
-  fprintf (c->c_out, "devices:\n");
-  for (unsigned i = 0; i < ps.ps_ndevs && i < ZVOL_MAX_DEVS; i++)
-    fprintf (c->c_out, "  %u  %s%s\n", i, ps.ps_dev_path[i] ? ps.ps_dev_path[i]
-             : "?", ps.ps_dev_direct[i] ? "" : "  (no direct I/O)");
+  fprintf (c->c_out, "devices:\n  %4s %6s %6s %6s  %s\n", "DEV", "READ",
+           "WRITE", "CKSUM", "PATH");
+  for (unsigned i = 0; i < ps.ps_ndevs && i < ZVOL_MAX_DEVS; i++) {
+    fprintf (c->c_out, "  %4u %6" PRIu64 " %6" PRIu64 " %6" PRIu64
+             "  %s%s\n", i, ps.ps_dev_read_errors[i],
+             ps.ps_dev_write_errors[i], ps.ps_dev_cksum_errors[i],
+             ps.ps_dev_path[i] ? ps.ps_dev_path[i] : "?",
+             ps.ps_dev_direct[i] ? "" : "  (no direct I/O)");
+    nerr += ps.ps_dev_read_errors[i] + ps.ps_dev_write_errors[i]
+      + ps.ps_dev_cksum_errors[i];
+  }
+  if (ps.ps_logdev_path != NULL) {
+    fprintf (c->c_out, "  %4s %6" PRIu64 " %6" PRIu64 " %6" PRIu64 "  %s\n",
+             "log", ps.ps_logdev_read_errors, ps.ps_logdev_write_errors,
+             ps.ps_logdev_cksum_errors, ps.ps_logdev_path);
+    nerr += ps.ps_logdev_read_errors + ps.ps_logdev_write_errors
+      + ps.ps_logdev_cksum_errors;
+  }
+  if (nerr == 0)
+    fprintf (c->c_out, "errors: none since the pool was opened\n");
+  else
+    fprintf (c->c_out, "errors: %" PRIu64 " since the pool was opened (the "
+             "server's log says where)\n", nerr);
   zvol_admin_size (a, sizeof a, ps.ps_space_total, false);
   zvol_admin_size (b, sizeof b, ps.ps_space_allocated, false);
   zvol_admin_size (d, sizeof d, ps.ps_space_deferred, false);

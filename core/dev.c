@@ -171,6 +171,10 @@ struct zv_dev {
 
   _Atomic uint64_t dev_reads, dev_writes, dev_flushes;
   _Atomic uint64_t dev_nread, dev_nwritten;
+  /* Failed requests by kind (a flush's failure counts as a write's, as
+   * in zpool status), and blocks read whole that failed their checksum
+   * (zio.c tells us: only it knows). */
+  _Atomic uint64_t dev_read_errors, dev_write_errors, dev_cksum_errors;
 
   /* Fault hook: the flag keeps the common (unset) case lock-free. */
   atomic_bool dev_fault_armed;
@@ -946,6 +950,19 @@ zv_dev_get_stats (const zv_dev_t *dev, zv_dev_stats_t *out)
   out->ds_nread = atomic_load_explicit (&d->dev_nread, memory_order_relaxed);
   out->ds_nwritten = atomic_load_explicit (&d->dev_nwritten,
                                            memory_order_relaxed);
+  out->ds_read_errors = atomic_load_explicit (&d->dev_read_errors,
+                                              memory_order_relaxed);
+  out->ds_write_errors = atomic_load_explicit (&d->dev_write_errors,
+                                               memory_order_relaxed);
+  out->ds_cksum_errors = atomic_load_explicit (&d->dev_cksum_errors,
+                                               memory_order_relaxed);
+}
+
+/* A block read whole from this device did not match its checksum. */
+void
+zv_dev_note_cksum_error (zv_dev_t *dev)
+{
+  atomic_fetch_add_explicit (&dev->dev_cksum_errors, 1, memory_order_relaxed);
 }
 
 /* Install or clear (fn == NULL) the test fault hook. */
@@ -1064,11 +1081,24 @@ dev_op_name (enum zv_dev_op op)
   return "?";
 }
 
-/* Record a failed request: log it against the device and keep the errno. */
+/* Count a failed request against its device. */
+static void
+dev_io_count_error (zv_dev_io_t *io)
+{
+  zv_dev_t *dev = io->di_dev;
+
+  atomic_fetch_add_explicit (io->di_op == ZV_DEV_READ ? &dev->dev_read_errors
+                             : &dev->dev_write_errors, 1,
+                             memory_order_relaxed);
+}
+
+/* Record a failed request: log it against the device, count it, and
+ * keep the errno. */
 static void
 dev_io_fail (zv_dev_io_t *io, uint64_t off, int error)
 {
   ZV_ASSERT3S (error, <, 0);
+  dev_io_count_error (io);
   if (io->di_op == ZV_DEV_FLUSH)
     zv_error ("%s: flush: %s", io->di_dev->dev_path, strerror (-error));
   else
@@ -1119,6 +1149,7 @@ zv_dev_io_start (zv_dev_io_t *io)
                 "end of the device (%" PRIu64 " bytes)", dev->dev_path,
                 dev_op_name (io->di_op), io->di_offset, io->di_len,
                 dev->dev_size);
+      dev_io_count_error (io);
       io->di_result = -EIO;
       return false;
     }
@@ -1188,6 +1219,7 @@ zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res)
               dev_op_name (io->di_op), off,
               io->di_op == ZV_DEV_READ ? "unexpected end of file"
               : "no progress");
+    dev_io_count_error (io);
     io->di_result = -EIO;
     return false;
   }

@@ -26,11 +26,18 @@
 
 typedef struct zv_dev zv_dev_t;
 
-/* Counters, for the txg history (nread/nwritten/reads/writes). */
+/* Counters, for the txg history (nread/nwritten/reads/writes) and the
+ * pool's health (the error counts, since the device was opened). */
 typedef struct zv_dev_stats {
   uint64_t ds_reads, ds_writes, ds_flushes;
   uint64_t ds_nread, ds_nwritten;         /* bytes */
+  uint64_t ds_read_errors, ds_write_errors;  /* failed requests (a flush
+                                                 counts as a write) */
+  uint64_t ds_cksum_errors;               /* blocks that did not verify */
 } zv_dev_stats_t;
+
+/* Count a checksum error against the device a block copy came from. */
+void zv_dev_note_cksum_error (zv_dev_t *dev);
 
 /*
  * Open and lock a device.  Returns 0 or a negative errno; on failure a

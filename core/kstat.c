@@ -184,8 +184,16 @@ zvol_format_stats (zvol_pool_t *pool, zvol_t *zv)
   fprintf (fp, "pool_guid %016" PRIx64 "\n", ps.ps_guid);
   fprintf (fp, "devices %u\n", ps.ps_ndevs);
   for (unsigned d = 0; d < ps.ps_ndevs; d++)
-    fprintf (fp, "device%u %s direct_io=%s\n", d, ps.ps_dev_path[d],
-             ps.ps_dev_direct[d] ? "yes" : "no");
+    fprintf (fp, "device%u %s direct_io=%s read_errors=%" PRIu64
+             " write_errors=%" PRIu64 " cksum_errors=%" PRIu64 "\n", d,
+             ps.ps_dev_path[d], ps.ps_dev_direct[d] ? "yes" : "no",
+             ps.ps_dev_read_errors[d], ps.ps_dev_write_errors[d],
+             ps.ps_dev_cksum_errors[d]);
+  if (ps.ps_logdev_path != NULL)
+    fprintf (fp, "logdevice %s read_errors=%" PRIu64 " write_errors=%" PRIu64
+             " cksum_errors=%" PRIu64 "\n", ps.ps_logdev_path,
+             ps.ps_logdev_read_errors, ps.ps_logdev_write_errors,
+             ps.ps_logdev_cksum_errors);
   KSTAT_PRINT (fp, &ps, kstat_pool_u64);
   fprintf (fp, "sync_write_max_active_last %u\n",
            ps.ps_sync_write_max_active_last);

@@ -123,7 +123,12 @@ zv_zio_read_copy (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned c,
                    ZV_DVA_OFFSET (dva), bp->bp_psize) < 0)
     return -EIO;
   zv_cksum_compute (buf, bp->bp_psize, spa->spa_guid, &got);
-  return zv_cksum_equal (&got, &bp->bp_cksum) ? 0 : -EILSEQ;
+  if (zv_cksum_equal (&got, &bp->bp_cksum))
+    return 0;
+  /* Every block that fails to verify comes through here (the batched
+   * path sends its failures this way), so each is counted once per try. */
+  zv_dev_note_cksum_error (spa->spa_devs[ZV_DVA_VDEV (dva)]);
+  return -EILSEQ;
 }
 
 /* One copy of one block, to be read or written (zp_idx: the block's

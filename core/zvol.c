@@ -825,6 +825,7 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   zv_txg_t *tx = zv_pool_txg (p);
   zv_alloc_space_t sp;
   zv_dbuf_stats_t cs;
+  zv_dev_stats_t ds;
 
   memset (ps, 0, sizeof *ps);
   zv_alloc_get_space (spa->spa_alloc, &sp);
@@ -835,6 +836,17 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {
     ps->ps_dev_path[d] = zv_dev_path (spa->spa_devs[d]);
     ps->ps_dev_direct[d] = zv_dev_is_direct (spa->spa_devs[d]);
+    zv_dev_get_stats (spa->spa_devs[d], &ds);
+    ps->ps_dev_read_errors[d] = ds.ds_read_errors;
+    ps->ps_dev_write_errors[d] = ds.ds_write_errors;
+    ps->ps_dev_cksum_errors[d] = ds.ds_cksum_errors;
+  }
+  if (zv_pool_logdev (p) != NULL) {
+    ps->ps_logdev_path = zv_dev_path (zv_pool_logdev (p));
+    zv_dev_get_stats (zv_pool_logdev (p), &ds);
+    ps->ps_logdev_read_errors = ds.ds_read_errors;
+    ps->ps_logdev_write_errors = ds.ds_write_errors;
+    ps->ps_logdev_cksum_errors = ds.ds_cksum_errors;
   }
   ps->ps_space_total = sp.as_total;
   ps->ps_space_allocated = sp.as_allocated;

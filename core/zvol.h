@@ -441,6 +441,15 @@ typedef struct zvol_pool_stats {
   unsigned ps_ndevs;
   const char *ps_dev_path[ZVOL_MAX_DEVS];
   bool ps_dev_direct[ZVOL_MAX_DEVS];    /* O_DIRECT in use */
+  /* Errors since the pool was opened, per device (zpool status's READ,
+   * WRITE and CKSUM): failed requests (a failed flush is a write error)
+   * and block copies that did not verify. */
+  uint64_t ps_dev_read_errors[ZVOL_MAX_DEVS];
+  uint64_t ps_dev_write_errors[ZVOL_MAX_DEVS];
+  uint64_t ps_dev_cksum_errors[ZVOL_MAX_DEVS];
+  const char *ps_logdev_path;           /* separate log device, or NULL */
+  uint64_t ps_logdev_read_errors, ps_logdev_write_errors;
+  uint64_t ps_logdev_cksum_errors;
   uint64_t ps_space_total, ps_space_allocated;
   uint64_t ps_space_deferred;           /* freed, reusable in two txgs */
   uint64_t ps_space_reserved;           /* dirty data's reservations */

@@ -24,6 +24,7 @@ requires_nbd_python
 zv_setup
 
 pool=$ZV_TMP/pool.img
+ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
 sock=$ZV_TMP/zvol.sock
 uri=$(nbd_uri "$sock")
 VBS=16384
@@ -186,8 +187,21 @@ if [ "$ncopies" -eq 0 ]; then
 fi
 zv_pass "the victim pattern was found on the device and damaged ($ncopies copies)"
 
-start_zvol "$sock" device="$pool" || die "the pool imports with a damaged data block"
+start_zvol "$sock" device="$pool" control="$ZV_TMP/ctl" ||
+    die "the pool imports with a damaged data block"
+"$ADM" -S "$ZV_TMP/ctl" status >"$ZV_TMP/status0.out" 2>&1 ||
+    zv_fail "zvoladm status before the reads"
+check "status before the reads: no errors" \
+    grep -q "^errors: none since the pool was opened$" "$ZV_TMP/status0.out"
 py_checks "reads of damaged and intact blocks" "$ZV_TMP/damage.py" "$uri" check "$X" || :
+"$ADM" -S "$ZV_TMP/ctl" status >"$ZV_TMP/status1.out" 2>&1 ||
+    zv_fail "zvoladm status after the reads"
+# Device 0's row: DEV READ WRITE CKSUM PATH; every copy of the block
+# failed its checksum at least once, none failed to read.
+check "status counts the checksum errors on the device, no read errors" \
+    awk -v p="$pool" '$1 == "0" && $5 == p && $2 == 0 && $3 == 0 && $4 >= '"$ncopies"' { ok = 1 }
+        END { exit !ok }' "$ZV_TMP/status1.out"
+check "status: errors reported" grep -q "^errors: [1-9][0-9]* since the pool was opened" "$ZV_TMP/status1.out"
 check "clean stop" stop_zvol
 start_zvol "$sock" device="$pool" || die "the pool imports after healing"
 py_checks "healed block after a restart" "$ZV_TMP/damage.py" "$uri" healed "$X" || :

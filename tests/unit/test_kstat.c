@@ -113,7 +113,8 @@ test_format_stats (void **state)
   snprintf (want, sizeof want, "%016llx", (unsigned long long) ps.ps_guid);
   assert_string_equal (kst_value (t, "pool_guid", v, sizeof v), want);
   assert_string_equal (kst_value (t, "devices", v, sizeof v), "1");
-  snprintf (want, sizeof want, "%s direct_io=%s", k->ks_dev,
+  snprintf (want, sizeof want, "%s direct_io=%s read_errors=0 "
+            "write_errors=0 cksum_errors=0", k->ks_dev,
             ps.ps_dev_direct[0] ? "yes" : "no");
   assert_string_equal (kst_value (t, "device0", v, sizeof v), want);
   assert_true (ps.ps_space_allocated > 3 * 65536);

@@ -532,7 +532,7 @@ test_read_ditto (void **state)
   zv_blkptr_t bp, one, bad;
   uint8_t *data, *data1, *buf = zv_buf_alloc (size);
   zv_dev_stats_t st0, st1;
-  unsigned dev1;
+  unsigned dev0, dev1;
 
   tl_spa_create (&ts, "ditto", 2, DEV_SIZE);
   spa = &ts.ts_spa;
@@ -540,6 +540,7 @@ test_read_ditto (void **state)
   assert_int_equal (bp.bp_ncopies, 2);
   assert_int_not_equal (ZV_DVA_VDEV (bp.bp_dva[0]),
                         ZV_DVA_VDEV (bp.bp_dva[1]));
+  dev0 = ZV_DVA_VDEV (bp.bp_dva[0]);
   dev1 = ZV_DVA_VDEV (bp.bp_dva[1]);
 
   memset (buf, 0xa5, size);
@@ -556,6 +557,10 @@ test_read_ditto (void **state)
   assert_memory_equal (buf, data, size);
   zv_dev_get_stats (spa->spa_devs[dev1], &st1);
   assert_int_equal (st1.ds_reads, st0.ds_reads + 1);
+  assert_int_equal (st1.ds_cksum_errors, 0);
+  zv_dev_get_stats (spa->spa_devs[dev0], &st0);
+  assert_int_equal (st0.ds_cksum_errors, 1);   /* the bad copy's device */
+  assert_int_equal (st0.ds_read_errors, 0);
   assert_int_equal (tl_log_errors (), 1);
   assert_true (tl_log_has ("copy 0 bad: checksum error"));
   assert_true (tl_log_has ("(copy 1 of 2, birth txg 5)"));
@@ -566,6 +571,10 @@ test_read_ditto (void **state)
   tl_log_reset (true);
   assert_int_equal (zv_zio_read (spa, &bp, buf, "both bad"), -EIO);
   assert_int_equal (tl_log_errors (), 2);
+  zv_dev_get_stats (spa->spa_devs[dev0], &st0);
+  zv_dev_get_stats (spa->spa_devs[dev1], &st1);
+  assert_int_equal (st0.ds_cksum_errors, 2);
+  assert_int_equal (st1.ds_cksum_errors, 1);
   assert_true (tl_log_has ("copy 2 of 2"));
 
   /* Copy 0 repaired: read without a word (copy 1 is never looked at). */
@@ -585,6 +594,10 @@ test_read_ditto (void **state)
   assert_int_equal (zv_zio_read (spa, &bp, buf, "unreadable"), 0);
   assert_memory_equal (buf, data, size);
   assert_true (tl_log_has ("unreadable: read error"));
+  zv_dev_get_stats (spa->spa_devs[dev0], &st0);
+  assert_int_equal (st0.ds_read_errors, 1);
+  assert_int_equal (st0.ds_cksum_errors, 2);   /* unchanged */
+  assert_int_equal (st0.ds_write_errors, 0);
   zv_dev_set_fault (spa->spa_devs[ZV_DVA_VDEV (bp.bp_dva[0])], NULL, NULL);
 
   /* The checksum is seeded with the pool guid: another pool's reader
@@ -826,6 +839,12 @@ test_write_error (void **state)
   tl_log_reset (true);
   assert_int_equal (zv_zio_write_many (spa, w, N), -EIO);
   zv_dev_set_fault (spa->spa_devs[0], NULL, NULL);
+  {
+    zv_dev_stats_t st;
+    zv_dev_get_stats (spa->spa_devs[0], &st);
+    assert_int_equal (st.ds_write_errors, 1);
+    assert_int_equal (st.ds_read_errors, 0);
+  }
   snprintf (want, sizeof want, "write error on %s at offset %" PRIu64,
             ts.ts_path[0], at);
   assert_true (tl_log_has (want));
