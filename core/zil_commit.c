@@ -437,13 +437,17 @@ commit_claim (zv_zil_t *zl)
   return itx;
 }
 
-/* Publish a claimed itx, filled. */
+/* Publish a claimed itx, filled.  The ticket is read before the store:
+ * once published, the itx may be packed, its slot cleared and claimed
+ * again by another writer at once, so it is no longer ours to read. */
 static uint64_t
 commit_publish (zv_zil_t *zl, zil_itx_t *itx)
 {
-  atomic_store_explicit (&zl->zl_itxs[itx->itx_ticket % zl->zl_itx_ring],
-                         itx, memory_order_release);
-  return itx->itx_ticket;
+  uint64_t t = itx->itx_ticket;
+
+  atomic_store_explicit (&zl->zl_itxs[t % zl->zl_itx_ring], itx,
+                         memory_order_release);
+  return t;
 }
 
 /* Log one piece of a write. */
