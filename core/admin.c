@@ -18,6 +18,12 @@
  * command (offline only; the live path ignores it).  Everything in argv
  * may come from a socket: no option letter or length is trusted.
  *
+ * Streams: send and receive work on a descriptor they are handed
+ * (zvol_admin_run_io: zvoladm's stdout or stdin, or live the one its
+ * client passed), checked and driven by streamio.c, stoppable by the
+ * caller's cancel descriptors.  check is parsed here but runs in zvoladm
+ * on a pool no server holds; on an open pool it is refused, saying why.
+ *
  * Messages: a command's own go to its error stream as "zvoladm: ...";
  * what the engine logs on this thread during the command (why a create
  * failed) is copied there too by a log tap (zv_util.h), and still goes

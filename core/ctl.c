@@ -18,19 +18,37 @@
  * deadline (ctl_io_timeout), checked (magic, version, flags, counts and
  * a length within ZV_CTL_MAX_REQ) before the rest is read, the rest
  * parsed against the lengths (zv_ctl_parse_req, which the fuzz harness
- * feeds); the tunables are read once, at start (no lock on them later); a bad message gets a reply saying what is wrong, then the
- * connection is closed.  A client parses the reply the same way.
+ * feeds); the tunables are read once, at start (no lock on them later);
+ * a bad message gets a reply saying what is wrong, then the connection
+ * is closed.  A client parses the reply the same way.
+ *
+ * Streams (send, receive): the client passes its stdout or stdin as
+ * SCM_RIGHTS with the request (flag ZV_CTL_F_STREAM).  Every read of a
+ * request is a recvmsg, so a descriptor anywhere in it is seen (a plain
+ * read would drop it unseen): at most CTL_MAX_FDS are kept and the rest
+ * closed; ancillary data of another kind, or cut, refuses the request,
+ * and so does a descriptor count other than one with the flag and zero
+ * without.  Every descriptor received is closed when the connection's
+ * request is done.  The command (admin.c) checks the descriptor's type
+ * and direction and runs the stream with two cancel descriptors: the
+ * connection, which turns readable when the client goes (it sends
+ * nothing after its request), and the wake pipe, which turns readable at
+ * stop and stays so.  Progress lines go to the client as frames (ctl.h)
+ * as they come; the client waits for its reply without a deadline.
  *
  * Threads and state: a listener thread polls the socket and a wake
  * pipe; each accepted connection gets a detached thread (at most
  * CTL_MAX_CONN at once; one more is refused at once), which checks the
  * peer, reads and parses, then waits for its turn: one admin command at
  * a time (ct_busy), a waiter giving up after ctl_busy_wait with
- * "another admin command is running".  ct_lock guards ct_busy, the
- * connections' fds and count and ct_stop; ct_cv is signalled when any
- * of them changes.  Stop: the listener is woken and joined, waiters are
- * told to give up, connections are shut down (a peer that sends nothing
- * is cut off), a command that runs finishes, and once the last
+ * "another admin command is running".  A stream takes no turn (it may
+ * run for hours; the engine holds the datasets it uses), at most
+ * CTL_MAX_STREAMS at once (ct_nstreams; one more is refused).  ct_lock
+ * guards ct_busy, ct_nstreams, the connections' fds and count and
+ * ct_stop; ct_cv is signalled when any of them changes.  Stop: the
+ * listener is woken and joined, waiters are told to give up,
+ * connections are shut down (a peer that sends nothing is cut off, a
+ * stream is cancelled), a command that runs finishes, and once the last
  * connection thread is gone the socket file is removed, if it is still
  * ours (same inode: a server that replaced it keeps its own).
  *
