@@ -16,9 +16,12 @@
  * the pool cache, a text file of "POOL DEV..." lines that create writes
  * ($ZVOLADM_CACHE, else $XDG_CONFIG_HOME/zvoladm/pools, else
  * ~/.config/zvoladm/pools), as zpool.cache.  "create POOL DEV..." makes a
- * pool, "check POOL" (the whole pool walked and compared with its
- * space maps, as zdb -b), "send" and "receive" (the stream on stdout or
- * stdin) are always offline.  Exit codes: 0 done, 1
+ * pool, offline.  "send" and "receive" take their stream on stdout or
+ * stdin, live too: the descriptor goes to the server with the command
+ * (zvol_ctl_call_fd), which reads or writes it itself and sends its
+ * progress lines back as they come.  "check POOL" (the whole pool walked
+ * and compared with its space maps, as zdb -b) runs here, offline only:
+ * a server that answers refuses it, saying why.  Exit codes: 0 done, 1
  * failed (check: found problems), 2 usage.
  */
 #include <config.h>
@@ -64,16 +67,13 @@ za_err (const char *fmt, ...)
 }
 
 static const char za_check_usage[] =
-  "  zvoladm check [-v] [-d DEV]... POOL\n"
-  "  zvoladm send [-v] [-i POOL/VOL@FROM] [-d DEV]... POOL/VOL@SNAP > STREAM\n"
-  "  zvoladm receive [-v] [-d DEV]... POOL/VOL[@SNAP] < STREAM\n";
+  "  zvoladm check [-v] [-d DEV]... POOL\n";
 
 static void
 za_print_usage (FILE *fp)
 {
   fputs ("zvoladm [-S SOCKET] COMMAND ...; ", fp);
   zvol_admin_print_usage (fp);
-  fputs (za_check_usage, fp);
 }
 
 static int
@@ -245,12 +245,19 @@ za_run (const char *name, const char *sock, const zvol_admin_target_t *t,
 {
   char *path = sock ? strdup (sock)
     : name ? zvol_runtime_path (name, "control") : NULL;
+  int stream = t->at_stream == ZVOL_ADMIN_STREAM_OUT ? STDOUT_FILENO
+    : t->at_stream == ZVOL_ADMIN_STREAM_IN ? STDIN_FILENO : -1;
+  zvol_admin_io_t io = {
+    .ai_out = stdout, .ai_err = stderr, .ai_stream_fd = stream,
+    .ai_cancel_fd = { -1, -1 },
+  };
   zvol_exports_t *ex;
   zvol_pool_t *p;
   int r, code;
 
   if (path) {
-    r = zvol_ctl_call (path, argc, argv, flags, stdout, stderr, &code);
+    r = zvol_ctl_call_fd (path, argc, argv, flags, stream, stdout, stderr,
+                          &code);
     if (r == 0) {
       free (path);
       return code;
@@ -265,11 +272,14 @@ za_run (const char *name, const char *sock, const zvol_admin_target_t *t,
     }
     free (path);
   }
+  /* check runs here, on the devices (za_check), not on an open pool. */
+  if (strcmp (t->at_cmd, "check") == 0)
+    return -ENOENT;
   if (za_open (name, t, t->at_readonly, &p) < 0)
     return ZVOL_ADMIN_FAIL;
   ex = zvol_exports_new (p, NULL);
   za_in_command = true;
-  code = zvol_admin_run (ex, argc, argv, flags, stdout, stderr);
+  code = zvol_admin_run_io (ex, argc, argv, flags, &io);
   za_in_command = false;
   if ((zvol_exports_free (ex) < 0 || zvol_pool_close (p) < 0)
       && code == ZVOL_ADMIN_OK)
@@ -441,92 +451,6 @@ za_check (int argc, char **argv)
   return rep.cr_problems == 0 ? 0 : ZVOL_ADMIN_FAIL;
 }
 
-/* ---- send and receive ---- */
-
-/* Progress of a stream, a line a second at most. */
-static void
-za_stream_progress (void *arg, uint64_t done, uint64_t total)
-{
-  static time_t last;
-  const char *what = arg;
-  time_t now = time (NULL);
-
-  if (now == last && done < total)
-    return;
-  last = now;
-  fprintf (stderr, "zvoladm: %s: %" PRIu64 " of %" PRIu64 " MiB (%.0f%%)\n",
-           what, done >> 20, total >> 20,
-           total ? 100.0 * (double) done / (double) total : 100.0);
-}
-
-/* POOL/REST: the pool's name into pool, REST returned (NULL: not so). */
-static const char *
-za_split (const char *arg, char *pool)
-{
-  const char *slash = strchr (arg, '/');
-
-  if (slash == NULL || slash == arg || slash[1] == '\0'
-      || (size_t) (slash - arg) >= ZVOL_NAME_MAX)
-    return NULL;
-  snprintf (pool, ZVOL_NAME_MAX, "%.*s", (int) (slash - arg), arg);
-  return slash + 1;
-}
-
-/*
- * zvoladm send / receive: offline (the stream is this process's stdout
- * or stdin: no server in the way), on the pool's devices (-d or the
- * pool cache).  send refuses a terminal as its output.
- */
-static int
-za_stream (int argc, char **argv, bool send)
-{
-  zvol_admin_target_t t = { 0 };
-  char pool[ZVOL_NAME_MAX], fpool[ZVOL_NAME_MAX];
-  const char *from = NULL, *name, *fname = NULL;
-  bool verbose = false;
-  zvol_pool_t *p;
-  int ch, r, cr;
-
-  while ((ch = getopt (argc, argv, send ? "+vi:d:" : "+vd:")) != -1)
-    switch (ch) {
-    case 'v': verbose = true; break;
-    case 'i': from = optarg; break;
-    case 'd':
-      if (t.at_ndevs >= ZVOL_MAX_DEVS)
-        return za_usage_error ("too many -d");
-      t.at_devs[t.at_ndevs++] = optarg;
-      break;
-    default:
-      return za_usage_error (NULL);
-    }
-  if (argc - optind != 1
-      || (name = za_split (argv[optind], pool)) == NULL
-      || (send && strchr (name, '@') == NULL))
-    return za_usage_error (send ? "send [-i POOL/VOL@FROM] POOL/VOL@SNAP"
-                           : "receive POOL/VOL[@SNAP]");
-  if (from && ((fname = za_split (from, fpool)) == NULL
-               || strcmp (fpool, pool) != 0 || strchr (fname, '@') == NULL))
-    return za_usage_error ("send -i: a snapshot POOL/VOL@FROM of the same "
-                           "pool");
-  if (send && isatty (STDOUT_FILENO)) {
-    za_err ("send: the stream is binary: redirect it to a file or a pipe");
-    return ZVOL_ADMIN_FAIL;
-  }
-  if (za_open (pool, &t, send, &p) < 0)
-    return ZVOL_ADMIN_FAIL;
-  zvol_stream_io_t io = {
-    .sio_fd = send ? STDOUT_FILENO : STDIN_FILENO,
-    .sio_progress = verbose ? za_stream_progress : NULL,
-    .sio_progress_arg = send ? "send" : "receive",
-  };
-  r = send ? zvol_send (p, name, fname, &io) : zvol_receive (p, name, &io);
-  cr = zvol_pool_close (p);
-  if (r < 0)
-    za_err ("%s %s failed: %s", send ? "send" : "receive", argv[optind],
-            strerror (-r));
-  return r < 0 || cr < 0 ? ZVOL_ADMIN_FAIL : 0;
-}
-
 int
 main (int argc, char **argv)
 {
@@ -553,18 +477,19 @@ main (int argc, char **argv)
   }
   argc -= a;
   argv += a;
-  if (strcmp (argv[0], "check") == 0) {
-    optind = 1;
-    return za_check (argc, argv);
-  }
-  if (strcmp (argv[0], "send") == 0 || strcmp (argv[0], "receive") == 0
-      || strcmp (argv[0], "recv") == 0) {
-    optind = 1;
-    return za_stream (argc, argv, argv[0][0] == 's');
-  }
+  if (strcmp (argv[0], "recv") == 0)
+    argv[0] = (char *) "receive";
   r = zvol_admin_parse (argc, argv, &t, stderr);
   if (r != ZVOL_ADMIN_OK)
     return r;
+  /* check: a server that answers refuses it (saying why); else here. */
+  if (strcmp (t.at_cmd, "check") == 0) {
+    r = za_run (t.at_pool, sock, &t, argc, argv, 0);
+    if (r != -ENOENT)
+      return r;
+    optind = 1;
+    return za_check (argc, argv);
+  }
   if (t.at_make_pool)
     return za_make_pool (argc - t.at_optind, argv + t.at_optind);
   if (strcmp (t.at_cmd, "list") == 0

@@ -18,6 +18,12 @@
  * command (offline only; the live path ignores it).  Everything in argv
  * may come from a socket: no option letter or length is trusted.
  *
+ * Streams: send and receive work on a descriptor they are handed
+ * (zvol_admin_run_io: zvoladm's stdout or stdin, or live the one its
+ * client passed), checked and driven by streamio.c, stoppable by the
+ * caller's cancel descriptors.  check is parsed here but runs in zvoladm
+ * on a pool no server holds; on an open pool it is refused, saying why.
+ *
  * Messages: a command's own go to its error stream as "zvoladm: ...";
  * what the engine logs on this thread during the command (why a create
  * failed) is copied there too by a log tap (zv_util.h), and still goes
@@ -37,6 +43,7 @@
 
 #include "zvol.h"
 #include "zv_util.h"
+#include "streamio.h"
 
 #define ADMIN_MAXOPT 128        /* option letters: ASCII */
 
@@ -57,6 +64,7 @@ struct admin_ctx {
   zvol_admin_target_t *c_target;  /* set while parsing */
   unsigned c_flags;             /* ZVOL_ADMIN_* */
   FILE *c_out, *c_err;
+  const zvol_admin_io_t *c_io;  /* the stream and its cancels, or NULL */
   bool c_seen[ADMIN_MAXOPT];
   const char *c_val[ADMIN_MAXOPT];
   const char *c_devs[ZVOL_MAX_DEVS];
@@ -262,12 +270,22 @@ admin_volume_operand (admin_ctx_t *c, int k, char *vol)
   return ZVOL_ADMIN_OK;
 }
 
+static int admin_dataset_arg (admin_ctx_t *c, const char *arg, bool snap,
+                              char *name);
+
 /* Operand k as POOL/VOL or (snap) POOL/VOL@SNAP: the dataset's name
  * in the pool into name (2 * ZVOL_NAME_MAX bytes). */
 static int
 admin_dataset_operand (admin_ctx_t *c, int k, bool snap, char *name)
 {
-  const char *arg = c->c_argv[k], *slash = strchr (arg, '/');
+  return admin_dataset_arg (c, c->c_argv[k], snap, name);
+}
+
+/* The same for any argument (an option's value). */
+static int
+admin_dataset_arg (admin_ctx_t *c, const char *arg, bool snap, char *name)
+{
+  const char *slash = strchr (arg, '/');
   const char *at = slash ? strchr (slash, '@') : NULL;
   char shown[8 * ZVOL_NAME_MAX + 8], pool[ZVOL_NAME_MAX];
 
@@ -771,6 +789,136 @@ admin_status (admin_ctx_t *c)
   return err != 0 ? ZVOL_ADMIN_FAIL : ZVOL_ADMIN_OK;
 }
 
+/* ---- streams: send, receive ---- */
+
+/* The stream of c's command, checked (type, direction, no terminal):
+ * ZVOL_ADMIN_OK and *fdp, or a failure said. */
+static int
+admin_stream_fd (admin_ctx_t *c, bool out, int *fdp)
+{
+  int fd = c->c_io ? c->c_io->ai_stream_fd : -1;
+  char why[160];
+
+  if (fd < 0) {
+    admin_err (c, "%s: no stream (zvoladm gives it its standard %s)",
+               c->c_cmd->ac_name, out ? "output" : "input");
+    return ZVOL_ADMIN_FAIL;
+  }
+  if (zv_streamio_check (fd, out, why, sizeof why) < 0) {
+    admin_err (c, "%s: %s", c->c_cmd->ac_name, why);
+    return ZVOL_ADMIN_FAIL;
+  }
+  *fdp = fd;
+  return ZVOL_ADMIN_OK;
+}
+
+/* Set up the stream of a checked fd. */
+static void
+admin_stream_io (admin_ctx_t *c, int fd, bool out, zv_streamio_t *si,
+                 zvol_stream_io_t *io)
+{
+  const zvol_admin_io_t *a = c->c_io;
+
+  zv_streamio_init (si, fd, out, a->ai_cancel_fd, c->c_cmd->ac_name,
+                    ADMIN_OPT (c, 'v'), a->ai_progress, a->ai_progress_arg,
+                    c->c_err, io);
+}
+
+/* send [-v] [-i POOL/VOL@FROM] POOL/VOL@SNAP: the snapshot as a stream
+ * on the caller's stream (live: the client's stdout, passed to the
+ * server), full or from the older snapshot FROM; the volume may be
+ * served meanwhile (a snapshot does not change). */
+static int
+admin_send (admin_ctx_t *c)
+{
+  char snap[2 * ZVOL_NAME_MAX], from[2 * ZVOL_NAME_MAX];
+  const char *fa = c->c_val['i'];
+  bool incr = ADMIN_OPT (c, 'i');
+  zv_streamio_t si;
+  zvol_stream_io_t io;
+  int fd, r;
+
+  if (c->c_argc != 1)
+    return admin_usage (c, "send [-v] [-i POOL/VOL@FROM] POOL/VOL@SNAP");
+  r = admin_dataset_operand (c, 0, true, snap);
+  if (r == ZVOL_ADMIN_OK && incr) {
+    size_t pl = strcspn (c->c_argv[0], "/");
+    if (strncmp (fa, c->c_argv[0], pl) != 0 || fa[pl] != '/')
+      return admin_usage (c, "send -i: a snapshot POOL/VOL@FROM of the "
+                          "same pool");
+    r = admin_dataset_arg (c, fa, true, from);
+  }
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  r = admin_stream_fd (c, true, &fd);
+  if (r != ZVOL_ADMIN_OK)
+    return r;
+  admin_stream_io (c, fd, true, &si, &io);
+  r = zvol_send (c->c_pool, snap, incr ? from : NULL, &io);
+  if (r < 0) {
+    char shown[4 * ZVOL_NAME_MAX + 8];
+    zv_str_printable (c->c_argv[0], 2 * ZVOL_NAME_MAX, shown, sizeof shown);
+    admin_err (c, "send %s failed: %s", shown, strerror (-r));
+  }
+  return admin_result (r);
+}
+
+/* receive [-v] POOL/VOL[@SNAP]: a stream from the caller's stream into
+ * a new volume (full) or VOL (incremental), VOL unheld meanwhile (live:
+ * refused while a client has it open); a failure, a cut stream or a
+ * client gone mid-way leaves nothing of it.  A new volume is served at
+ * once. */
+static int
+admin_receive (admin_ctx_t *c)
+{
+  char name[2 * ZVOL_NAME_MAX];
+  zv_streamio_t si;
+  zvol_stream_io_t io;
+  int fd, r;
+
+  if (c->c_argc != 1)
+    return admin_usage (c, "receive [-v] POOL/VOL[@SNAP]");
+  r = admin_dataset_operand (c, 0, strchr (c->c_argv[0], '@') != NULL,
+                             name);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  r = admin_stream_fd (c, false, &fd);
+  if (r != ZVOL_ADMIN_OK)
+    return r;
+  admin_stream_io (c, fd, false, &si, &io);
+  r = zvol_exports_receive (c->c_ex, name, &io);
+  if (r < 0) {
+    char shown[4 * ZVOL_NAME_MAX + 8];
+    zv_str_printable (c->c_argv[0], 2 * ZVOL_NAME_MAX, shown, sizeof shown);
+    admin_err (c, "receive %s failed: %s", shown, strerror (-r));
+  }
+  return admin_result (r);
+}
+
+/* check [-v] POOL: the whole pool walked and compared with its space
+ * maps (zvol_pool_check).  zvoladm runs it itself, on a pool no server
+ * has imported; here it is refused: the walk needs every tree and the
+ * space maps of one txg, and a served pool's syncs free and reuse
+ * blocks under it (a block freed and written again after the walk read
+ * its pointer would be reported as damage that is not there). */
+static int
+admin_check (admin_ctx_t *c)
+{
+  bool match;
+  int r;
+
+  if (c->c_argc != 1)
+    return admin_usage (c, "check [-v] POOL");
+  r = admin_pool_operand (c, 0, &match);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  admin_err (c, "check needs the pool to itself: it walks every tree and "
+             "compares them with the space maps of one txg, and a server's "
+             "writes free and reuse blocks meanwhile.  Stop the server, then "
+             "run zvoladm check %s (offline)", zvol_pool_name (c->c_pool));
+  return ZVOL_ADMIN_FAIL;
+}
+
 /*
  * The commands.  A new one: an entry here and its function, which
  * checks its arguments (c_ex NULL: stop there) and then works on
@@ -794,6 +942,11 @@ static const admin_cmd_t admin_cmds[] = {
     admin_diff },
   { "stats", "t", "stats [-t] [-d DEV]... POOL[/VOL]", true, admin_stats },
   { "status", "", "status [-d DEV]... [POOL]", true, admin_status },
+  { "send", "vi:", "send [-v] [-i POOL/VOL@FROM] [-d DEV]... POOL/VOL@SNAP "
+    "> STREAM", true, admin_send },
+  { "receive", "v", "receive [-v] [-d DEV]... POOL/VOL[@SNAP] < STREAM",
+    false, admin_receive },
+  { "check", "v", "check [-v] [-d DEV]... POOL", true, admin_check },
 };
 static const size_t admin_ncmds = sizeof admin_cmds / sizeof admin_cmds[0];
 
@@ -835,6 +988,9 @@ zvol_admin_parse (int argc, char *const *argv, zvol_admin_target_t *t,
     return r;
   t->at_cmd = c.c_cmd->ac_name;
   t->at_readonly = c.c_cmd->ac_readonly;
+  /* The streams' commands, which the tool hands its stdout or stdin. */
+  t->at_stream = c.c_cmd->ac_fn == admin_send ? ZVOL_ADMIN_STREAM_OUT
+    : c.c_cmd->ac_fn == admin_receive ? ZVOL_ADMIN_STREAM_IN : 0;
   t->at_optind = argc - c.c_argc;
   t->at_noperands = c.c_argc;
   t->at_ndevs = c.c_ndevs;
@@ -851,21 +1007,33 @@ zvol_admin_parse (int argc, char *const *argv, zvol_admin_target_t *t,
 }
 
 int
-zvol_admin_run (zvol_exports_t *ex, int argc, char *const *argv,
-                unsigned flags, FILE *out, FILE *err)
+zvol_admin_run_io (zvol_exports_t *ex, int argc, char *const *argv,
+                   unsigned flags, const zvol_admin_io_t *io)
 {
   admin_ctx_t c = {
     .c_ex = ex, .c_pool = zvol_exports_pool (ex), .c_flags = flags,
-    .c_out = out,
+    .c_out = io->ai_out, .c_io = io,
   };
-  int r = admin_begin (&c, argc, argv, err);
+  int r = admin_begin (&c, argc, argv, io->ai_err);
 
   if (r != ZVOL_ADMIN_OK)
     return r;
   zv_log_tap (admin_tap, &c);
   r = c.c_cmd->ac_fn (&c);
   zv_log_tap (NULL, NULL);
-  fflush (out);
-  fflush (err);
+  fflush (io->ai_out);
+  fflush (io->ai_err);
   return r;
+}
+
+int
+zvol_admin_run (zvol_exports_t *ex, int argc, char *const *argv,
+                unsigned flags, FILE *out, FILE *err)
+{
+  zvol_admin_io_t io = {
+    .ai_out = out, .ai_err = err, .ai_stream_fd = -1,
+    .ai_cancel_fd = { -1, -1 },
+  };
+
+  return zvol_admin_run_io (ex, argc, argv, flags, &io);
 }

@@ -18,19 +18,37 @@
  * deadline (ctl_io_timeout), checked (magic, version, flags, counts and
  * a length within ZV_CTL_MAX_REQ) before the rest is read, the rest
  * parsed against the lengths (zv_ctl_parse_req, which the fuzz harness
- * feeds); the tunables are read once, at start (no lock on them later); a bad message gets a reply saying what is wrong, then the
- * connection is closed.  A client parses the reply the same way.
+ * feeds); the tunables are read once, at start (no lock on them later);
+ * a bad message gets a reply saying what is wrong, then the connection
+ * is closed.  A client parses the reply the same way.
+ *
+ * Streams (send, receive): the client passes its stdout or stdin as
+ * SCM_RIGHTS with the request (flag ZV_CTL_F_STREAM).  Every read of a
+ * request is a recvmsg, so a descriptor anywhere in it is seen (a plain
+ * read would drop it unseen): at most CTL_MAX_FDS are kept and the rest
+ * closed; ancillary data of another kind, or cut, refuses the request,
+ * and so does a descriptor count other than one with the flag and zero
+ * without.  Every descriptor received is closed when the connection's
+ * request is done.  The command (admin.c) checks the descriptor's type
+ * and direction and runs the stream with two cancel descriptors: the
+ * connection, which turns readable when the client goes (it sends
+ * nothing after its request), and the wake pipe, which turns readable at
+ * stop and stays so.  Progress lines go to the client as frames (ctl.h)
+ * as they come; the client waits for its reply without a deadline.
  *
  * Threads and state: a listener thread polls the socket and a wake
  * pipe; each accepted connection gets a detached thread (at most
  * CTL_MAX_CONN at once; one more is refused at once), which checks the
  * peer, reads and parses, then waits for its turn: one admin command at
  * a time (ct_busy), a waiter giving up after ctl_busy_wait with
- * "another admin command is running".  ct_lock guards ct_busy, the
- * connections' fds and count and ct_stop; ct_cv is signalled when any
- * of them changes.  Stop: the listener is woken and joined, waiters are
- * told to give up, connections are shut down (a peer that sends nothing
- * is cut off), a command that runs finishes, and once the last
+ * "another admin command is running".  A stream takes no turn (it may
+ * run for hours; the engine holds the datasets it uses), at most
+ * CTL_MAX_STREAMS at once (ct_nstreams; one more is refused).  ct_lock
+ * guards ct_busy, ct_nstreams, the connections' fds and count and
+ * ct_stop; ct_cv is signalled when any of them changes.  Stop: the
+ * listener is woken and joined, waiters are told to give up,
+ * connections are shut down (a peer that sends nothing is cut off, a
+ * stream is cancelled), a command that runs finishes, and once the last
  * connection thread is gone the socket file is removed, if it is still
  * ours (same inode: a server that replaced it keeps its own).
  *
@@ -61,6 +79,7 @@
 #include "ctl.h"
 
 #define CTL_MAX_CONN 8u
+#define CTL_MAX_STREAMS 4u         /* sends and receives at once */
 #define CTL_CLIENT_TIMEOUT_S 600   /* a client waits this long for a reply */
 
 unsigned zv_ctl_busy_wait_ms = 30000;
@@ -83,6 +102,7 @@ struct zvol_ctl {
   int ct_conn[CTL_MAX_CONN];    /* -1: free */
   unsigned ct_nconn;
   bool ct_busy;                 /* a command runs */
+  unsigned ct_nstreams;         /* streams running (no turn taken) */
   bool ct_stop;
   unsigned ct_busy_wait_ms;     /* the tunables, read at start */
   unsigned ct_io_timeout_ms;
@@ -224,9 +244,14 @@ zv_ctl_rep_header (const uint8_t *hdr, size_t len, uint64_t *rest, char *err,
   code = (int32_t) ctl_get32 (hdr + 8);
   outlen = ctl_get32 (hdr + 12);
   errl = ctl_get32 (hdr + 16);
-  if (magic != ZV_CTL_REP_MAGIC)
+  if (magic != ZV_CTL_REP_MAGIC && magic != ZV_CTL_PROG_MAGIC)
     return ctl_bad (err, errlen, "not a zvol server's reply (magic %08"
                     PRIx32 ")", magic);
+  if (magic == ZV_CTL_PROG_MAGIC
+      && (code != 0 || outlen != 0 || errl > ZV_CTL_MAX_PROGRESS))
+    return ctl_bad (err, errlen, "a progress frame with exit code %" PRId32
+                    ", %" PRIu32 " + %" PRIu32 " bytes (0, 0 and at most "
+                    "%u)", code, outlen, errl, ZV_CTL_MAX_PROGRESS);
   if (version != ZV_CTL_VERSION || zero != 0)
     return ctl_bad (err, errlen, "reply of protocol version %u (this "
                     "zvoladm speaks %u)", version, ZV_CTL_VERSION);
@@ -253,6 +278,7 @@ zv_ctl_parse_rep (const uint8_t *buf, size_t len, zv_ctl_rep_t *rep,
   if (len - ZV_CTL_REP_HDR != rest)
     return ctl_bad (err, errlen, "the reply's header says %" PRIu64
                     " bytes follow, %zu do", rest, len - ZV_CTL_REP_HDR);
+  rep->rp_progress = ctl_get32 (buf) == ZV_CTL_PROG_MAGIC;
   rep->rp_exit = (int) ctl_get32 (buf + 8);
   rep->rp_outlen = ctl_get32 (buf + 12);
   rep->rp_errlen = ctl_get32 (buf + 16);
@@ -321,6 +347,15 @@ zv_ctl_encode_rep (int exitcode, const char *out, size_t outlen,
   *lenp = ZV_CTL_REP_HDR + outlen + errlen;
 }
 
+void
+zv_ctl_encode_progress (const char *text, size_t len, uint8_t **bufp,
+                        size_t *lenp)
+{
+  len = ZV_MIN (len, (size_t) ZV_CTL_MAX_PROGRESS);
+  zv_ctl_encode_rep (0, NULL, 0, text, len, bufp, lenp);
+  ctl_put32 (*bufp, ZV_CTL_PROG_MAGIC);
+}
+
 /* ---- sockets ---- */
 
 /* Read exactly len bytes: 0, 1 at end of file first, or -errno
@@ -336,6 +371,84 @@ ctl_read_full (int fd, void *buf, size_t len)
       continue;
     if (n < 0)
       return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    if (n == 0)
+      return 1;
+    done += (size_t) n;
+  }
+  return 0;
+}
+
+/*
+ * The descriptors a peer sent with its request (SCM_RIGHTS), gathered
+ * by every read of it: at most CTL_MAX_FDS kept, any more closed; any
+ * other ancillary data, or data cut (MSG_CTRUNC), marks the request bad.
+ */
+#define CTL_MAX_FDS 4u
+
+typedef struct ctl_fds {
+  int cf_fd[CTL_MAX_FDS];
+  unsigned cf_n;                /* kept */
+  unsigned cf_seen;             /* sent, kept or not */
+  bool cf_bad;                  /* other ancillary data, or cut */
+} ctl_fds_t;
+
+static void
+ctl_fds_close (ctl_fds_t *cf)
+{
+  for (unsigned i = 0; i < cf->cf_n; i++)
+    close (cf->cf_fd[i]);
+  cf->cf_n = 0;
+}
+
+static void
+ctl_fds_take (ctl_fds_t *cf, struct msghdr *mh)
+{
+  if (mh->msg_flags & MSG_CTRUNC)
+    cf->cf_bad = true;
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR (mh); cm;
+       cm = CMSG_NXTHDR (mh, cm)) {
+    size_t n;
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS
+        || cm->cmsg_len < CMSG_LEN (0)) {
+      cf->cf_bad = true;
+      continue;
+    }
+    n = (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int);
+    for (size_t i = 0; i < n; i++) {
+      int fd;
+      memcpy (&fd, CMSG_DATA (cm) + i * sizeof fd, sizeof fd);
+      cf->cf_seen++;
+      if (cf->cf_n < CTL_MAX_FDS)
+        cf->cf_fd[cf->cf_n++] = fd;
+      else
+        close (fd);
+    }
+  }
+}
+
+/* ctl_read_full, through recvmsg: the descriptors that come go to cf
+ * (a plain read would drop them unseen). */
+static int
+ctl_recv_full (int fd, void *buf, size_t len, ctl_fds_t *cf)
+{
+  size_t done = 0;
+
+  while (done < len) {
+    union {
+      struct cmsghdr cm;
+      char space[CMSG_SPACE (CTL_MAX_FDS * sizeof (int))];
+    } ctrl;
+    struct iovec iov = { (char *) buf + done, len - done };
+    struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1,
+      .msg_control = &ctrl, .msg_controllen = sizeof ctrl,
+    };
+    ssize_t n = recvmsg (fd, &mh, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    ctl_fds_take (cf, &mh);
     if (n == 0)
       return 1;
     done += (size_t) n;
@@ -468,21 +581,50 @@ ctl_turn_end (zvol_ctl_t *ctl)
   pthread_mutex_unlock (&ctl->ct_lock);
 }
 
-/* Run a parsed request and reply with what it printed. */
+/* A stream command's progress line: a frame to the client at once.  A
+ * client that does not read is not waited for past the io timeout. */
 static void
-ctl_run (zvol_ctl_t *ctl, int fd, const zv_ctl_req_t *req)
+ctl_progress (void *arg, const char *line)
+{
+  int fd = *(const int *) arg;
+  uint8_t *buf;
+  size_t len;
+
+  zv_ctl_encode_progress (line, strlen (line), &buf, &len);
+  (void) ctl_write_full (fd, buf, len);
+  free (buf);
+}
+
+/* Run a parsed request (with its stream, or -1) and reply with what it
+ * printed.  A stream stops if the client goes (its side of the
+ * connection readable: closed, or data it must not send) or the server
+ * stops (the wake pipe). */
+static void
+ctl_run (zvol_ctl_t *ctl, int fd, const zv_ctl_req_t *req, int stream)
 {
   char *obuf = NULL, *ebuf = NULL;
   size_t olen = 0, elen = 0, len;
   FILE *out = open_memstream (&obuf, &olen);
   FILE *err = open_memstream (&ebuf, &elen);
+  unsigned flags = req->rq_flags & ~ZV_CTL_F_STREAM;
   uint8_t *buf;
   int code;
 
   if (out == NULL || err == NULL)
     zv_nomem (BUFSIZ);
-  code = (zv_ctl_run_hook ? zv_ctl_run_hook : zvol_admin_run)
-    (ctl->ct_ex, req->rq_argc, req->rq_argv, req->rq_flags, out, err);
+  if (zv_ctl_run_hook)
+    code = zv_ctl_run_hook (ctl->ct_ex, req->rq_argc, req->rq_argv, flags,
+                            out, err);
+  else {
+    zvol_admin_io_t io = {
+      .ai_out = out, .ai_err = err, .ai_stream_fd = stream,
+      .ai_cancel_fd = { stream >= 0 ? fd : -1,
+                        stream >= 0 ? ctl->ct_wake[0] : -1 },
+      .ai_progress = ctl_progress, .ai_progress_arg = &fd,
+    };
+    code = zvol_admin_run_io (ctl->ct_ex, req->rq_argc, req->rq_argv, flags,
+                              &io);
+  }
   if (fclose (out) != 0 || fclose (err) != 0)
     zv_nomem (BUFSIZ);
   if (olen > ZV_CTL_MAX_OUT)
@@ -495,6 +637,55 @@ ctl_run (zvol_ctl_t *ctl, int fd, const zv_ctl_req_t *req)
   free (ebuf);
 }
 
+/* The descriptors against the request: one with ZV_CTL_F_STREAM, none
+ * without, nothing else.  Its type and direction are the command's to
+ * check (admin.c: the same checks offline). */
+static int
+ctl_check_fds (const zv_ctl_req_t *req, const ctl_fds_t *cf, char *why,
+               size_t whylen)
+{
+  bool stream = (req->rq_flags & ZV_CTL_F_STREAM) != 0;
+
+  if (cf->cf_bad)
+    return ctl_bad (why, whylen, "ancillary data other than file "
+                    "descriptors, or cut off");
+  if (stream && cf->cf_seen != 1)
+    return ctl_bad (why, whylen, "a stream request carries one file "
+                    "descriptor, this one %u", cf->cf_seen);
+  if (!stream && cf->cf_seen != 0)
+    return ctl_bad (why, whylen, "%u file descriptor%s with a request "
+                    "that takes none", cf->cf_seen,
+                    cf->cf_seen > 1 ? "s" : "");
+  return 0;
+}
+
+/* A stream's place: 0, -EAGAIN (CTL_MAX_STREAMS run), -ESHUTDOWN. */
+static int
+ctl_stream_begin (zvol_ctl_t *ctl)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&ctl->ct_lock);
+  if (ctl->ct_stop)
+    r = -ESHUTDOWN;
+  else if (ctl->ct_nstreams >= CTL_MAX_STREAMS)
+    r = -EAGAIN;
+  else
+    ctl->ct_nstreams++;
+  pthread_mutex_unlock (&ctl->ct_lock);
+  return r;
+}
+
+static void
+ctl_stream_end (zvol_ctl_t *ctl)
+{
+  pthread_mutex_lock (&ctl->ct_lock);
+  ZV_VERIFY (ctl->ct_nstreams > 0);
+  ctl->ct_nstreams--;
+  pthread_cond_broadcast (&ctl->ct_cv);
+  pthread_mutex_unlock (&ctl->ct_lock);
+}
+
 /* One connection: who, what, then its turn. */
 static void
 ctl_serve (zvol_ctl_t *ctl, int fd)
@@ -504,7 +695,9 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
   uint8_t hdr[ZV_CTL_REQ_HDR], *buf;
   char why[256], msg[512];
   zv_ctl_req_t req;
+  ctl_fds_t cf = { .cf_n = 0 };
   uint32_t rest;
+  bool stream;
   uid_t uid;
   int r;
 
@@ -528,17 +721,18 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
     return;
   }
   ctl_timeouts (fd, ctl->ct_io_timeout_ms);
-  r = ctl_read_full (fd, hdr, sizeof hdr);
+  r = ctl_recv_full (fd, hdr, sizeof hdr, &cf);
   if (r != 0) {
     zv_debug ("control socket: a peer sent no request (%s)",
               r > 0 ? "closed" : strerror (-r));
+    ctl_fds_close (&cf);
     return;
   }
   if (zv_ctl_req_header (hdr, sizeof hdr, &rest, why, sizeof why) < 0)
     goto bad;
   buf = zv_alloc (ZV_CTL_REQ_HDR + rest);
   memcpy (buf, hdr, sizeof hdr);
-  r = ctl_read_full (fd, buf + ZV_CTL_REQ_HDR, rest);
+  r = ctl_recv_full (fd, buf + ZV_CTL_REQ_HDR, rest, &cf);
   if (r != 0) {
     snprintf (why, sizeof why, "the request was cut off (%s)",
               r > 0 ? "the peer closed" : strerror (-r));
@@ -546,16 +740,30 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
     goto bad;
   }
   if (zv_ctl_parse_req (buf, ZV_CTL_REQ_HDR + rest, &req, why,
-                        sizeof why) < 0) {
+                        sizeof why) < 0
+      || ctl_check_fds (&req, &cf, why, sizeof why) < 0) {
     free (buf);
     goto bad;
   }
-  r = ctl_turn_begin (ctl);
+  stream = req.rq_flags & ZV_CTL_F_STREAM;
+  /* A stream may run for hours: it takes no turn (the engine holds what
+   * it reads or writes), within a cap of its own. */
+  r = stream ? ctl_stream_begin (ctl) : ctl_turn_begin (ctl);
   if (r == 0) {
-    zv_debug ("control socket: uid %u runs '%s' (%d arguments)",
-              (unsigned) uid, req.rq_argv[0], req.rq_argc);
-    ctl_run (ctl, fd, &req);
-    ctl_turn_end (ctl);
+    zv_debug ("control socket: uid %u runs '%s' (%d arguments%s)",
+              (unsigned) uid, req.rq_argv[0], req.rq_argc,
+              stream ? ", a stream" : "");
+    ctl_run (ctl, fd, &req, stream ? cf.cf_fd[0] : -1);
+    if (stream)
+      ctl_stream_end (ctl);
+    else
+      ctl_turn_end (ctl);
+  }
+  else if (r == -EAGAIN) {
+    snprintf (msg, sizeof msg, "%u streams (send, receive) are running, "
+              "the most at once: try again when one is done",
+              CTL_MAX_STREAMS);
+    ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, msg);
   }
   else if (r == -ETIMEDOUT) {
     snprintf (msg, sizeof msg, "another admin command is running (waited "
@@ -566,9 +774,11 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
   else
     ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, "the server is stopping");
   free (buf);
+  ctl_fds_close (&cf);
   return;
 
  bad:
+  ctl_fds_close (&cf);
   zv_error ("control socket %s: a bad message from uid %u: %s",
             ctl->ct_path, (unsigned) uid, why);
   snprintf (msg, sizeof msg, "bad control message: %s", why);
@@ -928,9 +1138,39 @@ zvol_ctl_stop (zvol_ctl_t *ctl)
 
 /* ---- the client ---- */
 
+/* The request, its first byte carrying the stream's descriptor. */
+static int
+ctl_send_req (int fd, const uint8_t *req, size_t len, int stream)
+{
+  union {
+    struct cmsghdr cm;
+    char space[CMSG_SPACE (sizeof (int))];
+  } ctrl;
+  struct iovec iov = { (void *) req, 1 };
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+  ssize_t n;
+
+  if (stream < 0)
+    return ctl_write_full (fd, req, len);
+  memset (&ctrl, 0, sizeof ctrl);
+  mh.msg_control = &ctrl;
+  mh.msg_controllen = sizeof ctrl;
+  ctrl.cm.cmsg_level = SOL_SOCKET;
+  ctrl.cm.cmsg_type = SCM_RIGHTS;
+  ctrl.cm.cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (&ctrl.cm), &stream, sizeof stream);
+  do
+    n = sendmsg (fd, &mh, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return -errno;
+  return ctl_write_full (fd, req + 1, len - 1);
+}
+
 int
-zvol_ctl_call (const char *path, int argc, char *const *argv,
-               unsigned flags, FILE *out, FILE *err, int *exitp)
+zvol_ctl_call_fd (const char *path, int argc, char *const *argv,
+                  unsigned flags, int stream, FILE *out, FILE *err,
+                  int *exitp)
 {
   uint8_t hdr[ZV_CTL_REP_HDR], *req, *buf;
   char why[256];
@@ -940,10 +1180,13 @@ zvol_ctl_call (const char *path, int argc, char *const *argv,
   int fd, r, wr;
 
   *exitp = ZVOL_ADMIN_FAIL;
+  if (flags & ZV_CTL_F_STREAM)
+    return -EINVAL;
   r = ctl_connect (path, &fd);
   if (r < 0)
     return r;
-  r = zv_ctl_encode_req (argc, argv, flags, &req, &len);
+  r = zv_ctl_encode_req (argc, argv, flags | (stream >= 0 ? ZV_CTL_F_STREAM
+                                              : 0), &req, &len);
   if (r < 0) {
     fprintf (err, "zvoladm: the command line is too long for the control "
              "socket (at most %u arguments of %u bytes, %u in all)\n",
@@ -952,35 +1195,50 @@ zvol_ctl_call (const char *path, int argc, char *const *argv,
     return r;
   }
   ctl_timeouts (fd, CTL_CLIENT_TIMEOUT_S * 1000);
+  /* A stream runs as long as it takes: the reply is awaited without a
+   * deadline (a server that dies closes the connection). */
+  if (stream >= 0) {
+    struct timeval none = { 0, 0 };
+    (void) setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  }
   /* A server that refused us may have replied and closed already: read
    * its reply whatever the write did. */
-  wr = ctl_write_full (fd, req, len);
+  wr = ctl_send_req (fd, req, len, stream);
   free (req);
-  r = ctl_read_full (fd, hdr, sizeof hdr);
-  if (r != 0) {
-    fprintf (err, "zvoladm: control socket %s: no reply (%s)\n", path,
-             r > 0 ? "the server closed the connection"
-             : strerror (wr < 0 ? -wr : -r));
-    close (fd);
-    return -EPROTO;
-  }
-  if (zv_ctl_rep_header (hdr, sizeof hdr, &rest, why, sizeof why) < 0) {
-    fprintf (err, "zvoladm: control socket %s: %s\n", path, why);
-    close (fd);
-    return -EPROTO;
-  }
-  buf = zv_alloc (ZV_CTL_REP_HDR + rest);
-  memcpy (buf, hdr, sizeof hdr);
-  r = ctl_read_full (fd, buf + ZV_CTL_REP_HDR, rest);
-  close (fd);
-  if (r != 0
-      || zv_ctl_parse_rep (buf, ZV_CTL_REP_HDR + rest, &rep, why,
-                           sizeof why) < 0) {
-    fprintf (err, "zvoladm: control socket %s: %s\n", path,
-             r != 0 ? "the reply was cut off" : why);
+  for (;;) {
+    r = ctl_read_full (fd, hdr, sizeof hdr);
+    if (r != 0) {
+      fprintf (err, "zvoladm: control socket %s: no reply (%s)\n", path,
+               r > 0 ? "the server closed the connection"
+               : strerror (wr < 0 ? -wr : -r));
+      close (fd);
+      return -EPROTO;
+    }
+    if (zv_ctl_rep_header (hdr, sizeof hdr, &rest, why, sizeof why) < 0) {
+      fprintf (err, "zvoladm: control socket %s: %s\n", path, why);
+      close (fd);
+      return -EPROTO;
+    }
+    buf = zv_alloc (ZV_CTL_REP_HDR + rest);
+    memcpy (buf, hdr, sizeof hdr);
+    r = ctl_read_full (fd, buf + ZV_CTL_REP_HDR, rest);
+    if (r != 0
+        || zv_ctl_parse_rep (buf, ZV_CTL_REP_HDR + rest, &rep, why,
+                             sizeof why) < 0) {
+      fprintf (err, "zvoladm: control socket %s: %s\n", path,
+               r != 0 ? "the reply was cut off" : why);
+      free (buf);
+      close (fd);
+      return -EPROTO;
+    }
+    if (!rep.rp_progress)
+      break;
+    /* The server's line, shown as it comes. */
+    fwrite (rep.rp_err, 1, rep.rp_errlen, err);
+    fflush (err);
     free (buf);
-    return -EPROTO;
   }
+  close (fd);
   fwrite (rep.rp_out, 1, rep.rp_outlen, out);
   fwrite (rep.rp_err, 1, rep.rp_errlen, err);
   fflush (out);
@@ -988,6 +1246,13 @@ zvol_ctl_call (const char *path, int argc, char *const *argv,
   *exitp = rep.rp_exit;
   free (buf);
   return 0;
+}
+
+int
+zvol_ctl_call (const char *path, int argc, char *const *argv,
+               unsigned flags, FILE *out, FILE *err, int *exitp)
+{
+  return zvol_ctl_call_fd (path, argc, argv, flags, -1, out, err, exitp);
 }
 
 /* ---- tunables (tunable.h) ---- */

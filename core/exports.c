@@ -6,20 +6,30 @@
  * of the control socket create and destroy volumes while it does.  The
  * table is where the two meet: a connection holds its volume from open
  * to close, a command holds one while it reads its statistics, and
- * destroy goes through the table so that a volume a client has open is
- * refused (-EBUSY) and one nobody holds is closed before the engine
- * destroys it.  A volume created while serving needs nothing here: it
- * is opened by its first hold.  It sits on the public API alone, as any
- * front end could, and adds no engine state.
+ * destroy, rollback and receive go through the table so that a volume a
+ * client has open is refused (-EBUSY) and one nobody holds is closed
+ * before the engine changes it.  A volume created while serving needs
+ * nothing here: it is opened by its first hold, or by the next
+ * statistics round (zvol_exports_foreach).  It sits on the public API
+ * alone, as any front end could, and adds no engine state.
  *
  * Each entry: the name, the open volume (NULL while destroying), its
  * holds.  States:
  *
  *   (absent) --hold: zvol_open--> open, holds 1 --rele--> open, holds 0
  *   open, holds 0 --destroy--> destroying --zvol_volume_destroy--> absent
+ *   open or absent, holds 0 --rollback, receive--> destroying (changing)
+ *                           --done--> closed (its next hold opens it)
  *
- * A hold of a destroying name fails with -ENOENT (it is going away);
- * destroy of a held one fails with -EBUSY.  Volumes stay open at 0 holds
+ * A hold of a destroying name fails with -ENOENT (it is going away, or
+ * being changed); destroy of a held one fails with -EBUSY.  The
+ * statistics writer takes no hold: zvol_exports_foreach reads each open
+ * volume under ex_lock, which exports_exclusive takes to close it, so a
+ * round never makes a destroy fail and never sees a closed volume.  It
+ * also opens a volume created since (each volume of a server is open);
+ * ex_gen, bumped at the end of every exclusive change, tells it that a
+ * destroy ended between its listing and its look, so that it does not
+ * try to open a name that is gone.  Volumes stay open at 0 holds
  * (opening replays a log and costs a read of the tree's root, so a
  * client that reconnects finds its volume warm), until destroyed or the
  * table freed.
@@ -58,6 +68,8 @@ typedef struct exports_ent {
   zvol_t *ee_zv;                /* NULL: not open */
   unsigned ee_holds;
   bool ee_destroying;
+  uint64_t ee_failed_gen;       /* foreach's open failed at ex_gen
+                                   this - 1 (0: not) */
 } exports_ent_t;
 
 #define EXPORTS_DRAIN_S 30
@@ -69,6 +81,7 @@ struct zvol_exports {
   pthread_cond_t ex_cv;         /* CLOCK_MONOTONIC */
   exports_ent_t **ex_ents;
   size_t ex_n, ex_cap;
+  uint64_t ex_gen;              /* exclusive changes ended */
 };
 
 zvol_exports_t *
@@ -177,8 +190,8 @@ zvol_exports_hold (zvol_exports_t *ex, const char *name, zvol_t **zvp)
   if (e && e->ee_destroying) {
     pthread_mutex_unlock (&ex->ex_lock);
     zv_str_printable (name, EXPORTS_NAME_MAX, shown, sizeof shown);
-    zv_error ("volume '%s' of pool '%s' is being destroyed", shown,
-              zvol_pool_name (ex->ex_pool));
+    zv_error ("volume '%s' of pool '%s' is being destroyed, rolled back "
+              "or received", shown, zvol_pool_name (ex->ex_pool));
     return -ENOENT;
   }
   if (e == NULL) {
@@ -268,8 +281,8 @@ exports_exclusive (zvol_exports_t *ex, const char *name, const char *what,
   }
   if (holds > 0) {
     zv_error ("volume '%s' of pool '%s' is in use (held %u time%s: by "
-              "connected clients, or a server's statistics of its default "
-              "export): disconnect them before %s", shown,
+              "connected clients or a running command): disconnect them "
+              "before %s", shown,
               zvol_pool_name (ex->ex_pool), holds, holds > 1 ? "s" : "",
               what);
     return -EBUSY;
@@ -279,6 +292,7 @@ exports_exclusive (zvol_exports_t *ex, const char *name, const char *what,
     r = fn (arg);
   pthread_mutex_lock (&ex->ex_lock);
   e->ee_destroying = false;
+  ex->ex_gen++;
   pthread_cond_broadcast (&ex->ex_cv);
   pthread_mutex_unlock (&ex->ex_lock);
   return r;
@@ -331,6 +345,74 @@ zvol_exports_rollback (zvol_exports_t *ex, const char *snapshot,
   snprintf (vol, sizeof vol, "%.*s", (int) (at - snapshot), snapshot);
   return exports_exclusive (ex, vol, "rolling it back", exports_do_rollback,
                             &o);
+}
+
+typedef struct exports_recv {
+  zvol_pool_t *er_pool;
+  const char *er_target;
+  const zvol_stream_io_t *er_io;
+} exports_recv_t;
+
+static int
+exports_do_receive (void *arg)
+{
+  exports_recv_t *o = arg;
+
+  return zvol_receive (o->er_pool, o->er_target, o->er_io);
+}
+
+int
+zvol_exports_receive (zvol_exports_t *ex, const char *target,
+                      const zvol_stream_io_t *io)
+{
+  exports_recv_t o = { .er_pool = ex->ex_pool, .er_target = target,
+                       .er_io = io };
+  const char *at = target ? strchr (target, '@') : NULL;
+  size_t n = target ? (at ? (size_t) (at - target) : strlen (target)) : 0;
+  char vol[EXPORTS_NAME_MAX];
+
+  if (n == 0 || n >= ZVOL_NAME_MAX)
+    return zvol_receive (ex->ex_pool, target, io);  /* it says why */
+  snprintf (vol, sizeof vol, "%.*s", (int) n, target);
+  return exports_exclusive (ex, vol, "receiving into it", exports_do_receive,
+                            &o);
+}
+
+void
+zvol_exports_foreach (zvol_exports_t *ex, zvol_exports_fn fn, void *arg)
+{
+  size_t n = zvol_volume_list (ex->ex_pool, NULL, 0);
+  zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
+  uint64_t gen;
+
+  /* The generation before the listing: a change ended after it may have
+   * removed a listed name. */
+  pthread_mutex_lock (&ex->ex_lock);
+  gen = ex->ex_gen;
+  pthread_mutex_unlock (&ex->ex_lock);
+  n = ZV_MIN (n, zvol_volume_list (ex->ex_pool, vi, n));
+  pthread_mutex_lock (&ex->ex_lock);
+  for (size_t i = 0; i < n; i++) {
+    exports_ent_t *e = exports_find (ex, vi[i].vi_name);
+    if (e && e->ee_destroying)
+      continue;
+    if (e == NULL || e->ee_zv == NULL) {
+      zvol_t *zv;
+      /* A volume that does not open is said once, not every round, until
+       * the next change. */
+      if (gen != ex->ex_gen || (e && e->ee_failed_gen == gen + 1))
+        continue;
+      if (zvol_open (ex->ex_pool, vi[i].vi_name, &ex->ex_vc, &zv) < 0) {
+        exports_get (ex, vi[i].vi_name)->ee_failed_gen = gen + 1;
+        continue;
+      }
+      e = exports_get (ex, vi[i].vi_name);
+      e->ee_zv = zv;
+    }
+    fn (arg, e->ee_name, e->ee_zv);
+  }
+  pthread_mutex_unlock (&ex->ex_lock);
+  free (vi);
 }
 
 /* Holds of every volume, and destroys running.  Under ex_lock. */

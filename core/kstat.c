@@ -15,11 +15,20 @@
  * the kstat files' default directory, and zvol_runtime_path's files in
  * it (the control socket), which a server and zvoladm must agree on.
  *
- * The writer thread renders both tables once per interval and replaces
- * DIR/txgs and DIR/stats atomically (a temporary file, then rename), so a
- * reader never sees half a table.  A failing write is logged once per
- * distinct error, not every interval.  Locking: ks_lock guards only the
- * stop flag; the figures come from the engine's own atomics and locks.
+ * The writer thread renders the tables once per interval and replaces
+ * each file atomically (a temporary file, then rename), so a reader
+ * never sees half a table: DIR/txgs, DIR/stats (the pool's figures and
+ * the default export's, where they always were), and with the served
+ * volumes' table DIR/volumes/NAME/stats for every volume (what zvoladm
+ * stats POOL/NAME prints).  It holds no volume between rounds: each
+ * round renders the volumes' figures inside zvol_exports_foreach (under
+ * the table's lock, so a destroy or rollback waits for the rendering,
+ * never fails because of it), then writes the files with no lock.  The
+ * directory of a volume that is gone is removed by the next round (that
+ * also clears what a previous server left), one created live appears in
+ * it.  A failing write is logged once per distinct error, not every
+ * interval.  Locking: ks_lock guards only the stop flag; the figures
+ * come from the engine's own atomics and locks.
  */
 #include <config.h>
 
@@ -32,15 +41,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
 #include "zvol.h"
 #include "zv_util.h"
 
+#define KSTAT_VOLUMES "volumes"   /* DIR/volumes/NAME/stats */
+
 struct zvol_kstat {
   zvol_pool_t *ks_pool;
-  zvol_t *ks_zv;
+  zvol_exports_t *ks_ex;        /* NULL: the pool's tables only */
+  char *ks_volume;              /* the default export, or NULL */
   char *ks_dir;                 /* NULL: no files, only the tick */
   unsigned ks_interval_ms;
   zvol_kstat_tick_fn ks_tick;
@@ -357,28 +370,141 @@ kstat_write_file (const char *dir, const char *name, const char *buf,
   return err;
 }
 
-/* One round: render both tables, hand the txgs to the tick, write. */
+/* A write error, logged once per distinct error. */
+static void
+kstat_write_err (zvol_kstat_t *ks, const char *dir, const char *name,
+                 int err)
+{
+  if (err == 0 || err == ks->ks_last_err)
+    return;
+  zv_debug ("kstat: cannot write %s/%s: %s", dir, name, strerror (-err));
+  ks->ks_last_err = err;
+}
+
+/* One volume's table, rendered in a round. */
+typedef struct kstat_vol {
+  char kv_name[ZVOL_NAME_MAX];
+  char *kv_text;
+} kstat_vol_t;
+
+typedef struct kstat_collect {
+  zvol_kstat_t *kc_ks;
+  kstat_vol_t *kc_vols;
+  size_t kc_n, kc_cap;
+  char *kc_default;             /* the default export's table */
+} kstat_collect_t;
+
+/* Under the served volumes' table lock: render only. */
+static void
+kstat_collect_one (void *arg, const char *name, zvol_t *zv)
+{
+  kstat_collect_t *kc = arg;
+  zvol_kstat_t *ks = kc->kc_ks;
+  char *text;
+
+  if (strlen (name) >= ZVOL_NAME_MAX)
+    return;
+  text = zvol_format_stats (ks->ks_pool, zv);
+  if (ks->ks_volume && strcmp (name, ks->ks_volume) == 0 && !kc->kc_default)
+    kc->kc_default = zv_strdup (text);
+  ZV_GROW (kc->kc_vols, kc->kc_n, kc->kc_cap, 8);
+  snprintf (kc->kc_vols[kc->kc_n].kv_name, ZVOL_NAME_MAX, "%s", name);
+  kc->kc_vols[kc->kc_n++].kv_text = text;
+}
+
+/* A volume's name as a directory entry: a name that could climb out or
+ * hide (the engine allows neither) is left out. */
+static bool
+kstat_name_ok (const char *name)
+{
+  return name[0] != '\0' && name[0] != '.' && strchr (name, '/') == NULL;
+}
+
+/* Remove what DIR/volumes holds for volumes not in kc: their table, its
+ * temporary file, the directory. */
+static void
+kstat_prune (const char *vdir, const kstat_collect_t *kc)
+{
+  DIR *d = opendir (vdir);
+  struct dirent *de;
+
+  if (d == NULL)
+    return;
+  while ((de = readdir (d)) != NULL) {
+    bool keep = !kstat_name_ok (de->d_name);
+    for (size_t i = 0; i < kc->kc_n && !keep; i++)
+      keep = strcmp (kc->kc_vols[i].kv_name, de->d_name) == 0;
+    if (keep)
+      continue;
+    int dfd = openat (dirfd (d), de->d_name, O_RDONLY | O_DIRECTORY
+                      | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+      continue;
+    (void) unlinkat (dfd, "stats", 0);
+    (void) unlinkat (dfd, ".stats.tmp", 0);
+    close (dfd);
+    (void) unlinkat (dirfd (d), de->d_name, AT_REMOVEDIR);
+  }
+  closedir (d);
+}
+
+/* The volumes' files of a round. */
+static void
+kstat_write_volumes (zvol_kstat_t *ks, const kstat_collect_t *kc)
+{
+  char *vdir = kstat_path_join (ks->ks_dir, KSTAT_VOLUMES);
+
+  if (mkdir (vdir, 0755) < 0 && errno != EEXIST) {
+    kstat_write_err (ks, ks->ks_dir, KSTAT_VOLUMES, -errno);
+    free (vdir);
+    return;
+  }
+  for (size_t i = 0; i < kc->kc_n; i++) {
+    const kstat_vol_t *v = &kc->kc_vols[i];
+    char *d;
+    if (!kstat_name_ok (v->kv_name))
+      continue;
+    d = kstat_path_join (vdir, v->kv_name);
+    if (mkdir (d, 0755) < 0 && errno != EEXIST)
+      kstat_write_err (ks, vdir, v->kv_name, -errno);
+    else
+      kstat_write_err (ks, d, "stats",
+                       kstat_write_file (d, "stats", v->kv_text,
+                                         strlen (v->kv_text)));
+    free (d);
+  }
+  kstat_prune (vdir, kc);
+  free (vdir);
+}
+
+/* One round: render the tables, hand the txgs to the tick, write. */
 static void
 kstat_round (zvol_kstat_t *ks)
 {
   char *txgs = zvol_format_txgs (ks->ks_pool);
-  char *stats = ks->ks_dir ? zvol_format_stats (ks->ks_pool, ks->ks_zv)
-    : NULL;
+  kstat_collect_t kc = { .kc_ks = ks };
+  char *stats = NULL;
 
+  if (ks->ks_dir && ks->ks_ex)
+    zvol_exports_foreach (ks->ks_ex, kstat_collect_one, &kc);
+  if (ks->ks_dir)
+    stats = kc.kc_default ? kc.kc_default
+      : zvol_format_stats (ks->ks_pool, NULL);
   if (ks->ks_tick)
     ks->ks_tick (ks->ks_tick_arg, txgs);
   if (ks->ks_dir) {
     const char *names[2] = { "txgs", "stats" };
     const char *bufs[2] = { txgs, stats };
-    for (unsigned i = 0; i < 2; i++) {
-      int err = kstat_write_file (ks->ks_dir, names[i], bufs[i],
-                                  strlen (bufs[i]));
-      if (err && err != ks->ks_last_err)
-        zv_debug ("kstat: cannot write %s/%s: %s",
-                   ks->ks_dir, names[i], strerror (-err));
-      ks->ks_last_err = err;
-    }
+    for (unsigned i = 0; i < 2; i++)
+      kstat_write_err (ks, ks->ks_dir, names[i],
+                       kstat_write_file (ks->ks_dir, names[i], bufs[i],
+                                         strlen (bufs[i])));
+    if (ks->ks_ex)
+      kstat_write_volumes (ks, &kc);
   }
+  for (size_t i = 0; i < kc.kc_n; i++)
+    free (kc.kc_vols[i].kv_text);
+  free (kc.kc_vols);
   free (txgs);
   free (stats);
 }
@@ -410,9 +536,9 @@ kstat_main (void *arg)
 }
 
 int
-zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv, const char *dir,
-                  unsigned interval_ms, zvol_kstat_tick_fn tick, void *arg,
-                  zvol_kstat_t **ksp)
+zvol_kstat_start (zvol_pool_t *pool, zvol_exports_t *ex, const char *volume,
+                  const char *dir, unsigned interval_ms,
+                  zvol_kstat_tick_fn tick, void *arg, zvol_kstat_t **ksp)
 {
   pthread_condattr_t ca;
   zvol_kstat_t *ks;
@@ -426,7 +552,8 @@ zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv, const char *dir,
   ks = zv_calloc (1, sizeof *ks);
   ks->ks_dir = dir ? zv_strdup (dir) : NULL;
   ks->ks_pool = pool;
-  ks->ks_zv = zv;
+  ks->ks_ex = ex;
+  ks->ks_volume = volume ? zv_strdup (volume) : NULL;
   ks->ks_interval_ms = interval_ms;
   ks->ks_tick = tick;
   ks->ks_tick_arg = arg;
@@ -441,6 +568,7 @@ zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv, const char *dir,
                strerror (err));
     pthread_cond_destroy (&ks->ks_cv);
     pthread_mutex_destroy (&ks->ks_lock);
+    free (ks->ks_volume);
     free (ks->ks_dir);
     free (ks);
     return -err;
@@ -463,6 +591,7 @@ zvol_kstat_stop (zvol_kstat_t *ks)
   kstat_round (ks);
   pthread_cond_destroy (&ks->ks_cv);
   pthread_mutex_destroy (&ks->ks_lock);
+  free (ks->ks_volume);
   free (ks->ks_dir);
   free (ks);
 }

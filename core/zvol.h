@@ -529,9 +529,16 @@ ZVOL_API int zvol_kstat_mkdir (const char *dir);
  * $XDG_RUNTIME_DIR/nbdkit-zvol/NAME, made if missing; NULL when neither
  * can be had (the reason is logged at debug level).  free() it. */
 ZVOL_API char *zvol_kstat_default_dir (const char *pool_name);
-/* dir NULL: no files, only the tick.  Returns 0 or -errno. */
-ZVOL_API int zvol_kstat_start (zvol_pool_t *pool, zvol_t *zv,
-                               const char *dir, unsigned interval_ms,
+/* dir NULL: no files, only the tick.  ex (NULL: the pool's tables only)
+ * gives the volumes: DIR/stats has the pool's figures and the volume
+ * 'volume''s (the default export; NULL or gone: the pool's alone), and
+ * DIR/volumes/NAME/stats each volume's, as zvoladm stats POOL/NAME.  No
+ * volume is held between rounds (zvol_exports_foreach).  Returns 0 or
+ * -errno. */
+typedef struct zvol_exports zvol_exports_t;
+ZVOL_API int zvol_kstat_start (zvol_pool_t *pool, zvol_exports_t *ex,
+                               const char *volume, const char *dir,
+                               unsigned interval_ms,
                                zvol_kstat_tick_fn tick, void *arg,
                                zvol_kstat_t **ksp);
 ZVOL_API void zvol_kstat_stop (zvol_kstat_t *ks);
@@ -545,8 +552,6 @@ ZVOL_API void zvol_kstat_stop (zvol_kstat_t *ks);
  * its first hold (its intent log replayed then) and stays open until it
  * is destroyed or the table freed.  Thread-safe.
  */
-typedef struct zvol_exports zvol_exports_t;
-
 /* vc: how volumes are opened (NULL: zvol_config_init's defaults). */
 ZVOL_API zvol_exports_t *zvol_exports_new (zvol_pool_t *pool,
                                            const zvol_config_t *vc);
@@ -570,6 +575,19 @@ ZVOL_API int zvol_exports_destroy (zvol_exports_t *ex, const char *name);
  * is closed again at its last release. */
 ZVOL_API int zvol_exports_rollback (zvol_exports_t *ex, const char *snapshot,
                                     bool destroy_newer);
+/* Receive a stream into "VOL" or "VOL@SNAP" (zvol_receive) with VOL
+ * closed and no hold of it succeeding meanwhile: -EBUSY while a client
+ * holds an existing VOL.  A new volume is served (opened by its first
+ * hold) once the receive is done. */
+ZVOL_API int zvol_exports_receive (zvol_exports_t *ex, const char *target,
+                                   const zvol_stream_io_t *io);
+/* fn on every volume of the pool (no snapshots), opened if it is not
+ * (unless being changed, or a destroy ended since the listing): called
+ * under the table's lock, so no destroy or rollback closes it meanwhile
+ * (they wait for fn); fn must not call the table. */
+typedef void (*zvol_exports_fn) (void *arg, const char *name, zvol_t *zv);
+ZVOL_API void zvol_exports_foreach (zvol_exports_t *ex, zvol_exports_fn fn,
+                                    void *arg);
 /* Close every volume and free the table: the first error of zvol_close.
  * Waits (30 s at most) for the holds to end first; with some still
  * taken then, -EBUSY and nothing is closed or freed. */
@@ -602,7 +620,11 @@ typedef struct zvol_admin_target {
   char at_pool[ZVOL_NAME_MAX]; /* the first operand's pool, "" if none */
   const char *at_devs[ZVOL_MAX_DEVS];  /* -d DEVICE, in order */
   unsigned at_ndevs;
+  unsigned at_stream;          /* ZVOL_ADMIN_STREAM_*: the tool's stdout
+                                  (send) or stdin (receive), 0: none */
 } zvol_admin_target_t;
+#define ZVOL_ADMIN_STREAM_OUT 1u
+#define ZVOL_ADMIN_STREAM_IN  2u
 
 /* Parse a command line (argv[0] the command): ZVOL_ADMIN_OK, or
  * ZVOL_ADMIN_USAGE with the reason and the usage on err. */
@@ -610,6 +632,23 @@ ZVOL_API int zvol_admin_parse (int argc, char *const *argv,
                                zvol_admin_target_t *t, FILE *err);
 ZVOL_API int zvol_admin_run (zvol_exports_t *ex, int argc, char *const *argv,
                              unsigned flags, FILE *out, FILE *err);
+/*
+ * The same with a command's stream (send, receive): ai_stream_fd, which
+ * the command checks (type, direction; no terminal) and leaves open.
+ * A stream stops (-ECANCELED) when one of ai_cancel_fd (-1: unused)
+ * turns readable or hangs up: a live client gone, a server stopping.
+ * Progress lines (-v) go to ai_progress at once, else to err.
+ */
+typedef struct zvol_admin_io {
+  FILE *ai_out, *ai_err;
+  int ai_stream_fd;
+  int ai_cancel_fd[2];
+  void (*ai_progress) (void *arg, const char *line);
+  void *ai_progress_arg;
+} zvol_admin_io_t;
+ZVOL_API int zvol_admin_run_io (zvol_exports_t *ex, int argc,
+                                char *const *argv, unsigned flags,
+                                const zvol_admin_io_t *io);
 /* The usage lines of every command ("  zvoladm create ..."). */
 ZVOL_API void zvol_admin_print_usage (FILE *fp);
 /* A size as the commands print it: for people (1.50M), or with exact
@@ -649,6 +688,14 @@ ZVOL_API void zvol_ctl_stop (zvol_ctl_t *ctl);
 ZVOL_API int zvol_ctl_call (const char *path, int argc, char *const *argv,
                             unsigned flags, FILE *out, FILE *err,
                             int *exitp);
+/* The same with a command's stream: stream_fd (the tool's stdout or
+ * stdin) goes to the server with the request (SCM_RIGHTS), the server's
+ * progress lines go to err as they come, and the reply is awaited as
+ * long as the stream runs (the server stops it if this process dies). */
+ZVOL_API int zvol_ctl_call_fd (const char *path, int argc,
+                               char *const *argv, unsigned flags,
+                               int stream_fd, FILE *out, FILE *err,
+                               int *exitp);
 /* DIR/file in the pool's runtime directory (zvol_kstat_default_dir's,
  * nothing made): where the control socket is by default.  NULL when there
  * is none (not root and no XDG_RUNTIME_DIR).  free() it. */

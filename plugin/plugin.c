@@ -38,8 +38,9 @@
  *                    Errors here are the last ones the user sees on the
  *                    terminal: the server exits non-zero before serving.
  *   after_fork       zvol_pool_start (the engine's threads), then the kstat
- *                    writer (zvol_kstat_start, holding the default
- *                    volume for its figures) and the control socket
+ *                    writer (zvol_kstat_start: the pool's and every
+ *                    volume's figures through the served volumes' table,
+ *                    no volume held between rounds) and the control socket
  *                    (zvol_ctl_start: control=PATH, by default the
  *                    pool's runtime directory's "control"; control=off).  Threads must not be
  *                    started before nbdkit forks into the background,
@@ -150,7 +151,6 @@ static zvol_pool_t *zp_pool;
 static zvol_exports_t *zp_exports;
 /* the default export, or "" */
 static char zp_default[sizeof ((zvol_volume_info_t *) 0)->vi_name];
-static zvol_t *zp_kstat_zv;     /* held for the kstat writer, or NULL */
 static zvol_ctl_t *zp_ctl;      /* the control socket, after_fork..cleanup */
 static char *zp_created_file;   /* file we created or grew in get_ready */
 static bool zp_created_new;     /* ... and it did not exist before */
@@ -835,8 +835,8 @@ zp_get_ready (void)
   if (!zp_kstat_none && zp_kstat_path == NULL)
     zp_kstat_path = zvol_kstat_default_dir (zvol_pool_name (zp_pool));
   if (zp_kstat_path)
-    nbdkit_debug ("kstat files: %s/txgs and %s/stats", zp_kstat_path,
-                  zp_kstat_path);
+    nbdkit_debug ("kstat files: %s/txgs, %s/stats and %s/volumes/NAME/stats",
+                  zp_kstat_path, zp_kstat_path, zp_kstat_path);
   else
     nbdkit_debug ("kstat files disabled");
   return 0;
@@ -933,12 +933,12 @@ zp_after_fork (void)
     return -1;
   }
   /* The statistics files are not worth refusing to serve for.  The
-   * writer reads the default volume's figures: it holds it (destroy
-   * refuses it while the server runs). */
+   * writer reads the volumes through the table at each round and holds
+   * none in between: the default export can be destroyed or rolled back
+   * live like any other. */
   if (zp_kstat_path || zvol_debug_txg) {
-    if (zp_default[0])
-      (void) zvol_exports_hold (zp_exports, zp_default, &zp_kstat_zv);
-    if (zvol_kstat_start (zp_pool, zp_kstat_zv, zp_kstat_path,
+    if (zvol_kstat_start (zp_pool, zp_exports,
+                          zp_default[0] ? zp_default : NULL, zp_kstat_path,
                           ZP_KSTAT_INTERVAL_S * 1000,
                           zvol_debug_txg ? zp_kstat_debug_txg : NULL, NULL,
                           &zp_kstat) < 0)
@@ -958,9 +958,6 @@ zp_cleanup (void)
   zp_ctl = NULL;
   zvol_kstat_stop (zp_kstat);
   zp_kstat = NULL;
-  if (zp_kstat_zv)
-    zvol_exports_rele (zp_exports, zp_kstat_zv);
-  zp_kstat_zv = NULL;
   if (zp_pool == NULL)
     return;
   /* nbdkit may clean up while a connection whose client left is still

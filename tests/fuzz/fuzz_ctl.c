@@ -10,7 +10,13 @@
  *          and its command line goes through zvol_admin_parse, and, for
  *          a command that only reads (list, stats), zvol_admin_run on a
  *          pool "tank" with a volume "v" (memory device)
- *   odd    a reply: zv_ctl_parse_rep; an accepted one's parts lie in it
+ *   odd    a reply or a progress frame: zv_ctl_parse_rep; an accepted
+ *          one's parts lie in it, a progress frame has no output, exit
+ *          code 0 and a bounded line
+ *
+ * A request's stream (send, receive) is a descriptor in ancillary data,
+ * not in the bytes: run here without one, such a command must refuse
+ * cleanly ("no stream"), as check refuses on an open pool.
  *
  * Checked besides "no crash": a refusal has a reason, and every reason
  * and every message the commands print or log is printable text (a
@@ -89,6 +95,7 @@ ctl_command (const zv_ctl_req_t *rq)
     FZ_CHECK (t.at_optind + t.at_noperands == rq->rq_argc);
     FZ_CHECK (t.at_ndevs <= ZVOL_MAX_DEVS);
     FZ_CHECK (memchr (t.at_pool, 0, sizeof t.at_pool) != NULL);
+    /* Run what only reads: send among them, which finds no stream. */
     if (t.at_readonly) {
       r = zvol_admin_run (fz_ex, rq->rq_argc, rq->rq_argv, rq->rq_flags,
                           out, err);
@@ -144,6 +151,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       FZ_CHECK (rp.rp_exit >= 0 && rp.rp_exit <= 125);
       FZ_CHECK (ZV_CTL_REP_HDR + rp.rp_outlen + rp.rp_errlen == len);
       FZ_CHECK ((const uint8_t *) rp.rp_err + rp.rp_errlen == buf + len);
+      if (rp.rp_progress)
+        FZ_CHECK (rp.rp_exit == 0 && rp.rp_outlen == 0
+                  && rp.rp_errlen <= ZV_CTL_MAX_PROGRESS);
     }
     else {
       FZ_CHECK (why[0] != '\0');

@@ -884,7 +884,8 @@ seeds_ctl (void)
     "list", "list -H -p tank", "list -Hp -d /dev/null tank other",
     "stats tank", "stats -t tank", "stats tank/v", "create -V 64M tank/db",
     "create -V 1T -s -b 4K tank/x", "destroy tank/db", "create tank /x /y",
-    "frob -x", "list -- -H",
+    "frob -x", "list -- -H", "send -v -i tank/v@a tank/v@b",
+    "receive -v tank/w@s", "check -v tank",
   };
   sb_t b = { 0 };
 
@@ -895,7 +896,11 @@ seeds_ctl (void)
     int argc;
     snprintf (line, sizeof line, "%s", lines[i]);
     argc = tl_argv_split (line, argv, 16);
-    if (zv_ctl_encode_req (argc, argv, i % 2 ? 1 : 0, &buf, &len) < 0)
+    /* The stream commands with their flag (the descriptor is ancillary
+     * data, not in the bytes). */
+    unsigned fl = strncmp (lines[i], "send", 4) == 0
+      || strncmp (lines[i], "receive", 7) == 0 ? ZV_CTL_F_STREAM : 0;
+    if (zv_ctl_encode_req (argc, argv, fl | (i % 2 ? 1 : 0), &buf, &len) < 0)
       die ("encoding '%s'", lines[i]);
     sb_u8 (&b, 0);
     sb_put (&b, buf, len);
@@ -912,6 +917,16 @@ seeds_ctl (void)
     sb_u8 (&b, 1);
     sb_put (&b, buf, len);
     sb_save (&b, "ctl", "rep-%u", i);
+    free (buf);
+  }
+  {
+    static const char line[] = "zvoladm: send: 12 of 40 MiB (30%)\n";
+    uint8_t *buf;
+    size_t len;
+    zv_ctl_encode_progress (line, sizeof line - 1, &buf, &len);
+    sb_u8 (&b, 1);
+    sb_put (&b, buf, len);
+    sb_save (&b, "ctl", "progress");
     free (buf);
   }
   free (b.sb_p);

@@ -16,7 +16,15 @@
 #  4. the socket is removed at stop; offline zvoladm then prints what the
 #     live one printed; control=PATH with -S and $ZVOLADM_SOCKET; kill -9
 #     leaves a stale socket that the next server replaces; control=off
-#     has none.
+#     has none;
+#  5. streams live: send of a snapshot of db while a client writes db,
+#     received into a second served pool (served at once, the same
+#     bytes), an incremental piped from one server to the other, progress
+#     on stderr; a cut stream and a client killed mid-stream leave
+#     nothing; check is refused live with its reason;
+#  6. statistics of every volume: DIR/volumes/NAME/stats for db and aux,
+#     one created live appears, destroyed goes; the default export (held
+#     by nobody between rounds) rolled back and destroyed live.
 
 set -euo pipefail
 source "$(dirname "$0")/functions.sh"
@@ -175,5 +183,153 @@ check "control=off: no socket" test ! -e "$ctl"
 rc_is 1 "zvoladm then goes offline, and the device lock refuses it" "$ADM" list "$POOL"
 check "saying the device is in use" grep -q "in use by another process" "$ZV_TMP/adm.err"
 stop_zvol "$sock" || zv_fail "clean stop"
+
+zv_log "5. send and receive live, through the control socket"
+"$ADM" create -V 16M -s "$POOL/aux" || die "zvoladm create $POOL/aux"
+POOL2=ctlrecv$$
+on_exit "rm -rf '$rundir/$POOL2'"
+pool2=$ZV_TMP/pool2.img
+sock2=$ZV_TMP/zvol2.sock
+truncate -s 256M "$pool2"
+"$ADM" create "$POOL2" "$pool2" || die "zvoladm create $POOL2"
+"$ADM" create -V 8M "$POOL2/seed" || die "zvoladm create $POOL2/seed"
+start_zvol "$sock" "$pool" || die "serve the pool"
+start_zvol "$sock2" "$pool2" || die "serve the other pool"
+log2=$ZV_LOG
+# db gets a pattern; then a writer keeps writing it while it is sent.
+cat >"$ZV_TMP/fill.py" <<'EOF'
+import nbd, os, sys
+h = nbd.NBD()
+h.set_export_name("db")
+h.connect_unix(sys.argv[1])
+for i in range(16):
+    h.pwrite(bytes([i + 1]) * (1 << 20), i * (2 << 20))
+h.flush()
+h.shutdown()
+print("PASS: db filled")
+EOF
+cat >"$ZV_TMP/busy.py" <<'EOF'
+import nbd, os, sys
+h = nbd.NBD()
+h.set_export_name("db")
+h.connect_unix(sys.argv[1])
+n = 0
+while not os.path.exists(sys.argv[2]) and n < 100000:
+    h.pwrite(bytes([0xee]) * 65536, (n % 64) * 65536 + (40 << 20))
+    n += 1
+h.flush()
+h.shutdown()
+EOF
+cat >"$ZV_TMP/same.py" <<'EOF'
+import hashlib, nbd, sys
+def digest(sock, name):
+    h = nbd.NBD()
+    h.set_export_name(name)
+    h.connect_unix(sock)
+    n = h.get_size()
+    d = hashlib.sha256()
+    for o in range(0, n, 4 << 20):
+        d.update(h.pread(min(4 << 20, n - o), o))
+    h.shutdown()
+    return n, d.hexdigest()
+a = digest(sys.argv[1], sys.argv[2])
+b = digest(sys.argv[3], sys.argv[4])
+print(("PASS: %s and %s: the same bytes" if a == b
+       else "FAIL: %s and %s differ") % (sys.argv[2], sys.argv[4]))
+EOF
+py_checks "a pattern in db" "$ZV_TMP/fill.py" "$sock" || :
+rc_is 0 "snapshot $POOL/db@s1, live" "$ADM" snapshot "$POOL/db@s1"
+rm -f "$ZV_TMP/busy.stop"
+"$NBD_PY" "$ZV_TMP/busy.py" "$sock" "$ZV_TMP/busy.stop" &
+busy_pid=$!
+track_pid "$busy_pid"
+rc_is 0 "send -v $POOL/db@s1 > s1.zs, live, while a client writes db" \
+    bash -c "'$ADM' send -v '$POOL/db@s1' > '$ZV_TMP/s1.zs'"
+check "progress on stderr" grep -q "^zvoladm: send: .* MiB (100%)$" "$ZV_TMP/adm.err"
+rc_is 1 "send to a terminal is refused" \
+    script -qec "'$ADM' send '$POOL/db@s1'" /dev/null
+check "saying the stream is binary" grep -q "the stream is binary" "$ZV_TMP/adm.out"
+rc_is 0 "receive -v $POOL2/copy < s1.zs, live into the other server" \
+    bash -c "'$ADM' receive -v '$POOL2/copy' < '$ZV_TMP/s1.zs'"
+check "receive's progress" grep -q "^zvoladm: receive: .* MiB (100%)$" "$ZV_TMP/adm.err"
+nbdinfo --list "nbd+unix:///?socket=$sock2" >"$ZV_TMP/exports2" 2>&1 || :
+check "the received volume is served at once" grep -q 'export="copy"' "$ZV_TMP/exports2"
+py_checks "copy has db@s1's bytes" "$ZV_TMP/same.py" "$sock" db@s1 "$sock2" copy || :
+# An incremental, piped from one server to the other (both live).
+rc_is 0 "snapshot $POOL/db@s2, live, the writer still going" "$ADM" snapshot "$POOL/db@s2"
+touch "$ZV_TMP/busy.stop"
+wait "$busy_pid" || :
+rc_is 0 "send -i db@s1 db@s2 | receive $POOL2/copy, live to live" \
+    bash -c "set -o pipefail; '$ADM' send -i '$POOL/db@s1' '$POOL/db@s2' | '$ADM' receive '$POOL2/copy'"
+py_checks "copy@s2 has db@s2's bytes" "$ZV_TMP/same.py" "$sock" db@s2 "$sock2" copy@s2 || :
+py_checks "and copy too" "$ZV_TMP/same.py" "$sock" db@s2 "$sock2" copy || :
+# A stream cut short: refused, nothing kept.
+rc_is 1 "a stream cut at 300000 bytes is refused" \
+    bash -c "head -c 300000 '$ZV_TMP/s1.zs' | '$ADM' receive '$POOL2/cut'"
+check "saying it was truncated" grep -q "truncated" "$ZV_TMP/adm.err"
+rc_is 0 "list -t all $POOL2" "$ADM" list -t all -H -o name "$POOL2"
+check "nothing of it is left" bash -c "! grep -q cut '$ZV_TMP/adm.out'"
+# The client killed mid-stream: the server stops the receive and undoes it.
+mkfifo "$ZV_TMP/half.fifo"
+(head -c 300000 "$ZV_TMP/s1.zs"; sleep 60) >"$ZV_TMP/half.fifo" &
+feed_pid=$!
+track_pid "$feed_pid"
+"$ADM" receive "$POOL2/dead" <"$ZV_TMP/half.fifo" >/dev/null 2>&1 &
+recv_pid=$!
+for _ in $(seq 100); do
+    "$ADM" list -H -o name "$POOL2" 2>/dev/null | grep -q dead && break
+    sleep 0.1
+done
+check "the receive is under way" bash -c "'$ADM' list -H -o name '$POOL2' | grep -q dead"
+kill "$recv_pid"
+wait "$recv_pid" 2>/dev/null || :
+kill "$feed_pid" 2>/dev/null || :
+for _ in $(seq 100); do
+    "$ADM" list -H -o name "$POOL2" 2>/dev/null | grep -q dead || break
+    sleep 0.1
+done
+rc_is 0 "list $POOL2 after the client died" "$ADM" list -t all -H -o name "$POOL2"
+check "the half-received volume is gone" bash -c "! grep -q dead '$ZV_TMP/adm.out'"
+check "the server says why it stopped" grep -q "receive: stopped: the client is gone" "$log2"
+rc_is 1 "check, live, is refused" "$ADM" check "$POOL2"
+check "saying to run it offline" grep -q "Stop the server, then run zvoladm check $POOL2 (offline)" "$ZV_TMP/adm.err"
+
+zv_log "6. statistics of every volume; the default export changed live"
+ks1=$rundir/$POOL
+ks2=$rundir/$POOL2
+sleep 1.5
+check "kstat of db" grep -q "^volume db$" "$ks1/volumes/db/stats"
+check "kstat of aux" grep -q "^volume aux$" "$ks1/volumes/aux/stats"
+check "the received copy has its own" grep -q "^volume copy$" "$ks2/volumes/copy/stats"
+rc_is 0 "zvoladm stats $POOL/aux, live" "$ADM" stats "$POOL/aux"
+check "the second volume's figures" grep -q "^volume aux$" "$ZV_TMP/adm.out"
+check "DIR/stats is still the default export's (seed)" grep -q "^volume seed$" "$ks2/stats"
+rc_is 0 "create -V 4M $POOL2/fresh, live" "$ADM" create -V 4M "$POOL2/fresh"
+for _ in $(seq 50); do [ -e "$ks2/volumes/fresh/stats" ] && break; sleep 0.1; done
+check "a volume created live appears in the statistics" grep -q "^volume fresh$" "$ks2/volumes/fresh/stats"
+rc_is 0 "destroy $POOL2/fresh, live" "$ADM" destroy "$POOL2/fresh"
+for _ in $(seq 50); do [ -e "$ks2/volumes/fresh" ] || break; sleep 0.1; done
+check "and goes when destroyed" test ! -e "$ks2/volumes/fresh"
+rc_is 0 "snapshot the default export $POOL2/seed@r" "$ADM" snapshot "$POOL2/seed@r"
+printf '%s\n' 'import nbd, sys' 'h = nbd.NBD()' 'h.set_export_name("")' \
+    'h.connect_unix(sys.argv[1])' 'h.pwrite(b"\x77" * 65536, 0)' 'h.flush()' \
+    'h.shutdown()' 'print("PASS: the default export written")' >"$ZV_TMP/dflt.py"
+py_checks "a write to the default export" "$ZV_TMP/dflt.py" "$sock2" || :
+sleep 1.2
+rc_is 0 "rollback of the default export, live (no client)" "$ADM" rollback "$POOL2/seed@r"
+printf '%s\n' 'import nbd, sys' 'h = nbd.NBD()' 'h.set_export_name("")' \
+    'h.connect_unix(sys.argv[1])' 'ok = h.pread(65536, 0) == bytes(65536)' \
+    'h.shutdown()' 'print("PASS: it reads the snapshot again" if ok else "FAIL: the write is still there")' \
+    >"$ZV_TMP/dflt2.py"
+py_checks "the default export rolled back" "$ZV_TMP/dflt2.py" "$sock2" || :
+sleep 1.2
+rc_is 0 "destroy -r of the default export, live" "$ADM" destroy -r "$POOL2/seed"
+for _ in $(seq 50); do [ -e "$ks2/volumes/seed" ] || break; sleep 0.1; done
+check "its statistics are gone" test ! -e "$ks2/volumes/seed"
+sleep 1.2
+check "DIR/stats has the pool's figures alone" bash -c "grep -q '^pool_name $POOL2$' '$ks2/stats' && ! grep -q '^volume ' '$ks2/stats'"
+stop_zvol "$sock" || zv_fail "clean stop"
+stop_zvol "$sock2" || zv_fail "clean stop of the other"
+rc_is 0 "check the other pool offline: clean" "$ADM" check "$POOL2"
 
 zv_summary

@@ -5,6 +5,8 @@
  */
 #include <config.h>
 
+#include <fcntl.h>
+
 #include "testlib.h"
 
 #define MiB (1ull << 20)
@@ -361,6 +363,140 @@ test_usage (void **state)
   free (u);
 }
 
+/* A thread that copies a file into a pipe, then closes it. */
+typedef struct adm_feed {
+  const char *af_path;
+  int af_fd;
+} adm_feed_t;
+
+static void *
+adm_feed (void *arg)
+{
+  adm_feed_t *f = arg;
+  static uint8_t buf[65536];
+  int in = open (f->af_path, O_RDONLY | O_CLOEXEC);
+  ssize_t n;
+
+  TL_CHECK (in >= 0);
+  while ((n = read (in, buf, sizeof buf)) > 0)
+    TL_CHECK (write (f->af_fd, buf, (size_t) n) == n);
+  close (in);
+  close (f->af_fd);
+  return NULL;
+}
+
+/* A command line with a stream on fd. */
+static int
+adm_run_fd (tl_cmd_out_t *co, const char *line, int fd)
+{
+  char buf[1024], *argv[64];
+  int argc;
+  FILE *out, *err;
+
+  snprintf (buf, sizeof buf, "%s", line);
+  argc = tl_argv_split (buf, argv, 64);
+  tl_cmd_begin (co, &out, &err);
+  zvol_admin_io_t io = {
+    .ai_out = out, .ai_err = err, .ai_stream_fd = fd,
+    .ai_cancel_fd = { -1, -1 },
+  };
+  co->co_code = zvol_admin_run_io (adm_ex, argc, argv, 0, &io);
+  tl_cmd_end (co, out, err);
+  return co->co_code;
+}
+
+/* send and receive as commands: what the tool hands them (stdout,
+ * stdin), a full and an incremental stream through a pipe into other
+ * volumes, the same bytes; -v's progress on err; a stream the wrong way
+ * or missing refused; check refused on an open pool, naming the way. */
+static void
+test_streams (void **state)
+{
+  zvol_admin_target_t t;
+  tl_cmd_out_t co;
+  char path[512];
+  int fd, p[2];
+  zvol_t *zv;
+  static uint8_t a[MiB], b[MiB];
+
+  (void) state;
+  tl_log_reset (true);
+  assert_int_equal (adm_parse ("send -v -i tank/v@1 tank/v@2", &t, NULL), 0);
+  assert_int_equal (t.at_stream, ZVOL_ADMIN_STREAM_OUT);
+  assert_true (t.at_readonly);
+  assert_string_equal (t.at_pool, "tank");
+  assert_int_equal (adm_parse ("receive tank/w", &t, NULL), 0);
+  assert_int_equal (t.at_stream, ZVOL_ADMIN_STREAM_IN);
+  assert_false (t.at_readonly);
+  assert_int_equal (adm_parse ("list", &t, NULL), 0);
+  assert_int_equal (t.at_stream, 0);
+  assert_int_equal (adm_parse ("send tank/v", &t, NULL), ZVOL_ADMIN_USAGE);
+  assert_int_equal (adm_parse ("send -i other/v@1 tank/v@2", &t, NULL),
+                    ZVOL_ADMIN_USAGE);
+  assert_int_equal (adm_parse ("receive", &t, NULL), ZVOL_ADMIN_USAGE);
+  assert_int_equal (adm_parse ("check -v tank", &t, NULL), 0);
+
+  adm_expect ("create -V 4M tank/v", 0, NULL);
+  assert_int_equal (zvol_exports_hold (adm_ex, "v", &zv), 0);
+  memset (a, 0x3c, sizeof a);
+  assert_int_equal (zvol_write (zv, a, MiB, MiB, 0), 0);
+  zvol_exports_rele (adm_ex, zv);
+  adm_expect ("snapshot tank/v@1", 0, NULL);
+  tl_path (path, sizeof path, "full.zs");
+  fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_int_equal (adm_run_fd (&co, "send -v tank/v@1", fd), 0);
+  assert_non_null (strstr (co.co_err, "zvoladm: send: 1 of 1 MiB (100%)\n"));
+  tl_cmd_free (&co);
+  assert_int_equal (adm_run_fd (&co, "receive tank/w", fd), 1);
+  assert_non_null (strstr (co.co_err, "not open for reading"));
+  tl_cmd_free (&co);
+  close (fd);
+  adm_expect ("receive tank/w", 1, "receive: no stream");
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  assert_int_equal (adm_run_fd (&co, "receive tank/w", fd), 0);
+  tl_cmd_free (&co);
+  close (fd);
+
+  /* An incremental through a pipe, sent by a thread of the pipe's own. */
+  assert_int_equal (zvol_exports_hold (adm_ex, "v", &zv), 0);
+  memset (a, 0x5d, sizeof a);
+  assert_int_equal (zvol_write (zv, a, 2 * MiB, MiB, 0), 0);
+  zvol_exports_rele (adm_ex, zv);
+  adm_expect ("snapshot tank/v@2", 0, NULL);
+  tl_path (path, sizeof path, "inc.zs");
+  fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_int_equal (adm_run_fd (&co, "send -i tank/v@1 tank/v@2", fd), 0);
+  tl_cmd_free (&co);
+  close (fd);
+  assert_int_equal (pipe2 (p, O_CLOEXEC), 0);
+  {
+    pthread_t th;
+    adm_feed_t f = { .af_path = path, .af_fd = p[1] };
+    assert_int_equal (pthread_create (&th, NULL, adm_feed, &f), 0);
+    assert_int_equal (adm_run_fd (&co, "receive -v tank/w", p[0]), 0);
+    assert_int_equal (pthread_join (th, NULL), 0);
+  }
+  close (p[0]);
+  assert_non_null (strstr (co.co_err, "zvoladm: receive: "));
+  tl_cmd_free (&co);
+  assert_int_equal (zvol_exports_hold (adm_ex, "w", &zv), 0);
+  assert_int_equal (zvol_read (zv, b, 2 * MiB, MiB), 0);
+  assert_memory_equal (a, b, MiB);
+  memset (a, 0x3c, sizeof a);
+  assert_int_equal (zvol_read (zv, b, MiB, MiB), 0);
+  assert_memory_equal (a, b, MiB);
+  /* A held target: refused, in use. */
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  assert_int_equal (adm_run_fd (&co, "receive tank/w", fd), 1);
+  assert_non_null (strstr (co.co_err, "is in use"));
+  tl_cmd_free (&co);
+  close (fd);
+  zvol_exports_rele (adm_ex, zv);
+
+  adm_expect ("check tank", 1, "Stop the server, then run zvoladm check "
+              "tank (offline)");
+}
+
 int
 main (void)
 {
@@ -372,6 +508,7 @@ main (void)
     cmocka_unit_test_setup_teardown (test_failures, adm_setup,
                                      adm_teardown),
     cmocka_unit_test_setup_teardown (test_stats, adm_setup, adm_teardown),
+    cmocka_unit_test_setup_teardown (test_streams, adm_setup, adm_teardown),
     cmocka_unit_test_setup_teardown (test_exports, adm_setup, adm_teardown),
     cmocka_unit_test_setup_teardown (test_free_waits, adm_setup,
                                      adm_teardown),

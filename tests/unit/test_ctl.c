@@ -5,9 +5,16 @@
  * root), the same output as the command layer run in place, garbage and
  * cut-off messages, one command at a time (a second one waits, then
  * fails), the stale socket of a dead server, and the messages' parsers.
+ * Streams: send and receive with the descriptor passed, progress frames,
+ * the ancillary data checked (none, two, a directory, the wrong
+ * direction: refused, no descriptor kept), a stream beside a running
+ * command, and a client gone or a server stopping mid-receive: nothing
+ * of it is kept.
  */
 #include <config.h>
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -540,6 +547,7 @@ test_messages (void **state)
   size_t len;
   zv_ctl_req_t rq;
   zv_ctl_rep_t rp;
+  uint64_t rest;
 
   (void) state;
   for (unsigned i = 0; i < ZV_CTL_MAX_ARGC + 1; i++)
@@ -581,6 +589,384 @@ test_messages (void **state)
                     -EPROTO);
   assert_non_null (strstr (why, "at most"));
   free (buf);
+  /* Progress frames: a line of err, nothing else. */
+  zv_ctl_encode_progress ("zvoladm: send: 1 of 2 MiB (50%)\n", 32, &buf,
+                          &len);
+  assert_int_equal (zv_ctl_parse_rep (buf, len, &rp, why, sizeof why), 0);
+  assert_true (rp.rp_progress);
+  assert_int_equal (rp.rp_errlen, 32);
+  assert_int_equal (rp.rp_outlen, 0);
+  buf[8] = 1;                         /* an exit code in a frame */
+  assert_int_equal (zv_ctl_parse_rep (buf, len, &rp, why, sizeof why),
+                    -EPROTO);
+  assert_non_null (strstr (why, "a progress frame"));
+  buf[8] = 0;
+  buf[17] = 0x10;                     /* 4 KiB of err */
+  assert_int_equal (zv_ctl_rep_header (buf, len, &rest, why, sizeof why),
+                    -EPROTO);
+  free (buf);
+  zv_ctl_encode_rep (0, NULL, 0, "x", 1, &buf, &len);
+  assert_int_equal (zv_ctl_parse_rep (buf, len, &rp, why, sizeof why), 0);
+  assert_false (rp.rp_progress);
+  free (buf);
+}
+
+
+/* ---- streams ---- */
+
+/* Open descriptors of this process (the server's are ours). */
+static unsigned
+ctl_nfds (void)
+{
+  DIR *d = opendir ("/proc/self/fd");
+  struct dirent *de;
+  unsigned n = 0;
+
+  assert_non_null (d);
+  while ((de = readdir (d)) != NULL)
+    n += de->d_name[0] != '.';
+  closedir (d);
+  return n - 1;                 /* opendir's own */
+}
+
+/* The fewest open descriptors of a few looks (see below). */
+static unsigned
+ctl_nfds_base (void)
+{
+  unsigned n = ctl_nfds ();
+
+  for (int i = 0; i < 5; i++) {
+    usleep (10000);
+    n = ZV_MIN (n, ctl_nfds ());
+  }
+  return n;
+}
+
+/* Back to 'want' open descriptors, or the count: the engine's threads
+ * open files of their own for a moment (the memory monitor reads
+ * /proc), a descriptor kept stays. */
+static unsigned
+ctl_nfds_settle (unsigned want)
+{
+  unsigned n = ctl_nfds ();
+
+  for (int i = 0; i < 100 && n != want; i++) {
+    usleep (10000);
+    n = ctl_nfds ();
+  }
+  return n;
+}
+
+/* A request sent by hand with nfds descriptors on its first byte. */
+static int
+ctl_raw_send_fds (const char *line, unsigned flags, const int *fds,
+                  unsigned nfds)
+{
+  char buf[1024], *argv[64];
+  union {
+    struct cmsghdr cm;
+    char space[CMSG_SPACE (4 * sizeof (int))];
+  } ctrl;
+  struct iovec iov;
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+  uint8_t *req;
+  size_t len;
+  int fd = ctl_raw_connect (), argc;
+
+  snprintf (buf, sizeof buf, "%s", line);
+  argc = tl_argv_split (buf, argv, 64);
+  assert_int_equal (zv_ctl_encode_req (argc, argv, flags, &req, &len), 0);
+  iov.iov_base = req;
+  iov.iov_len = 1;
+  if (nfds > 0) {
+    memset (&ctrl, 0, sizeof ctrl);
+    mh.msg_control = &ctrl;
+    mh.msg_controllen = CMSG_SPACE (nfds * sizeof (int));
+    ctrl.cm.cmsg_level = SOL_SOCKET;
+    ctrl.cm.cmsg_type = SCM_RIGHTS;
+    ctrl.cm.cmsg_len = CMSG_LEN (nfds * sizeof (int));
+    memcpy (CMSG_DATA (&ctrl.cm), fds, nfds * sizeof (int));
+  }
+  assert_int_equal (sendmsg (fd, &mh, 0), 1);
+  assert_int_equal (write (fd, req + 1, len - 1), (ssize_t) (len - 1));
+  free (req);
+  return fd;
+}
+
+/* A hand-made request's reply: its exit code, err into why. */
+static int
+ctl_raw_result (int fd, char *why, size_t whylen)
+{
+  static uint8_t buf[1 << 16];
+  zv_ctl_rep_t rep;
+
+  assert_int_equal (ctl_raw_reply (fd, buf, sizeof buf, &rep), 0);
+  close (fd);
+  snprintf (why, whylen, "%.*s", (int) rep.rp_errlen, rep.rp_err);
+  return rep.rp_exit;
+}
+
+/* A volume "sv" with a pattern, its snapshot sv@a. */
+static void
+ctl_make_snapshot (void)
+{
+  zvol_volume_params_t vp = { .vp_size = 8 * MiB };
+  static uint8_t pat[65536];
+  zvol_t *zv;
+
+  assert_int_equal (zvol_volume_create (ctl_pool, "sv", &vp), 0);
+  assert_int_equal (zvol_exports_hold (ctl_ex, "sv", &zv), 0);
+  for (unsigned i = 0; i < 8; i++) {
+    memset (pat, (int) i + 1, sizeof pat);
+    assert_int_equal (zvol_write (zv, pat, i * MiB, sizeof pat, 0), 0);
+  }
+  assert_int_equal (zvol_flush (zv), 0);
+  zvol_exports_rele (ctl_ex, zv);
+  assert_int_equal (zvol_snapshot_create (ctl_pool, "sv@a"), 0);
+}
+
+/* Do two datasets read the same? */
+static bool
+ctl_same (const char *a, const char *b)
+{
+  static uint8_t x[MiB], y[MiB];
+  zvol_t *za, *zb;
+  bool same;
+
+  assert_int_equal (zvol_exports_hold (ctl_ex, a, &za), 0);
+  assert_int_equal (zvol_exports_hold (ctl_ex, b, &zb), 0);
+  same = zvol_size (za) == zvol_size (zb);
+  for (uint64_t o = 0; same && o < zvol_size (za); o += MiB) {
+    assert_int_equal (zvol_read (za, x, o, MiB), 0);
+    assert_int_equal (zvol_read (zb, y, o, MiB), 0);
+    same = memcmp (x, y, MiB) == 0;
+  }
+  zvol_exports_rele (ctl_ex, za);
+  zvol_exports_rele (ctl_ex, zb);
+  return same;
+}
+
+/* Is there a dataset 'name' in the pool? */
+static bool
+ctl_exists (const char *name)
+{
+  zvol_volume_info_t vi[32];
+  size_t n = zvol_dataset_list (ctl_pool, ZVOL_LIST_VOLUMES
+                                | ZVOL_LIST_SNAPSHOTS, vi, 32);
+
+  for (size_t i = 0; i < n && i < 32; i++)
+    if (strcmp (vi[i].vi_name, name) == 0)
+      return true;
+  return false;
+}
+
+/* send -v through the socket into a file, receive it back as another
+ * volume: the same bytes, progress lines on err as they came, and the
+ * descriptors the server was given closed again. */
+static void
+test_stream (void **state)
+{
+  char path[512], *argv[4];
+  tl_cmd_out_t co;
+  FILE *out, *err;
+  unsigned before;
+  int fd;
+
+  (void) state;
+  ctl_make_snapshot ();
+  before = ctl_nfds_base ();
+  tl_path (path, sizeof path, "sv.zs");
+  fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true (fd >= 0);
+  argv[0] = "send";
+  argv[1] = "-v";
+  argv[2] = "tank/sv@a";
+  argv[3] = NULL;
+  tl_cmd_begin (&co, &out, &err);
+  assert_int_equal (zvol_ctl_call_fd (ctl_sock, 3, argv, 0, fd, out, err,
+                                      &co.co_code), 0);
+  tl_cmd_end (&co, out, err);
+  close (fd);
+  assert_int_equal (co.co_code, 0);
+  assert_int_equal (co.co_outlen, 0);
+  assert_non_null (strstr (co.co_err, "zvoladm: send: "));
+  assert_non_null (strstr (co.co_err, " MiB (100%)\n"));
+  tl_cmd_free (&co);
+
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  assert_true (fd >= 0);
+  argv[0] = "receive";
+  argv[1] = "tank/rv";
+  argv[2] = NULL;
+  tl_cmd_begin (&co, &out, &err);
+  assert_int_equal (zvol_ctl_call_fd (ctl_sock, 2, argv, 0, fd, out, err,
+                                      &co.co_code), 0);
+  tl_cmd_end (&co, out, err);
+  close (fd);
+  assert_int_equal (co.co_code, 0);
+  assert_int_equal (co.co_errlen, 0);  /* no -v: no progress */
+  tl_cmd_free (&co);
+  assert_true (ctl_exists ("rv@a"));
+  assert_true (ctl_same ("sv@a", "rv@a"));
+  assert_true (ctl_same ("sv@a", "rv"));
+  assert_int_equal (ctl_nfds_settle (before), before);
+
+  /* Without its stream, through the plain call: refused, saying why. */
+  assert_int_equal (ctl_call (&co, "send tank/sv@a"), 0);
+  assert_int_equal (co.co_code, 1);
+  assert_non_null (strstr (co.co_err, "send: no stream"));
+  tl_cmd_free (&co);
+}
+
+/* The ancillary data is hostile: a stream request with no descriptor or
+ * two, a descriptor with a request that takes none, a directory, a
+ * descriptor open the wrong way: each refused with its reason, and the
+ * server keeps none of them. */
+static void
+test_stream_hostile (void **state)
+{
+  char why[512], path[512];
+  int p[2], dir, rd, two[2];
+  unsigned before;
+
+  (void) state;
+  tl_log_reset (true);
+  ctl_make_snapshot ();
+  assert_int_equal (pipe2 (p, O_CLOEXEC), 0);
+  tl_path (path, sizeof path, "");
+  dir = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  rd = open ("/dev/zero", O_RDONLY | O_CLOEXEC);
+  assert_true (dir >= 0 && rd >= 0);
+  two[0] = p[1];
+  two[1] = p[1];
+  before = ctl_nfds_base ();
+
+  assert_int_equal (ctl_raw_result (ctl_raw_send_fds ("send tank/sv@a",
+                                                      ZV_CTL_F_STREAM,
+                                                      NULL, 0),
+                                    why, sizeof why), 1);
+  assert_non_null (strstr (why, "bad control message: a stream request "
+                           "carries one file descriptor, this one 0"));
+  assert_int_equal (ctl_raw_result (ctl_raw_send_fds ("send tank/sv@a",
+                                                      ZV_CTL_F_STREAM,
+                                                      two, 2),
+                                    why, sizeof why), 1);
+  assert_non_null (strstr (why, "this one 2"));
+  assert_int_equal (ctl_raw_result (ctl_raw_send_fds ("list", 0, &p[1], 1),
+                                    why, sizeof why), 1);
+  assert_non_null (strstr (why, "1 file descriptor with a request that "
+                           "takes none"));
+  assert_int_equal (ctl_raw_result (ctl_raw_send_fds ("send tank/sv@a",
+                                                      ZV_CTL_F_STREAM,
+                                                      &dir, 1),
+                                    why, sizeof why), 1);
+  assert_non_null (strstr (why, "send: the stream is a directory"));
+  assert_int_equal (ctl_raw_result (ctl_raw_send_fds ("send tank/sv@a",
+                                                      ZV_CTL_F_STREAM,
+                                                      &rd, 1),
+                                    why, sizeof why), 1);
+  assert_non_null (strstr (why, "not open for writing"));
+  assert_int_equal (ctl_raw_result (ctl_raw_send_fds ("receive tank/x",
+                                                      ZV_CTL_F_STREAM,
+                                                      &p[1], 1),
+                                    why, sizeof why), 1);
+  assert_non_null (strstr (why, "not open for reading"));
+  /* A stream command with a descriptor that is fine but a usage error. */
+  assert_int_equal (ctl_raw_result (ctl_raw_send_fds ("send tank/sv",
+                                                      ZV_CTL_F_STREAM,
+                                                      &p[1], 1),
+                                    why, sizeof why), 2);
+  assert_true (tl_log_has ("a bad message from uid"));
+  assert_int_equal (ctl_nfds_settle (before), before);
+  assert_false (ctl_exists ("x"));
+  close (p[0]);
+  close (p[1]);
+  close (dir);
+  close (rd);
+}
+
+typedef struct half_recv {
+  int hr_conn;                  /* the client's connection */
+  int hr_feed;                  /* the stream's write end, kept open */
+} half_recv_t;
+
+/* A receive of 'name' fed the first 'cut' bytes of the stream at path,
+ * then left waiting for more, with the write end still open. */
+static void
+half_recv_start (half_recv_t *hr, const char *path, const char *name,
+                 size_t cut)
+{
+  static uint8_t buf[1 << 20];
+  char line[128];
+  int p[2], fd = open (path, O_RDONLY | O_CLOEXEC);
+  ssize_t n;
+
+  assert_true (fd >= 0);
+  n = read (fd, buf, cut);
+  close (fd);
+  assert_int_equal (n, (ssize_t) cut);
+  assert_int_equal (pipe2 (p, O_CLOEXEC), 0);
+  assert_int_equal (fcntl (p[1], F_SETPIPE_SZ, 1 << 20) >= (int) cut, 1);
+  assert_int_equal (write (p[1], buf, cut), n);
+  snprintf (line, sizeof line, "receive %s", name);
+  hr->hr_conn = ctl_raw_send_fds (line, ZV_CTL_F_STREAM, &p[0], 1);
+  close (p[0]);
+  hr->hr_feed = p[1];
+  /* Under way once the new volume is listed. */
+  for (int i = 0; i < 500 && !ctl_exists (name + 5); i++)
+    usleep (10000);
+  assert_true (ctl_exists (name + 5));
+}
+
+/* A stream beside a command, and stopped mid-way: by its client leaving
+ * (the server sees the connection close), or by the server stopping;
+ * either way nothing of the received volume stays. */
+static void
+test_stream_cancel (void **state)
+{
+  char path[512], *argv[3] = { "send", "tank/sv@a", NULL };
+  half_recv_t hr;
+  tl_cmd_out_t co;
+  FILE *out, *err;
+  int fd, code;
+
+  (void) state;
+  tl_log_reset (true);
+  ctl_make_snapshot ();
+  tl_path (path, sizeof path, "sv.zs");
+  fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true (fd >= 0);
+  tl_cmd_begin (&co, &out, &err);
+  assert_int_equal (zvol_ctl_call_fd (ctl_sock, 2, argv, 0, fd, out, err,
+                                      &code), 0);
+  tl_cmd_end (&co, out, err);
+  close (fd);
+  assert_int_equal (code, 0);
+  tl_cmd_free (&co);
+
+  /* A receive waits for the rest of its stream; a command still runs
+   * meanwhile (a stream takes no turn). */
+  half_recv_start (&hr, path, "tank/gone", 200000);
+  assert_int_equal (ctl_call (&co, "list -H -o name tank"), 0);
+  assert_int_equal (co.co_code, 0);
+  assert_non_null (strstr (co.co_out, "tank/sv\n"));
+  tl_cmd_free (&co);
+  /* The client leaves: the receive stops and is undone. */
+  close (hr.hr_conn);
+  for (int i = 0; i < 500 && ctl_exists ("gone"); i++)
+    usleep (10000);
+  assert_false (ctl_exists ("gone"));
+  assert_true (tl_log_has ("receive: stopped: the client is gone"));
+  close (hr.hr_feed);
+
+  /* The server stops mid-receive: stop returns, nothing is kept. */
+  half_recv_start (&hr, path, "tank/cut", 200000);
+  ctl_stop_srv ();
+  assert_false (ctl_exists ("cut"));
+  close (hr.hr_conn);
+  close (hr.hr_feed);
+  assert_int_equal (zvol_ctl_start (ctl_ex, ctl_sock, 0, &ctl_srv), 0);
+  assert_int_equal (zvol_exports_holds (ctl_ex, "sv"), 0);
 }
 
 int
@@ -596,6 +982,11 @@ main (void)
                                      ctl_teardown),
     cmocka_unit_test_setup_teardown (test_garbage, ctl_setup, ctl_teardown),
     cmocka_unit_test_setup_teardown (test_busy, ctl_setup, ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_stream, ctl_setup, ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_stream_hostile, ctl_setup,
+                                     ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_stream_cancel, ctl_setup,
+                                     ctl_teardown),
     cmocka_unit_test_setup_teardown (test_stale_and_stop, ctl_setup,
                                      ctl_teardown),
   };

@@ -279,26 +279,57 @@ kst_slurp (const char *dir, const char *name)
   return buf;
 }
 
+/* Wait for n more rounds of the writer. */
+static void
+kst_rounds (tick_t *tk, unsigned n)
+{
+  unsigned start, now = 0;
+
+  pthread_mutex_lock (&tk->tk_lock);
+  start = tk->tk_n;
+  pthread_mutex_unlock (&tk->tk_lock);
+  for (int i = 0; i < 500; i++) {
+    pthread_mutex_lock (&tk->tk_lock);
+    now = tk->tk_n;
+    pthread_mutex_unlock (&tk->tk_lock);
+    if (now >= start + n)
+      break;
+    usleep (10000);
+  }
+  assert_true (now >= start + n);
+}
+
 /* The writer: files appear, hold whole tables, are rewritten each round
- * and once more at the stop; no temporary file stays behind. */
+ * and once more at the stop; no temporary file stays behind.  The
+ * default volume's table is DIR/stats, and DIR/volumes/NAME/stats too,
+ * through a served volumes' table the writer holds nothing of. */
 static void
 test_writer (void **state)
 {
   kst_t *k = *state;
   tick_t tk = { .tk_lock = PTHREAD_MUTEX_INITIALIZER };
   zvol_kstat_t *ks = NULL;
-  char dir[512], *stats, *txgs, v[64], want[64], cmd[700];
+  char dir[512], vdir[600], name[64], *stats, *txgs, *vstats, v[64];
+  char want[64], cmd[700];
   zvol_stats_t before, after;
+  zvol_exports_t *ex;
+  zvol_t *zv;
   uint8_t buf[4096];
   DIR *dp;
   struct dirent *de;
   unsigned n;
 
+  /* The volume, served through a table as a server serves it. */
+  snprintf (name, sizeof name, "%s", zvol_name (k->ks_zv));
+  assert_int_equal (zvol_close (k->ks_zv), 0);
+  k->ks_zv = NULL;
+  ex = zvol_exports_new (k->ks_pool, NULL);
+  assert_int_equal (zvol_exports_hold (ex, name, &zv), 0);
   tl_path (dir, sizeof dir, "kstat-dir");
   assert_int_equal (zvol_kstat_mkdir (dir), 0);
-  assert_int_equal (zvol_kstat_start (k->ks_pool, k->ks_zv, dir, 0, NULL,
+  assert_int_equal (zvol_kstat_start (k->ks_pool, ex, name, dir, 0, NULL,
                                       NULL, &ks), -EINVAL);
-  assert_int_equal (zvol_kstat_start (k->ks_pool, k->ks_zv, dir, 20,
+  assert_int_equal (zvol_kstat_start (k->ks_pool, ex, name, dir, 20,
                                       kst_tick, &tk, &ks), 0);
   for (int i = 0; i < 200; i++) {
     pthread_mutex_lock (&tk.tk_lock);
@@ -311,12 +342,11 @@ test_writer (void **state)
   assert_true (n >= 3);
   assert_true (tk.tk_saw_header);
   /* A change shows in the files written after it. */
-  zvol_get_stats (k->ks_zv, &before);
+  zvol_get_stats (zv, &before);
   memset (buf, 1, sizeof buf);
-  assert_int_equal (zvol_write (k->ks_zv, buf, 5 * MiB, sizeof buf,
-                                ZVOL_FUA), 0);
+  assert_int_equal (zvol_write (zv, buf, 5 * MiB, sizeof buf, ZVOL_FUA), 0);
   zvol_kstat_stop (ks);
-  zvol_get_stats (k->ks_zv, &after);
+  zvol_get_stats (zv, &after);
   assert_true (after.vs_zil_commits > before.vs_zil_commits);
   snprintf (want, sizeof want, "%llu",
             (unsigned long long) after.vs_zil_commits);
@@ -328,6 +358,11 @@ test_writer (void **state)
                        "ks/pool");
   assert_string_equal (kst_value (stats, "zil_commits", v, sizeof v), want);
   assert_int_equal (strncmp (txgs, "txg ", 4), 0);
+  snprintf (vdir, sizeof vdir, "%s/volumes/%s", dir, name);
+  vstats = kst_slurp (vdir, "stats");
+  assert_non_null (vstats);
+  assert_string_equal (vstats, stats);  /* what stats POOL/VOL prints */
+  free (vstats);
   free (stats);
   free (txgs);
   dp = opendir (dir);
@@ -337,14 +372,86 @@ test_writer (void **state)
     if (de->d_name[0] != '.' || strstr (de->d_name, ".tmp"))
       n += strstr (de->d_name, ".tmp") ? 100 : 1;
   closedir (dp);
-  assert_int_equal (n, 2);       /* stats and txgs, nothing else */
+  assert_int_equal (n, 3);       /* stats, txgs, volumes: nothing else */
 
   /* No directory: the tick alone. */
   tk.tk_n = 0;
-  assert_int_equal (zvol_kstat_start (k->ks_pool, NULL, NULL, 10, kst_tick,
-                                      &tk, &ks), 0);
+  assert_int_equal (zvol_kstat_start (k->ks_pool, NULL, NULL, NULL, 10,
+                                      kst_tick, &tk, &ks), 0);
   zvol_kstat_stop (ks);
   assert_true (tk.tk_n >= 1);
+  zvol_exports_rele (ex, zv);
+  assert_int_equal (zvol_exports_free (ex), 0);
+  assert_int_equal (zvol_open (k->ks_pool, name, NULL, &k->ks_zv), 0);
+  snprintf (cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal (system (cmd), 0);
+}
+
+/* Every volume has its files while it exists: one created while the
+ * writer runs appears (opened by the next round), one destroyed goes;
+ * the default volume, which the writer only reads at each round, is
+ * destroyed with the writer running (no EBUSY), and DIR/stats then has
+ * the pool's figures alone. */
+static void
+test_writer_volumes (void **state)
+{
+  kst_t *k = *state;
+  tick_t tk = { .tk_lock = PTHREAD_MUTEX_INITIALIZER };
+  zvol_volume_params_t vp = { .vp_size = 4 * MiB };
+  zvol_kstat_t *ks = NULL;
+  char dir[512], path[700], *stats, v[64], cmd[700];
+  zvol_exports_t *ex = zvol_exports_new (k->ks_pool, NULL);
+  struct stat st;
+
+  assert_int_equal (zvol_pool_start (k->ks_pool), 0);
+  tl_path (dir, sizeof dir, "kstat-vols");
+  assert_int_equal (zvol_kstat_mkdir (dir), 0);
+  /* A directory a previous server left for a volume that is gone. */
+  snprintf (path, sizeof path, "%s/volumes/gone", dir);
+  assert_int_equal (zvol_kstat_mkdir (path), 0);
+  assert_int_equal (zvol_volume_create (k->ks_pool, "dflt", &vp), 0);
+  assert_int_equal (zvol_kstat_start (k->ks_pool, ex, "dflt", dir, 20,
+                                      kst_tick, &tk, &ks), 0);
+  kst_rounds (&tk, 2);
+  snprintf (path, sizeof path, "%s/volumes/dflt/stats", dir);
+  assert_int_equal (stat (path, &st), 0);
+  snprintf (path, sizeof path, "%s/volumes/gone", dir);
+  assert_int_equal (stat (path, &st), -1);
+  stats = kst_slurp (dir, "stats");
+  assert_non_null (stats);
+  assert_string_equal (kst_value (stats, "volume", v, sizeof v), "dflt");
+  free (stats);
+
+  /* Created live: it appears. */
+  assert_int_equal (zvol_volume_create (k->ks_pool, "later", &vp), 0);
+  kst_rounds (&tk, 2);
+  snprintf (path, sizeof path, "%s/volumes/later", dir);
+  stats = kst_slurp (path, "stats");
+  assert_non_null (stats);
+  assert_string_equal (kst_value (stats, "volume", v, sizeof v), "later");
+  free (stats);
+
+  /* Destroyed live, the default one too: both go, no EBUSY. */
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal (zvol_exports_destroy (ex, i % 2 ? "later" : "dflt"),
+                      0);
+    assert_int_equal (zvol_volume_create (k->ks_pool, i % 2 ? "later"
+                                          : "dflt", &vp), 0);
+  }
+  assert_int_equal (zvol_exports_destroy (ex, "dflt"), 0);
+  assert_int_equal (zvol_exports_destroy (ex, "later"), 0);
+  kst_rounds (&tk, 2);
+  snprintf (path, sizeof path, "%s/volumes/later", dir);
+  assert_int_equal (stat (path, &st), -1);
+  snprintf (path, sizeof path, "%s/volumes/dflt", dir);
+  assert_int_equal (stat (path, &st), -1);
+  stats = kst_slurp (dir, "stats");
+  assert_non_null (stats);
+  assert_null (kst_value (stats, "volume", v, sizeof v));
+  assert_non_null (kst_value (stats, "pool_name", v, sizeof v));
+  free (stats);
+  zvol_kstat_stop (ks);
+  assert_int_equal (zvol_exports_free (ex), 0);
   snprintf (cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal (system (cmd), 0);
 }
@@ -358,6 +465,7 @@ main (void)
     cmocka_unit_test (test_mkdir),
     cmocka_unit_test (test_default_dir),
     cmocka_unit_test (test_writer),
+    cmocka_unit_test (test_writer_volumes),
   };
 
   return cmocka_run_group_tests (tests, kst_setup, kst_teardown);
