@@ -53,7 +53,8 @@
  * fresh chain is on disk, blocks of it may be written (zl_ready: replay
  * would not find them before).
  *
- * Locks: none.  Open and close run with nobody else using the log.  Of
+ * Locks: zl_hdr_lock only, between a replay and the sync callbacks
+ * (zil_impl.h).  Open and close run with nobody else using the log.  Of
  * the txg engine's callbacks (syncing context), zv_zil_sync_header needs
  * no role: it reads the block state slots (a done flag loaded with
  * acquire, so the slot's record is whole) and writes only the sync-side
@@ -123,6 +124,7 @@ zv_zil_open (zv_spa_t *spa, zv_dev_t *logdev, zv_txg_t *tx,
   zl->zl_head_pos = zh->zh_head_pos;
   atomic_init (&zl->zl_persisted_head, 0);
   atomic_init (&zl->zl_latency_ns, 200000);
+  pthread_mutex_init (&zl->zl_hdr_lock, NULL);
   return zl;
 }
 
@@ -135,6 +137,7 @@ zv_zil_close (zv_zil_t *zl)
   free (zl->zl_itxs);
   free (zl->zl_itx_store);
   free (zl->zl_slots);
+  pthread_mutex_destroy (&zl->zl_hdr_lock);
   free (zl);
 }
 
@@ -144,8 +147,11 @@ zv_zil_close (zv_zil_t *zl)
 void
 zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
 {
-  uint64_t head = zl->zl_head, pos = zl->zl_head_pos;
+  uint64_t head, pos;
 
+  pthread_mutex_lock (&zl->zl_hdr_lock);
+  head = zl->zl_head;
+  pos = zl->zl_head_pos;
   /* Move past blocks that are written and hold only synced records. */
   for (;;) {
     zil_slot_t *zs = zil_slot (zl, head);
@@ -164,6 +170,7 @@ zv_zil_sync_header (zv_zil_t *zl, uint64_t txg, zv_zil_header_t *zh)
   *zh = zl->zl_hdr;
   zh->zh_head_seq = head;
   zh->zh_head_pos = pos;
+  pthread_mutex_unlock (&zl->zl_hdr_lock);
 }
 
 /* Txg is on disk: its head frees slots; drop the records it made
@@ -175,11 +182,13 @@ zv_zil_synced (zv_zil_t *zl, uint64_t txg)
 
   /* Blocks of this chain may be written once a header naming it is on
    * disk (replay would not find them otherwise). */
+  pthread_mutex_lock (&zl->zl_hdr_lock);
   if (!zl->zl_replaying && zl->zl_pending_guid[g] == zl->zl_hdr.zh_guid) {
     zil_atomic_max (&zl->zl_persisted_pos, zl->zl_pending_pos[g]);
     zil_atomic_max (&zl->zl_persisted_head, zl->zl_pending_head[g]);
     atomic_store_explicit (&zl->zl_ready, true, memory_order_seq_cst);
   }
+  pthread_mutex_unlock (&zl->zl_hdr_lock);
   zv_zil_commit_drop_synced (zl, txg);
 }
 

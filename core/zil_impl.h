@@ -118,7 +118,13 @@ struct zv_zil {
   uint64_t zl_wa_gen;                 /* commit_fork_gen it was started in */
   pthread_t zl_wa_thread;
 
-  /* Ring reuse (sync thread). */
+  /* Ring reuse (sync thread).  zl_hdr_lock: a replay runs in the
+   * opener's thread while the sync thread already writes the volume's
+   * header each txg (the log is attached first, so that the replayed
+   * txgs carry it), so the two share zl_hdr, zl_replaying, zl_head,
+   * zl_head_pos and zl_pending_* under it.  Taken once per txg by the
+   * sync callbacks and a few times by a replay; never on the write path. */
+  pthread_mutex_t zl_hdr_lock;
   uint64_t zl_head;                   /* head written in the last header */
   uint64_t zl_head_pos;
   _Atomic uint64_t zl_persisted_head; /* seq, of a header on disk */

@@ -1049,6 +1049,15 @@ replay_nodata (const replay_walk_t *wk, uint64_t blk, const zv_lr_t *lr,
   return recover == ZV_ZIL_RECOVER_TRUNCATE ? 0 : -EIO;
 }
 
+/* zl_replaying is read by the sync callbacks (zil.c) under zl_hdr_lock. */
+static void
+replay_set_replaying (zv_zil_t *zl, bool on)
+{
+  pthread_mutex_lock (&zl->zl_hdr_lock);
+  zl->zl_replaying = on;
+  pthread_mutex_unlock (&zl->zl_hdr_lock);
+}
+
 /*
  * Replay, then start a fresh chain.  The header keeps the old chain (and
  * the claim txg) in every txg synced while replaying, so a crash here
@@ -1062,7 +1071,10 @@ int
 zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
                enum zv_zil_recover recover)
 {
-  zv_zil_header_t *zh = &zl->zl_hdr;
+  /* The sync thread copies zl_hdr each txg: the walk's changes to the
+   * header (claim, cut) are made on a copy and published under
+   * zl_hdr_lock, as is the fresh chain at the end. */
+  zv_zil_header_t hdr = zl->zl_hdr, *zh = &hdr;
   uint8_t *buf;
   uint64_t claim = zh->zh_claim_txg ? zh->zh_claim_txg : imported_txg;
   uint64_t seq, last_seq = 0, nblocks = 0, dva;
@@ -1070,16 +1082,19 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
   replay_claims_t cl;
   replay_walk_t wk;
 
-  zl->zl_replaying = true;
+  replay_set_replaying (zl, true);
   /* The import (zv_zil_claim) discarded the log already if told to. */
   if (recover == ZV_ZIL_RECOVER_DISCARD)
     recover = ZV_ZIL_RECOVER_NONE;
   r = replay_chain_claim (zl, zh, claim, recover, REPLAY_JUDGE_REPLAY,
                           false, NULL, NULL, &wk, &cl);
   if (r < 0) {
-    zl->zl_replaying = false;
+    replay_set_replaying (zl, false);
     return r;
   }
+  pthread_mutex_lock (&zl->zl_hdr_lock);
+  zl->zl_hdr = hdr;
+  pthread_mutex_unlock (&zl->zl_hdr_lock);
   buf = zv_buf_get (zh->zh_blksz);
   dva = zil_pos_dva (zl, zh->zh_head_pos);
   for (seq = zh->zh_head_seq; seq <= wk.wk_stop_seq; seq++) {
@@ -1107,7 +1122,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
   replay_walk_free (&wk);
   if (r < 0) {
     free (cl.cl_ent);
-    zl->zl_replaying = false;
+    replay_set_replaying (zl, false);
     return r;
   }
   if (applied > 0)
@@ -1131,7 +1146,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
     r = zv_txg_wait_synced (zl->zl_tx, zv_txg_open_txg (zl->zl_tx));
     if (r < 0) {
       free (cl.cl_ent);
-      zl->zl_replaying = false;
+      replay_set_replaying (zl, false);
       return r;
     }
   }
@@ -1139,6 +1154,8 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
    * block is written until a txg carrying this header is on disk (the
    * first commits wait for that txg instead; see zv_zil_synced). */
   zv_zil_header_init (zh, zh->zh_ring_dva, zh->zh_nslots, zh->zh_blksz);
+  pthread_mutex_lock (&zl->zl_hdr_lock);
+  zl->zl_hdr = hdr;
   zl->zl_head = 1;
   zl->zl_head_pos = 0;
   zl->zl_next_seq = 1;
@@ -1149,6 +1166,7 @@ zv_zil_replay (zv_zil_t *zl, uint64_t imported_txg,
   for (uint64_t i = 0; i < ZIL_NSTATE; i++)
     atomic_store_explicit (&zl->zl_slots[i].zs_seq, 0, memory_order_seq_cst);
   zl->zl_replaying = false;
+  pthread_mutex_unlock (&zl->zl_hdr_lock);
   /* After a replay the old chain must not be replayed again: its
    * in-place blocks are free now.  Put the new header on disk. */
   if (applied > 0 || cl.cl_n > 0) {
