@@ -678,6 +678,10 @@ zv_pool_start (zv_pool_t *p)
   r = zv_txg_start (p->p_txg);
   if (r == 0)
     p->p_started = true;
+  /* An import with destroyed datasets left to free: the thread syncs
+   * for them even while nothing is written (freeq.c). */
+  if (r == 0 && zv_freeq_pending (p))
+    zv_txg_kick (p->p_txg, zv_txg_open_txg (p->p_txg));
   return r;
 }
 
@@ -764,7 +768,7 @@ zv_pool_space_pending (zv_pool_t *p)
   zv_alloc_space_t sp;
 
   zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
-  return sp.as_deferred > 0 || sp.as_reserved > 0;
+  return sp.as_deferred > 0 || sp.as_reserved > 0 || zv_freeq_pending (p);
 }
 
 int
