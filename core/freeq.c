@@ -564,7 +564,8 @@ zv_freeq_reap (zv_pool_t *p, uint64_t txg)
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   /* An idle pool skips its syncs: ask for the next one while work is
    * left (the txg engine's thread; without it, the waiters sync). */
-  if (p->p_txg != NULL && zv_freeq_pending (p))
+  if (p->p_txg != NULL && zv_freeq_pending (p)
+      && !atomic_load (&p->p_closing))
     zv_txg_kick (p->p_txg, txg + 1);
 }
 

@@ -71,6 +71,13 @@
  * claimed, and an in-place block a record names must be in no volume's
  * tree (import_space_live).
  *
+ * A record of kind ZV_DS_KIND_FREE is a destroyed dataset the
+ * background free has not finished (freeq.c): it is checked alone as
+ * hostile data, its id against every record, and queued; its tree's
+ * root or its dead list's object takes its owners with the pool's
+ * metadata, the blocks below as the free reads them (or all at once
+ * with verify=full, and in the checker's walk: zv_import_walk_freeq).
+ *
  * Every owner is taken through import_take, and the walks that take a
  * tree's owners prune by the dataset's zv_import_ds_min_birth (the
  * blocks born after it are its own: snapshots set it).  The offline

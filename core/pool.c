@@ -699,6 +699,9 @@ zv_pool_close (zv_pool_t *p)
               p->p_name, busy);
     return -EBUSY;
   }
+  /* A background free in progress stays queued for the next import:
+   * the stop syncs what is dirty, not the whole queue. */
+  atomic_store (&p->p_closing, true);
   if (!p->p_readonly)
     r = zv_txg_stop (p->p_txg);
   if (r == 0)

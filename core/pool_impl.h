@@ -125,6 +125,8 @@ struct zvol_pool {
   uint64_t p_synced_txg;
   uint64_t p_open_txg;         /* imported or created at */
   _Atomic bool p_syncing;      /* a sync is under way (asserts) */
+  _Atomic bool p_closing;      /* close began: the background free asks
+                                  for no more syncs (freeq.c) */
   _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
   _Atomic unsigned p_sync_write_cap; /* its cap at its end (stats) */
   zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
