@@ -782,6 +782,15 @@ admin_status (admin_ctx_t *c)
   zvol_admin_size (f, sizeof f, zvol_pool_avail (c->c_pool), false);
   fprintf (c->c_out, " space: %s, %s allocated (%s of it freed, back in "
            "two txgs), %s available\n", a, b, d, f);
+  zvol_admin_size (a, sizeof a, ps.ps_freeing, false);
+  if (ps.ps_freeing_datasets > 0)
+    fprintf (c->c_out, "freeing: %s, of %" PRIu64 " destroyed dataset%s "
+             "(freed in the background%s)\n", a, ps.ps_freeing_datasets,
+             ps.ps_freeing_datasets == 1 ? "" : "s",
+             zvol_pool_is_readonly (c->c_pool)
+             ? " by a read-write import" : "");
+  else
+    fprintf (c->c_out, "freeing: 0\n");
   fprintf (c->c_out, "   txg: %" PRIu64 " synced\n", ps.ps_txg_synced);
   fprintf (c->c_out, "  data: %zu volumes, %zu snapshots\n",
            zvol_dataset_list (c->c_pool, ZVOL_LIST_VOLUMES, NULL, 0),
@@ -919,6 +928,51 @@ admin_check (admin_ctx_t *c)
   return ZVOL_ADMIN_FAIL;
 }
 
+/* wait POOL: until the background free of destroyed volumes and
+ * snapshots is done and its space free again (offline, this import does
+ * the freeing); what is left, at most once a second. */
+typedef struct admin_wait {
+  admin_ctx_t *aw_c;
+  uint64_t aw_last_ns;
+} admin_wait_t;
+
+static void
+admin_wait_progress (void *arg, uint64_t left, uint64_t total)
+{
+  admin_wait_t *aw = arg;
+  uint64_t now = zv_now_ns ();
+  char a[32], b[32];
+
+  if (left > 0 && aw->aw_last_ns != 0
+      && now - aw->aw_last_ns < 1000000000ull)
+    return;
+  aw->aw_last_ns = now;
+  zvol_admin_size (a, sizeof a, left, false);
+  zvol_admin_size (b, sizeof b, total, false);
+  fprintf (aw->aw_c->c_out, "freeing: %s left of %s\n", a, b);
+  fflush (aw->aw_c->c_out);
+}
+
+static int
+admin_wait (admin_ctx_t *c)
+{
+  admin_wait_t aw = { .aw_c = c };
+  bool match = true;
+  int r;
+
+  if (c->c_argc != 1)
+    return admin_usage (c, "wait POOL");
+  r = admin_pool_operand (c, 0, &match);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  if (!match) {
+    admin_err (c, "not this pool (%s)", zvol_pool_name (c->c_pool));
+    return ZVOL_ADMIN_FAIL;
+  }
+  return admin_result (zvol_pool_wait_freeing (c->c_pool,
+                                               admin_wait_progress, &aw));
+}
+
 /*
  * The commands.  A new one: an entry here and its function, which
  * checks its arguments (c_ex NULL: stop there) and then works on
@@ -947,6 +1001,7 @@ static const admin_cmd_t admin_cmds[] = {
   { "receive", "v", "receive [-v] [-d DEV]... POOL/VOL[@SNAP] < STREAM",
     false, admin_receive },
   { "check", "v", "check [-v] [-d DEV]... POOL", true, admin_check },
+  { "wait", "", "wait [-d DEV]... POOL", false, admin_wait },
 };
 static const size_t admin_ncmds = sizeof admin_cmds / sizeof admin_cmds[0];
 

@@ -7,7 +7,9 @@
  * (import.c, import_take; alloc.h, zv_alloc_own*): the objset, the
  * pool's objects' blocks, the pending deferred frees, the log rings and
  * every block of every dataset's tree born after the dataset's min birth
- * (zv_import_ds_min_birth).  The checker imports read-only with p_check
+ * (zv_import_ds_min_birth), and what the queued frees of destroyed
+ * datasets still hold (freeq.c: a tree from its cursor, a dead list's
+ * entries still to free).  The checker imports read-only with p_check
  * set, so what the map refuses is recorded here instead of failing the
  * import (zv_check_take): a sector taken a second time (doubly
  * allocated), free space or space off the pool named by a pointer.  The
@@ -81,6 +83,8 @@ struct zv_check {
   /* The tree being walked: */
   const char *ck_ds;
   uint64_t ck_min_birth;
+  uint64_t ck_cursor;           /* a queued free's: data blocks before it
+                                   are freed (freeq.c) */
   uint8_t *ck_buf;              /* ZV_MAX_BLKSZ */
   uint64_t ck_done, ck_total;   /* data bytes, for the progress */
   const zv_pool_config_t *ck_pc;
@@ -310,6 +314,15 @@ check_meta (zv_check_t *ck)
     snprintf (what, sizeof what, "deferred-free list %u", i);
     check_flat (ck, &p->p_defer[i], what);
   }
+  for (size_t i = 0; i < p->p_freeq.fq_n; i++) {
+    zv_freeq_ent_t *e = p->p_freeq.fq_ents[i];
+    zv_flat_t *dlf = zv_deadlist_flat (&e->fe_dl);
+    char w[3 * ZV_NAME_MAX + 32];
+
+    snprintf (w, sizeof w, "background free of %s", e->fe_shown);
+    if (dlf != NULL)
+      check_flat (ck, dlf, w);
+  }
 }
 
 /* ---- 2. the trees ---- */
@@ -329,8 +342,11 @@ check_probe (zv_check_t *ck, const zv_blkptr_t *bp, unsigned level,
     const zv_blkptr_t *c = &e[i];
     bool ok = false;
 
+    uint64_t end = (blkid * ZV_INDIRECT_FANOUT + i + 1)
+      * zv_dmu_span (level - 1);
+
     if (zv_bp_is_hole (c) || c->bp_birth <= ck->ck_min_birth
-        || c->bp_psize != ZV_INDIRECT_SIZE
+        || end <= ck->ck_cursor || c->bp_psize != ZV_INDIRECT_SIZE
         || zv_zio_bp_check (&ck->ck_pool->p_spa, c, NULL) < 0)
       continue;                 /* the walk's own checks name these */
     for (unsigned k = 0; k < c->bp_ncopies && !ok; k++)
@@ -413,6 +429,33 @@ check_tree (zv_check_t *ck, zv_pool_ds_t *ds)
   }
 }
 
+/* What a queued free still holds (freeq.c): its tree from the cursor,
+ * walked and read as a dataset's (its blocks before the cursor are
+ * freed, so neither read nor owned), or its dead list's entries still to
+ * free, owned (their blocks carry no checksum of their own to read). */
+static void
+check_freeq (zv_check_t *ck, zv_freeq_ent_t *e)
+{
+  char what[3 * ZV_NAME_MAX + 32];
+  int r;
+
+  snprintf (what, sizeof what, "background free of %s", e->fe_shown);
+  ck->ck_ds = what;
+  ck->ck_min_birth = e->fe_line;
+  ck->ck_cursor = e->fe_cursor;
+  ck->ck_in_tree = true;
+  r = zv_import_walk_freeq (ck->ck_pool, e, check_block, ck);
+  ck->ck_in_tree = false;
+  ck->ck_cursor = 0;
+  if (r < 0) {
+    ck->ck_rep->cr_incomplete++;
+    check_problem (ck, ZVOL_CHECK_TREE, 0, 0, 0, "%s: the walk stopped at a "
+                   "block that does not read or fails its checks (%s; the "
+                   "messages before say which): the rest is not checked, "
+                   "and its space shows as leaked", what, strerror (-r));
+  }
+}
+
 /* ---- 4. naming the owners of space taken twice ---- */
 
 static void
@@ -427,6 +470,8 @@ check_name_dups (zv_check_t *ck)
                 ck->ck_meta[i].co_size);
   for (size_t i = 0; i < p->p_dd.dd_nds; i++)
     (void) zv_import_walk_tree (p, p->p_dd.dd_dss[i], NULL, NULL);
+  for (size_t i = 0; i < p->p_freeq.fq_n; i++)
+    (void) zv_import_walk_freeq (p, p->p_freeq.fq_ents[i], NULL, NULL);
   ck->ck_naming = false;
   for (size_t i = 0; i < ck->ck_ndup; i++) {
     check_dup_t *cc = &ck->ck_dup[i];
@@ -495,9 +540,13 @@ zvol_pool_check (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
     const zv_dnode_phys_t *dn = &p->p_dd.dd_dss[i]->ds_rec.dr_volume;
     ck.ck_total += dn->dn_root.bp_fill * dn->dn_datablksz;
   }
+  for (size_t i = 0; i < p->p_freeq.fq_n; i++)
+    ck.ck_total += atomic_load (&p->p_freeq.fq_ents[i]->fe_left);
   check_meta (&ck);
   for (size_t i = 0; i < p->p_dd.dd_nds; i++)
     check_tree (&ck, p->p_dd.dd_dss[i]);
+  for (size_t i = 0; i < p->p_freeq.fq_n; i++)
+    check_freeq (&ck, p->p_freeq.fq_ents[i]);
   if (pc.pc_progress)
     pc.pc_progress (pc.pc_progress_arg, "check", ck.ck_total, ck.ck_total);
   zv_import_own_log_blocks (p);

@@ -115,19 +115,25 @@ zv_deadlist_load (zv_deadlist_t *dl, zv_spa_t *spa,
   return 0;
 }
 
-/* An entry read back, or given: what the sync writes, naming allocated
- * space. */
+/* An entry read back, or given: what the sync writes (its fields). */
 static bool
-deadlist_ent_valid (zv_spa_t *spa, const zv_deadlist_ent_t *e)
+deadlist_ent_shape (const zv_deadlist_ent_t *e)
 {
   bool sz = e->de_level == 0
     ? e->de_psize >= ZV_MIN_VOLBLOCKSIZE && e->de_psize <= ZV_MAX_BLKSZ
       && (e->de_psize & (e->de_psize - 1)) == 0
     : e->de_level < ZV_MAX_LEVELS && e->de_psize == ZV_INDIRECT_SIZE;
 
-  if (!sz || e->de_ncopies < 1 || e->de_ncopies > 2 || e->de_birth == 0
-      || e->de_pad[0] != 0 || e->de_pad[1] != 0
-      || (e->de_ncopies == 1 && e->de_dva[1] != 0))
+  return sz && e->de_ncopies >= 1 && e->de_ncopies <= 2 && e->de_birth != 0
+    && e->de_pad[0] == 0 && e->de_pad[1] == 0
+    && (e->de_ncopies == 2 || e->de_dva[1] == 0);
+}
+
+/* The same, naming allocated space. */
+static bool
+deadlist_ent_valid (zv_spa_t *spa, const zv_deadlist_ent_t *e)
+{
+  if (!deadlist_ent_shape (e))
     return false;
   for (unsigned c = 0; c < e->de_ncopies; c++)
     if (!zv_alloc_is_allocated (spa->spa_alloc, e->de_dva[c], e->de_psize))
@@ -264,6 +270,46 @@ zv_deadlist_iterate (zv_deadlist_t *dl, const char *what, zv_deadlist_fn fn,
   if (buf)
     zv_buf_free (buf);
   return r;
+}
+
+int
+zv_deadlist_iterate_from (zv_deadlist_t *dl, const char *what,
+                          uint64_t from, zv_deadlist_fn fn, void *arg,
+                          uint64_t *next)
+{
+  zv_deadlist_ent_t *buf = NULL;
+  uint64_t i, loaded = UINT64_MAX;
+  int r = 0;
+
+  for (i = from; i < dl->dl_n; i++) {
+    const zv_deadlist_ent_t *e;
+
+    if (i >= dl->dl_mem_first && dl->dl_tail_known)
+      e = &dl->dl_mem[i - dl->dl_mem_first];
+    else {
+      if (loaded != i / PER) {
+        if (buf == NULL)
+          buf = zv_buf_alloc (ZV_DEADLIST_BLKSZ);
+        if ((r = deadlist_read (dl, i / PER, buf, what)) < 0)
+          break;
+        loaded = i / PER;
+      }
+      e = &buf[i % PER];
+    }
+    if (!deadlist_ent_shape (e)) {
+      zv_error ("%s: dead list entry %" PRIu64 " is invalid (its size, "
+                "copies or birth)", what, i);
+      r = -EIO;
+      break;
+    }
+    r = fn (arg, e);
+    if (r != 0)
+      break;
+  }
+  *next = i;
+  if (buf)
+    zv_buf_free (buf);
+  return r < 0 ? r : 0;
 }
 
 /* Flat fill: the entries of block blkid, all in memory (dirty). */

@@ -57,6 +57,13 @@ int zv_deadlist_append_ent (zv_deadlist_t *dl, const zv_deadlist_ent_t *e,
 typedef int (*zv_deadlist_fn) (void *arg, const zv_deadlist_ent_t *e);
 int zv_deadlist_iterate (zv_deadlist_t *dl, const char *what,
                          zv_deadlist_fn fn, void *arg);
+/* Entries [from, ...), checked for their fields only (whoever frees
+ * one checks its space): fn returns 0 to go on, 1 to stop before the
+ * entry (not consumed), or an error.  *next: the first entry not
+ * consumed.  Returns 0 (also when fn stopped it) or the error. */
+int zv_deadlist_iterate_from (zv_deadlist_t *dl, const char *what,
+                              uint64_t from, zv_deadlist_fn fn, void *arg,
+                              uint64_t *next);
 /* Write what changed (txg's sync). */
 int zv_deadlist_sync (zv_deadlist_t *dl, uint64_t txg);
 /* Free the object's own blocks in txg (not the blocks it lists): the

@@ -1940,6 +1940,27 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
   return r;
 }
 
+/* The walk's checks, for a walk of its own (freeq.c). */
+int
+zv_dmu_check_child (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned level,
+                    uint64_t pbirth, const char *what)
+{
+  return dmu_check_child (spa, bp, level, pbirth, what);
+}
+
+int
+zv_dmu_check_indirect (const void *buf, const zv_blkptr_t *bp, uint64_t obj,
+                       unsigned level, uint64_t blkid, const char *what)
+{
+  return dmu_check_indirect (buf, bp, obj, level, blkid, what);
+}
+
+uint64_t
+zv_dmu_span (unsigned level)
+{
+  return dmu_span (level);
+}
+
 /* Walk an on-disk tree, or only what was born after min_birth. */
 int
 zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,

@@ -146,6 +146,18 @@ int zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
                            uint64_t min_birth, zv_dmu_walk_fn fn,
                            void *arg);
 
+/* The checks a walk makes of what it reads, for a walk of its own (the
+ * background free of a destroyed tree, freeq.c): a pointer's fields
+ * against its parent's birth (UINT64_MAX for a root), an indirect
+ * block's header; messages name 'what' (NULL: none).  0 or -EIO.  And
+ * F^level, the data blocks a block of that level covers (saturating). */
+int zv_dmu_check_child (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned level,
+                        uint64_t pbirth, const char *what);
+int zv_dmu_check_indirect (const void *buf, const zv_blkptr_t *bp,
+                           uint64_t obj, unsigned level, uint64_t blkid,
+                           const char *what);
+uint64_t zv_dmu_span (unsigned level);
+
 /* Shape check of a dnode read from disk. */
 int zv_dmu_check_dnode (const zv_dnode_phys_t *dn, uint8_t type,
                         const char *what);

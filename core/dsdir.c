@@ -11,10 +11,12 @@
  * open context, adds it to the list under a hold of the open txg and
  * waits for that txg: a crash before it leaves no record and a ring
  * allocated only in memory, after it the whole volume.  Destroy marks it
- * under a hold; that txg's sync frees its synced tree (a walk, every
- * block deferred as any free) and its ring, and writes the directory
- * without its record, in one txg; the dataset is dropped from the list
- * once the txg is on disk (zv_dsdir_reap).  Each sync works on a copy of
+ * under a hold; that txg's sync frees its ring and dead list's object
+ * and hands its synced tree to the pool's free queue (freeq.c), whose
+ * record takes the volume's slot in the same txg: the later syncs free
+ * the tree a bounded share at a time, in the background.  The dataset is
+ * dropped from the list once the txg is on disk (zv_dsdir_reap); its
+ * name is free from the destroy on.  Each sync works on a copy of
  * the list taken at its start (dd_sync_dss), with each dataset's destroy
  * mark as of then (ds_freeing), so a create or destroy that races it
  * belongs to the next txg.  A record is rebuilt every txg and written
@@ -133,51 +135,33 @@ dsdir_fill (void *arg, uint64_t blkid, void *buf)
       memcpy ((uint8_t *) buf + (ds->ds_slot % ZV_DSDIR_PER_BLK)
               * ZV_DSREC_SIZE, &ds->ds_rec, ZV_DSREC_SIZE);
   }
+  zv_freeq_fill (p, blkid, buf);
 }
 
-/* A destroyed volume's walk: every block of its tree goes. */
-static int
-dsdir_free_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
-              uint64_t blkid, const void *data)
-{
-  void **a = arg;
-
-  (void) level, (void) blkid, (void) data;
-  zv_zio_free_bp (a[0], bp, *(uint64_t *) a[1]);
-  return 0;
-}
-
-/* Free what a destroyed volume held: its synced tree and its ring. */
+/* Free what a destroyed volume held at once (its ring, its dead list's
+ * object), and queue its synced tree for the background free. */
 static int
 dsdir_free (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t txg)
 {
   zv_spa_t *spa = &p->p_spa;
   const zv_zil_header_t *zh = &ds->ds_zil_hdr;
   zv_dnode_phys_t dn;
-  void *arg[2] = { spa, &txg };
-  int r;
 
   /* zvol_volume_destroy waited for a txg after the last close: nothing
    * is dirty, but a suspended pool's leftovers must not be written. */
   zv_dmu_object_discard_dirty (&ds->ds_obj);
-  /* A snapshot's destroy freed what it held in its own task (snap.c). */
+  /* A snapshot's destroy queued what it held in its own task (snap.c). */
   if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT)
     return 0;
   zv_dmu_object_phys (&ds->ds_obj, &dn);
-  /* Without snapshots of its own (destroy refuses a volume with some),
-   * what a clone shares with its origin is the origin's. */
-  r = zv_dmu_walk_since (spa, ds->ds_obj.ob_id, &dn, false,
-                         ds->ds_prev_snap_txg, dsdir_free_cb, arg);
-  if (r < 0) {
-    zv_error ("pool '%s': freeing volume '%s' failed reading its tree",
-              p->p_name, ds->ds_name);
-    return r;
-  }
   if (zh->zh_nslots > 0 && ZV_DVA_VDEV (zh->zh_ring_dva) != ZV_LOG_VDEV)
     zv_alloc_free_defer (spa->spa_alloc, txg, zh->zh_ring_dva,
                          (uint32_t) (zh->zh_nslots * zh->zh_blksz));
   zv_deadlist_free_obj (&ds->ds_deadlist, txg);
-  return 0;
+  /* Without snapshots of its own (destroy refuses a volume with some),
+   * what a clone shares with its origin is the origin's: the queue
+   * frees only what was born after its line. */
+  return zv_freeq_add_tree (p, ds, &dn, txg);
 }
 
 /* The figures list shows, as this sync (or the import) leaves them
@@ -246,6 +230,9 @@ zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
    * tree of the txg is written (snap.c). */
   if (r == 0)
     r = zv_snap_sync_tasks (p, txg);
+  /* The background free's share of this txg (freeq.c). */
+  if (r == 0)
+    r = zv_freeq_sync (p, txg);
   for (size_t i = 0; i < p->p_dd.dd_sync_nds && r == 0; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_sync_dss[i];
     if (!ds->ds_freeing && !ds->ds_pending)
@@ -283,7 +270,7 @@ zv_dsdir_sync (zv_pool_t *p, uint64_t txg)
   if (r < 0)
     return r;
   zv_dsdir_publish (p);
-  p->p_dd.dd_flat.fl_size = size;
+  p->p_dd.dd_flat.fl_size = ZV_MAX (size, zv_freeq_dir_size (p));
   return zv_flat_sync (&p->p_dd.dd_flat, txg, dsdir_fill, p);
 }
 
@@ -311,6 +298,7 @@ zv_dsdir_reap (zv_pool_t *p)
   }
   p->p_dd.dd_sync_nds = 0;
   pthread_mutex_unlock (&p->p_dd.dd_lock);
+  zv_freeq_reap (p, p->p_synced_txg);
 }
 
 /* The descriptor of a new (empty) volume. */
@@ -539,6 +527,8 @@ zv_dsdir_new_slot_locked (zv_pool_t *p, uint64_t *id, uint64_t *slot)
   for (size_t i = 0; i < p->p_dd.dd_nds; i++)
     if (p->p_dd.dd_dss[i]->ds_slot < max)
       used[p->p_dd.dd_dss[i]->ds_slot] = 1;
+  /* (A destroyed dataset being freed keeps its slot too.) */
+  zv_freeq_mark_slots (p, used, max);
   for (s = 0; s < max && used[s]; s++)
     ;
   free (used);
@@ -831,8 +821,33 @@ zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
   static const zv_zil_header_t zzh;
   bool snap = rec->dr_kind == ZV_DS_KIND_SNAPSHOT;
 
+  if (rec->dr_kind == ZV_DS_KIND_FREE) {
+    /* A destroyed dataset being freed (freeq.c): the fields every record
+     * has, then its own. */
+    if (rec->dr_id == 0 || rec->dr_id >= next_dsid)
+      bad = "id (0, or not below the objset's next id)";
+    else if (rec->dr_creation_txg == 0 || rec->dr_creation_txg > txg)
+      bad = "destroy txg (0, or after the objset)";
+    else if (!zv_dsdir_name_valid (rec->dr_name)
+             || memchr (rec->dr_name, '\0', sizeof rec->dr_name) == NULL)
+      bad = "name";
+    else if (!zv_dsdir_volsize_valid (rec->dr_volsize))
+      bad = "volume size";
+    else if (!zv_dsdir_blksz_valid (rec->dr_volblocksize)
+             || rec->dr_pad != 0)
+      bad = "volblocksize";
+    else
+      bad = zv_freeq_rec_check (rec, txg, next_dsid);
+    if (bad != NULL) {
+      zv_error ("%s (a background free): invalid %s", what, bad);
+      return -EIO;
+    }
+    return 0;
+  }
   if (rec->dr_kind != ZV_DS_KIND_VOLUME && !snap)
     bad = "kind";
+  else if (rec->dr_free_cursor != 0 || rec->dr_free_total != 0)
+    bad = "background free's fields (set on a volume or a snapshot)";
   else if ((rec->dr_flags & ~ZV_DR_F_RECV_INCOMPLETE) != 0
            || (snap && rec->dr_flags != 0))
     bad = "flags (unknown bits set, or a receive's on a snapshot)";
@@ -1070,9 +1085,9 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
               "(or destroy recursively)", shown, p->p_name);
     r = -EBUSY;
   }
-  /* Its frees are deferred (rule 2 of docs/format.md): the space is free
-   * once T+2 has synced, which is when destroy returns, so the caller
-   * sees it back. */
+  /* Its tree is freed in the background (freeq.c), from T+1 on; what T
+   * freed at once (its log ring) is deferred (rule 2 of docs/format.md):
+   * free space once T+2 has synced, which is when destroy returns. */
   if (r == 0)
     r = zv_txg_wait_synced (p->p_txg, h.th_txg + 2);
   if (r == 0)

@@ -283,6 +283,14 @@ static_assert (offsetof (zv_objset_phys_t, os_dsdir) == 128,
 static_assert (ZV_DSDIR_NBLOCKS == ZV_INDIRECT_FANOUT, "one indirect level");
 #define ZV_DS_KIND_VOLUME   1u
 #define ZV_DS_KIND_SNAPSHOT 2u
+/* A destroyed dataset whose blocks are still being freed in the
+ * background (freeq.c): an entry of the pool's free queue.  It keeps the
+ * destroyed dataset's slot and id but no name in the namespace: its tree
+ * (dr_volume, a volume's) or the dead list whose entries born after
+ * dr_prev_snap_txg were its alone (dr_deadlist, a snapshot's), and how far
+ * the free has gone (dr_free_cursor).  A reader from before it refuses the
+ * kind, so never mistakes the queue for free space. */
+#define ZV_DS_KIND_FREE     3u
 /* dr_flags: a volume a receive is writing (send.c): import destroys it
  * (a full stream) or rolls it back to its newest snapshot (an
  * incremental one); no open while it is set. */
@@ -313,7 +321,12 @@ typedef struct zv_dsrec_phys {
   zv_zil_header_t dr_zil;        /* the volume's intent log */
   uint64_t dr_guid;              /* a snapshot's identity (send streams);
                                     0: none recorded (older records) */
-  uint64_t dr_reserved[52];
+  /* Kind ZV_DS_KIND_FREE only (0 in the others): the next data block
+   * (tree) or dead-list entry (list) the background free looks at, and
+   * the data bytes it had to free when it began (dr_used: those left). */
+  uint64_t dr_free_cursor;
+  uint64_t dr_free_total;
+  uint64_t dr_reserved[50];
   zv_cksum_t dr_cksum;
 } zv_dsrec_phys_t;
 static_assert (sizeof (zv_dsrec_phys_t) == ZV_DSREC_SIZE,
@@ -322,6 +335,8 @@ static_assert (offsetof (zv_dsrec_phys_t, dr_name) == 136
                && offsetof (zv_dsrec_phys_t, dr_volume) == 200
                && offsetof (zv_dsrec_phys_t, dr_zil) == 456
                && offsetof (zv_dsrec_phys_t, dr_guid) == 584
+               && offsetof (zv_dsrec_phys_t, dr_free_cursor) == 592
+               && offsetof (zv_dsrec_phys_t, dr_free_total) == 600
                && offsetof (zv_dsrec_phys_t, dr_cksum) == 1008,
                "dataset record layout (docs/format.md)");
 

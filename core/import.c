@@ -71,6 +71,13 @@
  * claimed, and an in-place block a record names must be in no volume's
  * tree (import_space_live).
  *
+ * A record of kind ZV_DS_KIND_FREE is a destroyed dataset the
+ * background free has not finished (freeq.c): it is checked alone as
+ * hostile data, its id against every record, and queued; its tree's
+ * root or its dead list's object takes its owners with the pool's
+ * metadata, the blocks below as the free reads them (or all at once
+ * with verify=full, and in the checker's walk: zv_import_walk_freeq).
+ *
  * Every owner is taken through import_take, and the walks that take a
  * tree's owners prune by the dataset's zv_import_ds_min_birth (the
  * blocks born after it are its own: snapshots set it).  The offline
@@ -526,6 +533,32 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
                 slot);
       return -EIO;
     }
+    /* Ids are unique among every record, the queued frees' too. */
+    const zv_freeq_ent_t *fe = zv_freeq_find_id (p, rec->dr_id);
+    if (fe != NULL) {
+      zv_error ("dataset record %" PRIu64 ": its id is also record %"
+                PRIu64 "'s", slot, fe->fe_slot);
+      return -EIO;
+    }
+    if (rec->dr_kind == ZV_DS_KIND_FREE) {
+      for (size_t i = 0; i < p->p_dd.dd_nds; i++)
+        if (p->p_dd.dd_dss[i]->ds_id == rec->dr_id) {
+          zv_error ("dataset record %" PRIu64 ": its id is also record %"
+                    PRIu64 "'s", slot, p->p_dd.dd_dss[i]->ds_slot);
+          return -EIO;
+        }
+      if (!zv_bp_is_hole (&rec->dr_volume.dn_root)
+          && zv_zio_bp_check (&p->p_spa, &rec->dr_volume.dn_root,
+                              "background free's root") < 0) {
+        zv_error ("dataset record %" PRIu64 " (a background free) is "
+                  "refused", slot);
+        return -EIO;
+      }
+      r = zv_freeq_load (p, rec, slot);
+      if (r < 0)
+        return r;
+      continue;
+    }
     bool snap = rec->dr_kind == ZV_DS_KIND_SNAPSHOT;
     for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
       const zv_pool_ds_t *o = p->p_dd.dd_dss[i];
@@ -622,7 +655,7 @@ static int
 import_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
                const zv_objset_phys_t *os)
 {
-  char what[2 * ZV_NAME_MAX + 32];
+  char what[4 * ZV_NAME_MAX + 32];
   int r;
 
   zv_alloc_own_begin (p->p_spa.spa_alloc);
@@ -681,6 +714,20 @@ import_own_meta (zv_pool_t *p, const zv_blkptr_t *osbp,
         && dn->dn_root.bp_birth > zv_import_ds_min_birth (ds))
       r = import_own_bp (p, &dn->dn_root, what, dn->dn_nlevels - 1u, 0);
   }
+  /* What the queued frees still hold: a tree's root (its blocks below
+   * take their owners as the free reads them, freeq.c), a dead list's
+   * object (its entries' blocks: as they are freed). */
+  for (size_t i = 0; i < p->p_freeq.fq_n && r == 0; i++) {
+    zv_freeq_ent_t *e = p->p_freeq.fq_ents[i];
+    zv_flat_t *dlf = zv_deadlist_flat (&e->fe_dl);
+
+    snprintf (what, sizeof what, "background free of %s", e->fe_shown);
+    if (e->fe_tree)
+      r = import_own_bp (p, &e->fe_dn.dn_root, what,
+                         e->fe_dn.dn_nlevels - 1u, 0);
+    else if (dlf != NULL)
+      r = import_own_flat (p, dlf, what);
+  }
   return r;
 }
 
@@ -716,6 +763,65 @@ zv_import_walk_tree (zv_pool_t *p, zv_pool_ds_t *ds, zv_dmu_walk_fn fn,
   import_verify_t pv = { .pv_pool = p, .pv_fn = fn, .pv_arg = arg };
 
   return import_walk (&pv, ds);
+}
+
+/* A queued free's walk for its owners: every block it still holds but
+ * the root (import_own_meta took it), each copy; pv_fn sees each. */
+typedef struct import_fq {
+  zv_pool_t *if_pool;
+  zv_freeq_ent_t *if_e;
+  char if_what[3 * ZV_NAME_MAX + 32];
+  zv_dmu_walk_fn if_fn;
+  void *if_arg;
+} import_fq_t;
+
+static int
+import_fq_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
+              uint64_t blkid, const void *data)
+{
+  import_fq_t *f = arg;
+  int r = 0;
+
+  if (level + 1u < f->if_e->fe_dn.dn_nlevels)
+    r = import_own_bp (f->if_pool, bp, f->if_what, level, blkid);
+  if (r < 0)
+    return r;
+  /* Its children are owned by this walk: the free's first read of it
+   * takes nothing again (zv_alloc_own_children). */
+  if (level > 0)
+    zv_alloc_own_checked (f->if_pool->p_spa.spa_alloc, bp->bp_dva[0]);
+  return f->if_fn ? f->if_fn (f->if_arg, bp, level, blkid, data) : 0;
+}
+
+static int
+import_fq_ent_cb (void *arg, const zv_deadlist_ent_t *de)
+{
+  import_fq_t *f = arg;
+
+  for (unsigned c = 0; c < de->de_ncopies && c < 2; c++)
+    if (import_take (f->if_pool, f->if_what, de->de_level, 0, c + 1,
+                     de->de_dva[c], de->de_psize) < 0) {
+      zv_error ("%s: an entry's copy %u points at free space or shares "
+                "its space with a block in use", f->if_what, c + 1);
+      return -EIO;
+    }
+  return 0;
+}
+
+int
+zv_import_walk_freeq (zv_pool_t *p, zv_freeq_ent_t *e, zv_dmu_walk_fn fn,
+                      void *arg)
+{
+  import_fq_t f = { .if_pool = p, .if_e = e, .if_fn = fn, .if_arg = arg };
+  int r;
+
+  snprintf (f.if_what, sizeof f.if_what, "background free of %s",
+            e->fe_shown);
+  r = zv_freeq_walk (p, e, import_fq_cb, import_fq_ent_cb, &f);
+  /* Every owner it holds is taken: the free takes none again. */
+  if (r == 0)
+    e->fe_own = false;
+  return r;
 }
 
 /* The checker's last owners: the in-place blocks the datasets' logs
@@ -846,6 +952,8 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
       pv.pv_total += p->p_dd.dd_dss[i]->ds_rec.dr_volume.dn_nblocks;
     for (size_t i = 0; i < p->p_dd.dd_nds && r == 0; i++)
       r = import_walk (&pv, p->p_dd.dd_dss[i]);
+    for (size_t i = 0; i < p->p_freeq.fq_n && r == 0; i++)
+      r = zv_import_walk_freeq (p, p->p_freeq.fq_ents[i], NULL, NULL);
     if (r < 0)
       goto out;
     p->p_verified = true;
@@ -855,6 +963,7 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   }
   p->p_objset_bp = *bp;
   p->p_synced_txg = txg;
+  zv_freeq_imported (p);
  out:
   zv_buf_free (os);
   return r;
@@ -866,6 +975,7 @@ void
 zv_import_unload (zv_pool_t *p)
 {
   zv_dsdir_drop_all (p);
+  zv_freeq_drop_all (p);
   if (p->p_dd.dd_flat.fl_spa)
     zv_flat_fini (&p->p_dd.dd_flat);
   for (unsigned d = 0; d < ZV_MAX_DEVS; d++)
@@ -1200,12 +1310,18 @@ import_space_live (void *arg, uint64_t dva, uint32_t size, uint64_t blkid)
     return true;
   if (p->p_verified)
     return false;
-  /* Any volume's tree may hold it, not only the log's own. */
+  /* Any volume's tree may hold it, not only the log's own, and so may
+   * a destroyed one's that the queue still frees. */
   for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
     zv_dmu_object_phys (&p->p_dd.dd_dss[i]->ds_obj, &dn);
     if (zv_dmu_walk (&p->p_spa, p->p_dd.dd_dss[i]->ds_obj.ob_id, &dn, false,
                      import_live_fn, &pl) != 0)
       return true;
   }
+  for (size_t i = 0; i < p->p_freeq.fq_n; i++)
+    if (p->p_freeq.fq_ents[i]->fe_tree
+        && zv_freeq_walk (p, p->p_freeq.fq_ents[i], import_live_fn, NULL,
+                          &pl) != 0)
+      return true;
   return false;
 }

@@ -7,6 +7,7 @@
 
 #include "pool.h"
 #include "alloc.h"
+#include "freeq.h"
 
 /* Import the pool on 'given' (every device of the configuration, open):
  * labels, the uberblock, its objset and every dataset, and the loss
@@ -39,6 +40,11 @@ uint64_t zv_import_ds_min_birth (const zv_pool_ds_t *ds);
  * after its owner is taken.  0, the walk's first error or fn's return. */
 int zv_import_walk_tree (zv_pool_t *p, zv_pool_ds_t *ds, zv_dmu_walk_fn fn,
                          void *arg);
+/* The same for a queued free (freeq.c): every block or dead-list entry
+ * it still holds takes its owner (its root or list object excepted);
+ * fn sees the tree's blocks. */
+int zv_import_walk_freeq (zv_pool_t *p, zv_freeq_ent_t *e, zv_dmu_walk_fn fn,
+                          void *arg);
 /* The checker's: the in-place blocks the datasets' logs would claim own
  * whatever of them is allocated and owned by nothing else. */
 void zv_import_own_log_blocks (zv_pool_t *p);

@@ -678,6 +678,10 @@ zv_pool_start (zv_pool_t *p)
   r = zv_txg_start (p->p_txg);
   if (r == 0)
     p->p_started = true;
+  /* An import with destroyed datasets left to free: the thread syncs
+   * for them even while nothing is written (freeq.c). */
+  if (r == 0 && zv_freeq_pending (p))
+    zv_txg_kick (p->p_txg, zv_txg_open_txg (p->p_txg));
   return r;
 }
 
@@ -695,6 +699,9 @@ zv_pool_close (zv_pool_t *p)
               p->p_name, busy);
     return -EBUSY;
   }
+  /* A background free in progress stays queued for the next import:
+   * the stop syncs what is dirty, not the whole queue. */
+  atomic_store (&p->p_closing, true);
   if (!p->p_readonly)
     r = zv_txg_stop (p->p_txg);
   if (r == 0)
@@ -764,7 +771,7 @@ zv_pool_space_pending (zv_pool_t *p)
   zv_alloc_space_t sp;
 
   zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
-  return sp.as_deferred > 0 || sp.as_reserved > 0;
+  return sp.as_deferred > 0 || sp.as_reserved > 0 || zv_freeq_pending (p);
 }
 
 int

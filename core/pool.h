@@ -103,6 +103,16 @@ uint64_t zv_pool_default_ring (const zv_pool_t *p);
 int zv_pool_volume_clone (zv_pool_t *p, const char *snap, const char *name,
                           uint64_t reservation);
 
+/* The background free of destroyed datasets (freeq.c): data bytes left
+ * to free (and in *nents, when not NULL, how many datasets), and a wait
+ * until nothing is left, syncing txgs, fn told after each (bytes left,
+ * the most seen): 0, -EIO when a free stopped at a block that failed,
+ * -EROFS on a read-only pool with something left, or a sync's error. */
+typedef void (*zv_pool_progress_fn) (void *arg, uint64_t left,
+                                     uint64_t total);
+uint64_t zv_pool_freeing (zv_pool_t *p, uint64_t *nents);
+int zv_pool_wait_freeing (zv_pool_t *p, zv_pool_progress_fn fn, void *arg);
+
 /* Tests: wait until everything written so far is on disk. */
 int zv_pool_sync (zv_pool_t *p);
 

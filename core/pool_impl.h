@@ -2,8 +2,8 @@
  * pool_impl.h: the pool's structure and its datasets', shared by the
  * pool's modules alone: pool.c (open, create, close), import.c, psync.c
  * (the txg sync), dsdir.c (the dataset directory), snap.c and send.c
- * (snapshots, and send and receive of them) and check.c (the offline
- * checker).  Everything above
+ * (snapshots, and send and receive of them), freeq.c (the background
+ * free of destroyed datasets) and check.c (the offline checker).  Everything above
  * them sees pool.h and dsdir.h.  Each field says who guards it; the
  * modules' theory comments say why.
  */
@@ -20,6 +20,7 @@
 #include "mem.h"
 #include "deadlist.h"
 #include "check.h"
+#include "freeq.h"
 
 /* A dataset: a record of the dataset directory (a volume or a
  * snapshot; snap.c has the snapshots' part). */
@@ -99,6 +100,8 @@ struct zvol_pool {
   zv_mem_client_t *p_cache_mem;  /* the cache's share of memory (mem.h) */
   zv_txg_t *p_txg;
   zv_dsdir_t p_dd;             /* the dataset directory (dsdir.c) */
+  zv_freeq_t p_freeq;          /* destroyed datasets still being freed
+                                  (freeq.c; their records are in p_dd's) */
   uint64_t p_capacity;         /* bytes of the data devices' data areas */
   zv_flat_t p_spacemap[ZV_MAX_DEVS];
   zv_flat_t p_defer[2];
@@ -122,6 +125,8 @@ struct zvol_pool {
   uint64_t p_synced_txg;
   uint64_t p_open_txg;         /* imported or created at */
   _Atomic bool p_syncing;      /* a sync is under way (asserts) */
+  _Atomic bool p_closing;      /* close began: the background free asks
+                                  for no more syncs (freeq.c) */
   _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
   _Atomic unsigned p_sync_write_cap; /* its cap at its end (stats) */
   zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */

@@ -19,10 +19,13 @@
  *
  * Destroying snapshot S (predecessor P, successor N: the next snapshot
  * or V) reads only dead lists, never a tree: an entry of N's list born
- * after P's txg was S's alone (N dropped it, P never had it) and is
- * freed; the rest of N's list, and all of S's, are P's (or older) and
+ * after P's txg was S's alone (N dropped it, P never had it) and is to
+ * be freed; the rest of N's list, and all of S's, are P's (or older) and
  * become N's new list; N's predecessor becomes P.  The cost is the two
  * lists (and the successor's, for N's unique bytes), not the volume.
+ * The frees themselves are not made in the destroy's txg: N's old list
+ * goes whole to the pool's free queue (freeq.c), which frees its entries
+ * born after S's line over the following syncs, a bounded share each.
  * Rollback of V to its newest snapshot S frees V's blocks born after S
  * (a tree walk pruned by birth: only what changed), drops V's dead list
  * (every entry is S's) and takes S's root.  A clone is a new volume whose
@@ -361,7 +364,9 @@ zv_snap_destroy (zv_pool_t *p, const char *name)
   }
   t.st_ds = s;
   r = snap_run (p, &t, &h);
-  /* Its frees are deferred: back as free space once T+2 has synced. */
+  /* What it alone held is freed in the background from T+1 on
+   * (freeq.c); T's own frees (its dead list's object) are free space
+   * once T+2 has synced. */
   if (r == 0)
     r = zv_txg_wait_synced (p->p_txg, t.st_txg + 2);
   if (r == 0)
@@ -379,8 +384,7 @@ typedef struct snap_merge {
   uint64_t sm_pline;             /* P's predecessor's txg (P's unique) */
   bool sm_has_p;
   uint64_t sm_txg;
-  zv_deadlist_ent_t *sm_free;
-  size_t sm_nfree, sm_capfree;
+  uint64_t sm_nfree;              /* entries S alone held */
   uint64_t sm_freed_data;
   uint64_t sm_p_used;
   uint64_t sm_lo, sm_hi, sm_range_bytes;   /* snap_count_cb */
@@ -394,15 +398,15 @@ snap_keep (snap_merge_t *m, const zv_deadlist_ent_t *e)
   return zv_deadlist_append_ent (m->sm_new, e, m->sm_txg);
 }
 
-/* N's list: S's alone is freed, the rest kept. */
+/* N's list: S's alone is counted (the free queue frees it from N's old
+ * list), the rest kept. */
 static int
 snap_split_cb (void *arg, const zv_deadlist_ent_t *e)
 {
   snap_merge_t *m = arg;
 
   if (e->de_birth > m->sm_line) {
-    ZV_GROW (m->sm_free, m->sm_nfree, m->sm_capfree, 256);
-    m->sm_free[m->sm_nfree++] = *e;
+    m->sm_nfree++;
     if (e->de_level == 0)
       m->sm_freed_data += e->de_psize;
     return 0;
@@ -460,24 +464,21 @@ snap_sync_destroy (zv_pool_t *p, zv_pool_ds_t *s, uint64_t txg)
   }
   if (r < 0) {
     zv_deadlist_fini (&nl);
-    free (m.sm_free);
     zv_error ("snapshot '%s': not destroyed, a dead list does not read",
               what);
     return r;
   }
-  for (size_t i = 0; i < m.sm_nfree; i++) {
-    const zv_deadlist_ent_t *e = &m.sm_free[i];
-    zv_blkptr_t bp;
-    memset (&bp, 0, sizeof bp);
-    bp.bp_dva[0] = e->de_dva[0];
-    bp.bp_dva[1] = e->de_dva[1];
-    bp.bp_psize = e->de_psize;
-    bp.bp_ncopies = e->de_ncopies;
-    bp.bp_birth = e->de_birth;
-    zv_zio_free_bp (&p->p_spa, &bp, txg);
+  /* What S alone held: freed in the background, from N's old list (the
+   * queue takes it whole), or nothing to free and the list goes now. */
+  if (m.sm_nfree > 0) {
+    r = zv_freeq_add_deadlist (p, s, &n->ds_deadlist, m.sm_freed_data, txg);
+    if (r < 0) {
+      zv_deadlist_fini (&nl);
+      return r;
+    }
   }
-  free (m.sm_free);
-  zv_deadlist_free_obj (&n->ds_deadlist, txg);
+  else
+    zv_deadlist_free_obj (&n->ds_deadlist, txg);
   zv_deadlist_free_obj (&s->ds_deadlist, txg);
   zv_deadlist_move (&n->ds_deadlist, &nl);
   {

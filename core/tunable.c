@@ -42,6 +42,7 @@ extern const zv_tunable_t zv_zil_tunable_table[];
 extern const zv_tunable_t zv_dbuf_tunable_table[];
 extern const zv_tunable_t zv_pool_tunable_table[];
 extern const zv_tunable_t zv_psync_tunable_table[];
+extern const zv_tunable_t zv_freeq_tunable_table[];
 extern const zv_tunable_t zv_zvol_tunable_table[];
 extern const zv_tunable_t zv_zio_tunable_table[];
 extern const zv_tunable_t zv_alloc_tunable_table[];
@@ -65,6 +66,8 @@ static const tunable_module_t tunable_modules[] = {
   { "dbuf", "The buffer cache", zv_dbuf_tunable_table },
   { "pool", "The pool", zv_pool_tunable_table },
   { "psync", "The txg sync", zv_psync_tunable_table },
+  { "freeq", "Background frees of destroyed volumes and snapshots",
+    zv_freeq_tunable_table },
   { "zvol", "The volume", zv_zvol_tunable_table },
   { "zio", "Block I/O", zv_zio_tunable_table },
   { "alloc", "Space allocation", zv_alloc_tunable_table },

@@ -865,6 +865,7 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   ps->ps_cache_hits = cs.cs_hits;
   ps->ps_cache_misses = cs.cs_misses;
   ps->ps_cache_evictions = cs.cs_evictions;
+  ps->ps_freeing = zv_pool_freeing (p, &ps->ps_freeing_datasets);
   for (unsigned t = 0; t < ZV_BT_MAX; t++) {
     uint64_t b = atomic_load_explicit (&spa->spa_written[t],
                                        memory_order_relaxed);
@@ -873,6 +874,14 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
     else
       ps->ps_written_meta += b;
   }
+}
+
+int
+zvol_pool_wait_freeing (zvol_pool_t *p,
+                        void (*progress) (void *arg, uint64_t left,
+                                          uint64_t total), void *arg)
+{
+  return zv_pool_wait_freeing (p, progress, arg);
 }
 
 size_t

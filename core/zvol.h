@@ -242,8 +242,11 @@ ZVOL_API int zvol_volume_create (zvol_pool_t *pool, const char *name,
                                  const zvol_volume_params_t *vp);
 /* Destroy a volume, or a snapshot "VOL@SNAP", and free what it alone
  * held (-ENOENT; -EBUSY while it is open, for a volume with snapshots,
- * for a snapshot with a clone; -EROFS); returns when that is on disk and
- * the space is free again (two txgs later: frees are deferred). */
+ * for a snapshot with a clone; -EROFS).  Returns when the destroy is on
+ * disk: the name is gone (and free for a new dataset), and what it
+ * alone held is freed by the txg syncs that follow, in the background,
+ * a bounded share each (ps_freeing shows what is left; a crash resumes
+ * at the next import; zvol_pool_wait_freeing waits for the end). */
 ZVOL_API int zvol_volume_destroy (zvol_pool_t *pool, const char *name);
 
 /*
@@ -465,9 +468,24 @@ typedef struct zvol_pool_stats {
    * objsets, space maps, deferred-free lists, uberblocks). */
   uint64_t ps_written_data, ps_written_meta;
   uint64_t ps_dirty_max;                /* the write throttle's limit */
+  /* Destroyed volumes and snapshots whose blocks the txg syncs are still
+   * freeing in the background (as zpool's freeing): data bytes left,
+   * and how many datasets. */
+  uint64_t ps_freeing, ps_freeing_datasets;
 } zvol_pool_stats_t;
 
 ZVOL_API void zvol_pool_get_stats (zvol_pool_t *pool, zvol_pool_stats_t *ps);
+/* Wait until the background free of destroyed datasets is done and its
+ * space is free again, syncing txgs meanwhile; progress (may be NULL) is
+ * told the data bytes left (and the most seen) after each sync.  0,
+ * -EIO when a free stopped at a block that fails (logged; it stays
+ * queued, tried again at the next import), -EROFS on a read-only pool
+ * with something left, or the error that suspended the pool. */
+ZVOL_API int zvol_pool_wait_freeing (zvol_pool_t *pool,
+                                     void (*progress) (void *arg,
+                                                       uint64_t left,
+                                                       uint64_t total),
+                                     void *arg);
 
 /* One row of the txg history (OpenZFS's txgs kstat). */
 typedef struct zvol_txg_stats {

@@ -10,7 +10,9 @@
  * one import may serve (a volume or a snapshot of a valid size, block
  * size and name, its object of that shape, born no later than the
  * objset; a snapshot with its volume's id, no reservation and no flag; a
- * volume with no guid and no flag but a receive's), a record sealed for another slot never passes, an all-zero
+ * volume with no guid and no flag but a receive's; a queued background
+ * free with one tree or dead list and its cursor inside it), a record
+ * sealed for another slot never passes, an all-zero
  * record is a free slot, and nothing else returns but -EIO.
  */
 #include <config.h>
@@ -59,6 +61,35 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (r != 0)
     return 0;
   FZ_CHECK (!(flags & DSREC_F_MOVED) || (flags & DSREC_F_RAW));
+  if (rec.dr_kind == ZV_DS_KIND_FREE) {
+    /* A queued background free (freeq.c): a tree or a dead list, its
+     * cursor inside it, no more left than it began with. */
+    static const zv_dnode_phys_t zdn;
+    bool tree = memcmp (&rec.dr_volume, &zdn, sizeof zdn) != 0;
+    bool list = memcmp (&rec.dr_deadlist, &zdn, sizeof zdn) != 0;
+    FZ_CHECK (tree != list);
+    FZ_CHECK (rec.dr_id != 0 && rec.dr_id < next);
+    FZ_CHECK (rec.dr_creation_txg != 0 && rec.dr_creation_txg <= txg);
+    FZ_CHECK (rec.dr_prev_snap_txg < rec.dr_creation_txg);
+    FZ_CHECK (rec.dr_flags == 0 && rec.dr_guid == 0
+              && rec.dr_reservation == 0 && rec.dr_origin_id == 0);
+    FZ_CHECK (rec.dr_used <= rec.dr_free_total);
+    if (tree) {
+      FZ_CHECK (!zv_bp_is_hole (&rec.dr_volume.dn_root)
+                && rec.dr_volume.dn_root.bp_birth > rec.dr_prev_snap_txg
+                && rec.dr_volume.dn_root.bp_birth <= rec.dr_creation_txg);
+      FZ_CHECK (rec.dr_free_cursor < rec.dr_volume.dn_nblocks);
+      FZ_CHECK (rec.dr_volume.dn_size == rec.dr_volsize);
+    }
+    else {
+      FZ_CHECK (zv_deadlist_dnode_valid (&rec.dr_deadlist));
+      FZ_CHECK (rec.dr_free_cursor
+                < rec.dr_deadlist.dn_size / sizeof (zv_deadlist_ent_t));
+      FZ_CHECK (rec.dr_parent_id != 0 && rec.dr_parent_id < next);
+    }
+    return 0;
+  }
+  FZ_CHECK (rec.dr_free_cursor == 0 && rec.dr_free_total == 0);
   FZ_CHECK (rec.dr_kind == ZV_DS_KIND_VOLUME
             ? (rec.dr_flags & ~ZV_DR_F_RECV_INCOMPLETE) == 0
               && rec.dr_guid == 0 && rec.dr_parent_id == 0

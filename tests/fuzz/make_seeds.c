@@ -813,6 +813,25 @@ seeds_dsrec (const img_t *im, const img_slot_t *slots, const char *tag)
   sb_u16 (&b, 0);
   sb_put (&b, &zero, sizeof zero);
   sb_save (&b, "dsrec", "%s-free", tag);
+  /* The same volume's tree as a queued background free (freeq.c), its
+   * cursor at the start. */
+  zv_dsrec_phys_t fr = *rec;
+  memset (&fr.dr_zil, 0, sizeof fr.dr_zil);
+  memset (&fr.dr_deadlist, 0, sizeof fr.dr_deadlist);
+  fr.dr_kind = ZV_DS_KIND_FREE;
+  fr.dr_flags = fr.dr_guid = fr.dr_reservation = fr.dr_written = 0;
+  fr.dr_referenced = fr.dr_deadlist_bytes = 0;
+  fr.dr_origin_id = fr.dr_prev_snap_id = fr.dr_parent_id = 0;
+  fr.dr_prev_snap_txg = 0;
+  fr.dr_creation_txg = os->os_txg;
+  fr.dr_free_total = fr.dr_used = rec->dr_referenced;
+  fr.dr_free_cursor = 0;
+  sb_u8 (&b, 0);
+  sb_u16 (&b, 0);
+  sb_u16 (&b, 0);
+  sb_u16 (&b, (uint16_t) (os->os_next_dsid - fr.dr_id));
+  sb_put (&b, &fr, sizeof fr);
+  sb_save (&b, "dsrec", "%s-freeing", tag);
   free (b.sb_p);
 }
 

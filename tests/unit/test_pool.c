@@ -1185,7 +1185,7 @@ rec_edit (const char *dev, uint64_t guid, zv_dsrec_phys_t *rec,
 {
   switch (which) {
   case 0: rec->dr_magic ^= 1; break;
-  case 1: rec->dr_kind = 3; break;
+  case 1: rec->dr_kind = 4;   /* 3: a background free (freeq.c) */ break;
   case 2: rec->dr_flags = 4; break;
   case 3: rec->dr_id = 0; break;
   case 4: memset (rec->dr_name, 0, sizeof rec->dr_name); break;
