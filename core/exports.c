@@ -358,15 +358,17 @@ zvol_exports_destroy_set (zvol_exports_t *ex, const zvol_dsname_t *names,
     }
   pthread_mutex_unlock (&ex->ex_lock);
   if (busy != NULL) {
+    const char *kind = strchr (busy->ee_name, '@') ? "snapshot" : "volume";
     zv_str_printable (busy->ee_name, EXPORTS_NAME_MAX, shown, sizeof shown);
     if (holds == 0)
-      zv_error ("'%s' of pool '%s' is being changed already: nothing "
-                "destroyed", shown, zvol_pool_name (ex->ex_pool));
+      zv_error ("%s '%s' of pool '%s' is being changed already: nothing "
+                "destroyed", kind, shown, zvol_pool_name (ex->ex_pool));
     else
-      zv_error ("'%s' of pool '%s' is in use (held %u time%s: by connected "
-                "clients, or a server's statistics of its default export): "
-                "nothing destroyed; disconnect them first", shown,
-                zvol_pool_name (ex->ex_pool), holds, holds > 1 ? "s" : "");
+      zv_error ("%s '%s' of pool '%s' is in use (held %u time%s: by "
+                "connected clients, or a server's statistics of its default "
+                "export): nothing destroyed; disconnect them first", kind,
+                shown, zvol_pool_name (ex->ex_pool), holds,
+                holds > 1 ? "s" : "");
     r = -EBUSY;
   }
   if (busy != NULL || dry_run)
