@@ -380,38 +380,63 @@ admin_create (admin_ctx_t *c)
   return admin_result (zvol_volume_create (c->c_pool, vol, &vp));
 }
 
-/* destroy [-r] POOL/VOL or POOL/VOL@SNAP: refused while a client has it
- * open; -r destroys a volume's snapshots first, oldest first. */
+/* destroy [-rRnv] POOL/VOL or POOL/VOL@SNAP: refused while a client
+ * has it open.  -r takes a volume's snapshots too (oldest first), -R
+ * also every clone depending on what goes, recursively (as zfs destroy
+ * -R), dependents first; all of them are checked unheld before the
+ * first goes.  -n prints what would go ("would destroy NAME") and
+ * destroys nothing; -v prints it ("will destroy NAME") and goes on. */
 static int
 admin_destroy (admin_ctx_t *c)
 {
   char name[2 * ZVOL_NAME_MAX];
-  bool snap;
+  zvol_dsname_t *set = NULL;
+  size_t n = 0, m = 0;
+  unsigned flags = 0;
+  bool snap, dry = ADMIN_OPT (c, 'n');
   int r;
 
   if (c->c_argc != 1)
-    return admin_usage (c, "destroy [-r] POOL/VOL[@SNAP]");
+    return admin_usage (c, "destroy [-rRnv] POOL/VOL[@SNAP]");
   snap = strchr (c->c_argv[0], '@') != NULL;
   if (snap && ADMIN_OPT (c, 'r'))
-    return admin_usage (c, "destroy -r: a volume, with its snapshots");
+    return admin_usage (c, "destroy -r: a volume, with its snapshots (-R: "
+                        "a snapshot with its clones)");
+  if (dry && c->c_target)
+    c->c_target->at_readonly = true;      /* offline: nothing is written */
   r = admin_dataset_operand (c, 0, snap, name);
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
-  if (ADMIN_OPT (c, 'r')) {
-    size_t n = zvol_dataset_list (c->c_pool, ZVOL_LIST_SNAPSHOTS, NULL, 0);
-    zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
-    size_t len = strlen (name);
-
-    n = ZV_MIN (n, zvol_dataset_list (c->c_pool, ZVOL_LIST_SNAPSHOTS, vi, n));
-    for (size_t i = 0; i < n && r == ZVOL_ADMIN_OK; i++)
-      if (strncmp (vi[i].vi_name, name, len) == 0
-          && vi[i].vi_name[len] == '@')
-        r = admin_result (zvol_exports_destroy (c->c_ex, vi[i].vi_name));
-    free (vi);
-    if (r != ZVOL_ADMIN_OK)
-      return r;
+  if (ADMIN_OPT (c, 'r'))
+    flags |= ZVOL_DESTROY_SNAPSHOTS;
+  if (ADMIN_OPT (c, 'R'))
+    flags |= ZVOL_DESTROY_SNAPSHOTS | ZVOL_DESTROY_CLONES;
+  /* The set, then its names (a second call: the count may have grown in
+   * between, on a server; then the set is read again). */
+  for (int tries = 0; tries < 4; tries++) {
+    if (zvol_destroy_plan (c->c_pool, name, flags, set, m, &n) < 0) {
+      free (set);
+      return ZVOL_ADMIN_FAIL;
+    }
+    if (n <= m)
+      break;
+    free (set);
+    m = n;
+    set = zv_calloc (m, sizeof *set);
   }
-  return admin_result (zvol_exports_destroy (c->c_ex, name));
+  if (n > m) {
+    free (set);
+    admin_err (c, "the pool's datasets keep changing: try again");
+    return ZVOL_ADMIN_FAIL;
+  }
+  if (dry || ADMIN_OPT (c, 'v'))
+    for (size_t i = 0; i < n; i++)
+      fprintf (c->c_out, "%s destroy %s/%s\n", dry ? "would" : "will",
+               zvol_pool_name (c->c_pool), set[i].dn_name);
+  fflush (c->c_out);
+  r = admin_result (zvol_exports_destroy_set (c->c_ex, set, n, dry));
+  free (set);
+  return r;
 }
 
 /* snapshot POOL/VOL@SNAP...: each taken while clients write (it holds
@@ -982,7 +1007,7 @@ static const admin_cmd_t admin_cmds[] = {
   { "create", "V:b:sr:", "create POOL DEV...\n"
     "create -V SIZE [-b BLOCKSIZE] [-s | -r RESERVATION] [-d DEV]... "
     "POOL/VOL", false, admin_create },
-  { "destroy", "r", "destroy [-r] [-d DEV]... POOL/VOL[@SNAP]", false,
+  { "destroy", "rRnv", "destroy [-rRnv] [-d DEV]... POOL/VOL[@SNAP]", false,
     admin_destroy },
   { "list", "Hpt:o:", "list [-H] [-p] [-t volume|snapshot|all] [-o COLS] "
     "[-d DEV]... [POOL]...", true, admin_list },
@@ -1042,7 +1067,7 @@ zvol_admin_parse (int argc, char *const *argv, zvol_admin_target_t *t,
   if (r != ZVOL_ADMIN_OK)
     return r;
   t->at_cmd = c.c_cmd->ac_name;
-  t->at_readonly = c.c_cmd->ac_readonly;
+  t->at_readonly = t->at_readonly || c.c_cmd->ac_readonly;
   /* The streams' commands, which the tool hands its stdout or stdin. */
   t->at_stream = c.c_cmd->ac_fn == admin_send ? ZVOL_ADMIN_STREAM_OUT
     : c.c_cmd->ac_fn == admin_receive ? ZVOL_ADMIN_STREAM_IN : 0;

@@ -331,6 +331,81 @@ zvol_exports_destroy (zvol_exports_t *ex, const char *name)
                             &o);
 }
 
+/*
+ * A recursive destroy: every name checked free under one hold of
+ * ex_lock and all marked destroying at once, so that a client cannot
+ * come in between the check and the destroy of the last one (which a
+ * loop of zvol_exports_destroy would let happen, leaving half a tree).
+ */
+int
+zvol_exports_destroy_set (zvol_exports_t *ex, const zvol_dsname_t *names,
+                          size_t n, bool dry_run)
+{
+  char shown[4 * EXPORTS_NAME_MAX + 4];
+  exports_ent_t **ents = zv_calloc (n ? n : 1, sizeof *ents);
+  zvol_t **zvs = zv_calloc (n ? n : 1, sizeof *zvs);
+  exports_ent_t *busy = NULL;
+  unsigned holds = 0;
+  int r = 0;
+
+  for (size_t i = 0; i < n; i++)
+    if (strnlen (names[i].dn_name, EXPORTS_NAME_MAX) >= EXPORTS_NAME_MAX) {
+      zv_error ("pool '%s': a dataset name in a destroy is too long",
+                zvol_pool_name (ex->ex_pool));
+      free (ents);
+      free (zvs);
+      return -EINVAL;
+    }
+  pthread_mutex_lock (&ex->ex_lock);
+  for (size_t i = 0; i < n && busy == NULL; i++) {
+    ents[i] = exports_get (ex, names[i].dn_name);
+    if (ents[i]->ee_holds > 0 || ents[i]->ee_destroying)
+      busy = ents[i];
+  }
+  if (busy != NULL)
+    holds = busy->ee_holds;
+  else if (!dry_run)
+    for (size_t i = 0; i < n; i++) {
+      ents[i]->ee_destroying = true;
+      zvs[i] = ents[i]->ee_zv;
+      ents[i]->ee_zv = NULL;
+    }
+  pthread_mutex_unlock (&ex->ex_lock);
+  if (busy != NULL) {
+    const char *kind = strchr (busy->ee_name, '@') ? "snapshot" : "volume";
+    zv_str_printable (busy->ee_name, EXPORTS_NAME_MAX, shown, sizeof shown);
+    if (holds == 0)
+      zv_error ("%s '%s' of pool '%s' is being changed already: nothing "
+                "destroyed", kind, shown, zvol_pool_name (ex->ex_pool));
+    else
+      zv_error ("%s '%s' of pool '%s' is in use (held %u time%s: by "
+                "connected clients, or a server's statistics of its default "
+                "export): nothing destroyed; disconnect them first", kind,
+                shown, zvol_pool_name (ex->ex_pool), holds,
+                holds > 1 ? "s" : "");
+    r = -EBUSY;
+  }
+  if (busy != NULL || dry_run)
+    goto out;
+  for (size_t i = 0; i < n; i++)
+    if (zvs[i] != NULL) {
+      int c = zvol_close (zvs[i]);
+      if (c < 0 && r == 0)
+        r = c;
+    }
+  for (size_t i = 0; i < n && r == 0; i++)
+    r = zvol_volume_destroy (ex->ex_pool, names[i].dn_name);
+  pthread_mutex_lock (&ex->ex_lock);
+  for (size_t i = 0; i < n; i++)
+    ents[i]->ee_destroying = false;
+  pthread_cond_broadcast (&ex->ex_cv);
+  pthread_mutex_unlock (&ex->ex_lock);
+ out:
+  free (ents);
+  free (zvs);
+  return r;
+}
+
 int
 zvol_exports_rollback (zvol_exports_t *ex, const char *snapshot,
                        bool destroy_newer)

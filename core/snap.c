@@ -671,6 +671,149 @@ zv_snap_clone (zv_pool_t *p, const char *snap, const char *clone,
   return r;
 }
 
+/* ---- the set a recursive destroy takes ----
+ *
+ * Dependencies form a tree rooted at what the caller names: a volume's
+ * snapshots depend on it, a clone on its origin snapshot.  The plan
+ * lists the tree in post-order (every dataset after all that depend on
+ * it), which is the only order the single destroys accept.  Each
+ * dataset has one thing it depends on, so meeting one twice means the
+ * directory loops (hostile data: import checks the chains, not a clone
+ * of a volume's own snapshot): -EIO, not a loop here. */
+
+typedef struct snap_plan {
+  zv_pool_t *sp_pool;
+  unsigned sp_flags;            /* ZV_SNAP_DESTROY_* */
+  zv_pool_ds_t **sp_seen;       /* in post-order once emitted */
+  size_t sp_nseen, sp_capseen;
+  zv_pool_ds_t **sp_out;
+  size_t sp_n, sp_cap;
+} snap_plan_t;
+
+static int
+snap_plan_visit (snap_plan_t *sp, zv_pool_ds_t *ds)
+{
+  char full[2 * ZV_NAME_MAX];
+
+  for (size_t i = 0; i < sp->sp_nseen; i++)
+    if (sp->sp_seen[i] == ds) {
+      zv_dsdir_fullname (ds, full, sizeof full);
+      zv_error ("pool '%s': dataset '%s' depends on itself (a damaged "
+                "directory): not destroyed", sp->sp_pool->p_name, full);
+      return -EIO;
+    }
+  ZV_GROW (sp->sp_seen, sp->sp_nseen, sp->sp_capseen, 16);
+  sp->sp_seen[sp->sp_nseen++] = ds;
+  return 0;
+}
+
+static void
+snap_plan_emit (snap_plan_t *sp, zv_pool_ds_t *ds)
+{
+  ZV_GROW (sp->sp_out, sp->sp_n, sp->sp_cap, 16);
+  sp->sp_out[sp->sp_n++] = ds;
+}
+
+static int snap_plan_volume (snap_plan_t *sp, zv_pool_ds_t *v);
+
+/* Snapshot s after its clones (each with all that depends on it). */
+static int
+snap_plan_snapshot (snap_plan_t *sp, zv_pool_ds_t *s)
+{
+  zv_pool_t *p = sp->sp_pool;
+  char full[2 * ZV_NAME_MAX];
+  int r = snap_plan_visit (sp, s);
+
+  for (size_t i = 0; i < p->p_dd.dd_nds && r == 0; i++) {
+    zv_pool_ds_t *c = p->p_dd.dd_dss[i];
+    if (c->ds_destroy || c->ds_kind != ZV_DS_KIND_VOLUME
+        || c->ds_origin_id != s->ds_id)
+      continue;
+    if (!(sp->sp_flags & ZV_SNAP_DESTROY_CLONES)) {
+      zv_dsdir_fullname (s, full, sizeof full);
+      zv_error ("snapshot '%s' has a clone, volume '%s': destroy the clone "
+                "first, or destroy with its clones (-R)", full, c->ds_name);
+      return -EBUSY;
+    }
+    r = snap_plan_volume (sp, c);
+  }
+  if (r == 0)
+    snap_plan_emit (sp, s);
+  return r;
+}
+
+/* Volume v after its snapshots, oldest first (each after its clones). */
+static int
+snap_plan_volume (snap_plan_t *sp, zv_pool_ds_t *v)
+{
+  zv_pool_ds_t **chain = NULL;
+  size_t k = 0, cap = 0;
+  int r = snap_plan_visit (sp, v);
+
+  for (zv_pool_ds_t *s = v->ds_prev; s && r == 0; s = s->ds_prev) {
+    if (k > sp->sp_pool->p_dd.dd_nds) {
+      zv_error ("volume '%s': its snapshots form a cycle: not destroyed",
+                v->ds_name);
+      r = -EIO;
+      break;
+    }
+    ZV_GROW (chain, k, cap, 16);
+    chain[k++] = s;
+  }
+  if (r == 0 && k > 0 && !(sp->sp_flags & (ZV_SNAP_DESTROY_SNAPSHOTS
+                                           | ZV_SNAP_DESTROY_CLONES))) {
+    zv_error ("volume '%s' of pool '%s' has snapshots: destroy them first "
+              "(or destroy recursively: -r, or -R with their clones)",
+              v->ds_name, sp->sp_pool->p_name);
+    r = -EBUSY;
+  }
+  while (r == 0 && k-- > 0)
+    r = snap_plan_snapshot (sp, chain[k]);
+  free (chain);
+  if (r == 0)
+    snap_plan_emit (sp, v);
+  return r;
+}
+
+int
+zv_snap_destroy_plan (zv_pool_t *p, const char *name, unsigned flags,
+                      char (*out)[2 * ZV_NAME_MAX], size_t max, size_t *np)
+{
+  char shown[8 * ZV_NAME_MAX], vol[ZV_NAME_MAX], snap[ZV_NAME_MAX];
+  snap_plan_t sp = { .sp_pool = p, .sp_flags = flags };
+  zv_pool_ds_t *ds = NULL, *v;
+  bool is_snap = zv_snap_split (name, vol, snap);
+  int r;
+
+  *np = 0;
+  zv_str_printable (name ? name : "", 2 * ZV_NAME_MAX, shown, sizeof shown);
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  if (is_snap) {
+    ds = snap_lookup (p, name, &v, shown, sizeof shown);
+    if (ds != NULL && ds->ds_pending)
+      ds = NULL;
+  }
+  else if (name != NULL && strnlen (name, ZV_NAME_MAX) < ZV_NAME_MAX)
+    ds = zv_dsdir_lookup_locked (p, ZV_DS_KIND_VOLUME, 0, name);
+  if (ds == NULL)
+    r = -ENOENT;
+  else if (is_snap)
+    r = snap_plan_snapshot (&sp, ds);
+  else
+    r = snap_plan_volume (&sp, ds);
+  for (size_t i = 0; r == 0 && i < sp.sp_n && i < max; i++)
+    zv_dsdir_fullname (sp.sp_out[i], out[i], sizeof out[i]);
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  if (r == -ENOENT)
+    zv_error ("pool '%s' has no %s '%s'", p->p_name,
+              is_snap ? "snapshot" : "volume", shown);
+  if (r == 0)
+    *np = sp.sp_n;
+  free (sp.sp_seen);
+  free (sp.sp_out);
+  return r;
+}
+
 int
 zv_snap_sync_tasks (zv_pool_t *p, uint64_t txg)
 {

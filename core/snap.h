@@ -40,6 +40,19 @@ int zv_snap_rollback (zv_pool_t *p, const char *name, bool destroy_newer);
 int zv_snap_clone (zv_pool_t *p, const char *snap, const char *clone,
                    uint64_t reservation, uint64_t ring);
 
+/* What destroying "VOL" or "VOL@SNAP" takes, dependents first (the
+ * order the single destroys accept): with ZV_SNAP_DESTROY_SNAPSHOTS a
+ * volume's snapshots, with ZV_SNAP_DESTROY_CLONES (which implies it)
+ * also every clone of a snapshot that goes, recursively.  The names go
+ * to out (up to max), their count to *np.  -ENOENT; -EBUSY when
+ * something depends on the set that the flags leave out (the message
+ * names it and the option). */
+#define ZV_SNAP_DESTROY_SNAPSHOTS 1u
+#define ZV_SNAP_DESTROY_CLONES    2u
+int zv_snap_destroy_plan (zv_pool_t *p, const char *name, unsigned flags,
+                          char (*out)[2 * ZV_NAME_MAX], size_t max,
+                          size_t *np);
+
 /* For dsdir.c: the birth rule's kill function of every volume (arg: its
  * dataset), and the operations of txg, run by its sync after every
  * volume's tree is written. */

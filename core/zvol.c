@@ -981,6 +981,20 @@ zvol_volume_destroy (zvol_pool_t *pool, const char *name)
   return zv_dsdir_destroy (pool, name);
 }
 
+static_assert (sizeof (zvol_dsname_t) == 2 * ZV_NAME_MAX
+               && ZVOL_DESTROY_SNAPSHOTS == ZV_SNAP_DESTROY_SNAPSHOTS
+               && ZVOL_DESTROY_CLONES == ZV_SNAP_DESTROY_CLONES,
+               "destroy plans are the engine's");
+
+int
+zvol_destroy_plan (zvol_pool_t *pool, const char *name, unsigned flags,
+                   zvol_dsname_t *out, size_t max, size_t *countp)
+{
+  return zv_snap_destroy_plan (pool, name, flags,
+                               (char (*)[2 * ZV_NAME_MAX]) out,
+                               out ? max : 0, countp);
+}
+
 size_t
 zvol_volume_list (zvol_pool_t *pool, zvol_volume_info_t *out, size_t max)
 {

@@ -248,6 +248,22 @@ ZVOL_API int zvol_volume_create (zvol_pool_t *pool, const char *name,
  * a bounded share each (ps_freeing shows what is left; a crash resumes
  * at the next import; zvol_pool_wait_freeing waits for the end). */
 ZVOL_API int zvol_volume_destroy (zvol_pool_t *pool, const char *name);
+/* What a recursive destroy of "VOL" or "VOL@SNAP" takes, in the order
+ * to destroy it (every dataset after those that depend on it): with
+ * ZVOL_DESTROY_SNAPSHOTS a volume's snapshots (oldest first), with
+ * ZVOL_DESTROY_CLONES (implies it) every clone of a snapshot in the set,
+ * with its own snapshots and clones, recursively.  Up to max names into
+ * out, how many there are into *countp (call again with more room).
+ * -ENOENT; -EBUSY when the flags leave out something that depends on
+ * the set (a clone, a snapshot: the message says which). */
+#define ZVOL_DESTROY_SNAPSHOTS 1u
+#define ZVOL_DESTROY_CLONES    2u
+typedef struct zvol_dsname {
+  char dn_name[2 * ZVOL_NAME_MAX];
+} zvol_dsname_t;
+ZVOL_API int zvol_destroy_plan (zvol_pool_t *pool, const char *name,
+                                unsigned flags, zvol_dsname_t *out,
+                                size_t max, size_t *countp);
 
 /*
  * Snapshots ("VOL@SNAP", SNAP named as a volume is).  A snapshot is taken
@@ -588,6 +604,14 @@ ZVOL_API unsigned zvol_exports_holds (zvol_exports_t *ex, const char *name);
  * held, else it is closed and zvol_volume_destroy'ed; no hold of it
  * succeeds meanwhile. */
 ZVOL_API int zvol_exports_destroy (zvol_exports_t *ex, const char *name);
+/* Destroy the datasets names[0..n-1] in that order (zvol_destroy_plan's):
+ * first every one is checked unheld (-EBUSY naming the first held, and
+ * nothing is destroyed), then all are closed and no hold of any
+ * succeeds until the last is destroyed.  Stops at the first failure
+ * (those before it are gone).  dry_run: only the check. */
+ZVOL_API int zvol_exports_destroy_set (zvol_exports_t *ex,
+                                       const zvol_dsname_t *names, size_t n,
+                                       bool dry_run);
 /* Roll back to snapshot "VOL@SNAP" (zvol_snapshot_rollback) with VOL
  * closed: -EBUSY while a client holds it.  A snapshot opened by a hold
  * is closed again at its last release. */

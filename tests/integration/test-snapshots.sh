@@ -12,6 +12,8 @@
 #     client it works live and db reads A again;
 #  4. clone db@one to copy: served at once, reads A, takes its own
 #     writes; destroy of db@one is refused while the clone exists;
+#     destroy -Rn lists the clone, then the snapshot; destroy -R is
+#     refused whole while a client has the clone open;
 #  5. offline (server stopped): the same list, check clean;
 #  6. send of a snapshot of the clone into another pool, a change, a live
 #     snapshot and diff, an incremental send (small), a damaged stream
@@ -165,6 +167,35 @@ rc_is 0 "list -o name,origin" "$ADM" list -H -o name,origin "$POOL"
 check "copy's origin is db@one" grep -qP "^$POOL/copy\t$POOL/db@one$" "$ZV_TMP/adm.out"
 rc_is 1 "destroy db@one while its clone exists" "$ADM" destroy "$POOL/db@one"
 check "refused: it has a clone" grep -q "has a clone" "$ZV_TMP/adm.err"
+rc_is 0 "destroy -Rn db@one: a dry run, live" "$ADM" destroy -Rn "$POOL/db@one"
+check "it would take the clone first, then the snapshot" \
+    test "$(cat "$ZV_TMP/adm.out")" = "$(printf 'would destroy %s\nwould destroy %s' "$POOL/copy" "$POOL/db@one")"
+# A client on the clone: destroy -R refuses the whole set.
+cat >"$ZV_TMP/hold.py" <<'EOF'
+import nbd, os, sys, time
+h = nbd.NBD()
+h.set_export_name(sys.argv[2])
+h.connect_unix(sys.argv[1])
+h.pread(4096, 0)
+open(sys.argv[3], "w").close()
+for _ in range(600):
+    if os.path.exists(sys.argv[4]):
+        break
+    time.sleep(0.1)
+h.shutdown()
+EOF
+"$NBD_PY" "$ZV_TMP/hold.py" "$sock" copy "$ZV_TMP/held" "$ZV_TMP/release" &
+hold_pid=$!
+track_pid "$hold_pid"
+for _ in $(seq 300); do [ -e "$ZV_TMP/held" ] && break; sleep 0.1; done
+rc_is 1 "destroy -R db@one while a client has the clone open" "$ADM" destroy -R "$POOL/db@one"
+check "refused: the clone is in use, nothing destroyed" \
+    grep -q "'copy' of pool '$POOL' is in use .*nothing destroyed" "$ZV_TMP/adm.err"
+rc_is 0 "list -t all" "$ADM" list -t all -H -o name "$POOL"
+check "the clone and the snapshot are still there" \
+    bash -c "grep -qx '$POOL/copy' '$ZV_TMP/adm.out' && grep -qx '$POOL/db@one' '$ZV_TMP/adm.out'"
+touch "$ZV_TMP/release"
+wait "$hold_pid" || :
 rc_is 1 "destroy db with a snapshot, not recursive" "$ADM" destroy "$POOL/db"
 stop_zvol "$sock" || zv_fail "clean stop"
 

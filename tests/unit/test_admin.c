@@ -134,8 +134,9 @@ test_parse (void **state)
     { "create -V 1M /v", "is not POOL/VOLUME" },
     { "create -b 4K tank a", "are for a volume" },
     { "create tank", "create POOL DEV" },
-    { "destroy", "destroy [-r] POOL/VOL[@SNAP]" },
-    { "destroy tank/a tank/b", "destroy [-r] POOL/VOL[@SNAP]" },
+    { "destroy", "destroy [-rRnv] POOL/VOL[@SNAP]" },
+    { "destroy tank/a tank/b", "destroy [-rRnv] POOL/VOL[@SNAP]" },
+    { "destroy -x tank/a", "unknown option -x" },
     { "destroy -r tank/a@s", "a volume, with its snapshots" },
     { "snapshot", "snapshot POOL/VOL@SNAP" },
     { "snapshot tank/a", "is not POOL/VOLUME@SNAPSHOT" },
@@ -314,6 +315,111 @@ test_exports (void **state)
   zvol_exports_rele (adm_ex, zv);
   assert_int_equal (zvol_exports_open_all (adm_ex), 0);
   adm_expect ("destroy tank/f", 0, NULL);
+}
+
+static size_t
+adm_ndatasets (void)
+{
+  return zvol_dataset_list (adm_pool, ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS,
+                            NULL, 0);
+}
+
+/* destroy -R: a snapshot with its clones, their snapshots and clones,
+ * dependents first; -n and -v say which; one held dataset anywhere in
+ * the set refuses it all. */
+static void
+test_destroy_recursive (void **state)
+{
+  zvol_dsname_t names[8];
+  tl_cmd_out_t co;
+  size_t n;
+  zvol_t *zv;
+
+  (void) state;
+  tl_log_reset (true);
+  adm_expect ("create -V 8M -s tank/v", 0, NULL);
+  adm_expect ("create -V 8M -s tank/other", 0, NULL);
+  adm_expect ("snapshot tank/v@1 tank/v@2", 0, NULL);
+  adm_expect ("clone tank/v@1 tank/c1", 0, NULL);
+  adm_expect ("snapshot tank/c1@x", 0, NULL);
+  adm_expect ("clone tank/c1@x tank/c2", 0, NULL);
+  adm_expect ("clone tank/v@2 tank/c3", 0, NULL);
+  assert_int_equal (adm_ndatasets (), 8);
+
+  /* Without -R: refused, naming the clone and the option; nothing goes
+   * (-r checks the whole set first). */
+  adm_expect ("destroy tank/v@1", 1, "snapshot 'v@1' has a clone, volume "
+              "'c1': destroy the clone first, or destroy with its clones "
+              "(-R)");
+  adm_expect ("destroy -r tank/v", 1, "has a clone, volume 'c1'");
+  adm_expect ("destroy tank/v", 1, "has snapshots");
+  assert_int_equal (adm_ndatasets (), 8);
+
+  /* The engine's plan: post-order, the count even without room. */
+  assert_int_equal (zvol_destroy_plan (adm_pool, "v", ZVOL_DESTROY_CLONES,
+                                       NULL, 0, &n), 0);
+  assert_int_equal (n, 7);
+  assert_int_equal (zvol_destroy_plan (adm_pool, "v", ZVOL_DESTROY_CLONES,
+                                       names, 8, &n), 0);
+  assert_int_equal (n, 7);
+  {
+    static const char *order[] = { "c2", "c1@x", "c1", "v@1", "c3", "v@2",
+                                   "v" };
+    for (size_t i = 0; i < 7; i++)
+      assert_string_equal (names[i].dn_name, order[i]);
+  }
+  assert_int_equal (zvol_destroy_plan (adm_pool, "other", 0, names, 8, &n),
+                    0);
+  assert_int_equal (n, 1);
+  assert_int_equal (zvol_destroy_plan (adm_pool, "v@nosuch",
+                                       ZVOL_DESTROY_CLONES, names, 8, &n),
+                    -ENOENT);
+  assert_int_equal (zvol_destroy_plan (adm_pool, "nosuch", 0, names, 8, &n),
+                    -ENOENT);
+
+  /* -n: what would go, nothing gone. */
+  adm_run (&co, "destroy -R -n tank/v@1", 0);
+  assert_int_equal (co.co_code, 0);
+  assert_string_equal (co.co_out, "would destroy tank/c2\n"
+                       "would destroy tank/c1@x\nwould destroy tank/c1\n"
+                       "would destroy tank/v@1\n");
+  tl_cmd_free (&co);
+  assert_int_equal (adm_ndatasets (), 8);
+
+  /* A client on c2, deepest in the tree: all refused, -n too. */
+  assert_int_equal (zvol_exports_hold (adm_ex, "c2", &zv), 0);
+  adm_expect ("destroy -R tank/v@1", 1, "'c2' of pool 'tank' is in use "
+              "(held 1 time");
+  adm_expect ("destroy -Rn tank/v", 1, "nothing destroyed");
+  assert_int_equal (adm_ndatasets (), 8);
+  /* A snapshot read by a client counts as well. */
+  zvol_exports_rele (adm_ex, zv);
+  assert_int_equal (zvol_exports_hold (adm_ex, "c1@x", &zv), 0);
+  adm_expect ("destroy -R tank/v@1", 1, "'c1@x' of pool 'tank' is in use");
+  zvol_exports_rele (adm_ex, zv);
+  assert_int_equal (adm_ndatasets (), 8);
+
+  /* -v: says it, does it; v@2 and its clone stay. */
+  adm_run (&co, "destroy -Rv tank/v@1", 0);
+  assert_int_equal (co.co_code, 0);
+  assert_non_null (strstr (co.co_out, "will destroy tank/c2\nwill destroy "
+                           "tank/c1@x\nwill destroy tank/c1\nwill destroy "
+                           "tank/v@1\n"));
+  tl_cmd_free (&co);
+  assert_int_equal (adm_ndatasets (), 4);
+  assert_int_equal (zvol_exports_hold (adm_ex, "c1", &zv), -ENOENT);
+  adm_run (&co, "list -t all -H -o name,origin", 0);
+  assert_string_equal (co.co_out, "tank/v\t-\ntank/v@2\t-\n"
+                       "tank/other\t-\ntank/c3\ttank/v@2\n");
+  tl_cmd_free (&co);
+  /* A served volume in the set (open, no holds) is closed and goes. */
+  assert_int_equal (zvol_exports_open_all (adm_ex), 0);
+  adm_expect ("destroy -R tank/v", 0, NULL);
+  assert_int_equal (adm_ndatasets (), 1);
+  /* A volume alone: -R on it is a plain destroy. */
+  adm_expect ("destroy -R tank/other", 0, NULL);
+  assert_int_equal (adm_ndatasets (), 0);
+  adm_expect ("destroy -R tank/other", 1, "has no volume 'other'");
 }
 
 static zvol_t *late_zv;
@@ -511,6 +617,8 @@ main (void)
     cmocka_unit_test_setup_teardown (test_streams, adm_setup, adm_teardown),
     cmocka_unit_test_setup_teardown (test_exports, adm_setup, adm_teardown),
     cmocka_unit_test_setup_teardown (test_free_waits, adm_setup,
+                                     adm_teardown),
+    cmocka_unit_test_setup_teardown (test_destroy_recursive, adm_setup,
                                      adm_teardown),
   };
 
