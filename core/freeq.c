@@ -546,14 +546,17 @@ void
 zv_freeq_reap (zv_pool_t *p, uint64_t txg)
 {
   zv_freeq_t *fq = &p->p_freeq;
+  bool freed = false;
 
   pthread_mutex_lock (&p->p_dd.dd_lock);
   for (size_t i = 0; i < fq->fq_n;) {
     zv_freeq_ent_t *e = fq->fq_ents[i];
     if (!e->fe_done) {
+      freed = freed || !e->fe_stuck;
       i++;
       continue;
     }
+    freed = true;
     /* (Keep the order: oldest first.) */
     memmove (&fq->fq_ents[i], &fq->fq_ents[i + 1],
              (fq->fq_n - i - 1) * sizeof fq->fq_ents[0]);
@@ -563,9 +566,14 @@ zv_freeq_reap (zv_pool_t *p, uint64_t txg)
   }
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   /* An idle pool skips its syncs: ask for the next one while work is
-   * left (the txg engine's thread; without it, the waiters sync). */
-  if (p->p_txg != NULL && zv_freeq_pending (p)
-      && !atomic_load (&p->p_closing))
+   * left, and then until the last frees are no longer deferred (the txg
+   * engine's thread; without it, the waiters sync).  Without the second
+   * part the space of the queue's last syncs stayed deferred on an idle
+   * server, and a listing then differed from the next import's. */
+  if (freed)
+    fq->fq_settle_txg = ZV_MAX (fq->fq_settle_txg, txg + ZV_TXG_DEFER);
+  if (p->p_txg != NULL && !atomic_load (&p->p_closing)
+      && (zv_freeq_pending (p) || txg < fq->fq_settle_txg))
     zv_txg_kick (p->p_txg, txg + 1);
 }
 

@@ -53,6 +53,10 @@ typedef struct zv_freeq {
   _Atomic uint64_t fq_left;    /* data bytes, every entry */
   _Atomic uint64_t fq_nents;
   _Atomic uint64_t fq_nstuck;
+  /* The first txg whose sync has nothing of the queue's frees deferred
+   * any more (the sync thread's): an idle pool syncs up to it, so the
+   * space is back, not only the queue empty. */
+  uint64_t fq_settle_txg;
   /* What the syncs did (statistics, tests): blocks freed by the last
    * sync that freed any, the most by one, in all; its time. */
   _Atomic uint64_t fq_last_blocks, fq_max_blocks, fq_total_blocks;
