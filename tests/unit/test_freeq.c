@@ -81,89 +81,6 @@ fq_make_volume (zvol_pool_t *p, const char *name, uint64_t size,
   assert_int_equal (zvol_close (zv), 0);
 }
 
-static void
-fq_write (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len,
-          uint64_t seed)
-{
-  zvol_t *zv;
-
-  assert_int_equal (zvol_open (p, name, NULL, &zv), 0);
-  tl_vol_write (zv, NULL, off, len, seed, 0);
-  assert_int_equal (zvol_close (zv), 0);
-}
-
-static void
-fq_check (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len,
-          uint64_t seed)
-{
-  zvol_t *zv;
-
-  assert_int_equal (zvol_open (p, name, NULL, &zv), 0);
-  tl_vol_check (zv, off, len, seed);
-  assert_int_equal (zvol_close (zv), 0);
-}
-
-static bool
-fq_listed (zvol_pool_t *p, const char *name)
-{
-  zvol_volume_info_t vi[16];
-  size_t n = zvol_dataset_list (p, ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS,
-                                vi, 16);
-
-  for (size_t i = 0; i < n && i < 16; i++)
-    if (strcmp (vi[i].vi_name, name) == 0)
-      return true;
-  return false;
-}
-
-static zvol_volume_info_t
-fq_info (zvol_pool_t *p, const char *name)
-{
-  zvol_volume_info_t vi[16];
-  size_t n = zvol_dataset_list (p, ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS,
-                                vi, 16);
-
-  for (size_t i = 0; i < n && i < 16; i++)
-    if (strcmp (vi[i].vi_name, name) == 0)
-      return vi[i];
-  fail_msg ("%s is not listed", name);
-  return vi[0];
-}
-
-static void
-fq_problem (void *arg, const zvol_check_problem_t *cp)
-{
-  (void) arg;
-  fprintf (stderr, "  check: %s\n", cp->cp_msg);
-}
-
-/* The checker finds nothing: no leak, no double allocation. */
-static void
-fq_check_pool (const char *dev)
-{
-  zvol_pool_config_t pc;
-  zvol_check_report_t rep = { .cr_problem = fq_problem };
-
-  tl_pool_cfg (&pc, &dev, 1, 0, false);
-  assert_int_equal (zvol_pool_check (&pc, &rep), 0);
-  if (rep.cr_problems != 0)
-    fail_msg ("the checker found %" PRIu64 " problems (%" PRIu64 " leaked, "
-              "%" PRIu64 " doubly allocated)", rep.cr_problems, rep.cr_leaked,
-              rep.cr_double);
-}
-
-static zvol_pool_t *
-fq_import (const char *dev, bool full)
-{
-  zvol_pool_config_t pc;
-  zvol_pool_t *p = NULL;
-
-  tl_pool_cfg (&pc, &dev, 1, 0, false);
-  pc.pc_verify_full = full;
-  assert_int_equal (zvol_pool_open (&pc, &p), 0);
-  return p;
-}
-
 /* One more txg synced (forced: an idle txg may not sync). */
 static int
 fq_sync_one (zvol_pool_t *p)
@@ -267,7 +184,7 @@ test_volume_background (void **state)
     txg0 = zv_txg_last_synced (zv_pool_txg (p));
     assert_int_equal (zvol_volume_destroy (p, "big"), 0);
     /* The name is gone at once. */
-    assert_false (fq_listed (p, "big"));
+    assert_false (tl_ds_find (p, "big", NULL));
     tl_log_reset (true);
     assert_int_equal (zvol_open (p, "big", NULL, &zv), -ENOENT);
     tl_log_reset (false);
@@ -301,7 +218,7 @@ test_volume_background (void **state)
     assert_int_equal (fq_freeing (p, &nds), 0);
     assert_int_equal (nds, 0);
     fq_assert_near (fq_allocated (p), base, "after the background free");
-    fq_check (p, "keep", 0, 4 * MiB, 0x11);
+    tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
     if (!one_go)
       print_message ("  %" PRIu64 " MiB volume: freed over %u txgs after the "
                      "destroy's (at most %" PRIu64 " blocks each)\n",
@@ -313,7 +230,7 @@ test_volume_background (void **state)
     else
       bounded_free_ms = atomic_load (&fq->fq_max_ns) / 1e6;
     assert_int_equal (zvol_pool_close (p), 0);
-    fq_check_pool (path);
+    tl_check_clean (path);
   }
   print_message ("  longest sync after the destroy: %.2f ms bounded, %.2f ms "
                  "in one go; of it freeing: %.2f ms bounded, %.2f ms in one "
@@ -340,16 +257,16 @@ test_snapshot_background (void **state)
   base = fq_allocated (p);
   assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
   for (uint64_t off = 0; off < 16 * MiB; off += 4 * MiB)
-    fq_write (p, "v", off, 4 * MiB, 0x32);
+    tl_ds_write (p, "v", off, 4 * MiB, 0x32);
   assert_true (fq_allocated (p) >= base + 16 * MiB);
-  assert_int_equal (fq_info (p, "v@s").vi_used, 16 * MiB);
-  assert_int_equal (fq_info (p, "v").vi_usedbysnapshots, 16 * MiB);
+  assert_int_equal (tl_ds_info (p, "v@s").vi_used, 16 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, 16 * MiB);
   fq_set ("free_max_blocks", "64");
   assert_int_equal (zvol_volume_destroy (p, "v@s"), 0);
-  assert_false (fq_listed (p, "v@s"));
+  assert_false (tl_ds_find (p, "v@s", NULL));
   /* The figures are the split's, exact at once. */
-  assert_int_equal (fq_info (p, "v").vi_usedbysnapshots, 0);
-  assert_int_equal (fq_info (p, "v").vi_written, 16 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, 0);
+  assert_int_equal (tl_ds_info (p, "v").vi_written, 16 * MiB);
   left = prev = fq_freeing (p, NULL);
   assert_true (left >= 16 * MiB - 2 * 64 * BS);
   while (left > 0) {
@@ -362,12 +279,12 @@ test_snapshot_background (void **state)
   }
   assert_true (txgs >= 8);
   fq_assert_near (fq_allocated (p), base, "after the snapshot's free");
-  fq_check (p, "v", 0, 16 * MiB, 0x32);
-  fq_check (p, "keep", 0, 4 * MiB, 0x11);
+  tl_ds_check (p, "v", 0, 16 * MiB, 0x32);
+  tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
   assert_int_equal (zvol_pool_close (p), 0);
-  fq_check_pool (path);
-  p = fq_import (path, true);
-  fq_check (p, "v", 0, 16 * MiB, 0x32);
+  tl_check_clean (path);
+  p = tl_import (path, true);
+  tl_ds_check (p, "v", 0, 16 * MiB, 0x32);
   assert_int_equal (zvol_pool_close (p), 0);
   zv_tunable_reset_all ();
 }
@@ -390,7 +307,7 @@ test_export_resume (void **state)
   fq_make_volume (p, "big", 24 * MiB, 0x41);
   fq_make_volume (p, "v", 8 * MiB, 0x42);
   assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
-  fq_write (p, "v", 0, 8 * MiB, 0x43);
+  tl_ds_write (p, "v", 0, 8 * MiB, 0x43);
   fq_set ("free_max_blocks", "64");
   assert_int_equal (zvol_volume_destroy (p, "big"), 0);
   assert_int_equal (zvol_volume_destroy (p, "v@s"), 0);
@@ -398,7 +315,7 @@ test_export_resume (void **state)
   left = fq_freeing (p, NULL);
   assert_true (left > 8 * MiB);
   assert_int_equal (zvol_pool_close (p), 0);
-  fq_check_pool (path);
+  tl_check_clean (path);
   for (int round = 0; round < 2; round++) {
     zvol_pool_config_t pc;
     const char *dev = path;
@@ -415,28 +332,28 @@ test_export_resume (void **state)
     tl_log_reset (false);
     assert_int_equal (zvol_pool_close (p), 0);
 
-    p = fq_import (path, round == 1);
+    p = tl_import (path, round == 1);
     assert_int_equal (fq_freeing (p, NULL), left);
     assert_int_equal (fq_sync_one (p), 0);
     assert_int_equal (fq_sync_one (p), 0);
     left2 = fq_freeing (p, NULL);
     assert_true (left2 < left);
-    fq_check (p, "v", 0, 8 * MiB, 0x43);
+    tl_ds_check (p, "v", 0, 8 * MiB, 0x43);
     assert_int_equal (zvol_pool_close (p), 0);
-    fq_check_pool (path);
+    tl_check_clean (path);
     left = left2;
   }
-  p = fq_import (path, false);
+  p = tl_import (path, false);
   assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
   assert_int_equal (fq_freeing (p, NULL), 0);
   /* keep, and v: its 8 MiB, its four indirect blocks (two copies) and
    * its log ring ('big' and its ring are gone). */
   fq_assert_near (fq_alloc_now (p), base + 8 * MiB + 8 * ZV_INDIRECT_SIZE
                   + zv_pool_default_ring (p), "once the frees are done");
-  fq_check (p, "keep", 0, 4 * MiB, 0x11);
-  fq_check (p, "v", 0, 8 * MiB, 0x43);
+  tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
+  tl_ds_check (p, "v", 0, 8 * MiB, 0x43);
   assert_int_equal (zvol_pool_close (p), 0);
-  fq_check_pool (path);
+  tl_check_clean (path);
   zv_tunable_reset_all ();
 }
 
@@ -459,15 +376,15 @@ test_recreate_same_name (void **state)
   fq_set ("free_max_blocks", "32");
   assert_int_equal (zvol_volume_destroy (p, "big"), 0);
   fq_make_volume (p, "big", 4 * MiB, 0x52);
-  assert_true (fq_listed (p, "big"));
+  assert_true (tl_ds_find (p, "big", NULL));
   assert_true (fq_freeing (p, NULL) > 8 * MiB);
-  fq_check (p, "big", 0, 4 * MiB, 0x52);
+  tl_ds_check (p, "big", 0, 4 * MiB, 0x52);
   assert_int_equal (zvol_pool_close (p), 0);
-  fq_check_pool (path);
-  p = fq_import (path, false);
+  tl_check_clean (path);
+  p = tl_import (path, false);
   assert_true (fq_freeing (p, NULL) > 0);
-  fq_check (p, "big", 0, 4 * MiB, 0x52);
-  assert_int_equal (fq_info (p, "big").vi_volsize, 4 * MiB);
+  tl_ds_check (p, "big", 0, 4 * MiB, 0x52);
+  assert_int_equal (tl_ds_info (p, "big").vi_volsize, 4 * MiB);
   assert_int_equal (zvol_volume_destroy (p, "big"), 0);
   {
     uint64_t nds;
@@ -476,9 +393,9 @@ test_recreate_same_name (void **state)
   }
   assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
   fq_assert_near (fq_alloc_now (p), base, "both frees done");
-  fq_check (p, "keep", 0, 4 * MiB, 0x11);
+  tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
   assert_int_equal (zvol_pool_close (p), 0);
-  fq_check_pool (path);
+  tl_check_clean (path);
   zv_tunable_reset_all ();
 }
 
@@ -578,7 +495,7 @@ test_writes_during_free (void **state)
   }
   fq_assert_near (fq_allocated (p), base, "after the frees");
   assert_int_equal (zvol_pool_close (p), 0);
-  fq_check_pool (path);
+  tl_check_clean (path);
   zv_tunable_reset_all ();
 }
 
@@ -616,7 +533,7 @@ test_powercut (void **state)
   fq_make_volume (p, "big", 16 * MiB, 0x71);
   fq_make_volume (p, "v", 8 * MiB, 0x72);
   assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
-  fq_write (p, "v", 0, 8 * MiB, 0x73);
+  tl_ds_write (p, "v", 0, 8 * MiB, 0x73);
   fq_set ("free_max_blocks", "48");
   assert_int_equal (zvol_volume_destroy (p, "big"), 0);
   assert_int_equal (zvol_volume_destroy (p, "v@s"), 0);
@@ -625,7 +542,7 @@ test_powercut (void **state)
   assert_int_equal (zvol_pool_close (p), 0);
   /* What the pool holds once it is all done, without a cut. */
   fq_copy (path, ref);
-  p = fq_import (ref, false);
+  p = tl_import (ref, false);
   assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
   want = fq_alloc_now (p);
   assert_int_equal (zvol_pool_close (p), 0);
@@ -638,7 +555,7 @@ test_powercut (void **state)
 
     fq_copy (path, work);
     pc_watch (pc, true);
-    p = fq_import (work, full);
+    p = tl_import (work, full);
     pc_cut_after_writes (pc, n);
     tl_log_reset (true);
     r = zvol_pool_wait_freeing (p, NULL, NULL);
@@ -648,8 +565,8 @@ test_powercut (void **state)
     pc_watch (pc, false);
     pc_free (pc);
 
-    fq_check_pool (work);
-    p = fq_import (work, !full);
+    tl_check_clean (work);
+    p = tl_import (work, !full);
     left = fq_freeing (p, NULL);
     if (left > left0)
       fail_msg ("cut after %" PRIu64 " writes: %" PRIu64 " bytes to free "
@@ -661,14 +578,14 @@ test_powercut (void **state)
     else
       untouched++;
     assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
-    fq_check (p, "keep", 0, 4 * MiB, 0x11);
-    fq_check (p, "v", 0, 8 * MiB, 0x73);
-    assert_false (fq_listed (p, "big") || fq_listed (p, "v@s"));
+    tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
+    tl_ds_check (p, "v", 0, 8 * MiB, 0x73);
+    assert_false (tl_ds_find (p, "big", NULL) || tl_ds_find (p, "v@s", NULL));
     char what[64];
     snprintf (what, sizeof what, "cut after %" PRIu64 " writes", n);
     fq_assert_near (fq_alloc_now (p), want, what);
     assert_int_equal (zvol_pool_close (p), 0);
-    fq_check_pool (work);
+    tl_check_clean (work);
     if (r == 0)
       break;                    /* the free ended before the cut */
   }

@@ -115,42 +115,10 @@ sd_new_pool (char *path, size_t len, const char *name, bool with_v)
   return p;
 }
 
-/* Import with the full walk: every tree read, every block owned once. */
-static zvol_pool_t *
-sd_import (const char *dev)
-{
-  zvol_pool_config_t pc;
-  zvol_pool_t *p = NULL;
-
-  tl_pool_cfg (&pc, &dev, 1, 0, false);
-  pc.pc_verify_full = true;
-  assert_int_equal (zvol_pool_open (&pc, &p), 0);
-  return p;
-}
-
-static zvol_t *
-sd_open (zvol_pool_t *p, const char *name)
-{
-  zvol_t *zv = NULL;
-
-  assert_int_equal (zvol_open (p, name, NULL, &zv), 0);
-  return zv;
-}
-
-static void
-sd_write (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len,
-          uint64_t seed)
-{
-  zvol_t *zv = sd_open (p, name);
-
-  tl_vol_write (zv, NULL, off, len, seed, 0);
-  assert_int_equal (zvol_close (zv), 0);
-}
-
 static void
 sd_trim (zvol_pool_t *p, const char *name, uint64_t off, uint64_t len)
 {
-  zvol_t *zv = sd_open (p, name);
+  zvol_t *zv = tl_ds_open (p, name);
 
   assert_int_equal (zvol_trim (zv, off, len, 0), 0);
   assert_int_equal (zvol_close (zv), 0);
@@ -160,7 +128,7 @@ sd_trim (zvol_pool_t *p, const char *name, uint64_t off, uint64_t len)
 static uint8_t *
 sd_read_all (zvol_pool_t *p, const char *name)
 {
-  zvol_t *zv = sd_open (p, name);
+  zvol_t *zv = tl_ds_open (p, name);
   uint8_t *b = malloc (VS);
 
   assert_non_null (b);
@@ -181,19 +149,6 @@ sd_assert_same (zvol_pool_t *pa, const char *a, zvol_pool_t *pb,
   tl_assert_same (y, x, VS, 0, b);
   free (x);
   free (y);
-}
-
-static bool
-sd_listed (zvol_pool_t *p, const char *name)
-{
-  zvol_volume_info_t vi[64];
-  size_t n = zvol_dataset_list (p, ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS,
-                                vi, 64);
-
-  for (size_t i = 0; i < n && i < 64; i++)
-    if (strcmp (vi[i].vi_name, name) == 0)
-      return true;
-  return false;
 }
 
 static size_t
@@ -287,10 +242,10 @@ diff_cb (void *arg, uint64_t off, uint64_t len, unsigned kind)
 static void
 sd_fill_some (zvol_pool_t *p, const char *v)
 {
-  sd_write (p, v, 0, 3 * BS, 0x11);
-  sd_write (p, v, 1 * MiB + 512, 100000, 0x12);
-  sd_write (p, v, 5 * MiB, 2 * MiB, 0x13);
-  sd_write (p, v, VS - BS, BS, 0x14);
+  tl_ds_write (p, v, 0, 3 * BS, 0x11);
+  tl_ds_write (p, v, 1 * MiB + 512, 100000, 0x12);
+  tl_ds_write (p, v, 5 * MiB, 2 * MiB, 0x13);
+  tl_ds_write (p, v, VS - BS, BS, 0x14);
 }
 
 /* A full stream into the same pool under another name: the same bytes,
@@ -305,22 +260,22 @@ test_full_same_pool (void **state)
   (void) state;
   sd_fill_some (p, "v");
   assert_int_equal (zvol_snapshot_create (p, "v@s1"), 0);
-  sd_write (p, "v", 0, MiB, 0x99);          /* after the snapshot: not sent */
+  tl_ds_write (p, "v", 0, MiB, 0x99);          /* after the snapshot: not sent */
   sd_send (p, "v@s1", NULL, &m);
   assert_int_equal (sd_recv (p, "w", &m), 0);
-  assert_true (sd_listed (p, "w") && sd_listed (p, "w@s1"));
+  assert_true (tl_ds_find (p, "w", NULL) && tl_ds_find (p, "w@s1", NULL));
   sd_assert_same (p, "v@s1", p, "w");
   sd_assert_same (p, "v@s1", p, "w@s1");
   /* The received volume is a volume like any other. */
-  sd_write (p, "w", 0, BS, 0x55);
+  tl_ds_write (p, "w", 0, BS, 0x55);
   /* Another name for the snapshot: "VOL@SNAP". */
   assert_int_equal (sd_recv (p, "x@copy", &m), 0);
-  assert_true (sd_listed (p, "x@copy") && !sd_listed (p, "x@s1"));
+  assert_true (tl_ds_find (p, "x@copy", NULL) && !tl_ds_find (p, "x@s1", NULL));
   sd_assert_same (p, "v@s1", p, "x@copy");
   mb_free (&m);
   /* Survives an export and an import with the full walk. */
   assert_int_equal (zvol_pool_close (p), 0);
-  p = sd_import (path);
+  p = tl_import (path, true);
   sd_assert_same (p, "v@s1", p, "x");
   assert_int_equal (zvol_pool_close (p), 0);
 }
@@ -342,8 +297,8 @@ test_incremental_other_pool (void **state)
   assert_int_equal (sd_recv (b, "v", &m), 0);
   mb_free (&m);
   /* Overwrites, new data, a trim inside data, a whole MiB trimmed. */
-  sd_write (a, "v", BS, BS, 0x21);
-  sd_write (a, "v", 3 * MiB, 300000, 0x22);
+  tl_ds_write (a, "v", BS, BS, 0x21);
+  tl_ds_write (a, "v", 3 * MiB, 300000, 0x22);
   sd_trim (a, "v", 5 * MiB + 2 * BS, 3 * BS);
   sd_trim (a, "v", 6 * MiB, MiB);
   assert_int_equal (zvol_snapshot_create (a, "v@s2"), 0);
@@ -355,7 +310,7 @@ test_incremental_other_pool (void **state)
   sd_assert_same (a, "v@s1", b, "v@s1");
   /* A third step: the whole volume trimmed, then a little written. */
   sd_trim (a, "v", 0, VS);
-  sd_write (a, "v", 4 * MiB, BS, 0x23);
+  tl_ds_write (a, "v", 4 * MiB, BS, 0x23);
   assert_int_equal (zvol_snapshot_create (a, "v@s3"), 0);
   sd_send (a, "v@s3", "v@s2", &m);
   assert_int_equal (sd_recv (b, "v@third", &m), 0);
@@ -370,7 +325,7 @@ test_incremental_other_pool (void **state)
   mb_free (&m);
   sd_assert_same (a, "v@s3", b, "u");
   assert_int_equal (zvol_pool_close (b), 0);
-  b = sd_import (pb);
+  b = tl_import (pb, true);
   sd_assert_same (a, "v@s3", b, "v");
   assert_int_equal (zvol_pool_close (a), 0);
   assert_int_equal (zvol_pool_close (b), 0);
@@ -390,11 +345,11 @@ test_incremental_reads_changes (void **state)
 
   (void) state;
   for (uint64_t off = 0; off < VS; off += MiB)
-    sd_write (p, "v", off, MiB, 0x31);
+    tl_ds_write (p, "v", off, MiB, 0x31);
   assert_int_equal (zvol_snapshot_create (p, "v@a"), 0);
-  sd_write (p, "v", 7 * BS, BS, 0x32);
-  sd_write (p, "v", 300 * BS, BS, 0x33);
-  sd_write (p, "v", 511 * BS, BS, 0x34);
+  tl_ds_write (p, "v", 7 * BS, BS, 0x32);
+  tl_ds_write (p, "v", 300 * BS, BS, 0x33);
+  tl_ds_write (p, "v", 511 * BS, BS, 0x34);
   assert_int_equal (zvol_snapshot_create (p, "v@b"), 0);
   assert_int_equal (zv_pool_sync (p), 0);
 
@@ -429,7 +384,7 @@ test_incremental_reads_changes (void **state)
   assert_true (d.v[0].off == 100 * BS && d.v[0].len == BS
                && d.v[0].kind == ZVOL_DIFF_FREED);
   /* The volume open: busy. */
-  zvol_t *zv = sd_open (p, "v");
+  zvol_t *zv = tl_ds_open (p, "v");
   tl_log_reset (true);
   assert_int_equal (zvol_diff (p, "v@b", "v", diff_cb, &d), -EBUSY);
   tl_log_reset (false);
@@ -520,7 +475,7 @@ test_damaged_stream (void **state)
   (void) state;
   sd_fill_some (p, "v");
   assert_int_equal (zvol_snapshot_create (p, "v@s1"), 0);
-  sd_write (p, "v", 2 * MiB, 2 * MiB, 0x41);
+  tl_ds_write (p, "v", 2 * MiB, 2 * MiB, 0x41);
   sd_trim (p, "v", 5 * MiB, MiB);
   assert_int_equal (zvol_snapshot_create (p, "v@s2"), 0);
   sd_send (p, "v@s1", NULL, &full);
@@ -563,7 +518,7 @@ test_damaged_stream (void **state)
     s->mb_len = len - 1;
     sd_refused (p, target, s, -EIO, "truncated", "one byte short");
     s->mb_len = len;
-    assert_true (!sd_listed (p, "n") && !sd_listed (p, "t@s2"));
+    assert_true (!tl_ds_find (p, "n", NULL) && !tl_ds_find (p, "t@s2", NULL));
   }
   fprintf (stderr, "  %u flipped bytes and %u truncations refused\n", nflip,
            ntrunc);
@@ -627,7 +582,7 @@ test_damaged_stream (void **state)
   tl_assert_same (t_after, t_before, VS, 0, "t");
   free (t_after);
   free (t_before);
-  assert_true (!sd_listed (p, "t@s2"));
+  assert_true (!tl_ds_find (p, "t@s2", NULL));
   sd_assert_near (sd_allocated (p), base, "after the refused streams");
   /* And the good incremental still applies. */
   assert_int_equal (sd_recv (p, "t", &incr), 0);
@@ -651,7 +606,7 @@ test_misfits (void **state)
   (void) state;
   sd_fill_some (p, "v");
   assert_int_equal (zvol_snapshot_create (p, "v@s1"), 0);
-  sd_write (p, "v", 0, BS, 0x51);
+  tl_ds_write (p, "v", 0, BS, 0x51);
   assert_int_equal (zvol_snapshot_create (p, "v@s2"), 0);
   assert_int_equal (zvol_volume_create (p, "o", &vp), 0);
   assert_int_equal (zvol_snapshot_create (p, "o@x"), 0);
@@ -677,10 +632,10 @@ test_misfits (void **state)
   sd_refused (p, "none", &incr, -ENOENT, "no volume", "no target");
   sd_refused (p, "o", &incr, -EINVAL, "applies to", "another base");
   assert_int_equal (sd_recv (p, "t", &full), 0);
-  sd_write (p, "t", VS / 2, BS, 0x52);
+  tl_ds_write (p, "t", VS / 2, BS, 0x52);
   sd_refused (p, "t", &incr, -EBUSY, "changed since", "a changed target");
   assert_int_equal (zvol_snapshot_rollback (p, "t@s1", false), 0);
-  zvol_t *zv = sd_open (p, "t");
+  zvol_t *zv = tl_ds_open (p, "t");
   sd_refused (p, "t", &incr, -EBUSY, "open", "an open target");
   assert_int_equal (zvol_close (zv), 0);
   sd_refused (p, "t@s1", &incr, -EEXIST, "exists", "a snapshot name taken");
@@ -739,7 +694,7 @@ test_progress_fd (void **state)
 
   (void) state;
   for (uint64_t off = 0; off < VS; off += 2 * MiB)
-    sd_write (p, "v", off, MiB, 0x61);
+    tl_ds_write (p, "v", off, MiB, 0x61);
   assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
   tl_path (spath, sizeof spath, "stream");
   fp = fopen (spath, "w+");
@@ -779,7 +734,7 @@ test_powercut (void **state)
   (void) state;
   sd_fill_some (p, "v");
   assert_int_equal (zvol_snapshot_create (p, "v@s1"), 0);
-  sd_write (p, "v", MiB, 3 * MiB, 0x71);
+  tl_ds_write (p, "v", MiB, 3 * MiB, 0x71);
   sd_trim (p, "v", 5 * MiB, MiB);
   assert_int_equal (zvol_snapshot_create (p, "v@s2"), 0);
   sd_send (p, "v@s1", NULL, &full);
@@ -794,7 +749,7 @@ test_powercut (void **state)
       int r;
 
       pc_watch (pc, true);
-      p = sd_import (path);
+      p = tl_import (path, true);
       pc_cut_after_writes (pc, n);
       tl_log_reset (true);
       {
@@ -810,11 +765,11 @@ test_powercut (void **state)
       pc_free (pc);
 
       tl_log_reset (true);     /* the import may say what it undid */
-      p = sd_import (path);
+      p = tl_import (path, true);
       tl_log_reset (false);
       if (op == 0) {
-        done = sd_listed (p, "n@s1");
-        assert_true (done == sd_listed (p, "n"));
+        done = tl_ds_find (p, "n@s1", NULL);
+        assert_true (done == tl_ds_find (p, "n", NULL));
         if (done) {
           sd_assert_same (p, "v@s1", p, "n");
           assert_int_equal (zvol_volume_destroy (p, "n@s1"), 0);
@@ -822,7 +777,7 @@ test_powercut (void **state)
         }
       }
       else {
-        done = sd_listed (p, "t@s2");
+        done = tl_ds_find (p, "t@s2", NULL);
         sd_assert_same (p, done ? "v@s2" : "v@s1", p, "t");
         if (done) {
           assert_int_equal (zvol_snapshot_rollback (p, "t@s1", true), 0);

@@ -50,41 +50,11 @@ st_new_pool (char *path, size_t len, const char *name)
   return p;
 }
 
-/* The checker finds nothing: every block read and verified, each owned
- * once, no space leaked (zvol_pool_check). */
-static void
-st_problem (void *arg, const zvol_check_problem_t *cp)
-{
-  (void) arg;
-  fprintf (stderr, "  check: %s\n", cp->cp_msg);
-}
-
+/* The checker finds nothing, and walked a tree at least. */
 static void
 st_check_pool (const char *dev)
 {
-  zvol_pool_config_t pc;
-  zvol_check_report_t rep = { .cr_problem = st_problem };
-
-  tl_pool_cfg (&pc, &dev, 1, 0, false);
-  assert_int_equal (zvol_pool_check (&pc, &rep), 0);
-  if (rep.cr_problems != 0)
-    fail_msg ("the checker found %" PRIu64 " problems (%" PRIu64 " leaked, "
-              "%" PRIu64 " doubly allocated)", rep.cr_problems, rep.cr_leaked,
-              rep.cr_double);
-  assert_true (rep.cr_trees >= 1);
-}
-
-/* Import with the full walk: every tree read, every block owned once. */
-static zvol_pool_t *
-st_import (const char *dev)
-{
-  zvol_pool_config_t pc;
-  zvol_pool_t *p = NULL;
-
-  tl_pool_cfg (&pc, &dev, 1, 0, false);
-  pc.pc_verify_full = true;
-  assert_int_equal (zvol_pool_open (&pc, &p), 0);
-  return p;
+  assert_true (tl_check_clean (dev).cr_trees >= 1);
 }
 
 static zvol_pool_t *
@@ -92,64 +62,7 @@ st_reimport (zvol_pool_t *p, const char *dev)
 {
   assert_int_equal (zvol_pool_close (p), 0);
   st_check_pool (dev);
-  return st_import (dev);
-}
-
-static zvol_t *
-st_open (zvol_pool_t *p, const char *name)
-{
-  zvol_t *zv = NULL;
-
-  assert_int_equal (zvol_open (p, name, NULL, &zv), 0);
-  return zv;
-}
-
-static void
-st_write (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len,
-          uint64_t seed)
-{
-  zvol_t *zv = st_open (p, name);
-
-  tl_vol_write (zv, NULL, off, len, seed, 0);
-  assert_int_equal (zvol_close (zv), 0);
-}
-
-static void
-st_check (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len,
-          uint64_t seed)
-{
-  zvol_t *zv = st_open (p, name);
-
-  tl_vol_check (zv, off, len, seed);
-  assert_int_equal (zvol_close (zv), 0);
-}
-
-static zvol_volume_info_t
-st_info (zvol_pool_t *p, const char *name)
-{
-  zvol_volume_info_t vi[64];
-  size_t n = zvol_dataset_list (p, ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS,
-                                vi, 64);
-
-  assert_true (n <= 64);
-  for (size_t i = 0; i < n; i++)
-    if (strcmp (vi[i].vi_name, name) == 0)
-      return vi[i];
-  fail_msg ("%s is not listed", name);
-  return vi[0];
-}
-
-static bool
-st_listed (zvol_pool_t *p, const char *name)
-{
-  zvol_volume_info_t vi[64];
-  size_t n = zvol_dataset_list (p, ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS,
-                                vi, 64);
-
-  for (size_t i = 0; i < n && i < 64; i++)
-    if (strcmp (vi[i].vi_name, name) == 0)
-      return true;
-  return false;
+  return tl_import (dev, true);
 }
 
 static bool
@@ -164,7 +77,7 @@ st_is_zero (const uint8_t *b, size_t len)
 static void
 st_check_zero (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len)
 {
-  zvol_t *zv = st_open (p, name);
+  zvol_t *zv = tl_ds_open (p, name);
   uint8_t *b = malloc (len);
 
   assert_non_null (b);
@@ -214,7 +127,7 @@ test_snapshot_basic (void **state)
   uint64_t before, held;
 
   (void) state;
-  st_write (p, "v", 0, 4 * MiB, 0xa);
+  tl_ds_write (p, "v", 0, 4 * MiB, 0xa);
   before = st_allocated (p);
   assert_int_equal (zvol_snapshot_create (p, "v@s1"), 0);
   tl_log_reset (true);
@@ -223,12 +136,12 @@ test_snapshot_basic (void **state)
   assert_int_equal (zvol_snapshot_create (p, "v@-bad"), -EINVAL);
   assert_int_equal (zvol_snapshot_create (p, "v"), -EINVAL);
   tl_log_reset (false);
-  st_write (p, "v", 0, 2 * MiB, 0xb);
+  tl_ds_write (p, "v", 0, 2 * MiB, 0xb);
   /* The overwritten 2 MiB are the snapshot's still: not freed. */
   held = st_allocated (p);
   assert_true (held >= before + 2 * MiB);
 
-  snap = st_open (p, "v@s1");
+  snap = tl_ds_open (p, "v@s1");
   assert_true (zvol_is_readonly (snap));
   assert_string_equal (zvol_name (snap), "v@s1");
   tl_vol_check (snap, 0, 4 * MiB, 0xa);
@@ -242,13 +155,13 @@ test_snapshot_basic (void **state)
   assert_int_equal (zvol_volume_destroy (p, "v"), -EBUSY);
   tl_log_reset (false);
   /* Opened twice at once: read-only opens do not exclude each other. */
-  zv = st_open (p, "v@s1");
+  zv = tl_ds_open (p, "v@s1");
   assert_int_equal (zvol_close (zv), 0);
   assert_int_equal (zvol_close (snap), 0);
-  st_check (p, "v", 0, 2 * MiB, 0xb);
-  st_check (p, "v", 2 * MiB, 2 * MiB, 0xa);
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xb);
+  tl_ds_check (p, "v", 2 * MiB, 2 * MiB, 0xa);
 
-  zvol_volume_info_t s = st_info (p, "v@s1"), v = st_info (p, "v");
+  zvol_volume_info_t s = tl_ds_info (p, "v@s1"), v = tl_ds_info (p, "v");
   assert_int_equal (s.vi_kind, ZVOL_KIND_SNAPSHOT);
   assert_int_equal (s.vi_referenced, 4 * MiB);
   assert_int_equal (s.vi_used, 2 * MiB);
@@ -261,23 +174,23 @@ test_snapshot_basic (void **state)
   assert_int_equal (zvol_volume_list (p, NULL, 0), 1);
 
   p = st_reimport (p, path);
-  st_check (p, "v@s1", 0, 4 * MiB, 0xa);
-  st_check (p, "v", 0, 2 * MiB, 0xb);
-  s = st_info (p, "v@s1");
+  tl_ds_check (p, "v@s1", 0, 4 * MiB, 0xa);
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xb);
+  s = tl_ds_info (p, "v@s1");
   assert_int_equal (s.vi_used, 2 * MiB);
   /* More overwrites after import append to the list read back. */
-  st_write (p, "v", 2 * MiB, MiB, 0xc);
-  assert_int_equal (st_info (p, "v@s1").vi_used, 3 * MiB);
+  tl_ds_write (p, "v", 2 * MiB, MiB, 0xc);
+  assert_int_equal (tl_ds_info (p, "v@s1").vi_used, 3 * MiB);
   p = st_reimport (p, path);
-  assert_int_equal (st_info (p, "v@s1").vi_used, 3 * MiB);
+  assert_int_equal (tl_ds_info (p, "v@s1").vi_used, 3 * MiB);
   assert_int_equal (zvol_volume_destroy (p, "v@s1"), 0);
-  assert_false (st_listed (p, "v@s1"));
+  assert_false (tl_ds_find (p, "v@s1", NULL));
   st_assert_near (st_allocated (p), before, "after the destroy");
-  st_check (p, "v", 0, 2 * MiB, 0xb);
-  st_check (p, "v", 2 * MiB, MiB, 0xc);
-  st_check (p, "v", 3 * MiB, MiB, 0xa);
-  assert_int_equal (st_info (p, "v").vi_written, 4 * MiB);
-  assert_int_equal (st_info (p, "v").vi_usedbysnapshots, 0);
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xb);
+  tl_ds_check (p, "v", 2 * MiB, MiB, 0xc);
+  tl_ds_check (p, "v", 3 * MiB, MiB, 0xa);
+  assert_int_equal (tl_ds_info (p, "v").vi_written, 4 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, 0);
   p = st_reimport (p, path);
   assert_int_equal (zvol_volume_destroy (p, "v"), 0);
   assert_int_equal (zvol_pool_close (p), 0);
@@ -294,25 +207,25 @@ test_snapshot_chain (void **state)
   uint64_t base;
 
   (void) state;
-  st_write (p, "v", 0, 4 * MiB, 0xa);                 /* A */
+  tl_ds_write (p, "v", 0, 4 * MiB, 0xa);                 /* A */
   base = st_allocated (p);
   assert_int_equal (zvol_snapshot_create (p, "v@s1"), 0);
-  st_write (p, "v", 0, MiB, 0xb);                     /* B */
+  tl_ds_write (p, "v", 0, MiB, 0xb);                     /* B */
   assert_int_equal (zvol_snapshot_create (p, "v@s2"), 0);
-  st_write (p, "v", 0, 2 * MiB, 0xc);                 /* C */
+  tl_ds_write (p, "v", 0, 2 * MiB, 0xc);                 /* C */
   assert_int_equal (zvol_snapshot_create (p, "v@s3"), 0);
-  st_write (p, "v", 3 * MiB, MiB, 0xd);               /* D */
+  tl_ds_write (p, "v", 3 * MiB, MiB, 0xd);               /* D */
   (void) st_allocated (p);
 
   /* s1 alone holds A[0,1M); s2 alone B; s3 nothing alone. */
-  assert_int_equal (st_info (p, "v@s1").vi_used, MiB);
-  assert_int_equal (st_info (p, "v@s2").vi_used, MiB);
-  assert_int_equal (st_info (p, "v@s3").vi_used, 0);
-  assert_int_equal (st_info (p, "v@s2").vi_written, MiB);
-  assert_int_equal (st_info (p, "v@s3").vi_written, 2 * MiB);
-  assert_int_equal (st_info (p, "v").vi_written, MiB);
+  assert_int_equal (tl_ds_info (p, "v@s1").vi_used, MiB);
+  assert_int_equal (tl_ds_info (p, "v@s2").vi_used, MiB);
+  assert_int_equal (tl_ds_info (p, "v@s3").vi_used, 0);
+  assert_int_equal (tl_ds_info (p, "v@s2").vi_written, MiB);
+  assert_int_equal (tl_ds_info (p, "v@s3").vi_written, 2 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_written, MiB);
   /* Dead lists: B, A[1M,2M) and A[0,1M), A[3M,4M). */
-  assert_int_equal (st_info (p, "v").vi_usedbysnapshots, 4 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, 4 * MiB);
   {
     zvol_volume_info_t vi[8];
     assert_int_equal (zvol_dataset_list (p, ZVOL_LIST_SNAPSHOTS, vi, 8), 3);
@@ -323,32 +236,32 @@ test_snapshot_chain (void **state)
   p = st_reimport (p, path);
   assert_int_equal (zvol_volume_destroy (p, "v@s2"), 0);
   /* B went; A[1M,2M) is now s1's alone. */
-  assert_int_equal (st_info (p, "v@s1").vi_used, 2 * MiB);
-  assert_int_equal (st_info (p, "v@s3").vi_used, 0);
-  assert_int_equal (st_info (p, "v@s3").vi_written, 2 * MiB);
-  assert_int_equal (st_info (p, "v").vi_usedbysnapshots, 3 * MiB);
-  st_check (p, "v@s1", 0, 4 * MiB, 0xa);
-  st_check (p, "v@s3", 0, 2 * MiB, 0xc);
-  st_check (p, "v@s3", 2 * MiB, 2 * MiB, 0xa);
-  st_check (p, "v", 0, 2 * MiB, 0xc);
-  st_check (p, "v", 2 * MiB, MiB, 0xa);
-  st_check (p, "v", 3 * MiB, MiB, 0xd);
+  assert_int_equal (tl_ds_info (p, "v@s1").vi_used, 2 * MiB);
+  assert_int_equal (tl_ds_info (p, "v@s3").vi_used, 0);
+  assert_int_equal (tl_ds_info (p, "v@s3").vi_written, 2 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, 3 * MiB);
+  tl_ds_check (p, "v@s1", 0, 4 * MiB, 0xa);
+  tl_ds_check (p, "v@s3", 0, 2 * MiB, 0xc);
+  tl_ds_check (p, "v@s3", 2 * MiB, 2 * MiB, 0xa);
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xc);
+  tl_ds_check (p, "v", 2 * MiB, MiB, 0xa);
+  tl_ds_check (p, "v", 3 * MiB, MiB, 0xd);
 
   p = st_reimport (p, path);
   assert_int_equal (zvol_volume_destroy (p, "v@s1"), 0);
   /* A[3M,4M), dropped by the volume, is now s3's alone. */
-  assert_int_equal (st_info (p, "v@s3").vi_used, MiB);
-  assert_int_equal (st_info (p, "v@s3").vi_written, 4 * MiB);
-  assert_int_equal (st_info (p, "v").vi_usedbysnapshots, MiB);
-  st_check (p, "v@s3", 0, 2 * MiB, 0xc);
-  st_check (p, "v@s3", 2 * MiB, 2 * MiB, 0xa);
+  assert_int_equal (tl_ds_info (p, "v@s3").vi_used, MiB);
+  assert_int_equal (tl_ds_info (p, "v@s3").vi_written, 4 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, MiB);
+  tl_ds_check (p, "v@s3", 0, 2 * MiB, 0xc);
+  tl_ds_check (p, "v@s3", 2 * MiB, 2 * MiB, 0xa);
   p = st_reimport (p, path);
   assert_int_equal (zvol_volume_destroy (p, "v@s3"), 0);
-  assert_int_equal (st_info (p, "v").vi_usedbysnapshots, 0);
-  assert_int_equal (st_info (p, "v").vi_written, 4 * MiB);
+  assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, 0);
+  assert_int_equal (tl_ds_info (p, "v").vi_written, 4 * MiB);
   st_assert_near (st_allocated (p), base, "every snapshot destroyed");
-  st_check (p, "v", 0, 2 * MiB, 0xc);
-  st_check (p, "v", 3 * MiB, MiB, 0xd);
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xc);
+  tl_ds_check (p, "v", 3 * MiB, MiB, 0xd);
   p = st_reimport (p, path);
   assert_int_equal (zvol_pool_close (p), 0);
 }
@@ -364,12 +277,12 @@ test_rollback (void **state)
   uint64_t base;
 
   (void) state;
-  st_write (p, "v", 0, 2 * MiB, 0xa);
+  tl_ds_write (p, "v", 0, 2 * MiB, 0xa);
   assert_int_equal (zvol_snapshot_create (p, "v@s1"), 0);
   base = st_allocated (p);
-  st_write (p, "v", 0, MiB, 0xb);
-  st_write (p, "v", 4 * MiB, 2 * MiB, 0xb);
-  zv = st_open (p, "v");
+  tl_ds_write (p, "v", 0, MiB, 0xb);
+  tl_ds_write (p, "v", 4 * MiB, 2 * MiB, 0xb);
+  zv = tl_ds_open (p, "v");
   tl_log_reset (true);
   assert_int_equal (zvol_snapshot_rollback (p, "v@s1", false), -EBUSY);
   assert_true (tl_log_has ("open"));
@@ -377,31 +290,31 @@ test_rollback (void **state)
   tl_log_reset (false);
   assert_int_equal (zvol_close (zv), 0);
   assert_int_equal (zvol_snapshot_rollback (p, "v@s1", false), 0);
-  st_check (p, "v", 0, 2 * MiB, 0xa);
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xa);
   st_check_zero (p, "v", 4 * MiB, 2 * MiB);     /* a hole again */
   st_assert_near (st_allocated (p), base, "after the rollback");
-  assert_int_equal (st_info (p, "v").vi_written, 0);
-  assert_int_equal (st_info (p, "v@s1").vi_used, 0);
+  assert_int_equal (tl_ds_info (p, "v").vi_written, 0);
+  assert_int_equal (tl_ds_info (p, "v@s1").vi_used, 0);
   /* Written after a rollback, imported: the volume goes on. */
-  st_write (p, "v", MiB, MiB, 0xc);
+  tl_ds_write (p, "v", MiB, MiB, 0xc);
   p = st_reimport (p, path);
-  st_check (p, "v", 0, MiB, 0xa);
-  st_check (p, "v", MiB, MiB, 0xc);
-  st_check (p, "v@s1", 0, 2 * MiB, 0xa);
+  tl_ds_check (p, "v", 0, MiB, 0xa);
+  tl_ds_check (p, "v", MiB, MiB, 0xc);
+  tl_ds_check (p, "v@s1", 0, 2 * MiB, 0xa);
 
   /* To an older one: only saying so, which destroys the newer. */
   assert_int_equal (zvol_snapshot_create (p, "v@s2"), 0);
-  st_write (p, "v", 0, MiB, 0xd);
+  tl_ds_write (p, "v", 0, MiB, 0xd);
   tl_log_reset (true);
   assert_int_equal (zvol_snapshot_rollback (p, "v@s1", false), -EEXIST);
   assert_true (tl_log_has ("newest"));
   tl_log_reset (false);
-  assert_true (st_listed (p, "v@s2"));
+  assert_true (tl_ds_find (p, "v@s2", NULL));
   assert_int_equal (zvol_snapshot_rollback (p, "v@s1", true), 0);
-  assert_false (st_listed (p, "v@s2"));
-  st_check (p, "v", 0, 2 * MiB, 0xa);
+  assert_false (tl_ds_find (p, "v@s2", NULL));
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xa);
   p = st_reimport (p, path);
-  st_check (p, "v", 0, 2 * MiB, 0xa);
+  tl_ds_check (p, "v", 0, 2 * MiB, 0xa);
   assert_int_equal (zvol_pool_close (p), 0);
 }
 
@@ -415,7 +328,7 @@ test_clone (void **state)
   uint64_t base, after_clone;
 
   (void) state;
-  st_write (p, "v", 0, 4 * MiB, 0xa);
+  tl_ds_write (p, "v", 0, 4 * MiB, 0xa);
   assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
   /* What an empty volume costs (its log ring): a clone costs no more. */
   base = st_allocated (p);
@@ -432,37 +345,37 @@ test_clone (void **state)
   after_clone = st_allocated (p);
   /* O(1): the clone costs its log ring, not a copy. */
   st_assert_near (after_clone - base, empty, "a clone's cost");
-  st_check (p, "c", 0, 4 * MiB, 0xa);
-  assert_int_equal (st_info (p, "c").vi_referenced, 4 * MiB);
-  assert_int_equal (st_info (p, "c").vi_written, 0);
-  assert_string_equal (st_info (p, "c").vi_origin, "v@s");
-  st_write (p, "c", 0, MiB, 0xc);
-  st_write (p, "v", MiB, MiB, 0xb);
-  st_check (p, "c", 0, MiB, 0xc);
-  st_check (p, "c", MiB, 3 * MiB, 0xa);
-  st_check (p, "v", 0, MiB, 0xa);
-  st_check (p, "v", MiB, MiB, 0xb);
-  st_check (p, "v@s", 0, 4 * MiB, 0xa);
-  assert_int_equal (st_info (p, "c").vi_written, MiB);
+  tl_ds_check (p, "c", 0, 4 * MiB, 0xa);
+  assert_int_equal (tl_ds_info (p, "c").vi_referenced, 4 * MiB);
+  assert_int_equal (tl_ds_info (p, "c").vi_written, 0);
+  assert_string_equal (tl_ds_info (p, "c").vi_origin, "v@s");
+  tl_ds_write (p, "c", 0, MiB, 0xc);
+  tl_ds_write (p, "v", MiB, MiB, 0xb);
+  tl_ds_check (p, "c", 0, MiB, 0xc);
+  tl_ds_check (p, "c", MiB, 3 * MiB, 0xa);
+  tl_ds_check (p, "v", 0, MiB, 0xa);
+  tl_ds_check (p, "v", MiB, MiB, 0xb);
+  tl_ds_check (p, "v@s", 0, 4 * MiB, 0xa);
+  assert_int_equal (tl_ds_info (p, "c").vi_written, MiB);
   tl_log_reset (true);
   assert_int_equal (zvol_volume_destroy (p, "v@s"), -EBUSY);
   assert_true (tl_log_has ("clone"));
   tl_log_reset (false);
   p = st_reimport (p, path);
-  st_check (p, "c", 0, MiB, 0xc);
-  st_check (p, "c", MiB, 3 * MiB, 0xa);
+  tl_ds_check (p, "c", 0, MiB, 0xc);
+  tl_ds_check (p, "c", MiB, 3 * MiB, 0xa);
   /* A snapshot of the clone, and the clone rolled back to it. */
   assert_int_equal (zvol_snapshot_create (p, "c@cs"), 0);
-  st_write (p, "c", 2 * MiB, MiB, 0xe);
+  tl_ds_write (p, "c", 2 * MiB, MiB, 0xe);
   assert_int_equal (zvol_snapshot_rollback (p, "c@cs", false), 0);
-  st_check (p, "c", MiB, 3 * MiB, 0xa);
+  tl_ds_check (p, "c", MiB, 3 * MiB, 0xa);
   assert_int_equal (zvol_volume_destroy (p, "c@cs"), 0);
   p = st_reimport (p, path);
   assert_int_equal (zvol_volume_destroy (p, "c"), 0);
-  st_check (p, "v@s", 0, 4 * MiB, 0xa);
+  tl_ds_check (p, "v@s", 0, 4 * MiB, 0xa);
   assert_int_equal (zvol_volume_destroy (p, "v@s"), 0);
-  st_check (p, "v", 0, MiB, 0xa);
-  st_check (p, "v", MiB, MiB, 0xb);
+  tl_ds_check (p, "v", 0, MiB, 0xa);
+  tl_ds_check (p, "v", MiB, MiB, 0xb);
   p = st_reimport (p, path);
   assert_int_equal (zvol_pool_close (p), 0);
 }
@@ -509,7 +422,7 @@ st_check_live (zvol_pool_t *p, int k, const uint64_t *acked,
   zvol_t *zv;
 
   snprintf (name, sizeof name, "v@t%d", k);
-  zv = st_open (p, name);
+  zv = tl_ds_open (p, name);
   assert_int_equal (zvol_read (zv, buf, 0, VS), 0);
   for (uint64_t i = 0; i < ST_NB; i++) {
     const uint8_t *b = buf + i * 4096;
@@ -546,7 +459,7 @@ test_snapshot_while_writing (void **state)
 
   (void) state;
   assert_non_null (buf);
-  w.sw_zv = st_open (p, "v");
+  w.sw_zv = tl_ds_open (p, "v");
   assert_int_equal (pthread_create (&th, NULL, st_writer_fn, &w), 0);
   for (int k = 0; k < NS; k++) {
     char name[16];
@@ -599,7 +512,7 @@ test_powercut (void **state)
   unsigned landed[4] = { 0 }, lost[4] = { 0 };
 
   (void) state;
-  st_write (p, "v", 0, 2 * MiB, 0xa);
+  tl_ds_write (p, "v", 0, 2 * MiB, 0xa);
   base = st_allocated (p);
   assert_int_equal (zvol_pool_close (p), 0);
   for (uint64_t n = 1; n <= 66; n += 5) {
@@ -607,16 +520,16 @@ test_powercut (void **state)
       pc_t *pc = pc_new (seed ^ (n * 4 + (uint64_t) op), PC_RANDOM);
       int r;
 
-      p = st_import (path);
+      p = tl_import (path, true);
       /* The state each operation starts from. */
       if (op >= 1)
         assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
       if (op == 1 || op == 2)
-        st_write (p, "v", 0, MiB, 0xb);
+        tl_ds_write (p, "v", 0, MiB, 0xb);
       assert_int_equal (zvol_pool_close (p), 0);
       /* The cut sees the devices opened after pc_watch. */
       pc_watch (pc, true);
-      p = st_import (path);
+      p = tl_import (path, true);
       pc_cut_after_writes (pc, n);
       tl_log_reset (true);
       switch (op) {
@@ -632,17 +545,17 @@ test_powercut (void **state)
       pc_free (pc);
 
       st_check_pool (path);
-      p = st_import (path);
-      bool has_s = st_listed (p, "v@s"), has_c = st_listed (p, "c");
+      p = tl_import (path, true);
+      bool has_s = tl_ds_find (p, "v@s", NULL), has_c = tl_ds_find (p, "c", NULL);
       if (r == 0)
         assert_true (op == 1 ? !has_s : op == 3 ? has_c : has_s);
       if (has_s)
-        st_check (p, "v@s", 0, 2 * MiB, 0xa);
+        tl_ds_check (p, "v@s", 0, 2 * MiB, 0xa);
       bool done = op == 0 ? has_s : op == 1 ? !has_s : op == 3 ? has_c
         : false;
       if (op == 2) {
         /* Whole or not at all: either all of B or none of it. */
-        zvol_t *zv = st_open (p, "v");
+        zvol_t *zv = tl_ds_open (p, "v");
         uint8_t *b = malloc (MiB);
         assert_non_null (b);
         assert_int_equal (zvol_read (zv, b, 0, MiB), 0);
@@ -656,19 +569,19 @@ test_powercut (void **state)
       else
         lost[op]++;
       if (has_c) {
-        st_check (p, "c", 0, 2 * MiB, 0xa);
+        tl_ds_check (p, "c", 0, 2 * MiB, 0xa);
         assert_int_equal (zvol_volume_destroy (p, "c"), 0);
       }
       /* Back to the start: v holds A only, no snapshot. */
-      if (st_listed (p, "v@s")) {
-        zvol_t *zv = st_open (p, "v");
+      if (tl_ds_find (p, "v@s", NULL)) {
+        zvol_t *zv = tl_ds_open (p, "v");
         assert_int_equal (zvol_close (zv), 0);
         assert_int_equal (zvol_snapshot_rollback (p, "v@s", false), 0);
         assert_int_equal (zvol_volume_destroy (p, "v@s"), 0);
       }
       else
-        st_write (p, "v", 0, MiB, 0xa);
-      st_check (p, "v", 0, 2 * MiB, 0xa);
+        tl_ds_write (p, "v", 0, MiB, 0xa);
+      tl_ds_check (p, "v", 0, 2 * MiB, 0xa);
       char what[64];
       snprintf (what, sizeof what, "operation %d cut after %" PRIu64
                 " writes (returned %d)", op, n, r);
@@ -732,7 +645,7 @@ test_scale (void **state)
   zvol_pool_t *p = st_new_pool (path, sizeof path, "scale");
   double *t = calloc (ST_NSNAP, sizeof *t), t0, first, last;
   zvol_volume_info_t *vi = calloc (ST_NSNAP + 8, sizeof *vi);
-  zvol_t *zv = st_open (p, "v");
+  zvol_t *zv = tl_ds_open (p, "v");
 
   (void) state;
   assert_non_null (t);
@@ -759,7 +672,7 @@ test_scale (void **state)
   assert_string_equal (vi[0].vi_name, "v@s0");
   assert_string_equal (vi[ST_NSNAP - 1].vi_name, "v@s999");
   t0 = st_now_ms ();
-  zv = st_open (p, "v@s500");
+  zv = tl_ds_open (p, "v@s500");
   double to = st_now_ms () - t0;
   assert_int_equal (zvol_close (zv), 0);
   print_message ("  list of %u: %.2f ms; open one: %.3f ms\n", ST_NSNAP, tl,
@@ -769,13 +682,13 @@ test_scale (void **state)
 
   assert_int_equal (zvol_pool_close (p), 0);
   t0 = st_now_ms ();
-  p = st_import (path);
+  p = tl_import (path, true);
   double ti = st_now_ms () - t0;
   assert_int_equal (zvol_dataset_list (p, ZVOL_LIST_SNAPSHOTS, vi,
                                        ST_NSNAP + 8), ST_NSNAP);
   /* s500's block (written just before it) is in it; the one written just
    * after it is not. */
-  st_check (p, "v@s500", (uint64_t) (500 * 37 % (VS / BS)) * BS, BS, 501);
+  tl_ds_check (p, "v@s500", (uint64_t) (500 * 37 % (VS / BS)) * BS, BS, 501);
   t0 = st_now_ms ();
   assert_int_equal (zvol_volume_destroy (p, "v@s500"), 0);
   double td = st_now_ms () - t0;
@@ -785,8 +698,8 @@ test_scale (void **state)
   assert_int_equal (zvol_volume_destroy (p, "v@s700"), 0);
   print_message ("  destroy another: %.2f ms\n", st_now_ms () - t0);
   assert_true (td < 2000);
-  st_check (p, "v@s501", (uint64_t) (500 * 37 % (VS / BS)) * BS, BS, 501);
-  st_check (p, "v@s499", (uint64_t) (499 * 37 % (VS / BS)) * BS, BS, 500);
+  tl_ds_check (p, "v@s501", (uint64_t) (500 * 37 % (VS / BS)) * BS, BS, 501);
+  tl_ds_check (p, "v@s499", (uint64_t) (499 * 37 % (VS / BS)) * BS, BS, 500);
   assert_int_equal (zvol_pool_close (p), 0);
   st_check_pool (path);
   free (vi);
@@ -821,12 +734,12 @@ test_destroy_cost (void **state)
     assert_int_equal (zvol_pool_open (&pc, &p), 0);
     assert_int_equal (zvol_volume_create (p, "v", &vp), 0);
     for (uint64_t off = 0; off < data; off += 4 * MiB)
-      st_write (p, "v", off, 4 * MiB, 0xa);
+      tl_ds_write (p, "v", off, 4 * MiB, 0xa);
     for (int round = 0; round < 5; round++) {
       assert_int_equal (zvol_snapshot_create (p, "v@a"), 0);
-      st_write (p, "v", 0, BS, round + 2);
+      tl_ds_write (p, "v", 0, BS, round + 2);
       assert_int_equal (zvol_snapshot_create (p, "v@b"), 0);
-      st_write (p, "v", 0, BS, round + 20);
+      tl_ds_write (p, "v", 0, BS, round + 20);
       t0 = st_now_ms ();
       assert_int_equal (zvol_volume_destroy (p, "v@b"), 0);
       best = ZV_MIN (best, st_now_ms () - t0);

@@ -962,6 +962,112 @@ tl_vol_check_shadow (zvol_t *zv, const uint8_t *shadow, uint64_t off,
   tl_vol_check_shadow_blk (zv, shadow, off, len, 0);
 }
 
+/* ---- datasets by name: several volumes and their snapshots ---- */
+
+/* Open volume or snapshot 'name' ("VOL" or "VOL@SNAP") of the pool. */
+TL_FN zvol_t *
+tl_ds_open (zvol_pool_t *p, const char *name)
+{
+  zvol_t *zv = NULL;
+
+  assert_int_equal (zvol_open (p, name, NULL, &zv), 0);
+  return zv;
+}
+
+/* Open 'name', write pattern 'seed' over [off, off+len), close. */
+TL_FN void
+tl_ds_write (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len,
+             uint64_t seed)
+{
+  zvol_t *zv = tl_ds_open (p, name);
+
+  tl_vol_write (zv, NULL, off, len, seed, 0);
+  assert_int_equal (zvol_close (zv), 0);
+}
+
+/* Open 'name': [off, off+len) must read as pattern 'seed'. */
+TL_FN void
+tl_ds_check (zvol_pool_t *p, const char *name, uint64_t off, uint32_t len,
+             uint64_t seed)
+{
+  zvol_t *zv = tl_ds_open (p, name);
+
+  tl_vol_check (zv, off, len, seed);
+  assert_int_equal (zvol_close (zv), 0);
+}
+
+/* The listing's row of 'name' (volumes and snapshots) into *vi (unless
+ * NULL): false when it is not listed. */
+TL_FN bool
+tl_ds_find (zvol_pool_t *p, const char *name, zvol_volume_info_t *vi)
+{
+  const unsigned kinds = ZVOL_LIST_VOLUMES | ZVOL_LIST_SNAPSHOTS;
+  size_t n = zvol_dataset_list (p, kinds, NULL, 0), m;
+  zvol_volume_info_t *all = calloc (n ? n : 1, sizeof *all);
+  bool found = false;
+
+  assert_non_null (all);
+  m = zvol_dataset_list (p, kinds, all, n);
+  for (size_t i = 0; i < m && i < n && !found; i++)
+    if (strcmp (all[i].vi_name, name) == 0) {
+      found = true;
+      if (vi)
+        *vi = all[i];
+    }
+  free (all);
+  return found;
+}
+
+/* The listing's row of 'name', which must be listed. */
+TL_FN zvol_volume_info_t
+tl_ds_info (zvol_pool_t *p, const char *name)
+{
+  zvol_volume_info_t vi;
+
+  if (!tl_ds_find (p, name, &vi))
+    fail_msg ("%s is not listed", name);
+  return vi;
+}
+
+/* Import the one-device pool; with 'full', the full walk: every tree
+ * read, every block owned once. */
+TL_FN zvol_pool_t *
+tl_import (const char *dev, bool full)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  pc.pc_verify_full = full;
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  return p;
+}
+
+TL_FN void
+tl_check_problem (void *arg, const zvol_check_problem_t *cp)
+{
+  (void) arg;
+  fprintf (stderr, "  check: %s\n", cp->cp_msg);
+}
+
+/* The checker (zvol_pool_check) finds nothing on the exported one-device
+ * pool: every block read and verified, each owned once, no space leaked;
+ * each problem it finds is printed.  Returns its report. */
+TL_FN zvol_check_report_t
+tl_check_clean (const char *dev)
+{
+  zvol_pool_config_t pc;
+  zvol_check_report_t rep = { .cr_problem = tl_check_problem };
+
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  assert_int_equal (zvol_pool_check (&pc, &rep), 0);
+  if (rep.cr_problems != 0)
+    fail_msg ("the checker found %" PRIu64 " problems (%" PRIu64 " leaked, "
+              "%" PRIu64 " doubly allocated)", rep.cr_problems, rep.cr_leaked,
+              rep.cr_double);
+  return rep;
+}
+
 /* ---- admin commands ---- */
 
 /* A command line of words separated by single spaces, split in place
