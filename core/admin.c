@@ -846,16 +846,33 @@ admin_stream_fd (admin_ctx_t *c, bool out, int *fdp)
   return ZVOL_ADMIN_OK;
 }
 
-/* Set up the stream of a checked fd. */
-static void
-admin_stream_io (admin_ctx_t *c, int fd, bool out, zv_streamio_t *si,
+/* Set up the stream of the command (checked, as admin_stream_fd). */
+static int
+admin_stream_io (admin_ctx_t *c, bool out, zv_streamio_t *si,
                  zvol_stream_io_t *io)
 {
   const zvol_admin_io_t *a = c->c_io;
+  int fd, r = admin_stream_fd (c, out, &fd);
 
+  if (r != ZVOL_ADMIN_OK)
+    return r;
   zv_streamio_init (si, fd, out, a->ai_cancel_fd, c->c_cmd->ac_name,
                     ADMIN_OPT (c, 'v'), a->ai_progress, a->ai_progress_arg,
                     c->c_err, io);
+  return ZVOL_ADMIN_OK;
+}
+
+/* A stream command's result, its failure said with the operand. */
+static int
+admin_stream_result (admin_ctx_t *c, int r)
+{
+  if (r < 0) {
+    char shown[4 * ZVOL_NAME_MAX + 8];
+    zv_str_printable (c->c_argv[0], 2 * ZVOL_NAME_MAX, shown, sizeof shown);
+    admin_err (c, "%s %s failed: %s", c->c_cmd->ac_name, shown,
+               strerror (-r));
+  }
+  return admin_result (r);
 }
 
 /* send [-v] [-i POOL/VOL@FROM] POOL/VOL@SNAP: the snapshot as a stream
@@ -870,7 +887,7 @@ admin_send (admin_ctx_t *c)
   bool incr = ADMIN_OPT (c, 'i');
   zv_streamio_t si;
   zvol_stream_io_t io;
-  int fd, r;
+  int r;
 
   if (c->c_argc != 1)
     return admin_usage (c, "send [-v] [-i POOL/VOL@FROM] POOL/VOL@SNAP");
@@ -884,17 +901,11 @@ admin_send (admin_ctx_t *c)
   }
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
-  r = admin_stream_fd (c, true, &fd);
+  r = admin_stream_io (c, true, &si, &io);
   if (r != ZVOL_ADMIN_OK)
     return r;
-  admin_stream_io (c, fd, true, &si, &io);
-  r = zvol_send (c->c_pool, snap, incr ? from : NULL, &io);
-  if (r < 0) {
-    char shown[4 * ZVOL_NAME_MAX + 8];
-    zv_str_printable (c->c_argv[0], 2 * ZVOL_NAME_MAX, shown, sizeof shown);
-    admin_err (c, "send %s failed: %s", shown, strerror (-r));
-  }
-  return admin_result (r);
+  return admin_stream_result (c, zvol_send (c->c_pool, snap,
+                                            incr ? from : NULL, &io));
 }
 
 /* receive [-v] POOL/VOL[@SNAP]: a stream from the caller's stream into
@@ -908,7 +919,7 @@ admin_receive (admin_ctx_t *c)
   char name[2 * ZVOL_NAME_MAX];
   zv_streamio_t si;
   zvol_stream_io_t io;
-  int fd, r;
+  int r;
 
   if (c->c_argc != 1)
     return admin_usage (c, "receive [-v] POOL/VOL[@SNAP]");
@@ -916,17 +927,10 @@ admin_receive (admin_ctx_t *c)
                              name);
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
-  r = admin_stream_fd (c, false, &fd);
+  r = admin_stream_io (c, false, &si, &io);
   if (r != ZVOL_ADMIN_OK)
     return r;
-  admin_stream_io (c, fd, false, &si, &io);
-  r = zvol_exports_receive (c->c_ex, name, &io);
-  if (r < 0) {
-    char shown[4 * ZVOL_NAME_MAX + 8];
-    zv_str_printable (c->c_argv[0], 2 * ZVOL_NAME_MAX, shown, sizeof shown);
-    admin_err (c, "receive %s failed: %s", shown, strerror (-r));
-  }
-  return admin_result (r);
+  return admin_stream_result (c, zvol_exports_receive (c->c_ex, name, &io));
 }
 
 /* check [-v] POOL: the whole pool walked and compared with its space

@@ -128,6 +128,13 @@ typedef struct zv_alloc_defer_list {
   size_t dl_cap;
 } zv_alloc_defer_list_t;
 
+/* An open-context allocation for txg ao_txg. */
+typedef struct zv_alloc_open {
+  uint64_t ao_dva;
+  uint32_t ao_size;
+  uint64_t ao_txg;
+} zv_alloc_open_t;
+
 struct zv_alloc {
   pthread_mutex_t a_lock;
   unsigned a_ndevs;
@@ -141,6 +148,13 @@ struct zv_alloc {
   _Atomic uint64_t a_allocated;      /* bytes of set bits */
   _Atomic uint64_t a_reserved;       /* bytes reserved by writers */
   bool a_own;                        /* ownership tracked (an import) */
+  /* Open-context allocations of a later txg than the one syncing
+   * (zv_alloc_block_open: in-place log blocks), kept out of the chunks
+   * that sync writes (zv_alloc_chunk_save).  a_sync_txg: the txg whose
+   * sync began last. */
+  zv_alloc_open_t *a_open;
+  size_t a_nopen, a_capopen;
+  uint64_t a_sync_txg;
 };
 
 /* Ditto copies on one device go at least nbits >> this apart if they can. */
@@ -484,6 +498,7 @@ zv_alloc_destroy (zv_alloc_t *a)
   }
   for (i = 0; i < ZV_ALLOC_NLISTS; i++)
     free (a->a_defer[i].dl_ents);
+  free (a->a_open);
   pthread_mutex_destroy (&a->a_lock);
   free (a);
 }
@@ -549,15 +564,61 @@ alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
  * first fit on each; a ditto copy avoids the first copy's device, and only
  * falls back to that device (apart from the copy) when no other has room.
  */
+static int alloc_block_locked (zv_alloc_t *a, uint32_t size, uint64_t avoid,
+                               uint64_t *dva);
+
 int
 zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid, uint64_t *dva)
+{
+  int r;
+
+  ZV_VERIFY (size > 0 && size % ZV_SECTOR == 0);
+  alloc_lock (a);
+  r = alloc_block_locked (a, size, avoid, dva);
+  alloc_unlock (a);
+  return r;
+}
+
+/*
+ * An allocation in open context for txg 'txg' (the intent log's in-place
+ * blocks, written before their txg syncs).  Its bits are set at once, as
+ * any allocation's, but a sync of an earlier txg must not write them:
+ * that sync's tree does not own the block, and if the server then died
+ * before the log block naming it was written, the block would be
+ * allocated on disk with no owner at all, leaked for good (found by
+ * test-snapshot-crash.sh's kill -9 and the checker).  So the allocation
+ * is recorded, under the same lock, and zv_alloc_chunk_save leaves its
+ * bits out of every chunk saved by the sync of a txg before 'txg'.  After
+ * a crash such a block is free on disk, or, when a durable log record
+ * names it, taken by the import's claim as before.
+ */
+int
+zv_alloc_block_open (zv_alloc_t *a, uint32_t size, uint64_t txg,
+                     uint64_t *dva)
+{
+  int r;
+
+  ZV_VERIFY (size > 0 && size % ZV_SECTOR == 0);
+  alloc_lock (a);
+  r = alloc_block_locked (a, size, 0, dva);
+  if (r == 0 && txg > a->a_sync_txg) {
+    ZV_GROW (a->a_open, a->a_nopen, a->a_capopen, 64);
+    a->a_open[a->a_nopen++] = (zv_alloc_open_t) {
+      .ao_dva = *dva, .ao_size = size, .ao_txg = txg,
+    };
+  }
+  alloc_unlock (a);
+  return r;
+}
+
+static int
+alloc_block_locked (zv_alloc_t *a, uint32_t size, uint64_t avoid,
+                    uint64_t *dva)
 {
   uint64_t n = size / ZV_SECTOR;
   unsigned first, i, avdev = avoid != 0 ? ZV_DVA_VDEV (avoid) : UINT32_MAX;
   int r = -ENOSPC;
 
-  ZV_VERIFY (size > 0 && size % ZV_SECTOR == 0);
-  alloc_lock (a);
   first = a->a_rotor;
   a->a_rotor = (a->a_rotor + 1) % a->a_ndevs;
   for (i = 0; i < a->a_ndevs; i++) {
@@ -573,7 +634,6 @@ zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid, uint64_t *dva)
   if (avdev < a->a_ndevs && alloc_try_apart (a, avoid, n, dva))
     r = 0;
  out:
-  alloc_unlock (a);
   return r;
 }
 
@@ -722,9 +782,13 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
 {
   unsigned l;
 
-  if (txg < ZV_TXG_DEFER)
-    return;
   alloc_lock (a);
+  if (txg > a->a_sync_txg)
+    a->a_sync_txg = txg;
+  if (txg < ZV_TXG_DEFER) {
+    alloc_unlock (a);
+    return;
+  }
   for (l = 0; l < ZV_ALLOC_NLISTS; l++) {
     zv_alloc_defer_list_t *dl = &a->a_defer[l];
     size_t i, keep = 0;
@@ -825,6 +889,40 @@ zv_alloc_chunk_dirty (zv_alloc_t *a, unsigned vdev, size_t idx)
   return dirty;
 }
 
+/*
+ * Clear in chunk idx of device vdev (on-disk form, dst) the bits of the
+ * open-context allocations of txgs after the one syncing (caller holds
+ * a_lock); those of that txg or before are its own now and are dropped.
+ * True when a bit was left out.
+ */
+static bool
+alloc_open_mask (zv_alloc_t *a, unsigned vdev, size_t idx, unsigned char *dst)
+{
+  const uint64_t lo = (uint64_t) idx * ZV_ALLOC_CHUNK_BITS;
+  const uint64_t hi = lo + ZV_ALLOC_CHUNK_BITS;
+  size_t keep = 0;
+  bool masked = false;
+
+  for (size_t i = 0; i < a->a_nopen; i++) {
+    zv_alloc_open_t *o = &a->a_open[i];
+    zv_alloc_dev_t *d;
+    uint64_t b, n;
+
+    if (o->ao_txg <= a->a_sync_txg)
+      continue;                           /* its txg owns it: drop */
+    a->a_open[keep++] = *o;
+    if (ZV_DVA_VDEV (o->ao_dva) != vdev)
+      continue;
+    ZV_VERIFY (alloc_extent (a, o->ao_dva, o->ao_size, &d, &b, &n));
+    for (uint64_t k = ZV_MAX (b, lo); k < ZV_MIN (b + n, hi); k++) {
+      dst[(k - lo) / 8] &= (unsigned char) ~(1u << ((k - lo) % 8));
+      masked = true;
+    }
+  }
+  a->a_nopen = keep;
+  return masked;
+}
+
 /* Copy chunk idx out in on-disk (little-endian) form; it is clean after. */
 void
 zv_alloc_chunk_save (zv_alloc_t *a, unsigned vdev, size_t idx, void *buf)
@@ -844,6 +942,8 @@ zv_alloc_chunk_save (zv_alloc_t *a, unsigned vdev, size_t idx, void *buf)
     memcpy (dst + i * 8, &le, 8);
   }
   d->ad_dirty[idx] = 0;
+  if (alloc_open_mask (a, vdev, idx, dst))
+    d->ad_dirty[idx] = 1;       /* written again, whole, by a later txg */
   alloc_unlock (a);
 }
 

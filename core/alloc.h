@@ -63,6 +63,15 @@ void zv_alloc_destroy (zv_alloc_t *a);
 int zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid,
                     uint64_t *dva);
 
+/*
+ * The same, one copy, in open context for txg 'txg' (the intent log's
+ * in-place blocks): the syncs of earlier txgs leave its bits out of the
+ * space maps they write, so a crash before 'txg' syncs cannot leave the
+ * block allocated on disk and owned by nothing (alloc.c).
+ */
+int zv_alloc_block_open (zv_alloc_t *a, uint32_t size, uint64_t txg,
+                         uint64_t *dva);
+
 /* Mark an extent allocated (import: rebuilding state; tests). */
 void zv_alloc_claim (zv_alloc_t *a, uint64_t dva, uint32_t size);
 

@@ -52,7 +52,7 @@
 #include "import.h"
 #include "check.h"
 
-#define CHECK_NAME 128          /* an owner's name, with its place */
+#define CHECK_NAME 192          /* an owner's name, with its place */
 #define CHECK_NAMES 4           /* owners named per doubly allocated extent */
 
 typedef struct check_owner {
@@ -390,10 +390,15 @@ static void
 check_tree (zv_check_t *ck, zv_pool_ds_t *ds)
 {
   const zv_blkptr_t *root = &ds->ds_rec.dr_volume.dn_root;
-  char what[ZV_NAME_MAX + 16];
+  char what[2 * ZV_NAME_MAX + 24];
   int r;
 
-  snprintf (what, sizeof what, "volume '%s'", ds->ds_name);
+  /* A snapshot is named as its export is, VOL@SNAP. */
+  if (ds->ds_kind == ZV_DS_KIND_SNAPSHOT && ds->ds_parent != NULL)
+    snprintf (what, sizeof what, "snapshot '%s@%s'", ds->ds_parent->ds_name,
+              ds->ds_name);
+  else
+    snprintf (what, sizeof what, "volume '%s'", ds->ds_name);
   ck->ck_ds = what;
   ck->ck_min_birth = zv_import_ds_min_birth (ds);
   ck->ck_rep->cr_trees++;

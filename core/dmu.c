@@ -1366,7 +1366,7 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
     zv_blkptr_t nbp;
     memset (&nbp, 0, sizeof nbp);
     /* The data is held still by db_mtx while it goes to disk. */
-    r = zv_zio_alloc_bp (ob->ob_spa, &nbp, ob->ob_blksz, 1);
+    r = zv_zio_alloc_bp_open (ob->ob_spa, &nbp, ob->ob_blksz, txg);
     if (r == 0) {
       zv_zio_write_t w = { .zw_bp = &nbp, .zw_buf = dr->dr_data };
       nbp.bp_lsize = ob->ob_blksz;

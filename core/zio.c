@@ -495,6 +495,23 @@ zv_zio_alloc_bp (zv_spa_t *spa, zv_blkptr_t *bp, uint32_t size,
   return 0;
 }
 
+/* One copy in open context for txg (zv_alloc_block_open: the intent
+ * log's in-place blocks). */
+int
+zv_zio_alloc_bp_open (zv_spa_t *spa, zv_blkptr_t *bp, uint32_t size,
+                      uint64_t txg)
+{
+  int r;
+
+  memset (bp->bp_dva, 0, sizeof bp->bp_dva);
+  r = zv_alloc_block_open (spa->spa_alloc, size, txg, &bp->bp_dva[0]);
+  if (r < 0)
+    return r;
+  bp->bp_psize = size;
+  bp->bp_ncopies = 1;
+  return 0;
+}
+
 /* Free every copy: at once if born in this (uncommitted) txg. */
 void
 zv_zio_free_bp (zv_spa_t *spa, const zv_blkptr_t *bp, uint64_t txg)

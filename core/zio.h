@@ -106,6 +106,10 @@ int zv_zio_flush_all (zv_spa_t *spa);
 /* Allocate the copies of a new block of 'size' bytes into bp. */
 int zv_zio_alloc_bp (zv_spa_t *spa, zv_blkptr_t *bp, uint32_t size,
                      unsigned copies);
+/* One copy, in open context for txg (the intent log's in-place blocks:
+ * earlier txgs' syncs keep it out of their space maps, alloc.h). */
+int zv_zio_alloc_bp_open (zv_spa_t *spa, zv_blkptr_t *bp, uint32_t size,
+                          uint64_t txg);
 /* Free every copy of bp: deferred to txg+2, or at once if born in txg. */
 void zv_zio_free_bp (zv_spa_t *spa, const zv_blkptr_t *bp, uint64_t txg);
 /* Free every copy of bp with txg, deferred even if born in txg: for a

@@ -519,6 +519,57 @@ test_chunk_roundtrip (void **state)
   zv_alloc_destroy (b);
 }
 
+/* Bit of 'off' (bytes from the area's start) in a saved chunk 0. */
+static bool
+alloc_saved_bit (const unsigned char *buf, uint64_t off)
+{
+  uint64_t k = off / ZV_SECTOR;
+
+  return (buf[k / 8] >> (k % 8)) & 1;
+}
+
+/* An open-context allocation for txg T (an in-place log block) stays
+ * out of the chunks the syncs of txgs before T save, and the chunk stays
+ * dirty until T's sync saves it with the bits; an ordinary allocation
+ * is saved at once. */
+static void
+test_open_alloc_masked (void **state)
+{
+  const uint64_t start = 4 * MiB, end = 4 * MiB + CHUNK_BYTES_OF_DEV;
+  zv_alloc_t *a = zv_alloc_create (1, &start, &end);
+  unsigned char *buf = malloc (ZV_ALLOC_CHUNK);
+  uint64_t dva, plain;
+
+  (void) state;
+  assert_non_null (buf);
+  zv_alloc_sync_begin (a, 4);           /* txg 4 syncs, 5 is open */
+  assert_int_equal (zv_alloc_block_open (a, 16384, 5, &dva), 0);
+  assert_int_equal (zv_alloc_block (a, 16384, 0, &plain), 0);
+  assert_true (zv_alloc_chunk_dirty (a, 0, 0));
+  zv_alloc_chunk_save (a, 0, 0, buf);   /* txg 4's space map */
+  assert_false (alloc_saved_bit (buf, ZV_DVA_OFFSET (dva) - start));
+  assert_false (alloc_saved_bit (buf, ZV_DVA_OFFSET (dva) - start + 12288));
+  assert_true (alloc_saved_bit (buf, ZV_DVA_OFFSET (plain) - start));
+  assert_true (zv_alloc_chunk_dirty (a, 0, 0));     /* for txg 5 */
+  assert_true (zv_alloc_is_allocated (a, dva, 16384)); /* in memory: taken */
+  zv_alloc_chunk_save (a, 0, 0, buf);   /* a second pass of txg 4 */
+  assert_false (alloc_saved_bit (buf, ZV_DVA_OFFSET (dva) - start));
+
+  zv_alloc_sync_begin (a, 5);
+  zv_alloc_chunk_save (a, 0, 0, buf);   /* txg 5's: the block is its own */
+  assert_true (alloc_saved_bit (buf, ZV_DVA_OFFSET (dva) - start));
+  assert_true (alloc_saved_bit (buf, ZV_DVA_OFFSET (dva) - start + 12288));
+  assert_false (zv_alloc_chunk_dirty (a, 0, 0));
+
+  /* One for the txg syncing already is that txg's own. */
+  assert_int_equal (zv_alloc_block_open (a, 16384, 5, &dva), 0);
+  zv_alloc_chunk_save (a, 0, 0, buf);
+  assert_true (alloc_saved_bit (buf, ZV_DVA_OFFSET (dva) - start));
+  assert_false (zv_alloc_chunk_dirty (a, 0, 0));
+  free (buf);
+  zv_alloc_destroy (a);
+}
+
 /* Only the chunks whose bits changed are dirty. */
 static void
 test_dirty_tracking (void **state)
@@ -1020,6 +1071,7 @@ main (void)
     tl_test (test_concurrent_reserve),
     tl_test (test_owners),
     tl_test (test_own_lazy),
+    tl_test (test_open_alloc_masked),
   };
 
   return tl_main (tests, NULL, NULL);
