@@ -88,6 +88,9 @@ count_log () {
     # Integration scripts.
     /^[0-9]+ passed, [0-9]+ failed$/ { sp = $1; sf = $3 }
     /^SKIP: / { swhy = substr($0, 7) }
+    # A C program that skips whole (exit 77) says "PROG: skipped: WHY".
+    match($0, /^[A-Za-z_][A-Za-z_0-9]*: skipped: /) {
+        swhy = substr($0, RLENGTH + 1) }
     /^FAIL: / { checks[ncheck++] = substr($0, 7) }
     END {
         if (havep)
