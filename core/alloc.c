@@ -559,14 +559,14 @@ alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
   return true;
 }
 
+static int alloc_block_locked (zv_alloc_t *a, uint32_t size, uint64_t avoid,
+                               uint64_t *dva);
+
 /*
  * Allocate 'size' contiguous bytes: rotate the starting device per call,
  * first fit on each; a ditto copy avoids the first copy's device, and only
  * falls back to that device (apart from the copy) when no other has room.
  */
-static int alloc_block_locked (zv_alloc_t *a, uint32_t size, uint64_t avoid,
-                               uint64_t *dva);
-
 int
 zv_alloc_block (zv_alloc_t *a, uint32_t size, uint64_t avoid, uint64_t *dva)
 {
