@@ -75,6 +75,8 @@
 #   ZVOL_PLUGIN_B   the plugin .so of the zvol-b target
 #   SNAPSHOTS       zvol-snap: how many snapshots (default 100); ZVOLADM the tool
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
+#   ZVOL_B_OPTS     zvol-b's own, after ZVOL_OPTS (with ZVOL_PLUGIN_B the
+#                   same build: a tunable's before and after in one run)
 #   FILE_OPTS       extra file plugin parameters (e.g. "cache=none")
 #   NBDKIT_THREADS  nbdkit -t (default 32)
 #   QEMU_SHARED     qemu-nbd -e (default 32; sync suite 64: enough for the
@@ -181,6 +183,7 @@ SYNC_LOGDEV_SIZE=${SYNC_LOGDEV_SIZE:-256M}
 ZVOL_PLUGIN=${ZVOL_PLUGIN:-$(first_file "$top/build/plugin/.libs/nbdkit-zvol-plugin.so" \
     "$top/plugin/.libs/nbdkit-zvol-plugin.so")}
 ZVOL_OPTS=${ZVOL_OPTS:-}
+ZVOL_B_OPTS=${ZVOL_B_OPTS:-}
 FILE_OPTS=${FILE_OPTS:-}
 NBDKIT_THREADS=${NBDKIT_THREADS:-32}
 QEMU_SHARED=${QEMU_SHARED:-$def_shared}
@@ -488,6 +491,9 @@ start_target ()
             pre+=(sparse=true)
         fi
         [ "$t" != zvol-snap ] || pre+=("control=$BENCH_DIR/$t.ctl")
+        # zvol-b: its own parameters too (a tunable's A/B with one build)
+        # shellcheck disable=SC2206 # ZVOL_B_OPTS is a list of key=value
+        [ "$t" != zvol-b ] || post+=($ZVOL_B_OPTS)
         # shellcheck disable=SC2086
         nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$plugin" \
             device="$BENCH_DIR/$t.img" create=true size="$BENCH_SIZE" \
