@@ -900,6 +900,56 @@ rc_is ()
     fi
 }
 
+# zv_admin_setup: $ADM, the built zvoladm, with a pool cache of the
+# test's own and no $ZVOLADM_SOCKET from the caller's environment.
+zv_admin_setup ()
+{
+    ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
+    [ -x "$ADM" ] || die "$ADM is not built"
+    export ZVOLADM_CACHE=$ZV_TMP/pools
+    unset ZVOLADM_SOCKET
+}
+
+# zv_runtime_pool NAME: $rundir (zv_runtime_dir), and the runtime
+# directory of pool NAME in it (its control socket) removed at exit.
+zv_runtime_pool ()
+{
+    zv_runtime_dir
+    on_exit "rm -rf '$rundir/$1'"
+}
+
+# zv_hold SOCK EXPORT: a client connected to EXPORT of the server on
+# SOCK (one read done), until zv_release; returns once it is connected
+# (at most 30 s).  $ZV_HOLD_PID is the client.  One at a time.
+zv_hold ()
+{
+    rm -f "$ZV_TMP/held" "$ZV_TMP/release"
+    cat >"$ZV_TMP/hold.py" <<'EOF'
+import nbd, os, sys, time
+h = nbd.NBD()
+h.set_export_name(sys.argv[2])
+h.connect_unix(sys.argv[1])
+h.pread(4096, 0)
+open(sys.argv[3], "w").close()
+for _ in range(600):
+    if os.path.exists(sys.argv[4]):
+        break
+    time.sleep(0.1)
+h.shutdown()
+EOF
+    "$NBD_PY" "$ZV_TMP/hold.py" "$1" "$2" "$ZV_TMP/held" "$ZV_TMP/release" &
+    ZV_HOLD_PID=$!
+    track_pid "$ZV_HOLD_PID"
+    for _ in $(seq 300); do [ -e "$ZV_TMP/held" ] && break; sleep 0.1; done
+}
+
+# zv_release: the client of zv_hold disconnects; returns once it is gone.
+zv_release ()
+{
+    touch "$ZV_TMP/release"
+    wait "$ZV_HOLD_PID" || :
+}
+
 # zv_runtime_dir: where servers put their control sockets, into $rundir:
 # /run/nbdkit-zvol as root, else under an $XDG_RUNTIME_DIR of the test's
 # own (so the test leaves nothing behind).

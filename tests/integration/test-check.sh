@@ -11,9 +11,7 @@ requires_plugin
 requires_nbd_python
 zv_setup
 
-ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
-[ -x "$ADM" ] || die "$ADM is not built"
-export ZVOLADM_CACHE=$ZV_TMP/pools
+zv_admin_setup
 pool=$ZV_TMP/pool.img
 sock=$ZV_TMP/zvol.sock
 truncate -s 256M "$pool"

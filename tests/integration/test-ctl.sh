@@ -34,13 +34,9 @@ requires_nbd_python
 requires nbdinfo --version
 zv_setup
 
-ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
-[ -x "$ADM" ] || die "$ADM is not built"
-export ZVOLADM_CACHE=$ZV_TMP/pools
-unset ZVOLADM_SOCKET
-zv_runtime_dir
+zv_admin_setup
 POOL=ctltest$$
-on_exit "rm -rf '$rundir/$POOL'"
+zv_runtime_pool "$POOL"
 ctl=$rundir/$POOL/control
 pool=$ZV_TMP/pool.img
 sock=$ZV_TMP/zvol.sock
@@ -56,23 +52,7 @@ check "the socket is in the pool's runtime directory" test -S "$ctl"
 check "its mode is 0600" test "$(stat -c %a "$ctl")" = 600
 
 # A client holds db open (connected, reading) until told to go.
-cat >"$ZV_TMP/hold.py" <<'EOF'
-import nbd, os, sys, time
-h = nbd.NBD()
-h.set_export_name(sys.argv[2])
-h.connect_unix(sys.argv[1])
-h.pread(4096, 0)
-open(sys.argv[3], "w").close()
-for _ in range(600):
-    if os.path.exists(sys.argv[4]):
-        break
-    time.sleep(0.1)
-h.shutdown()
-EOF
-"$NBD_PY" "$ZV_TMP/hold.py" "$sock" db "$ZV_TMP/held" "$ZV_TMP/release" &
-hold_pid=$!
-track_pid "$hold_pid"
-for _ in $(seq 300); do [ -e "$ZV_TMP/held" ] && break; sleep 0.1; done
+zv_hold "$sock" db
 check "a client has db open" test -e "$ZV_TMP/held"
 
 rc_is 0 "zvoladm list -H -p $POOL, live" "$ADM" list -H -p "$POOL"
@@ -144,8 +124,7 @@ py_checks "garbage on the socket" "$ZV_TMP/junk.py" "$ctl" || :
 check "the log says who sent it" grep -q "a bad message from uid" "$ZV_LOG"
 rc_is 0 "the server still answers" "$ADM" list -H "$POOL"
 
-touch "$ZV_TMP/release"
-wait "$hold_pid" || :
+zv_release
 rc_is 0 "zvoladm list -H -p $POOL, live, at the end" "$ADM" list -H -p "$POOL"
 cp "$ZV_TMP/adm.out" "$ZV_TMP/live.list"
 rc_is 0 "zvoladm list $POOL, live, at the end" "$ADM" list "$POOL"
@@ -187,7 +166,7 @@ stop_zvol "$sock" || zv_fail "clean stop"
 zv_log "5. send and receive live, through the control socket"
 "$ADM" create -V 16M -s "$POOL/aux" || die "zvoladm create $POOL/aux"
 POOL2=ctlrecv$$
-on_exit "rm -rf '$rundir/$POOL2'"
+zv_runtime_pool "$POOL2"
 pool2=$ZV_TMP/pool2.img
 sock2=$ZV_TMP/zvol2.sock
 truncate -s 256M "$pool2"

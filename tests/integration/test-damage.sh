@@ -24,7 +24,7 @@ requires_nbd_python
 zv_setup
 
 pool=$ZV_TMP/pool.img
-ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
+zv_admin_setup
 sock=$ZV_TMP/zvol.sock
 uri=$(nbd_uri "$sock")
 VBS=16384

@@ -50,13 +50,9 @@ requires_plugin
 requires_nbd_python
 zv_setup
 
-ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
-[ -x "$ADM" ] || die "$ADM is not built"
-export ZVOLADM_CACHE=$ZV_TMP/pools
-unset ZVOLADM_SOCKET
-zv_runtime_dir
+zv_admin_setup
 POOL=snapcrash$$
-on_exit "rm -rf '$rundir/$POOL'"
+zv_runtime_pool "$POOL"
 pool=$ZV_TMP/pool.img
 sock=$ZV_TMP/zvol.sock
 ctl=$rundir/$POOL/control

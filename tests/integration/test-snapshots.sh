@@ -28,13 +28,9 @@ requires_plugin
 requires_nbd_python
 zv_setup
 
-ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
-[ -x "$ADM" ] || die "$ADM is not built"
-export ZVOLADM_CACHE=$ZV_TMP/pools
-unset ZVOLADM_SOCKET
-zv_runtime_dir
+zv_admin_setup
 POOL=snaptest$$
-on_exit "rm -rf '$rundir/$POOL'"
+zv_runtime_pool "$POOL"
 pool=$ZV_TMP/pool.img
 sock=$ZV_TMP/zvol.sock
 truncate -s 512M "$pool"
@@ -171,31 +167,14 @@ rc_is 0 "destroy -Rn db@one: a dry run, live" "$ADM" destroy -Rn "$POOL/db@one"
 check "it would take the clone first, then the snapshot" \
     test "$(cat "$ZV_TMP/adm.out")" = "$(printf 'would destroy %s\nwould destroy %s' "$POOL/copy" "$POOL/db@one")"
 # A client on the clone: destroy -R refuses the whole set.
-cat >"$ZV_TMP/hold.py" <<'EOF'
-import nbd, os, sys, time
-h = nbd.NBD()
-h.set_export_name(sys.argv[2])
-h.connect_unix(sys.argv[1])
-h.pread(4096, 0)
-open(sys.argv[3], "w").close()
-for _ in range(600):
-    if os.path.exists(sys.argv[4]):
-        break
-    time.sleep(0.1)
-h.shutdown()
-EOF
-"$NBD_PY" "$ZV_TMP/hold.py" "$sock" copy "$ZV_TMP/held" "$ZV_TMP/release" &
-hold_pid=$!
-track_pid "$hold_pid"
-for _ in $(seq 300); do [ -e "$ZV_TMP/held" ] && break; sleep 0.1; done
+zv_hold "$sock" copy
 rc_is 1 "destroy -R db@one while a client has the clone open" "$ADM" destroy -R "$POOL/db@one"
 check "refused: the clone is in use, nothing destroyed" \
     grep -q "'copy' of pool '$POOL' is in use .*nothing destroyed" "$ZV_TMP/adm.err"
 rc_is 0 "list -t all" "$ADM" list -t all -H -o name "$POOL"
 check "the clone and the snapshot are still there" \
     bash -c "grep -qx '$POOL/copy' '$ZV_TMP/adm.out' && grep -qx '$POOL/db@one' '$ZV_TMP/adm.out'"
-touch "$ZV_TMP/release"
-wait "$hold_pid" || :
+zv_release
 rc_is 1 "destroy db with a snapshot, not recursive" "$ADM" destroy "$POOL/db"
 stop_zvol "$sock" || zv_fail "clean stop"
 

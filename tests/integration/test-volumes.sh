@@ -24,9 +24,7 @@ requires_nbd_python
 requires nbdinfo --version
 zv_setup
 
-ADM=$ZVOL_TOP_BUILDDIR/cmd/zvoladm
-[ -x "$ADM" ] || die "$ADM is not built"
-export ZVOLADM_CACHE=$ZV_TMP/pools
+zv_admin_setup
 pool=$ZV_TMP/pool.img
 sock=$ZV_TMP/zvol.sock
 MiB=$((1024 * 1024))

@@ -44,9 +44,10 @@ adm_teardown (void **state)
   return r < 0 ? -1 : 0;
 }
 
-/* Run a command line on the pool. */
-static void
-adm_run (tl_cmd_out_t *co, const char *line, unsigned flags)
+/* Run a command line on the pool, with a stream on fd (-1: none, as
+ * zvol_admin_run gives). */
+static int
+adm_run_io (tl_cmd_out_t *co, const char *line, unsigned flags, int fd)
 {
   char buf[1024], *argv[64];
   int argc;
@@ -55,8 +56,20 @@ adm_run (tl_cmd_out_t *co, const char *line, unsigned flags)
   snprintf (buf, sizeof buf, "%s", line);
   argc = tl_argv_split (buf, argv, 64);
   tl_cmd_begin (co, &out, &err);
-  co->co_code = zvol_admin_run (adm_ex, argc, argv, flags, out, err);
+  zvol_admin_io_t io = {
+    .ai_out = out, .ai_err = err, .ai_stream_fd = fd,
+    .ai_cancel_fd = { -1, -1 },
+  };
+  co->co_code = zvol_admin_run_io (adm_ex, argc, argv, flags, &io);
   tl_cmd_end (co, out, err);
+  return co->co_code;
+}
+
+/* Run a command line on the pool. */
+static void
+adm_run (tl_cmd_out_t *co, const char *line, unsigned flags)
+{
+  (void) adm_run_io (co, line, flags, -1);
 }
 
 /* Run and expect the exit code; the output is freed. */
@@ -495,20 +508,7 @@ adm_feed (void *arg)
 static int
 adm_run_fd (tl_cmd_out_t *co, const char *line, int fd)
 {
-  char buf[1024], *argv[64];
-  int argc;
-  FILE *out, *err;
-
-  snprintf (buf, sizeof buf, "%s", line);
-  argc = tl_argv_split (buf, argv, 64);
-  tl_cmd_begin (co, &out, &err);
-  zvol_admin_io_t io = {
-    .ai_out = out, .ai_err = err, .ai_stream_fd = fd,
-    .ai_cancel_fd = { -1, -1 },
-  };
-  co->co_code = zvol_admin_run_io (adm_ex, argc, argv, 0, &io);
-  tl_cmd_end (co, out, err);
-  return co->co_code;
+  return adm_run_io (co, line, 0, fd);
 }
 
 /* send and receive as commands: what the tool hands them (stdout,
