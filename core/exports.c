@@ -379,8 +379,8 @@ zvol_exports_destroy_set (zvol_exports_t *ex, const zvol_dsname_t *names,
                 "destroyed", kind, shown, zvol_pool_name (ex->ex_pool));
     else
       zv_error ("%s '%s' of pool '%s' is in use (held %u time%s: by "
-                "connected clients, or a server's statistics of its default "
-                "export): nothing destroyed; disconnect them first", kind,
+                "connected clients or a running command): nothing "
+                "destroyed; disconnect them first", kind,
                 shown, zvol_pool_name (ex->ex_pool), holds,
                 holds > 1 ? "s" : "");
     r = -EBUSY;
@@ -398,6 +398,7 @@ zvol_exports_destroy_set (zvol_exports_t *ex, const zvol_dsname_t *names,
   pthread_mutex_lock (&ex->ex_lock);
   for (size_t i = 0; i < n; i++)
     ents[i]->ee_destroying = false;
+  ex->ex_gen++;                 /* as exports_exclusive: a change ended */
   pthread_cond_broadcast (&ex->ex_cv);
   pthread_mutex_unlock (&ex->ex_lock);
  out:
