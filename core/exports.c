@@ -248,53 +248,74 @@ zvol_exports_holds (zvol_exports_t *ex, const char *name)
 }
 
 /*
- * Run fn on the volume 'name' with nobody holding it: -EBUSY (saying by
- * how many) while held, else it is closed and no hold of it succeeds
- * until fn returns (destroy; rollback, which the volume reopens from).
+ * Run fn on the datasets names[0..n) with nobody holding any of them:
+ * all are checked and marked under one hold of ex_lock, so that a client
+ * cannot come in between the check of the first and the change of the
+ * last (which one call per name would let happen, leaving half a tree
+ * destroyed).  One held or changing name fails the whole call with
+ * -EBUSY, naming it, and nothing changes; otherwise every one is closed
+ * and no hold of any succeeds until fn returns (destroy; rollback and
+ * receive, after which the volume reopens).  A dry run checks only.
  */
 static int
-exports_exclusive (zvol_exports_t *ex, const char *name, const char *what,
-                   int (*fn) (void *arg), void *arg)
+exports_exclusive (zvol_exports_t *ex, const char *const *names, size_t n,
+                   const char *what, bool dry_run, int (*fn) (void *arg),
+                   void *arg)
 {
   char shown[4 * EXPORTS_NAME_MAX + 4];
-  exports_ent_t *e;
-  zvol_t *zv = NULL;
-  unsigned holds;
-  bool busy;
-  int r;
+  exports_ent_t **ents = zv_calloc (n ? n : 1, sizeof *ents);
+  zvol_t **zvs = zv_calloc (n ? n : 1, sizeof *zvs);
+  exports_ent_t *busy = NULL;
+  unsigned holds = 0;
+  int r = 0;
 
-  zv_str_printable (name, EXPORTS_NAME_MAX, shown, sizeof shown);
   pthread_mutex_lock (&ex->ex_lock);
-  e = exports_get (ex, name);
-  holds = e->ee_holds;
-  busy = e->ee_destroying;
-  if (holds == 0 && !busy) {
-    e->ee_destroying = true;
-    zv = e->ee_zv;
-    e->ee_zv = NULL;
+  for (size_t i = 0; i < n && busy == NULL; i++) {
+    ents[i] = exports_get (ex, names[i]);
+    if (ents[i]->ee_holds > 0 || ents[i]->ee_destroying)
+      busy = ents[i];
   }
+  if (busy != NULL)
+    holds = busy->ee_holds;
+  else if (!dry_run)
+    for (size_t i = 0; i < n; i++) {
+      ents[i]->ee_destroying = true;
+      zvs[i] = ents[i]->ee_zv;
+      ents[i]->ee_zv = NULL;
+    }
   pthread_mutex_unlock (&ex->ex_lock);
-  if (busy) {
-    zv_error ("volume '%s' of pool '%s' is being changed already", shown,
-              zvol_pool_name (ex->ex_pool));
-    return -EBUSY;
+  if (busy != NULL) {
+    const char *kind = strchr (busy->ee_name, '@') ? "snapshot" : "volume";
+    zv_str_printable (busy->ee_name, EXPORTS_NAME_MAX, shown, sizeof shown);
+    if (holds == 0)
+      zv_error ("%s '%s' of pool '%s' is being changed already: "
+                "not %s", kind, shown, zvol_pool_name (ex->ex_pool), what);
+    else
+      zv_error ("%s '%s' of pool '%s' is in use (held %u time%s: by "
+                "connected clients or a running command): disconnect them "
+                "before %s", kind, shown, zvol_pool_name (ex->ex_pool),
+                holds, holds > 1 ? "s" : "", what);
+    r = -EBUSY;
   }
-  if (holds > 0) {
-    zv_error ("volume '%s' of pool '%s' is in use (held %u time%s: by "
-              "connected clients or a running command): disconnect them "
-              "before %s", shown,
-              zvol_pool_name (ex->ex_pool), holds, holds > 1 ? "s" : "",
-              what);
-    return -EBUSY;
-  }
-  r = zv ? zvol_close (zv) : 0;
+  if (busy != NULL || dry_run)
+    goto out;
+  for (size_t i = 0; i < n; i++)
+    if (zvs[i] != NULL) {
+      int c = zvol_close (zvs[i]);
+      if (c < 0 && r == 0)
+        r = c;
+    }
   if (r == 0)
     r = fn (arg);
   pthread_mutex_lock (&ex->ex_lock);
-  e->ee_destroying = false;
+  for (size_t i = 0; i < n; i++)
+    ents[i]->ee_destroying = false;
   ex->ex_gen++;
   pthread_cond_broadcast (&ex->ex_cv);
   pthread_mutex_unlock (&ex->ex_lock);
+ out:
+  free (ents);
+  free (zvs);
   return r;
 }
 
@@ -302,14 +323,21 @@ typedef struct exports_op {
   zvol_pool_t *eo_pool;
   const char *eo_name;
   bool eo_flag;
+  const zvol_dsname_t *eo_set;  /* a recursive destroy's, in order */
+  size_t eo_nset;
 } exports_op_t;
 
 static int
 exports_do_destroy (void *arg)
 {
   exports_op_t *o = arg;
+  int r = 0;
 
-  return zvol_volume_destroy (o->eo_pool, o->eo_name);
+  if (o->eo_set == NULL)
+    return zvol_volume_destroy (o->eo_pool, o->eo_name);
+  for (size_t i = 0; i < o->eo_nset && r == 0; i++)
+    r = zvol_volume_destroy (o->eo_pool, o->eo_set[i].dn_name);
+  return r;
 }
 
 static int
@@ -327,83 +355,31 @@ zvol_exports_destroy (zvol_exports_t *ex, const char *name)
 
   if (strlen (name) >= EXPORTS_NAME_MAX)
     return zvol_volume_destroy (ex->ex_pool, name);  /* it says why */
-  return exports_exclusive (ex, name, "destroying it", exports_do_destroy,
-                            &o);
+  return exports_exclusive (ex, &name, 1, "destroying it", false,
+                            exports_do_destroy, &o);
 }
 
-/*
- * A recursive destroy: every name checked free under one hold of
- * ex_lock and all marked destroying at once, so that a client cannot
- * come in between the check and the destroy of the last one (which a
- * loop of zvol_exports_destroy would let happen, leaving half a tree).
- */
+/* A recursive destroy: the whole set exclusive at once (above). */
 int
 zvol_exports_destroy_set (zvol_exports_t *ex, const zvol_dsname_t *names,
                           size_t n, bool dry_run)
 {
-  char shown[4 * EXPORTS_NAME_MAX + 4];
-  exports_ent_t **ents = zv_calloc (n ? n : 1, sizeof *ents);
-  zvol_t **zvs = zv_calloc (n ? n : 1, sizeof *zvs);
-  exports_ent_t *busy = NULL;
-  unsigned holds = 0;
-  int r = 0;
+  exports_op_t o = { .eo_pool = ex->ex_pool, .eo_set = names, .eo_nset = n };
+  const char **v = zv_calloc (n ? n : 1, sizeof *v);
+  int r;
 
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
     if (strnlen (names[i].dn_name, EXPORTS_NAME_MAX) >= EXPORTS_NAME_MAX) {
       zv_error ("pool '%s': a dataset name in a destroy is too long",
                 zvol_pool_name (ex->ex_pool));
-      free (ents);
-      free (zvs);
+      free (v);
       return -EINVAL;
     }
-  pthread_mutex_lock (&ex->ex_lock);
-  for (size_t i = 0; i < n && busy == NULL; i++) {
-    ents[i] = exports_get (ex, names[i].dn_name);
-    if (ents[i]->ee_holds > 0 || ents[i]->ee_destroying)
-      busy = ents[i];
+    v[i] = names[i].dn_name;
   }
-  if (busy != NULL)
-    holds = busy->ee_holds;
-  else if (!dry_run)
-    for (size_t i = 0; i < n; i++) {
-      ents[i]->ee_destroying = true;
-      zvs[i] = ents[i]->ee_zv;
-      ents[i]->ee_zv = NULL;
-    }
-  pthread_mutex_unlock (&ex->ex_lock);
-  if (busy != NULL) {
-    const char *kind = strchr (busy->ee_name, '@') ? "snapshot" : "volume";
-    zv_str_printable (busy->ee_name, EXPORTS_NAME_MAX, shown, sizeof shown);
-    if (holds == 0)
-      zv_error ("%s '%s' of pool '%s' is being changed already: nothing "
-                "destroyed", kind, shown, zvol_pool_name (ex->ex_pool));
-    else
-      zv_error ("%s '%s' of pool '%s' is in use (held %u time%s: by "
-                "connected clients or a running command): nothing "
-                "destroyed; disconnect them first", kind,
-                shown, zvol_pool_name (ex->ex_pool), holds,
-                holds > 1 ? "s" : "");
-    r = -EBUSY;
-  }
-  if (busy != NULL || dry_run)
-    goto out;
-  for (size_t i = 0; i < n; i++)
-    if (zvs[i] != NULL) {
-      int c = zvol_close (zvs[i]);
-      if (c < 0 && r == 0)
-        r = c;
-    }
-  for (size_t i = 0; i < n && r == 0; i++)
-    r = zvol_volume_destroy (ex->ex_pool, names[i].dn_name);
-  pthread_mutex_lock (&ex->ex_lock);
-  for (size_t i = 0; i < n; i++)
-    ents[i]->ee_destroying = false;
-  ex->ex_gen++;                 /* as exports_exclusive: a change ended */
-  pthread_cond_broadcast (&ex->ex_cv);
-  pthread_mutex_unlock (&ex->ex_lock);
- out:
-  free (ents);
-  free (zvs);
+  r = exports_exclusive (ex, v, n, "the destroy (nothing destroyed)",
+                         dry_run, exports_do_destroy, &o);
+  free (v);
   return r;
 }
 
@@ -415,12 +391,13 @@ zvol_exports_rollback (zvol_exports_t *ex, const char *snapshot,
                      .eo_flag = destroy_newer };
   const char *at = strchr (snapshot, '@');
   char vol[EXPORTS_NAME_MAX];
+  const char *vp = vol;
 
   if (at == NULL || (size_t) (at - snapshot) >= ZVOL_NAME_MAX)
     return zvol_snapshot_rollback (ex->ex_pool, snapshot, destroy_newer);
   snprintf (vol, sizeof vol, "%.*s", (int) (at - snapshot), snapshot);
-  return exports_exclusive (ex, vol, "rolling it back", exports_do_rollback,
-                            &o);
+  return exports_exclusive (ex, &vp, 1, "rolling it back", false,
+                            exports_do_rollback, &o);
 }
 
 typedef struct exports_recv {
@@ -446,12 +423,13 @@ zvol_exports_receive (zvol_exports_t *ex, const char *target,
   const char *at = target ? strchr (target, '@') : NULL;
   size_t n = target ? (at ? (size_t) (at - target) : strlen (target)) : 0;
   char vol[EXPORTS_NAME_MAX];
+  const char *vp = vol;
 
   if (n == 0 || n >= ZVOL_NAME_MAX)
     return zvol_receive (ex->ex_pool, target, io);  /* it says why */
   snprintf (vol, sizeof vol, "%.*s", (int) n, target);
-  return exports_exclusive (ex, vol, "receiving into it", exports_do_receive,
-                            &o);
+  return exports_exclusive (ex, &vp, 1, "receiving into it", false,
+                            exports_do_receive, &o);
 }
 
 void
