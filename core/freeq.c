@@ -15,7 +15,11 @@
  *   a snapshot's: the dead list of its successor as it was before the
  *                 split, whose entries born after the snapshot's line
  *                 were its alone (snap.c); the entries at or before the
- *                 line went to the successor's new list, and are skipped.
+ *                 line went to the successor's new list, and are skipped;
+ *   a rollback's: the tree the volume leaves (as a destroyed clone's,
+ *                 the snapshot's txg as its line), in a free slot of
+ *                 its own with an id of its own, since the volume keeps
+ *                 its slot (zv_freeq_add_rollback).
  *
  * Each later sync (zv_freeq_sync, after the txg's snapshot tasks) frees
  * up to free_max_blocks blocks, or for free_max_ms, whichever comes
@@ -357,17 +361,24 @@ freeq_new (zv_pool_t *p, uint64_t slot, uint64_t id, uint64_t txg)
   return e;
 }
 
+/* The list's end; the caller holds dd_lock. */
 static void
-freeq_append (zv_pool_t *p, zv_freeq_ent_t *e)
+freeq_append_locked (zv_pool_t *p, zv_freeq_ent_t *e)
 {
   zv_freeq_t *fq = &p->p_freeq;
 
-  pthread_mutex_lock (&p->p_dd.dd_lock);
   ZV_GROW (fq->fq_ents, fq->fq_n, fq->fq_cap, 8);
   fq->fq_ents[fq->fq_n++] = e;
-  pthread_mutex_unlock (&p->p_dd.dd_lock);
   atomic_fetch_add (&fq->fq_nents, 1);
   atomic_fetch_add (&fq->fq_left, atomic_load (&e->fe_left));
+}
+
+static void
+freeq_append (zv_pool_t *p, zv_freeq_ent_t *e)
+{
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  freeq_append_locked (p, e);
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
 }
 
 static void
@@ -375,6 +386,34 @@ freeq_free (zv_freeq_ent_t *e)
 {
   zv_deadlist_fini (&e->fe_dl);
   free (e);
+}
+
+/* A tree's entry: the blocks of dn born after ds's line, in 'slot' under
+ * 'id'.  rollback names the snapshot a rollback went back to (the entry
+ * then takes a slot of its own: the volume keeps its). */
+static zv_freeq_ent_t *
+freeq_tree_ent (zv_pool_t *p, zv_pool_ds_t *ds, const zv_dnode_phys_t *dn,
+                uint64_t txg, uint64_t slot, uint64_t id,
+                const char *rollback)
+{
+  zv_freeq_ent_t *e = freeq_new (p, slot, id, txg);
+
+  e->fe_tree = true;
+  e->fe_dn = *dn;
+  e->fe_dn.dn_size = ds->ds_volsize;
+  e->fe_line = ds->ds_prev_snap_txg;
+  e->fe_time = (uint64_t) time (NULL);
+  e->fe_volsize = ds->ds_volsize;
+  e->fe_blksz = ds->ds_blksz;
+  e->fe_total = ds->ds_obj.ob_written;
+  atomic_store (&e->fe_left, e->fe_total);
+  snprintf (e->fe_name, sizeof e->fe_name, "%s", ds->ds_name);
+  if (rollback)
+    snprintf (e->fe_shown, sizeof e->fe_shown, "what volume '%s' wrote "
+              "after '%s'", ds->ds_name, rollback);
+  else
+    snprintf (e->fe_shown, sizeof e->fe_shown, "volume '%s'", ds->ds_name);
+  return e;
 }
 
 int
@@ -387,23 +426,43 @@ zv_freeq_add_tree (zv_pool_t *p, zv_pool_ds_t *ds, const zv_dnode_phys_t *dn,
   if (zv_bp_is_hole (&dn->dn_root)
       || dn->dn_root.bp_birth <= ds->ds_prev_snap_txg)
     return 0;                   /* nothing of its own */
-  e = freeq_new (p, ds->ds_slot, ds->ds_id, txg);
-  e->fe_tree = true;
-  e->fe_dn = *dn;
-  e->fe_dn.dn_size = ds->ds_volsize;
-  e->fe_line = ds->ds_prev_snap_txg;
-  e->fe_time = (uint64_t) time (NULL);
-  e->fe_volsize = ds->ds_volsize;
-  e->fe_blksz = ds->ds_blksz;
-  e->fe_total = ds->ds_obj.ob_written;
-  atomic_store (&e->fe_left, e->fe_total);
-  snprintf (e->fe_name, sizeof e->fe_name, "%s", ds->ds_name);
-  snprintf (e->fe_shown, sizeof e->fe_shown, "volume '%s'", ds->ds_name);
+  e = freeq_tree_ent (p, ds, dn, txg, ds->ds_slot, ds->ds_id, NULL);
   freeq_append (p, e);
   freeq_size (size, sizeof size, e->fe_total);
   zv_info ("pool '%s': %s destroyed in txg %" PRIu64 ": its %s are freed "
            "in the background from the next txg on", p->p_name, e->fe_shown,
            txg, size);
+  return 0;
+}
+
+int
+zv_freeq_add_rollback (zv_pool_t *p, zv_pool_ds_t *v,
+                       const zv_dnode_phys_t *dn, const char *snap,
+                       uint64_t txg)
+{
+  uint64_t id, slot;
+  char size[32];
+  zv_freeq_ent_t *e;
+  int r;
+
+  if (zv_bp_is_hole (&dn->dn_root)
+      || dn->dn_root.bp_birth <= v->ds_prev_snap_txg)
+    return 0;                   /* nothing written since */
+  /* The slot found free and the entry that takes it under one hold of
+   * dd_lock, so that nothing else can take that slot in between. */
+  pthread_mutex_lock (&p->p_dd.dd_lock);
+  r = zv_dsdir_new_slot_locked (p, &id, &slot);
+  if (r < 0) {
+    pthread_mutex_unlock (&p->p_dd.dd_lock);
+    return r;
+  }
+  e = freeq_tree_ent (p, v, dn, txg, slot, id, snap);
+  freeq_append_locked (p, e);
+  pthread_mutex_unlock (&p->p_dd.dd_lock);
+  freeq_size (size, sizeof size, e->fe_total);
+  zv_info ("pool '%s': volume '%s' rolled back to '%s' in txg %" PRIu64
+           ": the %s it wrote after it are freed in the background from "
+           "the next txg on", p->p_name, v->ds_name, snap, txg, size);
   return 0;
 }
 

@@ -17,8 +17,9 @@
 typedef struct zvol_pool zv_pool_t;
 typedef struct zv_pool_ds zv_pool_ds_t;
 
-/* One destroyed dataset still being freed: a record of kind
- * ZV_DS_KIND_FREE in its old directory slot. */
+/* One destroyed dataset (or the tree a rollback left) still being
+ * freed: a record of kind ZV_DS_KIND_FREE in its old directory slot (a
+ * free one for a rollback's). */
 typedef struct zv_freeq_ent {
   uint64_t fe_slot, fe_id, fe_parent_id;
   uint64_t fe_line;            /* frees only what was born after it */
@@ -78,6 +79,13 @@ int zv_freeq_add_tree (zv_pool_t *p, zv_pool_ds_t *ds,
                        const zv_dnode_phys_t *dn, uint64_t txg);
 int zv_freeq_add_deadlist (zv_pool_t *p, zv_pool_ds_t *s, zv_deadlist_t *dl,
                            uint64_t bytes, uint64_t txg);
+/* A rollback's sync (txg): volume v goes back to its newest snapshot
+ * 'snap'; its tree as last synced, dn, is queued (its blocks born after
+ * the snapshot), in a directory slot of its own.  0, or -ENOSPC when
+ * the directory has no free slot. */
+int zv_freeq_add_rollback (zv_pool_t *p, zv_pool_ds_t *v,
+                           const zv_dnode_phys_t *dn, const char *snap,
+                           uint64_t txg);
 /* Txg's share of the work (zv_dsdir_sync, after the tasks of the txg):
  * free a bounded amount (free_max_blocks, free_max_ms) of the entries
  * queued before txg, and mark the directory blocks of the records that

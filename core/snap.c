@@ -26,9 +26,10 @@
  * The frees themselves are not made in the destroy's txg: N's old list
  * goes whole to the pool's free queue (freeq.c), which frees its entries
  * born after S's line over the following syncs, a bounded share each.
- * Rollback of V to its newest snapshot S frees V's blocks born after S
- * (a tree walk pruned by birth: only what changed), drops V's dead list
- * (every entry is S's) and takes S's root.  A clone is a new volume whose
+ * Rollback of V to its newest snapshot S gives V S's root, drops V's
+ * dead list (every entry is S's) and queues V's old tree for the free
+ * queue, which frees its blocks born after S (a walk pruned by birth:
+ * only what changed) in the background, as it does a destroyed clone's.  A clone is a new volume whose
  * root is S's and whose birth-rule line is S's txg, so it frees nothing
  * it shares; S cannot be destroyed while a clone of it exists.
  *
@@ -582,47 +583,25 @@ zv_snap_rollback (zv_pool_t *p, const char *name, bool destroy_newer)
   return r;
 }
 
-/* A rollback's walk: every block born after the snapshot, collected
- * so that nothing is freed unless the whole walk reads. */
-typedef struct snap_collect {
-  zv_blkptr_t *sc_bps;
-  size_t sc_n, sc_cap;
-} snap_collect_t;
-
-static int
-snap_collect_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
-                 uint64_t blkid, const void *data)
-{
-  snap_collect_t *c = arg;
-
-  (void) level, (void) blkid, (void) data;
-  ZV_GROW (c->sc_bps, c->sc_n, c->sc_cap, 256);
-  c->sc_bps[c->sc_n++] = *bp;
-  return 0;
-}
-
-/* Sync of a rollback: V's blocks born after S go, V takes S's root. */
+/* Sync of a rollback: V takes S's root; V's tree as it was, whose
+ * blocks born after S are V's alone, goes to the free queue, which
+ * frees them in the background in later syncs (freeq.c), so that the
+ * rollback's own txg costs the same whatever V wrote since S. */
 static int
 snap_sync_rollback (zv_pool_t *p, zv_pool_ds_t *v, uint64_t txg)
 {
   zv_pool_ds_t *s = v->ds_prev;
   zv_dnode_phys_t dn;
-  snap_collect_t c = { 0 };
   int r;
 
   ZV_VERIFY (s != NULL);
   zv_dmu_object_phys (&v->ds_obj, &dn);
-  r = zv_dmu_walk_since (&p->p_spa, v->ds_obj.ob_id, &dn, false,
-                         v->ds_prev_snap_txg, snap_collect_cb, &c);
+  r = zv_freeq_add_rollback (p, v, &dn, s->ds_name, txg);
   if (r < 0) {
-    free (c.sc_bps);
-    zv_error ("volume '%s': not rolled back, its tree does not read",
-              v->ds_name);
+    zv_error ("volume '%s': not rolled back (%s)", v->ds_name,
+              strerror (-r));
     return r;
   }
-  for (size_t i = 0; i < c.sc_n; i++)
-    zv_zio_free_bp (&p->p_spa, &c.sc_bps[i], txg);
-  free (c.sc_bps);
   zv_deadlist_free_obj (&v->ds_deadlist, txg);
   s->ds_used = 0;
   zv_dmu_object_phys (&s->ds_obj, &dn);

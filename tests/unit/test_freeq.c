@@ -1,6 +1,7 @@
 /*
  * test_freeq.c: the background free of destroyed volumes and snapshots
- * (core/freeq.c) through the public API of core/zvol.h: a destroy
+ * (core/freeq.c) through the public API of core/zvol.h, and of what a
+ * rollback leaves behind: a destroy
  * returns with its name gone and leaves its blocks to the txg syncs
  * that follow, each freeing at most free_max_blocks; the pool's freeing
  * figure falls and its free space climbs back txg by txg; another
@@ -290,6 +291,64 @@ test_snapshot_background (void **state)
 }
 
 /*
+ * A rollback of a volume that wrote 16 MiB since its snapshot: the
+ * rollback's txg only switches the roots (the data read back is the
+ * snapshot's at once, and the 16 MiB are still allocated); the syncs
+ * after it free them, a bounded share each, through an entry of its own
+ * in the directory (the volume keeps its slot); an import finds it all
+ * clean.
+ */
+static void
+test_rollback_background (void **state)
+{
+  char path[512];
+  zvol_pool_t *p = fq_new_pool (path, sizeof path, "rollback");
+  uint64_t base, full, left, prev, nds;
+  unsigned txgs = 0;
+
+  (void) state;
+  fq_make_volume (p, "v", 16 * MiB, 0x41);
+  assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
+  base = fq_allocated (p);
+  for (uint64_t off = 0; off < 16 * MiB; off += 4 * MiB)
+    tl_ds_write (p, "v", off, 4 * MiB, 0x42);
+  full = fq_allocated (p);
+  assert_true (full >= base + 16 * MiB);
+  fq_set ("free_max_blocks", "64");
+  tl_log_reset (false);
+  assert_int_equal (zvol_snapshot_rollback (p, "v@s", false), 0);
+  tl_ds_check (p, "v", 0, 16 * MiB, 0x41);
+  assert_int_equal (tl_ds_info (p, "v").vi_written, 0);
+  /* The rollback waited for T+2: T+1 and T+2 freed 64 blocks each at
+   * most, so nearly all of it is still queued and allocated. */
+  left = prev = fq_freeing (p, &nds);
+  assert_int_equal (nds, 1);
+  assert_true (left >= 16 * MiB - 2 * 66 * BS);
+  assert_true (fq_alloc_now (p) + 3 * 66 * BS >= full);
+  assert_true (tl_log_has ("rolled back to 's'"));
+  assert_true (tl_log_has ("freed in the background"));
+  while (left > 0) {
+    assert_int_equal (fq_sync_one (p), 0);
+    left = fq_freeing (p, NULL);
+    assert_true (left < prev);
+    assert_true (atomic_load (&p->p_freeq.fq_last_blocks) <= 64 + 2);
+    prev = left;
+    assert_true (++txgs < 100);
+  }
+  assert_true (txgs >= 8);
+  fq_assert_near (fq_allocated (p), base, "after the rollback's free");
+  tl_ds_check (p, "v", 0, 16 * MiB, 0x41);
+  tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
+  assert_int_equal (zvol_pool_close (p), 0);
+  tl_check_clean (path);
+  p = tl_import (path, true);
+  tl_ds_check (p, "v", 0, 16 * MiB, 0x41);
+  assert_true (tl_ds_find (p, "v@s", NULL));
+  assert_int_equal (zvol_pool_close (p), 0);
+  zv_tunable_reset_all ();
+}
+
+/*
  * Export in the middle of a free: the checker counts what the queue
  * holds as in use; an import (the default, and the full walk) resumes
  * where the last sync left it; zvol_pool_wait_freeing finishes it.  A
@@ -534,11 +593,15 @@ test_powercut (void **state)
   fq_make_volume (p, "v", 8 * MiB, 0x72);
   assert_int_equal (zvol_snapshot_create (p, "v@s"), 0);
   tl_ds_write (p, "v", 0, 8 * MiB, 0x73);
+  fq_make_volume (p, "r", 4 * MiB, 0x74);
+  assert_int_equal (zvol_snapshot_create (p, "r@s"), 0);
+  tl_ds_write (p, "r", 0, 4 * MiB, 0x75);
   fq_set ("free_max_blocks", "48");
   assert_int_equal (zvol_volume_destroy (p, "big"), 0);
   assert_int_equal (zvol_volume_destroy (p, "v@s"), 0);
+  assert_int_equal (zvol_snapshot_rollback (p, "r@s", false), 0);
   left0 = fq_freeing (p, NULL);
-  assert_true (left0 > 16 * MiB);
+  assert_true (left0 > 20 * MiB);
   assert_int_equal (zvol_pool_close (p), 0);
   /* What the pool holds once it is all done, without a cut. */
   fq_copy (path, ref);
@@ -580,6 +643,7 @@ test_powercut (void **state)
     assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
     tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
     tl_ds_check (p, "v", 0, 8 * MiB, 0x73);
+    tl_ds_check (p, "r", 0, 4 * MiB, 0x74);
     assert_false (tl_ds_find (p, "big", NULL) || tl_ds_find (p, "v@s", NULL));
     char what[64];
     snprintf (what, sizeof what, "cut after %" PRIu64 " writes", n);
@@ -703,6 +767,7 @@ main (void)
   const struct CMUnitTest tests[] = {
     tl_test (test_volume_background),
     tl_test (test_snapshot_background),
+    tl_test (test_rollback_background),
     tl_test (test_export_resume),
     tl_test (test_recreate_same_name),
     tl_test (test_writes_during_free),
