@@ -1,7 +1,8 @@
 /*
- * check.c: the offline checker, zvol_pool_check (`zvoladm check`), as
- * zdb -b or qemu-img check: every block read, every copy verified, and
- * the space in use compared with the space maps.
+ * check.c: the checker, zvol_pool_check (`zvoladm check` offline) and
+ * zvol_pool_check_live (the same on a served pool), as zdb -b or
+ * qemu-img check: every block read, every copy verified, and the space
+ * in use compared with the space maps.
  *
  * Theory.  What owns space is said in one place, import's owner map
  * (import.c, import_take; alloc.h, zv_alloc_own*): the objset, the
@@ -34,8 +35,34 @@
  * A tree that stopped early leaves its unwalked blocks unowned: they
  * show as leaked, and the report counts the tree as incomplete.
  *
- * Locking: none.  The pool is the checker's alone (read-only, not
- * started: no thread of the engine runs).
+ * Live (zvol_pool_check_live, on a pool this process serves): the walk
+ * needs every tree and the space maps of one txg, unchanged while it
+ * reads them, and the served pool's syncs free and reuse blocks.  So:
+ *   - a free hold (alloc.c, zv_alloc_hold_begin) as of T, the last
+ *     committed txg: no free of a txg after T is applied until it ends,
+ *     so every block T's uberblock reaches stays on disk as it was
+ *     (the held frees are carried into each new txg's persisted list:
+ *     a crash meanwhile leaks nothing);
+ *   - a view of T (pool.c, zv_pool_open_view): a read-only import of
+ *     exactly that uberblock on the server's own device handles (no
+ *     second open, so no flock or O_EXCL of the server's is met), which
+ *     writes nothing and reads no log chain;
+ *   - passes 1, 2, 4 and 5 on the view as offline.  Pass 3 is skipped:
+ *     T's log chains go on changing live, and T's space maps hold no
+ *     block only a log record owns (zv_alloc_block_open keeps the
+ *     in-place blocks of later txgs out of them), so a leak found there
+ *     is one;
+ *   - every 64 blocks (check_live_poll): stop on a cancel descriptor
+ *     (the client gone, the server stopping: -ECANCELED) or when the
+ *     hold keeps more than check_hold_pct of the space free at its
+ *     start (-ENOSPC); the view is closed and the hold ended whatever
+ *     happened.  A second check meets the hold: -EBUSY.
+ *
+ * Locking: none of its own.  Offline the pool is the checker's alone
+ * (read-only, not started: no thread of the engine runs).  Live the
+ * view is the check's thread's alone; what it shares with the served
+ * pool is the device handles (their I/O is per thread) and the
+ * allocator's hold, under a_lock.
  */
 #include <config.h>
 

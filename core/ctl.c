@@ -42,8 +42,12 @@
  * peer, reads and parses, then waits for its turn: one admin command at
  * a time (ct_busy), a waiter giving up after ctl_busy_wait with
  * "another admin command is running".  A stream takes no turn (it may
- * run for hours; the engine holds the datasets it uses), at most
- * CTL_MAX_STREAMS at once (ct_nstreams; one more is refused).  ct_lock
+ * run for hours; the engine holds the datasets it uses), nor does a
+ * check (hours too: its free hold keeps a second one out, and a turn
+ * would keep snapshots waiting and failing meanwhile), at most
+ * CTL_MAX_STREAMS of them at once (ct_nstreams; one more is refused);
+ * both get the cancel descriptors, and a check's client waits for its
+ * reply without a deadline, as a stream's.  ct_lock
  * guards ct_busy, ct_nstreams, the connections' fds and count and
  * ct_stop; ct_cv is signalled when any of them changes.  Stop: the
  * listener is woken and joined, waiters are told to give up,
