@@ -211,18 +211,23 @@ test_live_clean_while_writing (void **state)
 
 /* ---- the hold: kept back while it lasts, given back after ---- */
 
-/* Mid-check: overwrite what the check's txg holds, sync: the frees are
- * held, and the space stays allocated. */
+/* Mid-check: a snapshot (the check takes no lock a snapshot needs),
+ * then overwrite what the check's txg holds, sync, and destroy the
+ * snapshot to the end of its background free: the frees are held, and
+ * the space stays allocated. */
 static void
 lc_mid_overwrite (lc_seen_t *ls)
 {
   zvol_pool_t *p = ls->ls_pool;
 
+  assert_int_equal (zvol_snapshot_create (p, "zvol@mid"), 0);
   for (unsigned t = 0; t < 4; t++) {
     for (uint64_t off = 0; off < 8 * MiB; off += 4 * MiB)
       tl_vol_write (tl_vol (p), NULL, off, 4 * MiB, 0x60 + t, 0);
     assert_int_equal (zv_pool_sync (p), 0);
   }
+  assert_int_equal (zvol_volume_destroy (p, "zvol@mid"), 0);
+  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
   ls->ls_held_mid = lc_held (p);
 }
 
