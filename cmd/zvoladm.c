@@ -20,9 +20,10 @@
  * stdin, live too: the descriptor goes to the server with the command
  * (zvol_ctl_call_fd), which reads or writes it itself and sends its
  * progress lines back as they come.  "check POOL" (the whole pool walked
- * and compared with its space maps, as zdb -b) runs here, offline only:
- * a server that answers refuses it, saying why.  Exit codes: 0 done, 1
- * failed (check: found problems), 2 usage.
+ * and compared with its space maps, as zdb -b) goes live too when a
+ * server answers (it checks its last committed txg, holding frees back
+ * meanwhile: check.c); else it runs here, on the devices (za_check).
+ * Exit codes: 0 done, 1 failed (check: found problems), 2 usage.
  */
 #include <config.h>
 
@@ -482,7 +483,7 @@ main (int argc, char **argv)
   r = zvol_admin_parse (argc, argv, &t, stderr);
   if (r != ZVOL_ADMIN_OK)
     return r;
-  /* check: a server that answers refuses it (saying why); else here. */
+  /* check: a server that answers runs it live; else here. */
   if (strcmp (t.at_cmd, "check") == 0) {
     r = za_run (t.at_pool, sock, &t, argc, argv, 0);
     if (r != -ENOENT)

@@ -21,8 +21,9 @@
  * Streams: send and receive work on a descriptor they are handed
  * (zvol_admin_run_io: zvoladm's stdout or stdin, or live the one its
  * client passed), checked and driven by streamio.c, stoppable by the
- * caller's cancel descriptors.  check is parsed here but runs in zvoladm
- * on a pool no server holds; on an open pool it is refused, saying why.
+ * caller's cancel descriptors.  check runs offline in zvoladm (it
+ * imports the pool itself); on an open pool, here, it is the live check
+ * (zvol_pool_check_live), stoppable by the same cancel descriptors.
  *
  * Messages: a command's own go to its error stream as "zvoladm: ...";
  * what the engine logs on this thread during the command (why a create
@@ -807,6 +808,11 @@ admin_status (admin_ctx_t *c)
   zvol_admin_size (f, sizeof f, zvol_pool_avail (c->c_pool), false);
   fprintf (c->c_out, " space: %s, %s allocated (%s of it freed, back in "
            "two txgs), %s available\n", a, b, d, f);
+  if (ps.ps_space_held > 0) {
+    zvol_admin_size (d, sizeof d, ps.ps_space_held, false);
+    fprintf (c->c_out, "  held: %s freed, kept allocated until the "
+             "running check ends\n", d);
+  }
   zvol_admin_size (a, sizeof a, ps.ps_freeing, false);
   if (ps.ps_freeing_datasets > 0)
     fprintf (c->c_out, "freeing: %s, of %" PRIu64 " destroyed dataset%s "
@@ -934,14 +940,69 @@ admin_receive (admin_ctx_t *c)
 }
 
 /* check [-v] POOL: the whole pool walked and compared with its space
- * maps (zvol_pool_check).  zvoladm runs it itself, on a pool no server
- * has imported; here it is refused: the walk needs every tree and the
- * space maps of one txg, and a served pool's syncs free and reuse
- * blocks under it (a block freed and written again after the walk read
- * its pointer would be reported as damage that is not there). */
+ * maps.  Offline zvoladm runs zvol_pool_check on the devices itself;
+ * here, on a served pool, zvol_pool_check_live does it as of the last
+ * committed txg, whose blocks a hold keeps while the walk runs (check.c).
+ * It takes no turn of "one command at a time" (ctl.c: it may take
+ * hours; the hold, not a lock, keeps a second one out), so snapshots
+ * and the rest run beside it; it stops when the client goes or the
+ * server stops (the cancel descriptors).  The report is the offline
+ * one, line for line (cmd/zvoladm.c, za_check). */
+#define ADMIN_CHECK_LIST 10     /* problems of one kind printed in full */
+
+typedef struct admin_check {
+  admin_ctx_t *ak_c;
+  uint64_t ak_last_ns;
+  uint64_t ak_shown[ZVOL_CHECK_LEAK + 1];
+  uint64_t ak_more;
+} admin_check_t;
+
+static void
+admin_check_progress (void *arg, const char *what, uint64_t done,
+                      uint64_t total)
+{
+  admin_check_t *ak = arg;
+  const zvol_admin_io_t *io = ak->ak_c->c_io;
+  uint64_t now = zv_now_ns ();
+  char d[32], t[32], line[160];
+
+  if (done < total && ak->ak_last_ns != 0
+      && now - ak->ak_last_ns < 1000000000ull)
+    return;
+  ak->ak_last_ns = now;
+  zvol_admin_size (d, sizeof d, done, false);
+  zvol_admin_size (t, sizeof t, total, false);
+  snprintf (line, sizeof line, "%s: %s of %s (%.1f%%)\n", what, d, t,
+            total ? 100.0 * (double) done / (double) total : 100.0);
+  if (io && io->ai_progress)
+    io->ai_progress (io->ai_progress_arg, line);
+  else {
+    fputs (line, ak->ak_c->c_err);
+    fflush (ak->ak_c->c_err);
+  }
+}
+
+static void
+admin_check_problem (void *arg, const zvol_check_problem_t *cp)
+{
+  admin_check_t *ak = arg;
+
+  if (cp->cp_kind <= ZVOL_CHECK_LEAK
+      && ak->ak_shown[cp->cp_kind]++ < ADMIN_CHECK_LIST)
+    fprintf (ak->ak_c->c_out, "%s\n", cp->cp_msg);
+  else
+    ak->ak_more++;
+}
+
 static int
 admin_check (admin_ctx_t *c)
 {
+  admin_check_t ak = { .ak_c = c };
+  zvol_check_report_t rep = {
+    .cr_problem = admin_check_problem, .cr_problem_arg = &ak,
+  };
+  const char *name;
+  char b1[32], b2[32], b3[32];
   bool match;
   int r;
 
@@ -950,11 +1011,42 @@ admin_check (admin_ctx_t *c)
   r = admin_pool_operand (c, 0, &match);
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
-  admin_err (c, "check needs the pool to itself: it walks every tree and "
-             "compares them with the space maps of one txg, and a server's "
-             "writes free and reuse blocks meanwhile.  Stop the server, then "
-             "run zvoladm check %s (offline)", zvol_pool_name (c->c_pool));
-  return ZVOL_ADMIN_FAIL;
+  name = zvol_pool_name (c->c_pool);
+  if (!match) {
+    admin_err (c, "not this pool (%s)", name);
+    return ZVOL_ADMIN_FAIL;
+  }
+  r = zvol_pool_check_live (c->c_pool, &rep, c->c_io
+                            ? c->c_io->ai_cancel_fd : NULL,
+                            ADMIN_OPT (c, 'v') ? admin_check_progress : NULL,
+                            &ak);
+  if (r < 0) {
+    admin_err (c, "pool %s: the check %s (%s)", name, r == -ECANCELED
+               || r == -ENOSPC ? "was cancelled" : "did not run",
+               strerror (-r));
+    return ZVOL_ADMIN_FAIL;
+  }
+  FILE *o = c->c_out;
+  if (ak.ak_more > 0)
+    fprintf (o, "... and %" PRIu64 " more problems (counted below)\n",
+             ak.ak_more);
+  zvol_admin_size (b1, sizeof b1, rep.cr_bytes, false);
+  zvol_admin_size (b2, sizeof b2, rep.cr_allocated, false);
+  fprintf (o, "%s: %" PRIu64 " trees, %" PRIu64 " blocks, %s read and "
+           "verified (%s allocated)\n", name, rep.cr_trees, rep.cr_blocks,
+           b1, b2);
+  fprintf (o, "  checksum errors %" PRIu64 ", read errors %" PRIu64
+           ", blocks lost %" PRIu64 ", trees not walked to the end %" PRIu64
+           "\n", rep.cr_cksum_errors, rep.cr_read_errors,
+           rep.cr_lost_blocks, rep.cr_incomplete);
+  zvol_admin_size (b1, sizeof b1, rep.cr_leaked_bytes, false);
+  zvol_admin_size (b3, sizeof b3, rep.cr_double_bytes, false);
+  fprintf (o, "  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
+           PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
+           rep.cr_leaked, b3, rep.cr_double, rep.cr_free_refs);
+  fprintf (o, "%s\n", rep.cr_problems == 0 ? "No problems found."
+           : "Problems found.");
+  return rep.cr_problems == 0 ? ZVOL_ADMIN_OK : ZVOL_ADMIN_FAIL;
 }
 
 /* wait POOL: until the background free of destroyed volumes and

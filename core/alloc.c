@@ -32,6 +32,21 @@
  * open-context free of T + 3 lands in the list of T) and sync_begin
  * applies only the entries that are old enough, in every list.
  *
+ * The free hold (zv_alloc_hold_begin/end; the live checker's, check.c):
+ * while it is on, sync_begin applies no entry of a txg after the hold's
+ * txg H (the last txg surely committed when it began), so nothing H's
+ * uberblock reaches (its trees, space maps, lists: all freed in txgs
+ * after H) is reused until the hold ends.  An entry kept back is
+ * carried into the list of the txg whose sync begins, which that sync
+ * persists; so each held free is, at any time, in exactly one of the
+ * two lists the newest uberblock names (txg T's or T - 1's), and a
+ * crash or kill -9 during a hold loses none: the next import applies
+ * them as any deferred free.  The bytes the last two starts carried are
+ * "held" (a_held, part of a_deferred): allocated bits, not available,
+ * and not on their way back either (zv_alloc_pressure, get_space).  The
+ * hold ends with the check; what it kept is then applied two txgs after
+ * its last carry, as any free.
+ *
  * Placement: each zv_alloc_block call starts on the next device of a rotor
  * (striping); within a device the search is first fit from a cursor that
  * follows the last allocation, wrapping once, so the blocks of one txg land
@@ -155,6 +170,16 @@ struct zv_alloc {
   zv_alloc_open_t *a_open;
   size_t a_nopen, a_capopen;
   uint64_t a_sync_txg;
+  /* The free hold (zv_alloc_hold_begin): frees of txgs after
+   * a_hold_txg are not applied while a_hold is set.  Each sync's start
+   * carries the frees it keeps back into its own txg; what the last two
+   * carried (a_carry: the last one's) is held: a_held bytes in a_held_n
+   * extents, part of a_deferred (written under a_lock, read without). */
+  bool a_hold;
+  uint64_t a_hold_txg;
+  uint64_t a_carry, a_carry_n;
+  _Atomic uint64_t a_held;
+  _Atomic uint64_t a_held_n;
 };
 
 /* Ditto copies on one device go at least nbits >> this apart if they can. */
@@ -780,6 +805,9 @@ zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,
 void
 zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
 {
+  zv_alloc_defer_ent_t *carry = NULL;
+  size_t ncarry = 0, capcarry = 0;
+  uint64_t held = 0;
   unsigned l;
 
   alloc_lock (a);
@@ -802,6 +830,16 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
         dl->dl_ents[keep++] = *e;
         continue;
       }
+      /* Held: carried into txg's own list, which this sync persists. */
+      if (a->a_hold && e->de_txg > a->a_hold_txg) {
+        ZV_GROW (carry, ncarry, capcarry, 64);
+        carry[ncarry] = *e;
+        carry[ncarry++].de_txg = txg;
+        held += e->de_size;
+        atomic_fetch_sub_explicit (&a->a_deferred, e->de_size,
+                                   memory_order_relaxed);
+        continue;
+      }
       ZV_VERIFY (alloc_extent (a, e->de_dva, e->de_size, &d, &b, &n));
       alloc_release (a, d, b, n);
       atomic_fetch_sub_explicit (&a->a_deferred, e->de_size,
@@ -809,7 +847,70 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
     }
     dl->dl_count = keep;
   }
+  for (size_t i = 0; i < ncarry; i++)
+    alloc_defer_append (a, txg, carry[i].de_dva, carry[i].de_size);
+  if (a->a_hold) {
+    atomic_store_explicit (&a->a_held, held + a->a_carry,
+                           memory_order_relaxed);
+    atomic_store_explicit (&a->a_held_n, ncarry + a->a_carry_n,
+                           memory_order_relaxed);
+    a->a_carry = held;
+    a->a_carry_n = ncarry;
+  }
   alloc_unlock (a);
+  free (carry);
+}
+
+/*
+ * The free hold (the live checker's, check.c): from now on no deferred
+ * free of a txg after 'txg' (one that committed) is applied, so nothing
+ * allocated as of txg (its trees, space maps, lists) is reused until
+ * zv_alloc_hold_end.  Those frees are applied from the sync of txg + 3
+ * on: -EAGAIN when that sync began already (the caller read its txg
+ * before a sync raced past it: it reads again), -EBUSY when a hold is
+ * on already.
+ */
+int
+zv_alloc_hold_begin (zv_alloc_t *a, uint64_t txg)
+{
+  int r = 0;
+
+  alloc_lock (a);
+  if (a->a_hold)
+    r = -EBUSY;
+  else if (a->a_sync_txg > txg + ZV_TXG_DEFER)
+    r = -EAGAIN;
+  else {
+    a->a_hold = true;
+    a->a_hold_txg = txg;
+    a->a_carry = a->a_carry_n = 0;
+    atomic_store_explicit (&a->a_held, 0, memory_order_relaxed);
+    atomic_store_explicit (&a->a_held_n, 0, memory_order_relaxed);
+  }
+  alloc_unlock (a);
+  return r;
+}
+
+/* The hold ends: what it kept back is applied by the next syncs, two
+ * txgs after the last one that carried it, as any deferred free. */
+void
+zv_alloc_hold_end (zv_alloc_t *a)
+{
+  alloc_lock (a);
+  ZV_VERIFY (a->a_hold);
+  a->a_hold = false;
+  atomic_store_explicit (&a->a_held, 0, memory_order_relaxed);
+  atomic_store_explicit (&a->a_held_n, 0, memory_order_relaxed);
+  alloc_unlock (a);
+}
+
+/* What the hold keeps back: bytes and extents (lock-free, advisory). */
+void
+zv_alloc_hold_get (zv_alloc_t *a, uint64_t *bytes, uint64_t *extents)
+{
+  *bytes = atomic_load_explicit (&a->a_held, memory_order_relaxed);
+  if (extents)
+    *extents = atomic_load_explicit (&a->a_held_n, memory_order_relaxed);
 }
 
 /*
@@ -1279,8 +1380,10 @@ zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)
   out->as_total = a->a_total;
   out->as_allocated = atomic_load_explicit (&a->a_allocated,
                                             memory_order_relaxed);
+  out->as_held = atomic_load_explicit (&a->a_held, memory_order_relaxed);
   out->as_deferred = atomic_load_explicit (&a->a_deferred,
                                           memory_order_relaxed);
+  out->as_deferred -= ZV_MIN (out->as_held, out->as_deferred);
   out->as_reserved = atomic_load_explicit (&a->a_reserved,
                                            memory_order_relaxed);
   alloc_unlock (a);
@@ -1342,7 +1445,13 @@ zv_alloc_pressure (zv_alloc_t *a, uint64_t *inuse, uint64_t *cap)
   uint64_t used = atomic_load_explicit (&a->a_allocated, memory_order_relaxed);
   uint64_t res = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
   uint64_t def = atomic_load_explicit (&a->a_deferred, memory_order_relaxed);
-  uint64_t live = used > def ? used - def : 0;
+  uint64_t held = atomic_load_explicit (&a->a_held, memory_order_relaxed);
+  uint64_t live;
+
+  /* Held frees (zv_alloc_hold_begin) do not come back with the next
+   * syncs: they count as space in use, not as space on its way back. */
+  def -= ZV_MIN (held, def);
+  live = used > def ? used - def : 0;
 
   *inuse = res + def;
   *cap = limit > live ? limit - live : 0;

@@ -85,6 +85,20 @@ void zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,
 /* Start of the sync of 'txg': apply the frees deferred at txg - 2. */
 void zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg);
 
+/*
+ * The free hold (the live checker's): while it lasts, no deferred free
+ * of a txg after 'txg' (a committed one) is applied, so everything
+ * allocated as of txg stays on disk unchanged; a sync's start carries
+ * each free it keeps back into its own txg's list, which that sync
+ * persists, so a crash meanwhile loses none.  begin: 0, -EBUSY while
+ * another hold is on, -EAGAIN when txg's frees began to be applied
+ * (read the last synced txg again).  get: what it keeps back (bytes,
+ * extents), counted allocated and not available.
+ */
+int zv_alloc_hold_begin (zv_alloc_t *a, uint64_t txg);
+void zv_alloc_hold_end (zv_alloc_t *a);
+void zv_alloc_hold_get (zv_alloc_t *a, uint64_t *bytes, uint64_t *extents);
+
 /* The defer list of 'txg' (for persisting it): calls fn per extent. */
 typedef void (*zv_alloc_extent_fn) (void *arg, uint64_t dva, uint32_t size);
 void zv_alloc_defer_foreach (zv_alloc_t *a, uint64_t txg,
@@ -174,6 +188,8 @@ typedef struct zv_alloc_space {
   uint64_t as_allocated;  /* bits set (including deferred frees) */
   uint64_t as_deferred;   /* freed, waiting for T+2 */
   uint64_t as_reserved;   /* reserved by writers, not yet allocated */
+  uint64_t as_held;       /* freed, kept back by a hold (not in
+                             as_deferred) */
 } zv_alloc_space_t;
 void zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out);
 

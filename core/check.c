@@ -1,7 +1,8 @@
 /*
- * check.c: the offline checker, zvol_pool_check (`zvoladm check`), as
- * zdb -b or qemu-img check: every block read, every copy verified, and
- * the space in use compared with the space maps.
+ * check.c: the checker, zvol_pool_check (`zvoladm check` offline) and
+ * zvol_pool_check_live (the same on a served pool), as zdb -b or
+ * qemu-img check: every block read, every copy verified, and the space
+ * in use compared with the space maps.
  *
  * Theory.  What owns space is said in one place, import's owner map
  * (import.c, import_take; alloc.h, zv_alloc_own*): the objset, the
@@ -34,13 +35,40 @@
  * A tree that stopped early leaves its unwalked blocks unowned: they
  * show as leaked, and the report counts the tree as incomplete.
  *
- * Locking: none.  The pool is the checker's alone (read-only, not
- * started: no thread of the engine runs).
+ * Live (zvol_pool_check_live, on a pool this process serves): the walk
+ * needs every tree and the space maps of one txg, unchanged while it
+ * reads them, and the served pool's syncs free and reuse blocks.  So:
+ *   - a free hold (alloc.c, zv_alloc_hold_begin) as of T, the last
+ *     committed txg: no free of a txg after T is applied until it ends,
+ *     so every block T's uberblock reaches stays on disk as it was
+ *     (the held frees are carried into each new txg's persisted list:
+ *     a crash meanwhile leaks nothing);
+ *   - a view of T (pool.c, zv_pool_open_view): a read-only import of
+ *     exactly that uberblock on the server's own device handles (no
+ *     second open, so no flock or O_EXCL of the server's is met), which
+ *     writes nothing and reads no log chain;
+ *   - passes 1, 2, 4 and 5 on the view as offline.  Pass 3 is skipped:
+ *     T's log chains go on changing live, and T's space maps hold no
+ *     block only a log record owns (zv_alloc_block_open keeps the
+ *     in-place blocks of later txgs out of them), so a leak found there
+ *     is one;
+ *   - every 64 blocks (check_live_poll): stop on a cancel descriptor
+ *     (the client gone, the server stopping: -ECANCELED) or when the
+ *     hold keeps more than check_hold_pct of the space free at its
+ *     start (-ENOSPC); the view is closed and the hold ended whatever
+ *     happened.  A second check meets the hold: -EBUSY.
+ *
+ * Locking: none of its own.  Offline the pool is the checker's alone
+ * (read-only, not started: no thread of the engine runs).  Live the
+ * view is the check's thread's alone; what it shares with the served
+ * pool is the device handles (their I/O is per thread) and the
+ * allocator's hold, under a_lock.
  */
 #include <config.h>
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -51,9 +79,14 @@
 #include "pool_impl.h"
 #include "import.h"
 #include "check.h"
+#include "tunable.h"
 
 #define CHECK_NAME 192          /* an owner's name, with its place */
 #define CHECK_NAMES 4           /* owners named per doubly allocated extent */
+
+/* The live check's bound: what its hold keeps back, as a share (%) of
+ * the space free when it began (tunable). */
+static unsigned zv_check_hold_pct = 50;
 
 typedef struct check_owner {
   uint64_t co_dva;
@@ -87,7 +120,16 @@ struct zv_check {
                                    are freed (freeq.c) */
   uint8_t *ck_buf;              /* ZV_MAX_BLKSZ */
   uint64_t ck_done, ck_total;   /* data bytes, for the progress */
-  const zv_pool_config_t *ck_pc;
+  void (*ck_progress) (void *arg, const char *what, uint64_t done,
+                       uint64_t total);
+  void *ck_progress_arg;
+  /* Live (zvol_pool_check_live): the served pool whose hold keeps the
+   * view's blocks, what ends the check early, and why it ended. */
+  zv_pool_t *ck_live;
+  const int *ck_cancel_fd;      /* two descriptors, -1: none */
+  uint64_t ck_hold_max, ck_hold_max_n;
+  uint64_t ck_polled;
+  int ck_stop;                  /* 0, -ECANCELED, -ENOSPC */
 };
 
 static void
@@ -361,6 +403,43 @@ check_probe (zv_check_t *ck, const zv_blkptr_t *bp, unsigned level,
   (void) bp;
 }
 
+/* Live: every 64 blocks, has the client gone or the server begun to
+ * stop (a cancel descriptor readable or hung up), or has the hold kept
+ * back more than the check may cost?  Then the walk stops, and the
+ * check ends with ck_stop. */
+static int
+check_live_poll (zv_check_t *ck)
+{
+  uint64_t held, held_n;
+
+  if (ck->ck_live == NULL || ck->ck_stop != 0)
+    return ck->ck_stop;
+  if (ck->ck_polled++ % 64 != 0)
+    return 0;
+  for (unsigned i = 0; i < 2; i++) {
+    struct pollfd pf = { .fd = ck->ck_cancel_fd[i], .events = POLLIN };
+    if (pf.fd >= 0 && poll (&pf, 1, 0) > 0) {
+      zv_warn ("pool '%s': check cancelled: %s", ck->ck_live->p_name,
+               i == 0 ? "its client went away" : "the server is stopping");
+      ck->ck_stop = -ECANCELED;
+      return ck->ck_stop;
+    }
+  }
+  zv_alloc_hold_get (ck->ck_live->p_spa.spa_alloc, &held, &held_n);
+  if (held > ck->ck_hold_max || held_n > ck->ck_hold_max_n) {
+    char h[32], m[32];
+    zvol_admin_size (h, sizeof h, held, false);
+    zvol_admin_size (m, sizeof m, ck->ck_hold_max, false);
+    zv_error ("pool '%s': check cancelled: the frees it holds back (%s in "
+              "%" PRIu64 " extents) passed its share of the pool's free "
+              "space (%s, check_hold_pct=%u%%): held frees would fill the "
+              "pool; run it when the pool is less busy, or offline",
+              ck->ck_live->p_name, h, held_n, m, zv_check_hold_pct);
+    ck->ck_stop = -ENOSPC;
+  }
+  return ck->ck_stop;
+}
+
 /* Every block of the tree, after the walk took its owner (and read it,
  * if indirect). */
 static int
@@ -379,11 +458,11 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
     check_probe (ck, bp, level, blkid);
   if (level == 0) {
     ck->ck_done = ZV_MIN (ck->ck_done + bp->bp_lsize, ck->ck_total);
-    if (ck->ck_pc->pc_progress && blkid % 64 == 0)
-      ck->ck_pc->pc_progress (ck->ck_pc->pc_progress_arg, "check",
-                              ck->ck_done, ck->ck_total);
+    if (ck->ck_progress && blkid % 64 == 0)
+      ck->ck_progress (ck->ck_progress_arg, "check", ck->ck_done,
+                       ck->ck_total);
   }
-  return 0;
+  return check_live_poll (ck);
 }
 
 static void
@@ -424,7 +503,7 @@ check_tree (zv_check_t *ck, zv_pool_ds_t *ds)
   ck->ck_in_tree = true;
   r = zv_import_walk_tree (ck->ck_pool, ds, check_block, ck);
   ck->ck_in_tree = false;
-  if (r < 0) {
+  if (r < 0 && ck->ck_stop == 0) {
     ck->ck_rep->cr_incomplete++;
     check_problem (ck, ZVOL_CHECK_TREE, 0, 0, 0, "%s: the walk stopped at a "
                    "block that does not read or fails its checks (%s; the "
@@ -452,7 +531,7 @@ check_freeq (zv_check_t *ck, zv_freeq_ent_t *e)
   r = zv_import_walk_freeq (ck->ck_pool, e, check_block, ck);
   ck->ck_in_tree = false;
   ck->ck_cursor = 0;
-  if (r < 0) {
+  if (r < 0 && ck->ck_stop == 0) {
     ck->ck_rep->cr_incomplete++;
     check_problem (ck, ZVOL_CHECK_TREE, 0, 0, 0, "%s: the walk stopped at a "
                    "block that does not read or fails its checks (%s; the "
@@ -517,12 +596,57 @@ check_leak_cb (void *arg, unsigned vdev, uint64_t off, uint64_t len)
                  "owned by nothing (leaked)", vdev, off, len);
 }
 
+/* Passes 1 to 5 on an open pool (an offline import, or a live view). */
+static void
+check_run (zv_check_t *ck, zv_pool_t *p)
+{
+  zvol_check_report_t *rep = ck->ck_rep;
+  zv_alloc_space_t sp;
+
+  ck->ck_pool = p;
+  ck->ck_buf = zv_buf_alloc (ZV_MAX_BLKSZ);
+  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
+  rep->cr_allocated = sp.as_allocated;
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+    const zv_dnode_phys_t *dn = &p->p_dd.dd_dss[i]->ds_rec.dr_volume;
+    ck->ck_total += dn->dn_root.bp_fill * dn->dn_datablksz;
+  }
+  for (size_t i = 0; i < p->p_freeq.fq_n; i++)
+    ck->ck_total += atomic_load (&p->p_freeq.fq_ents[i]->fe_left);
+  check_meta (ck);
+  for (size_t i = 0; i < p->p_dd.dd_nds && ck->ck_stop == 0; i++)
+    check_tree (ck, p->p_dd.dd_dss[i]);
+  for (size_t i = 0; i < p->p_freeq.fq_n && ck->ck_stop == 0; i++)
+    check_freeq (ck, p->p_freeq.fq_ents[i]);
+  if (ck->ck_stop == 0 && ck->ck_progress)
+    ck->ck_progress (ck->ck_progress_arg, "check", ck->ck_total,
+                     ck->ck_total);
+  /* Live, the log chains move on while the view stays at its txg, and
+   * the view's space maps hold no block only a log record owns (the
+   * in-place blocks of later txgs are masked out of them: alloc.c,
+   * zv_alloc_block_open): so no chain is walked, and a block of one
+   * found leaked is a real leak. */
+  if (ck->ck_live == NULL)
+    zv_import_own_log_blocks (p);
+  if (ck->ck_stop == 0 && ck->ck_ndup > 0)
+    check_name_dups (ck);
+  if (ck->ck_stop == 0)
+    zv_alloc_own_foreach_unowned (p->p_spa.spa_alloc, check_leak_cb, ck);
+  zv_buf_free (ck->ck_buf);
+}
+
+static void
+check_report_reset (zvol_check_report_t *rep)
+{
+  memset ((char *) rep + offsetof (zvol_check_report_t, cr_trees), 0,
+          sizeof *rep - offsetof (zvol_check_report_t, cr_trees));
+}
+
 int
 zvol_pool_check (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
 {
   zv_pool_config_t pc;
-  zv_check_t ck = { .ck_rep = rep, .ck_pc = &pc };
-  zv_alloc_space_t sp;
+  zv_check_t ck = { .ck_rep = rep };
   zv_pool_t *p = NULL;
   int r;
 
@@ -532,36 +656,94 @@ zvol_pool_check (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
   pc.pc_create = false;
   pc.pc_verify_full = false;    /* the check walks every tree itself */
   pc.pc_zil_recover = ZV_ZIL_RECOVER_NONE;
-  memset ((char *) rep + offsetof (zvol_check_report_t, cr_trees), 0,
-          sizeof *rep - offsetof (zvol_check_report_t, cr_trees));
+  ck.ck_progress = pc.pc_progress;
+  ck.ck_progress_arg = pc.pc_progress_arg;
+  check_report_reset (rep);
   r = zv_pool_open_check (&pc, &ck, &p);
   if (r < 0)
     goto out;
-  ck.ck_pool = p;
-  ck.ck_buf = zv_buf_alloc (ZV_MAX_BLKSZ);
-  zv_alloc_get_space (p->p_spa.spa_alloc, &sp);
-  rep->cr_allocated = sp.as_allocated;
-  for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
-    const zv_dnode_phys_t *dn = &p->p_dd.dd_dss[i]->ds_rec.dr_volume;
-    ck.ck_total += dn->dn_root.bp_fill * dn->dn_datablksz;
-  }
-  for (size_t i = 0; i < p->p_freeq.fq_n; i++)
-    ck.ck_total += atomic_load (&p->p_freeq.fq_ents[i]->fe_left);
-  check_meta (&ck);
-  for (size_t i = 0; i < p->p_dd.dd_nds; i++)
-    check_tree (&ck, p->p_dd.dd_dss[i]);
-  for (size_t i = 0; i < p->p_freeq.fq_n; i++)
-    check_freeq (&ck, p->p_freeq.fq_ents[i]);
-  if (pc.pc_progress)
-    pc.pc_progress (pc.pc_progress_arg, "check", ck.ck_total, ck.ck_total);
-  zv_import_own_log_blocks (p);
-  if (ck.ck_ndup > 0)
-    check_name_dups (&ck);
-  zv_alloc_own_foreach_unowned (p->p_spa.spa_alloc, check_leak_cb, &ck);
-  zv_buf_free (ck.ck_buf);
+  check_run (&ck, p);
   r = zv_pool_close (p);
  out:
   free (ck.ck_meta);
   free (ck.ck_dup);
   return r;
 }
+
+/*
+ * Live: the hold first (frees after txg T kept back: everything T's
+ * uberblock reaches stays as it is), then a view of T on the served
+ * pool's own devices, the same passes as offline on it, the view
+ * closed, the hold released, whatever happened.  What it may keep back
+ * is bounded (check_hold_pct of the space free when it began, and half
+ * of what one txg's deferred-free list can record), checked with the
+ * cancel descriptors every 64 blocks.
+ */
+int
+zvol_pool_check_live (zvol_pool_t *live, zvol_check_report_t *rep,
+                      const int cancel_fd[2],
+                      void (*progress) (void *arg, const char *what,
+                                        uint64_t done, uint64_t total),
+                      void *progress_arg)
+{
+  static const int none[2] = { -1, -1 };
+  zv_alloc_t *a = live->p_spa.spa_alloc;
+  zv_check_t ck = {
+    .ck_rep = rep, .ck_live = live,
+    .ck_cancel_fd = cancel_fd ? cancel_fd : none,
+    .ck_progress = progress, .ck_progress_arg = progress_arg,
+  };
+  zv_alloc_space_t sp;
+  zv_pool_t *view = NULL;
+  uint64_t txg;
+  int r;
+
+  check_report_reset (rep);
+  if (live->p_readonly) {
+    /* Nothing syncs: the pool is its own view. */
+    zv_error ("pool '%s' is imported read-only here: check it offline "
+              "(zvoladm check with the server stopped)", live->p_name);
+    return -EROFS;
+  }
+  do {
+    txg = zv_txg_last_synced (live->p_txg);
+    r = zv_alloc_hold_begin (a, txg);
+  } while (r == -EAGAIN);
+  if (r < 0) {
+    zv_error ("pool '%s': another check is running; one at a time",
+              live->p_name);
+    return r;
+  }
+  zv_alloc_get_space (a, &sp);
+  ck.ck_hold_max = (sp.as_total - ZV_MIN (sp.as_allocated, sp.as_total))
+    / 100 * zv_check_hold_pct;
+  ck.ck_hold_max_n = ZV_DEFER_NBLOCKS * ZV_DEFER_PER_BLK / 2;
+  r = zv_pool_open_view (live, txg, &ck, &view);
+  if (r == 0) {
+    check_run (&ck, view);
+    r = zv_pool_close (view);
+    if (r == 0)
+      r = ck.ck_stop;
+  }
+  else
+    zv_error ("pool '%s': the view of txg %" PRIu64 " does not import: %s",
+              live->p_name, txg, strerror (-r));
+  zv_alloc_hold_end (a);
+  free (ck.ck_meta);
+  free (ck.ck_dup);
+  return r;
+}
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_check_tunable_table[] = {
+  { .tn_name = "check_hold_pct", .tn_module = "check",
+    ZV_TUNABLE_VAR_UINT (zv_check_hold_pct),
+    .tn_default = 50, .tn_min = 1, .tn_max = 90,
+    .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the live check (zvoladm check on a served pool)",
+    .tn_desc = "A live check keeps the pool's frees back while it runs "
+    "(so that the txg it walks stays on disk); when what it keeps passes "
+    "this share of the space that was free when it began, it stops with "
+    "an error and gives the space back." },
+  ZV_TUNABLE_END
+};

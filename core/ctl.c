@@ -42,8 +42,12 @@
  * peer, reads and parses, then waits for its turn: one admin command at
  * a time (ct_busy), a waiter giving up after ctl_busy_wait with
  * "another admin command is running".  A stream takes no turn (it may
- * run for hours; the engine holds the datasets it uses), at most
- * CTL_MAX_STREAMS at once (ct_nstreams; one more is refused).  ct_lock
+ * run for hours; the engine holds the datasets it uses), nor does a
+ * check (hours too: its free hold keeps a second one out, and a turn
+ * would keep snapshots waiting and failing meanwhile), at most
+ * CTL_MAX_STREAMS of them at once (ct_nstreams; one more is refused);
+ * both get the cancel descriptors, and a check's client waits for its
+ * reply without a deadline, as a stream's.  ct_lock
  * guards ct_busy, ct_nstreams, the connections' fds and count and
  * ct_stop; ct_cv is signalled when any of them changes.  Stop: the
  * listener is woken and joined, waiters are told to give up,
@@ -595,12 +599,27 @@ ctl_progress (void *arg, const char *line)
   free (buf);
 }
 
+/* A command that may run for hours without a stream: the check (the
+ * live one, admin.c), which its client waits for without a deadline. */
+static bool
+ctl_is_long_argv (int argc, char *const *argv)
+{
+  return argc >= 1 && strcmp (argv[0], "check") == 0;
+}
+
+static bool
+ctl_is_long (const zv_ctl_req_t *req)
+{
+  return ctl_is_long_argv (req->rq_argc, req->rq_argv);
+}
+
 /* Run a parsed request (with its stream, or -1) and reply with what it
  * printed.  A stream stops if the client goes (its side of the
  * connection readable: closed, or data it must not send) or the server
  * stops (the wake pipe). */
 static void
-ctl_run (zvol_ctl_t *ctl, int fd, const zv_ctl_req_t *req, int stream)
+ctl_run (zvol_ctl_t *ctl, int fd, const zv_ctl_req_t *req, int stream,
+         bool lng)
 {
   char *obuf = NULL, *ebuf = NULL;
   size_t olen = 0, elen = 0, len;
@@ -618,8 +637,7 @@ ctl_run (zvol_ctl_t *ctl, int fd, const zv_ctl_req_t *req, int stream)
   else {
     zvol_admin_io_t io = {
       .ai_out = out, .ai_err = err, .ai_stream_fd = stream,
-      .ai_cancel_fd = { stream >= 0 ? fd : -1,
-                        stream >= 0 ? ctl->ct_wake[0] : -1 },
+      .ai_cancel_fd = { lng ? fd : -1, lng ? ctl->ct_wake[0] : -1 },
       .ai_progress = ctl_progress, .ai_progress_arg = &fd,
     };
     code = zvol_admin_run_io (ctl->ct_ex, req->rq_argc, req->rq_argv, flags,
@@ -697,7 +715,7 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
   zv_ctl_req_t req;
   ctl_fds_t cf = { .cf_n = 0 };
   uint32_t rest;
-  bool stream;
+  bool stream, lng;
   uid_t uid;
   int r;
 
@@ -746,22 +764,24 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
     goto bad;
   }
   stream = req.rq_flags & ZV_CTL_F_STREAM;
+  lng = stream || ctl_is_long (&req);
   /* A stream may run for hours: it takes no turn (the engine holds what
-   * it reads or writes), within a cap of its own. */
-  r = stream ? ctl_stream_begin (ctl) : ctl_turn_begin (ctl);
+   * it reads or writes), within a cap of its own.  So does a check (its
+   * hold, not a turn, keeps a second one out, and snapshots go on). */
+  r = lng ? ctl_stream_begin (ctl) : ctl_turn_begin (ctl);
   if (r == 0) {
     zv_debug ("control socket: uid %u runs '%s' (%d arguments%s)",
               (unsigned) uid, req.rq_argv[0], req.rq_argc,
               stream ? ", a stream" : "");
-    ctl_run (ctl, fd, &req, stream ? cf.cf_fd[0] : -1);
-    if (stream)
+    ctl_run (ctl, fd, &req, stream ? cf.cf_fd[0] : -1, lng);
+    if (lng)
       ctl_stream_end (ctl);
     else
       ctl_turn_end (ctl);
   }
   else if (r == -EAGAIN) {
-    snprintf (msg, sizeof msg, "%u streams (send, receive) are running, "
-              "the most at once: try again when one is done",
+    snprintf (msg, sizeof msg, "%u long commands (send, receive, check) "
+              "are running, the most at once: try again when one is done",
               CTL_MAX_STREAMS);
     ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, msg);
   }
@@ -1195,9 +1215,10 @@ zvol_ctl_call_fd (const char *path, int argc, char *const *argv,
     return r;
   }
   ctl_timeouts (fd, CTL_CLIENT_TIMEOUT_S * 1000);
-  /* A stream runs as long as it takes: the reply is awaited without a
-   * deadline (a server that dies closes the connection). */
-  if (stream >= 0) {
+  /* A stream (or a check) runs as long as it takes: the reply is
+   * awaited without a deadline (a server that dies closes the
+   * connection). */
+  if (stream >= 0 || ctl_is_long_argv (argc, argv)) {
     struct timeval none = { 0, 0 };
     (void) setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
   }

@@ -1168,7 +1168,8 @@ zv_import_pool (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
   r = import_check_members (p, given, pc->pc_ndevices, &ref);
   if (r < 0)
     return r;
-  r = import_check_logdev (p, pc, &ref);
+  /* A view borrows the served pool's log device, checked at its open. */
+  r = p->p_view ? 0 : import_check_logdev (p, pc, &ref);
   if (r < 0)
     return r;
   spa->spa_guid = ref.cf_pool_guid;
@@ -1186,6 +1187,11 @@ zv_import_pool (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
   r = -EIO;
   for (chosen = 0; chosen < n; chosen++) {
     const zv_uberblock_phys_t *ub = &cands[chosen].uc_ub;
+    /* A view (zv_pool_open_view) is of one txg, which a hold keeps. */
+    if (p->p_view && ub->ub_txg != p->p_view_txg) {
+      r = -ENOENT;
+      continue;
+    }
     r = import_load_ub (p, pc, ub);
     if (r == 0)
       break;
@@ -1194,17 +1200,26 @@ zv_import_pool (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
     zv_import_unload (p);
     if (p->p_check)
       zv_check_forget (p->p_check);
+    if (p->p_view)
+      break;                    /* its one txg does not verify */
   }
-  if (r == 0)
+  if (r == 0 && !p->p_view)
     r = import_check_loss (p, pc, &ref, cands, chosen);
-  else
+  else if (r == -ENOENT && p->p_view)
+    zv_error ("pool '%s': the uberblock of txg %" PRIu64 " is not in the "
+              "labels any more", p->p_name, p->p_view_txg);
+  else if (r < 0)
     zv_error ("pool '%s': no uberblock's tree verifies; cannot import",
               p->p_name);
   free (cands);
   if (r < 0)
     return r;
-  zv_info ("imported pool '%s' (guid %016" PRIx64 ") at txg %" PRIu64,
-           p->p_name, spa->spa_guid, p->p_synced_txg);
+  if (p->p_view)
+    zv_debug ("pool '%s': a view of txg %" PRIu64 " for the live check",
+              p->p_name, p->p_synced_txg);
+  else
+    zv_info ("imported pool '%s' (guid %016" PRIx64 ") at txg %" PRIu64,
+             p->p_name, spa->spa_guid, p->p_synced_txg);
   return 0;
 }
 

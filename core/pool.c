@@ -81,10 +81,10 @@ pool_free (zv_pool_t *p)
     return;
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
-  if (p->p_logdev)
+  if (p->p_logdev && !p->p_view)
     zv_dev_close (p->p_logdev);
   zv_import_unload (p);
-  for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++)
+  for (unsigned d = 0; d < p->p_spa.spa_ndevs && !p->p_view; d++)
     if (p->p_spa.spa_devs[d])
       zv_dev_close (p->p_spa.spa_devs[d]);
   zv_dsdir_fini (p);
@@ -564,6 +564,43 @@ zv_pool_open_check (const zv_pool_config_t *pc, zv_check_t *ck,
   return pool_open (pc, ck, poolp);
 }
 
+/* The view's cache: its own (the server's holds the live txg's blocks),
+ * small, as the walk reads each block once or a few times. */
+#define POOL_VIEW_CACHE (64ull << 20)
+
+int
+zv_pool_open_view (zv_pool_t *live, uint64_t txg, zv_check_t *ck,
+                   zv_pool_t **viewp)
+{
+  zv_dev_t *devs[ZV_MAX_DEVS] = { 0 };
+  zv_pool_config_t pc;
+  zv_pool_t *p;
+  int r;
+
+  *viewp = NULL;
+  zv_pool_config_init (&pc);
+  pc.pc_readonly = true;
+  pc.pc_ndevices = live->p_spa.spa_ndevs;
+  pc.pc_cache_size = POOL_VIEW_CACHE;
+  memcpy (devs, live->p_spa.spa_devs, sizeof devs);
+  p = zv_calloc (1, sizeof *p);
+  p->p_readonly = true;
+  p->p_check = ck;
+  p->p_view = true;
+  p->p_view_txg = txg;
+  p->p_logdev = live->p_logdev;
+  zv_dsdir_init (p);
+  r = zv_import_pool (&pc, p, devs);
+  if (r == 0)
+    pool_finish (p, &pc);
+  if (r < 0) {
+    pool_free (p);
+    return r;
+  }
+  *viewp = p;
+  return 0;
+}
+
 static int
 pool_open (const zv_pool_config_t *pc, zv_check_t *ck, zv_pool_t **poolp)
 {
@@ -704,7 +741,7 @@ zv_pool_close (zv_pool_t *p)
   atomic_store (&p->p_closing, true);
   if (!p->p_readonly)
     r = zv_txg_stop (p->p_txg);
-  if (r == 0)
+  if (r == 0 && !p->p_view)
     zv_info ("pool '%s' exported at txg %" PRIu64, p->p_name,
              p->p_synced_txg);
   pool_free (p);

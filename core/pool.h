@@ -65,6 +65,14 @@ int zv_pool_open (const zv_pool_config_t *pc, zv_pool_t **poolp);
  * map refuses in ck instead of failing (check.c). */
 int zv_pool_open_check (const zv_pool_config_t *pc, zv_check_t *ck,
                         zv_pool_t **poolp);
+/* The live checker's view of a served pool 'live' as of its committed
+ * txg 'txg' (check.c): a read-only import of that uberblock on live's
+ * own devices (borrowed, not opened again: a second open would meet the
+ * server's flock and O_EXCL), writing nothing and reading no log chain.
+ * The caller keeps txg's blocks in place (zv_alloc_hold_begin) and
+ * closes the view with zv_pool_close before live closes. */
+int zv_pool_open_view (zv_pool_t *live, uint64_t txg, zv_check_t *ck,
+                       zv_pool_t **viewp);
 int zv_pool_start (zv_pool_t *p);
 int zv_pool_close (zv_pool_t *p);
 const char *zv_pool_name (zv_pool_t *p);

@@ -122,6 +122,11 @@ struct zvol_pool {
    * pending deferred-free list (zv_alloc_defer_cancel): the next sync
    * rewrites that list too (psync_defer_prev). */
   bool p_defer_rewrite;
+  /* The live checker's view (zv_pool_open_view): a read-only import of
+   * exactly txg p_view_txg on the devices of a served pool, borrowed
+   * (neither opened nor closed here, so no lock is taken twice). */
+  bool p_view;
+  uint64_t p_view_txg;
   uint64_t p_synced_txg;
   uint64_t p_open_txg;         /* imported or created at */
   _Atomic bool p_syncing;      /* a sync is under way (asserts) */

@@ -852,6 +852,7 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   ps->ps_space_allocated = sp.as_allocated;
   ps->ps_space_deferred = sp.as_deferred;
   ps->ps_space_reserved = sp.as_reserved;
+  ps->ps_space_held = sp.as_held;
   ps->ps_txg_synced = zv_txg_last_synced (tx);
   ps->ps_txg_open = zv_txg_open_txg (tx);
   ps->ps_dirty_bytes = zv_txg_dirty_total (tx);

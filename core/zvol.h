@@ -220,6 +220,23 @@ typedef struct zvol_check_report {
 
 ZVOL_API int zvol_pool_check (const zvol_pool_config_t *pc,
                               zvol_check_report_t *rep);
+/*
+ * The same check on a pool this process serves, while it serves: as of
+ * its last committed txg T, whose blocks a hold keeps on disk (the
+ * frees of later txgs are kept back, and persisted, until the check
+ * ends).  It stops when a cancel descriptor (may be NULL, or -1 each)
+ * turns readable (-ECANCELED), or when what the hold keeps back passes
+ * check_hold_pct of the space that was free (-ENOSPC); -EBUSY while
+ * another check runs, -EROFS on a read-only import.  Progress as
+ * zvol_pool_check's.
+ */
+ZVOL_API int zvol_pool_check_live (zvol_pool_t *p, zvol_check_report_t *rep,
+                                   const int cancel_fd[2],
+                                   void (*progress) (void *arg,
+                                                     const char *what,
+                                                     uint64_t done,
+                                                     uint64_t total),
+                                   void *progress_arg);
 
 /* ---- volumes ---- */
 
@@ -472,6 +489,8 @@ typedef struct zvol_pool_stats {
   uint64_t ps_space_total, ps_space_allocated;
   uint64_t ps_space_deferred;           /* freed, reusable in two txgs */
   uint64_t ps_space_reserved;           /* dirty data's reservations */
+  uint64_t ps_space_held;               /* freed, kept back by a live
+                                           check (not in _deferred) */
   uint64_t ps_txg_synced, ps_txg_open, ps_dirty_bytes;
   uint64_t ps_sync_passes_last;
   unsigned ps_sync_write_max_active_last;

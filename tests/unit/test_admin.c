@@ -514,7 +514,7 @@ adm_run_fd (tl_cmd_out_t *co, const char *line, int fd)
 /* send and receive as commands: what the tool hands them (stdout,
  * stdin), a full and an incremental stream through a pipe into other
  * volumes, the same bytes; -v's progress on err; a stream the wrong way
- * or missing refused; check refused on an open pool, naming the way. */
+ * or missing refused; check on an open pool: the live check. */
 static void
 test_streams (void **state)
 {
@@ -599,8 +599,16 @@ test_streams (void **state)
   close (fd);
   zvol_exports_rele (adm_ex, zv);
 
-  adm_expect ("check tank", 1, "Stop the server, then run zvoladm check "
-              "tank (offline)");
+  /* check on an open pool is the live check: the same report as
+   * offline, and its progress (-v) on err without a progress sink. */
+  adm_run (&co, "check -v tank", 0);
+  if (co.co_code != 0 || strstr (co.co_out, "No problems found.") == NULL
+      || strstr (co.co_out, "tank: ") == NULL
+      || strstr (co.co_err, "check: ") == NULL)
+    fail_msg ("check -v tank: exit %d, stdout: %s, stderr: %s", co.co_code,
+              co.co_out, co.co_err);
+  tl_cmd_free (&co);
+  adm_expect ("check other", 1, "not this pool");
 }
 
 int
