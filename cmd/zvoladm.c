@@ -335,13 +335,8 @@ za_list_each (const char *sock, const zvol_admin_target_t *t, int argc,
 
 /* ---- check ---- */
 
-#define ZA_CHECK_LIST 10        /* problems of one kind printed in full */
-
 typedef struct za_check {
-  bool c_progress;
   struct timespec c_last;
-  uint64_t c_shown[ZVOL_CHECK_LEAK + 1];
-  uint64_t c_more;
 } za_check_t;
 
 /* A progress line a second at most, as zpool scrub and qemu-img check
@@ -352,27 +347,14 @@ za_check_progress (void *arg, const char *what, uint64_t done,
 {
   za_check_t *c = arg;
   struct timespec now;
-  char d[32], t[32];
+  char line[160];
 
   clock_gettime (CLOCK_MONOTONIC, &now);
   if (done < total && now.tv_sec - c->c_last.tv_sec < 1)
     return;
   c->c_last = now;
-  zvol_admin_size (d, sizeof d, done, false);
-  zvol_admin_size (t, sizeof t, total, false);
-  fprintf (stderr, "%s: %s of %s (%.1f%%)\n", what, d, t,
-           total ? 100.0 * (double) done / (double) total : 100.0);
-}
-
-static void
-za_check_problem (void *arg, const zvol_check_problem_t *cp)
-{
-  za_check_t *c = arg;
-
-  if (c->c_shown[cp->cp_kind]++ < ZA_CHECK_LIST)
-    printf ("%s\n", cp->cp_msg);
-  else
-    c->c_more++;
+  zvol_check_progress_line (line, sizeof line, what, done, total);
+  fputs (line, stderr);
 }
 
 /* zvoladm check: offline only (it imports the pool itself, read-only,
@@ -383,19 +365,20 @@ za_check (int argc, char **argv)
 {
   const char *devs[ZVOL_MAX_DEVS];
   static char cached[ZVOL_MAX_DEVS][4096];
-  za_check_t c = { .c_progress = isatty (STDERR_FILENO) };
+  za_check_t c = { 0 };
+  zvol_check_printer_t pr = { .cp_out = stdout };
   zvol_check_report_t rep = {
-    .cr_problem = za_check_problem, .cr_problem_arg = &c,
+    .cr_problem = zvol_check_print_problem, .cr_problem_arg = &pr,
   };
+  bool progress = isatty (STDERR_FILENO);
   zvol_pool_config_t pc;
-  char b1[32], b2[32], b3[32];
   const char *name;
   unsigned n = 0;
   int ch, r;
 
   while ((ch = getopt (argc, argv, "+vd:")) != -1)
     switch (ch) {
-    case 'v': c.c_progress = true; break;
+    case 'v': progress = true; break;
     case 'd':
       if (n >= ZVOL_MAX_DEVS)
         return za_usage_error ("too many -d");
@@ -422,7 +405,7 @@ za_check (int argc, char **argv)
     for (unsigned i = 0; i < n; i++)
       pc.pc_devices[i] = devs[i];
   pc.pc_ndevices = n;
-  if (c.c_progress) {
+  if (progress) {
     pc.pc_progress = za_check_progress;
     pc.pc_progress_arg = &c;
   }
@@ -432,24 +415,7 @@ za_check (int argc, char **argv)
             strerror (-r));
     return ZVOL_ADMIN_FAIL;
   }
-  if (c.c_more > 0)
-    printf ("... and %" PRIu64 " more problems (counted below)\n", c.c_more);
-  zvol_admin_size (b1, sizeof b1, rep.cr_bytes, false);
-  zvol_admin_size (b2, sizeof b2, rep.cr_allocated, false);
-  printf ("%s: %" PRIu64 " trees, %" PRIu64 " blocks, %s read and verified "
-          "(%s allocated)\n", name, rep.cr_trees, rep.cr_blocks, b1, b2);
-  printf ("  checksum errors %" PRIu64 ", read errors %" PRIu64 ", blocks "
-          "lost %" PRIu64 ", trees not walked to the end %" PRIu64 "\n",
-          rep.cr_cksum_errors, rep.cr_read_errors, rep.cr_lost_blocks,
-          rep.cr_incomplete);
-  zvol_admin_size (b1, sizeof b1, rep.cr_leaked_bytes, false);
-  zvol_admin_size (b3, sizeof b3, rep.cr_double_bytes, false);
-  printf ("  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
-          PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
-          rep.cr_leaked, b3, rep.cr_double, rep.cr_free_refs);
-  printf ("%s\n", rep.cr_problems == 0 ? "No problems found."
-          : "Problems found.");
-  return rep.cr_problems == 0 ? 0 : ZVOL_ADMIN_FAIL;
+  return zvol_check_print_summary (&pr, name, &rep) ? 0 : ZVOL_ADMIN_FAIL;
 }
 
 int

@@ -947,15 +947,64 @@ admin_receive (admin_ctx_t *c)
  * hours; the hold, not a lock, keeps a second one out), so snapshots
  * and the rest run beside it; it stops when the client goes or the
  * server stops (the cancel descriptors).  The report is the offline
- * one, line for line (cmd/zvoladm.c, za_check). */
-#define ADMIN_CHECK_LIST 10     /* problems of one kind printed in full */
-
+ * one (cmd/zvoladm.c, za_check): both print with zvol_check_print_*. */
 typedef struct admin_check {
   admin_ctx_t *ak_c;
   uint64_t ak_last_ns;
-  uint64_t ak_shown[ZVOL_CHECK_LEAK + 1];
-  uint64_t ak_more;
 } admin_check_t;
+
+void
+zvol_check_progress_line (char *buf, size_t len, const char *what,
+                          uint64_t done, uint64_t total)
+{
+  char d[32], t[32];
+
+  zvol_admin_size (d, sizeof d, done, false);
+  zvol_admin_size (t, sizeof t, total, false);
+  snprintf (buf, len, "%s: %s of %s (%.1f%%)\n", what, d, t,
+            total ? 100.0 * (double) done / (double) total : 100.0);
+}
+
+void
+zvol_check_print_problem (void *printer, const zvol_check_problem_t *cp)
+{
+  zvol_check_printer_t *pr = printer;
+
+  if (cp->cp_kind <= ZVOL_CHECK_LEAK
+      && pr->cp_shown[cp->cp_kind]++ < ZVOL_CHECK_PRINT_LIST)
+    fprintf (pr->cp_out, "%s\n", cp->cp_msg);
+  else
+    pr->cp_more++;
+}
+
+bool
+zvol_check_print_summary (const zvol_check_printer_t *pr, const char *pool,
+                          const zvol_check_report_t *rep)
+{
+  FILE *o = pr->cp_out;
+  char b1[32], b2[32];
+
+  if (pr->cp_more > 0)
+    fprintf (o, "... and %" PRIu64 " more problems (counted below)\n",
+             pr->cp_more);
+  zvol_admin_size (b1, sizeof b1, rep->cr_bytes, false);
+  zvol_admin_size (b2, sizeof b2, rep->cr_allocated, false);
+  fprintf (o, "%s: %" PRIu64 " trees, %" PRIu64 " blocks, %s read and "
+           "verified (%s allocated)\n", pool, rep->cr_trees,
+           rep->cr_blocks, b1, b2);
+  fprintf (o, "  checksum errors %" PRIu64 ", read errors %" PRIu64
+           ", blocks lost %" PRIu64 ", trees not walked to the end %" PRIu64
+           "\n", rep->cr_cksum_errors, rep->cr_read_errors,
+           rep->cr_lost_blocks, rep->cr_incomplete);
+  zvol_admin_size (b1, sizeof b1, rep->cr_leaked_bytes, false);
+  zvol_admin_size (b2, sizeof b2, rep->cr_double_bytes, false);
+  fprintf (o, "  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
+           PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
+           rep->cr_leaked, b2, rep->cr_double, rep->cr_free_refs);
+  fprintf (o, "%s\n", rep->cr_problems == 0 ? "No problems found."
+           : "Problems found.");
+  return rep->cr_problems == 0;
+}
 
 static void
 admin_check_progress (void *arg, const char *what, uint64_t done,
@@ -964,16 +1013,13 @@ admin_check_progress (void *arg, const char *what, uint64_t done,
   admin_check_t *ak = arg;
   const zvol_admin_io_t *io = ak->ak_c->c_io;
   uint64_t now = zv_now_ns ();
-  char d[32], t[32], line[160];
+  char line[160];
 
   if (done < total && ak->ak_last_ns != 0
       && now - ak->ak_last_ns < 1000000000ull)
     return;
   ak->ak_last_ns = now;
-  zvol_admin_size (d, sizeof d, done, false);
-  zvol_admin_size (t, sizeof t, total, false);
-  snprintf (line, sizeof line, "%s: %s of %s (%.1f%%)\n", what, d, t,
-            total ? 100.0 * (double) done / (double) total : 100.0);
+  zvol_check_progress_line (line, sizeof line, what, done, total);
   if (io && io->ai_progress)
     io->ai_progress (io->ai_progress_arg, line);
   else {
@@ -982,27 +1028,15 @@ admin_check_progress (void *arg, const char *what, uint64_t done,
   }
 }
 
-static void
-admin_check_problem (void *arg, const zvol_check_problem_t *cp)
-{
-  admin_check_t *ak = arg;
-
-  if (cp->cp_kind <= ZVOL_CHECK_LEAK
-      && ak->ak_shown[cp->cp_kind]++ < ADMIN_CHECK_LIST)
-    fprintf (ak->ak_c->c_out, "%s\n", cp->cp_msg);
-  else
-    ak->ak_more++;
-}
-
 static int
 admin_check (admin_ctx_t *c)
 {
   admin_check_t ak = { .ak_c = c };
+  zvol_check_printer_t pr = { .cp_out = c->c_out };
   zvol_check_report_t rep = {
-    .cr_problem = admin_check_problem, .cr_problem_arg = &ak,
+    .cr_problem = zvol_check_print_problem, .cr_problem_arg = &pr,
   };
   const char *name;
-  char b1[32], b2[32], b3[32];
   bool match;
   int r;
 
@@ -1026,27 +1060,8 @@ admin_check (admin_ctx_t *c)
                strerror (-r));
     return ZVOL_ADMIN_FAIL;
   }
-  FILE *o = c->c_out;
-  if (ak.ak_more > 0)
-    fprintf (o, "... and %" PRIu64 " more problems (counted below)\n",
-             ak.ak_more);
-  zvol_admin_size (b1, sizeof b1, rep.cr_bytes, false);
-  zvol_admin_size (b2, sizeof b2, rep.cr_allocated, false);
-  fprintf (o, "%s: %" PRIu64 " trees, %" PRIu64 " blocks, %s read and "
-           "verified (%s allocated)\n", name, rep.cr_trees, rep.cr_blocks,
-           b1, b2);
-  fprintf (o, "  checksum errors %" PRIu64 ", read errors %" PRIu64
-           ", blocks lost %" PRIu64 ", trees not walked to the end %" PRIu64
-           "\n", rep.cr_cksum_errors, rep.cr_read_errors,
-           rep.cr_lost_blocks, rep.cr_incomplete);
-  zvol_admin_size (b1, sizeof b1, rep.cr_leaked_bytes, false);
-  zvol_admin_size (b3, sizeof b3, rep.cr_double_bytes, false);
-  fprintf (o, "  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
-           PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
-           rep.cr_leaked, b3, rep.cr_double, rep.cr_free_refs);
-  fprintf (o, "%s\n", rep.cr_problems == 0 ? "No problems found."
-           : "Problems found.");
-  return rep.cr_problems == 0 ? ZVOL_ADMIN_OK : ZVOL_ADMIN_FAIL;
+  return zvol_check_print_summary (&pr, name, &rep) ? ZVOL_ADMIN_OK
+    : ZVOL_ADMIN_FAIL;
 }
 
 /* wait POOL: until the background free of destroyed volumes and

@@ -716,6 +716,27 @@ ZVOL_API void zvol_admin_print_usage (FILE *fp);
  * the bytes. */
 ZVOL_API void zvol_admin_size (char *buf, size_t len, uint64_t v,
                                bool exact);
+/*
+ * A check's report as zvoladm prints it, offline and live alike: the
+ * first ZVOL_CHECK_PRINT_LIST problems of each kind in full as they are
+ * found (zvol_check_print_problem, a cr_problem callback on a
+ * zvol_check_printer_t), then the summary (zvol_check_print_summary,
+ * true when clean); zvol_check_progress_line formats a progress line.
+ */
+#define ZVOL_CHECK_PRINT_LIST 10
+typedef struct zvol_check_printer {
+  FILE *cp_out;
+  uint64_t cp_shown[ZVOL_CHECK_LEAK + 1];
+  uint64_t cp_more;
+} zvol_check_printer_t;
+ZVOL_API void zvol_check_print_problem (void *printer,
+                                        const zvol_check_problem_t *cp);
+ZVOL_API bool zvol_check_print_summary (const zvol_check_printer_t *pr,
+                                        const char *pool,
+                                        const zvol_check_report_t *rep);
+ZVOL_API void zvol_check_progress_line (char *buf, size_t len,
+                                        const char *what, uint64_t done,
+                                        uint64_t total);
 
 /* ---- the control socket (ctl.c) ---- */
 
