@@ -1066,7 +1066,10 @@ admin_check (admin_ctx_t *c)
 
 /* wait POOL: until the background free of destroyed volumes and
  * snapshots is done and its space free again (offline, this import does
- * the freeing); what is left, at most once a second. */
+ * the freeing); what is left, at most once a second (live: as progress
+ * frames, at once).  Live it is a long command as check is: no turn of
+ * the control socket, ended by its client's going or the server's stop
+ * (the free itself goes on). */
 typedef struct admin_wait {
   admin_ctx_t *aw_c;
   uint64_t aw_last_ns;
@@ -1076,8 +1079,9 @@ static void
 admin_wait_progress (void *arg, uint64_t left, uint64_t total)
 {
   admin_wait_t *aw = arg;
+  const zvol_admin_io_t *io = aw->aw_c->c_io;
   uint64_t now = zv_now_ns ();
-  char a[32], b[32];
+  char a[32], b[32], line[96];
 
   if (left > 0 && aw->aw_last_ns != 0
       && now - aw->aw_last_ns < 1000000000ull)
@@ -1085,8 +1089,13 @@ admin_wait_progress (void *arg, uint64_t left, uint64_t total)
   aw->aw_last_ns = now;
   zvol_admin_size (a, sizeof a, left, false);
   zvol_admin_size (b, sizeof b, total, false);
-  fprintf (aw->aw_c->c_out, "freeing: %s left of %s\n", a, b);
-  fflush (aw->aw_c->c_out);
+  snprintf (line, sizeof line, "freeing: %s left of %s\n", a, b);
+  if (io && io->ai_progress)
+    io->ai_progress (io->ai_progress_arg, line);    /* live: at once */
+  else {
+    fputs (line, aw->aw_c->c_err);
+    fflush (aw->aw_c->c_err);
+  }
 }
 
 static int
@@ -1105,7 +1114,8 @@ admin_wait (admin_ctx_t *c)
     admin_err (c, "not this pool (%s)", zvol_pool_name (c->c_pool));
     return ZVOL_ADMIN_FAIL;
   }
-  return admin_result (zvol_pool_wait_freeing (c->c_pool,
+  return admin_result (zvol_pool_wait_freeing (c->c_pool, c->c_io
+                                               ? c->c_io->ai_cancel_fd : NULL,
                                                admin_wait_progress, &aw));
 }
 

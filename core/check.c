@@ -68,7 +68,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -411,19 +410,17 @@ static int
 check_live_poll (zv_check_t *ck)
 {
   uint64_t held, held_n;
+  unsigned why;
 
   if (ck->ck_live == NULL || ck->ck_stop != 0)
     return ck->ck_stop;
   if (ck->ck_polled++ % 64 != 0)
     return 0;
-  for (unsigned i = 0; i < 2; i++) {
-    struct pollfd pf = { .fd = ck->ck_cancel_fd[i], .events = POLLIN };
-    if (pf.fd >= 0 && poll (&pf, 1, 0) > 0) {
-      zv_warn ("pool '%s': check cancelled: %s", ck->ck_live->p_name,
-               i == 0 ? "its client went away" : "the server is stopping");
-      ck->ck_stop = -ECANCELED;
-      return ck->ck_stop;
-    }
+  if ((why = zv_cancel_poll (ck->ck_cancel_fd)) != 0) {
+    zv_warn ("pool '%s': check cancelled: %s", ck->ck_live->p_name,
+             why == 1 ? "its client went away" : "the server is stopping");
+    ck->ck_stop = -ECANCELED;
+    return ck->ck_stop;
   }
   zv_alloc_hold_get (ck->ck_live->p_spa.spa_alloc, &held, &held_n);
   if (held > ck->ck_hold_max || held_n > ck->ck_hold_max_n) {

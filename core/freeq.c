@@ -814,7 +814,8 @@ zv_pool_freeing (zv_pool_t *p, uint64_t *nents)
 }
 
 int
-zv_pool_wait_freeing (zv_pool_t *p, zv_pool_progress_fn progress, void *arg)
+zv_pool_wait_freeing (zv_pool_t *p, const int cancel_fd[2],
+                      zv_pool_progress_fn progress, void *arg)
 {
   zv_freeq_t *fq = &p->p_freeq;
   uint64_t total = 0;
@@ -838,6 +839,8 @@ zv_pool_wait_freeing (zv_pool_t *p, zv_pool_progress_fn progress, void *arg)
                 n, n == 1 ? "" : "s");
       return -EIO;
     }
+    if (zv_cancel_poll (cancel_fd) != 0)
+      return -ECANCELED;        /* (the frees go on without a waiter) */
     if (p->p_readonly) {
       zv_error ("pool '%s' is imported read-only: what %" PRIu64 " destroyed "
                 "dataset%s still hold is freed by a read-write import",

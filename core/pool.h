@@ -119,7 +119,8 @@ int zv_pool_volume_clone (zv_pool_t *p, const char *snap, const char *name,
 typedef void (*zv_pool_progress_fn) (void *arg, uint64_t left,
                                      uint64_t total);
 uint64_t zv_pool_freeing (zv_pool_t *p, uint64_t *nents);
-int zv_pool_wait_freeing (zv_pool_t *p, zv_pool_progress_fn fn, void *arg);
+int zv_pool_wait_freeing (zv_pool_t *p, const int cancel_fd[2],
+                          zv_pool_progress_fn fn, void *arg);
 
 /* Tests: wait until everything written so far is on disk. */
 int zv_pool_sync (zv_pool_t *p);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -434,6 +435,17 @@ zv_physical_memory (uint64_t unknown)
   long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
 
   return pages > 0 && psz > 0 ? (uint64_t) pages * (uint64_t) psz : unknown;
+}
+
+unsigned
+zv_cancel_poll (const int fd[2])
+{
+  for (unsigned i = 0; fd != NULL && i < 2; i++) {
+    struct pollfd pf = { .fd = fd[i], .events = POLLIN };
+    if (pf.fd >= 0 && poll (&pf, 1, 0) > 0)
+      return i + 1;
+  }
+  return 0;
 }
 
 /* Word-at-a-time zero test (buffers are 8-byte aligned in practice). */

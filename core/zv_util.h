@@ -192,6 +192,11 @@ void zv_copy (void *dst, const void *src, size_t n);
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);
 
+/* A long command's cancel descriptors (fd[0]: its client's connection,
+ * fd[1]: the server's stop pipe; -1 or fd NULL: none), polled without
+ * waiting: 0, or 1 + the index of the first readable or hung up. */
+unsigned zv_cancel_poll (const int fd[2]);
+
 /* Round up / down to a power-of-two alignment. */
 #define ZV_P2ROUNDUP(x, a) (((x) + (a) - 1) & ~((uint64_t) (a) - 1))
 #define ZV_P2ALIGN(x, a) ((x) & ~((uint64_t) (a) - 1))

@@ -878,11 +878,11 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
 }
 
 int
-zvol_pool_wait_freeing (zvol_pool_t *p,
+zvol_pool_wait_freeing (zvol_pool_t *p, const int cancel_fd[2],
                         void (*progress) (void *arg, uint64_t left,
                                           uint64_t total), void *arg)
 {
-  return zv_pool_wait_freeing (p, progress, arg);
+  return zv_pool_wait_freeing (p, cancel_fd, progress, arg);
 }
 
 size_t

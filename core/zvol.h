@@ -515,8 +515,12 @@ ZVOL_API void zvol_pool_get_stats (zvol_pool_t *pool, zvol_pool_stats_t *ps);
  * told the data bytes left (and the most seen) after each sync.  0,
  * -EIO when a free stopped at a block that fails (logged; it stays
  * queued, tried again at the next import), -EROFS on a read-only pool
- * with something left, or the error that suspended the pool. */
+ * with something left, -ECANCELED when one of cancel_fd (may be NULL;
+ * -1: unused) turns readable or hangs up (a live client gone, a server
+ * stopping: the free goes on, only the wait ends), or the error that
+ * suspended the pool. */
 ZVOL_API int zvol_pool_wait_freeing (zvol_pool_t *pool,
+                                     const int cancel_fd[2],
                                      void (*progress) (void *arg,
                                                        uint64_t left,
                                                        uint64_t total),

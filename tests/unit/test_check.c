@@ -227,7 +227,7 @@ lc_mid_overwrite (lc_seen_t *ls)
     assert_int_equal (zv_pool_sync (p), 0);
   }
   assert_int_equal (zvol_volume_destroy (p, "zvol@mid"), 0);
-  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
+  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL, NULL), 0);
   ls->ls_held_mid = lc_held (p);
 }
 

@@ -9,7 +9,7 @@
  * the ancillary data checked (none, two, a directory, the wrong
  * direction: refused, no descriptor kept), a stream beside a running
  * command, and a client gone or a server stopping mid-receive: nothing
- * of it is kept.
+ * of it is kept.  wait, a long command beside the others.
  */
 #include <config.h>
 
@@ -969,6 +969,98 @@ test_stream_cancel (void **state)
   assert_int_equal (zvol_exports_holds (ctl_ex, "sv"), 0);
 }
 
+/*
+ * wait live: a long command, as check is.  While it waits for a slow
+ * background free (8 blocks a sync), another command gets its turn at
+ * once (the server's ctl_busy_wait is 300 ms: a wait that held the turn
+ * would fail it), the wait's progress comes back as frames ("freeing:"
+ * lines on its standard error), and it returns once the free is done.
+ * Through the API, a cancel descriptor ends the wait, not the free.
+ */
+typedef struct wait_call {
+  tl_cmd_out_t wc_out;
+  int wc_r;
+} wait_call_t;
+
+static void *
+wait_client (void *arg)
+{
+  wait_call_t *wc = arg;
+
+  wc->wc_r = ctl_call (&wc->wc_out, "wait tank");
+  return NULL;
+}
+
+static uint64_t
+ctl_freeing (void)
+{
+  zvol_pool_stats_t ps;
+
+  zvol_pool_get_stats (ctl_pool, &ps);
+  return ps.ps_freeing;
+}
+
+static void
+ctl_make_big (const char *name)
+{
+  zvol_volume_params_t vp = { .vp_size = 32 * MiB, .vp_blocksize = 16384 };
+
+  assert_int_equal (zvol_volume_create (ctl_pool, name, &vp), 0);
+  for (uint64_t off = 0; off < 32 * MiB; off += 4 * MiB)
+    tl_ds_write (ctl_pool, name, off, 4 * MiB, 0x5a);
+}
+
+static void
+test_wait_live (void **state)
+{
+  char e[128];
+  tl_cmd_out_t co;
+  wait_call_t wc = { .wc_r = -1 };
+  pthread_t th;
+  int cancel[2], fds[2] = { -1, -1 };
+
+  (void) state;
+  ctl_restart_with ("ctl_busy_wait", "300");
+  assert_int_equal (zvol_tunable_set ("free_max_blocks", "8", e, sizeof e),
+                    0);
+  ctl_make_big ("wbig");
+  assert_int_equal (ctl_call (&co, "destroy tank/wbig"), 0);
+  assert_int_equal (co.co_code, 0);
+  tl_cmd_free (&co);
+  assert_true (ctl_freeing () > 16 * MiB);
+  assert_int_equal (pthread_create (&th, NULL, wait_client, &wc), 0);
+  usleep (200000);
+  assert_int_equal (ctl_call (&co, "list -H -o name tank"), 0);
+  assert_int_equal (co.co_code, 0);
+  tl_cmd_free (&co);
+  assert_true (ctl_freeing () > 0);       /* the wait still runs */
+  assert_int_equal (pthread_join (th, NULL), 0);
+  assert_int_equal (wc.wc_r, 0);
+  assert_int_equal (wc.wc_out.co_code, 0);
+  assert_non_null (strstr (wc.wc_out.co_err, "freeing: "));
+  assert_int_equal (ctl_freeing (), 0);
+  tl_cmd_free (&wc.wc_out);
+
+  /* A cancel descriptor ends the wait with ECANCELED; the free goes on
+   * (and a wait without one sees it to its end). */
+  ctl_make_big ("wbig2");
+  assert_int_equal (zvol_volume_destroy (ctl_pool, "wbig2"), 0);
+  assert_true (ctl_freeing () > 16 * MiB);
+  assert_int_equal (pipe (cancel), 0);
+  assert_int_equal (write (cancel[1], "x", 1), 1);
+  fds[0] = cancel[0];
+  assert_int_equal (zvol_pool_wait_freeing (ctl_pool, fds, NULL, NULL),
+                    -ECANCELED);
+  assert_true (ctl_freeing () > 0);
+  close (cancel[0]);
+  close (cancel[1]);
+  assert_int_equal (zvol_pool_wait_freeing (ctl_pool, NULL, NULL, NULL), 0);
+  assert_int_equal (ctl_freeing (), 0);
+  assert_int_equal (zvol_tunable_set ("free_max_blocks", "100000", e,
+                                      sizeof e), 0);
+  ctl_restart_with ("ctl_busy_wait", "30000");   /* the default */
+}
+
 int
 main (void)
 {
@@ -988,6 +1080,8 @@ main (void)
     cmocka_unit_test_setup_teardown (test_stream_cancel, ctl_setup,
                                      ctl_teardown),
     cmocka_unit_test_setup_teardown (test_stale_and_stop, ctl_setup,
+                                     ctl_teardown),
+    cmocka_unit_test_setup_teardown (test_wait_live, ctl_setup,
                                      ctl_teardown),
   };
 

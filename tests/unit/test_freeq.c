@@ -387,7 +387,7 @@ test_export_resume (void **state)
     assert_int_equal (fq_freeing (p, &nds), left);
     assert_int_equal (nds, 2);
     tl_log_reset (true);
-    assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), -EROFS);
+    assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL, NULL), -EROFS);
     tl_log_reset (false);
     assert_int_equal (zvol_pool_close (p), 0);
 
@@ -403,7 +403,7 @@ test_export_resume (void **state)
     left = left2;
   }
   p = tl_import (path, false);
-  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
+  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL, NULL), 0);
   assert_int_equal (fq_freeing (p, NULL), 0);
   /* keep, and v: its 8 MiB, its four indirect blocks (two copies) and
    * its log ring ('big' and its ring are gone). */
@@ -450,7 +450,7 @@ test_recreate_same_name (void **state)
     (void) fq_freeing (p, &nds);
     assert_int_equal (nds, 2);
   }
-  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
+  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL, NULL), 0);
   fq_assert_near (fq_alloc_now (p), base, "both frees done");
   tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
   assert_int_equal (zvol_pool_close (p), 0);
@@ -606,7 +606,7 @@ test_powercut (void **state)
   /* What the pool holds once it is all done, without a cut. */
   fq_copy (path, ref);
   p = tl_import (ref, false);
-  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
+  assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL, NULL), 0);
   want = fq_alloc_now (p);
   assert_int_equal (zvol_pool_close (p), 0);
 
@@ -621,7 +621,7 @@ test_powercut (void **state)
     p = tl_import (work, full);
     pc_cut_after_writes (pc, n);
     tl_log_reset (true);
-    r = zvol_pool_wait_freeing (p, NULL, NULL);
+    r = zvol_pool_wait_freeing (p, NULL, NULL, NULL);
     (void) zvol_pool_close (p);
     tl_log_reset (false);
     pc_settle (pc);
@@ -640,7 +640,7 @@ test_powercut (void **state)
       progressed++;
     else
       untouched++;
-    assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL), 0);
+    assert_int_equal (zvol_pool_wait_freeing (p, NULL, NULL, NULL), 0);
     tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
     tl_ds_check (p, "v", 0, 8 * MiB, 0x73);
     tl_ds_check (p, "r", 0, 4 * MiB, 0x74);
