@@ -40,7 +40,7 @@
  * not fit the rest of the segment, a new one is picked (alloc_seg_pick):
  * walking the free runs from the cursor, wrapping once, the first run of
  * alloc_segment_size (1 MiB, the largest joined write) or more wins; short
- * of that, once alloc_segment_scan (8 MiB) of the device has been walked,
+ * of that, once alloc_segment_scan (2 MiB) of the device has been walked,
  * the longest run seen there that fits; and if none did, the first run
  * that fits anywhere, so placement fails only when no run of the size
  * exists (the reservation's ENOSPC rules are unchanged).  Why not plain
@@ -50,9 +50,9 @@
  * had holes in its way (bench: 35 KiB per write against 700 KiB on a
  * roomy pool).  Taking the longest run in a window of a few MiB leaves the
  * shortest holes for a later pass of the cursor, by when frees around
- * them have often joined them into longer runs; a window much wider than
- * that skips so much that the cursor comes back before the holes grow,
- * and costs more to walk (docs/design.md, "Allocation").  The walk looks
+ * them have often joined them into longer runs; a much wider window
+ * costs more to walk and did no better in a model of random overwrites
+ * (docs/design.md, "Allocation").  The walk looks
  * at 64-bit words and skips full ones (and devices whose free count is
  * too small), so even a nearly full device of many GiB costs a few
  * hundred microseconds, and a pick within a window a few microseconds,
@@ -185,7 +185,7 @@ static unsigned zv_alloc_ditto_shift = 3;
  * the longest run within the first 'scan' bytes walked wins (bytes; a
  * sector at least, the scan at least the segment). */
 static uint64_t zv_alloc_segment_size = 1ull << 20;
-static uint64_t zv_alloc_segment_scan = 8ull << 20;
+static uint64_t zv_alloc_segment_scan = 2ull << 20;
 
 /* Slop: total >> shift, at least min bytes, at most half the pool. */
 static unsigned zv_alloc_slop_shift = 5;
@@ -1475,15 +1475,16 @@ const zv_tunable_t zv_alloc_tunable_table[] = {
     .tn_reader = "the allocator, picking a device's next segment",
     .tn_desc = "A free run this long is taken as the next segment at once "
     "(the blocks that follow fill it side by side); as long as the largest "
-    "write a sync joins (zio_aggregate_max) is a good value." },
+    "write a sync joins (zio_aggregate_max) is a good value; 4K: plain "
+    "first fit from the cursor." },
   { .tn_name = "alloc_segment_scan", .tn_module = "alloc",
     ZV_TUNABLE_VAR_U64 (zv_alloc_segment_scan),
-    .tn_default = 8ull << 20, .tn_min = ZV_SECTOR, .tn_max = 1ull << 40,
+    .tn_default = 2ull << 20, .tn_min = ZV_SECTOR, .tn_max = 1ull << 40,
     .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "the allocator, picking a device's next segment",
     .tn_desc = "How much of the device a segment pick walks, when it finds "
-    "no run of alloc_segment_size, before it takes the longest run it saw; "
-    "a sector is plain first fit from the cursor." },
+    "no run of alloc_segment_size, before it takes the longest run it saw "
+    "(never less than alloc_segment_size)." },
   { .tn_name = "alloc_slop_shift", .tn_module = "alloc",
     ZV_TUNABLE_VAR_UINT (zv_alloc_slop_shift),
     .tn_default = 5, .tn_min = 1, .tn_max = 16,

@@ -204,9 +204,9 @@ count_runs (uint64_t *dva, size_t n, uint32_t size)
  * A full 64 MiB device into which frees have cut holes of one 16 KiB
  * block each (four sectors free, one allocated) from the cursor to
  * 40 MiB: a txg's blocks go into the long free runs among them, not hole
- * by hole.  A 1 MiB run 6 MiB past the cursor (inside the 8 MiB a pick
+ * by hole.  A 1 MiB run 1 MiB past the cursor (inside the 2 MiB a pick
  * walks): 64 blocks, one run.  Then, with that taken and holes cut again,
- * only a 192 KiB run 3 MiB past the cursor: 12 blocks, one run.  Plain
+ * only a 192 KiB run 1 MiB past the cursor: 12 blocks, one run.  Plain
  * first fit from the cursor put every block in a hole of its own (64 and
  * 12 runs).  The holes are still used once nothing longer is left.
  */
@@ -240,7 +240,7 @@ test_segment_long_runs (void **state)
   assert_int_equal (zv_alloc_block (a, (uint32_t) (1 * MiB), 0, &first), 0);
   zv_alloc_claim (a, ZV_DVA_MAKE (0, start), (uint32_t) (64 * MiB));
   holes_cut (a, start + 1 * MiB, start + 40 * MiB, blk);
-  run_cut (a, start + 7 * MiB, (uint32_t) (1 * MiB));
+  run_cut (a, start + 2 * MiB, (uint32_t) (1 * MiB));
   for (size_t i = 0; i < 64; i++)
     assert_int_equal (zv_alloc_block (a, blk, 0, &dva[i]), 0);
   runs = count_runs (dva, 64, blk);
@@ -248,20 +248,20 @@ test_segment_long_runs (void **state)
                  "holes of 16 KiB)\n", runs);
   assert_int_equal (runs, 1);
   /* (a hole that touches the run may join it at its front) */
-  assert_true (dva[0] + blk > ZV_DVA_MAKE (0, start + 7 * MiB));
-  assert_true (dva[0] <= ZV_DVA_MAKE (0, start + 7 * MiB));
+  assert_true (dva[0] + blk > ZV_DVA_MAKE (0, start + 2 * MiB));
+  assert_true (dva[0] <= ZV_DVA_MAKE (0, start + 2 * MiB));
 
-  /* The cursor is at 8 MiB now; a 192 KiB run 3 MiB past it. */
+  /* The cursor is at 3 MiB now; a 192 KiB run 1 MiB past it. */
   holes_cut (a, start + 1 * MiB, start + 40 * MiB, blk);
-  run_cut (a, start + 11 * MiB, (uint32_t) (192 * KiB));
+  run_cut (a, start + 4 * MiB, (uint32_t) (192 * KiB));
   for (size_t i = 0; i < 12; i++)
     assert_int_equal (zv_alloc_block (a, blk, 0, &dva[i]), 0);
   runs = count_runs (dva, 12, blk);
   print_message ("12 blocks of 16 KiB in %u runs (a 192 KiB run among "
                  "holes of 16 KiB)\n", runs);
   assert_int_equal (runs, 1);
-  assert_true (dva[0] + blk > ZV_DVA_MAKE (0, start + 11 * MiB));
-  assert_true (dva[0] <= ZV_DVA_MAKE (0, start + 11 * MiB));
+  assert_true (dva[0] + blk > ZV_DVA_MAKE (0, start + 4 * MiB));
+  assert_true (dva[0] <= ZV_DVA_MAKE (0, start + 4 * MiB));
 
   /* Nothing longer than a hole left: the holes fill, then every sector. */
   while (zv_alloc_block (a, blk, 0, &first) == 0)
