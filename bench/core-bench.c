@@ -37,6 +37,19 @@
  *                block they hold (it goes on the dead list instead of
  *                being freed).  snap over base: what snapshots cost a
  *                writer
+ *   write-4k-full, write-128k-full  (after the snapshot phases, on a
+ *                new pool of the plugin's default size, the volume + 25% +
+ *                128 MiB, about 80% full once the volume is filled, as the
+ *                NBD bench's): the volume filled, then 16 txgs of OPS/4
+ *                4 KiB writes to random blocks each, which leave the free
+ *                space in scattered holes, as a live pool's overwrites do.
+ *                write-4k-full: 4 more such txgs (OPS writes); write-128k-
+ *                full: sequential 128 KiB writes over an eighth of the
+ *                volume and one txg.  After each, a line '#dev' gives the
+ *                device writes of its txgs (txg history): how many, and
+ *                KiB per write, which says how well the allocator found
+ *                long free runs for them (tab-separated: phase, txgs,
+ *                writes, KiB written)
  *   read-128k    the pool re-imported (a cold cache), then sequential
  *                128 KiB reads of the whole volume: read, verify, cache
  *   read-128k-hot  the same reads again, from the cache (what a client
@@ -389,6 +402,105 @@ cbench_file_size (void)
     + cbench_ops * (uint64_t) cbench_volblocksize / 8;
 }
 
+static uint64_t
+cbench_max (uint64_t a, uint64_t b)
+{
+  return a > b ? a : b;
+}
+
+/* The device writes of the txgs after 'since', reported after a phase
+ * (see the theory comment); returns the newest txg. */
+static uint64_t
+cbench_dev_writes (zvol_pool_t *pool, const char *phase, uint64_t since)
+{
+  zvol_txg_stats_t h[ZVOL_TXG_HISTORY];
+  size_t n = zvol_pool_get_txgs (pool, h, ZVOL_TXG_HISTORY);
+  uint64_t txgs = 0, writes = 0, bytes = 0, last = since;
+
+  for (size_t i = 0; i < n; i++) {
+    if (h[i].ts_txg <= since || h[i].ts_state != 'C')
+      continue;
+    txgs++;
+    writes += h[i].ts_writes;
+    bytes += h[i].ts_nwritten;
+    last = cbench_max (last, h[i].ts_txg);
+  }
+  if (cbench_tsv)
+    printf ("#dev\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", phase, txgs,
+            writes, bytes / KiB);
+  else
+    printf ("# %s: %" PRIu64 " txgs, %" PRIu64 " device writes, %.1f KiB "
+            "per write\n", phase, txgs, writes,
+            writes ? (double) bytes / KiB / (double) writes : 0.0);
+  fflush (stdout);
+  return last;
+}
+
+/* The newest committed txg. */
+static uint64_t
+cbench_last_txg (zvol_pool_t *pool)
+{
+  zvol_pool_stats_t ps;
+
+  zvol_pool_get_stats (pool, &ps);
+  return ps.ps_txg_synced;
+}
+
+/*
+ * The fuller pool's phases (see the theory comment): a pool of the
+ * plugin's default size for the volume, filled, its free space scattered
+ * by random overwrites, then the two measured phases.
+ */
+static void
+cbench_full (uint8_t *buf, uint64_t *seq)
+{
+  const uint32_t big = 128 * KiB, small = 4 * KiB;
+  uint64_t nblocks = cbench_volsize / cbench_volblocksize;
+  uint64_t nbig = cbench_volsize / big, round = cbench_max (cbench_ops / 4, 1);
+  uint64_t rs = 4242, since;
+  cbench_phase_t cp;
+  zvol_pool_t *pool;
+  zvol_t *zv;
+  int fd;
+
+  unlink (cbench_path);
+  fd = open (cbench_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd < 0 || ftruncate (fd, (off_t) (cbench_volsize + cbench_volsize / 4
+                                        + 128 * MiB)) != 0)
+    cbench_die ("%s: %s", cbench_path, strerror (errno));
+  close (fd);
+  pool = cbench_pool_open (true);
+  zv = cbench_vol_open (pool, true);
+  for (uint64_t i = 0; i < nbig; i++)
+    cbench_write (zv, buf, seq, i * big, big);
+  cbench_check (zvol_flush (zv), "flush");
+  for (unsigned k = 0; k < 16; k++) {
+    for (uint64_t i = 0; i < round; i++)
+      cbench_write (zv, buf, seq,
+                    (cbench_rand (&rs) % nblocks) * cbench_volblocksize, small);
+    cbench_check (zvol_flush (zv), "flush");
+  }
+
+  since = cbench_last_txg (pool);
+  cbench_begin (&cp, pool, "write-4k-full", 4 * round);
+  for (unsigned k = 0; k < 4; k++) {
+    for (uint64_t i = 0; i < round; i++)
+      cbench_write (zv, buf, seq,
+                    (cbench_rand (&rs) % nblocks) * cbench_volblocksize, small);
+    cbench_check (zvol_flush (zv), "flush");
+  }
+  cbench_end (&cp, pool);
+  since = cbench_dev_writes (pool, "write-4k-full", since);
+
+  cbench_begin (&cp, pool, "write-128k-full", nbig / 8);
+  for (uint64_t i = 0; i < nbig / 8; i++)
+    cbench_write (zv, buf, seq, (nbig / 2 + i) * big, big);
+  cbench_check (zvol_flush (zv), "flush");
+  cbench_end (&cp, pool);
+  (void) cbench_dev_writes (pool, "write-128k-full", since);
+  cbench_close (pool, zv);
+}
+
 static void
 cbench_run (void)
 {
@@ -534,6 +646,8 @@ cbench_run (void)
     cbench_end (&cp, pool);
     cbench_close (pool, zv);
   }
+
+  cbench_full (buf, &seq);
 
   unlink (cbench_path);
   cbench_created = false;

@@ -1480,10 +1480,16 @@ dev_queue_cap (const zv_dev_queue_t *q, unsigned entries)
   unsigned cap = q && q->dq_max_active
     ? atomic_load_explicit (q->dq_max_active, memory_order_relaxed) : 0;
 
+  unsigned base = cap;
+
+  if (cap > 0 && q->dq_scale > 1 && cap < q->dq_scale_max)
+    cap = (unsigned) ZV_MIN ((uint64_t) cap * q->dq_scale,
+                             (uint64_t) q->dq_scale_max);
   if (cap == 0 || cap > entries)
     cap = entries;
-  /* Relaxed: advice on pacing, it guards no data. */
-  if (q && q->dq_yield_to && cap <= q->dq_yield_below
+  /* Relaxed: advice on pacing, it guards no data.  The yield looks at
+   * the cap as asked for, before the scaling. */
+  if (q && q->dq_yield_to && base <= q->dq_yield_below
       && atomic_load_explicit (q->dq_yield_to, memory_order_relaxed) > 0)
     cap = ZV_MIN (cap, ZV_MAX (q->dq_yield_active, 1u));
   return cap;

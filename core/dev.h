@@ -135,6 +135,9 @@ typedef struct zv_dev_queue {
   const _Atomic unsigned *dq_yield_to;    /* NULL: never yield */
   unsigned dq_yield_active;               /* >= 1 */
   unsigned dq_yield_below;
+  /* *dq_max_active times dq_scale (0 or 1: as is), but not above
+   * dq_scale_max unless *dq_max_active is (small requests: see zio.c) */
+  unsigned dq_scale, dq_scale_max;
 } zv_dev_queue_t;
 int zv_dev_io_batch_queue (zv_dev_io_t *ios, size_t n,
                            const zv_dev_queue_t *q);

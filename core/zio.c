@@ -385,6 +385,36 @@ zv_zio_sync_io_end (zv_spa_t *spa)
 }
 
 /*
+ * The cap counts writes, as OpenZFS's does, but what a low cap is for
+ * (a log block waits at the device behind few bytes of the sync's, and
+ * its flush carries few) is a matter of bytes, and OpenZFS's writes are
+ * joined up to the aggregation limit.  Here a fuller pool's are not: its
+ * free space is in holes, and a sync's joined writes averaged 40 KiB
+ * there against 700 KiB on a roomy pool (bench, txgs kstat), so two in
+ * flight left the device idle between them, and the pool's 4 KiB writes
+ * took three times as long (core-bench write-4k-full, wall 65 us/op
+ * against 31 us with ten in flight; docs/design.md, "Allocation").  So a
+ * batch's cap is multiplied by how many of its mean write fit in
+ * zio_aggregate_max, up to zio_async_write_max_active: about the bytes
+ * in flight of the cap's own count of full-size writes.  Not while the
+ * cap is fixed (ZVOL_ZIO_WRITE_MAX_ACTIVE).
+ */
+static unsigned
+zio_write_cap_scale (const zv_dev_io_t *ios, size_t nios)
+{
+  uint64_t bytes = 0, mean;
+
+  if (nios == 0 || zio_write_cap_fixed () >= 0)
+    return 1;
+  for (size_t i = 0; i < nios; i++)
+    bytes += ios[i].di_len;
+  mean = ZV_MAX (bytes / nios, (uint64_t) 1);
+  return (unsigned) ZV_MAX (ZV_MIN ((uint64_t) zv_zio_aggregate_max / mean,
+                                    (uint64_t) zv_zio_async_write_max_active),
+                            (uint64_t) 1);
+}
+
+/*
  * Seal and write all copies of all blocks in one batch.  Copy on write
  * puts a txg's blocks one after the other on each device, so pieces that
  * touch are joined into writes of up to zv_zio_aggregate_max bytes (as
@@ -435,6 +465,8 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
       .dq_yield_to = &spa->spa_sync_io,
       .dq_yield_active = zv_zio_async_write_yield_active,
       .dq_yield_below = zv_zio_async_write_min_active,
+      .dq_scale = zio_write_cap_scale (ios, nios),
+      .dq_scale_max = zv_zio_async_write_max_active,
     };
 
     r = zv_dev_io_batch_queue (ios, nios, &q);

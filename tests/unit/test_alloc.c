@@ -182,6 +182,97 @@ test_cursor_sequential (void **state)
   zv_alloc_destroy (a);
 }
 
+/* How many runs (extents joined where they touch) n blocks of 'size'
+ * bytes form on one device: the device writes a sync would make. */
+static unsigned
+count_runs (uint64_t *dva, size_t n, uint32_t size)
+{
+  unsigned runs = n > 0;
+
+  for (size_t i = 1; i < n; i++)       /* insertion sort: n is small */
+    for (size_t j = i; j > 0 && dva[j - 1] > dva[j]; j--) {
+      uint64_t t = dva[j];
+      dva[j] = dva[j - 1];
+      dva[j - 1] = t;
+    }
+  for (size_t i = 1; i < n; i++)
+    runs += dva[i] != dva[i - 1] + size;
+  return runs;
+}
+
+/*
+ * A full 64 MiB device into which frees have cut holes of one 16 KiB
+ * block each (four sectors free, one allocated) from the cursor to
+ * 40 MiB: a txg's blocks go into the long free runs among them, not hole
+ * by hole.  A 1 MiB run 1 MiB past the cursor (inside the 2 MiB a pick
+ * walks): 64 blocks, one run.  Then, with that taken and holes cut again,
+ * only a 192 KiB run 1 MiB past the cursor: 12 blocks, one run.  Plain
+ * first fit from the cursor put every block in a hole of its own (64 and
+ * 12 runs).  The holes are still used once nothing longer is left.
+ */
+static void
+holes_cut (zv_alloc_t *a, uint64_t from, uint64_t to, uint32_t blk)
+{
+  zv_alloc_claim (a, ZV_DVA_MAKE (0, from), (uint32_t) (to - from));
+  for (uint64_t off = from; off + blk <= to; off += blk + ZV_SECTOR)
+    zv_alloc_free_now (a, ZV_DVA_MAKE (0, off), blk);
+}
+
+static void
+run_cut (zv_alloc_t *a, uint64_t off, uint32_t len)
+{
+  zv_alloc_claim (a, ZV_DVA_MAKE (0, off), len);
+  zv_alloc_free_now (a, ZV_DVA_MAKE (0, off), len);
+}
+
+static void
+test_segment_long_runs (void **state)
+{
+  const uint64_t start = 1 * MiB, end = start + 64 * MiB;
+  const uint32_t blk = 16 * KiB;
+  zv_alloc_t *a = zv_alloc_create (1, &start, &end);
+  zv_alloc_space_t sp;
+  uint64_t dva[64], first;
+  unsigned runs;
+
+  (void) state;
+  /* Move the cursor 1 MiB in, then fill the device and cut the holes. */
+  assert_int_equal (zv_alloc_block (a, (uint32_t) (1 * MiB), 0, &first), 0);
+  zv_alloc_claim (a, ZV_DVA_MAKE (0, start), (uint32_t) (64 * MiB));
+  holes_cut (a, start + 1 * MiB, start + 40 * MiB, blk);
+  run_cut (a, start + 2 * MiB, (uint32_t) (1 * MiB));
+  for (size_t i = 0; i < 64; i++)
+    assert_int_equal (zv_alloc_block (a, blk, 0, &dva[i]), 0);
+  runs = count_runs (dva, 64, blk);
+  print_message ("64 blocks of 16 KiB in %u runs (a 1 MiB run among "
+                 "holes of 16 KiB)\n", runs);
+  assert_int_equal (runs, 1);
+  /* (a hole that touches the run may join it at its front) */
+  assert_true (dva[0] + blk > ZV_DVA_MAKE (0, start + 2 * MiB));
+  assert_true (dva[0] <= ZV_DVA_MAKE (0, start + 2 * MiB));
+
+  /* The cursor is at 3 MiB now; a 192 KiB run 1 MiB past it. */
+  holes_cut (a, start + 1 * MiB, start + 40 * MiB, blk);
+  run_cut (a, start + 4 * MiB, (uint32_t) (192 * KiB));
+  for (size_t i = 0; i < 12; i++)
+    assert_int_equal (zv_alloc_block (a, blk, 0, &dva[i]), 0);
+  runs = count_runs (dva, 12, blk);
+  print_message ("12 blocks of 16 KiB in %u runs (a 192 KiB run among "
+                 "holes of 16 KiB)\n", runs);
+  assert_int_equal (runs, 1);
+  assert_true (dva[0] + blk > ZV_DVA_MAKE (0, start + 4 * MiB));
+  assert_true (dva[0] <= ZV_DVA_MAKE (0, start + 4 * MiB));
+
+  /* Nothing longer than a hole left: the holes fill, then every sector. */
+  while (zv_alloc_block (a, blk, 0, &first) == 0)
+    ;
+  while (zv_alloc_block (a, ZV_SECTOR, 0, &first) == 0)
+    ;
+  zv_alloc_get_space (a, &sp);
+  assert_int_equal (sp.as_allocated, 64 * MiB);
+  zv_alloc_destroy (a);
+}
+
 /* Device 0 starting at 0: sector 0 would be dva 0 ("none"): never handed out. */
 static void
 test_no_dva_zero (void **state)
@@ -1057,6 +1148,7 @@ main (void)
     tl_test (test_fill_two_devices),
     tl_test (test_cursor_sequential),
     tl_test (test_no_dva_zero),
+    tl_test (test_segment_long_runs),
     tl_test (test_free_defer),
     tl_test (test_free_defer_pipeline),
     tl_test (test_free_now),

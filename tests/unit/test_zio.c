@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "testlib.h"
+#include "tunable.h"
 
 #define DEV_SIZE (32 * MiB)
 #define TXG 5u
@@ -229,6 +230,18 @@ test_write_cap_curve (void **state)
   }
 }
 
+/* zio_aggregate_max for a test: 4K makes every write of these tests a
+ * full-size one, so the cap counts them as it is (no scaling for small
+ * writes, test_write_cap_small_writes). */
+static void
+zio_aggregate_set (const char *v)
+{
+  char err[256];
+
+  assert_int_equal (zv_tunable_set ("zio_aggregate_max", v, err, sizeof err),
+                    0);
+}
+
 typedef struct raiser {
   zv_spa_t *ra_spa;
   uint64_t ra_seed;
@@ -321,6 +334,7 @@ test_write_yields_to_log (void **state)
 
   tl_spa_create (&ts, "yield", 1, DEV_SIZE);
   spa = &ts.ts_spa;
+  zio_aggregate_set ("4K");
   for (unsigned i = 0; i < 2; i++) {
     zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
     atomic_store (&spa->spa_write_cap, caps[i]);
@@ -348,6 +362,7 @@ test_write_yields_to_log (void **state)
   zrec_detach (spa);
   zio_free_bufs (bufs, N);
   assert_int_equal (z.zr_max, 2);
+  zio_aggregate_set ("1M");
   tl_spa_destroy (&ts);
 }
 
@@ -366,6 +381,7 @@ test_write_cap_in_flight (void **state)
 
   tl_spa_create (&ts, "cap", 1, DEV_SIZE);
   spa = &ts.ts_spa;
+  zio_aggregate_set ("4K");
 
   /* No cap: how many go out at once here (the pread/pwrite fallback
    * runs them one by one, and then there is nothing to measure). */
@@ -379,6 +395,7 @@ test_write_cap_in_flight (void **state)
   assert_int_equal (z.zr_nw, N);                /* the gaps: no gathering */
   print_message ("uncapped: %u writes in flight at most\n", z.zr_max);
   if (z.zr_max <= 2) {
+    zio_aggregate_set ("1M");
     tl_spa_destroy (&ts);
     tl_skip ("requests run one at a time here (no io_uring)");
   }
@@ -410,6 +427,78 @@ test_write_cap_in_flight (void **state)
     print_message ("raised: %u writes in flight at most\n", z.zr_max_after);
     assert_true (z.zr_max_after > 2 && z.zr_max_after <= 10);
   }
+  zio_aggregate_set ("1M");
+  tl_spa_destroy (&ts);
+}
+
+/*
+ * Small writes (a fuller pool's, each in a hole of its own): the cap is
+ * scaled by how many of them fit in zio_aggregate_max, up to
+ * zio_async_write_max_active, so cap 2 of 4 KiB writes keeps 10 in
+ * flight; cap 2 of writes of the aggregation limit keeps 2.  While the
+ * intent log writes, the minimum cap still yields to one.
+ */
+static void
+test_write_cap_small_writes (void **state)
+{
+  enum { N = 40 };
+  tl_spa_t ts;
+  zv_spa_t *spa;
+  zv_blkptr_t bps[N];
+  void *bufs[N];
+  zv_zio_write_t w[N];
+  zrec_t z;
+
+  if (getenv ("ZVOL_ZIO_WRITE_MAX_ACTIVE"))
+    tl_skip ("ZVOL_ZIO_WRITE_MAX_ACTIVE fixes the cap");
+  tl_spa_create (&ts, "small", 1, DEV_SIZE);
+  spa = &ts.ts_spa;
+
+  /* Uncapped first: with requests run one by one there is nothing to
+   * measure. */
+  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
+  atomic_store (&spa->spa_write_cap, 0);
+  zrec_attach (&z, spa);
+  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
+  zrec_detach (spa);
+  zio_free_bufs (bufs, N);
+  if (z.zr_max < 10) {
+    tl_spa_destroy (&ts);
+    tl_skip ("fewer than 10 requests in flight at once here");
+  }
+
+  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
+  atomic_store (&spa->spa_write_cap, 2);
+  zrec_attach (&z, spa);
+  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
+  zrec_detach (spa);
+  zio_check_all (spa, bps, bufs, N);
+  zio_free_bufs (bufs, N);
+  assert_int_equal (z.zr_nw, N);
+  print_message ("cap 2, 4 KiB writes: %u in flight at most\n", z.zr_max);
+  assert_int_equal (z.zr_max, 10);
+
+  /* The log busy: the minimum cap yields, scaled or not. */
+  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
+  atomic_store (&spa->spa_write_cap, 2);
+  zv_zio_sync_io_begin (spa);
+  zrec_attach (&z, spa);
+  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
+  zrec_detach (spa);
+  zv_zio_sync_io_end (spa);
+  zio_free_bufs (bufs, N);
+  assert_int_equal (z.zr_max, 1);
+
+  /* Full-size writes (the limit at their size): the cap as it is. */
+  zio_aggregate_set ("4K");
+  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
+  atomic_store (&spa->spa_write_cap, 2);
+  zrec_attach (&z, spa);
+  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
+  zrec_detach (spa);
+  zio_free_bufs (bufs, N);
+  zio_aggregate_set ("1M");
+  assert_int_equal (z.zr_max, 2);
   tl_spa_destroy (&ts);
 }
 
@@ -1117,6 +1206,7 @@ main (void)
     tl_test (test_write_cap_curve),
     tl_test (test_write_cap_set_raise),
     tl_test (test_write_cap_in_flight),
+    tl_test (test_write_cap_small_writes),
     tl_test (test_write_yields_to_log),
     tl_test (test_bp_check_hostile),
     tl_test (test_read_ditto),
