@@ -97,21 +97,8 @@
  * postconditions (a run it found clear changes every bit it marks, a
  * range stays inside its map) are ZV_ASSERTs.  Data that came off a disk
  * (chunk_load, defer_load, claim on import) is checked and refused with a
- * message instead, since a damaged pool must not crash the server.  The
- * checks of one extent cannot see two owners of one sector (two pointers
- * naming one block, a deferred free of a block still in use), whose
- * second free would be a VERIFY failure a txg or two after import, or
- * would free space still in use.  So an imported pool keeps a map of the
- * sectors allocated at import that have no owner yet (ad_unowned,
- * zv_alloc_own_*): import takes the metadata's, and each indirect block
- * of the volume takes its children's the first time it is read (dmu.c),
- * so a pointer naming free space, or space something else owns (found
- * before, or allocated since import), is refused before anything can
- * free through it.  Bits of the map only clear: allocation and free need
- * no upkeep of it.  ad_checked marks the indirect blocks whose children
- * took theirs, so one read again after eviction takes nothing twice.
- * (zv_alloc_owners_* is the same check as a throwaway map, for the
- * fuzzers' whole-tree walks.)
+ * message instead, since a damaged pool must not crash the server.  Which sector has
+ * which owner on an imported pool is alloc_own.c's.
  */
 #include <config.h>
 
@@ -125,83 +112,7 @@
 #include "zv_util.h"
 #include "tunable.h"
 #include "alloc.h"
-
-#define ZV_ALLOC_CHUNK_WORDS ((uint64_t) ZV_ALLOC_CHUNK / 8)
-#define ZV_ALLOC_CHUNK_BITS ((uint64_t) ZV_ALLOC_CHUNK * 8)
-#define ZV_ALLOC_NLISTS (ZV_TXG_DEFER + 1)
-#define ZV_ALLOC_NONE UINT64_MAX
-
-/* One device's bitmap and placement state. */
-typedef struct zv_alloc_dev {
-  uint64_t ad_start;        /* byte offset of bit 0 */
-  uint64_t ad_end;          /* end of the area (exclusive) */
-  uint64_t ad_nbits;        /* sectors in the area */
-  uint64_t ad_minbit;       /* 1 when bit 0 would be dva 0, else 0 */
-  uint64_t ad_free;         /* clear bits below ad_nbits */
-  uint64_t ad_cursor;       /* next block of the segment goes here */
-  uint64_t ad_seg_end;      /* end of the current segment (exclusive);
-                               <= ad_cursor: none, pick one */
-  size_t ad_nchunks;
-  uint64_t *ad_map;         /* ad_nchunks * ZV_ALLOC_CHUNK_WORDS words */
-  uint8_t *ad_dirty;        /* one flag per chunk */
-  /* Ownership since import (zv_alloc_own_begin; NULL before): */
-  uint64_t *ad_unowned;     /* allocated at import, no owner seen yet */
-  uint64_t *ad_checked;     /* an imported indirect block starts here
-                               whose children have their owners */
-} zv_alloc_dev_t;
-
-/* A deferred free. */
-typedef struct zv_alloc_defer_ent {
-  uint64_t de_dva;
-  uint64_t de_txg;
-  uint32_t de_size;
-} zv_alloc_defer_ent_t;
-
-/* A growable list of deferred frees. */
-typedef struct zv_alloc_defer_list {
-  zv_alloc_defer_ent_t *dl_ents;
-  size_t dl_count;
-  size_t dl_cap;
-} zv_alloc_defer_list_t;
-
-/* An open-context allocation for txg ao_txg. */
-typedef struct zv_alloc_open {
-  uint64_t ao_dva;
-  uint32_t ao_size;
-  uint64_t ao_txg;
-} zv_alloc_open_t;
-
-struct zv_alloc {
-  pthread_mutex_t a_lock;
-  unsigned a_ndevs;
-  unsigned a_rotor;                  /* device the next call starts on */
-  zv_alloc_dev_t *a_devs;
-  zv_alloc_defer_list_t a_defer[ZV_ALLOC_NLISTS];
-  _Atomic uint64_t a_deferred;       /* bytes on the defer lists; written
-                                      * under a_lock, read without it */
-  uint64_t a_total;                  /* bytes in all areas */
-  uint64_t a_slop;                   /* reserve() keeps this much back */
-  _Atomic uint64_t a_allocated;      /* bytes of set bits */
-  _Atomic uint64_t a_reserved;       /* bytes reserved by writers */
-  bool a_own;                        /* ownership tracked (an import) */
-  /* Open-context allocations of a later txg than the one syncing
-   * (zv_alloc_block_open: in-place log blocks), kept out of the chunks
-   * that sync writes (zv_alloc_chunk_save).  a_sync_txg: the txg whose
-   * sync began last. */
-  zv_alloc_open_t *a_open;
-  size_t a_nopen, a_capopen;
-  uint64_t a_sync_txg;
-  /* The free hold (zv_alloc_hold_begin): frees of txgs after
-   * a_hold_txg are not applied while a_hold is set.  Each sync's start
-   * carries the frees it keeps back into its own txg; what the last two
-   * carried (a_carry: the last one's) is held: a_held bytes in a_held_n
-   * extents, part of a_deferred (written under a_lock, read without). */
-  bool a_hold;
-  uint64_t a_hold_txg;
-  uint64_t a_carry, a_carry_n;
-  _Atomic uint64_t a_held;
-  _Atomic uint64_t a_held_n;
-};
+#include "alloc_impl.h"
 
 /* Ditto copies on one device go at least nbits >> this apart if they can. */
 static unsigned zv_alloc_ditto_shift = 3;
@@ -215,19 +126,6 @@ static uint64_t zv_alloc_segment_scan = 2ull << 20;
 /* Slop: total >> shift, at least min bytes, at most half the pool. */
 static unsigned zv_alloc_slop_shift = 5;
 static uint64_t zv_alloc_slop_min = 4ull << 20;
-
-/* Lock wrappers: a failing pthread call is a bug, not a condition. */
-static void
-alloc_lock (zv_alloc_t *a)
-{
-  ZV_VERIFY (pthread_mutex_lock (&a->a_lock) == 0);
-}
-
-static void
-alloc_unlock (zv_alloc_t *a)
-{
-  ZV_VERIFY (pthread_mutex_unlock (&a->a_lock) == 0);
-}
 
 /* ---- bitmap primitives (caller holds a_lock) ---- */
 
@@ -388,8 +286,8 @@ alloc_range_mark (zv_alloc_dev_t *d, uint64_t b, uint64_t n, bool set)
 }
 
 /* Are all bits [b, b + n) of map set? */
-static bool
-alloc_bits_all_set (const uint64_t *map, uint64_t b, uint64_t n)
+bool
+zv_alloc_bits_all_set (const uint64_t *map, uint64_t b, uint64_t n)
 {
   uint64_t end = b + n;
 
@@ -406,8 +304,8 @@ alloc_bits_all_set (const uint64_t *map, uint64_t b, uint64_t n)
 }
 
 /* Set or clear bits [b, b + n) of map (no accounting, no dirty flags). */
-static void
-alloc_bits_mark (uint64_t *map, uint64_t b, uint64_t n, bool set)
+void
+zv_alloc_bits_mark (uint64_t *map, uint64_t b, uint64_t n, bool set)
 {
   uint64_t end = b + n;
 
@@ -422,18 +320,18 @@ alloc_bits_mark (uint64_t *map, uint64_t b, uint64_t n, bool set)
 }
 
 /* Are all bits [b, b + n) of d set? */
-static bool
-alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
+bool
+zv_alloc_range_all_set (const zv_alloc_dev_t *d, uint64_t b, uint64_t n)
 {
-  return alloc_bits_all_set (d->ad_map, b, n);
+  return zv_alloc_bits_all_set (d->ad_map, b, n);
 }
 
 /*
  * Map (dva, size) onto a device and a bit range.  False when the extent
  * is not sector-aligned, empty, or not wholly inside one device's area.
  */
-static bool
-alloc_extent (zv_alloc_t *a, uint64_t dva, uint32_t size,
+bool
+zv_alloc_extent (zv_alloc_t *a, uint64_t dva, uint32_t size,
               zv_alloc_dev_t **dp, uint64_t *bp, uint64_t *np)
 {
   unsigned v = ZV_DVA_VDEV (dva);
@@ -470,7 +368,7 @@ alloc_release (zv_alloc_t *a, zv_alloc_dev_t *d, uint64_t b, uint64_t n)
 {
   uint64_t changed;
 
-  ZV_VERIFY (alloc_range_all_set (d, b, n));
+  ZV_VERIFY (zv_alloc_range_all_set (d, b, n));
   changed = alloc_range_mark (d, b, n, false);
   ZV_ASSERT3U (changed, ==, n);
   d->ad_free += n;
@@ -769,7 +667,7 @@ zv_alloc_claim (zv_alloc_t *a, uint64_t dva, uint32_t size)
   zv_alloc_dev_t *d;
   uint64_t b, n, changed;
 
-  if (!alloc_extent (a, dva, size, &d, &b, &n)) {
+  if (!zv_alloc_extent (a, dva, size, &d, &b, &n)) {
     zv_error ("alloc: claim of an invalid extent (device %u offset %llu "
               "size %u) ignored", ZV_DVA_VDEV (dva),
               (unsigned long long) ZV_DVA_OFFSET (dva), size);
@@ -790,7 +688,7 @@ zv_alloc_free_now (zv_alloc_t *a, uint64_t dva, uint32_t size)
   zv_alloc_dev_t *d;
   uint64_t b, n;
 
-  ZV_VERIFY (alloc_extent (a, dva, size, &d, &b, &n));
+  ZV_VERIFY (zv_alloc_extent (a, dva, size, &d, &b, &n));
   alloc_lock (a);
   alloc_release (a, d, b, n);
   alloc_unlock (a);
@@ -857,7 +755,7 @@ zv_alloc_may_claim (zv_alloc_t *a, uint64_t dva, uint32_t size)
   uint64_t b, n;
   bool ok = true;
 
-  if (!alloc_extent (a, dva, size, &d, &b, &n))
+  if (!zv_alloc_extent (a, dva, size, &d, &b, &n))
     return false;
   alloc_lock (a);
   for (uint64_t i = 0; i < n && ok; i++) {
@@ -886,9 +784,9 @@ zv_alloc_free_defer (zv_alloc_t *a, uint64_t txg, uint64_t dva,
   zv_alloc_dev_t *d;
   uint64_t b, n;
 
-  ZV_VERIFY (alloc_extent (a, dva, size, &d, &b, &n));
+  ZV_VERIFY (zv_alloc_extent (a, dva, size, &d, &b, &n));
   alloc_lock (a);
-  ZV_VERIFY (alloc_range_all_set (d, b, n));
+  ZV_VERIFY (zv_alloc_range_all_set (d, b, n));
   alloc_defer_append (a, txg, dva, size);
   alloc_unlock (a);
 }
@@ -936,7 +834,7 @@ zv_alloc_sync_begin (zv_alloc_t *a, uint64_t txg)
                                    memory_order_relaxed);
         continue;
       }
-      ZV_VERIFY (alloc_extent (a, e->de_dva, e->de_size, &d, &b, &n));
+      ZV_VERIFY (zv_alloc_extent (a, e->de_dva, e->de_size, &d, &b, &n));
       alloc_release (a, d, b, n);
       atomic_fetch_sub_explicit (&a->a_deferred, e->de_size,
                                  memory_order_relaxed);
@@ -1048,10 +946,10 @@ zv_alloc_defer_load (zv_alloc_t *a, uint64_t txg, uint64_t dva,
   uint64_t b, n;
   bool ok;
 
-  ok = alloc_extent (a, dva, size, &d, &b, &n);
+  ok = zv_alloc_extent (a, dva, size, &d, &b, &n);
   alloc_lock (a);
   if (ok)
-    ok = alloc_range_all_set (d, b, n);
+    ok = zv_alloc_range_all_set (d, b, n);
   if (ok)
     alloc_defer_append (a, txg, dva, size);
   alloc_unlock (a);
@@ -1110,7 +1008,7 @@ alloc_open_mask (zv_alloc_t *a, unsigned vdev, size_t idx, unsigned char *dst)
     a->a_open[keep++] = *o;
     if (ZV_DVA_VDEV (o->ao_dva) != vdev)
       continue;
-    ZV_VERIFY (alloc_extent (a, o->ao_dva, o->ao_size, &d, &b, &n));
+    ZV_VERIFY (zv_alloc_extent (a, o->ao_dva, o->ao_size, &d, &b, &n));
     for (uint64_t k = ZV_MAX (b, lo); k < ZV_MIN (b + n, hi); k++) {
       dst[(k - lo) / 8] &= (unsigned char) ~(1u << ((k - lo) % 8));
       masked = true;
@@ -1229,243 +1127,12 @@ zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size)
   uint64_t b, n;
   bool r;
 
-  if (!alloc_extent (a, dva, size, &d, &b, &n))
+  if (!zv_alloc_extent (a, dva, size, &d, &b, &n))
     return false;
   alloc_lock (a);
-  r = alloc_range_all_set (d, b, n);
+  r = zv_alloc_range_all_set (d, b, n);
   alloc_unlock (a);
   return r;
-}
-
-/* ---- ownership, for import ---- */
-
-/*
- * A bit per sector of each device's area, as the allocator's bitmap, set
- * for each sector import has found an owner of (see alloc.h).  Only the
- * importing thread uses it, before anything can allocate: no lock.
- */
-struct zv_alloc_owners {
-  zv_alloc_t *ao_alloc;
-  uint64_t **ao_map;           /* per device, ad_nchunks chunks of words */
-};
-
-zv_alloc_owners_t *
-zv_alloc_owners_create (zv_alloc_t *a)
-{
-  zv_alloc_owners_t *o = zv_calloc (1, sizeof *o);
-
-  o->ao_alloc = a;
-  o->ao_map = zv_calloc (a->a_ndevs, sizeof *o->ao_map);
-  for (unsigned i = 0; i < a->a_ndevs; i++)
-    o->ao_map[i] = zv_calloc (ZV_MAX (a->a_devs[i].ad_nchunks, (size_t) 1),
-                              ZV_ALLOC_CHUNK);
-  return o;
-}
-
-void
-zv_alloc_owners_destroy (zv_alloc_owners_t *o)
-{
-  if (o == NULL)
-    return;
-  for (unsigned i = 0; i < o->ao_alloc->a_ndevs; i++)
-    free (o->ao_map[i]);
-  free (o->ao_map);
-  free (o);
-}
-
-/* Give [dva, dva + size) its owner: all of it, or none when a sector
- * has one already. */
-int
-zv_alloc_owners_take (zv_alloc_owners_t *o, uint64_t dva, uint32_t size)
-{
-  zv_alloc_dev_t *d;
-  uint64_t *map, b, n;
-
-  if (!alloc_extent (o->ao_alloc, dva, size, &d, &b, &n))
-    return -EINVAL;
-  map = o->ao_map[d - o->ao_alloc->a_devs];
-  for (uint64_t x = b; x < b + n; x++)
-    if (map[x / 64] & (1ull << (x % 64)))
-      return -EEXIST;
-  alloc_bits_mark (map, b, n, true);
-  return 0;
-}
-
-/* ---- ownership since import, checked as the tree is read ---- */
-
-/*
- * The pool's map of owners (see alloc.h): ad_unowned starts as a copy of
- * the bitmap as imported, and a sector leaves it once, when the first
- * pointer (or deferred free, or the log ring) that names it is found.
- * Space allocated since is never in it (it was free at import), so a
- * pointer first seen later can take only space that was allocated at
- * import and that nothing has claimed since: never free space, never
- * space of another block, whether that block was found on disk or
- * written since.  Bits only ever clear, so the map needs no upkeep in
- * the allocation and free paths.
- */
-void
-zv_alloc_own_begin (zv_alloc_t *a)
-{
-  alloc_lock (a);
-  for (unsigned i = 0; i < a->a_ndevs; i++) {
-    zv_alloc_dev_t *d = &a->a_devs[i];
-    size_t bytes = ZV_MAX (d->ad_nchunks, (size_t) 1) * ZV_ALLOC_CHUNK;
-
-    free (d->ad_unowned);
-    free (d->ad_checked);
-    d->ad_unowned = zv_calloc (1, bytes);
-    d->ad_checked = zv_calloc (1, bytes);
-    if (d->ad_nchunks > 0)
-      memcpy (d->ad_unowned, d->ad_map, bytes);
-  }
-  a->a_own = true;
-  alloc_unlock (a);
-}
-
-/* Take [b, b + n) of d for an owner (a_lock held): all or nothing. */
-static int
-alloc_own_locked (zv_alloc_dev_t *d, uint64_t b, uint64_t n)
-{
-  if (!alloc_range_all_set (d, b, n))
-    return -ENOENT;
-  if (!alloc_bits_all_set (d->ad_unowned, b, n))
-    return -EEXIST;
-  alloc_bits_mark (d->ad_unowned, b, n, false);
-  return 0;
-}
-
-int
-zv_alloc_own (zv_alloc_t *a, uint64_t dva, uint32_t size)
-{
-  zv_alloc_dev_t *d;
-  uint64_t b, n;
-  int r = 0;
-
-  if (!alloc_extent (a, dva, size, &d, &b, &n))
-    return -EINVAL;
-  alloc_lock (a);
-  if (a->a_own)
-    r = alloc_own_locked (d, b, n);
-  else if (!alloc_range_all_set (d, b, n))
-    r = -ENOENT;
-  alloc_unlock (a);
-  return r;
-}
-
-void
-zv_alloc_own_rest (zv_alloc_t *a, uint64_t dva, uint32_t size)
-{
-  zv_alloc_dev_t *d;
-  uint64_t b, n;
-
-  if (!alloc_extent (a, dva, size, &d, &b, &n))
-    return;
-  alloc_lock (a);
-  if (a->a_own)
-    alloc_bits_mark (d->ad_unowned, b, n, false);
-  alloc_unlock (a);
-}
-
-bool
-zv_alloc_own_any (zv_alloc_t *a, uint64_t dva, uint32_t size)
-{
-  zv_alloc_dev_t *d;
-  uint64_t b, n;
-  bool r = false;
-
-  if (!alloc_extent (a, dva, size, &d, &b, &n))
-    return true;
-  alloc_lock (a);
-  if (a->a_own)
-    for (uint64_t x = b; x < b + n && !r; x++)
-      r = (d->ad_map[x / 64] >> (x % 64) & 1)
-        && !(d->ad_unowned[x / 64] >> (x % 64) & 1);
-  alloc_unlock (a);
-  return r;
-}
-
-int
-zv_alloc_own_children (zv_alloc_t *a, uint64_t parent,
-                       const zv_alloc_ext_t *ext, size_t n, size_t *bad)
-{
-  zv_alloc_dev_t *pd, *d;
-  uint64_t pb, pn, b, m;
-  size_t i;
-  int r = 0;
-
-  *bad = 0;
-  if (!alloc_extent (a, parent, ZV_SECTOR, &pd, &pb, &pn))
-    return -EINVAL;
-  alloc_lock (a);
-  if (!a->a_own || (pd->ad_checked[pb / 64] >> (pb % 64) & 1)) {
-    alloc_unlock (a);
-    return 0;
-  }
-  for (i = 0; i < n && r == 0; i++) {
-    if (!alloc_extent (a, ext[i].ae_dva, ext[i].ae_size, &d, &b, &m))
-      r = -EINVAL;
-    else
-      r = alloc_own_locked (d, b, m);
-  }
-  if (r < 0) {
-    /* Nothing taken: the children before the bad one give theirs back
-     * (they were all unowned, or they would have failed). */
-    *bad = --i;
-    while (i-- > 0) {
-      ZV_VERIFY (alloc_extent (a, ext[i].ae_dva, ext[i].ae_size, &d, &b, &m));
-      alloc_bits_mark (d->ad_unowned, b, m, true);
-    }
-  }
-  else
-    pd->ad_checked[pb / 64] |= 1ull << (pb % 64);
-  alloc_unlock (a);
-  return r;
-}
-
-void
-zv_alloc_own_checked (zv_alloc_t *a, uint64_t parent)
-{
-  zv_alloc_dev_t *d;
-  uint64_t b, n;
-
-  if (!alloc_extent (a, parent, ZV_SECTOR, &d, &b, &n))
-    return;
-  alloc_lock (a);
-  if (a->a_own)
-    d->ad_checked[b / 64] |= 1ull << (b % 64);
-  alloc_unlock (a);
-}
-
-/* The runs still unowned, reported outside a_lock (the map is
- * import's, or the checker's, whose pool nothing else touches: no
- * allocation can change it meanwhile). */
-void
-zv_alloc_own_foreach_unowned (zv_alloc_t *a, zv_alloc_run_fn fn, void *arg)
-{
-  if (!a->a_own)
-    return;
-  for (unsigned v = 0; v < a->a_ndevs; v++) {
-    const zv_alloc_dev_t *d = &a->a_devs[v];
-    uint64_t b = 0;
-
-    while (b < d->ad_nbits) {
-      uint64_t w = d->ad_unowned[b / 64] >> (b % 64);
-
-      if (w == 0) {             /* the rest of this word is owned */
-        b = (b / 64 + 1) * 64;
-        continue;
-      }
-      b += (uint64_t) __builtin_ctzll (w);
-      if (b >= d->ad_nbits)
-        break;
-      uint64_t e = b;
-      while (e < d->ad_nbits && (d->ad_unowned[e / 64] >> (e % 64) & 1))
-        e++;
-      fn (arg, v, d->ad_start + b * ZV_SECTOR, (e - b) * ZV_SECTOR);
-      b = e;
-    }
-  }
 }
 
 /* Space accounting snapshot. */
