@@ -56,6 +56,12 @@ typedef struct zv_object {
   zv_dmu_kill_fn ob_kill_fn;
   void *ob_kill_arg;
   uint64_t ob_written;
+  /* The logical bytes of what ob_written counts (ob_written counts a
+   * compressed block at its size on disk), the same thread's; and the
+   * compression property of the data blocks the sync writes next
+   * (compress.h: 0 off), changed live (relaxed: a sync takes it once). */
+  uint64_t ob_lwritten;
+  _Atomic uint32_t ob_compress;
   /* Indirect blocks refused when they loaded (dmu.c, "Trust"), as
    * (level << 56) | index: changes under them fail at once.  Under
    * ob_refused_mtx; ob_nrefused is also read without it. */

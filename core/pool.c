@@ -42,6 +42,7 @@
 #include "psync.h"
 #include "label.h"
 #include "dbuf.h"
+#include "compress.h"
 #include "mem.h"
 #include "flat.h"
 #include "tunable.h"
@@ -428,6 +429,8 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   /* Every ring slot starts as a valid empty uberblock (label.c), so a
    * slot that does not verify was damaged, not merely unwritten. */
   cf.cf_flags = ZV_CF_F_UB_EMPTY;
+  /* A new pool may hold compressed blocks from its first txg. */
+  cf.cf_features = ZV_FEAT_COMPRESS;
   snprintf (cf.cf_name, sizeof cf.cf_name, "%s", pc->pc_name);
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {
     cf.cf_dev_guids[d] = pool_random_guid ();
@@ -455,6 +458,8 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   if (r < 0)
     return r;
   spa->spa_guid = cf.cf_pool_guid;
+  spa->spa_version = cf.cf_version;
+  atomic_store (&spa->spa_features, cf.cf_features);
   snprintf (p->p_name, sizeof p->p_name, "%s", cf.cf_name);
   return 0;
 }
@@ -479,10 +484,11 @@ zv_pool_default_ring (const zv_pool_t *p)
  * ring (zil_size), which the pool's geometry bounds. */
 int
 zv_pool_volume_create (zv_pool_t *p, const char *name, uint64_t volsize,
-                       uint32_t blksz, uint64_t reservation)
+                       uint32_t blksz, uint64_t reservation,
+                       uint32_t compress)
 {
   return zv_dsdir_create (p, name, volsize, blksz, reservation,
-                          zv_pool_default_ring (p));
+                          zv_pool_default_ring (p), compress);
 }
 
 int
@@ -530,7 +536,8 @@ pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
                                pc->pc_volblocksize,
                                pc->pc_sparse ? 0 : pc->pc_volsize,
                                pl.pl_zil_ring ? pl.pl_zil_ring
-                               : zv_pool_default_ring (p), 1, false, NULL);
+                               : zv_pool_default_ring (p), 1, false, NULL,
+                               ZV_COMP_DEFAULT);
   if (r == 0)
     r = zv_psync_txg (p, 1, &st);
   if (r < 0)

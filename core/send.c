@@ -60,6 +60,7 @@
 #include "snap.h"
 #include "txg.h"
 #include "zio.h"
+#include "compress.h"
 
 #define F ZV_INDIRECT_FANOUT
 
@@ -751,7 +752,7 @@ recv_target (zv_pool_t *p, const zv_stream_hdr_t *h, const char *vol,
   if (!incr) {
     r = zv_dsdir_create_locked (p, vol, h->sh_volsize, h->sh_volblocksize,
                                 0, zv_pool_default_ring (p), th.th_txg,
-                                true, NULL);
+                                true, NULL, ZV_COMP_DEFAULT);
     if (r == 0) {
       pthread_mutex_lock (&p->p_dd.dd_lock);
       v = zv_dsdir_lookup_locked (p, ZV_DS_KIND_VOLUME, 0, vol);

@@ -35,6 +35,7 @@
 
 #include "tunable.h"
 #include "zio.h"
+#include "compress.h"
 
 /* Check one copy's address against the pool's geometry. */
 static int
@@ -67,6 +68,25 @@ zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what)
                 "type %u)", what, bp->bp_psize, bp->bp_ncopies, bp->bp_type);
     return -EIO;
   }
+  /* Only volume data is ever compressed, only in a pool with the
+   * feature, and only into fewer bytes than it holds. */
+  if (bp->bp_comp == 0 ? bp->bp_lsize != bp->bp_psize
+      : bp->bp_comp >= ZV_COMP_NALGS || bp->bp_type != ZV_BT_VOLDATA
+      || bp->bp_level != 0 || bp->bp_psize >= bp->bp_lsize
+      || bp->bp_lsize % ZV_SECTOR != 0
+      || !(atomic_load_explicit (&spa->spa_features, memory_order_relaxed)
+           & ZV_FEAT_COMPRESS)) {
+    if (what)
+      zv_error ("%s: invalid block pointer (compression %u, %" PRIu32
+                " bytes on disk for %" PRIu32 ", type %u, level %u%s)", what,
+                bp->bp_comp, bp->bp_psize, bp->bp_lsize, bp->bp_type,
+                bp->bp_level, bp->bp_comp != 0
+                && !(atomic_load_explicit (&spa->spa_features,
+                                           memory_order_relaxed)
+                     & ZV_FEAT_COMPRESS)
+                ? ", in a pool without the compression feature" : "");
+    return -EIO;
+  }
   for (unsigned c = 0; c < bp->bp_ncopies; c++) {
     if (zio_dva_check (spa, bp->bp_dva[c], bp->bp_psize) < 0) {
       if (what)
@@ -78,6 +98,29 @@ zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what)
     }
   }
   return 0;
+}
+
+/*
+ * A compressed block read into buf (its psize bytes, verified): out to
+ * its lsize bytes in place.  The payload moves to a pooled buffer first
+ * (the decompressor cannot work in place); what the decompressor makes
+ * of a block that verified but does not decompress exactly is refused,
+ * never returned.
+ */
+static int
+zio_decompress (const zv_blkptr_t *bp, void *buf, const char *what)
+{
+  void *c;
+  int r;
+
+  if (bp->bp_comp == 0)
+    return 0;
+  c = zv_buf_get (bp->bp_psize);
+  memcpy (c, buf, bp->bp_psize);
+  r = zv_comp_decompress (bp->bp_comp, c, bp->bp_psize, buf, bp->bp_lsize,
+                          what ? what : "block");
+  zv_buf_put (c, bp->bp_psize);
+  return r;
 }
 
 /* Read and verify, falling back to the ditto copy. */
@@ -96,7 +139,7 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
 
     r = zv_zio_read_copy (spa, bp, c, buf);
     if (r == 0)
-      return 0;
+      return zio_decompress (bp, buf, what);
     if (r == -EIO)
       zv_error ("%s: read error on %s at offset %" PRIu64 " (copy %u of %u)",
                 what, zv_dev_path (dev), ZV_DVA_OFFSET (dva), c + 1,
@@ -250,6 +293,16 @@ zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
       if (ok[i]) {
         zv_cksum_compute (bufs[i], bps[i]->bp_psize, spa->spa_guid, &got);
         ok[i] = zv_cksum_equal (&got, &bps[i]->bp_cksum);
+      }
+      /* Verified: a compressed block that does not decompress is
+       * refused here, with its message (no other copy is tried: the
+       * one on disk is what was written). */
+      if (ok[i] && zio_decompress (bps[i], bufs[i], whats[i]) < 0) {
+        if (res)
+          res[i] = -EIO;
+        if (r == 0)
+          r = -EIO;
+        continue;
       }
     }
     /* The slow path names the copy that failed and tries the others. */
