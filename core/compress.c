@@ -22,8 +22,8 @@
  * predictor of zstd only runs on blocks of 128 KiB and more; here blocks
  * are 4-128 KiB, and incompressible data (already compressed, encrypted)
  * would pay a whole compression per block for nothing.  The test used is
- * a byte histogram of a sample: 8 runs of 64 bytes spread over the
- * block (512 bytes, whatever its size), and the sum of the squares of
+ * a byte histogram of a sample: 8 runs of 64 bytes, one in each eighth
+ * of the block at a phase of its own (512 bytes, whatever its size), and the sum of the squares of
  * the 256 counts.  Uniform random bytes give about n + n(n-1)/256 = 1534
  * for n = 512; text, zeros, half-filled buffers give many times that
  * (one run of zeros alone adds 64^2).  Below ZV_COMP_PREDICT_LIMIT the
@@ -178,7 +178,13 @@ zv_comp_predict_incompressible (const void *src, uint32_t len)
     return false;
   step = len / ZV_COMP_SAMPLE_RUNS;
   for (unsigned r = 0; r < ZV_COMP_SAMPLE_RUNS; r++) {
-    const uint8_t *s = b + (size_t) r * step;
+    /* Each run at its own phase inside its eighth (a multiplicative
+     * hash of r): runs at a fixed stride would all land on the same
+     * part of data laid out in records of a power-of-two size (fio's
+     * buffer_compress_chunk makes 512-byte records of noise then zeros). */
+    uint32_t phase = (uint32_t) ((r + 1) * 2654435761u)
+      % (step - ZV_COMP_SAMPLE_RUN + 1);
+    const uint8_t *s = b + (size_t) r * step + phase;
     for (unsigned i = 0; i < ZV_COMP_SAMPLE_RUN; i++)
       count[s[i]]++;
   }

@@ -557,10 +557,13 @@ zv_dsdir_reopen (zv_pool_ds_t *ds, const zv_dnode_phys_t *dn)
   zv_pool_t *p = ds->ds_pool;
   zv_object_t *ob = &ds->ds_obj;
   uint64_t snap_txg = ob->ob_snap_txg;
+  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
+                                        memory_order_relaxed);
 
   zv_dmu_object_close (ob);
   zv_dmu_object_open (ob, &p->p_spa, p->p_cache, ZV_OBJ_VOLUME, dn);
   ob->ob_snap_txg = snap_txg;
+  atomic_store_explicit (&ob->ob_compress, comp, memory_order_relaxed);
   zv_dmu_object_set_held (ob, dsdir_held, ds);
   zv_dmu_object_set_kill (ob, zv_snap_kill, ds);
 }

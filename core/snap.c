@@ -299,6 +299,11 @@ snap_sync_create (zv_pool_t *p, zv_pool_ds_t *s, bool recv)
   dn.dn_size = v->ds_volsize;
   zv_dmu_object_close (&s->ds_obj);
   zv_dmu_object_open (&s->ds_obj, &p->p_spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
+  /* The snapshot keeps the property its volume had (a clone takes it). */
+  atomic_store_explicit (&s->ds_obj.ob_compress,
+                         atomic_load_explicit (&v->ds_obj.ob_compress,
+                                               memory_order_relaxed),
+                         memory_order_relaxed);
   zv_deadlist_move (&s->ds_deadlist, &v->ds_deadlist);
   s->ds_snap_written = v->ds_obj.ob_written;
   s->ds_used = 0;
