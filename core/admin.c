@@ -1196,7 +1196,9 @@ zvol_admin_parse (int argc, char *const *argv, zvol_admin_target_t *t,
   t->at_ndevs = c.c_ndevs;
   memcpy (t->at_devs, c.c_devs, sizeof t->at_devs);
   if (c.c_argc > 0) {
-    const char *a = c.c_argv[0];
+    /* set and get name the property first, the dataset last. */
+    const char *a = c.c_cmd->ac_fn == admin_set || c.c_cmd->ac_fn == admin_get
+      ? c.c_argv[c.c_argc - 1] : c.c_argv[0];
     size_t n = strcspn (a, "/@");
     if (n < ZVOL_NAME_MAX) {
       memcpy (t->at_pool, a, n);

@@ -1087,7 +1087,8 @@ zv_dsdir_set_compress (zv_pool_t *p, const char *name, uint32_t compress)
       zv_comp_prop_name (compress, v, sizeof v);
       zv_info ("pool '%s': volume '%s' compression=%s%s", p->p_name, shown,
                v, compress && p->p_spa.spa_version < ZV_POOL_VERSION
-               ? " (stored uncompressed until the pool is upgraded)" : "");
+               ? " (a pool of format version 2 stores data uncompressed)"
+               : "");
     }
   }
   pthread_mutex_unlock (&p->p_dd.dd_admin_lock);

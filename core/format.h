@@ -1,12 +1,14 @@
 /*
  * format.h: the on-disk format, version 3.  docs/format.md describes it
  * in prose; this header is the reference.  Version 3 is the pool's
- * (ZV_POOL_VERSION: the configuration and the objset); it is version 2
- * (a dataset directory instead of format 1's one volume) plus a feature
- * mask in both (cf_features, os_features): a reader refuses any bit it
- * does not know, so a later feature adds a bit, not a version.  The
- * blocks below the objset keep their version 1 headers
- * (ZV_FORMAT_VERSION).
+ * (ZV_POOL_VERSION, the objset's header): version 2 (a dataset directory
+ * instead of format 1's one volume) plus a feature mask (os_features,
+ * and cf_features in every label): a reader refuses any bit it does not
+ * know, so a later feature adds a bit, not a version.  The configuration
+ * keeps cf_version 2 and says it carries the mask with a flag
+ * (ZV_CF_F_FEATURES), which a version-2 reader refuses by name ("label
+ * has unknown flags"): the one refusal it can give clearly.  The blocks
+ * below the objset keep their version 1 headers (ZV_FORMAT_VERSION).
  *
  * Every field is fixed-width little-endian.  The structures below are laid
  * out so that their in-memory image on a little-endian host is the disk
@@ -55,11 +57,13 @@
 /* Blocks below the objset: indirect, space-map and deferred-list
  * blocks, log blocks, uberblocks (unchanged since format 1). */
 #define ZV_FORMAT_VERSION 1u
-/* The pool's format: configuration (cf_version) and objset header. */
+/* The pool's format: the objset header's version. */
 #define ZV_POOL_VERSION 3u
 /* Version 2: no feature mask (the fields are zero); still imported, and
- * written as version 2 until zvoladm upgrade (docs/design.md). */
+ * written as version 2 (no compressed block) until zvoladm upgrade
+ * (docs/design.md).  Also the configuration's cf_version in both. */
 #define ZV_POOL_VERSION_2 2u
+#define ZV_CONFIG_VERSION ZV_POOL_VERSION_2
 /* The format-1 pool version, recognised only to refuse it clearly. */
 #define ZV_POOL_VERSION_1 1u
 
@@ -72,8 +76,7 @@
  * objset; a version-3 pool's feature set is the union of the two).  A
  * reader refuses a pool with a bit it does not know.
  * ZV_FEAT_COMPRESS: volume data blocks may be stored compressed
- * (bp_comp != 0, bp_psize < bp_lsize; compress.h); set at create, or by
- * zvoladm upgrade of a version-2 pool (then in the objset only).
+ * (bp_comp != 0, bp_psize < bp_lsize; compress.h); set at create.
  */
 #define ZV_FEAT_COMPRESS 0x1ull
 #define ZV_FEAT_KNOWN    ZV_FEAT_COMPRESS
@@ -418,7 +421,7 @@ typedef struct zv_config_phys {
   uint32_t cf_pad2;
   uint64_t cf_log_guid;          /* the log device, 0 when none */
   uint64_t cf_log_size;
-  uint64_t cf_features;          /* ZV_FEAT_* (version 3; 0 before) */
+  uint64_t cf_features;          /* ZV_FEAT_* (with ZV_CF_F_FEATURES) */
   uint64_t cf_reserved[4];
   zv_cksum_t cf_cksum;           /* over the struct, this field zeroed */
 } zv_config_phys_t;
@@ -436,7 +439,10 @@ static_assert (sizeof (zv_config_phys_t) <= ZV_CONFIG_SIZE, "config fits");
  * configuration with another one set is refused.
  */
 #define ZV_CF_F_UB_EMPTY 0x1ull
-#define ZV_CF_F_KNOWN    ZV_CF_F_UB_EMPTY
+/* cf_features holds the pool's feature mask and the objset is of
+ * version ZV_POOL_VERSION (3).  A version-2 reader refuses the flag. */
+#define ZV_CF_F_FEATURES 0x2ull
+#define ZV_CF_F_KNOWN    (ZV_CF_F_UB_EMPTY | ZV_CF_F_FEATURES)
 
 /*
  * Uberblock, one ring slot.  An empty uberblock (ub_flags

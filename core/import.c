@@ -1190,7 +1190,8 @@ zv_import_pool (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
   if (r < 0)
     return r;
   spa->spa_guid = ref.cf_pool_guid;
-  spa->spa_version = ref.cf_version;
+  spa->spa_version = ref.cf_flags & ZV_CF_F_FEATURES ? ZV_POOL_VERSION
+    : ZV_POOL_VERSION_2;
   atomic_store (&spa->spa_features, ref.cf_features);
   snprintf (p->p_name, sizeof p->p_name, "%s", ref.cf_name);
 

@@ -181,20 +181,20 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
 {
   uint32_t vbs = cf->cf_volblocksize;
 
-  if (cf->cf_version > ZV_POOL_VERSION) {
-    snprintf (err, errlen, "pool is of format version %u, newer than this "
-              "build reads (%u): serve it with a newer release",
-              cf->cf_version, ZV_POOL_VERSION);
+  uint64_t feats = cf->cf_flags & ZV_CF_F_FEATURES ? ZV_FEAT_KNOWN : 0;
+
+  if (cf->cf_version > ZV_CONFIG_VERSION) {
+    snprintf (err, errlen, "label is of format version %u, newer than this "
+              "build reads (%u): serve the pool with a newer release",
+              cf->cf_version, ZV_CONFIG_VERSION);
     return -EINVAL;
   }
-  /* Version 2 wrote the field as zero (cf_reserved). */
-  if (cf->cf_features & ~(cf->cf_version >= ZV_POOL_VERSION
-                          ? ZV_FEAT_KNOWN : 0)) {
+  /* Without the flag the field was zero (cf_reserved); format 1 is
+   * refused below, with a message of its own. */
+  if (cf->cf_version != ZV_POOL_VERSION_1 && (cf->cf_features & ~feats)) {
     snprintf (err, errlen, "pool uses format features this build does not "
               "know (mask 0x%llx): serve it with a newer release",
-              (unsigned long long) (cf->cf_features
-                                    & ~(cf->cf_version >= ZV_POOL_VERSION
-                                        ? ZV_FEAT_KNOWN : 0)));
+              (unsigned long long) (cf->cf_features & ~feats));
     return -EINVAL;
   }
   if (cf->cf_flags & ~ZV_CF_F_KNOWN) {

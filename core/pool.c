@@ -420,7 +420,7 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
 
   memset (&cf, 0, sizeof cf);
   cf.cf_magic = ZV_LABEL_MAGIC;
-  cf.cf_version = ZV_POOL_VERSION;
+  cf.cf_version = ZV_CONFIG_VERSION;
   cf.cf_ndevs = spa->spa_ndevs;
   cf.cf_pool_guid = pool_random_guid ();
   cf.cf_volblocksize = pc->pc_volblocksize;
@@ -429,7 +429,9 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   /* Every ring slot starts as a valid empty uberblock (label.c), so a
    * slot that does not verify was damaged, not merely unwritten. */
   cf.cf_flags = ZV_CF_F_UB_EMPTY;
-  /* A new pool may hold compressed blocks from its first txg. */
+  /* A new pool is of version 3 and may hold compressed blocks from its
+   * first txg. */
+  cf.cf_flags |= ZV_CF_F_FEATURES;
   cf.cf_features = ZV_FEAT_COMPRESS;
   snprintf (cf.cf_name, sizeof cf.cf_name, "%s", pc->pc_name);
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {
@@ -458,7 +460,7 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   if (r < 0)
     return r;
   spa->spa_guid = cf.cf_pool_guid;
-  spa->spa_version = cf.cf_version;
+  spa->spa_version = ZV_POOL_VERSION;
   atomic_store (&spa->spa_features, cf.cf_features);
   snprintf (p->p_name, sizeof p->p_name, "%s", cf.cf_name);
   return 0;
