@@ -17,6 +17,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -830,8 +831,26 @@ test_pool_property (void **state)
   zvol_compression_name (vi.vi_compression, name, sizeof name);
   assert_string_equal (name, "zstd-5");
   tc_check (p, "c", shadow);
+  /* A stream of the compressed snapshot (its blocks read whole: the
+   * stream carries data, docs/design.md), received as a new volume that
+   * compresses with the default. */
+  char sp[512];
+  tl_path (sp, sizeof sp, "v.stream");
+  int fd = open (sp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  assert_true (fd >= 0);
+  zvol_stream_io_t io = { .sio_fd = fd };
+  assert_int_equal (zvol_send (p, "v@a", NULL, &io), 0);
+  assert_int_equal (lseek (fd, 0, SEEK_SET), 0);
+  assert_int_equal (zvol_receive (p, "r", &io), 0);
+  close (fd);
+  tc_check (p, "r@a", shadow);
+  assert_int_equal (zv_pool_sync (p), 0);
+  vi = tl_ds_info (p, "r");
+  zvol_compression_name (vi.vi_compression, name, sizeof name);
+  assert_string_equal (name, "lz4");
   assert_int_equal (zvol_pool_close (p), 0);
   p = tl_import (dev, true);
+  tc_check (p, "r@a", shadow);
   vi = tl_ds_info (p, "v");
   zvol_compression_name (vi.vi_compression, name, sizeof name);
   assert_string_equal (name, "zstd-5");
