@@ -23,8 +23,8 @@
  * are 4-128 KiB, and incompressible data (already compressed, encrypted)
  * would pay a whole compression per block for nothing.  The test used is
  * a byte histogram of a sample: 8 runs of 64 bytes, one in each eighth
- * of the block at a phase of its own (512 bytes, whatever its size), and the sum of the squares of
- * the 256 counts.  Uniform random bytes give about n + n(n-1)/256 = 1534
+ * of the block at a phase of its own (512 bytes, whatever its size),
+ * and the sum of the squares of the 256 counts.  Uniform random bytes give about n + n(n-1)/256 = 1534
  * for n = 512; text, zeros, half-filled buffers give many times that
  * (one run of zeros alone adds 64^2).  Below ZV_COMP_PREDICT_LIMIT the
  * block is stored as it is.  It costs one pass over 512 bytes (well
