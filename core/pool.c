@@ -284,6 +284,15 @@ pool_create_validate (const zv_pool_config_t *pc)
               ZV_NAME_MAX - 1);
     return -EINVAL;
   }
+  uint32_t comp;
+  if (pc->pc_compression
+      && zv_comp_prop_parse (pc->pc_compression, &comp) < 0) {
+    char shown[64];
+    zv_str_printable (pc->pc_compression, 32, shown, sizeof shown);
+    zv_error ("compression '%s' is invalid: off, lz4, zstd or zstd-N "
+              "(N from 1 to %u)", shown, ZV_COMP_ZSTD_MAX_LEVEL);
+    return -EINVAL;
+  }
   return 0;
 }
 
@@ -500,6 +509,17 @@ zv_pool_volume_clone (zv_pool_t *p, const char *snap, const char *name,
   return zv_snap_clone (p, snap, name, reservation, zv_pool_default_ring (p));
 }
 
+/* The property of the volume made with the pool (checked already). */
+static uint32_t
+pool_create_compression (const zv_pool_config_t *pc)
+{
+  uint32_t comp = ZV_COMP_DEFAULT;
+
+  if (pc->pc_compression)
+    ZV_VERIFY (zv_comp_prop_parse (pc->pc_compression, &comp) == 0);
+  return comp;
+}
+
 /* Create a new pool: every check first, then the labels, then txg 1
  * with its first volume if asked for one. */
 static int
@@ -539,7 +559,7 @@ pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
                                pc->pc_sparse ? 0 : pc->pc_volsize,
                                pl.pl_zil_ring ? pl.pl_zil_ring
                                : zv_pool_default_ring (p), 1, false, NULL,
-                               ZV_COMP_DEFAULT);
+                               pool_create_compression (pc));
   if (r == 0)
     r = zv_psync_txg (p, 1, &st);
   if (r < 0)

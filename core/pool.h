@@ -56,6 +56,7 @@ typedef struct zv_pool_config {
   uint64_t pc_rados_size;
   uint64_t pc_rados_log_size;
   bool pc_rados_takeover;
+  const char *pc_compression;  /* create: the first volume's (NULL: lz4) */
 } zv_pool_config_t;
 
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */

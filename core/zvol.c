@@ -107,6 +107,7 @@ ZVOL_SAME_PC (pc_ceph_keyring);
 ZVOL_SAME_PC (pc_rados_size);
 ZVOL_SAME_PC (pc_rados_log_size);
 ZVOL_SAME_PC (pc_rados_takeover);
+ZVOL_SAME_PC (pc_compression);
 static_assert (sizeof (zvol_pool_config_t) == sizeof (zv_pool_config_t),
                "pool configuration");
 static_assert (ZVOL_ZIL_RECOVER_NONE == (unsigned) ZV_ZIL_RECOVER_NONE

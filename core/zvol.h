@@ -124,6 +124,9 @@ typedef struct zvol_pool_config {
    * lands any more), its lock broken, and the import replays the log.
    * Only for a server that is dead or must stop: it loses the pool. */
   bool pc_rados_takeover;
+  /* create: the compression of the volume made with the pool ("off",
+   * "lz4", "zstd", "zstd-N"; NULL: lz4). */
+  const char *pc_compression;
 } zvol_pool_config_t;
 
 #define ZVOL_ZIL_RECOVER_NONE     0u /* the import fails, saying what is lost */
