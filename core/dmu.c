@@ -45,7 +45,12 @@
  * blocks go in order, so one hold on a level-1 parent serves the run of
  * blocks under it: dmu_l1_cursor_t); then
  * writes the indirect blocks of each level (two copies each), bottom up,
- * and last the root pointer.  A block already born in T (a second sync
+ * and last the root pointer.  A data block of a volume whose property
+ * says so is compressed first (compress.c), into a pooled buffer, and
+ * placed at its stored size; the record's buffer, which the cache takes,
+ * stays as written (the cache holds uncompressed data only).  The intent
+ * log's in-place blocks and allocated zeros are never compressed.  A
+ * block already born in T (a second sync
  * pass of the same txg) is overwritten in place: no committed uberblock
  * can point at it, and not reallocating is what lets the pool's passes
  * converge.  Data blocks of zeros become holes (the volume is thin),
@@ -1931,6 +1936,7 @@ typedef struct dmu_walk {
   bool dw_data;
   uint64_t dw_min_birth;          /* prune: born no later is skipped */
   bool dw_ind;                    /* fn gets indirect blocks' entries */
+  bool dw_stored;                 /* data blocks as stored */
   zv_dmu_walk_fn dw_fn;
   void *dw_arg;
 } dmu_walk_t;
@@ -1967,7 +1973,9 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     return r;
   if (level > 0 || w->dw_data) {
     data = zv_buf_get (size);
-    r = zv_zio_read (w->dw_spa, bp, data, what);
+    r = level == 0 && w->dw_stored
+      ? zv_zio_read_stored (w->dw_spa, bp, data, what)
+      : zv_zio_read (w->dw_spa, bp, data, what);
     if (r == 0 && level > 0)
       r = dmu_check_indirect (data, bp, w->dw_obj, level, idx, what);
     if (r < 0)
@@ -2022,12 +2030,13 @@ zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
 
 int
 zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
-                       const zv_dnode_phys_t *dn, bool data,
+                       const zv_dnode_phys_t *dn, bool data, bool stored,
                        uint64_t min_birth, zv_dmu_walk_fn fn, void *arg)
 {
   dmu_walk_t w = {
     .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
     .dw_data = data, .dw_min_birth = min_birth, .dw_ind = true,
+    .dw_stored = stored,
     .dw_fn = fn, .dw_arg = arg,
   };
 

@@ -146,9 +146,11 @@ int zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj,
                        uint64_t min_birth, zv_dmu_walk_fn fn, void *arg);
 /* The same, and fn gets each indirect block's ZV_INDIRECT_FANOUT entries
  * as its data, holes included: an incremental stream's FREE ranges are
- * the holes of the indirect blocks born after min_birth (send.c). */
+ * the holes of the indirect blocks born after min_birth (send.c).  With
+ * stored, a data block comes as stored (a compressed one's bp_psize
+ * bytes, not decompressed: fn sees its pointer). */
 int zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
-                           const zv_dnode_phys_t *dn, bool data,
+                           const zv_dnode_phys_t *dn, bool data, bool stored,
                            uint64_t min_birth, zv_dmu_walk_fn fn,
                            void *arg);
 

@@ -7,7 +7,11 @@
  * verifies here).  A read tries copy 0, then copy 1; a copy that fails to
  * read or to verify is logged and skipped, and only when none is good
  * does the caller see -EIO.  Nothing read is trusted before it verifies,
- * and no pointer is followed before its fields are bounds-checked.
+ * and no pointer is followed before its fields are bounds-checked.  A
+ * compressed block (bp_comp, psize < lsize: compress.c) is verified as
+ * stored and only then decompressed into the caller's lsize bytes; one
+ * that verifies but does not decompress exactly is -EIO too, never the
+ * decompressor's output (zv_zio_read_stored gives the stored bytes).
  * zv_zio_read_many reads many blocks' first copies in one device batch
  * (the sync's merge of partial records, a read of several blocks),
  * joining the copies that touch on a device into one scattered read, and
@@ -123,10 +127,10 @@ zio_decompress (const zv_blkptr_t *bp, void *buf, const char *what)
   return r;
 }
 
-/* Read and verify, falling back to the ditto copy. */
+/* Read and verify, falling back to the ditto copy: the bytes as stored. */
 int
-zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
-             const char *what)
+zv_zio_read_stored (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
+                    const char *what)
 {
   int r = zv_zio_bp_check (spa, bp, what);
 
@@ -139,7 +143,7 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
 
     r = zv_zio_read_copy (spa, bp, c, buf);
     if (r == 0)
-      return zio_decompress (bp, buf, what);
+      return 0;
     if (r == -EIO)
       zv_error ("%s: read error on %s at offset %" PRIu64 " (copy %u of %u)",
                 what, zv_dev_path (dev), ZV_DVA_OFFSET (dva), c + 1,
@@ -151,6 +155,16 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
                 bp->bp_ncopies, bp->bp_birth);
   }
   return -EIO;
+}
+
+/* The same, then out of its compression. */
+int
+zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
+             const char *what)
+{
+  int r = zv_zio_read_stored (spa, bp, buf, what);
+
+  return r == 0 ? zio_decompress (bp, buf, what) : r;
 }
 
 /* One copy, quietly: the caller says what went wrong. */

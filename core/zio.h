@@ -65,6 +65,10 @@ zv_bp_size_is (const zv_blkptr_t *bp, uint32_t size)
  */
 int zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
                  const char *what);
+/* The same without the decompression: the bp_psize bytes as stored and
+ * verified (a send stream carries compressed blocks so). */
+int zv_zio_read_stored (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
+                        const char *what);
 /* Read copy c of a pointer zv_zio_bp_check passed, without a message:
  * 0, -EIO (the device failed the read) or -EILSEQ (the checksum does not
  * verify).  The checker reads every copy this way. */

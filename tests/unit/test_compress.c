@@ -30,6 +30,7 @@
 #include "dmu.h"
 #include "pool.h"
 #include "compress.h"
+#include "send.h"
 
 #define DEV_SIZE (64 * MiB)
 
@@ -862,6 +863,225 @@ test_pool_property (void **state)
   free (shadow);
 }
 
+/* ---- streams ---- */
+
+/* Seal a stream again after an edit: header, each record's checksum,
+ * the END's record count and checksum of everything before it. */
+static void
+tc_reseal (uint8_t *b, size_t n)
+{
+  zv_stream_hdr_t h;
+  zv_cksum_stream_t *sum = zv_cksum_stream_new (ZV_STREAM_MAGIC);
+  zv_cksum_stream_t *rs = zv_cksum_stream_new (0);
+  size_t pos = sizeof h;
+  uint64_t seq = 0;
+
+  memcpy (&h, b, sizeof h);
+  memset (&h.sh_cksum, 0, sizeof h.sh_cksum);
+  zv_cksum_compute (&h, sizeof h, ZV_STREAM_MAGIC, &h.sh_cksum);
+  memcpy (b, &h, sizeof h);
+  zv_cksum_stream_update (sum, &h, sizeof h);
+  while (pos + sizeof (zv_stream_rec_t) <= n) {
+    zv_stream_rec_t r;
+    memcpy (&r, b + pos, sizeof r);
+    size_t plen = r.sr_type == ZV_SR_WRITE ? (size_t) r.sr_length
+      : r.sr_type == ZV_SR_WRITE_STORED ? ZV_SR_STORED_PSIZE (r.sr_flags)
+      : r.sr_type == ZV_SR_END ? sizeof (zv_cksum_t) : 0;
+    if (r.sr_type == ZV_SR_END) {
+      zv_cksum_t c;
+      r.sr_length = seq;
+      zv_cksum_stream_value (sum, &c);
+      memcpy (b + pos + sizeof r, &c, sizeof c);
+    }
+    memset (&r.sr_cksum, 0, sizeof r.sr_cksum);
+    zv_cksum_stream_reset (rs, zv_stream_seed (h.sh_to_guid, seq));
+    zv_cksum_stream_update (rs, &r, sizeof r);
+    zv_cksum_stream_update (rs, b + pos + sizeof r, plen);
+    zv_cksum_stream_value (rs, &r.sr_cksum);
+    memcpy (b + pos, &r, sizeof r);
+    zv_cksum_stream_update (sum, b + pos, sizeof r + plen);
+    pos += sizeof r + plen;
+    seq++;
+  }
+  zv_cksum_stream_free (sum);
+  zv_cksum_stream_free (rs);
+}
+
+/* The records of a stream: counts by type, and where the first stored
+ * one is (0: none). */
+static size_t
+tc_records (const uint8_t *b, size_t n, size_t count[5])
+{
+  size_t pos = sizeof (zv_stream_hdr_t), first = 0;
+
+  memset (count, 0, 5 * sizeof *count);
+  while (pos + sizeof (zv_stream_rec_t) <= n) {
+    zv_stream_rec_t r;
+    memcpy (&r, b + pos, sizeof r);
+    assert_true (r.sr_type >= 1 && r.sr_type <= 4);
+    count[r.sr_type]++;
+    if (r.sr_type == ZV_SR_WRITE_STORED && first == 0)
+      first = pos;
+    pos += sizeof r + (r.sr_type == ZV_SR_WRITE ? (size_t) r.sr_length
+                       : r.sr_type == ZV_SR_WRITE_STORED
+                       ? ZV_SR_STORED_PSIZE (r.sr_flags)
+                       : r.sr_type == ZV_SR_END ? sizeof (zv_cksum_t) : 0);
+  }
+  assert_int_equal (pos, n);
+  return first;
+}
+
+static uint8_t *
+tc_file (const char *path, size_t *n)
+{
+  FILE *f = fopen (path, "rb");
+  uint8_t *b;
+  long len;
+
+  assert_non_null (f);
+  assert_int_equal (fseek (f, 0, SEEK_END), 0);
+  len = ftell (f);
+  assert_true (len > 0);
+  rewind (f);
+  b = malloc ((size_t) len);
+  assert_non_null (b);
+  assert_int_equal (fread (b, 1, (size_t) len, f), (size_t) len);
+  fclose (f);
+  *n = (size_t) len;
+  return b;
+}
+
+static int
+tc_receive_buf (zvol_pool_t *p, const char *target, const uint8_t *b,
+                size_t n)
+{
+  char sp[512];
+  tl_path (sp, sizeof sp, "edited.stream");
+  int fd = open (sp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  assert_true (fd >= 0);
+  assert_int_equal (write (fd, b, n), (ssize_t) n);
+  assert_int_equal (lseek (fd, 0, SEEK_SET), 0);
+  zvol_stream_io_t io = { .sio_fd = fd };
+  int r = zvol_receive (p, target, &io);
+  close (fd);
+  return r;
+}
+
+/* A stream carries a compressed volume's blocks as stored (WRITE_STORED:
+ * smaller than the data), the receiver reads them back right; a stream
+ * of version 1 (WRITEs only) is still received; stored records that are
+ * hostile (a stored size not below the block, an unknown algorithm, in
+ * a version-1 stream, a payload that does not decompress, resealed so
+ * that only the content is wrong) are refused and leave nothing. */
+static void
+test_stream_stored (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("stream");
+  char path[512], sp[512];
+  const char *dev = tl_path (path, sizeof path, "strm");
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  uint8_t *shadow = calloc (1, VS);
+  zvol_volume_params_t vp = { .vp_size = VS, .vp_compression = "zstd" };
+  size_t cnt[5], n;
+
+  assert_non_null (shadow);
+  assert_int_equal (tl_sparse_file (dev, POOL_DEV), 0);
+  tl_pool_cfg (&pc, &dev, 1, 0, true);
+  pc.pc_name = "tank";
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (zvol_volume_create (p, "v", &vp), 0);
+  zvol_t *zv = tl_ds_open (p, "v");
+  tc_write_kind (zv, shadow, 0, VS / 2, 2, &s);
+  tc_write_kind (zv, shadow, VS / 2, VS / 4, 0, &s);
+  assert_int_equal (zvol_close (zv), 0);
+  assert_int_equal (zvol_snapshot_create (p, "v@a"), 0);
+
+  tl_path (sp, sizeof sp, "v.stream");
+  int fd = open (sp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  assert_true (fd >= 0);
+  zvol_stream_io_t io = { .sio_fd = fd };
+  assert_int_equal (zvol_send (p, "v@a", NULL, &io), 0);
+  close (fd);
+  uint8_t *b = tc_file (sp, &n);
+  size_t first = tc_records (b, n, cnt);
+  /* The text half stored compressed, the noise as WRITEs. */
+  assert_true (cnt[ZV_SR_WRITE_STORED] >= VS / 2 / 16384 - 1);
+  assert_true (cnt[ZV_SR_WRITE] >= 1);
+  assert_true (first > 0);
+  assert_true (n < VS / 2 + VS / 8);
+  print_message ("  stream: %zu bytes for %u of data (%zu stored records, "
+                 "%zu WRITEs)\n", n, (unsigned) (VS * 3 / 4),
+                 cnt[ZV_SR_WRITE_STORED],
+                 cnt[ZV_SR_WRITE]);
+  assert_int_equal (tc_receive_buf (p, "r", b, n), 0);
+  tc_check (p, "r@a", shadow);
+
+  /* Hostile stored records, each resealed: refused, nothing kept. */
+  for (int k = 0; k < 5; k++) {
+    uint8_t *e = malloc (n);
+    assert_non_null (e);
+    memcpy (e, b, n);
+    zv_stream_rec_t r;
+    memcpy (&r, e + first, sizeof r);
+    switch (k) {
+    case 0: r.sr_flags = (r.sr_flags & 0xff) | 4u << 8; break; /* 16K */
+    case 1: r.sr_flags = (r.sr_flags & ~0xffu) | 7; break;
+    case 2: r.sr_length = 8192; break;
+    case 3:                                  /* garbage payload */
+      tl_fill_rand (e + first + sizeof r + 8,
+                    ZV_SR_STORED_PSIZE (r.sr_flags) - 16, &s);
+      break;
+    case 4: {                                /* in a version-1 stream */
+      zv_stream_hdr_t h;
+      memcpy (&h, e, sizeof h);
+      h.sh_version = ZV_STREAM_VERSION_1;
+      memcpy (e, &h, sizeof h);
+      break;
+    }
+    }
+    memcpy (e + first, &r, sizeof r);
+    /* (Case 0's bigger stored size shifts what follows: refused before
+     * that matters.) */
+    tc_reseal (e, n);
+    tl_log_reset (true);
+    assert_int_equal (tc_receive_buf (p, "bad", e, n), -EIO);
+    assert_false (tl_ds_find (p, "bad", NULL));
+    tl_log_reset (false);
+    free (e);
+  }
+  free (b);
+
+  /* Version 1: an uncompressed volume's stream, labeled as version 1. */
+  vp.vp_compression = "off";
+  assert_int_equal (zvol_volume_create (p, "o", &vp), 0);
+  zv = tl_ds_open (p, "o");
+  memset (shadow, 0, VS);
+  tc_write_kind (zv, shadow, 0, VS, 2, &s);
+  assert_int_equal (zvol_close (zv), 0);
+  assert_int_equal (zvol_snapshot_create (p, "o@a"), 0);
+  fd = open (sp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  assert_true (fd >= 0);
+  io.sio_fd = fd;
+  assert_int_equal (zvol_send (p, "o@a", NULL, &io), 0);
+  close (fd);
+  b = tc_file (sp, &n);
+  assert_int_equal (tc_records (b, n, cnt), 0);
+  zv_stream_hdr_t h;
+  memcpy (&h, b, sizeof h);
+  assert_int_equal (h.sh_version, ZV_STREAM_VERSION);
+  h.sh_version = ZV_STREAM_VERSION_1;
+  memcpy (b, &h, sizeof h);
+  tc_reseal (b, n);
+  assert_int_equal (tc_receive_buf (p, "o1", b, n), 0);
+  tc_check (p, "o1@a", shadow);
+  free (b);
+  assert_int_equal (zvol_pool_close (p), 0);
+  assert_true (tl_check_clean (dev).cr_trees >= 3);
+  free (shadow);
+}
+
 int
 main (void)
 {
@@ -877,6 +1097,7 @@ main (void)
     tl_test (test_object_no_feature),
     tl_test (test_pool_roundtrip),
     tl_test (test_pool_property),
+    tl_test (test_stream_stored),
   };
 
   return tl_main (tests, "compress", NULL);
