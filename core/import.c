@@ -592,7 +592,10 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
       .di_prev_snap_id = rec->dr_prev_snap_id,
       .di_prev_snap_txg = rec->dr_prev_snap_txg,
       .di_written = rec->dr_written, .di_used = rec->dr_used,
-      .di_lwritten = rec->dr_lwritten, .di_compress = rec->dr_compress,
+      /* A record from before the field: its data was stored whole. */
+      .di_lwritten = rec->dr_lwritten == 0 ? rec->dr_written
+      : rec->dr_lwritten,
+      .di_compress = rec->dr_compress,
       .di_name = rec->dr_name, .di_id = rec->dr_id, .di_slot = slot,
       .di_volsize = rec->dr_volsize, .di_blksz = rec->dr_volblocksize,
       .di_reservation = rec->dr_reservation,

@@ -492,8 +492,12 @@ snap_sync_destroy (zv_pool_t *p, zv_pool_ds_t *s, uint64_t txg)
   {
     uint64_t add = s->ds_snap_written > m.sm_freed_data
       ? s->ds_snap_written - m.sm_freed_data : 0;
-    if (n->ds_kind == ZV_DS_KIND_VOLUME)
+    if (n->ds_kind == ZV_DS_KIND_VOLUME) {
       n->ds_obj.ob_written += add;
+      /* A snapshot keeps no logical figure: what it hands on counts
+       * as stored whole (the ratio errs towards 1). */
+      n->ds_obj.ob_lwritten += add;
+    }
     else {
       n->ds_snap_written += add;
       n->ds_used += m.sm_range_bytes;
