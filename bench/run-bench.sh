@@ -76,7 +76,14 @@
 #   SNAPSHOTS       zvol-snap: how many snapshots (default 100); ZVOLADM the tool
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
 #   ZVOL_B_OPTS     zvol-b's own, after ZVOL_OPTS (with ZVOL_PLUGIN_B the
-#                   same build: a tunable's before and after in one run)
+#                   same build: a tunable's before and after in one run;
+#                   "compression=off" against zvol's default lz4)
+#   BENCH_DATA      what fio writes: "fio" (the default: fio's own, random
+#                   buffers it reuses), "random" (refill_buffers: new
+#                   random data for every write, incompressible) or "half"
+#                   (and buffer_compress_percentage=50: about 2:1);
+#                   the zvol targets' compressratio after each job is in
+#                   the results
 #   FILE_OPTS       extra file plugin parameters (e.g. "cache=none")
 #   NBDKIT_THREADS  nbdkit -t (default 32)
 #   QEMU_SHARED     qemu-nbd -e (default 32; sync suite 64: enough for the
@@ -184,6 +191,8 @@ ZVOL_PLUGIN=${ZVOL_PLUGIN:-$(first_file "$top/build/plugin/.libs/nbdkit-zvol-plu
     "$top/plugin/.libs/nbdkit-zvol-plugin.so")}
 ZVOL_OPTS=${ZVOL_OPTS:-}
 ZVOL_B_OPTS=${ZVOL_B_OPTS:-}
+BENCH_DATA=${BENCH_DATA:-fio}
+case $BENCH_DATA in fio|random|half) ;; *) echo "run-bench: BENCH_DATA=$BENCH_DATA: fio, random or half" >&2; exit 2 ;; esac
 FILE_OPTS=${FILE_OPTS:-}
 NBDKIT_THREADS=${NBDKIT_THREADS:-32}
 QEMU_SHARED=${QEMU_SHARED:-$def_shared}
@@ -587,6 +596,10 @@ make_job ()
             echo "ioengine=nbd"
             echo "uri=$(uri_of "$t")"
         fi
+        # The data written (BENCH_DATA): new buffers for every write, so
+        # that nothing compresses by repeating the last one.
+        [ "$BENCH_DATA" = fio ] || echo "refill_buffers=1"
+        [ "$BENCH_DATA" != half ] || echo "buffer_compress_percentage=50"
         echo
         sed "${sed_args[@]}" "$here/jobs/$job.fio"
     } >"$f"
@@ -631,6 +644,36 @@ growth_sample ()
               v["cache_limit"] + 0, v["dirty_max"] + 0,
               v["written_data_bytes"] + 0, v["written_meta_bytes"] + 0 }' \
         "$f" >>"$OUT/growth.tsv"
+    # The volume's compression figures (its stats file, as zfs get).
+    for f in "$(kstat_of "$t")"/volumes/*/stats; do
+        [ -f "$f" ] || continue
+        awk -v job="$2" -v t="$t" -v r="$3" '
+            { v[$1] = $2 }
+            END { if ("compression" in v)
+                    printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r,
+                           v["compression"], v["compressratio"],
+                           v["logicalused"] + 0, v["written"] + 0 }' \
+            "$f" >>"$OUT/compress.tsv"
+    done
+}
+
+# compress_report: each zvol target's compressratio after each job (its
+# last round), with the data the bench wrote (BENCH_DATA).
+compress_report ()
+{
+    [ -s "$OUT/compress.tsv" ] || return 0
+    {
+        echo
+        echo "## Compression (zvol targets; fio data: $BENCH_DATA)"
+        echo
+        echo "| target | job | compression | compressratio | logicalused MiB | written MiB |"
+        echo "|---|---|---|---|---|---|"
+        awk -F'\t' '
+            { key = $2 "\t" $1; if (!(key in row)) order[++n] = key
+              row[key] = sprintf ("| %s | %s | %s | %sx | %.0f | %.0f |", $2, $1, $4,
+                                  $5, $6 / 1048576, $7 / 1048576) }
+            END { for (i = 1; i <= n; i++) print row[order[i]] }' "$OUT/compress.tsv"
+    } | tee -a "$OUT/results.md"
 }
 
 # growth_report: per zvol target and job, the metadata the syncs wrote
@@ -721,7 +764,8 @@ suite_default ()
                 "${ZVOL_OPTS}; rbd: qemu-nbd -f raw --cache=writeback rbd:$CEPH_POOL/$RBD_IMAGE;" \
                 "on one machine these figures show that it works, not how fast a cluster is"
         else
-            echo "- zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}; zvol-b: ${ZVOL_PLUGIN_B:-none};" \
+            echo "- fio data: $BENCH_DATA; zvol: $ZVOL_PLUGIN ${ZVOL_OPTS};" \
+                "zvol-b: ${ZVOL_PLUGIN_B:-none} ${ZVOL_B_OPTS};" \
                 "file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED;" \
                 "raw: fio io_uring direct=1 on $BENCH_DIR/raw.img"
         fi
@@ -730,6 +774,7 @@ suite_default ()
     # shellcheck disable=SC2086 # BENCH_JOBS is a list of words
     "$PYTHON" "$here/report.py" default "$OUT" "$ROUNDS" "${targets[*]}" $BENCH_JOBS || rc=$?
     growth_report
+    compress_report
     echo "run-bench: $(( (SECONDS - t_begin) / 60 )) min $(( (SECONDS - t_begin) % 60 )) s;" \
         "table in $OUT/results.md, CSV in $OUT/results.csv and runs.csv, raw fio JSON in $json"
     [ "$rc" -eq 0 ] || die "some runs have no result (see above)"

@@ -345,9 +345,18 @@ admin_create (admin_ctx_t *c)
   char vol[ZVOL_NAME_MAX];
   int r;
 
+  const char *comp = NULL;
+
+  if (ADMIN_OPT (c, 'o')) {
+    comp = c->c_val['o'];
+    if (strncmp (comp, "compression=", 12) != 0)
+      return admin_usage (c, "create -o: compression=off|lz4|zstd|zstd-N "
+                          "(the one property a volume is created with)");
+    comp += 12;
+  }
   if (!ADMIN_OPT (c, 'V')) {
-    if (ADMIN_OPT (c, 'b') || thin || resv_given)
-      return admin_usage (c, "-b, -s and -r are for a volume (with -V)");
+    if (ADMIN_OPT (c, 'b') || thin || resv_given || comp)
+      return admin_usage (c, "-b, -s, -r and -o are for a volume (with -V)");
     if (c->c_argc < 2 || c->c_argc - 1 > (int) ZVOL_MAX_DEVS || c->c_ndevs)
       return admin_usage (c, "create POOL DEV...");
     if (c->c_target)
@@ -377,6 +386,7 @@ admin_create (admin_ctx_t *c)
   zvol_volume_params_t vp = {
     .vp_size = size, .vp_blocksize = (uint32_t) bs,
     .vp_reservation = thin ? 0 : resv_given ? resv : size,
+    .vp_compression = comp,
   };
   return admin_result (zvol_volume_create (c->c_pool, vol, &vp));
 }
@@ -559,7 +569,8 @@ static const admin_col_t admin_cols[] = {
   { "written", "WRITTEN", 8 }, { "usedbysnapshots", "USEDSNAP", 8 },
   { "reservation", "RESERV", 8 }, { "volblocksize", "VOLBLOCK", 8 },
   { "type", "TYPE", -8 }, { "origin", "ORIGIN", -24 },
-  { "creation", "CREATION", 10 },
+  { "creation", "CREATION", 10 }, { "compression", "COMPRESS", -8 },
+  { "compressratio", "RATIO", 6 }, { "logicalused", "LUSED", 8 },
 };
 #define ADMIN_NCOLS (sizeof admin_cols / sizeof admin_cols[0])
 #define ADMIN_DEFAULT_COLS "name,used,avail,refer,volsize"
@@ -615,11 +626,26 @@ admin_field (zvol_pool_t *p, const zvol_volume_info_t *v, unsigned col,
     else
       snprintf (val, len, "-");
     return;
-  default:
+  case 11:
     snprintf (val, len, "%" PRIu64, v->vi_creation_time);
     return;
+  case 12:
+    zvol_compression_name (v->vi_compression, val, len);
+    return;
+  case 13:
+    /* As zfs's: the logical bytes of the data over what it takes on
+     * disk (a snapshot's are its volume's at the time: not kept). */
+    if (snap)
+      snprintf (val, len, "-");
+    else
+      snprintf (val, len, "%.2fx", v->vi_written == 0 ? 1.0
+                : (double) v->vi_logicalused / (double) v->vi_written);
+    return;
+  default:
+    num = v->vi_logicalused;
+    break;
   }
-  if (snap && (col == 2 || col == 6 || col == 7))
+  if (snap && (col == 2 || col == 6 || col == 7 || col == 14))
     snprintf (val, len, "-");
   else
     zvol_admin_size (val, len, num, exact);
@@ -663,7 +689,8 @@ admin_list (admin_ctx_t *c)
   if (ncols <= 0)
     return admin_usage (c, "list -o: a comma-separated list of name, used, "
                         "avail, refer, volsize, written, usedbysnapshots, "
-                        "reservation, volblocksize, type, origin, creation");
+                        "reservation, volblocksize, type, origin, creation, "
+                        "compression, compressratio, logicalused");
   if (ADMIN_OPT (c, 't')) {
     const char *t = c->c_val['t'];
     if (strcmp (t, "snapshot") == 0)
@@ -702,6 +729,91 @@ admin_list (admin_ctx_t *c)
     }
   }
   return rc;
+}
+
+/* set compression=VALUE POOL/VOL: offline, or live while clients
+ * write (the next txg's writes use it). */
+static int
+admin_set (admin_ctx_t *c)
+{
+  char vol[2 * ZVOL_NAME_MAX];
+  const char *val;
+  int r;
+
+  if (c->c_argc != 2)
+    return admin_usage (c, "set compression=VALUE POOL/VOL");
+  if (strncmp (c->c_argv[0], "compression=", 12) != 0)
+    return admin_usage (c, "set: compression=off|lz4|zstd|zstd-N is the "
+                        "property that can be set");
+  val = c->c_argv[0] + 12;
+  r = admin_dataset_operand (c, 1, false, vol);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  return admin_result (zvol_volume_set_compression (c->c_pool, vol, val));
+}
+
+/* get [-H] [-p] PROP[,PROP]... POOL/VOL[@SNAP]: one "NAME PROPERTY VALUE"
+ * line per property (the listing's columns), as zfs get. */
+static int
+admin_get (admin_ctx_t *c)
+{
+  char name[2 * ZVOL_NAME_MAX];
+  unsigned cols[ADMIN_NCOLS];
+  const char *saved = c->c_val['o'];
+  bool seen = c->c_seen['o'], scripted = ADMIN_OPT (c, 'H');
+  int ncols, r;
+
+  if (c->c_argc != 2)
+    return admin_usage (c, "get [-H] [-p] PROP[,PROP]... POOL/VOL[@SNAP]");
+  c->c_seen['o'] = true;
+  c->c_val['o'] = c->c_argv[0];
+  ncols = admin_list_cols (c, cols);
+  c->c_seen['o'] = seen;
+  c->c_val['o'] = saved;
+  if (ncols <= 0)
+    return admin_usage (c, "get: a comma-separated list of the columns of "
+                        "list -o (compression, compressratio, logicalused, "
+                        "used, ...)");
+  r = admin_dataset_operand (c, 1, strchr (c->c_argv[1], '@') != NULL, name);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+
+  size_t n = zvol_dataset_list (c->c_pool, ZVOL_LIST_VOLUMES
+                                | ZVOL_LIST_SNAPSHOTS, NULL, 0);
+  zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
+  const zvol_volume_info_t *v = NULL;
+
+  n = ZV_MIN (n, zvol_dataset_list (c->c_pool, ZVOL_LIST_VOLUMES
+                                    | ZVOL_LIST_SNAPSHOTS, vi, n));
+  for (size_t i = 0; i < n && v == NULL; i++)
+    if (strcmp (vi[i].vi_name, name) == 0)
+      v = &vi[i];
+  if (v == NULL) {
+    char shown[8 * ZVOL_NAME_MAX + 8];
+    zv_str_printable (name, 2 * ZVOL_NAME_MAX, shown, sizeof shown);
+    admin_err (c, "pool '%s' has no dataset '%s'", zvol_pool_name (c->c_pool),
+               shown);
+    free (vi);
+    return ZVOL_ADMIN_FAIL;
+  }
+  if (!scripted && !(c->c_flags & ZVOL_ADMIN_NOHEADER))
+    fprintf (c->c_out, "%-24s  %-14s  %s\n", "NAME", "PROPERTY", "VALUE");
+  for (int k = 0; k < ncols; k++) {
+    char val[3 * ZVOL_NAME_MAX];
+    admin_field (c->c_pool, v, cols[k], ADMIN_OPT (c, 'p'), val, sizeof val);
+    if (scripted)
+      fprintf (c->c_out, "%s/%s\t%s\t%s\n", zvol_pool_name (c->c_pool),
+               v->vi_name, admin_cols[cols[k]].co_name, val);
+    else {
+      char full[3 * ZVOL_NAME_MAX];
+      snprintf (full, sizeof full, "%s/%s", zvol_pool_name (c->c_pool),
+                v->vi_name);
+      fprintf (c->c_out, "%-24s  %-14s  %s\n", full,
+               admin_cols[cols[k]].co_name, val);
+    }
+  }
+  free (vi);
+  return ZVOL_ADMIN_OK;
 }
 
 /* stats [-t] POOL[/VOL]: the kstat tables, the pool's figures (and the
@@ -1125,9 +1237,9 @@ admin_wait (admin_ctx_t *c)
  * c_pool / c_ex.  ac_usage is also the man page's synopsis line.
  */
 static const admin_cmd_t admin_cmds[] = {
-  { "create", "V:b:sr:", "create POOL DEV...\n"
-    "create -V SIZE [-b BLOCKSIZE] [-s | -r RESERVATION] [-d DEV]... "
-    "POOL/VOL", false, admin_create },
+  { "create", "V:b:sr:o:", "create POOL DEV...\n"
+    "create -V SIZE [-b BLOCKSIZE] [-s | -r RESERVATION] "
+    "[-o compression=VALUE] [-d DEV]... POOL/VOL", false, admin_create },
   { "destroy", "rRnv", "destroy [-rRnv] [-d DEV]... POOL/VOL[@SNAP]", false,
     admin_destroy },
   { "list", "Hpt:o:", "list [-H] [-p] [-t volume|snapshot|all] [-o COLS] "
@@ -1140,6 +1252,10 @@ static const admin_cmd_t admin_cmds[] = {
     "POOL/VOL", false, admin_clone },
   { "diff", "", "diff [-d DEV]... POOL/VOL@SNAP POOL/VOL[@SNAP]", true,
     admin_diff },
+  { "set", "", "set [-d DEV]... compression=VALUE POOL/VOL", false,
+    admin_set },
+  { "get", "Hp", "get [-H] [-p] [-d DEV]... PROP[,PROP]... POOL/VOL[@SNAP]",
+    true, admin_get },
   { "stats", "t", "stats [-t] [-d DEV]... POOL[/VOL]", true, admin_stats },
   { "status", "", "status [-d DEV]... [POOL]", true, admin_status },
   { "send", "vi:", "send [-v] [-i POOL/VOL@FROM] [-d DEV]... POOL/VOL@SNAP "
@@ -1197,7 +1313,9 @@ zvol_admin_parse (int argc, char *const *argv, zvol_admin_target_t *t,
   t->at_ndevs = c.c_ndevs;
   memcpy (t->at_devs, c.c_devs, sizeof t->at_devs);
   if (c.c_argc > 0) {
-    const char *a = c.c_argv[0];
+    /* set and get name the property first, the dataset last. */
+    const char *a = c.c_cmd->ac_fn == admin_set || c.c_cmd->ac_fn == admin_get
+      ? c.c_argv[c.c_argc - 1] : c.c_argv[0];
     size_t n = strcspn (a, "/@");
     if (n < ZVOL_NAME_MAX) {
       memcpy (t->at_pool, a, n);

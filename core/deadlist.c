@@ -119,9 +119,11 @@ zv_deadlist_load (zv_deadlist_t *dl, zv_spa_t *spa,
 static bool
 deadlist_ent_shape (const zv_deadlist_ent_t *e)
 {
+  /* A data block: its size on disk, whole sectors (a compressed one's
+   * is no power of two). */
   bool sz = e->de_level == 0
     ? e->de_psize >= ZV_MIN_VOLBLOCKSIZE && e->de_psize <= ZV_MAX_BLKSZ
-      && (e->de_psize & (e->de_psize - 1)) == 0
+      && e->de_psize % ZV_SECTOR == 0
     : e->de_level < ZV_MAX_LEVELS && e->de_psize == ZV_INDIRECT_SIZE;
 
   return sz && e->de_ncopies >= 1 && e->de_ncopies <= 2 && e->de_birth != 0

@@ -45,7 +45,12 @@
  * blocks go in order, so one hold on a level-1 parent serves the run of
  * blocks under it: dmu_l1_cursor_t); then
  * writes the indirect blocks of each level (two copies each), bottom up,
- * and last the root pointer.  A block already born in T (a second sync
+ * and last the root pointer.  A data block of a volume whose property
+ * says so is compressed first (compress.c), into a pooled buffer, and
+ * placed at its stored size; the record's buffer, which the cache takes,
+ * stays as written (the cache holds uncompressed data only).  The intent
+ * log's in-place blocks and allocated zeros are never compressed.  A
+ * block already born in T (a second sync
  * pass of the same txg) is overwritten in place: no committed uberblock
  * can point at it, and not reallocating is what lets the pool's passes
  * converge.  Data blocks of zeros become holes (the volume is thin),
@@ -89,6 +94,7 @@
 #include <inttypes.h>
 
 #include "dmu.h"
+#include "compress.h"
 
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
 
@@ -201,9 +207,10 @@ dmu_kill (zv_object_t *ob, const zv_blkptr_t *bp, uint64_t txg)
 {
   if (zv_bp_is_hole (bp))
     return 0;
-  if (bp->bp_level == 0)
-    ob->ob_written -= bp->bp_birth > ob->ob_snap_txg
-      ? ZV_MIN (ob->ob_written, (uint64_t) bp->bp_psize) : 0;
+  if (bp->bp_level == 0 && bp->bp_birth > ob->ob_snap_txg) {
+    ob->ob_written -= ZV_MIN (ob->ob_written, (uint64_t) bp->bp_psize);
+    ob->ob_lwritten -= ZV_MIN (ob->ob_lwritten, (uint64_t) bp->bp_lsize);
+  }
   if (bp->bp_birth > ob->ob_snap_txg || ob->ob_kill_fn == NULL)
     zv_zio_free_bp (ob->ob_spa, bp, txg);
   else
@@ -229,14 +236,22 @@ dmu_place (zv_object_t *ob, const zv_blkptr_t *old, zv_blkptr_t *bp,
     memset (&none, 0, sizeof none);
     old = &none;
   }
-  else if (!zv_bp_is_hole (old) && level == 0 && hole)
-    ob->ob_written -= ZV_MIN (ob->ob_written, (uint64_t) old->bp_psize);
+  else if (!zv_bp_is_hole (old) && level == 0) {
+    /* Born in txg: a hole, or placed again at another size
+     * (compressed differently), replaces what it counted. */
+    if (hole || old->bp_psize != size) {
+      ob->ob_written -= ZV_MIN (ob->ob_written, (uint64_t) old->bp_psize);
+      ob->ob_lwritten -= ZV_MIN (ob->ob_lwritten, (uint64_t) old->bp_lsize);
+    }
+  }
+  bool anew = zv_bp_is_hole (old) || old->bp_psize != size;
   r = zv_zio_place_bp (ob->ob_spa, old, bp, hole, size, level, type, fill,
                        copies, txg);
   /* A data block placed anew (not again in place) is written data. */
-  if (r == 0 && level == 0 && !hole
-      && (zv_bp_is_hole (old) || old->bp_dva[0] != bp->bp_dva[0]))
+  if (r == 0 && level == 0 && !hole && anew) {
     ob->ob_written += size;
+    ob->ob_lwritten += ob->ob_blksz;
+  }
   return r;
 }
 
@@ -405,18 +420,19 @@ dmu_check_children (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
   for (uint64_t i = 0; i < F; i++) {
     if (zv_bp_is_hole (&e[i]))
       continue;
-    if (e[i].bp_level != level - 1 || e[i].bp_psize != size
+    if (e[i].bp_level != level - 1 || !zv_bp_size_is (&e[i], size)
         || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2
         || dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, NULL) < 0) {
       /* (Named only now: a name per entry would cost more than the
        * checks.) */
       snprintf (cwhat, sizeof cwhat, "%s, entry %" PRIu64 " (level %u "
                 "block %" PRIu64 ")", what, i, level - 1, idx * F + i);
-      if (e[i].bp_level != level - 1 || e[i].bp_psize != size
+      if (e[i].bp_level != level - 1 || !zv_bp_size_is (&e[i], size)
           || e[i].bp_ncopies < 1 || e[i].bp_ncopies > 2)
-        zv_error ("%s: pointer level %u size %" PRIu32 ", %u copies, "
-                  "expected level %u size %" PRIu32, cwhat, e[i].bp_level,
-                  e[i].bp_psize, e[i].bp_ncopies, level - 1, size);
+        zv_error ("%s: pointer level %u size %" PRIu32 "/%" PRIu32 ", %u "
+                  "copies, expected level %u size %" PRIu32, cwhat,
+                  e[i].bp_level, e[i].bp_psize, e[i].bp_lsize,
+                  e[i].bp_ncopies, level - 1, size);
       else
         (void) dmu_check_child (spa, &e[i], level - 1, bp->bp_birth, cwhat);
       return -EIO;
@@ -479,9 +495,10 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
     return 0;
   snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
             ob->ob_id, level, idx);
-  if (bp->bp_psize != size || bp->bp_level != level) {
-    zv_error ("%s: pointer has size %" PRIu32 " level %u, expected %" PRIu32
-              " level %u", what, bp->bp_psize, bp->bp_level, size, level);
+  if (!zv_bp_size_is (bp, size) || bp->bp_level != level) {
+    zv_error ("%s: pointer has size %" PRIu32 "/%" PRIu32 " level %u, "
+              "expected %" PRIu32 " level %u", what, bp->bp_psize,
+              bp->bp_lsize, bp->bp_level, size, level);
     return -EIO;
   }
   data = zv_buf_get (size);
@@ -841,7 +858,7 @@ dmu_batch_fill (zv_object_t *ob, zv_dbuf_t *const *dbs, size_t m)
     zv_blkptr_t bp;
 
     if (dmu_lookup_l0 (ob, dbs[i]->db_blkid, &bp) == 0
-        && !zv_bp_is_hole (&bp) && bp.bp_psize == ob->ob_blksz
+        && !zv_bp_is_hole (&bp) && zv_bp_size_is (&bp, ob->ob_blksz)
         && bp.bp_level == 0) {
       bps[k] = bp;
       idx[k] = i;
@@ -1689,10 +1706,10 @@ dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
       continue;                       /* a hole: the rest is zeros */
     snprintf (names[k], sizeof names[k], "object %" PRIu64 " level 0 "
               "block %" PRIu64, ob->ob_id, blkid);
-    if (bps[k].bp_psize != ob->ob_blksz || bps[k].bp_level != 0) {
-      zv_error ("%s: pointer has size %" PRIu32 " level %u, expected %"
-                PRIu32 " level 0", names[k], bps[k].bp_psize,
-                bps[k].bp_level, ob->ob_blksz);
+    if (!zv_bp_size_is (&bps[k], ob->ob_blksz) || bps[k].bp_level != 0) {
+      zv_error ("%s: pointer has size %" PRIu32 "/%" PRIu32 " level %u, "
+                "expected %" PRIu32 " level 0", names[k], bps[k].bp_psize,
+                bps[k].bp_lsize, bps[k].bp_level, ob->ob_blksz);
       r = -EIO;
       break;
     }
@@ -1769,6 +1786,18 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   /* Data blocks: merge the partial ones, place each, record its pointer
    * in the parent. */
   zv_blkptr_t *bps = zv_calloc (n, sizeof *bps);
+  /* Compression (compress.c): each data block with content of its own
+   * goes through the compressor into a pooled buffer before it is
+   * placed, so it is allocated at the size it is stored at; the record
+   * keeps the block as written, which the cache takes below. */
+  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
+                                        memory_order_relaxed);
+  if (ob->ob_type != ZV_BT_VOLDATA
+      || !(atomic_load_explicit (&ob->ob_spa->spa_features,
+                                 memory_order_relaxed) & ZV_FEAT_COMPRESS)
+      || !zv_comp_prop_valid (comp))
+    comp = 0;
+  void **cbufs = comp ? zv_calloc (n, sizeof *cbufs) : NULL;
   r = dmu_sync_merge (ob, drs, n);
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_dirty_t *dr = drs[i];
@@ -1797,13 +1826,30 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       r = dmu_kill (ob, &old, txg);
       bps[i] = dr->dr_override;
       ob->ob_written += ob->ob_blksz;
+      ob->ob_lwritten += ob->ob_blksz;
       continue;
     }
-    r = dmu_place (ob, &old, &bps[i], hole, ob->ob_blksz, 0, ob->ob_type, 1,
+    /* Allocated zeros (dr_keep_alloc, no data) stay whole: keeping the
+     * space is what they were asked for. */
+    uint32_t psize = ob->ob_blksz;
+    if (comp && !hole && dr->dr_data != NULL) {
+      cbufs[i] = zv_buf_get (ob->ob_blksz);
+      psize = zv_comp_compress (comp, dr->dr_data, ob->ob_blksz, cbufs[i]);
+      if (psize == 0) {
+        zv_buf_put (cbufs[i], ob->ob_blksz);
+        cbufs[i] = NULL;
+        psize = ob->ob_blksz;
+      }
+    }
+    r = dmu_place (ob, &old, &bps[i], hole, psize, 0, ob->ob_type, 1,
                    1, txg);
     if (r == 0 && !hole) {
+      bps[i].bp_lsize = ob->ob_blksz;
+      bps[i].bp_comp = cbufs && cbufs[i]
+        ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
       w[nw].zw_bp = &bps[i];
-      w[nw].zw_buf = dr->dr_data ? dr->dr_data : dmu_zeros;
+      w[nw].zw_buf = cbufs && cbufs[i] ? cbufs[i]
+        : dr->dr_data ? dr->dr_data : dmu_zeros;
       nw++;
     }
   }
@@ -1814,6 +1860,9 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
                                                 memory_order_seq_cst));
   if (r == 0)
     r = zv_zio_write_many (ob->ob_spa, w, nw);
+  for (size_t i = 0; cbufs && i < n; i++)
+    zv_buf_put (cbufs[i], ob->ob_blksz);
+  free (cbufs);
   /* Record the sealed pointers (checksums now set) in the parents. */
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_blkptr_t *slot;
@@ -1887,6 +1936,7 @@ typedef struct dmu_walk {
   bool dw_data;
   uint64_t dw_min_birth;          /* prune: born no later is skipped */
   bool dw_ind;                    /* fn gets indirect blocks' entries */
+  bool dw_stored;                 /* data blocks as stored */
   zv_dmu_walk_fn dw_fn;
   void *dw_arg;
 } dmu_walk_t;
@@ -1912,9 +1962,10 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     return 0;
   snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
             w->dw_obj, level, idx);
-  if (bp->bp_level != level || bp->bp_psize != size) {
-    zv_error ("%s: pointer level %u size %" PRIu32 ", expected level %u "
-              "size %" PRIu32, what, bp->bp_level, bp->bp_psize, level, size);
+  if (bp->bp_level != level || !zv_bp_size_is (bp, size)) {
+    zv_error ("%s: pointer level %u size %" PRIu32 "/%" PRIu32 ", expected "
+              "level %u size %" PRIu32, what, bp->bp_level, bp->bp_psize,
+              bp->bp_lsize, level, size);
     return -EIO;
   }
   r = dmu_check_child (w->dw_spa, bp, level, pbirth, what);
@@ -1922,7 +1973,9 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
     return r;
   if (level > 0 || w->dw_data) {
     data = zv_buf_get (size);
-    r = zv_zio_read (w->dw_spa, bp, data, what);
+    r = level == 0 && w->dw_stored
+      ? zv_zio_read_stored (w->dw_spa, bp, data, what)
+      : zv_zio_read (w->dw_spa, bp, data, what);
     if (r == 0 && level > 0)
       r = dmu_check_indirect (data, bp, w->dw_obj, level, idx, what);
     if (r < 0)
@@ -1977,12 +2030,13 @@ zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
 
 int
 zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
-                       const zv_dnode_phys_t *dn, bool data,
+                       const zv_dnode_phys_t *dn, bool data, bool stored,
                        uint64_t min_birth, zv_dmu_walk_fn fn, void *arg)
 {
   dmu_walk_t w = {
     .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
     .dw_data = data, .dw_min_birth = min_birth, .dw_ind = true,
+    .dw_stored = stored,
     .dw_fn = fn, .dw_arg = arg,
   };
 

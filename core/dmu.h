@@ -56,6 +56,12 @@ typedef struct zv_object {
   zv_dmu_kill_fn ob_kill_fn;
   void *ob_kill_arg;
   uint64_t ob_written;
+  /* The logical bytes of what ob_written counts (ob_written counts a
+   * compressed block at its size on disk), the same thread's; and the
+   * compression property of the data blocks the sync writes next
+   * (compress.h: 0 off), changed live (relaxed: a sync takes it once). */
+  uint64_t ob_lwritten;
+  _Atomic uint32_t ob_compress;
   /* Indirect blocks refused when they loaded (dmu.c, "Trust"), as
    * (level << 56) | index: changes under them fail at once.  Under
    * ob_refused_mtx; ob_nrefused is also read without it. */
@@ -140,9 +146,11 @@ int zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj,
                        uint64_t min_birth, zv_dmu_walk_fn fn, void *arg);
 /* The same, and fn gets each indirect block's ZV_INDIRECT_FANOUT entries
  * as its data, holes included: an incremental stream's FREE ranges are
- * the holes of the indirect blocks born after min_birth (send.c). */
+ * the holes of the indirect blocks born after min_birth (send.c).  With
+ * stored, a data block comes as stored (a compressed one's bp_psize
+ * bytes, not decompressed: fn sees its pointer). */
 int zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
-                           const zv_dnode_phys_t *dn, bool data,
+                           const zv_dnode_phys_t *dn, bool data, bool stored,
                            uint64_t min_birth, zv_dmu_walk_fn fn,
                            void *arg);
 

@@ -70,6 +70,7 @@
 #include "flat.h"
 #include "tunable.h"
 #include "snap.h"
+#include "compress.h"
 
 /* Number of volume blocks. */
 uint64_t
@@ -102,6 +103,8 @@ dsdir_record (zv_pool_t *p, zv_pool_ds_t *ds, const zv_zil_header_t *zh,
   rec->dr_volsize = ds->ds_volsize;
   rec->dr_volblocksize = ds->ds_blksz;
   rec->dr_reservation = ds->ds_reservation;
+  rec->dr_compress = atomic_load_explicit (&ds->ds_obj.ob_compress,
+                                           memory_order_relaxed);
   snprintf (rec->dr_name, sizeof rec->dr_name, "%s", ds->ds_name);
   zv_dmu_object_phys (&ds->ds_obj, &rec->dr_volume);
   rec->dr_volume.dn_size = ds->ds_volsize;
@@ -114,6 +117,7 @@ dsdir_record (zv_pool_t *p, zv_pool_ds_t *ds, const zv_zil_header_t *zh,
   }
   else {
     rec->dr_used = rec->dr_written = ds->ds_obj.ob_written;
+    rec->dr_lwritten = ds->ds_obj.ob_lwritten;
     rec->dr_zil = *zh;
   }
   rec->dr_deadlist_bytes = ds->ds_deadlist.dl_bytes;
@@ -183,8 +187,10 @@ zv_dsdir_publish (zv_pool_t *p)
       if (ds->ds_parent && !ds->ds_destroy)
         ds->ds_parent->ds_pub_snapused += ds->ds_deadlist.dl_bytes;
     }
-    else
+    else {
       ds->ds_pub_written = ds->ds_obj.ob_written;
+      ds->ds_pub_lwritten = ds->ds_obj.ob_lwritten;
+    }
   }
   for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
     zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
@@ -426,6 +432,8 @@ zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
   zv_dmu_object_open (&ds->ds_obj, &p->p_spa, p->p_cache,
                       ZV_OBJ_VOLUME, di->di_volume);
   ds->ds_obj.ob_snap_txg = ds->ds_prev_snap_txg;
+  atomic_store_explicit (&ds->ds_obj.ob_compress, di->di_compress,
+                         memory_order_relaxed);
   atomic_store_explicit (&ds->ds_referenced, zv_bp_is_hole
                          (&di->di_volume->dn_root) ? 0
                          : di->di_volume->dn_root.bp_fill * di->di_blksz,
@@ -436,6 +444,7 @@ zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
   }
   else {
     ds->ds_obj.ob_written = ds->ds_pub_written = di->di_written;
+    ds->ds_obj.ob_lwritten = ds->ds_pub_lwritten = di->di_lwritten;
     ds->ds_pub_used = di->di_used;
     atomic_store_explicit (&ds->ds_unique, di->di_written,
                            memory_order_relaxed);
@@ -548,10 +557,13 @@ zv_dsdir_reopen (zv_pool_ds_t *ds, const zv_dnode_phys_t *dn)
   zv_pool_t *p = ds->ds_pool;
   zv_object_t *ob = &ds->ds_obj;
   uint64_t snap_txg = ob->ob_snap_txg;
+  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
+                                        memory_order_relaxed);
 
   zv_dmu_object_close (ob);
   zv_dmu_object_open (ob, &p->p_spa, p->p_cache, ZV_OBJ_VOLUME, dn);
   ob->ob_snap_txg = snap_txg;
+  atomic_store_explicit (&ob->ob_compress, comp, memory_order_relaxed);
   zv_dmu_object_set_held (ob, dsdir_held, ds);
   zv_dmu_object_set_kill (ob, zv_snap_kill, ds);
 }
@@ -713,7 +725,7 @@ int
 zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
                        uint32_t blksz, uint64_t reservation, uint64_t ring,
                        uint64_t creation_txg, bool check_space,
-                       zv_pool_ds_t *origin)
+                       zv_pool_ds_t *origin, uint32_t compress)
 {
   char shown[4 * ZV_NAME_MAX + 4];
   zv_zil_header_t zh;
@@ -741,6 +753,15 @@ zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
   if (reservation > volsize) {
     zv_error ("volume '%s': a reservation of %" PRIu64 " bytes is more "
               "than its size (%" PRIu64 ")", shown, reservation, volsize);
+    return -EINVAL;
+  }
+  /* A clone inherits its origin's property. */
+  if (origin != NULL)
+    compress = atomic_load_explicit (&origin->ds_obj.ob_compress,
+                                     memory_order_relaxed);
+  if (!zv_comp_prop_valid (compress)) {
+    zv_error ("volume '%s': compression %#" PRIx32 " is not one this "
+              "build knows", shown, compress);
     return -EINVAL;
   }
   pthread_mutex_lock (&p->p_dd.dd_lock);
@@ -785,7 +806,7 @@ zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
     .di_blksz = blksz, .di_reservation = reservation,
     .di_creation_txg = creation_txg,
     .di_creation_time = (uint64_t) time (NULL), .di_volume = &dn,
-    .di_zil = &zh,
+    .di_zil = &zh, .di_compress = compress,
   };
   zv_dsdir_add (p, &di);
   return 0;
@@ -877,6 +898,13 @@ zv_dsdir_rec_check (const zv_dsrec_phys_t *rec, uint64_t slot,
     bad = "volume size";
   else if (!zv_dsdir_blksz_valid (rec->dr_volblocksize) || rec->dr_pad != 0)
     bad = "volblocksize";
+  else if (!zv_comp_prop_valid (rec->dr_compress) || rec->dr_pad2 != 0
+           || rec->dr_lwritten > zv_dsdir_nblocks (rec->dr_volsize,
+                                                   rec->dr_volblocksize)
+           * (uint64_t) rec->dr_volblocksize
+           || (snap && rec->dr_lwritten != 0))
+    bad = "compression (an unknown property, or logical bytes written "
+      "past the volume's size)";
   else if (rec->dr_reservation > rec->dr_volsize
            || (snap && rec->dr_reservation != 0))
     bad = "reservation (more than the volume's size, or on a snapshot)";
@@ -1015,9 +1043,62 @@ zv_dsdir_admin_begin (zv_pool_t *p, const char *what)
   return 0;
 }
 
+/* The property is the object's (the sync reads it once per txg);
+ * the record carries it from the txg held here on. */
+int
+zv_dsdir_set_compress (zv_pool_t *p, const char *name, uint32_t compress)
+{
+  char shown[4 * ZV_NAME_MAX + 4];
+  zv_txg_hold_t h;
+  zv_pool_ds_t *ds;
+  int r = zv_dsdir_admin_begin (p, "set a property");
+
+  if (r < 0)
+    return r;
+  zv_str_printable (name ? name : "", 2 * ZV_NAME_MAX, shown, sizeof shown);
+  if (!zv_comp_prop_valid (compress)) {
+    zv_error ("volume '%s': compression %#" PRIx32 " is not one this "
+              "build knows", shown, compress);
+    return -EINVAL;
+  }
+  pthread_mutex_lock (&p->p_dd.dd_admin_lock);
+  r = zv_txg_hold (p->p_txg, 0, &h);
+  if (r == 0) {
+    pthread_mutex_lock (&p->p_dd.dd_lock);
+    ds = name ? dsdir_lookup (p, name) : NULL;
+    if (ds == NULL) {
+      zv_error ("pool '%s' has no volume '%s'", p->p_name, shown);
+      r = -ENOENT;
+    }
+    else if (ds->ds_kind != ZV_DS_KIND_VOLUME) {
+      zv_error ("'%s' is a snapshot: its blocks never change, and neither "
+                "does its compression", shown);
+      r = -EINVAL;
+    }
+    else
+      atomic_store_explicit (&ds->ds_obj.ob_compress, compress,
+                             memory_order_relaxed);
+    pthread_mutex_unlock (&p->p_dd.dd_lock);
+    zv_txg_rele (p->p_txg, &h);
+    if (r == 0)
+      r = zv_txg_wait_synced (p->p_txg, h.th_txg);
+    if (r == 0) {
+      char v[32];
+      zv_comp_prop_name (compress, v, sizeof v);
+      zv_info ("pool '%s': volume '%s' compression=%s%s", p->p_name, shown,
+               v, compress && p->p_spa.spa_version < ZV_POOL_VERSION
+               ? " (a pool of format version 2 stores data uncompressed)"
+               : "");
+    }
+  }
+  pthread_mutex_unlock (&p->p_dd.dd_admin_lock);
+  return r;
+}
+
 int
 zv_dsdir_create (zv_pool_t *p, const char *name, uint64_t volsize,
-                 uint32_t blksz, uint64_t reservation, uint64_t ring)
+                 uint32_t blksz, uint64_t reservation, uint64_t ring,
+                 uint32_t compress)
 {
   zv_txg_hold_t h;
   int r = zv_dsdir_admin_begin (p, "create a volume");
@@ -1028,7 +1109,7 @@ zv_dsdir_create (zv_pool_t *p, const char *name, uint64_t volsize,
   r = zv_txg_hold (p->p_txg, 0, &h);
   if (r == 0) {
     r = zv_dsdir_create_locked (p, name, volsize, blksz, reservation, ring,
-                                h.th_txg, true, NULL);
+                                h.th_txg, true, NULL, compress);
     zv_txg_rele (p->p_txg, &h);
     if (r == 0)
       r = zv_txg_wait_synced (p->p_txg, h.th_txg);
@@ -1115,6 +1196,9 @@ dsdir_info (zv_pool_t *p, zv_pool_ds_t *ds, uint64_t avail,
   di->di_blksz = ds->ds_blksz;
   di->di_reservation = ds->ds_reservation;
   di->di_referenced = refd;
+  di->di_compress = atomic_load_explicit (&ds->ds_obj.ob_compress,
+                                          memory_order_relaxed);
+  di->di_lwritten = ds->ds_pub_lwritten;
   di->di_used = ds->ds_pub_used;
   di->di_written = ds->ds_pub_written;
   di->di_creation_txg = ds->ds_creation_txg;

@@ -53,7 +53,13 @@ void zv_dsdir_attach_zil (zv_pool_ds_t *ds, zv_zil_t *zl);
  * else a ring of 'ring' bytes in the pool (pool.c: zil_size's).
  */
 int zv_dsdir_create (zv_pool_t *p, const char *name, uint64_t volsize,
-                     uint32_t blksz, uint64_t reservation, uint64_t ring);
+                     uint32_t blksz, uint64_t reservation, uint64_t ring,
+                     uint32_t compress);
+/* Set a volume's compression property (compress.h), live: the next
+ * sync's writes use it, and it is on disk when this returns.  -ENOENT,
+ * -EINVAL (a snapshot, a bad value), -EROFS. */
+int zv_dsdir_set_compress (zv_pool_t *p, const char *name,
+                           uint32_t compress);
 int zv_dsdir_destroy (zv_pool_t *p, const char *name);
 typedef struct zv_dsdir_info {
   char di_name[2 * ZV_NAME_MAX];  /* "VOL" or "VOL@SNAP" */
@@ -70,6 +76,8 @@ typedef struct zv_dsdir_info {
   uint64_t di_written;
   uint64_t di_usedbysnapshots;    /* a volume's: its snapshots' dead lists */
   char di_origin[2 * ZV_NAME_MAX]; /* a clone's snapshot, else "" */
+  uint32_t di_compress;           /* the property (compress.h) */
+  uint64_t di_lwritten;           /* di_written's logical bytes (volumes) */
 } zv_dsdir_info_t;
 /* Up to max datasets of the kinds in 'kinds' (bit 1 << ZV_DS_KIND_*)
  * into out, each volume followed by its snapshots oldest first; returns
@@ -103,6 +111,8 @@ typedef struct zv_dsdir_init {
   uint64_t di_parent_id, di_origin_id;
   uint64_t di_prev_snap_id, di_prev_snap_txg;
   uint64_t di_written, di_used;   /* as the record says */
+  uint64_t di_lwritten;           /* di_written's logical bytes */
+  uint32_t di_compress;           /* the property (compress.h) */
   bool di_pending;
   uint64_t di_volsize;
   uint32_t di_blksz;
@@ -129,7 +139,8 @@ void zv_dsdir_drop_all (zv_pool_t *p);
 int zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
                             uint32_t blksz, uint64_t reservation,
                             uint64_t ring, uint64_t creation_txg,
-                            bool check_space, zv_pool_ds_t *origin);
+                            bool check_space, zv_pool_ds_t *origin,
+                            uint32_t compress);
 /* An admin change needs a writable pool: 0, or -EROFS logged as "cannot
  * WHAT" (create, destroy, snapshots). */
 int zv_dsdir_admin_begin (zv_pool_t *p, const char *what);

@@ -1,9 +1,14 @@
 /*
- * format.h: the on-disk format, version 2.  docs/format.md describes it
- * in prose; this header is the reference.  Version 2 is the pool's
- * (ZV_POOL_VERSION: the configuration and the objset, which holds a
- * dataset directory instead of format 1's one volume); the blocks below
- * the objset keep their version 1 headers (ZV_FORMAT_VERSION).
+ * format.h: the on-disk format, version 3.  docs/format.md describes it
+ * in prose; this header is the reference.  Version 3 is the pool's
+ * (ZV_POOL_VERSION, the objset's header): version 2 (a dataset directory
+ * instead of format 1's one volume) plus a feature mask (os_features,
+ * and cf_features in every label): a reader refuses any bit it does not
+ * know, so a later feature adds a bit, not a version.  The configuration
+ * keeps cf_version 2 and says it carries the mask with a flag
+ * (ZV_CF_F_FEATURES), which a version-2 reader refuses by name ("label
+ * has unknown flags"): the one refusal it can give clearly.  The blocks
+ * below the objset keep their version 1 headers (ZV_FORMAT_VERSION).
  *
  * Every field is fixed-width little-endian.  The structures below are laid
  * out so that their in-memory image on a little-endian host is the disk
@@ -52,14 +57,29 @@
 /* Blocks below the objset: indirect, space-map and deferred-list
  * blocks, log blocks, uberblocks (unchanged since format 1). */
 #define ZV_FORMAT_VERSION 1u
-/* The pool's format: configuration (cf_version) and objset header. */
-#define ZV_POOL_VERSION 2u
+/* The pool's format: the objset header's version. */
+#define ZV_POOL_VERSION 3u
+/* Version 2: no feature mask (the fields are zero); still imported, and
+ * written as version 2 (no compressed block) until zvoladm upgrade
+ * (docs/design.md).  Also the configuration's cf_version in both. */
+#define ZV_POOL_VERSION_2 2u
+#define ZV_CONFIG_VERSION ZV_POOL_VERSION_2
 /* The format-1 pool version, recognised only to refuse it clearly. */
 #define ZV_POOL_VERSION_1 1u
 
 #define ZV_LABEL_MAGIC    0x4c424c4c4f565a00ull /* "\0ZVOLLBL" */
 #define ZV_UB_MAGIC       0x00ba5eb10c5a0000ull /* base block */
 #define ZV_MBLK_MAGIC     0x4b4c424d4f565a00ull /* "\0ZVOMBLK" */
+
+/*
+ * Pool features (cf_features of every label, os_features of every
+ * objset; a version-3 pool's feature set is the union of the two).  A
+ * reader refuses a pool with a bit it does not know.
+ * ZV_FEAT_COMPRESS: volume data blocks may be stored compressed
+ * (bp_comp != 0, bp_psize < bp_lsize; compress.h); set at create.
+ */
+#define ZV_FEAT_COMPRESS 0x1ull
+#define ZV_FEAT_KNOWN    ZV_FEAT_COMPRESS
 
 /* Label geometry. */
 #define ZV_LABEL_SIZE     (256u * 1024)
@@ -99,11 +119,12 @@ enum zv_blk_type {
 typedef struct zv_blkptr {
   uint64_t bp_dva[2];     /* copies; [1] == 0 when single */
   uint32_t bp_psize;      /* bytes on disk, multiple of ZV_SECTOR */
-  uint32_t bp_lsize;      /* logical bytes */
+  uint32_t bp_lsize;      /* logical bytes (== psize unless compressed) */
   uint64_t bp_birth;      /* txg written */
   uint8_t bp_type;
   uint8_t bp_level;
-  uint8_t bp_comp;        /* 0: none */
+  uint8_t bp_comp;        /* 0: none; else compress.h's algorithm, and
+                             then psize < lsize (ZV_FEAT_COMPRESS) */
   uint8_t bp_ncopies;
   uint32_t bp_pad;
   uint64_t bp_fill;       /* non-hole L0 blocks below (1 for an L0) */
@@ -253,7 +274,8 @@ typedef struct zv_objset_phys {
   uint32_t os_ndevs;
   uint32_t os_pad;
   uint64_t os_next_dsid;         /* next dataset id (never reused) */
-  uint64_t os_reserved0[4];
+  uint64_t os_features;          /* ZV_FEAT_* (version 3; 0 before) */
+  uint64_t os_reserved0[3];
   zv_dnode_phys_t os_dsdir;      /* the dataset directory */
   zv_dnode_phys_t os_defer[2];   /* slot txg % 2: frees of that txg */
   zv_dnode_phys_t os_spacemap[ZV_MAX_DEVS];
@@ -326,7 +348,14 @@ typedef struct zv_dsrec_phys {
    * the data bytes it had to free when it began (dr_used: those left). */
   uint64_t dr_free_cursor;
   uint64_t dr_free_total;
-  uint64_t dr_reserved[50];
+  /* A volume's compression property (compress.h: 0 off), and the
+   * logical bytes of the blocks dr_written counts on disk (dr_written is
+   * physical: compressed blocks count at their stored size); both 0 in
+   * records from before, and in the other kinds. */
+  uint32_t dr_compress;
+  uint32_t dr_pad2;
+  uint64_t dr_lwritten;
+  uint64_t dr_reserved[48];
   zv_cksum_t dr_cksum;
 } zv_dsrec_phys_t;
 static_assert (sizeof (zv_dsrec_phys_t) == ZV_DSREC_SIZE,
@@ -337,6 +366,8 @@ static_assert (offsetof (zv_dsrec_phys_t, dr_name) == 136
                && offsetof (zv_dsrec_phys_t, dr_guid) == 584
                && offsetof (zv_dsrec_phys_t, dr_free_cursor) == 592
                && offsetof (zv_dsrec_phys_t, dr_free_total) == 600
+               && offsetof (zv_dsrec_phys_t, dr_compress) == 608
+               && offsetof (zv_dsrec_phys_t, dr_lwritten) == 616
                && offsetof (zv_dsrec_phys_t, dr_cksum) == 1008,
                "dataset record layout (docs/format.md)");
 
@@ -390,7 +421,8 @@ typedef struct zv_config_phys {
   uint32_t cf_pad2;
   uint64_t cf_log_guid;          /* the log device, 0 when none */
   uint64_t cf_log_size;
-  uint64_t cf_reserved[5];
+  uint64_t cf_features;          /* ZV_FEAT_* (with ZV_CF_F_FEATURES) */
+  uint64_t cf_reserved[4];
   zv_cksum_t cf_cksum;           /* over the struct, this field zeroed */
 } zv_config_phys_t;
 static_assert (sizeof (zv_config_phys_t) <= ZV_CONFIG_SIZE, "config fits");
@@ -407,7 +439,10 @@ static_assert (sizeof (zv_config_phys_t) <= ZV_CONFIG_SIZE, "config fits");
  * configuration with another one set is refused.
  */
 #define ZV_CF_F_UB_EMPTY 0x1ull
-#define ZV_CF_F_KNOWN    ZV_CF_F_UB_EMPTY
+/* cf_features holds the pool's feature mask and the objset is of
+ * version ZV_POOL_VERSION (3).  A version-2 reader refuses the flag. */
+#define ZV_CF_F_FEATURES 0x2ull
+#define ZV_CF_F_KNOWN    (ZV_CF_F_UB_EMPTY | ZV_CF_F_FEATURES)
 
 /*
  * Uberblock, one ring slot.  An empty uberblock (ub_flags

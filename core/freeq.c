@@ -209,9 +209,10 @@ freeq_visit (freeq_walk_t *w, const zv_blkptr_t *bp, unsigned level,
   }
   snprintf (what, sizeof what, "background free of %s: level %u block %"
             PRIu64, e->fe_shown, level, idx);
-  if (bp->bp_level != level || bp->bp_psize != size) {
-    zv_error ("%s: pointer level %u size %" PRIu32 ", expected level %u "
-              "size %" PRIu32, what, bp->bp_level, bp->bp_psize, level, size);
+  if (bp->bp_level != level || !zv_bp_size_is (bp, size)) {
+    zv_error ("%s: pointer level %u size %" PRIu32 "/%" PRIu32 ", expected "
+              "level %u size %" PRIu32, what, bp->bp_level, bp->bp_psize,
+              bp->bp_lsize, level, size);
     return -EIO;
   }
   if ((r = zv_dmu_check_child (spa, bp, level, pbirth, what)) < 0)

@@ -592,6 +592,10 @@ import_dsdir_cb (void *arg, uint64_t blkid, const void *data)
       .di_prev_snap_id = rec->dr_prev_snap_id,
       .di_prev_snap_txg = rec->dr_prev_snap_txg,
       .di_written = rec->dr_written, .di_used = rec->dr_used,
+      /* A record from before the field: its data was stored whole. */
+      .di_lwritten = rec->dr_lwritten == 0 ? rec->dr_written
+      : rec->dr_lwritten,
+      .di_compress = rec->dr_compress,
       .di_name = rec->dr_name, .di_id = rec->dr_id, .di_slot = slot,
       .di_volsize = rec->dr_volsize, .di_blksz = rec->dr_volblocksize,
       .di_reservation = rec->dr_reservation,
@@ -880,8 +884,23 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
   r = zv_zio_read (spa, bp, os, what);
   if (r < 0)
     goto out;
+  /* The objset's version is the configuration's, or newer (a version-2
+   * pool upgraded: its labels stay version 2). */
+  if (os->os_hdr.mh_magic == ZV_MBLK_MAGIC
+      && (os->os_hdr.mh_version > ZV_POOL_VERSION
+          || (os->os_features & ~(os->os_hdr.mh_version >= ZV_POOL_VERSION
+                                  ? ZV_FEAT_KNOWN : 0)) != 0)) {
+    zv_error ("%s: pool '%s' is of format version %u with features 0x%"
+              PRIx64 ", which this build does not read (it knows version %u, "
+              "features 0x%llx): serve it with a newer release", what,
+              p->p_name, os->os_hdr.mh_version, os->os_features,
+              ZV_POOL_VERSION, (unsigned long long) ZV_FEAT_KNOWN);
+    r = -EIO;
+    goto out;
+  }
   if (os->os_hdr.mh_magic != ZV_MBLK_MAGIC
-      || os->os_hdr.mh_version != ZV_POOL_VERSION
+      || os->os_hdr.mh_version < ZV_POOL_VERSION_2
+      || os->os_hdr.mh_version < spa->spa_version
       || os->os_hdr.mh_type != ZV_BT_OBJSET || os->os_txg != txg
       || os->os_pool_guid != spa->spa_guid
       || os->os_ndevs != spa->spa_ndevs) {
@@ -932,6 +951,8 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
     goto out;
   }
   p->p_dd.dd_next_id = os->os_next_dsid;
+  spa->spa_version = os->os_hdr.mh_version;
+  atomic_fetch_or (&spa->spa_features, os->os_features);
   {
     import_dsdir_t dl = { .dl_pool = p, .dl_txg = txg };
     r = zv_flat_load (&p->p_dd.dd_flat, &os->os_dsdir, import_dsdir_cb, &dl);
@@ -1173,6 +1194,9 @@ zv_import_pool (const zv_pool_config_t *pc, zv_pool_t *p, zv_dev_t **given)
   if (r < 0)
     return r;
   spa->spa_guid = ref.cf_pool_guid;
+  spa->spa_version = ref.cf_flags & ZV_CF_F_FEATURES ? ZV_POOL_VERSION
+    : ZV_POOL_VERSION_2;
+  atomic_store (&spa->spa_features, ref.cf_features);
   snprintf (p->p_name, sizeof p->p_name, "%s", ref.cf_name);
 
   cands = zv_calloc (MAXCAND, sizeof *cands);

@@ -73,11 +73,11 @@ zv_label_verify_config (const zv_config_phys_t *cf, uint64_t offset)
   zv_config_phys_t copy = *cf;
   zv_cksum_t want = cf->cf_cksum;
 
-  /* A format-1 configuration verifies, so that import refuses it with a
-   * message (zv_label_config_check) and create never overwrites it. */
-  if (cf->cf_magic != ZV_LABEL_MAGIC
-      || (cf->cf_version != ZV_POOL_VERSION
-          && cf->cf_version != ZV_POOL_VERSION_1))
+  /* A format-1 configuration verifies, and so does one of a version
+   * newer than this build's, so that import refuses it with a message
+   * (zv_label_config_check) and create never overwrites it. */
+  if (cf->cf_magic != ZV_LABEL_MAGIC || cf->cf_version == 0
+      || cf->cf_version > 0xffff)
     return false;
   zv_label_seal_config (&copy, offset);
   return zv_cksum_equal (&copy.cf_cksum, &want);
@@ -181,6 +181,22 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
 {
   uint32_t vbs = cf->cf_volblocksize;
 
+  uint64_t feats = cf->cf_flags & ZV_CF_F_FEATURES ? ZV_FEAT_KNOWN : 0;
+
+  if (cf->cf_version > ZV_CONFIG_VERSION) {
+    snprintf (err, errlen, "label is of format version %u, newer than this "
+              "build reads (%u): serve the pool with a newer release",
+              cf->cf_version, ZV_CONFIG_VERSION);
+    return -EINVAL;
+  }
+  /* Without the flag the field was zero (cf_reserved); format 1 is
+   * refused below, with a message of its own. */
+  if (cf->cf_version != ZV_POOL_VERSION_1 && (cf->cf_features & ~feats)) {
+    snprintf (err, errlen, "pool uses format features this build does not "
+              "know (mask 0x%llx): serve it with a newer release",
+              (unsigned long long) (cf->cf_features & ~feats));
+    return -EINVAL;
+  }
   if (cf->cf_flags & ~ZV_CF_F_KNOWN) {
     snprintf (err, errlen, "label has unknown flags 0x%llx (a newer format "
               "feature?)", (unsigned long long) (cf->cf_flags

@@ -42,6 +42,7 @@
 #include "psync.h"
 #include "label.h"
 #include "dbuf.h"
+#include "compress.h"
 #include "mem.h"
 #include "flat.h"
 #include "tunable.h"
@@ -283,6 +284,15 @@ pool_create_validate (const zv_pool_config_t *pc)
               ZV_NAME_MAX - 1);
     return -EINVAL;
   }
+  uint32_t comp;
+  if (pc->pc_compression
+      && zv_comp_prop_parse (pc->pc_compression, &comp) < 0) {
+    char shown[64];
+    zv_str_printable (pc->pc_compression, 32, shown, sizeof shown);
+    zv_error ("compression '%s' is invalid: off, lz4, zstd or zstd-N "
+              "(N from 1 to %u)", shown, ZV_COMP_ZSTD_MAX_LEVEL);
+    return -EINVAL;
+  }
   return 0;
 }
 
@@ -419,7 +429,7 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
 
   memset (&cf, 0, sizeof cf);
   cf.cf_magic = ZV_LABEL_MAGIC;
-  cf.cf_version = ZV_POOL_VERSION;
+  cf.cf_version = ZV_CONFIG_VERSION;
   cf.cf_ndevs = spa->spa_ndevs;
   cf.cf_pool_guid = pool_random_guid ();
   cf.cf_volblocksize = pc->pc_volblocksize;
@@ -428,6 +438,10 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   /* Every ring slot starts as a valid empty uberblock (label.c), so a
    * slot that does not verify was damaged, not merely unwritten. */
   cf.cf_flags = ZV_CF_F_UB_EMPTY;
+  /* A new pool is of version 3 and may hold compressed blocks from its
+   * first txg. */
+  cf.cf_flags |= ZV_CF_F_FEATURES;
+  cf.cf_features = ZV_FEAT_COMPRESS;
   snprintf (cf.cf_name, sizeof cf.cf_name, "%s", pc->pc_name);
   for (unsigned d = 0; d < spa->spa_ndevs; d++) {
     cf.cf_dev_guids[d] = pool_random_guid ();
@@ -455,6 +469,8 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
   if (r < 0)
     return r;
   spa->spa_guid = cf.cf_pool_guid;
+  spa->spa_version = ZV_POOL_VERSION;
+  atomic_store (&spa->spa_features, cf.cf_features);
   snprintf (p->p_name, sizeof p->p_name, "%s", cf.cf_name);
   return 0;
 }
@@ -479,10 +495,11 @@ zv_pool_default_ring (const zv_pool_t *p)
  * ring (zil_size), which the pool's geometry bounds. */
 int
 zv_pool_volume_create (zv_pool_t *p, const char *name, uint64_t volsize,
-                       uint32_t blksz, uint64_t reservation)
+                       uint32_t blksz, uint64_t reservation,
+                       uint32_t compress)
 {
   return zv_dsdir_create (p, name, volsize, blksz, reservation,
-                          zv_pool_default_ring (p));
+                          zv_pool_default_ring (p), compress);
 }
 
 int
@@ -490,6 +507,17 @@ zv_pool_volume_clone (zv_pool_t *p, const char *snap, const char *name,
                       uint64_t reservation)
 {
   return zv_snap_clone (p, snap, name, reservation, zv_pool_default_ring (p));
+}
+
+/* The property of the volume made with the pool (checked already). */
+static uint32_t
+pool_create_compression (const zv_pool_config_t *pc)
+{
+  uint32_t comp = ZV_COMP_DEFAULT;
+
+  if (pc->pc_compression)
+    ZV_VERIFY (zv_comp_prop_parse (pc->pc_compression, &comp) == 0);
+  return comp;
 }
 
 /* Create a new pool: every check first, then the labels, then txg 1
@@ -530,7 +558,8 @@ pool_create (const zv_pool_config_t *pc, zv_pool_t *p)
                                pc->pc_volblocksize,
                                pc->pc_sparse ? 0 : pc->pc_volsize,
                                pl.pl_zil_ring ? pl.pl_zil_ring
-                               : zv_pool_default_ring (p), 1, false, NULL);
+                               : zv_pool_default_ring (p), 1, false, NULL,
+                               pool_create_compression (pc));
   if (r == 0)
     r = zv_psync_txg (p, 1, &st);
   if (r < 0)

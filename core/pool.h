@@ -56,6 +56,7 @@ typedef struct zv_pool_config {
   uint64_t pc_rados_size;
   uint64_t pc_rados_log_size;
   bool pc_rados_takeover;
+  const char *pc_compression;  /* create: the first volume's (NULL: lz4) */
 } zv_pool_config_t;
 
 /* What zvol.h says of zvol_pool_config_init, _open, _start, _close. */
@@ -104,7 +105,8 @@ void zv_pool_last_sync (zv_pool_t *p, uint64_t *passes, unsigned *write_cap);
 /* Create a volume (zvol_volume_create): dsdir.h's zv_dsdir_create with
  * the ring of a volume created after its pool (zil_size). */
 int zv_pool_volume_create (zv_pool_t *p, const char *name, uint64_t volsize,
-                           uint32_t blksz, uint64_t reservation);
+                           uint32_t blksz, uint64_t reservation,
+                           uint32_t compress);
 /* The ring of a volume created after its pool (zil_size's). */
 uint64_t zv_pool_default_ring (const zv_pool_t *p);
 /* The same for a clone (snap.h's zv_snap_clone). */

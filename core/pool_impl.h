@@ -56,6 +56,7 @@ struct zv_pool_ds {
   zv_pool_ds_t *ds_parent;     /* a snapshot's volume */
   /* Figures as of the last sync (under dd_lock): what list shows. */
   uint64_t ds_pub_used, ds_pub_written, ds_pub_snapused;
+  uint64_t ds_pub_lwritten;    /* a volume's written, in logical bytes */
   bool ds_destroy;             /* destroyed: the next sync frees it */
   _Atomic uint64_t ds_referenced; /* data bytes, as of the last sync */
   _Atomic uint64_t ds_unique;  /* of them, born after its newest snapshot

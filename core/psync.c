@@ -232,7 +232,9 @@ psync_meta (zv_pool_t *p, uint64_t txg)
   zv_objset_phys_t *os = zv_buf_alloc (ZV_OBJSET_SIZE);
   memset (os, 0, ZV_OBJSET_SIZE);
   os->os_hdr.mh_magic = ZV_MBLK_MAGIC;
-  os->os_hdr.mh_version = ZV_POOL_VERSION;
+  os->os_hdr.mh_version = spa->spa_version;
+  if (spa->spa_version >= ZV_POOL_VERSION)
+    os->os_features = atomic_load (&spa->spa_features);
   os->os_hdr.mh_type = ZV_BT_OBJSET;
   os->os_hdr.mh_txg = txg;
   os->os_pool_guid = spa->spa_guid;

@@ -27,7 +27,10 @@
  * its children, its holes go to a queue sorted by offset, and each
  * queued range is sent when the walk has passed it, so records stay in
  * ascending order; adjacent data blocks join into WRITEs of up to 1 MiB
- * and adjacent holes into one FREE.  The diff is the same walk without
+ * and adjacent holes into one FREE.  A compressed block goes as it is
+ * stored, a WRITE_STORED record of its own (the walk reads data blocks
+ * stored, not decompressed); the receiver decompresses it, checked, and
+ * writes the data.  The diff is the same walk without
  * reading data blocks, the ranges given to a callback.
  *
  * Receive applies records to a volume it holds (no open meanwhile) and
@@ -60,6 +63,7 @@
 #include "snap.h"
 #include "txg.h"
 #include "zio.h"
+#include "compress.h"
 
 #define F ZV_INDIRECT_FANOUT
 
@@ -124,9 +128,11 @@ zv_stream_rd_begin (zv_stream_rd_t *rd, zv_stream_read_fn fn, void *arg)
     zv_error ("stream: not a volume stream (bad magic)");
     return -EIO;
   }
-  if (h->sh_version != ZV_STREAM_VERSION) {
-    zv_error ("stream: version %" PRIu32 " (this reader knows version %u)",
-              h->sh_version, ZV_STREAM_VERSION);
+  if (h->sh_version != ZV_STREAM_VERSION
+      && h->sh_version != ZV_STREAM_VERSION_1) {
+    zv_error ("stream: version %" PRIu32 " (this reader knows versions %u "
+              "and %u)", h->sh_version, ZV_STREAM_VERSION_1,
+              ZV_STREAM_VERSION);
     return -EIO;
   }
   copy = *h;
@@ -168,6 +174,7 @@ zv_stream_rd_begin (zv_stream_rd_t *rd, zv_stream_read_fn fn, void *arg)
   }
   zv_cksum_stream_update (rd->rd_sum, h, sizeof *h);
   rd->rd_buf = zv_alloc (ZV_STREAM_MAX_WRITE);
+  rd->rd_dbuf = zv_alloc (h->sh_volblocksize);
   return 0;
 }
 
@@ -200,6 +207,22 @@ zv_stream_rd_next (zv_stream_rd_t *rd, zv_stream_rec_t *rec,
     }
     plen = (size_t) rec->sr_length;
     break;
+  case ZV_SR_WRITE_STORED: {
+    uint32_t f = rec->sr_flags, ps = ZV_SR_STORED_PSIZE (f);
+    unsigned alg = ZV_SR_STORED_ALG (f);
+    if (h->sh_version < ZV_STREAM_VERSION || f >> 16 != 0
+        || (alg != ZV_COMP_LZ4 && alg != ZV_COMP_ZSTD) || ps == 0
+        || ps >= bs || rec->sr_length != bs) {
+      zv_error ("stream: record %" PRIu64 " (byte %" PRIu64 "): a stored "
+                "block of algorithm %u, %" PRIu32 " bytes for %" PRIu64
+                " (a block of %" PRIu64 " stored in fewer whole 4 KiB "
+                "units, lz4 or zstd, in a stream of version %u)", rd->rd_seq,
+                at, alg, ps, rec->sr_length, bs, ZV_STREAM_VERSION);
+      return -EIO;
+    }
+    plen = ps;
+    break;
+  }
   case ZV_SR_FREE: plen = 0; break;
   case ZV_SR_END: plen = sizeof (zv_cksum_t); break;
   default:
@@ -224,7 +247,8 @@ zv_stream_rd_next (zv_stream_rd_t *rd, zv_stream_rec_t *rec,
               "not verify", rd->rd_seq, at);
     return -EIO;
   }
-  if (rec->sr_seq != rd->rd_seq || rec->sr_flags != 0)
+  if (rec->sr_seq != rd->rd_seq
+      || (rec->sr_flags != 0 && rec->sr_type != ZV_SR_WRITE_STORED))
     bad = "sequence number or flags";
   else if (rec->sr_type == ZV_SR_END) {
     zv_cksum_stream_value (rd->rd_sum, &c);
@@ -253,6 +277,21 @@ zv_stream_rd_next (zv_stream_rd_t *rd, zv_stream_rec_t *rec,
     return 0;
   }
   rd->rd_next_off = rec->sr_offset + rec->sr_length;
+  if (rec->sr_type == ZV_SR_WRITE_STORED) {
+    /* Verified as sent; what it decompresses to is checked whole (a
+     * hostile payload is refused here, never written). */
+    char what[64];
+    snprintf (what, sizeof what, "stream: record %" PRIu64,
+              rd->rd_seq - 1);
+    if (zv_comp_decompress (ZV_SR_STORED_ALG (rec->sr_flags), rd->rd_buf,
+                            (uint32_t) plen, rd->rd_dbuf, (uint32_t) bs,
+                            what) < 0)
+      return -EIO;
+    rec->sr_type = ZV_SR_WRITE;
+    rec->sr_flags = 0;
+    *data = rd->rd_dbuf;
+    return 1;
+  }
   *data = rec->sr_type == ZV_SR_WRITE ? rd->rd_buf : NULL;
   return 1;
 }
@@ -263,6 +302,7 @@ zv_stream_rd_end (zv_stream_rd_t *rd)
   zv_cksum_stream_free (rd->rd_sum);
   zv_cksum_stream_free (rd->rd_rsum);
   free (rd->rd_buf);
+  free (rd->rd_dbuf);
   memset (rd, 0, sizeof *rd);
 }
 
@@ -323,12 +363,12 @@ send_put (send_out_t *so, const void *buf, size_t len)
 
 /* One record with its payload (plen bytes at data). */
 static int
-send_record (send_out_t *so, uint32_t type, uint64_t off, uint64_t len,
-             const void *data, size_t plen)
+send_record_flags (send_out_t *so, uint32_t type, uint32_t flags,
+                   uint64_t off, uint64_t len, const void *data, size_t plen)
 {
   zv_stream_rec_t rec = {
-    .sr_type = type, .sr_seq = so->so_seq, .sr_offset = off,
-    .sr_length = len,
+    .sr_type = type, .sr_flags = flags, .sr_seq = so->so_seq,
+    .sr_offset = off, .sr_length = len,
   };
   int r;
 
@@ -342,6 +382,13 @@ send_record (send_out_t *so, uint32_t type, uint64_t off, uint64_t len,
   if (r == 0 && plen > 0)
     r = send_put (so, data, plen);
   return r;
+}
+
+static int
+send_record (send_out_t *so, uint32_t type, uint64_t off, uint64_t len,
+             const void *data, size_t plen)
+{
+  return send_record_flags (so, type, 0, off, len, data, plen);
 }
 
 static int
@@ -441,6 +488,43 @@ send_data (send_out_t *so, uint64_t off, const void *data, uint64_t len)
   return 0;
 }
 
+/*
+ * A compressed block, as the walk read it (stored): a WRITE_STORED of its
+ * stored bytes, the pending records sent first (records stay in order).
+ * The volume's last block, when the volume ends inside it, goes as the
+ * WRITE of its part instead (a stored block is a whole one).
+ */
+static int
+send_stored (send_out_t *so, const zv_blkptr_t *bp, uint64_t blkid,
+             const void *data)
+{
+  uint64_t bs = so->so_blksz, off = blkid * bs;
+  int r;
+
+  if (off + bs > so->so_volsize) {
+    uint8_t *d = zv_buf_get (bs);
+    r = zv_comp_decompress (bp->bp_comp, data, bp->bp_psize, d,
+                            (uint32_t) bs, "send");
+    if (r == 0)
+      r = send_data (so, off, d, so->so_volsize - off);
+    zv_buf_put (d, bs);
+    return r;
+  }
+  r = send_holes_before (so, off);
+  if (r == 0 && (so->so_wlen > 0 || so->so_flen > 0))
+    r = send_flush (so);
+  if (r == 0)
+    r = send_record_flags (so, ZV_SR_WRITE_STORED, bp->bp_comp
+                           | (bp->bp_psize / ZV_SECTOR) << 8, off, bs, data,
+                           bp->bp_psize);
+  so->so_next = off + bs;
+  so->so_done += bs;
+  if (r == 0 && so->so_io->sio_progress)
+    so->so_io->sio_progress (so->so_io->sio_progress_arg, so->so_done,
+                            ZV_MAX (so->so_done, so->so_total));
+  return r;
+}
+
 static int
 send_walk_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
               uint64_t blkid, const void *data)
@@ -448,7 +532,6 @@ send_walk_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
   send_out_t *so = arg;
   uint64_t bs = so->so_blksz;
 
-  (void) bp;
   if (level > 0) {
     const zv_blkptr_t *e = data;
     uint64_t span = 1;
@@ -475,6 +558,8 @@ send_walk_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
   }
   if (data != NULL)
     so->so_nread++;
+  if (data != NULL && bp->bp_comp != 0)
+    return send_stored (so, bp, blkid, data);
   return send_data (so, blkid * bs, data,
                     ZV_MIN (bs, so->so_volsize - blkid * bs));
 }
@@ -490,8 +575,8 @@ send_walk (send_out_t *so, const zv_dnode_phys_t *dn, uint64_t from_txg)
     r = send_free (so, 0, so->so_volsize);
   else
     r = zv_dmu_walk_since_ind (&so->so_pool->p_spa, ZV_OBJ_VOLUME, dn,
-                               so->so_io != NULL, from_txg, send_walk_cb,
-                               so);
+                               so->so_io != NULL, true, from_txg,
+                               send_walk_cb, so);
   if (r == 0)
     r = send_holes_before (so, UINT64_MAX);
   if (r == 0)
@@ -751,7 +836,7 @@ recv_target (zv_pool_t *p, const zv_stream_hdr_t *h, const char *vol,
   if (!incr) {
     r = zv_dsdir_create_locked (p, vol, h->sh_volsize, h->sh_volblocksize,
                                 0, zv_pool_default_ring (p), th.th_txg,
-                                true, NULL);
+                                true, NULL, ZV_COMP_DEFAULT);
     if (r == 0) {
       pthread_mutex_lock (&p->p_dd.dd_lock);
       v = zv_dsdir_lookup_locked (p, ZV_DS_KIND_VOLUME, 0, vol);

@@ -18,7 +18,9 @@ typedef struct zvol_pool zv_pool_t;
 /* ---- the stream (little-endian, as format.h's structures) ---- */
 
 #define ZV_STREAM_MAGIC   0x444e45534f565a00ull /* "\0ZVOSEND" */
-#define ZV_STREAM_VERSION 1u
+/* Version 2: version 1 and WRITE_STORED records; both are received. */
+#define ZV_STREAM_VERSION 2u
+#define ZV_STREAM_VERSION_1 1u
 #define ZV_STREAM_F_INCREMENTAL 0x1u
 /* A WRITE record's payload at most (a multiple of every volblocksize). */
 #define ZV_STREAM_MAX_WRITE (1u << 20)
@@ -50,7 +52,14 @@ enum zv_stream_rtype {
   ZV_SR_FREE = 2,                /* the range reads as zeros */
   ZV_SR_END = 3,                 /* length: records before it; 16 bytes
                                     follow: the stream's checksum */
+  /* Version 2: one volume block as the pool stores it, compressed:
+   * length is the block size, flags the algorithm (compress.h) | the
+   * stored size in 4 KiB units << 8, and that many bytes follow (the
+   * stored block: docs/format.md, "Compressed blocks"). */
+  ZV_SR_WRITE_STORED = 4,
 };
+#define ZV_SR_STORED_ALG(f)    ((f) & 0xffu)
+#define ZV_SR_STORED_PSIZE(f)  (((f) >> 8 & 0xffu) * 4096u)
 
 typedef struct zv_stream_rec {
   uint32_t sr_type;              /* zv_stream_rtype */
@@ -85,13 +94,15 @@ typedef struct zv_stream_rd {
   uint64_t rd_next_off;          /* the next record starts at or past it */
   bool rd_ended;
   uint8_t *rd_buf;               /* ZV_STREAM_MAX_WRITE */
+  uint8_t *rd_dbuf;              /* a WRITE_STORED block, decompressed */
 } zv_stream_rd_t;
 
 /* Read and check the header: 0, or -EIO (logged) for anything that is
  * not a stream this version reads, or the reader's error. */
 int zv_stream_rd_begin (zv_stream_rd_t *rd, zv_stream_read_fn fn, void *arg);
 /* The next record: 1 (a WRITE, *data its payload, valid until the next
- * call, or a FREE), 0 (the END: the whole stream verified), or -EIO
+ * call, or a FREE; a WRITE_STORED, checked and decompressed, comes as
+ * the WRITE of its block), 0 (the END: the whole stream verified), or -EIO
  * (logged: damaged, truncated, out of order...), or the reader's error. */
 int zv_stream_rd_next (zv_stream_rd_t *rd, zv_stream_rec_t *rec,
                        const void **data);

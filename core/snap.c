@@ -261,6 +261,8 @@ snap_create (zv_pool_t *p, const char *name, uint64_t guid, bool recv)
     .di_blksz = v->ds_blksz, .di_creation_txg = h.th_txg,
     .di_creation_time = (uint64_t) time (NULL), .di_volume = &none,
     .di_pending = true, .di_guid = guid ? guid : snap_random_guid (),
+    .di_compress = atomic_load_explicit (&v->ds_obj.ob_compress,
+                                         memory_order_relaxed),
   };
   t.st_ds = zv_dsdir_add (p, &di);
   r = snap_run (p, &t, &h);
@@ -298,10 +300,16 @@ snap_sync_create (zv_pool_t *p, zv_pool_ds_t *s, bool recv)
   dn.dn_size = v->ds_volsize;
   zv_dmu_object_close (&s->ds_obj);
   zv_dmu_object_open (&s->ds_obj, &p->p_spa, p->p_cache, ZV_OBJ_VOLUME, &dn);
+  /* The snapshot keeps the property its volume had (a clone takes it). */
+  atomic_store_explicit (&s->ds_obj.ob_compress,
+                         atomic_load_explicit (&v->ds_obj.ob_compress,
+                                               memory_order_relaxed),
+                         memory_order_relaxed);
   zv_deadlist_move (&s->ds_deadlist, &v->ds_deadlist);
   s->ds_snap_written = v->ds_obj.ob_written;
   s->ds_used = 0;
   v->ds_obj.ob_written = 0;
+  v->ds_obj.ob_lwritten = 0;
   pthread_mutex_lock (&p->p_dd.dd_lock);
   s->ds_prev_snap_id = v->ds_prev_snap_id;
   s->ds_prev_snap_txg = v->ds_prev_snap_txg;
@@ -485,8 +493,12 @@ snap_sync_destroy (zv_pool_t *p, zv_pool_ds_t *s, uint64_t txg)
   {
     uint64_t add = s->ds_snap_written > m.sm_freed_data
       ? s->ds_snap_written - m.sm_freed_data : 0;
-    if (n->ds_kind == ZV_DS_KIND_VOLUME)
+    if (n->ds_kind == ZV_DS_KIND_VOLUME) {
       n->ds_obj.ob_written += add;
+      /* A snapshot keeps no logical figure: what it hands on counts
+       * as stored whole (the ratio errs towards 1). */
+      n->ds_obj.ob_lwritten += add;
+    }
     else {
       n->ds_snap_written += add;
       n->ds_used += m.sm_range_bytes;
@@ -608,6 +620,7 @@ snap_sync_rollback (zv_pool_t *p, zv_pool_ds_t *v, uint64_t txg)
   dn.dn_size = v->ds_volsize;
   zv_dsdir_reopen (v, &dn);
   v->ds_obj.ob_written = 0;
+  v->ds_obj.ob_lwritten = 0;
   pthread_mutex_lock (&p->p_dd.dd_lock);
   v->ds_recv = false;           /* an unfinished receive is undone */
   pthread_mutex_unlock (&p->p_dd.dd_lock);
@@ -636,7 +649,7 @@ zv_snap_clone (zv_pool_t *p, const char *snap, const char *clone,
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   if (r == 0)
     r = zv_dsdir_create_locked (p, clone, s->ds_volsize, s->ds_blksz,
-                                reservation, ring, h.th_txg, true, s);
+                                reservation, ring, h.th_txg, true, s, 0);
   else
     zv_error ("pool '%s' has no snapshot '%s'", p->p_name, shown);
   zv_txg_rele (p->p_txg, &h);

@@ -7,7 +7,11 @@
  * verifies here).  A read tries copy 0, then copy 1; a copy that fails to
  * read or to verify is logged and skipped, and only when none is good
  * does the caller see -EIO.  Nothing read is trusted before it verifies,
- * and no pointer is followed before its fields are bounds-checked.
+ * and no pointer is followed before its fields are bounds-checked.  A
+ * compressed block (bp_comp, psize < lsize: compress.c) is verified as
+ * stored and only then decompressed into the caller's lsize bytes; one
+ * that verifies but does not decompress exactly is -EIO too, never the
+ * decompressor's output (zv_zio_read_stored gives the stored bytes).
  * zv_zio_read_many reads many blocks' first copies in one device batch
  * (the sync's merge of partial records, a read of several blocks),
  * joining the copies that touch on a device into one scattered read, and
@@ -35,6 +39,7 @@
 
 #include "tunable.h"
 #include "zio.h"
+#include "compress.h"
 
 /* Check one copy's address against the pool's geometry. */
 static int
@@ -67,6 +72,25 @@ zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what)
                 "type %u)", what, bp->bp_psize, bp->bp_ncopies, bp->bp_type);
     return -EIO;
   }
+  /* Only volume data is ever compressed, only in a pool with the
+   * feature, and only into fewer bytes than it holds. */
+  if (bp->bp_comp == 0 ? bp->bp_lsize != bp->bp_psize
+      : bp->bp_comp >= ZV_COMP_NALGS || bp->bp_type != ZV_BT_VOLDATA
+      || bp->bp_level != 0 || bp->bp_psize >= bp->bp_lsize
+      || bp->bp_lsize % ZV_SECTOR != 0
+      || !(atomic_load_explicit (&spa->spa_features, memory_order_relaxed)
+           & ZV_FEAT_COMPRESS)) {
+    if (what)
+      zv_error ("%s: invalid block pointer (compression %u, %" PRIu32
+                " bytes on disk for %" PRIu32 ", type %u, level %u%s)", what,
+                bp->bp_comp, bp->bp_psize, bp->bp_lsize, bp->bp_type,
+                bp->bp_level, bp->bp_comp != 0
+                && !(atomic_load_explicit (&spa->spa_features,
+                                           memory_order_relaxed)
+                     & ZV_FEAT_COMPRESS)
+                ? ", in a pool without the compression feature" : "");
+    return -EIO;
+  }
   for (unsigned c = 0; c < bp->bp_ncopies; c++) {
     if (zio_dva_check (spa, bp->bp_dva[c], bp->bp_psize) < 0) {
       if (what)
@@ -80,10 +104,33 @@ zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what)
   return 0;
 }
 
-/* Read and verify, falling back to the ditto copy. */
+/*
+ * A compressed block read into buf (its psize bytes, verified): out to
+ * its lsize bytes in place.  The payload moves to a pooled buffer first
+ * (the decompressor cannot work in place); what the decompressor makes
+ * of a block that verified but does not decompress exactly is refused,
+ * never returned.
+ */
+static int
+zio_decompress (const zv_blkptr_t *bp, void *buf, const char *what)
+{
+  void *c;
+  int r;
+
+  if (bp->bp_comp == 0)
+    return 0;
+  c = zv_buf_get (bp->bp_psize);
+  memcpy (c, buf, bp->bp_psize);
+  r = zv_comp_decompress (bp->bp_comp, c, bp->bp_psize, buf, bp->bp_lsize,
+                          what ? what : "block");
+  zv_buf_put (c, bp->bp_psize);
+  return r;
+}
+
+/* Read and verify, falling back to the ditto copy: the bytes as stored. */
 int
-zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
-             const char *what)
+zv_zio_read_stored (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
+                    const char *what)
 {
   int r = zv_zio_bp_check (spa, bp, what);
 
@@ -108,6 +155,16 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
                 bp->bp_ncopies, bp->bp_birth);
   }
   return -EIO;
+}
+
+/* The same, then out of its compression. */
+int
+zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
+             const char *what)
+{
+  int r = zv_zio_read_stored (spa, bp, buf, what);
+
+  return r == 0 ? zio_decompress (bp, buf, what) : r;
 }
 
 /* One copy, quietly: the caller says what went wrong. */
@@ -250,6 +307,16 @@ zv_zio_read_many (zv_spa_t *spa, const zv_blkptr_t *const *bps,
       if (ok[i]) {
         zv_cksum_compute (bufs[i], bps[i]->bp_psize, spa->spa_guid, &got);
         ok[i] = zv_cksum_equal (&got, &bps[i]->bp_cksum);
+      }
+      /* Verified: a compressed block that does not decompress is
+       * refused here, with its message (no other copy is tried: the
+       * one on disk is what was written). */
+      if (ok[i] && zio_decompress (bps[i], bufs[i], whats[i]) < 0) {
+        if (res)
+          res[i] = -EIO;
+        if (r == 0)
+          r = -EIO;
+        continue;
       }
     }
     /* The slow path names the copy that failed and tries the others. */

@@ -36,19 +36,39 @@ typedef struct zv_spa {
                                           before it came off the disk, and
                                           its children are checked when it
                                           loads (dmu.c) */
+  uint32_t spa_version;                /* the objset's format version
+                                          (ZV_POOL_VERSION, or 2 until
+                                          upgraded) */
+  _Atomic uint64_t spa_features;       /* ZV_FEAT_*: configuration's and
+                                          objset's; set by create, import
+                                          and upgrade */
 } zv_spa_t;
 
 /* Largest block the format allows (a volblock or an indirect block). */
 #define ZV_MAX_BLKSZ (128u * 1024)
 
+/* Does bp (checked by zv_zio_bp_check) hold a block of 'size' logical
+ * bytes: stored whole, or compressed into fewer? */
+static inline bool
+zv_bp_size_is (const zv_blkptr_t *bp, uint32_t size)
+{
+  return bp->bp_lsize == size
+    && (bp->bp_comp == 0 ? bp->bp_psize == size : bp->bp_psize < size);
+}
+
 /*
- * Read the block 'bp' points at into buf (bp_psize bytes), trying each
+ * Read the block 'bp' points at into buf (bp_lsize bytes: a compressed
+ * block is decompressed once its bytes on disk verify), trying each
  * copy until one verifies.  Returns 0, or -EIO with a message naming
  * 'what' when no copy is readable and intact.  Hostile pointers (bad
  * device, offset outside the data area, bad size) fail with -EIO.
  */
 int zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
                  const char *what);
+/* The same without the decompression: the bp_psize bytes as stored and
+ * verified (a send stream carries compressed blocks so). */
+int zv_zio_read_stored (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
+                        const char *what);
 /* Read copy c of a pointer zv_zio_bp_check passed, without a message:
  * 0, -EIO (the device failed the read) or -EILSEQ (the checksum does not
  * verify).  The checker reads every copy this way. */

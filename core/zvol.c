@@ -43,6 +43,7 @@
 #include "snap.h"
 #include "send.h"
 #include "tunable.h"
+#include "compress.h"
 
 /* The public constants are the engine's own, not a copy to keep in step. */
 static_assert (ZVOL_MAX_DEVS == ZV_MAX_DEVS, "device count");
@@ -106,6 +107,7 @@ ZVOL_SAME_PC (pc_ceph_keyring);
 ZVOL_SAME_PC (pc_rados_size);
 ZVOL_SAME_PC (pc_rados_log_size);
 ZVOL_SAME_PC (pc_rados_takeover);
+ZVOL_SAME_PC (pc_compression);
 static_assert (sizeof (zvol_pool_config_t) == sizeof (zv_pool_config_t),
                "pool configuration");
 static_assert (ZVOL_ZIL_RECOVER_NONE == (unsigned) ZV_ZIL_RECOVER_NONE
@@ -952,6 +954,8 @@ ZVOL_VI_SAME (vi_kind, di_kind);
 ZVOL_VI_SAME (vi_written, di_written);
 ZVOL_VI_SAME (vi_usedbysnapshots, di_usedbysnapshots);
 ZVOL_VI_SAME (vi_origin, di_origin);
+ZVOL_VI_SAME (vi_compression, di_compress);
+ZVOL_VI_SAME (vi_logicalused, di_lwritten);
 static_assert (ZVOL_KIND_VOLUME == ZV_DS_KIND_VOLUME
                && ZVOL_KIND_SNAPSHOT == ZV_DS_KIND_SNAPSHOT, "kinds");
 static_assert (sizeof (zvol_volume_info_t) == sizeof (zv_dsdir_info_t),
@@ -967,13 +971,45 @@ int
 zvol_volume_create (zvol_pool_t *pool, const char *name,
                     const zvol_volume_params_t *vp)
 {
+  uint32_t comp = ZV_COMP_DEFAULT;
+
   if (vp == NULL) {
     zv_error ("zvol_volume_create: no parameters");
     return -EINVAL;
   }
+  if (vp->vp_compression
+      && zv_comp_prop_parse (vp->vp_compression, &comp) < 0) {
+    char shown[64];
+    zv_str_printable (vp->vp_compression, 32, shown, sizeof shown);
+    zv_error ("compression '%s' is invalid: off, lz4, zstd or zstd-N "
+              "(N from 1 to %u)", shown, ZV_COMP_ZSTD_MAX_LEVEL);
+    return -EINVAL;
+  }
   return zv_pool_volume_create (pool, name, vp->vp_size, vp->vp_blocksize
                             ? vp->vp_blocksize : ZVOL_DEFAULT_VOLBLOCKSIZE,
-                            vp->vp_reservation);
+                            vp->vp_reservation, comp);
+}
+
+void
+zvol_compression_name (uint32_t compression, char *buf, size_t len)
+{
+  zv_comp_prop_name (compression, buf, len);
+}
+
+int
+zvol_volume_set_compression (zvol_pool_t *pool, const char *name,
+                             const char *value)
+{
+  uint32_t comp;
+
+  if (value == NULL || zv_comp_prop_parse (value, &comp) < 0) {
+    char shown[64];
+    zv_str_printable (value ? value : "", 32, shown, sizeof shown);
+    zv_error ("compression '%s' is invalid: off, lz4, zstd or zstd-N "
+              "(N from 1 to %u)", shown, ZV_COMP_ZSTD_MAX_LEVEL);
+    return -EINVAL;
+  }
+  return zv_dsdir_set_compress (pool, name, comp);
 }
 
 int

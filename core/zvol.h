@@ -124,6 +124,9 @@ typedef struct zvol_pool_config {
    * lands any more), its lock broken, and the import replays the log.
    * Only for a server that is dead or must stop: it loses the pool. */
   bool pc_rados_takeover;
+  /* create: the compression of the volume made with the pool ("off",
+   * "lz4", "zstd", "zstd-N"; NULL: lz4). */
+  const char *pc_compression;
 } zvol_pool_config_t;
 
 #define ZVOL_ZIL_RECOVER_NONE     0u /* the import fails, saying what is lost */
@@ -253,6 +256,10 @@ typedef struct zvol_volume_params {
   uint64_t vp_size;            /* bytes */
   uint32_t vp_blocksize;       /* 0: ZVOL_DEFAULT_VOLBLOCKSIZE */
   uint64_t vp_reservation;     /* bytes kept for it (0: thin) */
+  /* "off", "lz4", "zstd" (level 3) or "zstd-N" (N 1..19); NULL: lz4.
+   * On a pool of format version 2 (not upgraded) data is stored
+   * uncompressed whatever it says.  A clone takes its origin's. */
+  const char *vp_compression;
 } zvol_volume_params_t;
 
 ZVOL_API int zvol_volume_create (zvol_pool_t *pool, const char *name,
@@ -326,7 +333,23 @@ typedef struct zvol_volume_info {
   uint64_t vi_written;         /* data born after the previous snapshot */
   uint64_t vi_usedbysnapshots; /* a volume's: data only its snapshots hold */
   char vi_origin[2 * ZVOL_NAME_MAX]; /* a clone's snapshot, else "" */
+  uint32_t vi_compression;     /* the property: zvol_compression_name */
+  /* A volume's written in logical bytes (written counts compressed
+   * blocks at their size on disk): its compressratio is
+   * vi_logicalused / vi_written. */
+  uint64_t vi_logicalused;
 } zvol_volume_info_t;
+
+/* The name of a compression property ("off", "lz4", "zstd-N"). */
+ZVOL_API void zvol_compression_name (uint32_t compression, char *buf,
+                                     size_t len);
+/* Set a volume's compression ("off", "lz4", "zstd", "zstd-N"), offline or
+ * while clients write: the writes synced from the next txg on use it,
+ * blocks already written stay as they are.  -ENOENT, -EINVAL (a bad
+ * value, a snapshot), -EROFS. */
+ZVOL_API int zvol_volume_set_compression (zvol_pool_t *pool,
+                                          const char *name,
+                                          const char *value);
 
 /* The pool's volumes, up to max into out (in directory order); returns
  * how many there are (call again with a larger array if more). */

@@ -126,6 +126,7 @@ static const char *zp_name;              /* NULL: not given */
 static const char *zp_default_volume;    /* volume=: the default export */
 static char *zp_logdev;                  /* log=: separate log device */
 static bool zp_sparse;                   /* sparse=true: thin volume */
+static const char *zp_compression;       /* compression=: NULL not given */
 static char *zp_kstat_dir;               /* NULL: default directory */
 static bool zp_kstat_none;               /* kstat=none */
 static char *zp_control;                 /* control=PATH, absolute */
@@ -419,6 +420,10 @@ zp_config (const char *key, const char *value)
     if (zp_parse_positive_size (key, value, &zp_rados_log_size) == -1)
       return -1;
   }
+  else if (strcmp (key, "compression") == 0) {
+    /* Checked by the engine at create (its message names the values). */
+    zp_compression = value;
+  }
   else if (strcmp (key, "sparse") == 0) {
     int r = zp_parse_bool (key, value);
     if (r == -1)
@@ -522,6 +527,11 @@ zp_config_complete (void)
     }
     if (zp_sparse_given) {
       nbdkit_error ("sparse= is only used with create=true");
+      return -1;
+    }
+    if (zp_compression != NULL) {
+      nbdkit_error ("compression= is only used with create=true (change "
+                    "a volume's with zvoladm set compression=)");
       return -1;
     }
     if (zp_create_only_tunable != NULL) {
@@ -781,6 +791,7 @@ zp_get_ready (void)
       pc.pc_volblocksize = zp_volblocksize;
     if (zp_name)
       pc.pc_name = zp_name;
+    pc.pc_compression = zp_compression;
   }
   /* The tunables (txg, cache, log ring) came in through zp_config:
    * zvol_pool_config_init and zvol_config_init read them. */
@@ -1274,6 +1285,8 @@ zp_dump_plugin (void)
   "                              ones are damaged (accepts their loss).\n" \
   "log=<FILE|DEV>                Separate intent-log device (create adds it).\n" \
   "sparse=true                   With create: the volume may exceed the pool.\n" \
+  "compression=<VALUE>           With create: the volume's compression, off,\n" \
+  "                              lz4 (the default), zstd or zstd-N.\n" \
   "ceph_conf=<FILE>              RADOS: Ceph configuration ($CEPH_CONF,\n" \
   "                              /etc/ceph/ceph.conf).\n" \
   "ceph_user=<NAME>              RADOS: Ceph user (admin).\n" \

@@ -40,13 +40,17 @@ static const uint64_t fz_label_sizes[4] = {
 
 /*
  * fuzz_blkptr: [devs-1] [data end of each, u16 in 64 KiB units]
- * [volblocksize shift from 4K], then entries [kind] and its bytes:
+ * [volblocksize shift from 4K, | 0x80: a pool without the compression
+ * feature], then entries [kind] and its bytes:
  */
 enum fz_bp_kind {
   FZ_BP_PTR = 0,      /* a block pointer (64): zv_zio_bp_check */
   FZ_BP_DNODE = 1,    /* [type] + a dnode (128): zv_dmu_check_dnode */
   FZ_BP_IND = 2,      /* a log record (48) + its pointer (64):
                          zv_zil_ind_check */
+  FZ_BP_COMP = 3,     /* [algorithm] [psize in sectors] [lsize shift from
+                         4K] + up to psize bytes (zeros after): a stored
+                         block, zv_comp_decompress */
   FZ_BP_NKINDS
 };
 

@@ -37,7 +37,8 @@ lab_check_accepted (const zv_config_phys_t *cf, uint64_t devsize)
   FZ_CHECK (cf->cf_volblocksize >= ZV_MIN_VOLBLOCKSIZE
             && cf->cf_volblocksize <= ZV_MAX_VOLBLOCKSIZE
             && (cf->cf_volblocksize & (cf->cf_volblocksize - 1)) == 0);
-  FZ_CHECK (cf->cf_version == ZV_POOL_VERSION && cf->cf_volsize % 512 == 0);
+  FZ_CHECK (cf->cf_version == ZV_CONFIG_VERSION
+            && cf->cf_volsize % 512 == 0);
   for (unsigned i = 0; i < cf->cf_ndevs; i++)
     FZ_CHECK (cf->cf_dev_sizes[i] >= ZV_MIN_DEV_SIZE
               && cf->cf_dev_sizes[i] % ZV_SECTOR == 0);

@@ -61,6 +61,7 @@ fz_reseal (uint8_t *b, size_t n)
 
     memcpy (&r, b + pos, sizeof r);
     plen = r.sr_type == ZV_SR_WRITE ? r.sr_length
+      : r.sr_type == ZV_SR_WRITE_STORED ? ZV_SR_STORED_PSIZE (r.sr_flags)
       : r.sr_type == ZV_SR_END ? sizeof (zv_cksum_t) : 0;
     if (plen > n - pos - sizeof r)
       break;
@@ -133,7 +134,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     const zv_stream_hdr_t *h = &rd.rd_hdr;
     FZ_CHECK (rd.rd_ended && rd.rd_seq == nrec + 1);
     FZ_CHECK (h->sh_magic == ZV_STREAM_MAGIC
-              && h->sh_version == ZV_STREAM_VERSION);
+              && (h->sh_version == ZV_STREAM_VERSION
+                  || h->sh_version == ZV_STREAM_VERSION_1));
     FZ_CHECK (h->sh_volsize > 0 && h->sh_volsize % 512 == 0
               && h->sh_volblocksize >= ZV_MIN_VOLBLOCKSIZE
               && h->sh_volblocksize <= ZV_MAX_VOLBLOCKSIZE);

@@ -512,7 +512,7 @@ img_guid (const img_t *im)
     uint64_t off;
     const zv_config_phys_t *cf = img_config (im, 0, l, &off);
     if (cf && cf->cf_magic == ZV_LABEL_MAGIC
-        && cf->cf_version == ZV_POOL_VERSION)
+        && cf->cf_version == ZV_CONFIG_VERSION)
       return cf->cf_pool_guid;
   }
   return 0;

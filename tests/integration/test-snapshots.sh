@@ -38,7 +38,9 @@ MiB=$((1 << 20))
 
 
 "$ADM" create "$POOL" "$pool" || die "zvoladm create $POOL"
-"$ADM" create -V 64M -s "$POOL/db" || die "zvoladm create -V 64M $POOL/db"
+# Uncompressed: the figures below count the bytes written (repeated
+# bytes, which compression would shrink to almost nothing).
+"$ADM" create -V 64M -s -o compression=off "$POOL/db" || die "zvoladm create -V 64M $POOL/db"
 # A second volume: with one only, it would be the server's default export,
 # which its statistics writer holds (and a rollback needs it unheld).
 "$ADM" create -V 16M -s "$POOL/aux" || die "zvoladm create -V 16M $POOL/aux"

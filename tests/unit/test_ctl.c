@@ -946,7 +946,7 @@ test_stream_cancel (void **state)
 
   /* A receive waits for the rest of its stream; a command still runs
    * meanwhile (a stream takes no turn). */
-  half_recv_start (&hr, path, "tank/gone", 200000);
+  half_recv_start (&hr, path, "tank/gone", 100000);
   assert_int_equal (ctl_call (&co, "list -H -o name tank"), 0);
   assert_int_equal (co.co_code, 0);
   assert_non_null (strstr (co.co_out, "tank/sv\n"));
@@ -960,7 +960,7 @@ test_stream_cancel (void **state)
   close (hr.hr_feed);
 
   /* The server stops mid-receive: stop returns, nothing is kept. */
-  half_recv_start (&hr, path, "tank/cut", 200000);
+  half_recv_start (&hr, path, "tank/cut", 100000);
   ctl_stop_srv ();
   assert_false (ctl_exists ("cut"));
   close (hr.hr_conn);

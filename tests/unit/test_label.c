@@ -47,7 +47,7 @@ ut_config (zv_config_phys_t *cf, unsigned idx)
 {
   memset (cf, 0, sizeof *cf);
   cf->cf_magic = ZV_LABEL_MAGIC;
-  cf->cf_version = ZV_POOL_VERSION;
+  cf->cf_version = ZV_CONFIG_VERSION;
   cf->cf_ndevs = UT_NDEVS;
   cf->cf_pool_guid = TL_GUID;
   cf->cf_volblocksize = 16384;
@@ -545,7 +545,7 @@ test_config_sealed_hostile (void **state)
     if ((pick & 127) == 0)
       tl_fill_rand (&cf.cf_ndevs, offsetof (zv_config_phys_t, cf_cksum)
                     - offsetof (zv_config_phys_t, cf_ndevs), &seed);
-    cf.cf_version = ZV_POOL_VERSION;
+    cf.cf_version = ZV_CONFIG_VERSION;
     zv_label_seal_config (&cf, 0);
     assert_int_equal (tl_file_pwrite (path, &cf, sizeof cf, 0), 0);
 

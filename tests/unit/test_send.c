@@ -407,6 +407,7 @@ sd_reseal (mbuf_t *m)
   while (pos < m->mb_len) {
     zv_stream_rec_t *r = (zv_stream_rec_t *) (m->mb_buf + pos);
     size_t plen = r->sr_type == ZV_SR_WRITE ? (size_t) r->sr_length
+      : r->sr_type == ZV_SR_WRITE_STORED ? ZV_SR_STORED_PSIZE (r->sr_flags)
       : r->sr_type == ZV_SR_END ? 16 : 0;
     if (r->sr_type == ZV_SR_END) {
       r->sr_length = seq;
@@ -433,7 +434,9 @@ sd_rec_at (const mbuf_t *m, unsigned i)
 
   for (unsigned k = 0; k < i; k++) {
     const zv_stream_rec_t *r = (const zv_stream_rec_t *) (m->mb_buf + pos);
-    pos += sizeof *r + (r->sr_type == ZV_SR_WRITE ? r->sr_length : 0);
+    pos += sizeof *r + (r->sr_type == ZV_SR_WRITE ? r->sr_length
+                        : r->sr_type == ZV_SR_WRITE_STORED
+                        ? ZV_SR_STORED_PSIZE (r->sr_flags) : 0);
   }
   return pos;
 }

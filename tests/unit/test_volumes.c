@@ -573,7 +573,7 @@ test_format1_refused (void **state)
   for (unsigned l = 0; l < ZV_NLABELS; l++) {
     off = zv_label_offset (DEV_SIZE, l);
     assert_int_equal (tl_file_pread (dev, &cf, sizeof cf, off), 0);
-    assert_int_equal (cf.cf_version, ZV_POOL_VERSION);
+    assert_int_equal (cf.cf_version, ZV_CONFIG_VERSION);
     cf.cf_version = ZV_POOL_VERSION_1;
     zv_label_seal_config (&cf, off);
     assert_int_equal (tl_file_pwrite (dev, &cf, sizeof cf, off), 0);
