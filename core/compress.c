@@ -22,26 +22,31 @@
  * predictor of zstd only runs on blocks of 128 KiB and more; here blocks
  * are 4-128 KiB, and incompressible data (already compressed, encrypted)
  * would pay a whole compression per block for nothing.  The test used
- * is the order-0 entropy of a sample: 4 runs of 512 bytes, one in each
- * quarter of the block at a phase of its own (2 KiB, whatever its size).
+ * is the order-0 entropy of a sample: every third byte of 4 runs of 512
+ * bytes, one run in each quarter of the block at a phase of its own (684
+ * bytes over 2 KiB, whatever the block's size).
  * Runs of whole cache lines, since the block is cold by its sync (32
  * runs of 64 bytes cost 16 us a block in misses), and of 512 bytes, so
  * that each spans one record of data laid out in records of up to 512
  * (fio's buffer_compress_chunk: noise, then a constant): a shorter run
  * can land on the noise alone.
  * A block must save an eighth to be kept compressed, which order-0
- * coding alone reaches at 7 bits a byte; so a sample above
- * ZV_COMP_PREDICT_BITS says "store it as it is".  Uniform random bytes
- * measure 7.4 to 7.9 (the estimate from 2 KiB is biased low), fio's
- * default buffers (noise with a few zero bytes every 512) 7.4 to 7.8,
- * half-compressible data (fio buffer_compress_percentage=50) 4.7 to 4.9,
- * 256-byte records of noise and of a constant that changes from one
- * record to the next (test_compress) 5.9 to 6.3, text about 4.5.  A first version summed the squares of the counts of
+ * coding alone reaches at 7 bits a byte, and lz4 (no entropy coder)
+ * needs matches for; so a sample above ZV_COMP_PREDICT_BITS (6.5) says
+ * "store it as it is".  Uniform random bytes measure 7.6 to 7.8 (the
+ * estimate from 684 bytes is biased low), fio's buffers (noise with a
+ * few zero bytes every 512) 7.2 to 7.8, half-compressible data (fio
+ * buffer_compress_percentage=50) 4.4 to 4.7, 256-byte records of noise
+ * and of a constant that changes from one record to the next
+ * (test_compress) 5.7 to 5.9, 16-bit values in 32-bit words 4.6 to 4.7,
+ * text about 4.5.  Its cost was measured in instructions (bench/
+ * core-bench write-4k, a 16 KiB block per write): a whole 2 KiB counted
+ * took 12,600 a block, as much as the rest of the write.  A first version summed the squares of the counts of
  * a 512-byte sample: one short run of zeros in it (fio's buffer
  * headers) passed the whole block to lz4, which then saved 3% and was
  * kept whole: 96% of fio's blocks cost a compression for nothing, and
  * the single sync thread ran at a third of the speed.  The sample costs
- * one pass over 2 KiB and 256 table lookups, and its one blind spot is
+ * 684 counts and 256 table lookups, and its one blind spot is
  * data whose bytes are uniform but which repeats at a long range (a
  * random pattern written twice in a block): stored uncompressed, as if
  * incompressible.  A block the sample lets through is compressed whole,
@@ -70,7 +75,7 @@
 
 /* Entropy of the sample (bits a byte) above which a block is stored as
  * it is (the theory comment says why 7). */
-#define ZV_COMP_PREDICT_BITS  7.0
+#define ZV_COMP_PREDICT_BITS  6.5
 #define ZV_COMP_SAMPLE_RUNS   4u
 #define ZV_COMP_SAMPLE_RUN    512u
 
@@ -180,18 +185,25 @@ zv_comp_set_predict (bool on)
   atomic_store_explicit (&comp_predict_on, on, memory_order_relaxed);
 }
 
-/* c * log2 (c) for every count a sample can hold, made once. */
+/* Every ZV_COMP_SAMPLE_STRIDE-th byte of each run is counted: a stride
+ * prime to every power of two, so that words of 2, 4 or 8 bytes are
+ * seen at every byte of theirs (a stride of 4 would see only the low
+ * byte of 32-bit integers).  The span sampled, for the length check. */
+#define ZV_COMP_SAMPLE_STRIDE 3u
 #define ZV_COMP_SAMPLE (ZV_COMP_SAMPLE_RUNS * ZV_COMP_SAMPLE_RUN)
-static float comp_clogc[ZV_COMP_SAMPLE + 1];
+#define ZV_COMP_SAMPLE_N (ZV_COMP_SAMPLE_RUNS * ((ZV_COMP_SAMPLE_RUN \
+                          + ZV_COMP_SAMPLE_STRIDE - 1) / ZV_COMP_SAMPLE_STRIDE))
+/* c * log2 (c) for every count a sample can hold, made once. */
+static float comp_clogc[ZV_COMP_SAMPLE_N + 1];
 static double comp_log2_sample;
 static pthread_once_t comp_clogc_once = PTHREAD_ONCE_INIT;
 
 static void
 comp_clogc_init (void)
 {
-  for (unsigned c = 1; c <= ZV_COMP_SAMPLE; c++)
+  for (unsigned c = 1; c <= ZV_COMP_SAMPLE_N; c++)
     comp_clogc[c] = (float) ((double) c * log2 ((double) c));
-  comp_log2_sample = log2 ((double) ZV_COMP_SAMPLE);
+  comp_log2_sample = log2 ((double) ZV_COMP_SAMPLE_N);
 }
 
 bool
@@ -214,13 +226,13 @@ zv_comp_predict_incompressible (const void *src, uint32_t len)
     uint32_t phase = (uint32_t) ((r + 1) * 2654435761u)
       % (step - ZV_COMP_SAMPLE_RUN + 1);
     const uint8_t *s = b + (size_t) r * step + phase;
-    for (unsigned i = 0; i < ZV_COMP_SAMPLE_RUN; i++)
+    for (unsigned i = 0; i < ZV_COMP_SAMPLE_RUN; i += ZV_COMP_SAMPLE_STRIDE)
       count[s[i]]++;
   }
   for (unsigned i = 0; i < 256; i++)
     sum += comp_clogc[count[i]];
   /* H = log2 n - (1/n) sum c log2 c */
-  bits = comp_log2_sample - sum / ZV_COMP_SAMPLE;
+  bits = comp_log2_sample - sum / ZV_COMP_SAMPLE_N;
   return bits > ZV_COMP_PREDICT_BITS;
 }
 
