@@ -212,6 +212,12 @@ on_exit ()
 zv_setup ()
 {
     ZV_TMP=$(mktemp -d "/var/tmp/zvol-$ZV_TEST_NAME.XXXXXX")
+    # Every server of the test, and its zvoladm, put and find control
+    # sockets and kstat files here, not in /run/nbdkit-zvol: tests that
+    # run side by side serve pools of the same names ("tank"), and a
+    # command of one must not reach the other's server.
+    export ZVOL_RUNTIME_DIR=$ZV_TMP/run
+    mkdir -p -m 0700 "$ZVOL_RUNTIME_DIR"
     trap _zv_exit EXIT
     trap 'ZV_ERR_LINE=$LINENO; ZV_ERR_CMD=$BASH_COMMAND' ERR
     trap 'exit 130' INT
@@ -950,16 +956,9 @@ zv_release ()
     wait "$ZV_HOLD_PID" || :
 }
 
-# zv_runtime_dir: where servers put their control sockets, into $rundir:
-# /run/nbdkit-zvol as root, else under an $XDG_RUNTIME_DIR of the test's
-# own (so the test leaves nothing behind).
+# zv_runtime_dir: where the test's servers put their control sockets
+# (and kstat files), into $rundir: the test's own ZVOL_RUNTIME_DIR.
 zv_runtime_dir ()
 {
-    if [ "$(id -u)" -ne 0 ] || [ ! -w /run ]; then
-        export XDG_RUNTIME_DIR=$ZV_TMP/xdg
-        mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
-        rundir=$XDG_RUNTIME_DIR/nbdkit-zvol
-    else
-        rundir=/run/nbdkit-zvol
-    fi
+    rundir=$ZVOL_RUNTIME_DIR
 }

@@ -216,13 +216,31 @@ test_mkdir (void **state)
   assert_int_equal (system (dir), 0);
 }
 
-/* A pool name becomes one path component of the default directory. */
+/* A pool name becomes one path component of the default directory,
+ * which ZVOL_RUNTIME_DIR moves. */
 static void
 test_default_dir (void **state)
 {
-  char *d = zvol_kstat_default_dir ("kst/../x");
+  char own[512], *d, *p;
   struct stat st;
 
+  /* ZVOL_RUNTIME_DIR, when set, is the base (control socket too). */
+  tl_path (own, sizeof own, "rt");
+  assert_int_equal (setenv ("ZVOL_RUNTIME_DIR", own, 1), 0);
+  d = zvol_kstat_default_dir ("kst/x");
+  p = zvol_runtime_path ("kst/x", "control");
+  assert_non_null (d);
+  assert_non_null (p);
+  assert_int_equal (strncmp (d, own, strlen (own)), 0);
+  assert_string_equal (d + strlen (own), "/kst_x");
+  assert_string_equal (p + strlen (own), "/kst_x/control");
+  assert_int_equal (stat (d, &st), 0);
+  rmdir (d);
+  rmdir (own);
+  free (d);
+  free (p);
+  unsetenv ("ZVOL_RUNTIME_DIR");
+  d = zvol_kstat_default_dir ("kst/../x");
   if (d == NULL)
     skip ();       /* neither /run (root) nor XDG_RUNTIME_DIR here */
   assert_non_null (strstr (d, "/nbdkit-zvol/kst_.._x"));
