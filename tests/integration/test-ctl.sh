@@ -48,6 +48,9 @@ truncate -s 512M "$pool"
 
 zv_log "1. the server's socket, found from the pool name"
 start_zvol "$sock" "$pool" || die "serve the pool"
+# (The server makes it after its fork, which may come after the NBD
+# socket answers: a slow build, ASan, may take a moment.)
+for _ in $(seq 50); do [ -S "$ctl" ] && break; sleep 0.1; done
 check "the socket is in the pool's runtime directory" test -S "$ctl"
 check "its mode is 0600" test "$(stat -c %a "$ctl")" = 600
 

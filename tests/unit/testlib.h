@@ -70,6 +70,17 @@
 #ifndef TL_TSAN
 #define TL_TSAN 0
 #endif
+/* Under AddressSanitizer: timings of instrumented code mean little. */
+#if defined (__SANITIZE_ADDRESS__)
+#define TL_ASAN 1
+#elif defined (__has_feature)
+#if __has_feature (address_sanitizer)
+#define TL_ASAN 1
+#endif
+#endif
+#ifndef TL_ASAN
+#define TL_ASAN 0
+#endif
 
 /* ---- units and checks ---- */
 
