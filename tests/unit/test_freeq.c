@@ -106,6 +106,26 @@ fq_freeing (zvol_pool_t *p, uint64_t *nds)
   return ps.ps_freeing;
 }
 
+/* Sync until the queue is empty, from 'left' bytes to free: each sync
+ * frees some and at most max_blocks blocks, within 100 syncs.  The
+ * syncs it took. */
+static unsigned
+fq_drain (zvol_pool_t *p, uint64_t left, uint64_t max_blocks)
+{
+  uint64_t prev = left;
+  unsigned txgs = 0;
+
+  while (left > 0) {
+    assert_int_equal (fq_sync_one (p), 0);
+    left = fq_freeing (p, NULL);
+    assert_true (left < prev);
+    assert_true (atomic_load (&p->p_freeq.fq_last_blocks) <= max_blocks);
+    prev = left;
+    assert_true (++txgs < 100);
+  }
+  return txgs;
+}
+
 static uint64_t
 fq_alloc_now (zvol_pool_t *p)
 {
@@ -250,8 +270,7 @@ test_snapshot_background (void **state)
 {
   char path[512];
   zvol_pool_t *p = fq_new_pool (path, sizeof path, "snap");
-  uint64_t base, left, prev;
-  unsigned txgs = 0;
+  uint64_t base, left;
 
   (void) state;
   fq_make_volume (p, "v", 16 * MiB, 0x31);
@@ -268,17 +287,9 @@ test_snapshot_background (void **state)
   /* The figures are the split's, exact at once. */
   assert_int_equal (tl_ds_info (p, "v").vi_usedbysnapshots, 0);
   assert_int_equal (tl_ds_info (p, "v").vi_written, 16 * MiB);
-  left = prev = fq_freeing (p, NULL);
+  left = fq_freeing (p, NULL);
   assert_true (left >= 16 * MiB - 2 * 64 * BS);
-  while (left > 0) {
-    assert_int_equal (fq_sync_one (p), 0);
-    left = fq_freeing (p, NULL);
-    assert_true (left < prev);
-    assert_true (atomic_load (&p->p_freeq.fq_last_blocks) <= 64);
-    prev = left;
-    assert_true (++txgs < 100);
-  }
-  assert_true (txgs >= 8);
+  assert_true (fq_drain (p, left, 64) >= 8);
   fq_assert_near (fq_allocated (p), base, "after the snapshot's free");
   tl_ds_check (p, "v", 0, 16 * MiB, 0x32);
   tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);
@@ -303,8 +314,7 @@ test_rollback_background (void **state)
 {
   char path[512];
   zvol_pool_t *p = fq_new_pool (path, sizeof path, "rollback");
-  uint64_t base, full, left, prev, nds;
-  unsigned txgs = 0;
+  uint64_t base, full, left, nds;
 
   (void) state;
   fq_make_volume (p, "v", 16 * MiB, 0x41);
@@ -321,21 +331,13 @@ test_rollback_background (void **state)
   assert_int_equal (tl_ds_info (p, "v").vi_written, 0);
   /* The rollback waited for T+2: T+1 and T+2 freed 64 blocks each at
    * most, so nearly all of it is still queued and allocated. */
-  left = prev = fq_freeing (p, &nds);
+  left = fq_freeing (p, &nds);
   assert_int_equal (nds, 1);
   assert_true (left >= 16 * MiB - 2 * 66 * BS);
   assert_true (fq_alloc_now (p) + 3 * 66 * BS >= full);
   assert_true (tl_log_has ("rolled back to 's'"));
   assert_true (tl_log_has ("freed in the background"));
-  while (left > 0) {
-    assert_int_equal (fq_sync_one (p), 0);
-    left = fq_freeing (p, NULL);
-    assert_true (left < prev);
-    assert_true (atomic_load (&p->p_freeq.fq_last_blocks) <= 64 + 2);
-    prev = left;
-    assert_true (++txgs < 100);
-  }
-  assert_true (txgs >= 8);
+  assert_true (fq_drain (p, left, 64 + 2) >= 8);
   fq_assert_near (fq_allocated (p), base, "after the rollback's free");
   tl_ds_check (p, "v", 0, 16 * MiB, 0x41);
   tl_ds_check (p, "keep", 0, 4 * MiB, 0x11);

@@ -208,6 +208,26 @@ zio_free_bufs (void **bufs, size_t n)
 
 /* ---- the write cap ---- */
 
+/* N sector writes in the gaps zio_run leaves, with spa_write_cap at
+ * 'cap' (and the intent log's I/O under way when log_busy), recorded in
+ * *z, read back and freed. */
+static void
+zio_capped (zv_spa_t *spa, zv_blkptr_t *bps, void **bufs, zv_zio_write_t *w,
+            unsigned n, unsigned cap, bool log_busy, zrec_t *z)
+{
+  zio_run (spa, bps, bufs, w, n, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
+  atomic_store (&spa->spa_write_cap, cap);
+  if (log_busy)
+    zv_zio_sync_io_begin (spa);
+  zrec_attach (z, spa);
+  assert_int_equal (zv_zio_write_many (spa, w, n), 0);
+  zrec_detach (spa);
+  if (log_busy)
+    zv_zio_sync_io_end (spa);
+  zio_check_all (spa, bps, bufs, n);
+  zio_free_bufs (bufs, n);
+}
+
 /* How many txg writes are in flight: OpenZFS's async-write scaling,
  * 2 up to 30% of dirty_max, 10 from 60%, linear between. */
 static void
@@ -336,15 +356,7 @@ test_write_yields_to_log (void **state)
   spa = &ts.ts_spa;
   zio_aggregate_set ("4K");
   for (unsigned i = 0; i < 2; i++) {
-    zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-    atomic_store (&spa->spa_write_cap, caps[i]);
-    zv_zio_sync_io_begin (spa);
-    zrec_attach (&z, spa);
-    assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-    zrec_detach (spa);
-    zv_zio_sync_io_end (spa);
-    zio_check_all (spa, bps, bufs, N);
-    zio_free_bufs (bufs, N);
+    zio_capped (spa, bps, bufs, w, N, caps[i], true, &z);
     assert_int_equal (z.zr_nw, N);
     print_message ("cap %u, log busy: %u writes in flight at most\n",
                    caps[i], z.zr_max);
@@ -355,12 +367,7 @@ test_write_yields_to_log (void **state)
     assert_int_equal (z.zr_max, want[i]);
   }
   /* The log done: the cap again. */
-  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-  atomic_store (&spa->spa_write_cap, 2);
-  zrec_attach (&z, spa);
-  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-  zrec_detach (spa);
-  zio_free_bufs (bufs, N);
+  zio_capped (spa, bps, bufs, w, N, 2, false, &z);
   assert_int_equal (z.zr_max, 2);
   zio_aggregate_set ("1M");
   tl_spa_destroy (&ts);
@@ -385,13 +392,7 @@ test_write_cap_in_flight (void **state)
 
   /* No cap: how many go out at once here (the pread/pwrite fallback
    * runs them one by one, and then there is nothing to measure). */
-  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-  atomic_store (&spa->spa_write_cap, 0);
-  zrec_attach (&z, spa);
-  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-  zrec_detach (spa);
-  zio_check_all (spa, bps, bufs, N);
-  zio_free_bufs (bufs, N);
+  zio_capped (spa, bps, bufs, w, N, 0, false, &z);
   assert_int_equal (z.zr_nw, N);                /* the gaps: no gathering */
   print_message ("uncapped: %u writes in flight at most\n", z.zr_max);
   if (z.zr_max <= 2) {
@@ -401,13 +402,7 @@ test_write_cap_in_flight (void **state)
   }
 
   /* Cap 2. */
-  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-  atomic_store (&spa->spa_write_cap, 2);
-  zrec_attach (&z, spa);
-  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-  zrec_detach (spa);
-  zio_check_all (spa, bps, bufs, N);
-  zio_free_bufs (bufs, N);
+  zio_capped (spa, bps, bufs, w, N, 2, false, &z);
   assert_int_equal (z.zr_nw, N);
   assert_int_equal (z.zr_max, 2);
 
@@ -456,47 +451,24 @@ test_write_cap_small_writes (void **state)
 
   /* Uncapped first: with requests run one by one there is nothing to
    * measure. */
-  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-  atomic_store (&spa->spa_write_cap, 0);
-  zrec_attach (&z, spa);
-  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-  zrec_detach (spa);
-  zio_free_bufs (bufs, N);
+  zio_capped (spa, bps, bufs, w, N, 0, false, &z);
   if (z.zr_max < 10) {
     tl_spa_destroy (&ts);
     tl_skip ("fewer than 10 requests in flight at once here");
   }
 
-  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-  atomic_store (&spa->spa_write_cap, 2);
-  zrec_attach (&z, spa);
-  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-  zrec_detach (spa);
-  zio_check_all (spa, bps, bufs, N);
-  zio_free_bufs (bufs, N);
+  zio_capped (spa, bps, bufs, w, N, 2, false, &z);
   assert_int_equal (z.zr_nw, N);
   print_message ("cap 2, 4 KiB writes: %u in flight at most\n", z.zr_max);
   assert_int_equal (z.zr_max, 10);
 
   /* The log busy: the minimum cap yields, scaled or not. */
-  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-  atomic_store (&spa->spa_write_cap, 2);
-  zv_zio_sync_io_begin (spa);
-  zrec_attach (&z, spa);
-  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-  zrec_detach (spa);
-  zv_zio_sync_io_end (spa);
-  zio_free_bufs (bufs, N);
+  zio_capped (spa, bps, bufs, w, N, 2, true, &z);
   assert_int_equal (z.zr_max, 1);
 
   /* Full-size writes (the limit at their size): the cap as it is. */
   zio_aggregate_set ("4K");
-  zio_run (spa, bps, bufs, w, N, zv_data_start (), ZV_SECTOR, ZV_SECTOR);
-  atomic_store (&spa->spa_write_cap, 2);
-  zrec_attach (&z, spa);
-  assert_int_equal (zv_zio_write_many (spa, w, N), 0);
-  zrec_detach (spa);
-  zio_free_bufs (bufs, N);
+  zio_capped (spa, bps, bufs, w, N, 2, false, &z);
   zio_aggregate_set ("1M");
   assert_int_equal (z.zr_max, 2);
   tl_spa_destroy (&ts);
