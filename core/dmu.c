@@ -95,6 +95,7 @@
 
 #include "dmu.h"
 #include "compress.h"
+#include "compq.h"
 
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
 
@@ -1798,68 +1799,108 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       || !zv_comp_prop_valid (comp))
     comp = 0;
   void **cbufs = comp ? zv_calloc (n, sizeof *cbufs) : NULL;
+  bool *hole = zv_calloc (n, sizeof *hole), *adopt = zv_calloc (n, 1);
+  zv_compq_item_t *items = comp ? zv_calloc (n, sizeof *items) : NULL;
+  size_t *item_of = comp ? zv_calloc (n, sizeof *item_of) : NULL;
+  size_t *dr_of = comp ? zv_calloc (n, sizeof *dr_of) : NULL;
+  size_t nitems = 0;
+  zv_compq_job_t job;
+
   r = dmu_sync_merge (ob, drs, n);
+  /* From here the records are the sync's: the intent log no longer
+   * writes them in place; a block it already wrote is adopted. */
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_dirty_t *dr = drs[i];
-    uint64_t blkid = dr->dr_dbuf->db_blkid;
-    /* All zeros is a hole (thin), unless a zero kept it allocated. */
-    bool hole = !dr->dr_keep_alloc
-      && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
-    zv_blkptr_t *slot, old;
 
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
-    /* From here the record is the sync's: the intent log no longer
-     * writes it in place; a block it already wrote is adopted. */
+    /* All zeros is a hole (thin), unless a zero kept it allocated. */
+    hole[i] = !dr->dr_keep_alloc
+      && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
     pthread_mutex_lock (&dr->dr_dbuf->db_mtx);
     dr->dr_syncing = true;
-    bool adopt = dr->dr_overridden && !hole;
-    if (dr->dr_overridden && hole)
+    adopt[i] = dr->dr_overridden && !hole[i];
+    if (dr->dr_overridden && hole[i])
       dmu_unoverride (ob, dr);
     pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
-    r = dmu_l1_slot (ob, &cur, blkid, NULL, &slot);
-    if (r < 0)
-      break;
-    old = *slot;
-    dmu_l1_unlock (ob, &cur);
-    if (adopt) {
-      /* Written by the intent log: no second write of the data. */
-      r = dmu_kill (ob, &old, txg);
-      bps[i] = dr->dr_override;
-      ob->ob_written += ob->ob_blksz;
-      ob->ob_lwritten += ob->ob_blksz;
-      continue;
-    }
     /* Allocated zeros (dr_keep_alloc, no data) stay whole: keeping the
      * space is what they were asked for. */
-    uint32_t psize = ob->ob_blksz;
-    if (comp && !hole && dr->dr_data != NULL) {
+    if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL) {
       cbufs[i] = zv_buf_get (ob->ob_blksz);
-      psize = zv_comp_compress (comp, dr->dr_data, ob->ob_blksz, cbufs[i]);
-      if (psize == 0) {
-        zv_buf_put (cbufs[i], ob->ob_blksz);
-        cbufs[i] = NULL;
-        psize = ob->ob_blksz;
-      }
-    }
-    r = dmu_place (ob, &old, &bps[i], hole, psize, 0, ob->ob_type, 1,
-                   1, txg);
-    if (r == 0 && !hole) {
-      bps[i].bp_lsize = ob->ob_blksz;
-      bps[i].bp_comp = cbufs && cbufs[i]
-        ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
-      w[nw].zw_bp = &bps[i];
-      w[nw].zw_buf = cbufs && cbufs[i] ? cbufs[i]
-        : dr->dr_data ? dr->dr_data : dmu_zeros;
-      nw++;
+      items[nitems] = (zv_compq_item_t) {
+        .ci_src = dr->dr_data, .ci_dst = cbufs[i], .ci_lsize = ob->ob_blksz,
+      };
+      dr_of[nitems] = i;
+      item_of[i] = nitems++;
     }
   }
+  /* The blocks are compressed by the queue's threads (compq.c) while
+   * this thread places and writes them a piece at a time: the writes of
+   * one piece overlap the compression of the next.  Uncompressed, the
+   * whole txg is one piece, one batch. */
+  zv_compq_start (&job, comp, items, r == 0 ? nitems : 0);
+  for (size_t first = 0, done_items = 0; first < n && r == 0;) {
+    size_t end = comp ? ZV_MIN (n, first + ZV_MAX (1u, zv_compq_piece
+                                                   / ob->ob_blksz)) : n;
+    size_t nw0 = nw;
+
+    while (done_items < nitems && dr_of[done_items] < end)
+      done_items++;
+    if (comp)
+      zv_compq_wait (&job, done_items);
+    for (size_t i = first; i < end && r == 0; i++) {
+      zv_dirty_t *dr = drs[i];
+      zv_blkptr_t *slot, old;
+
+      r = dmu_l1_slot (ob, &cur, dr->dr_dbuf->db_blkid, NULL, &slot);
+      if (r < 0)
+        break;
+      old = *slot;
+      dmu_l1_unlock (ob, &cur);
+      if (adopt[i]) {
+        /* Written by the intent log: no second write of the data. */
+        r = dmu_kill (ob, &old, txg);
+        bps[i] = dr->dr_override;
+        ob->ob_written += ob->ob_blksz;
+        ob->ob_lwritten += ob->ob_blksz;
+        continue;
+      }
+      uint32_t psize = ob->ob_blksz;
+      if (cbufs && cbufs[i]) {
+        psize = items[item_of[i]].ci_psize;
+        if (psize == 0) {
+          zv_buf_put (cbufs[i], ob->ob_blksz);
+          cbufs[i] = NULL;
+          psize = ob->ob_blksz;
+        }
+      }
+      r = dmu_place (ob, &old, &bps[i], hole[i], psize, 0, ob->ob_type, 1,
+                     1, txg);
+      if (r == 0 && !hole[i]) {
+        bps[i].bp_lsize = ob->ob_blksz;
+        bps[i].bp_comp = cbufs && cbufs[i]
+          ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
+        w[nw].zw_bp = &bps[i];
+        w[nw].zw_buf = cbufs && cbufs[i] ? cbufs[i]
+          : dr->dr_data ? dr->dr_data : dmu_zeros;
+        nw++;
+      }
+    }
+    if (r == 0 && nw > nw0)
+      r = zv_zio_write_many (ob->ob_spa, w + nw0, nw - nw0);
+    first = end;
+  }
+  /* No thread touches the buffers after this, whatever happened. */
+  zv_compq_finish (&job);
   dmu_l1_release (ob, &cur, NULL);
   /* Reservations of txg are now real allocations. */
   zv_alloc_unreserve (ob->ob_spa->spa_alloc,
                       atomic_exchange_explicit (&ob->ob_reserved[g], 0,
                                                 memory_order_seq_cst));
-  if (r == 0)
-    r = zv_zio_write_many (ob->ob_spa, w, nw);
+  free (hole);
+  free (adopt);
+  free (items);
+  free (item_of);
+  free (dr_of);
   for (size_t i = 0; cbufs && i < n; i++)
     zv_buf_put (cbufs[i], ob->ob_blksz);
   free (cbufs);

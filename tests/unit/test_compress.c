@@ -30,7 +30,9 @@
 #include "dmu.h"
 #include "pool.h"
 #include "compress.h"
+#include "compq.h"
 #include "send.h"
+#include <sys/wait.h>
 
 #define DEV_SIZE (64 * MiB)
 
@@ -1119,6 +1121,278 @@ test_stream_stored (void **state)
   free (shadow);
 }
 
+/* ---- the compression queue (compq.c) ---- */
+
+/* n items of mixed data (noise, half, text, zeros), each bs bytes. */
+static zv_compq_item_t *
+tq_items (size_t n, uint32_t bs, uint64_t *s)
+{
+  zv_compq_item_t *it = calloc (n, sizeof *it);
+
+  assert_non_null (it);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t *src = malloc (bs);
+    assert_non_null (src);
+    switch (i % 4) {
+    case 0: tl_fill_rand (src, bs, s); break;
+    case 1: tc_fill_half (src, bs, s); break;
+    case 2: tc_fill_text (src, bs, s); break;
+    default: memset (src, (int) i, bs); break;
+    }
+    it[i].ci_src = src;
+    it[i].ci_dst = malloc (bs);
+    assert_non_null (it[i].ci_dst);
+    it[i].ci_lsize = bs;
+  }
+  return it;
+}
+
+static void
+tq_free (zv_compq_item_t *it, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    free ((void *) it[i].ci_src);
+    free (it[i].ci_dst);
+  }
+  free (it);
+}
+
+/* Wait (at most 10 s) for the workers to have compressed more than
+ * 'since' items. */
+static bool
+tq_workers_past (uint64_t since)
+{
+  for (int t = 0; t < 10000; t++) {
+    zv_compq_stats_t st;
+    zv_compq_get_stats (&st);
+    if (st.cqs_by_workers > since)
+      return true;
+    usleep (1000);
+  }
+  return false;
+}
+
+/* Every item comes out as zv_comp_compress makes it alone, whoever
+ * compressed it; the workers did part of it; zv_compq_wait returns with
+ * the items asked for done, in order. */
+static void
+test_compq_matches (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("compq");
+  const size_t n = 96;
+  const uint32_t bs = 16384;
+  uint32_t comp;
+  zv_compq_stats_t st0, st1;
+  zv_compq_job_t j;
+  uint8_t *want = malloc (bs);
+
+  assert_non_null (want);
+  assert_int_equal (zv_comp_prop_parse ("zstd", &comp), 0);
+  zv_compq_threads = 2;
+  zv_compq_item_t *it = tq_items (n, bs, &s);
+  zv_compq_get_stats (&st0);
+  zv_compq_start (&j, comp, it, n);
+  /* Let the workers start before this thread claims anything. */
+  assert_true (tq_workers_past (st0.cqs_by_workers));
+  for (size_t upto = 1; upto <= n; upto += 7) {
+    zv_compq_wait (&j, upto);
+    for (size_t i = 0; i < upto; i++)
+      assert_true (atomic_load (&it[i].ci_done));
+  }
+  zv_compq_wait (&j, n);
+  zv_compq_finish (&j);
+  zv_compq_get_stats (&st1);
+  assert_true (st1.cqs_threads >= 1);
+  assert_int_equal (st1.cqs_by_workers + st1.cqs_by_owner
+                    - st0.cqs_by_workers - st0.cqs_by_owner, n);
+  size_t compressed = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t w = zv_comp_compress (comp, it[i].ci_src, bs, want);
+    assert_int_equal (it[i].ci_psize, w);
+    if (w > 0) {
+      assert_memory_equal (it[i].ci_dst, want, w);
+      compressed++;
+    }
+  }
+  /* half, text and constant blocks compress; noise does not */
+  assert_int_equal (compressed, n / 4 * 3);
+  tq_free (it, n);
+  free (want);
+}
+
+/* A job ended early (a sync that failed): items nobody claimed stay
+ * untouched, and nothing changes after zv_compq_finish returns. */
+static void
+test_compq_finish_early (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("compq-early");
+  const size_t n = 400;
+  uint32_t comp;
+  zv_compq_job_t j;
+  bool done[400];
+
+  assert_int_equal (zv_comp_prop_parse ("zstd-19", &comp), 0);
+  zv_compq_threads = 2;
+  zv_compq_item_t *it = tq_items (n, 65536, &s);
+  zv_compq_start (&j, comp, it, n);
+  zv_compq_wait (&j, 3);
+  zv_compq_finish (&j);
+  size_t ndone = 0;
+  for (size_t i = 0; i < n; i++) {
+    done[i] = atomic_load (&it[i].ci_done);
+    ndone += done[i];
+  }
+  assert_true (ndone >= 3 && ndone < n);
+  usleep (100 * 1000);
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal (atomic_load (&it[i].ci_done), done[i]);
+  tq_free (it, n);
+}
+
+/* In a forked child (the plugin forks after its config phase) the
+ * parent's workers do not exist: the child makes its own, and a job
+ * there ends. */
+static void
+test_compq_fork (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("compq-fork");
+  const size_t n = 64;
+  uint32_t comp;
+  zv_compq_job_t j;
+
+  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
+  zv_compq_threads = 2;
+  zv_compq_item_t *it = tq_items (n, 16384, &s);
+  zv_compq_start (&j, comp, it, n);
+  zv_compq_wait (&j, n);
+  zv_compq_finish (&j);
+  pid_t pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    zv_compq_stats_t st0;
+    alarm (20);
+    zv_compq_get_stats (&st0);
+    for (size_t i = 0; i < n; i++)
+      atomic_store (&it[i].ci_done, false);
+    zv_compq_start (&j, comp, it, n);
+    bool workers = tq_workers_past (st0.cqs_by_workers);
+    zv_compq_wait (&j, n);
+    zv_compq_finish (&j);
+    _exit (workers ? 0 : 3);
+  }
+  int status;
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status));
+  assert_int_equal (WEXITSTATUS (status), 0);
+  tq_free (it, n);
+}
+
+/* A compressed volume's sync in pieces of one block (compress_piece at
+ * its least): what the codec makes, read back after a reopen, and a
+ * sync whose writes fail half-way ends cleanly (the buffers given back,
+ * no worker left in the job: ASan and TSan runs see it). */
+static int
+tq_fail_writes (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+                uint32_t len)
+{
+  (void) dev; (void) off; (void) len;
+  int *budget = arg;
+  if (op != ZV_DEV_WRITE)
+    return 0;
+  return (*budget)-- > 0 ? 0 : -EIO;
+}
+
+/* At the first data write of a sync: how many items were compressed. */
+typedef struct tq_first {
+  uint64_t tf_base;
+  _Atomic int64_t tf_at_first;         /* -1 until the first write */
+} tq_first_t;
+
+static void
+tq_observe (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
+            uint64_t off, uint32_t len, const void *buf, int result)
+{
+  (void) dev; (void) off; (void) len; (void) buf; (void) result;
+  tq_first_t *f = arg;
+  zv_compq_stats_t st;
+  int64_t none = -1;
+
+  if (op != ZV_DEV_WRITE || done)
+    return;
+  zv_compq_get_stats (&st);
+  atomic_compare_exchange_strong (&f->tf_at_first, &none,
+                                  (int64_t) (st.cqs_by_workers
+                                             + st.cqs_by_owner
+                                             - f->tf_base));
+}
+
+static void
+test_object_pieces (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("pieces");
+  const uint64_t nb = 64;
+  const uint32_t bs = 131072;
+  uint32_t comp;
+  uint64_t piece = zv_compq_piece;
+  zv_compq_stats_t st0, st1;
+  cenv_t e;
+  uint8_t *shadow = calloc (nb, bs), *buf = malloc (bs);
+
+  assert_non_null (shadow);
+  assert_non_null (buf);
+  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
+  zv_compq_threads = 2;
+  zv_compq_piece = 128 * 1024;
+  cenv_setup (&e, "pieces", nb, bs, comp);
+  for (uint64_t b = 0; b < nb; b++) {
+    uint8_t *d = shadow + b * bs;
+    if (b % 2)
+      tc_fill_half (d, bs, &s);
+    else
+      tc_fill_text (d, bs, &s);
+    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 5), 0);
+  }
+  zv_compq_get_stats (&st0);
+  tq_first_t first = { .tf_base = st0.cqs_by_workers + st0.cqs_by_owner,
+                       .tf_at_first = -1 };
+  zv_dev_set_observer (e.spa->spa_devs[0], tq_observe, &first);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  zv_dev_set_observer (e.spa->spa_devs[0], NULL, NULL);
+  zv_compq_get_stats (&st1);
+  /* The writes began before the compression ended. */
+  assert_true (atomic_load (&first.tf_at_first) >= 1);
+  assert_true (atomic_load (&first.tf_at_first) < (int64_t) nb);
+  assert_int_equal (st1.cqs_by_workers + st1.cqs_by_owner
+                    - st0.cqs_by_workers - st0.cqs_by_owner, nb);
+  cenv_reopen (&e, NULL);
+  for (uint64_t b = 0; b < nb; b++) {
+    zv_blkptr_t bp;
+    assert_int_equal (zv_dmu_block_bp (&e.ob, b, &bp), 0);
+    assert_int_equal (bp.bp_psize, zv_comp_compress (comp, shadow + b * bs,
+                                                     bs, buf));
+    assert_int_equal (bp.bp_comp, ZV_COMP_LZ4);
+    assert_int_equal (zv_dmu_read_by_dnode (&e.ob, b * bs, bs, buf), 0);
+    tl_assert_same (buf, shadow + b * bs, bs, b * bs, "pieces");
+  }
+  /* txg 6: the fifth piece's write fails. */
+  int budget = 4;
+  for (uint64_t b = 0; b < nb; b++)
+    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs,
+                                             shadow + b * bs, 6), 0);
+  zv_dev_set_fault (e.spa->spa_devs[0], tq_fail_writes, &budget);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), -EIO);
+  zv_dev_set_fault (e.spa->spa_devs[0], NULL, NULL);
+  zv_dmu_object_discard_dirty (&e.ob);
+  zv_compq_piece = piece;
+  cenv_teardown (&e);
+  free (shadow);
+  free (buf);
+}
+
 int
 main (void)
 {
@@ -1135,6 +1409,10 @@ main (void)
     tl_test (test_pool_roundtrip),
     tl_test (test_pool_property),
     tl_test (test_stream_stored),
+    tl_test (test_compq_matches),
+    tl_test (test_compq_finish_early),
+    tl_test (test_compq_fork),
+    tl_test (test_object_pieces),
   };
 
   return tl_main (tests, "compress", NULL);

@@ -1,0 +1,285 @@
+/*
+ * compq.c: the compression queue.
+ *
+ * Theory.  A txg's data blocks are compressed before they are placed
+ * (their stored size decides their allocation), and on the sync thread
+ * alone compression and the writes took turns: first every block
+ * compressed, then every block written.  Here a job (one volume's sync)
+ * hands its items to worker threads, which claim them in order with one
+ * atomic counter (cj_next) and mark each done (ci_done); the sync thread
+ * waits for the items in order (zv_compq_wait), placing and writing the
+ * first ones while the workers compress the later ones (dmu.c cuts a
+ * sync into pieces for that).  While it waits for an item nobody has
+ * claimed, the owner claims and compresses it itself, so a job ends
+ * with no worker at all (none started yet, or a forked child, where the
+ * parent's workers do not exist).
+ *
+ * Workers: up to compq_threads (auto: one per online processor), made
+ * when a job starts and fewer are running, detached; one with no job
+ * for compq_idle_ms exits, so an idle process keeps none.  The queue is
+ * a list of the jobs with unclaimed items; a worker holds a reference
+ * (cj_refs) while it works in a job, and zv_compq_finish waits for the
+ * references to drop after closing the job to new claims (cj_next
+ * pushed to the end), so a job's items and buffers are the owner's
+ * again when it returns.
+ *
+ * Locking: cq_lock guards the queue, the thread count and cj_refs;
+ * cq_work_cv wakes workers, each job's cj_cv its owner.  A worker marks
+ * an item done and then looks at cj_waiting; the owner sets cj_waiting,
+ * under cq_lock, before it looks at the item (both sequentially
+ * consistent), so either the owner sees the item done or the worker sees
+ * it waiting and signals it under cq_lock.  In a forked child the state
+ * is made anew (cq_atfork_child): no job runs across a fork (the sync
+ * thread does not survive one either).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compq.h"
+#include "compress.h"
+#include "tunable.h"
+#include "zv_util.h"
+
+unsigned zv_compq_threads = 0;          /* 0: auto */
+unsigned zv_compq_idle_ms = 5000;
+uint64_t zv_compq_piece = 4ull << 20;
+
+static pthread_mutex_t cq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cq_work_cv;
+static zv_compq_job_t *cq_jobs;         /* with unclaimed items */
+static unsigned cq_nthreads;
+static _Atomic uint64_t cq_by_workers, cq_by_owner;
+static pthread_once_t cq_once = PTHREAD_ONCE_INIT;
+
+static void
+compq_cv_init (pthread_cond_t *cv)
+{
+  pthread_condattr_t a;
+
+  pthread_condattr_init (&a);
+  pthread_condattr_setclock (&a, CLOCK_MONOTONIC);
+  pthread_cond_init (cv, &a);
+  pthread_condattr_destroy (&a);
+}
+
+static void
+compq_atfork_child (void)
+{
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+  memcpy (&cq_lock, &fresh, sizeof fresh);
+  compq_cv_init (&cq_work_cv);
+  cq_jobs = NULL;
+  cq_nthreads = 0;
+}
+
+static void
+compq_init (void)
+{
+  compq_cv_init (&cq_work_cv);
+  ZV_VERIFY (pthread_atfork (NULL, NULL, compq_atfork_child) == 0);
+}
+
+static unsigned
+compq_target (void)
+{
+  long n;
+
+  if (zv_compq_threads != 0)
+    return zv_compq_threads;
+  n = sysconf (_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (unsigned) ZV_MIN (n, 64) : 1;
+}
+
+/* Compress item i of j and say so. */
+static void
+compq_one (zv_compq_job_t *j, size_t i)
+{
+  zv_compq_item_t *it = &j->cj_items[i];
+
+  it->ci_psize = zv_comp_compress (j->cj_prop, it->ci_src, it->ci_lsize,
+                                   it->ci_dst);
+  atomic_store_explicit (&it->ci_done, true, memory_order_seq_cst);
+}
+
+/* Claim the next item of j: its index, or j->cj_n when none is left. */
+static size_t
+compq_claim (zv_compq_job_t *j)
+{
+  size_t i = atomic_fetch_add_explicit (&j->cj_next, 1,
+                                        memory_order_relaxed);
+  return i < j->cj_n ? i : j->cj_n;
+}
+
+/* Take j off the queue (cq_lock held). */
+static void
+compq_unlink_locked (zv_compq_job_t *j)
+{
+  for (zv_compq_job_t **pp = &cq_jobs; *pp; pp = &(*pp)->cj_link)
+    if (*pp == j) {
+      *pp = j->cj_link;
+      j->cj_link = NULL;
+      return;
+    }
+}
+
+static void *
+compq_worker (void *arg)
+{
+  (void) arg;
+  pthread_mutex_lock (&cq_lock);
+  for (;;) {
+    zv_compq_job_t *j = cq_jobs;
+
+    if (j == NULL) {
+      uint64_t at = zv_now_ns () + (uint64_t) zv_compq_idle_ms * 1000000;
+      struct timespec ts = { .tv_sec = (time_t) (at / 1000000000),
+                             .tv_nsec = (long) (at % 1000000000) };
+      if (pthread_cond_timedwait (&cq_work_cv, &cq_lock, &ts) == ETIMEDOUT
+          && cq_jobs == NULL)
+        break;
+      continue;
+    }
+    j->cj_refs++;
+    pthread_mutex_unlock (&cq_lock);
+    for (size_t i; (i = compq_claim (j)) < j->cj_n;) {
+      compq_one (j, i);
+      atomic_fetch_add_explicit (&cq_by_workers, 1, memory_order_relaxed);
+      if (atomic_load_explicit (&j->cj_waiting, memory_order_seq_cst)) {
+        pthread_mutex_lock (&cq_lock);
+        pthread_cond_broadcast (&j->cj_cv);
+        pthread_mutex_unlock (&cq_lock);
+      }
+    }
+    pthread_mutex_lock (&cq_lock);
+    /* Every item is claimed: nothing more for anyone here. */
+    compq_unlink_locked (j);
+    if (--j->cj_refs == 0)
+      pthread_cond_broadcast (&j->cj_cv);
+  }
+  cq_nthreads--;
+  pthread_mutex_unlock (&cq_lock);
+  return NULL;
+}
+
+void
+zv_compq_start (zv_compq_job_t *j, uint32_t prop, zv_compq_item_t *items,
+                size_t n)
+{
+  unsigned want;
+
+  ZV_VERIFY (pthread_once (&cq_once, compq_init) == 0);
+  memset (j, 0, sizeof *j);
+  j->cj_prop = prop;
+  j->cj_items = items;
+  j->cj_n = n;
+  compq_cv_init (&j->cj_cv);
+  for (size_t i = 0; i < n; i++)
+    atomic_init (&items[i].ci_done, false);
+  if (n == 0)
+    return;
+  want = ZV_MIN ((size_t) compq_target (), n);
+  pthread_mutex_lock (&cq_lock);
+  j->cj_link = cq_jobs;
+  cq_jobs = j;
+  while (cq_nthreads < want) {
+    pthread_t t;
+    pthread_attr_t a;
+
+    pthread_attr_init (&a);
+    pthread_attr_setdetachstate (&a, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create (&t, &a, compq_worker, NULL);
+    pthread_attr_destroy (&a);
+    if (e != 0)
+      break;                    /* the owner compresses what is left */
+    cq_nthreads++;
+  }
+  pthread_cond_broadcast (&cq_work_cv);
+  pthread_mutex_unlock (&cq_lock);
+}
+
+void
+zv_compq_wait (zv_compq_job_t *j, size_t upto)
+{
+  ZV_VERIFY3U (upto, <=, j->cj_n);
+  for (size_t k = 0; k < upto; k++) {
+    while (!atomic_load_explicit (&j->cj_items[k].ci_done,
+                                  memory_order_seq_cst)) {
+      size_t i = compq_claim (j);
+      if (i < j->cj_n) {
+        compq_one (j, i);
+        atomic_fetch_add_explicit (&cq_by_owner, 1, memory_order_relaxed);
+        continue;
+      }
+      /* Every item is claimed, k by a worker still at it. */
+      pthread_mutex_lock (&cq_lock);
+      atomic_store_explicit (&j->cj_waiting, true, memory_order_seq_cst);
+      while (!atomic_load_explicit (&j->cj_items[k].ci_done,
+                                    memory_order_seq_cst))
+        pthread_cond_wait (&j->cj_cv, &cq_lock);
+      atomic_store_explicit (&j->cj_waiting, false, memory_order_seq_cst);
+      pthread_mutex_unlock (&cq_lock);
+    }
+  }
+}
+
+void
+zv_compq_finish (zv_compq_job_t *j)
+{
+  if (j->cj_n == 0) {
+    pthread_cond_destroy (&j->cj_cv);
+    return;
+  }
+  atomic_store_explicit (&j->cj_next, j->cj_n, memory_order_relaxed);
+  pthread_mutex_lock (&cq_lock);
+  compq_unlink_locked (j);
+  while (j->cj_refs > 0)
+    pthread_cond_wait (&j->cj_cv, &cq_lock);
+  pthread_mutex_unlock (&cq_lock);
+  pthread_cond_destroy (&j->cj_cv);
+}
+
+void
+zv_compq_get_stats (zv_compq_stats_t *out)
+{
+  out->cqs_by_workers = atomic_load_explicit (&cq_by_workers,
+                                              memory_order_relaxed);
+  out->cqs_by_owner = atomic_load_explicit (&cq_by_owner,
+                                            memory_order_relaxed);
+  pthread_mutex_lock (&cq_lock);
+  out->cqs_threads = cq_nthreads;
+  pthread_mutex_unlock (&cq_lock);
+}
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_compq_tunable_table[] = {
+  { .tn_name = "compress_threads", .tn_module = "compq",
+    ZV_TUNABLE_VAR_UINT (zv_compq_threads),
+    .tn_default = 0, .tn_min = 1, .tn_max = 64,
+    .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_flags = ZV_TUNABLE_F_AUTO,
+    .tn_when = ZV_TUNABLE_LIVE, .tn_reader = "each txg sync of a "
+    "compressed volume",
+    .tn_desc = "Threads that compress a txg's data blocks while the sync "
+    "thread writes the ones already compressed; auto is one per online "
+    "processor.  The sync thread compresses too when they fall behind." },
+  { .tn_name = "compress_idle_ms", .tn_module = "compq",
+    ZV_TUNABLE_VAR_UINT (zv_compq_idle_ms),
+    .tn_default = 5000, .tn_min = 1, .tn_max = 3600000,
+    .tn_unit = ZV_TUNABLE_UNIT_MS, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "each idle compression thread",
+    .tn_desc = "A compression thread with no work for this long exits." },
+  { .tn_name = "compress_piece", .tn_module = "compq",
+    ZV_TUNABLE_VAR_U64 (zv_compq_piece),
+    .tn_default = 4ull << 20, .tn_min = 128 * 1024, .tn_max = 1ull << 30,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "each txg sync of a compressed volume",
+    .tn_desc = "A compressed volume's sync places and writes its data "
+    "blocks this many logical bytes at a time, so the writes of one piece "
+    "overlap the compression of the next; smaller pieces start the "
+    "writes sooner, but each piece waits for its last write." },
+  ZV_TUNABLE_END
+};
