@@ -134,6 +134,7 @@ static uint64_t cbench_commits = 1000;          /* -l */
 static uint32_t cbench_buf_off = 16;            /* -a */
 static bool cbench_tsv;                         /* -t */
 static bool cbench_quiet;                       /* -q */
+static const char *cbench_compression;          /* -z: NULL, the default */
 
 static char cbench_path[4096];                  /* the pool file */
 static bool cbench_created;
@@ -354,6 +355,7 @@ cbench_pool_open (bool create)
   pc.pc_volsize = cbench_volsize;
   pc.pc_volblocksize = cbench_volblocksize;
   pc.pc_sparse = true;
+  pc.pc_compression = cbench_compression;
   if (cbench_cache)
     pc.pc_cache_size = cbench_cache;
   pc.pc_txg.tt_timeout_ms = 600000;     /* syncs only when asked */
@@ -659,7 +661,7 @@ cbench_usage (FILE *fp)
 {
   fprintf (fp,
            "usage: core-bench [-d DIR] [-s SIZE] [-b VOLBLOCKSIZE] [-c CACHE]\n"
-           "                  [-n OPS] [-k TXGS] [-l COMMITS] [-a OFFSET] [-t] [-q]\n"
+           "                  [-n OPS] [-k TXGS] [-l COMMITS] [-a OFFSET] [-z ALG] [-t] [-q]\n"
            "  -d DIR   where the pool file goes (default /var/tmp; tmpfs: no device)\n"
            "  -s SIZE  volume size (default 1G); the 128 KiB phases cover it once\n"
            "  -b SIZE  volblocksize (default 16K)\n"
@@ -669,6 +671,8 @@ cbench_usage (FILE *fp)
            "  -l N     intent-log commits (default 1000)\n"
            "  -a OFF   the request buffer starts OFF bytes past a page (default 16, as\n"
            "           nbdkit's malloc'd buffers; 0 to 4095)\n"
+           "  -z ALG   the volume's compression (off, lz4, zstd, zstd-N; default:\n"
+           "           the engine's, lz4)\n"
            "  -t       tab-separated output (op, ops, instr/op, cpu, caller, wall us/op, miss/op)\n"
            "  -q       no progress lines on stderr\n");
 }
@@ -678,7 +682,7 @@ main (int argc, char **argv)
 {
   int c;
 
-  while ((c = getopt (argc, argv, "d:s:b:c:n:k:l:a:tqh")) != -1) {
+  while ((c = getopt (argc, argv, "d:s:b:c:n:k:l:a:z:tqh")) != -1) {
     switch (c) {
     case 'd': cbench_dir = optarg; break;
     case 's': cbench_volsize = cbench_parse_size (optarg); break;
@@ -698,6 +702,7 @@ main (int argc, char **argv)
       break;
     case 't': cbench_tsv = true; break;
     case 'q': cbench_quiet = true; break;
+    case 'z': cbench_compression = optarg; break;
     case 'h': cbench_usage (stdout); return 0;
     default: cbench_usage (stderr); return 2;
     }

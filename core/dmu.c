@@ -1847,6 +1847,18 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       done_items++;
     if (comp)
       zv_compq_wait (&job, done_items);
+    /* What the threads have compressed already joins the piece: each
+     * piece waits for its last write, so pieces are only as many as the
+     * compression makes necessary (incompressible data, refused by the
+     * sample, is all done by the end of the first). */
+    while (comp && end < n && (cbufs[end] == NULL
+                               || atomic_load_explicit
+                               (&items[item_of[end]].ci_done,
+                                memory_order_acquire))) {
+      if (cbufs[end] != NULL)
+        done_items++;
+      end++;
+    }
     for (size_t i = first; i < end && r == 0; i++) {
       zv_dirty_t *dr = drs[i];
       zv_blkptr_t *slot, old;
