@@ -95,15 +95,19 @@ compq_target (void)
   return n > 0 ? (unsigned) ZV_MIN (n, 64) : 1;
 }
 
-/* Compress item i of j and say so. */
+/* Compress item i of j (one without a source was done from the start)
+ * and say so; count it in *by. */
 static void
-compq_one (zv_compq_job_t *j, size_t i)
+compq_one (zv_compq_job_t *j, size_t i, _Atomic uint64_t *by)
 {
   zv_compq_item_t *it = &j->cj_items[i];
 
+  if (it->ci_src == NULL)
+    return;
   it->ci_psize = zv_comp_compress (j->cj_prop, it->ci_src, it->ci_lsize,
                                    it->ci_dst);
   atomic_store_explicit (&it->ci_done, true, memory_order_seq_cst);
+  atomic_fetch_add_explicit (by, 1, memory_order_relaxed);
 }
 
 /* Claim the next item of j: its index, or j->cj_n when none is left. */
@@ -147,8 +151,7 @@ compq_worker (void *arg)
     j->cj_refs++;
     pthread_mutex_unlock (&cq_lock);
     for (size_t i; (i = compq_claim (j)) < j->cj_n;) {
-      compq_one (j, i);
-      atomic_fetch_add_explicit (&cq_by_workers, 1, memory_order_relaxed);
+      compq_one (j, i, &cq_by_workers);
       if (atomic_load_explicit (&j->cj_waiting, memory_order_seq_cst)) {
         pthread_mutex_lock (&cq_lock);
         pthread_cond_broadcast (&j->cj_cv);
@@ -178,14 +181,18 @@ zv_compq_start (zv_compq_job_t *j, uint32_t prop, zv_compq_item_t *items,
   j->cj_items = items;
   j->cj_n = n;
   compq_cv_init (&j->cj_cv);
-  for (size_t i = 0; i < n; i++)
-    atomic_init (&items[i].ci_done, false);
-  if (n == 0)
+  size_t work = 0;
+  for (size_t i = 0; i < n; i++) {
+    atomic_init (&items[i].ci_done, items[i].ci_src == NULL);
+    work += items[i].ci_src != NULL;
+  }
+  if (work == 0)
     return;
-  want = ZV_MIN ((size_t) compq_target (), n);
+  want = ZV_MIN ((size_t) compq_target (), work);
   pthread_mutex_lock (&cq_lock);
   j->cj_link = cq_jobs;
   cq_jobs = j;
+  j->cj_queued = true;
   while (cq_nthreads < want) {
     pthread_t t;
     pthread_attr_t a;
@@ -206,13 +213,12 @@ void
 zv_compq_wait (zv_compq_job_t *j, size_t upto)
 {
   ZV_VERIFY3U (upto, <=, j->cj_n);
-  for (size_t k = 0; k < upto; k++) {
+  for (size_t k = j->cj_ready; k < upto; k++) {
     while (!atomic_load_explicit (&j->cj_items[k].ci_done,
                                   memory_order_seq_cst)) {
       size_t i = compq_claim (j);
       if (i < j->cj_n) {
-        compq_one (j, i);
-        atomic_fetch_add_explicit (&cq_by_owner, 1, memory_order_relaxed);
+        compq_one (j, i, &cq_by_owner);
         continue;
       }
       /* Every item is claimed, k by a worker still at it. */
@@ -225,12 +231,13 @@ zv_compq_wait (zv_compq_job_t *j, size_t upto)
       pthread_mutex_unlock (&cq_lock);
     }
   }
+  j->cj_ready = ZV_MAX (j->cj_ready, upto);
 }
 
 void
 zv_compq_finish (zv_compq_job_t *j)
 {
-  if (j->cj_n == 0) {
+  if (!j->cj_queued) {
     pthread_cond_destroy (&j->cj_cv);
     return;
   }

@@ -17,7 +17,7 @@
 #include <pthread.h>
 
 typedef struct zv_compq_item {
-  const void *ci_src;           /* ci_lsize bytes */
+  const void *ci_src;           /* ci_lsize bytes; NULL: nothing to do */
   void *ci_dst;                 /* room for ci_lsize bytes */
   uint32_t ci_lsize;
   uint32_t ci_psize;            /* out: zv_comp_compress's result */
@@ -29,8 +29,10 @@ typedef struct zv_compq_job {
   zv_compq_item_t *cj_items;
   size_t cj_n;
   _Atomic size_t cj_next;       /* first item no thread has claimed */
+  size_t cj_ready;              /* items before it are done (the owner's) */
   _Atomic bool cj_waiting;      /* the owner sleeps on cj_cv */
   unsigned cj_refs;             /* workers inside the job (cq_lock) */
+  bool cj_queued;               /* it had work: on the queue once */
   pthread_cond_t cj_cv;
   struct zv_compq_job *cj_link; /* the queue of jobs with work (cq_lock) */
 } zv_compq_job_t;
@@ -43,7 +45,8 @@ extern uint64_t zv_compq_piece;
 extern unsigned zv_compq_threads;
 
 /* Start compressing items[0..n) with property prop (workers start on
- * the first job, up to compress_threads). */
+ * the first job, up to compress_threads); an item without a source is
+ * done from the start. */
 void zv_compq_start (zv_compq_job_t *j, uint32_t prop,
                      zv_compq_item_t *items, size_t n);
 /* Return once items[0..upto) are all compressed. */

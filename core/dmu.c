@@ -1798,12 +1798,11 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
                                  memory_order_relaxed) & ZV_FEAT_COMPRESS)
       || !zv_comp_prop_valid (comp))
     comp = 0;
-  void **cbufs = comp ? zv_calloc (n, sizeof *cbufs) : NULL;
-  bool *hole = zv_calloc (n, sizeof *hole), *adopt = zv_calloc (n, 1);
+  bool *hole = zv_calloc (n, sizeof *hole), *adopt = zv_calloc (n,
+                                                                sizeof *adopt);
+  /* Item i is block drs[i]'s; one with nothing to compress has no
+   * source (compq.h). */
   zv_compq_item_t *items = comp ? zv_calloc (n, sizeof *items) : NULL;
-  size_t *item_of = comp ? zv_calloc (n, sizeof *item_of) : NULL;
-  size_t *dr_of = comp ? zv_calloc (n, sizeof *dr_of) : NULL;
-  size_t nitems = 0;
   zv_compq_job_t job;
 
   r = dmu_sync_merge (ob, drs, n);
@@ -1824,40 +1823,31 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
     /* Allocated zeros (dr_keep_alloc, no data) stay whole: keeping the
      * space is what they were asked for. */
-    if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL) {
-      cbufs[i] = zv_buf_get (ob->ob_blksz);
-      items[nitems] = (zv_compq_item_t) {
-        .ci_src = dr->dr_data, .ci_dst = cbufs[i], .ci_lsize = ob->ob_blksz,
+    if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL)
+      items[i] = (zv_compq_item_t) {
+        .ci_src = dr->dr_data, .ci_dst = zv_buf_get (ob->ob_blksz),
+        .ci_lsize = ob->ob_blksz,
       };
-      dr_of[nitems] = i;
-      item_of[i] = nitems++;
-    }
   }
   /* The blocks are compressed by the queue's threads (compq.c) while
    * this thread places and writes them a piece at a time: the writes of
    * one piece overlap the compression of the next.  Uncompressed, the
    * whole txg is one piece, one batch. */
-  zv_compq_start (&job, comp, items, r == 0 ? nitems : 0);
-  for (size_t first = 0, done_items = 0; first < n && r == 0;) {
+  zv_compq_start (&job, comp, items, comp && r == 0 ? n : 0);
+  for (size_t first = 0; first < n && r == 0;) {
     size_t end = comp ? ZV_MIN (n, first + ZV_MAX (1u, zv_compq_piece
                                                    / ob->ob_blksz)) : n;
     size_t nw0 = nw;
 
-    while (done_items < nitems && dr_of[done_items] < end)
-      done_items++;
-    if (comp)
-      zv_compq_wait (&job, done_items);
-    /* What the threads have compressed already joins the piece: each
-     * piece waits for its last write, so pieces are only as many as the
-     * compression makes necessary (incompressible data, refused by the
-     * sample, is all done by the end of the first). */
-    while (comp && end < n && (cbufs[end] == NULL
-                               || atomic_load_explicit
-                               (&items[item_of[end]].ci_done,
-                                memory_order_acquire))) {
-      if (cbufs[end] != NULL)
-        done_items++;
-      end++;
+    if (comp) {
+      zv_compq_wait (&job, end);
+      /* What the threads have compressed already joins the piece: each
+       * piece waits for its last write, so pieces are only as many as
+       * the compression makes necessary (incompressible data, refused
+       * by the sample, is all done by the end of the first). */
+      while (end < n && atomic_load_explicit (&items[end].ci_done,
+                                              memory_order_acquire))
+        end++;
     }
     for (size_t i = first; i < end && r == 0; i++) {
       zv_dirty_t *dr = drs[i];
@@ -1877,11 +1867,12 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
         continue;
       }
       uint32_t psize = ob->ob_blksz;
-      if (cbufs && cbufs[i]) {
-        psize = items[item_of[i]].ci_psize;
+      void *cbuf = items ? items[i].ci_dst : NULL;
+      if (cbuf != NULL) {
+        psize = items[i].ci_psize;
         if (psize == 0) {
-          zv_buf_put (cbufs[i], ob->ob_blksz);
-          cbufs[i] = NULL;
+          zv_buf_put (cbuf, ob->ob_blksz);
+          items[i].ci_dst = cbuf = NULL;
           psize = ob->ob_blksz;
         }
       }
@@ -1889,11 +1880,9 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
                      1, txg);
       if (r == 0 && !hole[i]) {
         bps[i].bp_lsize = ob->ob_blksz;
-        bps[i].bp_comp = cbufs && cbufs[i]
-          ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
+        bps[i].bp_comp = cbuf ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
         w[nw].zw_bp = &bps[i];
-        w[nw].zw_buf = cbufs && cbufs[i] ? cbufs[i]
-          : dr->dr_data ? dr->dr_data : dmu_zeros;
+        w[nw].zw_buf = cbuf ? cbuf : dr->dr_data ? dr->dr_data : dmu_zeros;
         nw++;
       }
     }
@@ -1910,12 +1899,9 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
                                                 memory_order_seq_cst));
   free (hole);
   free (adopt);
+  for (size_t i = 0; items && i < n; i++)
+    zv_buf_put (items[i].ci_dst, ob->ob_blksz);
   free (items);
-  free (item_of);
-  free (dr_of);
-  for (size_t i = 0; cbufs && i < n; i++)
-    zv_buf_put (cbufs[i], ob->ob_blksz);
-  free (cbufs);
   /* Record the sealed pointers (checksums now set) in the parents. */
   for (size_t i = 0; i < n && r == 0; i++) {
     zv_blkptr_t *slot;
