@@ -921,6 +921,28 @@ zv_dev_is_rados (const zv_dev_t *dev)
   return dev->dev_rados != NULL;
 }
 
+unsigned
+zv_dev_nsides (const zv_dev_t *dev)
+{
+  (void) dev;
+  return 1;
+}
+
+zv_dev_t *
+zv_dev_side (zv_dev_t *dev, unsigned i)
+{
+  ZV_VERIFY (i == 0);
+  return dev;
+}
+
+bool
+zv_dev_side_ok (const zv_dev_t *dev, unsigned i)
+{
+  (void) dev;
+  ZV_VERIFY (i == 0);
+  return true;
+}
+
 static void dev_observe (zv_dev_io_t *io, int done);
 
 zv_dev_rados_t *

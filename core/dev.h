@@ -82,6 +82,17 @@ bool zv_dev_is_blockdev (const zv_dev_t *dev);
 bool zv_dev_is_rados (const zv_dev_t *dev);
 void zv_dev_get_stats (const zv_dev_t *dev, zv_dev_stats_t *out);
 
+/*
+ * The sides of a device.  A mirror (several devices holding the same
+ * bytes) has two or three; every other device is its own single side.
+ * zv_dev_side(dev, i) is a device that reads and writes side i alone (a
+ * scrub verifies and repairs each copy through it); zv_dev_side_ok tells
+ * whether side i is in service (not faulted).  i < zv_dev_nsides(dev).
+ */
+unsigned zv_dev_nsides (const zv_dev_t *dev);
+zv_dev_t *zv_dev_side (zv_dev_t *dev, unsigned i);
+bool zv_dev_side_ok (const zv_dev_t *dev, unsigned i);
+
 enum zv_dev_op { ZV_DEV_READ = 1, ZV_DEV_WRITE = 2, ZV_DEV_FLUSH = 3 };
 
 /*
