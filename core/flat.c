@@ -15,6 +15,12 @@
  * fl_moved (blocks of the last sync that did not go back in place) is
  * how the pool tells that a pass changed nothing more.
  *
+ * Each level keeps the bounds of its dirty slots and of the slots that
+ * may hold a block (fl_dlo/fl_dhi, fl_used), and a sync or a free walks
+ * only those: a deferred-free list has room for 65,025 data blocks and
+ * uses a few, and walking all of it, twice a sync and once a free, cost
+ * 5.3 million instructions a txg (bench/core-bench txg-sync).
+ *
  * Only the sync thread (or import, before it starts) touches these.
  */
 #include <config.h>
@@ -28,6 +34,26 @@
 #include "dmu.h"
 
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
+
+/* Mark slot i of level l dirty, widening the level's dirty bounds. */
+static void
+flat_mark (zv_flat_t *fl, unsigned l, uint64_t i)
+{
+  ZV_ASSERT (i < fl->fl_len[l]);
+  fl->fl_dirty[l][i] = 1;
+  if (fl->fl_dhi[l] == 0 || i < fl->fl_dlo[l])
+    fl->fl_dlo[l] = i;
+  if (i + 1 > fl->fl_dhi[l])
+    fl->fl_dhi[l] = i + 1;
+}
+
+/* Slot i of level l holds (or may hold) a block. */
+static void
+flat_use (zv_flat_t *fl, unsigned l, uint64_t i)
+{
+  if (i + 1 > fl->fl_used[l])
+    fl->fl_used[l] = i + 1;
+}
 
 /* Set up an empty object able to hold nblocks data blocks. */
 void
@@ -88,6 +114,7 @@ flat_load_cb (void *arg, const zv_blkptr_t *bp, unsigned level,
     return -EIO;
   }
   fl->fl_bps[level][blkid] = *bp;
+  flat_use (fl, level, blkid);
   if (level == 0 && lo->lo_fn)
     return lo->lo_fn (lo->lo_arg, blkid, data);
   return 0;
@@ -135,13 +162,16 @@ zv_flat_reshape (zv_flat_t *fl, uint64_t nblocks, uint64_t txg)
                 nblocks);
   memcpy (nf.fl_bps[0], fl->fl_bps[0], fl->fl_len[0] * sizeof (zv_blkptr_t));
   memcpy (nf.fl_dirty[0], fl->fl_dirty[0], fl->fl_len[0]);
+  nf.fl_dlo[0] = fl->fl_dlo[0];
+  nf.fl_dhi[0] = fl->fl_dhi[0];
+  nf.fl_used[0] = fl->fl_used[0];
   for (unsigned l = 1; l < fl->fl_nlevels; l++)
-    for (uint64_t i = 0; i < fl->fl_len[l]; i++)
+    for (uint64_t i = 0; i < fl->fl_used[l]; i++)
       zv_zio_free_bp (fl->fl_spa, &fl->fl_bps[l][i], txg);
   if (nf.fl_nlevels > 1)
-    for (uint64_t i = 0; i < fl->fl_len[0]; i++)
+    for (uint64_t i = 0; i < ZV_MAX (nf.fl_used[0], nf.fl_dhi[0]); i++)
       if (!zv_bp_is_hole (&nf.fl_bps[0][i]) || nf.fl_dirty[0][i])
-        nf.fl_dirty[1][i / F] = 1;
+        flat_mark (&nf, 1, i / F);
   /* The sync starts only with a dirty data block: the rebuilt levels
    * need it even when no data block changed. */
   nf.fl_ndirty = fl->fl_ndirty ? fl->fl_ndirty : 1;
@@ -157,7 +187,7 @@ zv_flat_dirty (zv_flat_t *fl, uint64_t blkid)
 {
   ZV_VERIFY3U (blkid, <, fl->fl_len[0]);
   if (!fl->fl_dirty[0][blkid]) {
-    fl->fl_dirty[0][blkid] = 1;
+    flat_mark (fl, 0, blkid);
     fl->fl_ndirty++;
   }
 }
@@ -197,16 +227,17 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
   uint64_t ndirty = 0, nw = 0;
   zv_zio_write_t *w;
   void **bufs;
-  uint64_t k = 0;
+  uint64_t lo = fl->fl_dlo[l], hi = fl->fl_dhi[l], i, k = 0;
   int r = 0;
 
-  for (uint64_t i = 0; i < fl->fl_len[l]; i++)
+  ZV_ASSERT (hi <= fl->fl_len[l]);
+  for (i = lo; i < hi; i++)
     ndirty += fl->fl_dirty[l][i];
   if (ndirty == 0)
     return 0;
   w = zv_calloc (ndirty, sizeof *w);
   bufs = zv_calloc (ndirty, sizeof *bufs);
-  for (uint64_t i = 0; i < fl->fl_len[l] && r == 0; i++) {
+  for (i = lo; i < hi && r == 0; i++) {
     zv_blkptr_t *bp = &fl->fl_bps[l][i];
     zv_blkptr_t old = *bp;
     bool was_hole = zv_bp_is_hole (&old);
@@ -235,11 +266,18 @@ flat_sync_level (zv_flat_t *fl, unsigned l, uint64_t txg,
       w[nw].zw_bp = bp;
       w[nw].zw_buf = bufs[k];
       nw++;
+      flat_use (fl, l, i);
     }
     if (l + 1u < fl->fl_nlevels)
-      fl->fl_dirty[l + 1][i / F] = 1;
+      flat_mark (fl, l + 1, i / F);
     k++;
   }
+  /* Every dirty slot was visited and cleared unless the loop stopped
+   * on an error; then the bounds stay as wide as the slots left dirty. */
+  if (r == 0)
+    fl->fl_dlo[l] = fl->fl_dhi[l] = 0;
+  else
+    fl->fl_dlo[l] = i;
   if (r == 0)
     r = zv_zio_write_many (fl->fl_spa, w, nw);
   for (uint64_t b = 0; b < k; b++)
@@ -271,11 +309,14 @@ void
 zv_flat_free_all (zv_flat_t *fl, uint64_t txg)
 {
   for (unsigned l = 0; l < fl->fl_nlevels; l++) {
-    for (uint64_t i = 0; i < fl->fl_len[l]; i++) {
+    for (uint64_t i = 0; i < fl->fl_used[l]; i++) {
       zv_zio_free_bp (fl->fl_spa, &fl->fl_bps[l][i], txg);
       memset (&fl->fl_bps[l][i], 0, sizeof (zv_blkptr_t));
-      fl->fl_dirty[l][i] = 0;
     }
+    if (fl->fl_dhi[l] > fl->fl_dlo[l])
+      memset (fl->fl_dirty[l] + fl->fl_dlo[l], 0,
+              fl->fl_dhi[l] - fl->fl_dlo[l]);
+    fl->fl_used[l] = fl->fl_dlo[l] = fl->fl_dhi[l] = 0;
   }
   fl->fl_ndirty = 0;
   fl->fl_size = 0;

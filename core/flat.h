@@ -24,6 +24,13 @@ typedef struct zv_flat {
   uint64_t fl_len[ZV_MAX_LEVELS];        /* pointers per level */
   zv_blkptr_t *fl_bps[ZV_MAX_LEVELS];    /* [nlevels-1][0] is the root */
   uint8_t *fl_dirty[ZV_MAX_LEVELS];
+  /* Bounds kept so a sync and a free walk what may have changed, not
+   * the whole capacity (a deferred-free list has room for 65,025 data
+   * blocks and uses a few): every dirty slot of level l lies in
+   * [fl_dlo[l], fl_dhi[l]) (empty when fl_dhi[l] == 0), every slot that
+   * is not a hole below fl_used[l]. */
+  uint64_t fl_dlo[ZV_MAX_LEVELS], fl_dhi[ZV_MAX_LEVELS];
+  uint64_t fl_used[ZV_MAX_LEVELS];
   uint64_t fl_ndirty;                    /* dirty data blocks */
   uint64_t fl_moved;                     /* blocks the last sync placed in
                                             new space or freed */

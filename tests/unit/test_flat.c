@@ -524,6 +524,121 @@ test_free_all (void **state)
   tl_spa_destroy (&ts);
 }
 
+/* An object loaded from disk is freed whole: the free walks the slots a
+ * load filled, not only those this process wrote. */
+static void
+test_free_all_loaded (void **state)
+{
+  const uint64_t nb = 300;
+  tl_spa_t ts;
+  zv_alloc_t *a;
+  zv_flat_t fl, got;
+  zv_dnode_phys_t dn;
+  fcontent_t fc;
+
+  (void) state;
+  tl_spa_create (&ts, "freeld", 2, DEV_SIZE);
+  a = ts.ts_spa.spa_alloc;
+  zv_flat_init (&fl, &ts.ts_spa, OBJ, ZV_BT_SPACEMAP, BS, nb);
+  fc_init (&fc, BS, nb);
+  fc_set (&fl, &fc, 3, 1);
+  fc_set (&fl, &fc, 290, 1);
+  fl.fl_size = nb * BS;
+  assert_int_equal (zv_flat_sync (&fl, 5, fc_fill, &fc), 0);
+  zv_flat_phys (&fl, &dn);
+  assert_int_equal (fc_reload (&fl, &dn, &fc, &got), 0);
+  fc_check_load (&fl, &fc, &got);
+
+  /* 2 data blocks, level-1 blocks 0 and 1, the root: 5 blocks x 2 */
+  zv_flat_free_all (&got, 6);
+  assert_int_equal (tl_alloc_defer_count (a, 6), 10);
+  for (unsigned l = 0; l < got.fl_nlevels; l++)
+    for (uint64_t i = 0; i < got.fl_len[l]; i++)
+      assert_true (zv_bp_is_hole (&got.fl_bps[l][i]));
+  zv_alloc_sync_begin (a, 8);
+  assert_int_equal (tl_alloc_space (a).as_allocated, 0);
+
+  fc_fini (&fc);
+  zv_flat_fini (&got);
+  zv_flat_fini (&fl);
+  tl_spa_destroy (&ts);
+}
+
+/* Growing an object keeps its data blocks where they are, frees the old
+ * levels above them and writes new ones at the next sync, which holds
+ * the blocks dirtied before and after the growth; what it wrote loads
+ * back, and is freed whole. */
+static void
+test_reshape (void **state)
+{
+  const uint64_t nb = 200, nb2 = 600, nb3 = F * F + 1;
+  tl_spa_t ts;
+  zv_alloc_t *a;
+  zv_flat_t fl, got;
+  zv_dnode_phys_t dn;
+  fcontent_t fc;
+  zv_blkptr_t old0, oldl1, oldroot;
+
+  (void) state;
+  tl_spa_create (&ts, "reshape", 2, DEV_SIZE);
+  a = ts.ts_spa.spa_alloc;
+  zv_flat_init (&fl, &ts.ts_spa, OBJ, ZV_BT_SPACEMAP, BS, nb);
+  assert_int_equal (fl.fl_nlevels, 2);
+  fc_init (&fc, BS, nb3);
+  fc_set (&fl, &fc, 0, 1);
+  fc_set (&fl, &fc, 150, 1);
+  fl.fl_size = nb * BS;
+  assert_int_equal (zv_flat_sync (&fl, 5, fc_fill, &fc), 0);
+  old0 = fl.fl_bps[0][0];
+  oldl1 = fl.fl_bps[1][0];
+  oldroot = oldl1;                        /* two levels: L1 is the root */
+
+  /* Only a block in the new room is dirty: the level-1 block above the
+   * old data is rewritten all the same. */
+  zv_flat_reshape (&fl, nb2, 6);
+  assert_int_equal (fl.fl_nlevels, 3);
+  fc_set (&fl, &fc, 580, 1);
+  fl.fl_size = nb2 * BS;
+  assert_int_equal (zv_flat_sync (&fl, 6, fc_fill, &fc), 0);
+  assert_memory_equal (&fl.fl_bps[0][0], &old0, sizeof old0);
+  assert_int_equal (fl.fl_bps[1][0].bp_fill, 2);    /* 0, 150 */
+  assert_int_equal (fl.fl_bps[1][2].bp_fill, 1);    /* 580 */
+  for (unsigned c = 0; c < 2; c++)
+    assert_true (tl_alloc_deferred (a, 6, oldroot.bp_dva[c]));
+  fc_check_allocated (&fl);
+  zv_flat_phys (&fl, &dn);
+  assert_int_equal (dn.dn_root.bp_fill, 3);
+  assert_int_equal (fc_reload (&fl, &dn, &fc, &got), 0);
+  fc_check_load (&fl, &fc, &got);
+  zv_flat_fini (&got);
+
+  /* Only a block dirtied before the growth: it is written by the sync
+   * after it. */
+  fc_set (&fl, &fc, 150, 2);
+  zv_flat_reshape (&fl, nb3, 7);
+  assert_int_equal (fl.fl_nlevels, 4);
+  fl.fl_size = nb3 * BS;
+  assert_int_equal (zv_flat_sync (&fl, 7, fc_fill, &fc), 0);
+  assert_int_equal (fl.fl_bps[0][150].bp_birth, 7);
+  fc_check_allocated (&fl);
+  zv_flat_phys (&fl, &dn);
+  assert_int_equal (dn.dn_root.bp_fill, 3);
+  assert_int_equal (fc_reload (&fl, &dn, &fc, &got), 0);
+  fc_check_load (&fl, &fc, &got);
+  zv_flat_fini (&got);
+
+  /* 3 data blocks, level-1 blocks 0 and 2, one level-2 block, the root:
+   * 7 blocks x 2 */
+  zv_flat_free_all (&fl, 8);
+  assert_int_equal (tl_alloc_defer_count (a, 8), 14);
+  zv_alloc_sync_begin (a, 10);
+  assert_int_equal (tl_alloc_space (a).as_allocated, 0);
+
+  fc_fini (&fc);
+  zv_flat_fini (&fl);
+  tl_spa_destroy (&ts);
+}
+
 /* A load checks the descriptor against the object's shape before it
  * follows anything: each hostile field is -EIO with a message, and no
  * block is handed over. */
@@ -741,6 +856,8 @@ main (void)
     tl_test (test_zero_blocks_are_holes),
     tl_test (test_resync_in_place),
     tl_test (test_free_all),
+    tl_test (test_free_all_loaded),
+    tl_test (test_reshape),
     tl_test (test_load_hostile_dnode),
     tl_test (test_load_damaged),
     tl_test (test_load_hostile_tree),
