@@ -219,6 +219,34 @@ dmu_kill (zv_object_t *ob, const zv_blkptr_t *bp, uint64_t txg)
   return 0;
 }
 
+/* Dirty records come from a cache of freed ones (zv_rcache): a writer
+ * makes one per block it dirties and the txg sync frees them all, on
+ * another thread, every txg.  16 MiB is about 100,000 records, the
+ * blocks of a couple of txgs of 16 KiB writes. */
+#define DMU_DR_CACHE_MAX (16ull << 20)
+static zv_rcache_t *dmu_dr_cache;
+static pthread_once_t dmu_dr_cache_once = PTHREAD_ONCE_INIT;
+
+static void
+dmu_dr_cache_init (void)
+{
+  dmu_dr_cache = zv_rcache_create (sizeof (zv_dirty_t), DMU_DR_CACHE_MAX);
+}
+
+static zv_dirty_t *
+dmu_dr_alloc (void)
+{
+  ZV_VERIFY (pthread_once (&dmu_dr_cache_once, dmu_dr_cache_init) == 0);
+  return zv_rcache_alloc (dmu_dr_cache);
+}
+
+static void
+dmu_dr_free (zv_dirty_t *dr)
+{
+  ZV_ASSERT (dr != NULL);
+  zv_rcache_free (dmu_dr_cache, dr);
+}
+
 /*
  * zv_zio_place_bp with the birth rule: old is killed here unless it is
  * rewritten in place (born in txg: never a snapshot's).
@@ -283,7 +311,7 @@ zv_dmu_object_discard_dirty (zv_object_t *ob)
       pthread_mutex_unlock (&db->db_mtx);
       zv_dbuf_rele (ob->ob_cache, db);
       zv_buf_free (dr->dr_data);
-      free (dr);
+      dmu_dr_free (dr);
       dr = next;
     }
   }
@@ -1068,7 +1096,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
     ZV_VERIFY3U (prev->dr_txg, <, txg);
   if (!for_free && (r = dmu_reserve (ob, txg)) < 0)
     return r;
-  dr = zv_calloc (1, sizeof *dr);
+  dr = dmu_dr_alloc ();
   dr->dr_txg = txg;
   dr->dr_dbuf = db;
   if (!for_free) {
@@ -1079,7 +1107,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
     if (!whole && !partial && prev == NULL) {
       r = dmu_fill_locked (ob, db);
       if (r < 0) {
-        free (dr);
+        dmu_dr_free (dr);
         dmu_unreserve (ob, txg);
         return r;
       }
@@ -1953,7 +1981,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       zv_dbuf_set_data (ob->ob_cache, db, data);
     pthread_mutex_unlock (&db->db_mtx);
     zv_dbuf_rele (ob->ob_cache, db);
-    free (dr);
+    dmu_dr_free (dr);
   }
   for (unsigned s = 0; s < 2; s++) {
     for (size_t i = 0; i < sets[s].is_n; i++)

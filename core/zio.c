@@ -502,9 +502,11 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
     npieces += w[i].zw_bp->bp_ncopies;
   if (npieces == 0)
     return 0;
-  pieces = zv_calloc (npieces, sizeof *pieces);
-  ios = zv_calloc (npieces, sizeof *ios);
-  iovs = zv_calloc (npieces, sizeof *iovs);
+  /* Not zeroed: every entry used is assigned whole below and in
+   * zio_join (zeroing them cost about 130 instructions a block). */
+  pieces = zv_alloc (npieces * sizeof *pieces);
+  ios = zv_alloc (npieces * sizeof *ios);
+  iovs = zv_alloc (npieces * sizeof *iovs);
   for (size_t i = 0; i < n; i++) {
     zv_blkptr_t *bp = w[i].zw_bp;
 

@@ -137,6 +137,20 @@ void zv_buf_put (void *buf, size_t size);
 /* Free every buffer waiting in the cache (memory is needed elsewhere). */
 void zv_buf_reclaim (void);
 
+/*
+ * A cache of freed records of one size (kept on per-CPU free lists, up
+ * to max_bytes of them, none under AddressSanitizer), for records made
+ * at I/O rates on one thread and freed on another.  zv_rcache_alloc
+ * gives a zeroed record (aborts on ENOMEM); zv_rcache_free takes one
+ * from zv_rcache_alloc of the same cache (NULL: nothing).
+ */
+typedef struct zv_rcache zv_rcache_t;
+zv_rcache_t *zv_rcache_create (size_t size, uint64_t max_bytes);
+void zv_rcache_destroy (zv_rcache_t *rc);
+void *zv_rcache_alloc (zv_rcache_t *rc);
+void zv_rcache_free (zv_rcache_t *rc, void *p);
+uint64_t zv_rcache_cached (const zv_rcache_t *rc);   /* bytes waiting */
+
 /* Checksum of a block: XXH3-128 seeded with 'seed'. */
 typedef struct zv_cksum { uint64_t zc_word[2]; } zv_cksum_t;
 void zv_cksum_compute (const void *buf, size_t len, uint64_t seed,
