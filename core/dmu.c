@@ -37,28 +37,8 @@
  * which is read and cached for it (safe while records are pending: the
  * sync that retires one replaces the cached content, under db_mtx).
  *
- * Syncing context (the txg sync thread, one txg at a time) takes T's list
- * (nobody adds to it once T is quiesced), writes each block to new space
- * (copy on write: the old copy is freed, deferred to T+2), or adopts the
- * block the intent log already wrote for it (zv_dmu_sync_block), and
- * records the new pointer in the parent indirect block in memory (the
- * blocks go in order, so one hold on a level-1 parent serves the run of
- * blocks under it: dmu_l1_cursor_t); then
- * writes the indirect blocks of each level (two copies each), bottom up,
- * and last the root pointer.  A data block of a volume whose property
- * says so is compressed first (compress.c), into a pooled buffer, and
- * placed at its stored size; the record's buffer, which the cache takes,
- * stays as written (the cache holds uncompressed data only).  The intent
- * log's in-place blocks and allocated zeros are never compressed.  A
- * block already born in T (a second sync
- * pass of the same txg) is overwritten in place: no committed uberblock
- * can point at it, and not reallocating is what lets the pool's passes
- * converge.  Data blocks of zeros become holes (the volume is thin),
- * except those a zero without MAY_TRIM asked to keep allocated
- * (dr_keep_alloc): their records hold no data, and the sync writes them
- * from one shared zero block.  A sync that fails (the pool is suspended
- * then) leaves T's records dirty, so reads keep returning T's content,
- * which is nowhere else; the export discards them.
+ * Syncing context (the txg sync thread) is dmu_sync.c: see its theory
+ * comment.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
@@ -93,24 +73,13 @@
 #include <stdlib.h>
 #include <inttypes.h>
 
-#include "dmu.h"
+#include "dmu_impl.h"
 #include "compress.h"
-#include "compq.h"
 
-#define F ((uint64_t) ZV_INDIRECT_FANOUT)
 
-/* The content of every allocated-zero block without data of its own
- * (dr_keep_alloc): the sync writes them all from here, and the partial
- * edges of such a zero are copied from it. */
-static const uint8_t dmu_zeros[ZV_MAX_BLKSZ]
+/* See dmu_impl.h. */
+const uint8_t zv_dmu_zeros[ZV_MAX_BLKSZ]
   __attribute__ ((aligned (ZV_SECTOR)));
-
-/* Entries of an indirect block (slot 0 is the header). */
-static inline zv_blkptr_t *
-dmu_ind_entries (void *data)
-{
-  return (zv_blkptr_t *) data + 1;
-}
 
 /* F^l (l <= ZV_MAX_LEVELS; saturates long before overflow matters). */
 static uint64_t
@@ -203,8 +172,8 @@ zv_dmu_object_set_kill (zv_object_t *ob, zv_dmu_kill_fn fn, void *arg)
  * freed, unless a snapshot still holds it (the birth rule).  Only a block
  * born in txg itself is freed at once (zv_zio_free_bp).
  */
-static int
-dmu_kill (zv_object_t *ob, const zv_blkptr_t *bp, uint64_t txg)
+int
+zv_dmu_kill (zv_object_t *ob, const zv_blkptr_t *bp, uint64_t txg)
 {
   if (zv_bp_is_hole (bp))
     return 0;
@@ -240,8 +209,8 @@ dmu_dr_alloc (void)
   return zv_rcache_alloc (dmu_dr_cache);
 }
 
-static void
-dmu_dr_free (zv_dirty_t *dr)
+void
+zv_dmu_dr_free (zv_dirty_t *dr)
 {
   ZV_ASSERT (dr != NULL);
   zv_rcache_free (dmu_dr_cache, dr);
@@ -251,8 +220,8 @@ dmu_dr_free (zv_dirty_t *dr)
  * zv_zio_place_bp with the birth rule: old is killed here unless it is
  * rewritten in place (born in txg: never a snapshot's).
  */
-static int
-dmu_place (zv_object_t *ob, const zv_blkptr_t *old, zv_blkptr_t *bp,
+int
+zv_dmu_place (zv_object_t *ob, const zv_blkptr_t *old, zv_blkptr_t *bp,
            bool hole, uint32_t size, unsigned level, uint8_t type,
            uint64_t fill, unsigned copies, uint64_t txg)
 {
@@ -260,7 +229,7 @@ dmu_place (zv_object_t *ob, const zv_blkptr_t *old, zv_blkptr_t *bp,
   int r;
 
   if (!zv_bp_is_hole (old) && old->bp_birth != txg) {
-    if ((r = dmu_kill (ob, old, txg)) < 0)
+    if ((r = zv_dmu_kill (ob, old, txg)) < 0)
       return r;
     memset (&none, 0, sizeof none);
     old = &none;
@@ -311,7 +280,7 @@ zv_dmu_object_discard_dirty (zv_object_t *ob)
       pthread_mutex_unlock (&db->db_mtx);
       zv_dbuf_rele (ob->ob_cache, db);
       zv_buf_free (dr->dr_data);
-      dmu_dr_free (dr);
+      zv_dmu_dr_free (dr);
       dr = next;
     }
   }
@@ -436,7 +405,7 @@ dmu_check_children (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
                     uint64_t idx, const void *data, const char *what)
 {
   zv_spa_t *spa = ob->ob_spa;
-  const zv_blkptr_t *e = dmu_ind_entries ((void *) data);
+  const zv_blkptr_t *e = zv_dmu_ind_entries ((void *) data);
   zv_alloc_ext_t ext[2 * ZV_INDIRECT_FANOUT];
   uint64_t from[2 * ZV_INDIRECT_FANOUT];
   uint32_t size = level > 1 ? ZV_INDIRECT_SIZE : ob->ob_blksz;
@@ -553,8 +522,8 @@ dmu_read_bp (zv_object_t *ob, const zv_blkptr_t *bp, unsigned level,
  * Hold indirect block idx of 'level', loaded.  Its parent's lock is held
  * while the pointer is read and followed (see the theory comment).
  */
-static int
-dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
+int
+zv_dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
                    zv_dbuf_t **dbp)
 {
   zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, level, idx,
@@ -579,11 +548,11 @@ dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
     bp = ob->ob_root;
   }
   else {
-    r = dmu_hold_indirect (ob, level + 1, idx / F, &pdb);
+    r = zv_dmu_hold_indirect (ob, level + 1, idx / F, &pdb);
     if (r < 0)
       goto fail;
     pthread_mutex_lock (&pdb->db_mtx);
-    bp = dmu_ind_entries (pdb->db_data)[idx % F];
+    bp = zv_dmu_ind_entries (pdb->db_data)[idx % F];
   }
   r = dmu_read_bp (ob, &bp, level, idx, &data);
   if (r == 0 && data == NULL)
@@ -609,8 +578,8 @@ dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
 
 /* The current pointer of data block blkid (stable while its dbuf's
  * db_mtx is held and it has no dirty record). */
-static int
-dmu_lookup_l0 (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp)
+int
+zv_dmu_lookup_l0 (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp)
 {
   zv_dbuf_t *pdb;
   int r;
@@ -621,11 +590,11 @@ dmu_lookup_l0 (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp)
     pthread_mutex_unlock (&ob->ob_mtx);
     return 0;
   }
-  r = dmu_hold_indirect (ob, 1, blkid / F, &pdb);
+  r = zv_dmu_hold_indirect (ob, 1, blkid / F, &pdb);
   if (r < 0)
     return r;
   pthread_mutex_lock (&pdb->db_mtx);
-  *bp = dmu_ind_entries (pdb->db_data)[blkid % F];
+  *bp = zv_dmu_ind_entries (pdb->db_data)[blkid % F];
   pthread_mutex_unlock (&pdb->db_mtx);
   zv_dbuf_rele (ob->ob_cache, pdb);
   return 0;
@@ -647,7 +616,7 @@ dmu_fill_locked (zv_object_t *ob, zv_dbuf_t *db)
     return 0;
   }
   zv_dbuf_count (ob->ob_cache, false);
-  r = dmu_lookup_l0 (ob, db->db_blkid, &bp);
+  r = zv_dmu_lookup_l0 (ob, db->db_blkid, &bp);
   if (r < 0)
     return r;
   r = dmu_read_bp (ob, &bp, 0, db->db_blkid, &data);
@@ -746,8 +715,8 @@ dmu_copy_merged (uint8_t *out, const zv_dirty_t *dr, const uint8_t *base,
 
 /* Fill a partial record's unwritten grains from base (NULL: zeros): it
  * holds the whole block from now on (db_mtx held). */
-static void
-dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr, const uint8_t *base)
+void
+zv_dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr, const uint8_t *base)
 {
   uint8_t *d = dr->dr_data;
 
@@ -775,7 +744,7 @@ dmu_resolve_locked (zv_object_t *ob, zv_dbuf_t *db, zv_dirty_t *dr)
     return 0;
   r = dmu_fill_locked (ob, db);
   if (r == 0)
-    dmu_merge_locked (ob, dr, db->db_data);
+    zv_dmu_merge_locked (ob, dr, db->db_data);
   return r;
 }
 
@@ -886,7 +855,7 @@ dmu_batch_fill (zv_object_t *ob, zv_dbuf_t *const *dbs, size_t m)
   for (size_t i = 0; i < m; i++) {
     zv_blkptr_t bp;
 
-    if (dmu_lookup_l0 (ob, dbs[i]->db_blkid, &bp) == 0
+    if (zv_dmu_lookup_l0 (ob, dbs[i]->db_blkid, &bp) == 0
         && !zv_bp_is_hole (&bp) && zv_bp_size_is (&bp, ob->ob_blksz)
         && bp.bp_level == 0) {
       bps[k] = bp;
@@ -908,7 +877,7 @@ dmu_batch_fill (zv_object_t *ob, zv_dbuf_t *const *dbs, size_t m)
 
     pthread_mutex_lock (&db->db_mtx);
     if (res[j] == 0 && db->db_state != ZV_DB_CACHED
-        && dmu_lookup_l0 (ob, db->db_blkid, &now) == 0
+        && zv_dmu_lookup_l0 (ob, db->db_blkid, &now) == 0
         && memcmp (&now, &bps[j], sizeof now) == 0) {
       zv_dbuf_set_data (ob->ob_cache, db, bufs[j]);
       bufs[j] = NULL;
@@ -1026,8 +995,8 @@ zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len, void *buf)
  * itself, the free is on disk exactly when txg is; deferring it to txg + 1
  * leaked the block when the power went between the two.  db_mtx held.
  */
-static void
-dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
+void
+zv_dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
 {
   if (!dr->dr_overridden)
     return;
@@ -1087,7 +1056,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   if (dr) {
     ZV_VERIFY3U (dr->dr_txg, ==, txg);
     ZV_VERIFY (!dr->dr_syncing);
-    dmu_unoverride (ob, dr);
+    zv_dmu_unoverride (ob, dr);
     *drp = dr;
     return 0;
   }
@@ -1107,7 +1076,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
     if (!whole && !partial && prev == NULL) {
       r = dmu_fill_locked (ob, db);
       if (r < 0) {
-        dmu_dr_free (dr);
+        zv_dmu_dr_free (dr);
         dmu_unreserve (ob, txg);
         return r;
       }
@@ -1229,7 +1198,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
       }
       else {
         zv_blkptr_t bp;
-        r = dmu_lookup_l0 (ob, b, &bp);
+        r = zv_dmu_lookup_l0 (ob, b, &bp);
         if (r < 0)
           goto next;
         if (zv_bp_is_hole (&bp)) {
@@ -1240,7 +1209,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
     }
     r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr, &kept);
     if (r == 0) {
-      dmu_unoverride (ob, dr);
+      zv_dmu_unoverride (ob, dr);
       dr->dr_keep_alloc = false;
     }
     if (r == 0 && dr->dr_data) {
@@ -1277,7 +1246,7 @@ dmu_keep_alloc (zv_object_t *ob, uint64_t blkid, uint64_t txg)
 
 /*
  * Zero, keeping every block allocated (see dmu.h).  A whole block's
- * record drops whatever data it had: the sync writes it from dmu_zeros,
+ * record drops whatever data it had: the sync writes it from zv_dmu_zeros,
  * so memory does not grow with the range.  It reserves its block like a
  * write, unless its record of this txg already did (one with data, or
  * zeroed already); a freeing record may have reserved too (a write
@@ -1305,7 +1274,7 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     int r = 0;
 
     if (n < ob->ob_blksz) {
-      r = zv_dmu_write_by_dnode (ob, off, n, dmu_zeros, txg);
+      r = zv_dmu_write_by_dnode (ob, off, n, zv_dmu_zeros, txg);
       if (r < 0)
         return r;
       dmu_keep_alloc (ob, blkid, txg);
@@ -1369,7 +1338,7 @@ zv_dmu_block_is_hole (zv_object_t *ob, uint64_t blkid, bool *hole)
   }
   /* Not dirty: the tree decides.  A block dirtied meanwhile is a race
    * any client accepts (extents are a snapshot of a moving target). */
-  r = dmu_lookup_l0 (ob, blkid, &bp);
+  r = zv_dmu_lookup_l0 (ob, blkid, &bp);
   if (r < 0)
     return r;
   *hole = zv_bp_is_hole (&bp);
@@ -1382,7 +1351,7 @@ zv_dmu_block_bp (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp)
 {
   if (blkid >= ob->ob_nblocks)
     return -EINVAL;
-  return dmu_lookup_l0 (ob, blkid, bp);
+  return zv_dmu_lookup_l0 (ob, blkid, bp);
 }
 
 /* Write a dirty block in place for the intent log (see dmu.h). */
@@ -1432,565 +1401,6 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
   }
   pthread_mutex_unlock (&db->db_mtx);
   zv_dbuf_rele (ob->ob_cache, db);
-  return r;
-}
-
-/* ---- syncing context ---- */
-
-/* An indirect block changed by this sync, held until its parent knows. */
-typedef struct dmu_dirty_ind {
-  zv_dbuf_t *dd_db;
-  uint64_t dd_idx;
-} dmu_dirty_ind_t;
-
-typedef struct dmu_ind_set {
-  dmu_dirty_ind_t *is_v;
-  size_t is_n, is_cap;
-} dmu_ind_set_t;
-
-/* Add (held) to the set unless the last entry is the same block. */
-static void
-dmu_ind_set_add (zv_object_t *ob, dmu_ind_set_t *s, zv_dbuf_t *db,
-                 uint64_t idx)
-{
-  if (s->is_n > 0 && s->is_v[s->is_n - 1].dd_idx == idx) {
-    ZV_ASSERT3P (s->is_v[s->is_n - 1].dd_db, ==, db);
-    zv_dbuf_rele (ob->ob_cache, db);
-    return;
-  }
-  ZV_GROW (s->is_v, s->is_n, s->is_cap, 64);
-  s->is_v[s->is_n++] = (dmu_dirty_ind_t) { .dd_db = db, .dd_idx = idx };
-}
-
-/* Sort dirty records by block. */
-static int
-dmu_dr_cmp (const void *a, const void *b)
-{
-  const zv_dirty_t *x = *(zv_dirty_t * const *) a;
-  const zv_dirty_t *y = *(zv_dirty_t * const *) b;
-
-  return x->dr_dbuf->db_blkid < y->dr_dbuf->db_blkid ? -1
-    : x->dr_dbuf->db_blkid > y->dr_dbuf->db_blkid;
-}
-
-/*
- * Put txg's records in block order.  They come off the object's list
- * newest first, so a sequential writer's are in descending order already
- * and a few streams give long runs of it: reversing costs n steps where
- * the merge sort, each comparison two pointers chased into the dbufs,
- * was the largest share of the sync's bookkeeping for large writes.
- * Anything else is sorted.
- */
-static void
-dmu_dr_order (zv_dirty_t **drs, size_t n)
-{
-  size_t i = 1;
-
-  while (i < n && drs[i]->dr_dbuf->db_blkid < drs[i - 1]->dr_dbuf->db_blkid)
-    i++;
-  if (i == n) {
-    for (size_t a = 0, b = n - 1; a < b; a++, b--) {
-      zv_dirty_t *t = drs[a];
-      drs[a] = drs[b];
-      drs[b] = t;
-    }
-    return;
-  }
-  qsort (drs, n, sizeof *drs, dmu_dr_cmp);
-}
-
-/* Sum of fills under an indirect block (its db_mtx held). */
-static uint64_t
-dmu_ind_fill (void *data)
-{
-  const zv_blkptr_t *e = dmu_ind_entries (data);
-  uint64_t fill = 0;
-
-  for (uint64_t i = 0; i < F; i++)
-    if (!zv_bp_is_hole (&e[i]))
-      fill += e[i].bp_fill;
-  return fill;
-}
-
-/* Where the pointer to (level, idx) lives: the root or a held parent. */
-static int
-dmu_parent_slot (zv_object_t *ob, unsigned level, uint64_t idx,
-                 zv_dbuf_t **pdbp, zv_blkptr_t **slotp)
-{
-  int r;
-
-  *pdbp = NULL;
-  if (level == ob->ob_nlevels - 1u) {
-    ZV_VERIFY3U (idx, ==, 0);
-    pthread_mutex_lock (&ob->ob_mtx);
-    *slotp = &ob->ob_root;
-    return 0;
-  }
-  r = dmu_hold_indirect (ob, level + 1, idx / F, pdbp);
-  if (r < 0)
-    return r;
-  pthread_mutex_lock (&(*pdbp)->db_mtx);
-  *slotp = &dmu_ind_entries ((*pdbp)->db_data)[idx % F];
-  return 0;
-}
-
-/* Unlock what dmu_parent_slot locked; the parent's hold goes to 'keep'
- * (the next level's set) or is dropped. */
-static void
-dmu_parent_done (zv_object_t *ob, zv_dbuf_t *pdb, uint64_t pidx,
-                 dmu_ind_set_t *keep)
-{
-  if (pdb == NULL) {
-    pthread_mutex_unlock (&ob->ob_mtx);
-    return;
-  }
-  pthread_mutex_unlock (&pdb->db_mtx);
-  if (keep)
-    dmu_ind_set_add (ob, keep, pdb, pidx);
-  else
-    zv_dbuf_rele (ob->ob_cache, pdb);
-}
-
-/*
- * The level-1 parent of a sync's data blocks, taken in block order: one
- * hold on it serves every block of a run under the same parent (up to
- * F of them), instead of a hold, a state check and a release per block.
- * Only the sync changes indirect blocks, and the hold keeps the parent
- * from being evicted, so the parent stays the current one across the run.
- */
-typedef struct dmu_l1_cursor {
-  zv_dbuf_t *lc_db;             /* held, or NULL */
-  uint64_t lc_idx;
-} dmu_l1_cursor_t;
-
-/* Give up the cursor's parent: to 'keep' (the next level's set) or not. */
-static void
-dmu_l1_release (zv_object_t *ob, dmu_l1_cursor_t *c, dmu_ind_set_t *keep)
-{
-  if (c->lc_db == NULL)
-    return;
-  if (keep)
-    dmu_ind_set_add (ob, keep, c->lc_db, c->lc_idx);
-  else
-    zv_dbuf_rele (ob->ob_cache, c->lc_db);
-  c->lc_db = NULL;
-}
-
-/* Lock and point at data block blkid's slot (dmu_parent_slot for level 0
- * through the cursor); dmu_l1_unlock undoes the lock. */
-static int
-dmu_l1_slot (zv_object_t *ob, dmu_l1_cursor_t *c, uint64_t blkid,
-             dmu_ind_set_t *keep, zv_blkptr_t **slotp)
-{
-  if (ob->ob_nlevels == 1) {
-    zv_dbuf_t *none;
-    return dmu_parent_slot (ob, 0, blkid, &none, slotp);
-  }
-  if (c->lc_db == NULL || c->lc_idx != blkid / F) {
-    int r;
-
-    dmu_l1_release (ob, c, keep);
-    r = dmu_hold_indirect (ob, 1, blkid / F, &c->lc_db);
-    if (r < 0) {
-      c->lc_db = NULL;
-      return r;
-    }
-    c->lc_idx = blkid / F;
-  }
-  pthread_mutex_lock (&c->lc_db->db_mtx);
-  *slotp = &dmu_ind_entries (c->lc_db->db_data)[blkid % F];
-  return 0;
-}
-
-static void
-dmu_l1_unlock (zv_object_t *ob, dmu_l1_cursor_t *c)
-{
-  if (ob->ob_nlevels == 1)
-    pthread_mutex_unlock (&ob->ob_mtx);
-  else
-    pthread_mutex_unlock (&c->lc_db->db_mtx);
-}
-
-/*
- * Write one level's changed indirect blocks: place each (reading the old
- * pointer from its parent), write them all, then record the sealed
- * pointers in the parents, which become the next level's work.
- */
-static int
-dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
-                    dmu_ind_set_t *next, uint64_t txg)
-{
-  size_t n = cur->is_n, nw = 0;
-  zv_zio_write_t *w = zv_calloc (n ? n : 1, sizeof *w);
-  zv_blkptr_t *bps = zv_calloc (n ? n : 1, sizeof *bps);
-  int r = 0;
-
-  for (size_t i = 0; i < n && r == 0; i++) {
-    zv_dbuf_t *db = cur->is_v[i].dd_db;
-    uint64_t idx = cur->is_v[i].dd_idx;
-    zv_dbuf_t *pdb;
-    zv_blkptr_t *slot, old;
-    uint64_t fill;
-
-    pthread_mutex_lock (&db->db_mtx);
-    fill = dmu_ind_fill (db->db_data);
-    ((zv_mblk_hdr_t *) db->db_data)->mh_txg = txg;
-    pthread_mutex_unlock (&db->db_mtx);
-
-    r = dmu_parent_slot (ob, level, idx, &pdb, &slot);
-    if (r < 0)
-      break;
-    old = *slot;
-    dmu_parent_done (ob, pdb, idx / F, NULL);
-    r = dmu_place (ob, &old, &bps[i], fill == 0, ZV_INDIRECT_SIZE, level,
-                   ZV_BT_INDIRECT, fill, 2, txg);
-    if (r == 0 && fill > 0) {
-      w[nw].zw_bp = &bps[i];
-      w[nw].zw_buf = db->db_data;
-      nw++;
-    }
-  }
-  if (r == 0)
-    r = zv_zio_write_many (ob->ob_spa, w, nw);
-  for (size_t i = 0; i < n && r == 0; i++) {
-    uint64_t idx = cur->is_v[i].dd_idx;
-    zv_dbuf_t *pdb;
-    zv_blkptr_t *slot;
-
-    r = dmu_parent_slot (ob, level, idx, &pdb, &slot);
-    if (r < 0)
-      break;
-    *slot = bps[i];
-    dmu_parent_done (ob, pdb, idx / F, next);
-  }
-  for (size_t i = 0; i < n; i++)
-    zv_dbuf_rele (ob->ob_cache, cur->is_v[i].dd_db);
-  cur->is_n = 0;
-  free (w);
-  free (bps);
-  return r;
-}
-
-/*
- * Merge the partial records of a sync with the content under them
- * (before anything is placed: a block's zeros decide whether it is a
- * hole).  The cache gives what it holds; the other blocks are read in one
- * batch, all in flight together, not one at a time.  A record merged
- * meanwhile by the intent log's in-place write is left alone.
- *
- * An old block that does not read back (a checksum or device error) has
- * no content to merge with.  It is read again (a device error may pass:
- * dmu_merge_read_tries in all), and if it still fails the sync fails:
- * the write was acknowledged, maybe flushed, and only the intent log and
- * this record hold it, so the txg must not commit without it (committing
- * would retire the log records too).  The pool suspends with a message
- * naming the block; reads keep seeing the record.  The next import
- * replays the write, and a block still unreadable then fails that sync
- * again, until the block is repaired or the log is given up
- * (zil_recover=).  Before partial records the write itself failed with
- * EIO; now one bad block under a partial write stops the pool's writes,
- * loudly, rather than drop data it acknowledged.
- */
-/* Reads of an old block the sync tries before it gives up (see above). */
-static const unsigned dmu_merge_read_tries = 3;
-
-static int
-dmu_sync_merge (zv_object_t *ob, zv_dirty_t **drs, size_t n)
-{
-  zv_dirty_t **need = zv_alloc ((n ? n : 1) * sizeof *need);
-  size_t m = 0, nr = 0;
-  int r = 0;
-
-  for (size_t i = 0; i < n; i++) {
-    zv_dbuf_t *db = drs[i]->dr_dbuf;
-
-    pthread_mutex_lock (&db->db_mtx);
-    if (drs[i]->dr_partial) {
-      if (db->db_state == ZV_DB_CACHED)
-        dmu_merge_locked (ob, drs[i], db->db_data);
-      else
-        need[m++] = drs[i];
-    }
-    pthread_mutex_unlock (&db->db_mtx);
-  }
-  if (m == 0) {
-    free (need);
-    return 0;
-  }
-
-  zv_blkptr_t *bps = zv_calloc (m, sizeof *bps);
-  const zv_blkptr_t **rbps = zv_calloc (m, sizeof *rbps);
-  void **bufs = zv_calloc (m, sizeof *bufs);
-  void **rbufs = zv_calloc (m, sizeof *rbufs);
-  char (*names)[96] = zv_calloc (m, sizeof *names);
-  const char **whats = zv_calloc (m, sizeof *whats);
-  int *res = zv_calloc (m, sizeof *res);
-  size_t *at = zv_calloc (m, sizeof *at);
-
-  for (size_t k = 0; k < m && r == 0; k++) {
-    uint64_t blkid = need[k]->dr_dbuf->db_blkid;
-
-    r = dmu_lookup_l0 (ob, blkid, &bps[k]);
-    if (r < 0 || zv_bp_is_hole (&bps[k]))
-      continue;                       /* a hole: the rest is zeros */
-    snprintf (names[k], sizeof names[k], "object %" PRIu64 " level 0 "
-              "block %" PRIu64, ob->ob_id, blkid);
-    if (!zv_bp_size_is (&bps[k], ob->ob_blksz) || bps[k].bp_level != 0) {
-      zv_error ("%s: pointer has size %" PRIu32 "/%" PRIu32 " level %u, "
-                "expected %" PRIu32 " level 0", names[k], bps[k].bp_psize,
-                bps[k].bp_lsize, bps[k].bp_level, ob->ob_blksz);
-      r = -EIO;
-      break;
-    }
-    bufs[k] = zv_buf_get (ob->ob_blksz);
-    at[nr] = k;
-    rbps[nr] = &bps[k];
-    rbufs[nr] = bufs[k];
-    whats[nr++] = names[k];
-  }
-  if (r == 0)
-    (void) zv_zio_read_many (ob->ob_spa, rbps, rbufs, whats, res, nr);
-  for (size_t j = 0; j < nr && r == 0; j++) {
-    /* zv_zio_read_many read a failed block twice already. */
-    for (unsigned t = 2; res[j] != 0 && t < dmu_merge_read_tries; t++)
-      res[j] = zv_zio_read (ob->ob_spa, rbps[j], rbufs[j], whats[j]);
-    if (res[j] == 0)
-      continue;
-    zv_error ("%s: the old content of a block partly written in txg %"
-              PRIu64 " cannot be read, so the write cannot be placed: the "
-              "txg does not commit and the pool suspends (the write is "
-              "kept in the intent log; repair the device, or import with "
-              "zil_recover= to give the log up)", whats[j],
-              need[at[j]]->dr_txg);
-    r = res[j];
-  }
-  for (size_t k = 0; k < m; k++) {
-    zv_dbuf_t *db = need[k]->dr_dbuf;
-
-    if (r == 0) {
-      pthread_mutex_lock (&db->db_mtx);
-      if (need[k]->dr_partial)
-        dmu_merge_locked (ob, need[k], bufs[k]);
-      pthread_mutex_unlock (&db->db_mtx);
-    }
-    zv_buf_put (bufs[k], ob->ob_blksz);
-  }
-  free (at);
-  free (res);
-  free (whats);
-  free (names);
-  free (rbufs);
-  free (bufs);
-  free (rbps);
-  free (bps);
-  free (need);
-  return r;
-}
-
-/* Write txg's dirty blocks of this object and every indirect above. */
-int
-zv_dmu_sync (zv_object_t *ob, uint64_t txg)
-{
-  unsigned g = txg & ZV_TXG_MASK;
-  zv_dirty_t *list = atomic_exchange_explicit (&ob->ob_dirty[g], NULL,
-                                               memory_order_seq_cst);
-  zv_dirty_t **drs;
-  zv_zio_write_t *w;
-  size_t n = 0, nw = 0;
-  dmu_ind_set_t sets[2] = { { 0 } };
-  dmu_l1_cursor_t cur = { 0 };
-  int r = 0;
-
-  for (zv_dirty_t *dr = list; dr; dr = dr->dr_next)
-    n++;
-  if (n == 0)
-    return 0;
-  drs = zv_alloc (n * sizeof *drs);
-  w = zv_calloc (n, sizeof *w);
-  n = 0;
-  for (zv_dirty_t *dr = list; dr; dr = dr->dr_next)
-    drs[n++] = dr;
-  dmu_dr_order (drs, n);
-
-  /* Data blocks: merge the partial ones, place each, record its pointer
-   * in the parent. */
-  zv_blkptr_t *bps = zv_calloc (n, sizeof *bps);
-  /* Compression (compress.c): each data block with content of its own
-   * goes through the compressor into a pooled buffer before it is
-   * placed, so it is allocated at the size it is stored at; the record
-   * keeps the block as written, which the cache takes below. */
-  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
-                                        memory_order_relaxed);
-  if (ob->ob_type != ZV_BT_VOLDATA
-      || !(atomic_load_explicit (&ob->ob_spa->spa_features,
-                                 memory_order_relaxed) & ZV_FEAT_COMPRESS)
-      || !zv_comp_prop_valid (comp))
-    comp = 0;
-  bool *hole = zv_calloc (n, sizeof *hole), *adopt = zv_calloc (n,
-                                                                sizeof *adopt);
-  /* Item i is block drs[i]'s; one with nothing to compress has no
-   * source (compq.h). */
-  zv_compq_item_t *items = comp ? zv_calloc (n, sizeof *items) : NULL;
-  zv_compq_job_t job;
-
-  r = dmu_sync_merge (ob, drs, n);
-  /* From here the records are the sync's: the intent log no longer
-   * writes them in place; a block it already wrote is adopted. */
-  for (size_t i = 0; i < n && r == 0; i++) {
-    zv_dirty_t *dr = drs[i];
-
-    ZV_VERIFY3U (dr->dr_txg, ==, txg);
-    /* All zeros is a hole (thin), unless a zero kept it allocated. */
-    hole[i] = !dr->dr_keep_alloc
-      && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
-    pthread_mutex_lock (&dr->dr_dbuf->db_mtx);
-    dr->dr_syncing = true;
-    adopt[i] = dr->dr_overridden && !hole[i];
-    if (dr->dr_overridden && hole[i])
-      dmu_unoverride (ob, dr);
-    pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
-    /* Allocated zeros (dr_keep_alloc, no data) stay whole: keeping the
-     * space is what they were asked for. */
-    if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL)
-      items[i] = (zv_compq_item_t) {
-        .ci_src = dr->dr_data, .ci_dst = zv_buf_get (ob->ob_blksz),
-        .ci_lsize = ob->ob_blksz,
-      };
-  }
-  /* The blocks are compressed by the queue's threads (compq.c) while
-   * this thread places and writes them a piece at a time: the writes of
-   * one piece overlap the compression of the next.  Uncompressed, the
-   * whole txg is one piece, one batch. */
-  zv_compq_start (&job, comp, items, comp && r == 0 ? n : 0);
-  for (size_t first = 0; first < n && r == 0;) {
-    size_t end = comp ? ZV_MIN (n, first + ZV_MAX (1u, zv_compq_piece
-                                                   / ob->ob_blksz)) : n;
-    size_t nw0 = nw;
-
-    if (comp) {
-      zv_compq_wait (&job, end);
-      /* What the threads have compressed already joins the piece: each
-       * piece waits for its last write, so pieces are only as many as
-       * the compression makes necessary (incompressible data, refused
-       * by the sample, is all done by the end of the first). */
-      while (end < n && atomic_load_explicit (&items[end].ci_done,
-                                              memory_order_acquire))
-        end++;
-    }
-    for (size_t i = first; i < end && r == 0; i++) {
-      zv_dirty_t *dr = drs[i];
-      zv_blkptr_t *slot, old;
-
-      r = dmu_l1_slot (ob, &cur, dr->dr_dbuf->db_blkid, NULL, &slot);
-      if (r < 0)
-        break;
-      old = *slot;
-      dmu_l1_unlock (ob, &cur);
-      if (adopt[i]) {
-        /* Written by the intent log: no second write of the data. */
-        r = dmu_kill (ob, &old, txg);
-        bps[i] = dr->dr_override;
-        ob->ob_written += ob->ob_blksz;
-        ob->ob_lwritten += ob->ob_blksz;
-        continue;
-      }
-      uint32_t psize = ob->ob_blksz;
-      void *cbuf = items ? items[i].ci_dst : NULL;
-      if (cbuf != NULL) {
-        psize = items[i].ci_psize;
-        if (psize == 0) {
-          zv_buf_put (cbuf, ob->ob_blksz);
-          items[i].ci_dst = cbuf = NULL;
-          psize = ob->ob_blksz;
-        }
-      }
-      r = dmu_place (ob, &old, &bps[i], hole[i], psize, 0, ob->ob_type, 1,
-                     1, txg);
-      if (r == 0 && !hole[i]) {
-        bps[i].bp_lsize = ob->ob_blksz;
-        bps[i].bp_comp = cbuf ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
-        w[nw].zw_bp = &bps[i];
-        w[nw].zw_buf = cbuf ? cbuf : dr->dr_data ? dr->dr_data : dmu_zeros;
-        nw++;
-      }
-    }
-    if (r == 0 && nw > nw0)
-      r = zv_zio_write_many (ob->ob_spa, w + nw0, nw - nw0);
-    first = end;
-  }
-  /* No thread touches the buffers after this, whatever happened. */
-  zv_compq_finish (&job);
-  dmu_l1_release (ob, &cur, NULL);
-  /* Reservations of txg are now real allocations. */
-  zv_alloc_unreserve (ob->ob_spa->spa_alloc,
-                      atomic_exchange_explicit (&ob->ob_reserved[g], 0,
-                                                memory_order_seq_cst));
-  free (hole);
-  free (adopt);
-  for (size_t i = 0; items && i < n; i++)
-    zv_buf_put (items[i].ci_dst, ob->ob_blksz);
-  free (items);
-  /* Record the sealed pointers (checksums now set) in the parents. */
-  for (size_t i = 0; i < n && r == 0; i++) {
-    zv_blkptr_t *slot;
-
-    r = dmu_l1_slot (ob, &cur, drs[i]->dr_dbuf->db_blkid, &sets[1], &slot);
-    if (r < 0)
-      break;
-    *slot = bps[i];
-    dmu_l1_unlock (ob, &cur);
-  }
-  dmu_l1_release (ob, &cur, &sets[1]);
-  /* Indirect levels, bottom up. */
-  for (unsigned level = 1; level < ob->ob_nlevels && r == 0; level++)
-    r = dmu_sync_indirects (ob, level, &sets[level % 2],
-                            &sets[(level + 1) % 2], txg);
-
-  /* Retire the records: the synced content is what they held.  On error
-   * the pool is suspended (nothing more is written) and T's content is in
-   * memory only: the records stay dirty, back on T's list, so reads keep
-   * seeing them until the export discards them
-   * (zv_dmu_object_discard_dirty).  Handed to the cache as if synced,
-   * they could be evicted, and a read through the tree would then find
-   * the old block: stale data, neither the write nor an error. */
-  if (r < 0) {
-    atomic_store_explicit (&ob->ob_dirty[g], list, memory_order_seq_cst);
-    n = 0;
-  }
-  for (size_t i = 0; i < n; i++) {
-    zv_dirty_t *dr = drs[i];
-    zv_dbuf_t *db = dr->dr_dbuf;
-    void *data = dr->dr_data;
-
-    pthread_mutex_lock (&db->db_mtx);
-    /* The merge completed every partial record, or the sync failed. */
-    ZV_ASSERT (!dr->dr_partial);
-    if (data && zv_bp_is_hole (&bps[i])) {
-      zv_buf_put (data, ob->ob_blksz);
-      data = NULL;
-    }
-    db->db_dirty[g] = NULL;
-    if (data == NULL && !zv_bp_is_hole (&bps[i])) {
-      /* Allocated zeros without a buffer: a cached NULL would say hole,
-       * so the content is left for a read to fetch from disk. */
-      if (db->db_data)
-        zv_buf_put (zv_dbuf_take_data (ob->ob_cache, db), ob->ob_blksz);
-      db->db_state = ZV_DB_UNCACHED;
-    }
-    else
-      zv_dbuf_set_data (ob->ob_cache, db, data);
-    pthread_mutex_unlock (&db->db_mtx);
-    zv_dbuf_rele (ob->ob_cache, db);
-    dmu_dr_free (dr);
-  }
-  for (unsigned s = 0; s < 2; s++) {
-    for (size_t i = 0; i < sets[s].is_n; i++)
-      zv_dbuf_rele (ob->ob_cache, sets[s].is_v[i].dd_db);
-    free (sets[s].is_v);
-  }
-  free (bps);
-  free (drs);
-  free (w);
   return r;
 }
 
@@ -2049,10 +1459,10 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
       goto out;
   }
   r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data
-                : w->dw_ind ? dmu_ind_entries (data) : NULL);
+                : w->dw_ind ? zv_dmu_ind_entries (data) : NULL);
   if (r != 0 || level == 0)
     goto out;
-  const zv_blkptr_t *e = dmu_ind_entries (data);
+  const zv_blkptr_t *e = zv_dmu_ind_entries (data);
   for (uint64_t i = 0; i < F && r == 0; i++)
     r = dmu_walk_bp (w, &e[i], level - 1, idx * F + i, bp->bp_birth);
  out:

@@ -1,0 +1,50 @@
+/*
+ * dmu_impl.h: what the object layer's two modules share (dmu.c, open
+ * context, reads and the walk; dmu_sync.c, syncing context); nothing
+ * outside them includes it (dmu.h is the layer's interface).
+ */
+#ifndef ZV_DMU_IMPL_H
+#define ZV_DMU_IMPL_H
+
+#include "dmu.h"
+
+#define F ((uint64_t) ZV_INDIRECT_FANOUT)
+
+/* The content of every allocated-zero block without data of its own
+ * (dr_keep_alloc): the sync writes them all from here, and the partial
+ * edges of such a zero are copied from it. */
+extern const uint8_t zv_dmu_zeros[ZV_MAX_BLKSZ];
+
+/* Entries of an indirect block (slot 0 is the header). */
+static inline zv_blkptr_t *
+zv_dmu_ind_entries (void *data)
+{
+  return (zv_blkptr_t *) data + 1;
+}
+
+/* Give a dirty record back to the record cache. */
+void zv_dmu_dr_free (zv_dirty_t *dr);
+
+/* Free (or hand to the dead list) a pointer this txg replaces. */
+int zv_dmu_kill (zv_object_t *ob, const zv_blkptr_t *bp, uint64_t txg);
+
+/* zv_zio_place_bp with the birth rule (dmu.c). */
+int zv_dmu_place (zv_object_t *ob, const zv_blkptr_t *old, zv_blkptr_t *bp,
+                  bool hole, uint32_t size, unsigned level, uint8_t type,
+                  uint64_t fill, unsigned copies, uint64_t txg);
+
+/* Hold indirect block idx of level (loaded and checked if need be). */
+int zv_dmu_hold_indirect (zv_object_t *ob, unsigned level, uint64_t idx,
+                          zv_dbuf_t **dbp);
+
+/* The synced pointer of data block blkid. */
+int zv_dmu_lookup_l0 (zv_object_t *ob, uint64_t blkid, zv_blkptr_t *bp);
+
+/* Merge a partial record over base (the content under it); db_mtx held. */
+void zv_dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr,
+                          const uint8_t *base);
+
+/* Forget the intent log's in-place write of a record (db_mtx held). */
+void zv_dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr);
+
+#endif /* ZV_DMU_IMPL_H */
