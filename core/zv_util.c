@@ -323,7 +323,9 @@ zv_buf_put (void *buf, size_t size)
   util_shards_push (zv_buf_shards[c], buf);
 }
 
-/* Empty every shard of every class. */
+static void util_rcache_reclaim (void);
+
+/* Empty every shard of every class, and every record cache. */
 void
 zv_buf_reclaim (void)
 {
@@ -333,6 +335,7 @@ zv_buf_reclaim (void)
     atomic_fetch_sub_explicit (&zv_buf_cached, n * ((uint64_t) ZV_SECTOR << c),
                                memory_order_seq_cst);
   }
+  util_rcache_reclaim ();
 }
 
 /*
@@ -346,8 +349,22 @@ struct zv_rcache {
   size_t rc_size;
   uint64_t rc_max;
   _Atomic uint64_t rc_cached;                 /* bytes on the shards */
+  struct zv_rcache *rc_next;                  /* under util_rc_mtx */
   zv_buf_shard_t rc_shards[ZV_BUF_SHARDS];
 };
+
+/* Every record cache, so that zv_buf_reclaim empties them too. */
+static pthread_mutex_t util_rc_mtx = PTHREAD_MUTEX_INITIALIZER;
+static zv_rcache_t *util_rc_list;
+
+static void
+util_rcache_drain (zv_rcache_t *rc)
+{
+  uint64_t n = util_shards_drain (rc->rc_shards);
+
+  atomic_fetch_sub_explicit (&rc->rc_cached, n * rc->rc_size,
+                             memory_order_relaxed);
+}
 
 zv_rcache_t *
 zv_rcache_create (size_t size, uint64_t max_bytes)
@@ -366,6 +383,10 @@ zv_rcache_create (size_t size, uint64_t max_bytes)
 #endif
   for (unsigned i = 0; i < ZV_BUF_SHARDS; i++)
     pthread_mutex_init (&rc->rc_shards[i].bs_mtx, NULL);
+  pthread_mutex_lock (&util_rc_mtx);
+  rc->rc_next = util_rc_list;
+  util_rc_list = rc;
+  pthread_mutex_unlock (&util_rc_mtx);
   return rc;
 }
 
@@ -374,6 +395,13 @@ zv_rcache_destroy (zv_rcache_t *rc)
 {
   if (rc == NULL)
     return;
+  pthread_mutex_lock (&util_rc_mtx);
+  for (zv_rcache_t **pp = &util_rc_list; *pp; pp = &(*pp)->rc_next)
+    if (*pp == rc) {
+      *pp = rc->rc_next;
+      break;
+    }
+  pthread_mutex_unlock (&util_rc_mtx);
   (void) util_shards_drain (rc->rc_shards);
   for (unsigned i = 0; i < ZV_BUF_SHARDS; i++)
     pthread_mutex_destroy (&rc->rc_shards[i].bs_mtx);
@@ -408,6 +436,15 @@ zv_rcache_free (zv_rcache_t *rc, void *p)
   atomic_fetch_add_explicit (&rc->rc_cached, rc->rc_size,
                              memory_order_relaxed);
   util_shards_push (rc->rc_shards, p);
+}
+
+static void
+util_rcache_reclaim (void)
+{
+  pthread_mutex_lock (&util_rc_mtx);
+  for (zv_rcache_t *rc = util_rc_list; rc; rc = rc->rc_next)
+    util_rcache_drain (rc);
+  pthread_mutex_unlock (&util_rc_mtx);
 }
 
 uint64_t

@@ -337,6 +337,12 @@ test_rcache (void **state)
   zv_rcache_free (rc, NULL);
   for (unsigned i = 0; i < 4; i++)
     zv_rcache_free (rc, got[i]);
+  /* Memory is short (mem.c): what waits goes back to the system. */
+  assert_int_equal (zv_rcache_cached (rc), 4 * SZ);
+  zv_buf_reclaim ();
+  assert_int_equal (zv_rcache_cached (rc), 0);
+  zv_rcache_free (rc, zv_rcache_alloc (rc));
+  assert_int_equal (zv_rcache_cached (rc), SZ);
   zv_rcache_destroy (rc);             /* frees what waits (LeakSanitizer) */
 }
 
