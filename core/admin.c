@@ -1113,6 +1113,20 @@ zvol_check_print_summary (const zvol_check_printer_t *pr, const char *pool,
   fprintf (o, "  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
            PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
            rep->cr_leaked, b2, rep->cr_double, rep->cr_free_refs);
+  if (pr->cp_scrub) {
+    uint64_t left = rep->cr_problems - ZV_MIN (rep->cr_repaired,
+                                               rep->cr_problems);
+    fprintf (o, "  repaired %" PRIu64 " copies, repairs failed %" PRIu64
+             ", blocks that could not be repaired %" PRIu64 "\n",
+             rep->cr_repaired, rep->cr_repair_failed, rep->cr_lost_blocks);
+    if (rep->cr_problems == 0)
+      fprintf (o, "No problems found.\n");
+    else if (left == 0)
+      fprintf (o, "All damage found was repaired.\n");
+    else
+      fprintf (o, "Problems remain.\n");
+    return left == 0;
+  }
   fprintf (o, "%s\n", rep->cr_problems == 0 ? "No problems found."
            : "Problems found.");
   return rep->cr_problems == 0;
@@ -1140,20 +1154,21 @@ admin_check_progress (void *arg, const char *what, uint64_t done,
   }
 }
 
+/* check or scrub (the check with repair: check.c, scan.c), live. */
 static int
-admin_check (admin_ctx_t *c)
+admin_check_run (admin_ctx_t *c, bool scrub)
 {
   admin_check_t ak = { .ak_c = c };
-  zvol_check_printer_t pr = { .cp_out = c->c_out };
+  zvol_check_printer_t pr = { .cp_out = c->c_out, .cp_scrub = scrub };
   zvol_check_report_t rep = {
     .cr_problem = zvol_check_print_problem, .cr_problem_arg = &pr,
   };
-  const char *name;
+  const char *name, *what = scrub ? "scrub" : "check";
   bool match;
   int r;
 
   if (c->c_argc != 1)
-    return admin_usage (c, "check [-v] POOL");
+    return admin_usage (c, scrub ? "scrub [-v] POOL" : "check [-v] POOL");
   r = admin_pool_operand (c, 0, &match);
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
@@ -1162,18 +1177,32 @@ admin_check (admin_ctx_t *c)
     admin_err (c, "not this pool (%s)", name);
     return ZVOL_ADMIN_FAIL;
   }
-  r = zvol_pool_check_live (c->c_pool, &rep, c->c_io
-                            ? c->c_io->ai_cancel_fd : NULL,
-                            ADMIN_OPT (c, 'v') ? admin_check_progress : NULL,
-                            &ak);
+  r = (scrub ? zvol_pool_scrub_live : zvol_pool_check_live)
+    (c->c_pool, &rep, c->c_io ? c->c_io->ai_cancel_fd : NULL,
+     ADMIN_OPT (c, 'v') ? admin_check_progress : NULL, &ak);
   if (r < 0) {
-    admin_err (c, "pool %s: the check %s (%s)", name, r == -ECANCELED
+    admin_err (c, "pool %s: the %s %s (%s)", name, what, r == -ECANCELED
                || r == -ENOSPC ? "was cancelled" : "did not run",
                strerror (-r));
     return ZVOL_ADMIN_FAIL;
   }
   return zvol_check_print_summary (&pr, name, &rep) ? ZVOL_ADMIN_OK
     : ZVOL_ADMIN_FAIL;
+}
+
+static int
+admin_check (admin_ctx_t *c)
+{
+  return admin_check_run (c, false);
+}
+
+/* scrub [-v] POOL: the check, repairing what it can (zvol_pool_scrub_live:
+ * live as check is, a long command beside the others); offline
+ * cmd/zvoladm.c runs zvol_pool_scrub. */
+static int
+admin_scrub (admin_ctx_t *c)
+{
+  return admin_check_run (c, true);
 }
 
 /* wait POOL: until the background free of destroyed volumes and
@@ -1263,6 +1292,7 @@ static const admin_cmd_t admin_cmds[] = {
   { "receive", "v", "receive [-v] [-d DEV]... POOL/VOL[@SNAP] < STREAM",
     false, admin_receive },
   { "check", "v", "check [-v] [-d DEV]... POOL", true, admin_check },
+  { "scrub", "v", "scrub [-v] [-d DEV]... POOL", true, admin_scrub },
   { "wait", "", "wait [-d DEV]... POOL", false, admin_wait },
 };
 static const size_t admin_ncmds = sizeof admin_cmds / sizeof admin_cmds[0];

@@ -202,6 +202,14 @@ typedef struct zvol_check_problem {
   uint64_t cp_offset;          /* bytes, on that device */
   uint64_t cp_length;
   const char *cp_msg;          /* the whole of it, one line */
+  /* A block of a volume's or snapshot's tree: which ("volume 'v'",
+   * "snapshot 'v@s'"; NULL otherwise) and the bytes of it the block
+   * holds (for an indirect block, the bytes it covers). */
+  const char *cp_dataset;
+  uint64_t cp_ds_offset, cp_ds_length;
+  /* A scrub's bad copy (ZVOL_CHECK_CKSUM, _READ): 1 repaired, 0 not
+   * tried (no copy verifies, or a check), -errno: the repair failed. */
+  int cp_repair;
 } zvol_check_problem_t;
 
 typedef struct zvol_check_report {
@@ -219,6 +227,10 @@ typedef struct zvol_check_report {
   uint64_t cr_double, cr_double_bytes;  /* extents, bytes */
   uint64_t cr_leaked, cr_leaked_bytes;  /* extents, bytes */
   uint64_t cr_problems;        /* every problem found */
+  /* A scrub's: bad copies rewritten and read back good, and bad copies
+   * whose rewrite failed (a block no copy of which verifies is lost:
+   * cr_lost_blocks). */
+  uint64_t cr_repaired, cr_repair_failed;
 } zvol_check_report_t;
 
 ZVOL_API int zvol_pool_check (const zvol_pool_config_t *pc,
@@ -234,6 +246,29 @@ ZVOL_API int zvol_pool_check (const zvol_pool_config_t *pc,
  * zvol_pool_check's.
  */
 ZVOL_API int zvol_pool_check_live (zvol_pool_t *p, zvol_check_report_t *rep,
+                                   const int cancel_fd[2],
+                                   void (*progress) (void *arg,
+                                                     const char *what,
+                                                     uint64_t done,
+                                                     uint64_t total),
+                                   void *progress_arg);
+
+/*
+ * Scrub: the check, with every copy of every block read on every side
+ * of its device (a mirror's each), and each copy that fails (read error
+ * or checksum) rewritten in place from one that verifies, flushed and
+ * read back (cr_repaired; cr_repair_failed when that does not work).  A
+ * block no copy of which verifies cannot be repaired: it is reported
+ * (ZVOL_CHECK_LOST, with its dataset and the bytes it holds).  The
+ * repair writes nothing but the damaged copy's own bytes, so the
+ * offline scrub imports as the check does (no txg, no log replayed)
+ * and the live one holds frees as the live check does, and both stop,
+ * and fail, as theirs do.  Progress says "scrub".  Nothing remains to
+ * be done when cr_problems == cr_repaired.
+ */
+ZVOL_API int zvol_pool_scrub (const zvol_pool_config_t *pc,
+                              zvol_check_report_t *rep);
+ZVOL_API int zvol_pool_scrub_live (zvol_pool_t *p, zvol_check_report_t *rep,
                                    const int cancel_fd[2],
                                    void (*progress) (void *arg,
                                                      const char *what,
@@ -753,6 +788,8 @@ ZVOL_API void zvol_admin_size (char *buf, size_t len, uint64_t v,
 #define ZVOL_CHECK_PRINT_LIST 10
 typedef struct zvol_check_printer {
   FILE *cp_out;
+  bool cp_scrub;               /* a scrub's report: repairs counted, and
+                                  clean when all was repaired */
   uint64_t cp_shown[ZVOL_CHECK_LEAK + 1];
   uint64_t cp_more;
 } zvol_check_printer_t;
