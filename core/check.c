@@ -155,7 +155,7 @@ typedef struct check_place {
   uint64_t cpl_off, cpl_len;
 } check_place_t;
 
-static void
+static void __attribute__ ((format (printf, 8, 0)))
 check_problem_at (zv_check_t *ck, zvol_check_kind_t kind, unsigned dev,
                   uint64_t off, uint64_t len, const check_place_t *pl,
                   int repair, const char *fmt, va_list ap)
