@@ -71,7 +71,7 @@ za_err (const char *fmt, ...)
 
 static const char za_check_usage[] =
   "  zvoladm check [-v] [-d DEV]... POOL\n"
-  "  zvoladm scrub [-v] [-d DEV]... POOL\n";
+  "  zvoladm scrub [-v] [-w | -p | -s] [-d DEV]... POOL\n";
 
 static void
 za_print_usage (FILE *fp)
@@ -382,9 +382,14 @@ za_check (int argc, char **argv)
   unsigned n = 0;
   int ch, r;
 
-  while ((ch = getopt (argc, argv, "+vd:")) != -1)
+  while ((ch = getopt (argc, argv, scrub ? "+vwpsd:" : "+vd:")) != -1)
     switch (ch) {
     case 'v': progress = true; break;
+    case 'w': break;            /* offline the scrub is always waited for */
+    case 'p': case 's':
+      za_err ("scrub -%c: no server serves the pool, so no scrub runs in "
+              "the background to %s", ch, ch == 'p' ? "pause" : "cancel");
+      return ZVOL_ADMIN_FAIL;
     case 'd':
       if (n >= ZVOL_MAX_DEVS)
         return za_usage_error ("too many -d");

@@ -83,6 +83,8 @@
 
 #define CHECK_NAME 192          /* an owner's name, with its place */
 #define CHECK_NAMES 4           /* owners named per doubly allocated extent */
+#define CHECK_PIECE_MIN 1      /* data blocks a scrub piece verifies at
+                                   least before its hold may end it */
 
 /* The live check's bound: what its hold keeps back, as a share (%) of
  * the space free when it began (tunable). */
@@ -132,6 +134,11 @@ struct zv_check {
    * view's blocks, what ends the check early, and why it ended. */
   zv_pool_t *ck_live;
   const int *ck_cancel_fd;      /* two descriptors, -1: none */
+  const _Atomic bool *ck_stop_flag;  /* a scrub piece's: stop when true */
+  zv_check_pos_t *ck_pos;       /* a scrub piece's place (check.h) */
+  uint64_t ck_skip_off;         /* in this tree, data below it is done */
+  uint64_t ck_piece_data;       /* data blocks this piece verified */
+  uint64_t ck_ds_id;
   uint64_t ck_hold_max, ck_hold_max_n;
   uint64_t ck_polled;
   int ck_stop;                  /* 0, -ECANCELED, -ENOSPC */
@@ -515,6 +522,10 @@ check_live_poll (zv_check_t *ck)
 
   if (ck->ck_live == NULL || ck->ck_stop != 0)
     return ck->ck_stop;
+  if (ck->ck_stop_flag != NULL && atomic_load (ck->ck_stop_flag)) {
+    ck->ck_stop = -ECANCELED;
+    return ck->ck_stop;
+  }
   if (ck->ck_polled++ % 64 != 0)
     return 0;
   if ((why = zv_cancel_poll (ck->ck_cancel_fd)) != 0) {
@@ -524,6 +535,15 @@ check_live_poll (zv_check_t *ck)
     return ck->ck_stop;
   }
   zv_alloc_hold_get (ck->ck_live->p_spa.spa_alloc, &held, &held_n);
+  /* A scrub in pieces ends this one early, quietly, and goes on from
+   * its place on a new view (its hold released meanwhile); but only
+   * once it moved on by some blocks, so that a busy pool, whose frees
+   * pass the bound while a view imports, does not stop it for good. */
+  if (ck->ck_pos != NULL && ck->ck_piece_data >= CHECK_PIECE_MIN
+      && (held > ck->ck_hold_max / 4 || held_n > ck->ck_hold_max_n / 4)) {
+    ck->ck_stop = -EAGAIN;
+    return ck->ck_stop;
+  }
   if (held > ck->ck_hold_max || held_n > ck->ck_hold_max_n) {
     char h[32], m[32];
     zvol_admin_size (h, sizeof h, held, false);
@@ -550,9 +570,26 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
   unsigned good;
 
   (void) data;
+  /* A scrub going on from its place: what lies wholly before it was
+   * verified by an earlier piece (counted as examined all the same). */
+  if (ck->ck_skip_off > 0 && ck->ck_ds_blksz > 0) {
+    uint64_t span = zv_dmu_span (level);
+    if (blkid < ck->ck_skip_off / ck->ck_ds_blksz / ZV_MAX (span, 1)
+        && (blkid + 1) * span * ck->ck_ds_blksz <= ck->ck_skip_off) {
+      if (level == 0)
+        ck->ck_done = ZV_MIN (ck->ck_done + bp->bp_lsize, ck->ck_total);
+      return check_live_poll (ck);
+    }
+  }
   snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds, level,
             blkid);
   good = check_copies (ck, bp, name, (int) level, blkid, ck->ck_buf, true);
+  if (ck->ck_pos != NULL && level == 0) {
+    ck->ck_piece_data++;
+    ck->ck_pos->cp_ds_id = ck->ck_ds_id;
+    ck->ck_pos->cp_off = ZV_MAX (ck->ck_pos->cp_off,
+                                 (blkid + 1) * ck->ck_ds_blksz);
+  }
   if (good > 0 && level >= 2)
     check_probe (ck, bp, level, blkid);
   if (level == 0) {
@@ -700,12 +737,71 @@ check_leak_cb (void *arg, unsigned vdev, uint64_t off, uint64_t len)
                  "owned by nothing (leaked)", vdev, off, len);
 }
 
+/* A scrub piece's passes 1 and 2 from its place (check.h): the pool's
+ * objects first (only at the start: later pieces' are other blocks, of
+ * newer txgs), then the trees in the order of their ids, then the
+ * queued frees (again whole in a later piece: they are short). */
+static void
+check_pieces (zv_check_t *ck, zv_pool_t *p)
+{
+  zv_check_pos_t *pos = ck->ck_pos;
+
+  if (pos->cp_phase == ZV_CHECK_PHASE_META) {
+    check_meta (ck);
+    *pos = (zv_check_pos_t) { .cp_phase = ZV_CHECK_PHASE_TREES };
+  }
+  while (pos->cp_phase == ZV_CHECK_PHASE_TREES && ck->ck_stop == 0) {
+    zv_pool_ds_t *next = NULL;
+
+    /* The tree with the lowest id not done (datasets are few). */
+    for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+      zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+      if (ds->ds_id >= pos->cp_ds_id
+          && (next == NULL || ds->ds_id < next->ds_id))
+        next = ds;
+    }
+    if (next == NULL) {
+      *pos = (zv_check_pos_t) { .cp_phase = ZV_CHECK_PHASE_FREEQ };
+      break;
+    }
+    if (next->ds_id != pos->cp_ds_id)
+      *pos = (zv_check_pos_t) {
+        .cp_phase = ZV_CHECK_PHASE_TREES, .cp_ds_id = next->ds_id,
+      };
+    /* What the trees before it hold is examined already. */
+    ck->ck_done = 0;
+    for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+      const zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+      if (ds->ds_id < next->ds_id)
+        ck->ck_done += ds->ds_rec.dr_volume.dn_root.bp_fill
+          * ds->ds_rec.dr_volume.dn_datablksz;
+    }
+    ck->ck_done = ZV_MIN (ck->ck_done, ck->ck_total);
+    ck->ck_ds_id = next->ds_id;
+    ck->ck_skip_off = pos->cp_off;
+    check_tree (ck, next);
+    ck->ck_skip_off = 0;
+    if (ck->ck_stop == 0)
+      *pos = (zv_check_pos_t) {
+        .cp_phase = ZV_CHECK_PHASE_TREES, .cp_ds_id = next->ds_id + 1,
+      };
+  }
+  for (size_t i = 0; i < p->p_freeq.fq_n && ck->ck_stop == 0; i++)
+    check_freeq (ck, p->p_freeq.fq_ents[i]);
+  if (pos->cp_phase == ZV_CHECK_PHASE_FREEQ && ck->ck_stop == 0)
+    *pos = (zv_check_pos_t) { .cp_phase = ZV_CHECK_PHASE_DONE };
+}
+
 /* Passes 1 to 5 on an open pool (an offline import, or a live view). */
 static void
 check_run (zv_check_t *ck, zv_pool_t *p)
 {
   zvol_check_report_t *rep = ck->ck_rep;
   zv_alloc_space_t sp;
+  /* A scrub piece that began after the start walked only some trees:
+   * what the others own is not in the map, so no leak can be told. */
+  bool whole = ck->ck_pos == NULL
+    || ck->ck_pos->cp_phase == ZV_CHECK_PHASE_META;
 
   ck->ck_pool = p;
   ck->ck_buf = zv_buf_alloc (ZV_MAX_BLKSZ);
@@ -717,11 +813,15 @@ check_run (zv_check_t *ck, zv_pool_t *p)
   }
   for (size_t i = 0; i < p->p_freeq.fq_n; i++)
     ck->ck_total += atomic_load (&p->p_freeq.fq_ents[i]->fe_left);
-  check_meta (ck);
-  for (size_t i = 0; i < p->p_dd.dd_nds && ck->ck_stop == 0; i++)
-    check_tree (ck, p->p_dd.dd_dss[i]);
-  for (size_t i = 0; i < p->p_freeq.fq_n && ck->ck_stop == 0; i++)
-    check_freeq (ck, p->p_freeq.fq_ents[i]);
+  if (ck->ck_pos != NULL)
+    check_pieces (ck, p);
+  else {
+    check_meta (ck);
+    for (size_t i = 0; i < p->p_dd.dd_nds && ck->ck_stop == 0; i++)
+      check_tree (ck, p->p_dd.dd_dss[i]);
+    for (size_t i = 0; i < p->p_freeq.fq_n && ck->ck_stop == 0; i++)
+      check_freeq (ck, p->p_freeq.fq_ents[i]);
+  }
   if (ck->ck_stop == 0 && ck->ck_progress)
     ck->ck_progress (ck->ck_progress_arg, ck->ck_what, ck->ck_total,
                      ck->ck_total);
@@ -732,9 +832,9 @@ check_run (zv_check_t *ck, zv_pool_t *p)
    * found leaked is a real leak. */
   if (ck->ck_live == NULL)
     zv_import_own_log_blocks (p);
-  if (ck->ck_stop == 0 && ck->ck_ndup > 0)
+  if (ck->ck_stop == 0 && whole && ck->ck_ndup > 0)
     check_name_dups (ck);
-  if (ck->ck_stop == 0)
+  if (ck->ck_stop == 0 && whole)
     zv_alloc_own_foreach_unowned (p->p_spa.spa_alloc, check_leak_cb, ck);
   zv_buf_free (ck->ck_buf);
 }
@@ -806,12 +906,14 @@ check_live (zvol_pool_t *live, zvol_check_report_t *rep,
             const int cancel_fd[2],
             void (*progress) (void *arg, const char *what,
                               uint64_t done, uint64_t total),
-            void *progress_arg, bool repair)
+            void *progress_arg, bool repair, const _Atomic bool *stop,
+            zv_check_pos_t *pos)
 {
   static const int none[2] = { -1, -1 };
   zv_alloc_t *a = live->p_spa.spa_alloc;
   zv_check_t ck = {
     .ck_rep = rep, .ck_live = live, .ck_repair = repair,
+    .ck_stop_flag = stop, .ck_pos = pos,
     .ck_what = repair ? "scrub" : "check",
     .ck_cancel_fd = cancel_fd ? cancel_fd : none,
     .ck_progress = progress, .ck_progress_arg = progress_arg,
@@ -864,7 +966,8 @@ zvol_pool_check_live (zvol_pool_t *live, zvol_check_report_t *rep,
                                         uint64_t done, uint64_t total),
                       void *progress_arg)
 {
-  return check_live (live, rep, cancel_fd, progress, progress_arg, false);
+  return check_live (live, rep, cancel_fd, progress, progress_arg, false,
+                     NULL, NULL);
 }
 
 int
@@ -874,7 +977,20 @@ zvol_pool_scrub_live (zvol_pool_t *live, zvol_check_report_t *rep,
                                         uint64_t done, uint64_t total),
                       void *progress_arg)
 {
-  return check_live (live, rep, cancel_fd, progress, progress_arg, true);
+  return check_live (live, rep, cancel_fd, progress, progress_arg, true,
+                     NULL, NULL);
+}
+
+int
+zv_check_scrub_piece (zv_pool_t *live, zvol_check_report_t *rep,
+                      const _Atomic bool *stop,
+                      void (*progress) (void *arg, const char *what,
+                                        uint64_t done, uint64_t total),
+                      void *progress_arg, zv_check_pos_t *pos)
+{
+  ZV_VERIFY (pos->cp_phase < ZV_CHECK_PHASE_DONE);
+  return check_live (live, rep, NULL, progress, progress_arg, true, stop,
+                     pos);
 }
 
 /* ---- tunables (tunable.h) ---- */

@@ -43,6 +43,7 @@
 #include "label.h"
 #include "dbuf.h"
 #include "compress.h"
+#include "scrub.h"
 #include "mem.h"
 #include "flat.h"
 #include "tunable.h"
@@ -765,6 +766,9 @@ zv_pool_close (zv_pool_t *p)
               p->p_name, busy);
     return -EBUSY;
   }
+  /* A scrub running stops first (paused): its views read the pool's
+   * devices, and its hold keeps frees back. */
+  zv_scrub_fini (p);
   /* A background free in progress stays queued for the next import:
    * the stop syncs what is dirty, not the whole queue. */
   atomic_store (&p->p_closing, true);

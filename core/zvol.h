@@ -276,6 +276,62 @@ ZVOL_API int zvol_pool_scrub_live (zvol_pool_t *p, zvol_check_report_t *rep,
                                                      uint64_t total),
                                    void *progress_arg);
 
+/*
+ * The background scrub of a served pool (scrub.c): the live scrub run
+ * by a thread of the server, in pieces (each on a view of the txg last
+ * committed when it began, its frees held meanwhile; a piece ends when
+ * the hold has kept back a quarter of what a check may, and the next goes
+ * on from the same place on a new view), paused, resumed and canceled
+ * while it runs.  zvol_scrub_start starts one (or resumes a paused
+ * one: returns 1 then; -EBUSY while one scans, -EROFS on a read-only
+ * import); zvol_scrub_pause and zvol_scrub_cancel stop it (pause keeps
+ * its place; -ENOENT when none is scanning, or for cancel none paused
+ * either); zvol_scrub_wait waits until it is no longer scanning
+ * (-ECANCELED when a cancel descriptor turns readable), with progress
+ * about once a second.  A close of the pool stops it (paused).
+ */
+typedef enum zvol_scrub_state {
+  ZVOL_SCRUB_NONE = 0,         /* none since the pool was opened */
+  ZVOL_SCRUB_SCANNING,
+  ZVOL_SCRUB_PAUSED,
+  ZVOL_SCRUB_FINISHED,
+  ZVOL_SCRUB_CANCELED,         /* by zvol_scrub_cancel, or an error */
+} zvol_scrub_state_t;
+
+#define ZVOL_SCRUB_DAMAGED_MAX 32
+typedef struct zvol_scrub_damaged {
+  char sd_dataset[2 * ZVOL_NAME_MAX + 24];  /* "volume 'v'", "snapshot
+                                               'v@s'", or a pool object */
+  uint64_t sd_offset, sd_length;            /* bytes of the dataset */
+} zvol_scrub_damaged_t;
+
+typedef struct zvol_scrub_status {
+  zvol_scrub_state_t ss_state;
+  int ss_error;                /* CANCELED by an error: it (negative) */
+  uint64_t ss_examined, ss_total;   /* data bytes, of the trees */
+  uint64_t ss_rate;            /* bytes a second while scanning */
+  uint64_t ss_eta_s;           /* scanning: seconds left at that rate */
+  uint64_t ss_elapsed_ns;      /* time spent scanning */
+  uint64_t ss_pieces;          /* views walked */
+  uint64_t ss_repaired, ss_repair_failed;   /* copies */
+  uint64_t ss_cksum_errors, ss_read_errors; /* copies found bad */
+  uint64_t ss_lost;            /* blocks that could not be repaired */
+  uint64_t ss_problems, ss_other;  /* every problem; not about a copy
+                                      (leaks, double allocations) */
+  uint64_t ss_ndamaged;        /* damaged blocks found; the first
+                                  ZVOL_SCRUB_DAMAGED_MAX listed: */
+  zvol_scrub_damaged_t ss_damaged[ZVOL_SCRUB_DAMAGED_MAX];
+} zvol_scrub_status_t;
+
+ZVOL_API int zvol_scrub_start (zvol_pool_t *p);
+ZVOL_API int zvol_scrub_pause (zvol_pool_t *p);
+ZVOL_API int zvol_scrub_cancel (zvol_pool_t *p);
+ZVOL_API int zvol_scrub_wait (zvol_pool_t *p, const int cancel_fd[2],
+                              void (*progress) (void *arg, uint64_t done,
+                                                uint64_t total),
+                              void *arg);
+ZVOL_API void zvol_scrub_get_status (zvol_pool_t *p, zvol_scrub_status_t *st);
+
 /* ---- volumes ---- */
 
 /*

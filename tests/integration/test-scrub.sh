@@ -6,11 +6,12 @@
 # copies of each, never both) and one data block of a (its only copy).
 # Served again: every read of a, a@s1 and b returns the bytes written
 # (the damaged data block: EIO, never other bytes).  The live check
-# finds the damage; the live scrub, while a client writes to b, repairs
-# every metadata copy and names the data block it cannot repair with
-# its volume and offset (exit 1); a second scrub finds only that block;
-# written again, a third finds nothing (exit 0); offline, check and
-# scrub find nothing either.  Then the offline scrub: damage made on the
+# finds the damage; the live scrub (in the server's background, waited
+# for with -w), while a client writes to b, repairs every metadata copy
+# and names the data block it cannot repair with its snapshot and
+# offset (exit 1; status lists it, with the device's error counts); a
+# second scrub finds only that block; written again, a third finds
+# nothing (exit 0); offline, check and scrub find nothing either.  Then the offline scrub: damage made on the
 # stopped pool repaired by zvoladm scrub -d with no server.
 
 set -euo pipefail
@@ -165,29 +166,41 @@ PYEOF
 writer=$!
 track_pid "$writer"
 sleep 1
-rc_is 1 "live scrub: repairs, one block it cannot" "$ADM" scrub -v tank
+rc_is 1 "scrub -p: none is running" "$ADM" scrub -p tank
+check "says so" grep -q "no scrub is running" "$ZV_TMP/adm.err"
+rc_is 0 "status before: no scan" "$ADM" status tank
+check "scan: none requested" grep -q "^  scan: none requested" "$ZV_TMP/adm.out"
+rc_is 1 "live scrub -w: repairs, one block it cannot" "$ADM" scrub -w -v tank
 cp "$ZV_TMP/adm.out" "$ZV_TMP/scrub1.out"
+check "started" grep -q "^pool tank: scrub started" "$ZV_TMP/scrub1.out"
 check "progress on stderr (-v), to 100%" grep -q "^scrub: .* (100.0%)" "$ZV_TMP/adm.err"
-check "copies repaired" grep -q ": repaired$" "$ZV_TMP/scrub1.out"
-check_not "no repair failed" grep -q "repair failed" "$ZV_TMP/scrub1.out"
-check "the lost block named by volume and offset" \
-    grep -q "no copy verifies (what it holds is lost: snapshot 'a@s1' offset $((8 << 20)), 16384 bytes)" "$ZV_TMP/scrub1.out"
-check "the summary counts repairs" grep -Eq "^  repaired [1-9][0-9]* copies, repairs failed 0, blocks that could not be repaired 1$" "$ZV_TMP/scrub1.out"
+check "finished" grep -q "^  scan: scrub finished, " "$ZV_TMP/scrub1.out"
+check "the summary counts repairs" grep -Eq "^        repaired [1-9][0-9]* copies, repairs failed 0, blocks that could not be repaired 1 " "$ZV_TMP/scrub1.out"
+check "the lost block listed by snapshot and offset" \
+    grep -q "^        snapshot 'a@s1' offset $((8 << 20)), 16384 bytes$" "$ZV_TMP/scrub1.out"
 check "problems remain" grep -q "^Problems remain." "$ZV_TMP/scrub1.out"
+rc_is 0 "status after it" "$ADM" status tank
+check "status: the scan" grep -q "^  scan: scrub finished, " "$ZV_TMP/adm.out"
+check "status: the damaged block" grep -q "^        snapshot 'a@s1' offset $((8 << 20)), 16384 bytes$" "$ZV_TMP/adm.out"
+check "status: the device's checksum errors" grep -Eq "^     0 +0 +0 +[1-9][0-9]*  $pool" "$ZV_TMP/adm.out"
+grep "scrub: " "$ZV_LOG" | sed 's/^.*scrub: //' >"$ZV_TMP/scrub1.log" || :
+check "the server logged copies repaired" grep -q ": repaired$" "$ZV_TMP/scrub1.log"
+check_not "no repair failed" grep -q "repair failed" "$ZV_TMP/scrub1.log"
+check "the server logged the lost block with its place" \
+    grep -q "no copy verifies (what it holds is lost: snapshot 'a@s1' offset $((8 << 20)), 16384 bytes)" "$ZV_TMP/scrub1.log"
 # Every damaged copy of a's trees the check saw (they do not change
 # while only b is written) is repaired by the scrub.
 grep -E "^(volume 'a'|snapshot 'a@s1').* copy [12] of 2: checksum error" "$ZV_TMP/check1.out" \
     | sed 's/, birth txg.*//' | sort >"$ZV_TMP/a-damaged" || :
-grep -E ": repaired$" "$ZV_TMP/scrub1.out" | sed 's/, birth txg.*//' | sort >"$ZV_TMP/repaired"
+grep -E ": repaired$" "$ZV_TMP/scrub1.log" | sed 's/, birth txg.*//' | sort >"$ZV_TMP/repaired"
 check "every damaged copy of a's trees repaired" \
     test -z "$(comm -23 "$ZV_TMP/a-damaged" "$ZV_TMP/repaired")"
 zv_log "$(wc -l <"$ZV_TMP/a-damaged") of a's copies damaged, $(wc -l <"$ZV_TMP/repaired") copies repaired in all"
 touch "$ZV_TMP/writer.stop"
 wait "$writer" || zv_fail "the writer failed"
 
-rc_is 1 "second scrub: only the lost block" "$ADM" scrub tank
-check "nothing repaired" grep -q "^  repaired 0 copies, repairs failed 0, blocks that could not be repaired 1$" "$ZV_TMP/adm.out"
-check "one checksum error" grep -q "checksum errors 1," "$ZV_TMP/adm.out"
+rc_is 1 "second scrub: only the lost block" "$ADM" scrub -w tank
+check "nothing repaired, one checksum error" grep -q "^        repaired 0 copies, repairs failed 0, blocks that could not be repaired 1 (checksum errors 1, read errors 0)$" "$ZV_TMP/adm.out"
 rc_is 0 "every read right still" env PYTHONPATH="$ZV_TMP" \
     "$NBD_PY" "$ZV_TMP/reads.py" "$sock" $((8 << 20))
 
@@ -198,12 +211,18 @@ h.flush()'
 rc_is 0 "destroy tank/a@s1" "$ADM" destroy tank/a@s1
 rc_is 0 "wait for its blocks to be freed" "$ADM" wait tank
 sleep 2   # txg_timeout=1: the frees synced
-rc_is 0 "third scrub: nothing" "$ADM" scrub tank
+rc_is 0 "third scrub, started" "$ADM" scrub tank
+check "it returns at once" grep -q "^pool tank: scrub started" "$ZV_TMP/adm.out"
+rc_is 0 "scrub -w waits for the one running" "$ADM" scrub -w tank
 check "no problems" grep -q "^No problems found." "$ZV_TMP/adm.out"
+rc_is 1 "scrub -s: none running or paused" "$ADM" scrub -s tank
 stop_zvol "$sock" || zv_fail "the server stops cleanly"
 rc_is 0 "offline check: clean" "$ADM" check tank
 rc_is 0 "offline scrub: clean" "$ADM" scrub tank
 check "no problems" grep -q "^No problems found." "$ZV_TMP/adm.out"
+rc_is 1 "offline scrub -p: no server" "$ADM" scrub -p tank
+rc_is 0 "offline status: no scan" "$ADM" status tank
+check "scan: none requested" grep -q "^  scan: none requested" "$ZV_TMP/adm.out"
 
 zv_log "offline scrub: metadata damaged on the stopped pool"
 "$NBD_PY" "$ZV_TMP/damage.py" "$pool" "$((seed + 1))" 8 none

@@ -31,7 +31,7 @@
 #define SC_SPAN (8 * MiB)               /* what is written */
 #define SC_META 8                       /* metadata copies damaged */
 #define SC_DATA 4                       /* data blocks damaged */
-#define SC_MAXDS 2
+#define SC_MAXDS 3
 
 /* Every block of the pool, each once, with whose it is. */
 typedef struct sc_blk {
@@ -157,8 +157,9 @@ typedef struct sc_damage {
  * blocks (one copy), the first ones one of each tree.  Returns how
  * many. */
 static size_t
-sc_damage (const char *dev, const sc_set_t *ss, unsigned nmeta,
-           unsigned ndata, uint64_t *seed, sc_damage_t *out)
+sc_damage_in (const char *dev, const sc_set_t *ss, int only_ds,
+              unsigned nmeta, unsigned ndata, uint64_t *seed,
+              sc_damage_t *out)
 {
   bool *taken = calloc (ss->ss_n, sizeof *taken);
   size_t n = 0;
@@ -172,9 +173,10 @@ sc_damage (const char *dev, const sc_set_t *ss, unsigned nmeta,
     bool data = b->sb_ds >= 0 && b->sb_level == 0;
     unsigned done = ndata0 - ndata;
 
-    if (taken[i] || (data ? ndata == 0 : nmeta == 0))
+    if (taken[i] || (data ? ndata == 0 : nmeta == 0)
+        || (only_ds >= 0 && b->sb_ds != only_ds))
       continue;
-    if (data && done < ss->ss_nds && b->sb_ds != (int) done)
+    if (data && only_ds < 0 && done < ss->ss_nds && b->sb_ds != (int) done)
       continue;
     assert_int_equal (b->sb_bp.bp_ncopies, data ? 1 : 2);
     if (data)
@@ -193,6 +195,13 @@ sc_damage (const char *dev, const sc_set_t *ss, unsigned nmeta,
   assert_int_equal (nmeta + ndata, 0);
   free (taken);
   return n;
+}
+
+static size_t
+sc_damage (const char *dev, const sc_set_t *ss, unsigned nmeta,
+           unsigned ndata, uint64_t *seed, sc_damage_t *out)
+{
+  return sc_damage_in (dev, ss, -1, nmeta, ndata, seed, out);
 }
 
 /* Does that copy verify on the device now? */
@@ -521,12 +530,292 @@ test_scrub_offline (void **state)
   unlink (dev);
 }
 
+/* ---- the background scrub (scrub.c) ---- */
+
+/* Reads slowed down, so that a scrub is still running when the test
+ * pauses or cancels it. */
+static int
+sc_slow (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+         uint32_t len)
+{
+  struct timespec d = { 0, 300 * 1000 };
+
+  (void) arg; (void) dev; (void) off; (void) len;
+  if (op == ZV_DEV_READ)
+    nanosleep (&d, NULL);
+  return 0;
+}
+
+static zvol_scrub_status_t
+sc_status (zvol_pool_t *p)
+{
+  zvol_scrub_status_t st;
+
+  zvol_scrub_get_status (p, &st);
+  return st;
+}
+
+/* Until the running scrub has examined more than share/100 of the data
+ * (at most 20 s). */
+static void
+sc_wait_examined (zvol_pool_t *p, unsigned share)
+{
+  for (unsigned i = 0; i < 20000; i++) {
+    zvol_scrub_status_t st = sc_status (p);
+    if (st.ss_state != ZVOL_SCRUB_SCANNING
+        || st.ss_examined > st.ss_total / 100 * share)
+      break;
+    usleep (1000);
+  }
+  assert_int_equal (sc_status (p).ss_state, ZVOL_SCRUB_SCANNING);
+}
+
+/* The pool of test_scrub_live, damaged the same way. */
+static zvol_pool_t *
+sc_damaged_pool (const char *dev, sc_set_t *ss, sc_damage_t *dm, size_t *np,
+                 uint64_t *seed)
+{
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+
+  assert_int_equal (tl_sparse_file (dev, SC_DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, SC_VOLSIZE, true);
+  p = tl_pool_open_ok (&pc);
+  for (uint64_t off = 0; off < SC_SPAN; off += 1 * MiB)
+    tl_vol_write (tl_vol (p), NULL, off, 1 * MiB, 1, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  assert_int_equal (zvol_snapshot_create (p, "zvol@s1"), 0);
+  for (uint64_t off = 2 * MiB; off < 4 * MiB; off += 1 * MiB)
+    tl_vol_write (tl_vol (p), NULL, off, 1 * MiB, 2, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  sc_collect (p, ss);
+  sc_cur = ss;
+  *np = sc_damage (dev, ss, SC_META, SC_DATA, seed, dm);
+  return p;
+}
+
+/* The damaged data blocks are the status's damaged list, by dataset
+ * and offset. */
+static void
+sc_expect_damaged (const zvol_scrub_status_t *st, const sc_set_t *ss,
+                   const sc_damage_t *dm, size_t n)
+{
+  unsigned ndata = 0;
+
+  for (size_t i = 0; i < n; i++) {
+    const sc_blk_t *b = &dm[i].sd_blk;
+    bool named = false;
+
+    if (b->sb_ds < 0 || b->sb_level > 0)
+      continue;
+    ndata++;
+    for (uint64_t k = 0; k < st->ss_ndamaged; k++)
+      named |= strcmp (st->ss_damaged[k].sd_dataset, ss->ss_name[b->sb_ds])
+        == 0 && st->ss_damaged[k].sd_offset
+        == b->sb_blkid * ss->ss_blksz[b->sb_ds];
+    if (!named)
+      fail_msg ("%s offset %" PRIu64 ": not in the damaged list",
+                ss->ss_name[b->sb_ds], b->sb_blkid * ss->ss_blksz[b->sb_ds]);
+  }
+  assert_int_equal (st->ss_ndamaged, ndata);
+}
+
+/* Started, waited for: every copy repaired, the data blocks listed;
+ * paused half way (its place kept: nothing examined meanwhile) and
+ * resumed: each damaged copy found once over both runs; canceled, and
+ * started again from zero; refusals (EBUSY, ENOENT); a close while it
+ * scans stops it. */
+static void
+test_scrub_background (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "sc-bg");
+  sc_set_t *ss = calloc (1, sizeof *ss);
+  sc_damage_t dm[SC_META + SC_DATA];
+  uint64_t seed = tl_seed ("scrub-bg");
+  zvol_scrub_status_t st;
+  zvol_pool_t *p;
+  size_t n;
+
+  (void) state;
+  assert_non_null (ss);
+  p = sc_damaged_pool (dev, ss, dm, &n, &seed);
+  tl_log_reset (true);
+  st = sc_status (p);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_NONE);
+  assert_int_equal (zvol_scrub_pause (p), -ENOENT);
+  assert_int_equal (zvol_scrub_cancel (p), -ENOENT);
+
+  /* Paused and resumed. */
+  zv_dev_set_fault (p->p_spa.spa_devs[0], sc_slow, NULL);
+  assert_int_equal (zvol_scrub_start (p), 0);
+  assert_int_equal (zvol_scrub_start (p), -EBUSY);
+  sc_wait_examined (p, 40);
+  assert_int_equal (zvol_scrub_pause (p), 0);
+  st = sc_status (p);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_PAUSED);
+  assert_true (st.ss_examined > 0 && st.ss_examined < st.ss_total);
+  print_message ("paused at %" PRIu64 " of %" PRIu64 ", %" PRIu64
+                 " repaired\n", st.ss_examined, st.ss_total,
+                 st.ss_repaired);
+  usleep (100 * 1000);
+  assert_int_equal (sc_status (p).ss_examined, st.ss_examined);
+  zv_dev_set_fault (p->p_spa.spa_devs[0], NULL, NULL);
+  assert_int_equal (zvol_scrub_start (p), 1);        /* resumed */
+  assert_int_equal (zvol_scrub_wait (p, NULL, NULL, NULL), 0);
+  st = sc_status (p);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_FINISHED);
+  assert_int_equal (st.ss_examined, st.ss_total);
+  assert_true (st.ss_pieces >= 2);
+  assert_int_equal (st.ss_cksum_errors, SC_META + SC_DATA);
+  assert_int_equal (st.ss_repaired, SC_META);
+  assert_int_equal (st.ss_repair_failed, 0);
+  assert_int_equal (st.ss_lost, SC_DATA);
+  sc_expect_damaged (&st, ss, dm, n);
+  for (size_t i = 0; i < n; i++)
+    if (dm[i].sd_blk.sb_ds < 0 || dm[i].sd_blk.sb_level > 0)
+      assert_true (sc_copy_good (p, &dm[i]));
+  assert_int_equal (zvol_scrub_pause (p), -ENOENT);
+
+  /* Again: only the lost blocks. */
+  assert_int_equal (zvol_scrub_start (p), 0);
+  assert_int_equal (zvol_scrub_wait (p, NULL, NULL, NULL), 0);
+  st = sc_status (p);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_FINISHED);
+  assert_int_equal (st.ss_cksum_errors, SC_DATA);
+  assert_int_equal (st.ss_repaired, 0);
+  sc_expect_damaged (&st, ss, dm, n);
+
+  /* Canceled: a start after it begins from zero. */
+  zv_dev_set_fault (p->p_spa.spa_devs[0], sc_slow, NULL);
+  assert_int_equal (zvol_scrub_start (p), 0);
+  sc_wait_examined (p, 0);
+  assert_int_equal (zvol_scrub_cancel (p), 0);
+  st = sc_status (p);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_CANCELED);
+  assert_int_equal (st.ss_error, 0);
+  assert_int_equal (zvol_scrub_cancel (p), -ENOENT);
+  assert_int_equal (zvol_scrub_start (p), 0);        /* not resumed */
+  sc_wait_examined (p, 0);
+  assert_int_equal (zvol_scrub_pause (p), 0);
+  assert_int_equal (zvol_scrub_cancel (p), 0);       /* a paused one */
+  assert_int_equal (sc_status (p).ss_state, ZVOL_SCRUB_CANCELED);
+
+  /* The pool closed while one scans: it stops. */
+  assert_int_equal (zvol_scrub_start (p), 0);
+  sc_wait_examined (p, 0);
+  zv_dev_set_fault (p->p_spa.spa_devs[0], NULL, NULL);
+  tl_log_reset (false);
+  assert_int_equal (tl_pool_close (p), 0);
+  free (ss->ss_blk);
+  free (ss);
+  unlink (dev);
+}
+
+/* A writer beside the scrub: writes to another volume, whose frees the
+ * scrub's hold keeps back. */
+typedef struct sc_writer {
+  zvol_t *sw_vol;
+  zvol_pool_t *sw_pool;
+  _Atomic bool sw_stop;
+  uint64_t sw_seed;
+} sc_writer_t;
+
+static void *
+sc_writer_main (void *arg)
+{
+  sc_writer_t *w = arg;
+  uint8_t *buf = malloc (64 * KiB);
+
+  TL_CHECK (buf != NULL);
+  while (!atomic_load (&w->sw_stop)) {
+    uint64_t r = tl_rand (&w->sw_seed);
+    tl_fill_rand (buf, 64 * KiB, &w->sw_seed);
+    TL_CHECK (zvol_write (w->sw_vol, buf, r % (SC_SPAN / (64 * KiB))
+                          * 64 * KiB, 64 * KiB, 0) == 0);
+    /* Synced often: each sync frees what the last overwrote. */
+    if (r % 8 == 0)
+      TL_CHECK (zv_pool_sync (w->sw_pool) == 0);
+  }
+  free (buf);
+  return NULL;
+}
+
+/* With the hold's bound low (check_hold_pct=10) and a writer freeing
+ * blocks, the scrub goes in many pieces, each on a new view from where
+ * the last stopped: it finishes, and finds each damaged copy of the
+ * volume's tree (which the writer leaves alone) exactly once. */
+static void
+test_scrub_pieces (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "sc-pieces");
+  sc_set_t *ss = calloc (1, sizeof *ss);
+  sc_damage_t dm[SC_META + SC_DATA];
+  zvol_volume_params_t vp = { .vp_size = SC_VOLSIZE };
+  uint64_t seed = tl_seed ("scrub-pieces");
+  zvol_scrub_status_t st;
+  zvol_pool_config_t pc;
+  sc_writer_t w = { .sw_seed = seed };
+  zvol_pool_t *p;
+  pthread_t th;
+  size_t n;
+  int zi = -1;
+
+  (void) state;
+  assert_non_null (ss);
+  assert_int_equal (tl_sparse_file (dev, SC_DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, SC_VOLSIZE, true);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zvol_volume_create (p, "w", &vp), 0);
+  for (uint64_t off = 0; off < SC_SPAN; off += 1 * MiB) {
+    tl_vol_write (tl_vol (p), NULL, off, 1 * MiB, 1, 0);
+    tl_ds_write (p, "w", off, 1 * MiB, 5);
+  }
+  assert_int_equal (zv_pool_sync (p), 0);
+  sc_collect (p, ss);
+  for (unsigned k = 0; k < ss->ss_nds; k++)
+    if (strcmp (ss->ss_open[k], "zvol") == 0)
+      zi = (int) k;
+  assert_true (zi >= 0);
+  n = sc_damage_in (dev, ss, zi, 2, SC_DATA, &seed, dm);
+  tl_log_reset (true);
+  w.sw_vol = tl_ds_open (p, "w");
+  w.sw_pool = p;
+  sc_tunable ("check_hold_pct", "10");
+  zv_dev_set_fault (p->p_spa.spa_devs[0], sc_slow, NULL);
+  assert_int_equal (pthread_create (&th, NULL, sc_writer_main, &w), 0);
+  assert_int_equal (zvol_scrub_start (p), 0);
+  assert_int_equal (zvol_scrub_wait (p, NULL, NULL, NULL), 0);
+  atomic_store (&w.sw_stop, true);
+  assert_int_equal (pthread_join (th, NULL), 0);
+  zv_dev_set_fault (p->p_spa.spa_devs[0], NULL, NULL);
+  sc_tunable ("check_hold_pct", "10");
+  st = sc_status (p);
+  print_message ("%" PRIu64 " pieces, error %d\n", st.ss_pieces,
+                 st.ss_error);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_FINISHED);
+  assert_true (st.ss_pieces > 1);
+  assert_int_equal (st.ss_cksum_errors, n);
+  assert_int_equal (st.ss_repaired, n - SC_DATA);
+  assert_int_equal (st.ss_lost, SC_DATA);
+  sc_expect_damaged (&st, ss, dm, n);
+  assert_int_equal (zvol_close (w.sw_vol), 0);
+  tl_log_reset (false);
+  assert_int_equal (tl_pool_close (p), 0);
+  free (ss->ss_blk);
+  free (ss);
+  unlink (dev);
+}
+
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
     tl_test (test_scrub_live),
     tl_test (test_scrub_offline),
+    tl_test (test_scrub_background),
+    tl_test (test_scrub_pieces),
   };
   return tl_main (tests, "scrub", NULL);
 }
