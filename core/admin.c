@@ -894,7 +894,8 @@ admin_scrub_print (FILE *o, const zvol_scrub_status_t *st)
            st->ss_error ? strerror (-st->ss_error) : "",
            st->ss_error ? ")" : "", e, t, st->ss_total
            ? 100.0 * (double) ZV_MIN (st->ss_examined, st->ss_total)
-           / (double) st->ss_total : 100.0, d);
+           / (double) st->ss_total
+           : st->ss_state == ZVOL_SCRUB_FINISHED ? 100.0 : 0.0, d);
   if (st->ss_state == ZVOL_SCRUB_SCANNING) {
     admin_duration (d, sizeof d, st->ss_eta_s);
     fprintf (o, ", %s/s, %s to go", r, st->ss_rate ? d : "?");

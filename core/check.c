@@ -73,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "zvol.h"
 #include "pool_impl.h"
@@ -138,6 +139,7 @@ struct zv_check {
   zv_check_pos_t *ck_pos;       /* a scrub piece's place (check.h) */
   uint64_t ck_skip_off;         /* in this tree, data below it is done */
   uint64_t ck_piece_data;       /* data blocks this piece verified */
+  uint64_t ck_pace_ns, ck_pace_bytes;  /* a scrub piece's pace: since */
   uint64_t ck_ds_id;
   uint64_t ck_hold_max, ck_hold_max_n;
   uint64_t ck_polled;
@@ -559,6 +561,34 @@ check_live_poll (zv_check_t *ck)
   return ck->ck_stop;
 }
 
+/* A background scrub's pace (scan_rate_max): after each block, sleep
+ * until the bytes read so far are not ahead of the rate, in steps of
+ * 100 ms at most so that a pause or a cancel is seen soon. */
+static void
+check_pace (zv_check_t *ck, uint64_t bytes)
+{
+  uint64_t rate = zv_scan_rate_max_get (), now = zv_now_ns (), due;
+
+  if (rate == 0) {
+    ck->ck_pace_ns = 0;
+    return;
+  }
+  if (ck->ck_pace_ns == 0 || ck->ck_pace_bytes > (1ull << 50)) {
+    ck->ck_pace_ns = now;
+    ck->ck_pace_bytes = 0;
+  }
+  ck->ck_pace_bytes += bytes;
+  due = ck->ck_pace_ns + (uint64_t) ((double) ck->ck_pace_bytes * 1e9
+                                     / (double) rate);
+  while (now < due && !atomic_load (ck->ck_stop_flag)) {
+    uint64_t ns = ZV_MIN (due - now, 100 * 1000 * 1000ull);
+    struct timespec d = { (time_t) (ns / 1000000000ull),
+                          (long) (ns % 1000000000ull) };
+    nanosleep (&d, NULL);
+    now = zv_now_ns ();
+  }
+}
+
 /* Every block of the tree, after the walk took its owner (and read it,
  * if indirect). */
 static int
@@ -584,6 +614,8 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
   snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds, level,
             blkid);
   good = check_copies (ck, bp, name, (int) level, blkid, ck->ck_buf, true);
+  if (ck->ck_pos != NULL)
+    check_pace (ck, (uint64_t) bp->bp_ncopies * bp->bp_psize);
   if (ck->ck_pos != NULL && level == 0) {
     ck->ck_piece_data++;
     ck->ck_pos->cp_ds_id = ck->ck_ds_id;

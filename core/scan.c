@@ -45,6 +45,10 @@
  * nothing (tunable). */
 static bool zv_scan_repair = true;
 
+/* The background scrub's pace: bytes read a second at most (0: as fast
+ * as the devices go; tunable). */
+static uint64_t zv_scan_rate_max = 0;
+
 #define SCAN_MAX_SLOTS (2 * ZV_SCAN_MAX_SIDES)
 
 /* Read one slot (the copy at off on one side) into buf and verify it:
@@ -152,6 +156,12 @@ zv_scan_block (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf, bool repair,
   return good;
 }
 
+uint64_t
+zv_scan_rate_max_get (void)
+{
+  return __atomic_load_n (&zv_scan_rate_max, __ATOMIC_RELAXED);
+}
+
 /* ---- tunables (tunable.h) ---- */
 const zv_tunable_t zv_scan_tunable_table[] = {
   { .tn_name = "scan_repair", .tn_module = "scan",
@@ -160,5 +170,12 @@ const zv_tunable_t zv_scan_tunable_table[] = {
     .tn_reader = "the scrub (zvoladm scrub)",
     .tn_desc = "On, a scrub rewrites each copy that fails to verify from one "
     "that verifies; off, it only reports them, as a check does." },
+  { .tn_name = "scan_rate_max", .tn_module = "scan",
+    ZV_TUNABLE_VAR_U64 (zv_scan_rate_max),
+    .tn_default = 0, .tn_min = 0, .tn_max = 1ull << 40,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the background scrub (zvoladm scrub on a served pool)",
+    .tn_desc = "The most bytes a second the background scrub reads "
+    "(every copy of every block counted); 0, no limit." },
   ZV_TUNABLE_END
 };

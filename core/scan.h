@@ -57,4 +57,8 @@ unsigned zv_scan_block (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
                                      const zv_scan_slot_t *ss),
                         void *bad_arg, zv_scan_result_t *res);
 
+/* The tunable scan_rate_max: bytes a second the background scrub may
+ * read (0: no limit). */
+uint64_t zv_scan_rate_max_get (void);
+
 #endif /* ZV_SCAN_H */

@@ -46,6 +46,7 @@
 #include "check.h"
 #include "scrub.h"
 #include "tunable.h"
+#include "txg.h"
 
 /* Pieces in a row that may end for the hold with nothing done. */
 #define SCRUB_STUCK 3
@@ -53,7 +54,12 @@
 /* How many of a scrub's problem lines go to the log (then a count). */
 #define SCRUB_LOG_LINES 200
 
-enum scrub_why { SCRUB_WHY_NONE = 0, SCRUB_WHY_PAUSE, SCRUB_WHY_CANCEL };
+enum scrub_why {
+  SCRUB_WHY_NONE = 0, SCRUB_WHY_PAUSE, SCRUB_WHY_CANCEL,
+  SCRUB_WHY_CLOSE,              /* paused by the pool's close: the record
+                                   says scanning, so the next import's
+                                   start resumes it */
+};
 
 struct zv_scrub {
   zv_pool_t *sc_pool;
@@ -63,7 +69,10 @@ struct zv_scrub {
   bool sc_have_thread;          /* started and not yet joined */
   _Atomic bool sc_stop;
   enum scrub_why sc_why;
-  zv_check_pos_t sc_pos;
+  zv_check_pos_t sc_pos;        /* where the scrub is (the walking piece's
+                                   copied in at each progress call) */
+  zv_check_pos_t *sc_walk_pos;  /* the walking piece's: its thread's */
+  uint64_t sc_kick_ns;          /* the last txg asked for (the place) */
   zvol_scrub_status_t sc_st;
   uint64_t sc_run_ns;           /* this run (since start or resume) */
   uint64_t sc_run_examined;     /* examined when it began */
@@ -107,17 +116,38 @@ scrub_update_rate (zv_scrub_t *sc, uint64_t now)
     : (st->ss_total - ZV_MIN (st->ss_examined, st->ss_total)) / st->ss_rate;
 }
 
+/* A txg, so that the scrub's place reaches the disk even while nothing
+ * else is written (the sync writes the record: zv_scrub_phys_fill). */
+static void
+scrub_kick (zv_scrub_t *sc)
+{
+  zv_txg_t *tx = sc->sc_pool->p_txg;
+
+  zv_txg_kick (tx, zv_txg_open_txg (tx));
+}
+
 static void
 scrub_progress (void *arg, const char *what, uint64_t done, uint64_t total)
 {
   zv_scrub_t *sc = arg;
+  uint64_t now = zv_now_ns ();
+  bool kick = false;
 
   (void) what;
   pthread_mutex_lock (&sc->sc_lock);
   sc->sc_st.ss_examined = done;
   sc->sc_st.ss_total = total;
-  scrub_update_rate (sc, zv_now_ns ());
+  /* The piece's place is this thread's: a copy for the syncs. */
+  if (sc->sc_walk_pos != NULL)
+    sc->sc_pos = *sc->sc_walk_pos;
+  scrub_update_rate (sc, now);
+  if (now - sc->sc_kick_ns >= 1000 * 1000 * 1000ull) {
+    sc->sc_kick_ns = now;
+    kick = true;
+  }
   pthread_mutex_unlock (&sc->sc_lock);
+  if (kick)
+    scrub_kick (sc);
 }
 
 /* Each problem of a piece: to the log (the first SCRUB_LOG_LINES of a
@@ -169,10 +199,12 @@ scrub_main (void *arg)
 
     pthread_mutex_lock (&sc->sc_lock);
     pos = before = sc->sc_pos;
+    sc->sc_walk_pos = &pos;
     pthread_mutex_unlock (&sc->sc_lock);
     r = zv_check_scrub_piece (p, &rep, &sc->sc_stop, scrub_progress, sc,
                               &pos);
     pthread_mutex_lock (&sc->sc_lock);
+    sc->sc_walk_pos = NULL;
     sc->sc_pos = pos;
     st->ss_pieces++;
     st->ss_repaired += rep.cr_repaired;
@@ -215,7 +247,9 @@ scrub_main (void *arg)
   }
   else if (r == -ECANCELED) {
     st->ss_state = ZVOL_SCRUB_PAUSED;
-    zv_info ("pool '%s': scrub paused", p->p_name);
+    zv_info ("pool '%s': scrub %s", p->p_name,
+             sc->sc_why == SCRUB_WHY_CLOSE ? "stopped with the pool (it "
+             "goes on when the pool is served again)" : "paused");
   }
   else {
     st->ss_state = ZVOL_SCRUB_CANCELED;
@@ -232,6 +266,7 @@ scrub_main (void *arg)
     sc->sc_pos = (zv_check_pos_t) { 0 };
   pthread_cond_broadcast (&sc->sc_cv);
   pthread_mutex_unlock (&sc->sc_lock);
+  scrub_kick (sc);              /* the record changes: gone, or paused */
   return NULL;
 }
 
@@ -306,6 +341,7 @@ scrub_stop (zv_scrub_t *sc, enum scrub_why why)
     sc->sc_pos = (zv_check_pos_t) { 0 };
     pthread_mutex_unlock (&sc->sc_lock);
     zv_info ("pool '%s': scrub canceled", sc->sc_pool->p_name);
+    scrub_kick (sc);
     return 0;
   }
   if (st->ss_state != ZVOL_SCRUB_SCANNING) {
@@ -392,13 +428,20 @@ zvol_scrub_get_status (zvol_pool_t *p, zvol_scrub_status_t *out)
 }
 
 void
-zv_scrub_fini (zv_pool_t *p)
+zv_scrub_stop_for_close (zv_pool_t *p)
+{
+  if (p->p_scrub != NULL)
+    (void) scrub_stop (p->p_scrub, SCRUB_WHY_CLOSE);
+}
+
+void
+zv_scrub_free (zv_pool_t *p)
 {
   zv_scrub_t *sc = p->p_scrub;
 
   if (sc == NULL)
     return;
-  (void) scrub_stop (sc, SCRUB_WHY_PAUSE);
+  (void) scrub_stop (sc, SCRUB_WHY_CLOSE);
   pthread_mutex_lock (&sc->sc_lock);
   scrub_join (sc);
   pthread_mutex_unlock (&sc->sc_lock);
@@ -406,4 +449,151 @@ zv_scrub_fini (zv_pool_t *p)
   pthread_mutex_destroy (&sc->sc_lock);
   free (sc);
   p->p_scrub = NULL;
+}
+
+/* ---- the persisted place (format.h, zv_scan_phys_t) ---- */
+
+void
+zv_scrub_phys_seal (zv_scan_phys_t *sp, uint64_t guid)
+{
+  memset (&sp->sp_cksum, 0, sizeof sp->sp_cksum);
+  zv_cksum_compute (sp, sizeof *sp, guid, &sp->sp_cksum);
+}
+
+int
+zv_scrub_phys_check (const zv_scan_phys_t *sp, uint64_t guid)
+{
+  static const zv_scan_phys_t zero;
+  zv_scan_phys_t c;
+
+  if (memcmp (sp, &zero, sizeof *sp) == 0)
+    return 0;
+  if (sp->sp_magic != ZV_SCAN_MAGIC || sp->sp_version != ZV_SCAN_VERSION)
+    return -EIO;
+  c = *sp;
+  zv_scrub_phys_seal (&c, guid);
+  if (!zv_cksum_equal (&c.sp_cksum, &sp->sp_cksum))
+    return -EIO;
+  if ((sp->sp_state != ZV_SCAN_SCANNING && sp->sp_state != ZV_SCAN_PAUSED)
+      || sp->sp_phase >= ZV_CHECK_PHASE_DONE || sp->sp_pad != 0
+      || memcmp (sp->sp_reserved, zero.sp_reserved,
+                 sizeof sp->sp_reserved) != 0)
+    return -EIO;
+  /* A place before the trees has nothing of them done. */
+  if (sp->sp_phase != ZV_CHECK_PHASE_TREES
+      && (sp->sp_ds_id != 0 || sp->sp_off != 0))
+    return -EIO;
+  if (sp->sp_ds_id >= (1ull << 62) || sp->sp_examined > sp->sp_total
+      || sp->sp_repaired + sp->sp_repair_failed
+      > sp->sp_cksum_errors + sp->sp_read_errors
+      || sp->sp_cksum_errors > sp->sp_problems
+      || sp->sp_read_errors > sp->sp_problems
+      || sp->sp_lost > sp->sp_problems || sp->sp_other > sp->sp_problems)
+    return -EIO;
+  return 1;
+}
+
+void
+zv_scrub_phys_fill (zv_pool_t *p, zv_scan_phys_t *sp)
+{
+  zv_scrub_t *sc = p->p_scrub;
+  const zvol_scrub_status_t *st;
+
+  memset (sp, 0, sizeof *sp);
+  /* p_scrub is made before the txg thread starts (zv_scrub_pool_init)
+   * and freed after it stopped: the sync reads it without
+   * scrub_make_lock. */
+  if (sc == NULL)
+    return;
+  st = &sc->sc_st;
+  pthread_mutex_lock (&sc->sc_lock);
+  if (st->ss_state == ZVOL_SCRUB_SCANNING
+      || st->ss_state == ZVOL_SCRUB_PAUSED) {
+    bool scanning = st->ss_state == ZVOL_SCRUB_SCANNING
+      || sc->sc_why == SCRUB_WHY_CLOSE;
+    *sp = (zv_scan_phys_t) {
+      .sp_magic = ZV_SCAN_MAGIC, .sp_version = ZV_SCAN_VERSION,
+      .sp_state = scanning ? ZV_SCAN_SCANNING : ZV_SCAN_PAUSED,
+      .sp_phase = sc->sc_pos.cp_phase, .sp_ds_id = sc->sc_pos.cp_ds_id,
+      .sp_off = sc->sc_pos.cp_off,
+      .sp_examined = ZV_MIN (st->ss_examined, st->ss_total),
+      .sp_total = st->ss_total,
+      .sp_repaired = st->ss_repaired,
+      .sp_repair_failed = st->ss_repair_failed,
+      .sp_cksum_errors = st->ss_cksum_errors,
+      .sp_read_errors = st->ss_read_errors, .sp_lost = st->ss_lost,
+      .sp_problems = st->ss_problems, .sp_other = st->ss_other,
+      .sp_pieces = st->ss_pieces, .sp_elapsed_ns = st->ss_elapsed_ns
+      + (st->ss_state == ZVOL_SCRUB_SCANNING ? zv_now_ns () - sc->sc_run_ns
+         : 0),
+    };
+    /* The walk's own place is DONE only after its last block; the
+     * record keeps the last place before it. */
+    if (sp->sp_phase >= ZV_CHECK_PHASE_DONE)
+      *sp = (zv_scan_phys_t) { 0 };
+  }
+  pthread_mutex_unlock (&sc->sc_lock);
+  if (sp->sp_magic != 0)
+    zv_scrub_phys_seal (sp, p->p_spa.spa_guid);
+}
+
+void
+zv_scrub_phys_load (zv_pool_t *p, const zv_scan_phys_t *sp)
+{
+  int r = zv_scrub_phys_check (sp, p->p_spa.spa_guid);
+
+  memset (&p->p_scan_rec, 0, sizeof p->p_scan_rec);
+  if (r < 0)
+    zv_warn ("pool '%s': the scrub's place in the objset does not verify: "
+             "a scrub that was running or paused starts over when asked "
+             "for", p->p_name);
+  if (r == 1)
+    p->p_scan_rec = *sp;
+}
+
+void
+zv_scrub_pool_init (zv_pool_t *p)
+{
+  const zv_scan_phys_t *sp = &p->p_scan_rec;
+  zv_scrub_t *sc;
+  zvol_scrub_status_t *st;
+
+  if (p->p_readonly || p->p_view)
+    return;
+  sc = scrub_get (p);
+  if (sp->sp_magic != ZV_SCAN_MAGIC)
+    return;
+  st = &sc->sc_st;
+  pthread_mutex_lock (&sc->sc_lock);
+  *st = (zvol_scrub_status_t) {
+    .ss_state = ZVOL_SCRUB_PAUSED,
+    .ss_examined = sp->sp_examined, .ss_total = sp->sp_total,
+    .ss_repaired = sp->sp_repaired,
+    .ss_repair_failed = sp->sp_repair_failed,
+    .ss_cksum_errors = sp->sp_cksum_errors,
+    .ss_read_errors = sp->sp_read_errors, .ss_lost = sp->sp_lost,
+    .ss_problems = sp->sp_problems, .ss_other = sp->sp_other,
+    .ss_pieces = sp->sp_pieces, .ss_elapsed_ns = sp->sp_elapsed_ns,
+  };
+  sc->sc_pos = (zv_check_pos_t) {
+    .cp_phase = sp->sp_phase, .cp_ds_id = sp->sp_ds_id,
+    .cp_off = sp->sp_off,
+  };
+  pthread_mutex_unlock (&sc->sc_lock);
+  /* Said as a warning: the operator learns that a scrub goes on (or
+   * waits) beside the clients after a restart. */
+  zv_warn ("pool '%s': a scrub was %s when the pool was last written, at "
+           "%" PRIu64 " of %" PRIu64 " bytes%s", p->p_name,
+           sp->sp_state == ZV_SCAN_SCANNING ? "running" : "paused",
+           sp->sp_examined, sp->sp_total,
+           sp->sp_state == ZV_SCAN_SCANNING ? ": resumed"
+           : " (zvoladm scrub resumes it)");
+}
+
+void
+zv_scrub_pool_started (zv_pool_t *p)
+{
+  if (!p->p_readonly && !p->p_view && p->p_scan_rec.sp_magic == ZV_SCAN_MAGIC
+      && p->p_scan_rec.sp_state == ZV_SCAN_SCANNING)
+    (void) zvol_scrub_start (p);
 }

@@ -11,7 +11,11 @@
 # and names the data block it cannot repair with its snapshot and
 # offset (exit 1; status lists it, with the device's error counts); a
 # second scrub finds only that block; written again, a third finds
-# nothing (exit 0); offline, check and scrub find nothing either.  Then the offline scrub: damage made on the
+# nothing (exit 0); offline, check and scrub find nothing either.
+# Damage made again: a scrub paced by scan_rate_max, killed (kill -9) a
+# third of the way, is resumed by the restarted server from its place
+# (persisted with the txgs) and finishes; a check then finds all of it
+# repaired.  Then the offline scrub: damage made on the
 # stopped pool repaired by zvoladm scrub -d with no server.
 
 set -euo pipefail
@@ -234,6 +238,43 @@ check "as many repaired as the check found" grep -q "^  repaired $nmeta copies, 
 check "all repaired" grep -q "^All damage found was repaired." "$ZV_TMP/adm.out"
 check "progress on stderr" grep -q "^scrub: .* (100.0%)" "$ZV_TMP/adm.err"
 rc_is 0 "offline check after it: clean" "$ADM" check tank
+zv_log "a scrub killed half way (kill -9) resumes when the server comes back"
+"$NBD_PY" "$ZV_TMP/damage.py" "$pool" "$((seed + 2))" 24 none
+rc_is 1 "offline check: damage to repair" "$ADM" check tank
+ndamaged=$(sed -n 's/^  checksum errors \([0-9]*\),.*/\1/p' "$ZV_TMP/adm.out")
+check "damaged live copies" test "$ndamaged" -gt 0
+# Paced (scan_rate_max), so that it is still running when killed.
+start_zvol "$sock" "$pool" txg_timeout=1 scan_rate_max=2M || die "serve the pool"
+rc_is 0 "scrub, in the background" "$ADM" scrub tank
+pct=0
+for _ in $(seq 300); do
+    "$ADM" status tank >"$ZV_TMP/st.out" 2>&1 || :
+    pct=$(sed -n 's/^  scan: scrub in progress, .* (\([0-9]*\)\.[0-9]%).*/\1/p' "$ZV_TMP/st.out")
+    [ -n "$pct" ] && [ "$pct" -ge 30 ] && break
+    sleep 0.1
+done
+check "status: in progress, rate and time left" grep -Eq "^  scan: scrub in progress, .* examined of .* in [0-9]+s, .*/s, ([0-9]+m)?[0-9]+s to go$" "$ZV_TMP/st.out"
+zv_log "killed at ${pct:-?}%"
+sleep 1.5     # txg_timeout=1 and the scrub's own txgs: its place synced
+kill9_zvol "$sock" || zv_fail "kill -9"
+start_zvol "$sock" "$pool" txg_timeout=1 || die "serve the pool again"
+check "the server resumed the scrub from where it was" \
+    grep -Eq "a scrub was running when the pool was last written, at [1-9][0-9]* of [0-9]+ bytes: resumed" "$ZV_LOG"
+grep "a scrub was running" "$ZV_LOG" | tail -1 || :
+"$ADM" status tank >"$ZV_TMP/st.out" 2>&1 || :
+check "status: its time so far kept (it did not start over)" \
+    grep -Eq "^  scan: scrub (in progress|finished), .* in ([1-9][0-9]*m)?[1-9][0-9]*s" "$ZV_TMP/st.out"
+for _ in $(seq 600); do
+    "$ADM" status tank >"$ZV_TMP/st.out" 2>&1 || :
+    grep -q "^  scan: scrub finished" "$ZV_TMP/st.out" && break
+    sleep 0.1
+done
+check "it finished" grep -q "^  scan: scrub finished" "$ZV_TMP/st.out"
+sed -n '/scan:/,$p' "$ZV_TMP/st.out"
+rc_is 0 "a live check after it: every damaged copy repaired" "$ADM" check tank
+check "clean" grep -q "^No problems found." "$ZV_TMP/adm.out"
+stop_zvol "$sock" || zv_fail "the server stops cleanly"
+rc_is 0 "offline check: clean" "$ADM" check tank
 rc_is 2 "usage: no pool" "$ADM" scrub
 rc_is 2 "usage: a bad option" "$ADM" scrub -x tank
 start_zvol "$sock" "$pool" || die "serve the pool again"

@@ -712,6 +712,68 @@ test_scrub_background (void **state)
   unlink (dev);
 }
 
+/* The pool closed while a scrub scans (paced by scan_rate_max, so that
+ * it is half way): imported again, it goes on by itself from the place
+ * the objset's record kept, and over both runs finds each damaged copy
+ * exactly once. */
+static void
+test_scrub_restart (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "sc-restart");
+  sc_set_t *ss = calloc (1, sizeof *ss);
+  sc_damage_t dm[SC_META + SC_DATA];
+  uint64_t seed = tl_seed ("scrub-restart");
+  zvol_scrub_status_t st;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint64_t at_close;
+  size_t n;
+
+  (void) state;
+  assert_non_null (ss);
+  p = sc_damaged_pool (dev, ss, dm, &n, &seed);
+  /* Served: the txg thread syncs the scrub's place as it goes. */
+  assert_int_equal (zvol_pool_start (p), 0);
+  tl_log_reset (true);
+  sc_tunable ("scan_rate_max", "8M");
+  assert_int_equal (zvol_scrub_start (p), 0);
+  sc_wait_examined (p, 40);
+  at_close = sc_status (p).ss_examined;
+  assert_int_equal (tl_pool_close (p), 0);
+
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zvol_pool_start (p), 0);
+  st = sc_status (p);
+  print_message ("closed at %" PRIu64 ", resumed at %" PRIu64 " of %" PRIu64
+                 "\n", at_close, st.ss_examined, st.ss_total);
+  assert_true (st.ss_state == ZVOL_SCRUB_SCANNING
+               || st.ss_state == ZVOL_SCRUB_FINISHED);
+  assert_true (st.ss_examined > 0 && st.ss_examined <= at_close);
+  sc_tunable ("scan_rate_max", "0");
+  assert_int_equal (zvol_scrub_wait (p, NULL, NULL, NULL), 0);
+  st = sc_status (p);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_FINISHED);
+  assert_int_equal (st.ss_cksum_errors, SC_META + SC_DATA);
+  assert_int_equal (st.ss_repaired, SC_META);
+  assert_int_equal (st.ss_lost, SC_DATA);
+  for (size_t i = 0; i < n; i++)
+    if (dm[i].sd_blk.sb_ds < 0 || dm[i].sd_blk.sb_level > 0)
+      assert_true (sc_copy_good (p, &dm[i]));
+  /* Finished: the record is gone, nothing resumes. */
+  assert_int_equal (zv_pool_sync (p), 0);
+  assert_int_equal (tl_pool_close (p), 0);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zvol_pool_start (p), 0);
+  assert_int_equal (sc_status (p).ss_state, ZVOL_SCRUB_NONE);
+  tl_log_reset (false);
+  assert_int_equal (tl_pool_close (p), 0);
+  free (ss->ss_blk);
+  free (ss);
+  unlink (dev);
+}
+
 /* A writer beside the scrub: writes to another volume, whose frees the
  * scrub's hold keeps back. */
 typedef struct sc_writer {
@@ -734,14 +796,14 @@ sc_writer_main (void *arg)
     TL_CHECK (zvol_write (w->sw_vol, buf, r % (SC_SPAN / (64 * KiB))
                           * 64 * KiB, 64 * KiB, 0) == 0);
     /* Synced often: each sync frees what the last overwrote. */
-    if (r % 8 == 0)
+    if (r % 16 == 0)
       TL_CHECK (zv_pool_sync (w->sw_pool) == 0);
   }
   free (buf);
   return NULL;
 }
 
-/* With the hold's bound low (check_hold_pct=10) and a writer freeing
+/* With the hold's bound low (check_hold_pct=20) and a writer freeing
  * blocks, the scrub goes in many pieces, each on a new view from where
  * the last stopped: it finishes, and finds each damaged copy of the
  * volume's tree (which the writer leaves alone) exactly once. */
@@ -782,7 +844,7 @@ test_scrub_pieces (void **state)
   tl_log_reset (true);
   w.sw_vol = tl_ds_open (p, "w");
   w.sw_pool = p;
-  sc_tunable ("check_hold_pct", "10");
+  sc_tunable ("check_hold_pct", "20");
   zv_dev_set_fault (p->p_spa.spa_devs[0], sc_slow, NULL);
   assert_int_equal (pthread_create (&th, NULL, sc_writer_main, &w), 0);
   assert_int_equal (zvol_scrub_start (p), 0);
@@ -790,7 +852,7 @@ test_scrub_pieces (void **state)
   atomic_store (&w.sw_stop, true);
   assert_int_equal (pthread_join (th, NULL), 0);
   zv_dev_set_fault (p->p_spa.spa_devs[0], NULL, NULL);
-  sc_tunable ("check_hold_pct", "10");
+  sc_tunable ("check_hold_pct", "20");
   st = sc_status (p);
   print_message ("%" PRIu64 " pieces, error %d\n", st.ss_pieces,
                  st.ss_error);
@@ -815,6 +877,7 @@ main (void)
     tl_test (test_scrub_live),
     tl_test (test_scrub_offline),
     tl_test (test_scrub_background),
+    tl_test (test_scrub_restart),
     tl_test (test_scrub_pieces),
   };
   return tl_main (tests, "scrub", NULL);
