@@ -561,6 +561,28 @@ check_live_poll (zv_check_t *ck)
   return ck->ck_stop;
 }
 
+/* A background scrub gives way to the clients (scan_yield_ms): before
+ * each block, while the intent log has a batch under way for them
+ * (spa_sync_io, as the txg sync's own writes yield to it: zio.c) or a
+ * txg sync writes their data, it waits in 1 ms steps, up to the
+ * tunable's bound per block, so that it still moves on under a load
+ * that never stops. */
+static void
+check_yield (zv_check_t *ck)
+{
+  zv_pool_t *p = ck->ck_live;
+  uint64_t max = (uint64_t) zv_scan_yield_ms_get () * 1000000ull, waited = 0;
+  struct timespec d = { 0, 1000 * 1000 };
+
+  while (waited < max && !atomic_load (ck->ck_stop_flag)
+         && (atomic_load_explicit (&p->p_spa.spa_sync_io,
+                                   memory_order_relaxed) > 0
+             || atomic_load_explicit (&p->p_syncing, memory_order_relaxed))) {
+    nanosleep (&d, NULL);
+    waited += 1000 * 1000;
+  }
+}
+
 /* A background scrub's pace (scan_rate_max): after each block, sleep
  * until the bytes read so far are not ahead of the rate, in steps of
  * 100 ms at most so that a pause or a cancel is seen soon. */
@@ -611,6 +633,8 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
       return check_live_poll (ck);
     }
   }
+  if (ck->ck_pos != NULL)
+    check_yield (ck);
   snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds, level,
             blkid);
   good = check_copies (ck, bp, name, (int) level, blkid, ck->ck_buf, true);

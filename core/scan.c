@@ -49,6 +49,10 @@ static bool zv_scan_repair = true;
  * as the devices go; tunable). */
 static uint64_t zv_scan_rate_max = 0;
 
+/* How long (ms) the background scrub waits, at most, before each block
+ * while the clients' I/O is under way (tunable; 0: never). */
+static unsigned zv_scan_yield_ms = 10;
+
 #define SCAN_MAX_SLOTS (2 * ZV_SCAN_MAX_SIDES)
 
 /* Read one slot (the copy at off on one side) into buf and verify it:
@@ -162,6 +166,12 @@ zv_scan_rate_max_get (void)
   return __atomic_load_n (&zv_scan_rate_max, __ATOMIC_RELAXED);
 }
 
+unsigned
+zv_scan_yield_ms_get (void)
+{
+  return __atomic_load_n (&zv_scan_yield_ms, __ATOMIC_RELAXED);
+}
+
 /* ---- tunables (tunable.h) ---- */
 const zv_tunable_t zv_scan_tunable_table[] = {
   { .tn_name = "scan_repair", .tn_module = "scan",
@@ -177,5 +187,14 @@ const zv_tunable_t zv_scan_tunable_table[] = {
     .tn_reader = "the background scrub (zvoladm scrub on a served pool)",
     .tn_desc = "The most bytes a second the background scrub reads "
     "(every copy of every block counted); 0, no limit." },
+  { .tn_name = "scan_yield_ms", .tn_module = "scan",
+    ZV_TUNABLE_VAR_UINT (zv_scan_yield_ms),
+    .tn_default = 10, .tn_min = 0, .tn_max = 1000,
+    .tn_unit = ZV_TUNABLE_UNIT_MS, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "the background scrub (zvoladm scrub on a served pool)",
+    .tn_desc = "Before each block, the background scrub waits while the "
+    "intent log writes for clients or a txg sync writes their data, this "
+    "long at most (so it still moves on under a steady load); 0, it does "
+    "not wait." },
   ZV_TUNABLE_END
 };

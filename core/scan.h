@@ -60,5 +60,8 @@ unsigned zv_scan_block (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
 /* The tunable scan_rate_max: bytes a second the background scrub may
  * read (0: no limit). */
 uint64_t zv_scan_rate_max_get (void);
+/* The tunable scan_yield_ms: how long the background scrub waits, at
+ * most, before a block while client I/O is under way. */
+unsigned zv_scan_yield_ms_get (void);
 
 #endif /* ZV_SCAN_H */

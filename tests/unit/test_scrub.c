@@ -774,6 +774,61 @@ test_scrub_restart (void **state)
   unlink (dev);
 }
 
+/* While the intent log writes for clients (spa_sync_io, held up here
+ * by hand), the scrub waits before each block (scan_yield_ms): it is
+ * still near its start when it would long have finished; with the
+ * clients' I/O over it finishes, and with scan_yield_ms=0 it does not
+ * wait at all. */
+static void
+test_scrub_yield (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "sc-yield");
+  zvol_pool_config_t pc;
+  zvol_scrub_status_t st;
+  zvol_pool_t *p;
+  uint64_t t0;
+
+  (void) state;
+  assert_int_equal (tl_sparse_file (dev, SC_DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, SC_VOLSIZE, true);
+  p = tl_pool_open_ok (&pc);
+  for (uint64_t off = 0; off < SC_SPAN; off += 1 * MiB)
+    tl_vol_write (tl_vol (p), NULL, off, 1 * MiB, 1, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+
+  /* Unhindered: how long a whole scrub takes here. */
+  t0 = zv_now_ns ();
+  assert_int_equal (zvol_scrub_start (p), 0);
+  assert_int_equal (zvol_scrub_wait (p, NULL, NULL, NULL), 0);
+  t0 = zv_now_ns () - t0;
+  print_message ("a scrub alone: %" PRIu64 " ms\n", t0 / 1000000);
+
+  sc_tunable ("scan_yield_ms", "50");
+  atomic_fetch_add (&p->p_spa.spa_sync_io, 1);
+  assert_int_equal (zvol_scrub_start (p), 0);
+  usleep ((useconds_t) (ZV_MAX (t0 / 1000 * 3, 300 * 1000)));
+  st = sc_status (p);
+  print_message ("yielding: %" PRIu64 " of %" PRIu64 " examined\n",
+                 st.ss_examined, st.ss_total);
+  assert_int_equal (st.ss_state, ZVOL_SCRUB_SCANNING);
+  assert_true (st.ss_examined < SC_SPAN / 4);
+  atomic_fetch_sub (&p->p_spa.spa_sync_io, 1);
+  assert_int_equal (zvol_scrub_wait (p, NULL, NULL, NULL), 0);
+  assert_int_equal (sc_status (p).ss_state, ZVOL_SCRUB_FINISHED);
+
+  /* scan_yield_ms=0: no waiting, the log's I/O or not. */
+  sc_tunable ("scan_yield_ms", "0");
+  atomic_fetch_add (&p->p_spa.spa_sync_io, 1);
+  assert_int_equal (zvol_scrub_start (p), 0);
+  usleep ((useconds_t) (ZV_MAX (t0 / 1000 * 3, 300 * 1000)));
+  assert_int_equal (sc_status (p).ss_state, ZVOL_SCRUB_FINISHED);
+  atomic_fetch_sub (&p->p_spa.spa_sync_io, 1);
+  sc_tunable ("scan_yield_ms", "10");
+  assert_int_equal (tl_pool_close (p), 0);
+  unlink (dev);
+}
+
 /* A writer beside the scrub: writes to another volume, whose frees the
  * scrub's hold keeps back. */
 typedef struct sc_writer {
@@ -878,6 +933,7 @@ main (void)
     tl_test (test_scrub_offline),
     tl_test (test_scrub_background),
     tl_test (test_scrub_restart),
+    tl_test (test_scrub_yield),
     tl_test (test_scrub_pieces),
   };
   return tl_main (tests, "scrub", NULL);
