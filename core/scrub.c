@@ -377,7 +377,7 @@ zvol_scrub_wait (zvol_pool_t *p, const int cancel_fd[2],
   static const int none[2] = { -1, -1 };
   zv_scrub_t *sc = scrub_get (p);
   zvol_scrub_status_t *st = &sc->sc_st;
-  uint64_t last = 0;
+  uint64_t last = 0, total;
 
   pthread_mutex_lock (&sc->sc_lock);
   while (st->ss_state == ZVOL_SCRUB_SCANNING) {
@@ -404,9 +404,10 @@ zvol_scrub_wait (zvol_pool_t *p, const int cancel_fd[2],
     }
     (void) pthread_cond_timedwait (&sc->sc_cv, &sc->sc_lock, &t);
   }
+  total = st->ss_total;
   pthread_mutex_unlock (&sc->sc_lock);
   if (progress)
-    progress (arg, st->ss_total, st->ss_total);
+    progress (arg, total, total);
   return 0;
 }
 

@@ -288,7 +288,11 @@ ZVOL_API int zvol_pool_scrub_live (zvol_pool_t *p, zvol_check_report_t *rep,
  * its place; -ENOENT when none is scanning, or for cancel none paused
  * either); zvol_scrub_wait waits until it is no longer scanning
  * (-ECANCELED when a cancel descriptor turns readable), with progress
- * about once a second.  A close of the pool stops it (paused).
+ * about once a second.  Its place and counts are written with every
+ * txg (format.h, zv_scan_phys_t): a close of the pool stops it, and the
+ * next start of the pool (zvol_pool_start) resumes it, as after a
+ * crash; a paused one stays paused.  The tunables scan_yield_ms and
+ * scan_rate_max make it give way to the clients.
  */
 typedef enum zvol_scrub_state {
   ZVOL_SCRUB_NONE = 0,         /* none since the pool was opened */
