@@ -58,6 +58,19 @@
  *     start (-ENOSPC); the view is closed and the hold ended whatever
  *     happened.  A second check meets the hold: -EBUSY.
  *
+ * Scrub (zvol_pool_scrub, zvol_pool_scrub_live, and scrub.c's pieces):
+ * the same passes with ck_repair set, so that check_copies has scan.c
+ * verify every copy on every side of its device and rewrite the bad
+ * ones.  A piece of the background scrub (zv_check_scrub_piece) walks
+ * from a place (check.h, zv_check_pos_t: the trees in the order of their
+ * ids, the data offset in the current one), moves the place on as it
+ * verifies data blocks, stops on its flag (a pause, a cancel, a close)
+ * or, quietly (-EAGAIN), once its hold passes a quarter of the bound; it
+ * waits for the clients' I/O and keeps to scan_rate_max before each
+ * block (check_yield, check_pace).  Only a piece that began at the start
+ * runs passes 4 and 5: a later one did not walk the trees before its
+ * place, so their space is not in its owner map.
+ *
  * Locking: none of its own.  Offline the pool is the checker's alone
  * (read-only, not started: no thread of the engine runs).  Live the
  * view is the check's thread's alone; what it shares with the served
