@@ -23,7 +23,9 @@
  * and compared with its space maps, as zdb -b) goes live too when a
  * server answers (it checks its last committed txg, holding frees back
  * meanwhile: check.c); else it runs here, on the devices (za_check).
- * Exit codes: 0 done, 1 failed (check: found problems), 2 usage.
+ * "scrub POOL" is the check that repairs what it can (scan.c), live or
+ * here alike.  Exit codes: 0 done, 1 failed (check: found problems;
+ * scrub: problems it could not repair), 2 usage.
  */
 #include <config.h>
 
@@ -68,7 +70,8 @@ za_err (const char *fmt, ...)
 }
 
 static const char za_check_usage[] =
-  "  zvoladm check [-v] [-d DEV]... POOL\n";
+  "  zvoladm check [-v] [-d DEV]... POOL\n"
+  "  zvoladm scrub [-v] [-w | -p | -s] [-d DEV]... POOL\n";
 
 static void
 za_print_usage (FILE *fp)
@@ -273,8 +276,9 @@ za_run (const char *name, const char *sock, const zvol_admin_target_t *t,
     }
     free (path);
   }
-  /* check runs here, on the devices (za_check), not on an open pool. */
-  if (strcmp (t->at_cmd, "check") == 0)
+  /* check and scrub run here, on the devices (za_check), not on an
+   * open pool. */
+  if (strcmp (t->at_cmd, "check") == 0 || strcmp (t->at_cmd, "scrub") == 0)
     return -ENOENT;
   if (za_open (name, t, t->at_readonly, &p) < 0)
     return ZVOL_ADMIN_FAIL;
@@ -357,16 +361,18 @@ za_check_progress (void *arg, const char *what, uint64_t done,
   fputs (line, stderr);
 }
 
-/* zvoladm check: offline only (it imports the pool itself, read-only,
- * and walks every tree), so it stays here, outside the command layer
+/* zvoladm check and scrub offline (they import the pool themselves,
+ * read-only, and walk every tree; the scrub rewrites damaged copies in
+ * place and nothing else), so they stay here, outside the command layer
  * that runs on an open pool. */
 static int
 za_check (int argc, char **argv)
 {
+  bool scrub = strcmp (argv[0], "scrub") == 0;
   const char *devs[ZVOL_MAX_DEVS];
   static char cached[ZVOL_MAX_DEVS][4096];
   za_check_t c = { 0 };
-  zvol_check_printer_t pr = { .cp_out = stdout };
+  zvol_check_printer_t pr = { .cp_out = stdout, .cp_scrub = scrub };
   zvol_check_report_t rep = {
     .cr_problem = zvol_check_print_problem, .cr_problem_arg = &pr,
   };
@@ -376,9 +382,14 @@ za_check (int argc, char **argv)
   unsigned n = 0;
   int ch, r;
 
-  while ((ch = getopt (argc, argv, "+vd:")) != -1)
+  while ((ch = getopt (argc, argv, scrub ? "+vwpsd:" : "+vd:")) != -1)
     switch (ch) {
     case 'v': progress = true; break;
+    case 'w': break;            /* offline the scrub is always waited for */
+    case 'p': case 's':
+      za_err ("scrub -%c: no server serves the pool, so no scrub runs in "
+              "the background to %s", ch, ch == 'p' ? "pause" : "cancel");
+      return ZVOL_ADMIN_FAIL;
     case 'd':
       if (n >= ZVOL_MAX_DEVS)
         return za_usage_error ("too many -d");
@@ -388,7 +399,7 @@ za_check (int argc, char **argv)
       return za_usage_error (NULL);
     }
   if (argc - optind != 1)
-    return za_usage_error ("check POOL");
+    return za_usage_error (scrub ? "scrub POOL" : "check POOL");
   name = argv[optind];
   zvol_pool_config_init (&pc);
   if (n == 0) {
@@ -409,10 +420,10 @@ za_check (int argc, char **argv)
     pc.pc_progress = za_check_progress;
     pc.pc_progress_arg = &c;
   }
-  r = zvol_pool_check (&pc, &rep);
+  r = (scrub ? zvol_pool_scrub : zvol_pool_check) (&pc, &rep);
   if (r < 0) {
-    za_err ("pool %s cannot be checked: it does not import (%s)", name,
-            strerror (-r));
+    za_err ("pool %s cannot be %s: it does not import (%s)", name,
+            scrub ? "scrubbed" : "checked", strerror (-r));
     return ZVOL_ADMIN_FAIL;
   }
   return zvol_check_print_summary (&pr, name, &rep) ? 0 : ZVOL_ADMIN_FAIL;
@@ -449,8 +460,8 @@ main (int argc, char **argv)
   r = zvol_admin_parse (argc, argv, &t, stderr);
   if (r != ZVOL_ADMIN_OK)
     return r;
-  /* check: a server that answers runs it live; else here. */
-  if (strcmp (t.at_cmd, "check") == 0) {
+  /* check, scrub: a server that answers runs it live; else here. */
+  if (strcmp (t.at_cmd, "check") == 0 || strcmp (t.at_cmd, "scrub") == 0) {
     r = za_run (t.at_pool, sock, &t, argc, argv, 0);
     if (r != -ENOENT)
       return r;

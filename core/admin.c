@@ -854,6 +854,78 @@ admin_stats (admin_ctx_t *c)
   free (text);
   return ZVOL_ADMIN_OK;
 }
+/* A duration as status prints it: 1h02m03s, 2m03s, 3s. */
+static void
+admin_duration (char *buf, size_t len, uint64_t s)
+{
+  if (s >= 3600)
+    snprintf (buf, len, "%" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s",
+              s / 3600, s / 60 % 60, s % 60);
+  else if (s >= 60)
+    snprintf (buf, len, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
+  else
+    snprintf (buf, len, "%" PRIu64 "s", s);
+}
+
+/* The scrub's lines of status (and of scrub -w), as zpool status -v
+ * shows its scan and its permanent errors. */
+static void
+admin_scrub_print (FILE *o, const zvol_scrub_status_t *st)
+{
+  static const char *const state[] = {
+    [ZVOL_SCRUB_NONE] = "none requested",
+    [ZVOL_SCRUB_SCANNING] = "scrub in progress",
+    [ZVOL_SCRUB_PAUSED] = "scrub paused",
+    [ZVOL_SCRUB_FINISHED] = "scrub finished",
+    [ZVOL_SCRUB_CANCELED] = "scrub canceled",
+  };
+  char e[32], t[32], r[32], d[32];
+
+  if (st->ss_state == ZVOL_SCRUB_NONE) {
+    fprintf (o, "  scan: none requested\n");
+    return;
+  }
+  zvol_admin_size (e, sizeof e, st->ss_examined, false);
+  zvol_admin_size (t, sizeof t, st->ss_total, false);
+  zvol_admin_size (r, sizeof r, st->ss_rate, false);
+  admin_duration (d, sizeof d, st->ss_elapsed_ns / 1000000000ull);
+  fprintf (o, "  scan: %s%s%s%s, %s examined of %s (%.1f%%) in %s", 
+           state[st->ss_state], st->ss_error ? " (" : "",
+           st->ss_error ? strerror (-st->ss_error) : "",
+           st->ss_error ? ")" : "", e, t, st->ss_total
+           ? 100.0 * (double) ZV_MIN (st->ss_examined, st->ss_total)
+           / (double) st->ss_total
+           : st->ss_state == ZVOL_SCRUB_FINISHED ? 100.0 : 0.0, d);
+  if (st->ss_state == ZVOL_SCRUB_SCANNING) {
+    admin_duration (d, sizeof d, st->ss_eta_s);
+    fprintf (o, ", %s/s, %s to go", r, st->ss_rate ? d : "?");
+  }
+  fprintf (o, "\n        repaired %" PRIu64 " copies, repairs failed %"
+           PRIu64 ", blocks that could not be repaired %" PRIu64
+           " (checksum errors %" PRIu64 ", read errors %" PRIu64 ")\n",
+           st->ss_repaired, st->ss_repair_failed, st->ss_lost,
+           st->ss_cksum_errors, st->ss_read_errors);
+  if (st->ss_other > 0)
+    fprintf (o, "        other problems %" PRIu64 " (space accounting: "
+             "zvoladm check says which)\n", st->ss_other);
+  if (st->ss_ndamaged == 0)
+    return;
+  fprintf (o, "damaged: blocks no copy of which verifies (their data is "
+           "lost):\n");
+  for (uint64_t i = 0; i < st->ss_ndamaged && i < ZVOL_SCRUB_DAMAGED_MAX;
+       i++) {
+    const zvol_scrub_damaged_t *dm = &st->ss_damaged[i];
+    if (dm->sd_length > 0)
+      fprintf (o, "        %s offset %" PRIu64 ", %" PRIu64 " bytes\n",
+               dm->sd_dataset, dm->sd_offset, dm->sd_length);
+    else
+      fprintf (o, "        %s\n", dm->sd_dataset);
+  }
+  if (st->ss_ndamaged > ZVOL_SCRUB_DAMAGED_MAX)
+    fprintf (o, "        ... and %" PRIu64 " more (the server's log says "
+             "which)\n", st->ss_ndamaged - ZVOL_SCRUB_DAMAGED_MAX);
+}
+
 
 /* status [POOL]: the pool's state (healthy, read-only, or suspended by
  * a failed sync, with the error), its devices with their error counts
@@ -862,6 +934,7 @@ admin_stats (admin_ctx_t *c)
 static int
 admin_status (admin_ctx_t *c)
 {
+  zvol_scrub_status_t ss;
   zvol_pool_stats_t ps;
   char a[32], b[32], d[32], f[32];
   bool match = true;
@@ -938,6 +1011,8 @@ admin_status (admin_ctx_t *c)
   fprintf (c->c_out, "  data: %zu volumes, %zu snapshots\n",
            zvol_dataset_list (c->c_pool, ZVOL_LIST_VOLUMES, NULL, 0),
            zvol_dataset_list (c->c_pool, ZVOL_LIST_SNAPSHOTS, NULL, 0));
+  zvol_scrub_get_status (c->c_pool, &ss);
+  admin_scrub_print (c->c_out, &ss);
   return err != 0 ? ZVOL_ADMIN_FAIL : ZVOL_ADMIN_OK;
 }
 
@@ -1113,6 +1188,20 @@ zvol_check_print_summary (const zvol_check_printer_t *pr, const char *pool,
   fprintf (o, "  leaked %s in %" PRIu64 " extents, doubly allocated %s in %"
            PRIu64 " extents, pointers at free space %" PRIu64 "\n", b1,
            rep->cr_leaked, b2, rep->cr_double, rep->cr_free_refs);
+  if (pr->cp_scrub) {
+    uint64_t left = rep->cr_problems - ZV_MIN (rep->cr_repaired,
+                                               rep->cr_problems);
+    fprintf (o, "  repaired %" PRIu64 " copies, repairs failed %" PRIu64
+             ", blocks that could not be repaired %" PRIu64 "\n",
+             rep->cr_repaired, rep->cr_repair_failed, rep->cr_lost_blocks);
+    if (rep->cr_problems == 0)
+      fprintf (o, "No problems found.\n");
+    else if (left == 0)
+      fprintf (o, "All damage found was repaired.\n");
+    else
+      fprintf (o, "Problems remain.\n");
+    return left == 0;
+  }
   fprintf (o, "%s\n", rep->cr_problems == 0 ? "No problems found."
            : "Problems found.");
   return rep->cr_problems == 0;
@@ -1174,6 +1263,84 @@ admin_check (admin_ctx_t *c)
   }
   return zvol_check_print_summary (&pr, name, &rep) ? ZVOL_ADMIN_OK
     : ZVOL_ADMIN_FAIL;
+}
+
+/* scrub [-v] [-w | -p | -s] POOL, live: the server's background scrub
+ * (scrub.c) started, or resumed when paused, and with -w waited for
+ * (progress with -v), its summary then as status shows it; -p pauses,
+ * -s cancels.  A long command (ctl.c) for -w.  Offline cmd/zvoladm.c
+ * runs zvol_pool_scrub in the foreground instead. */
+static void
+admin_scrub_progress (void *arg, uint64_t done, uint64_t total)
+{
+  admin_check_t ak = { .ak_c = arg };
+
+  admin_check_progress (&ak, "scrub", done, total);
+}
+
+static int
+admin_scrub (admin_ctx_t *c)
+{
+  const char *name;
+  zvol_scrub_status_t st;
+  bool match;
+  int r;
+
+  if (c->c_argc != 1
+      || ADMIN_OPT (c, 'w') + ADMIN_OPT (c, 'p') + ADMIN_OPT (c, 's') > 1)
+    return admin_usage (c, "scrub [-v] [-w | -p | -s] POOL");
+  r = admin_pool_operand (c, 0, &match);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  name = zvol_pool_name (c->c_pool);
+  if (!match) {
+    admin_err (c, "not this pool (%s)", name);
+    return ZVOL_ADMIN_FAIL;
+  }
+  if (ADMIN_OPT (c, 'p') || ADMIN_OPT (c, 's')) {
+    bool pause = ADMIN_OPT (c, 'p');
+    r = pause ? zvol_scrub_pause (c->c_pool) : zvol_scrub_cancel (c->c_pool);
+    if (r == -ENOENT) {
+      admin_err (c, "pool %s: no scrub is %s", name, pause ? "running"
+                 : "running or paused");
+      return ZVOL_ADMIN_FAIL;
+    }
+    zvol_scrub_get_status (c->c_pool, &st);
+    fprintf (c->c_out, "pool %s: scrub %s\n", name, pause ? "paused"
+             : "canceled");
+    admin_scrub_print (c->c_out, &st);
+    return admin_result (r);
+  }
+  r = zvol_scrub_start (c->c_pool);
+  if (r == -EBUSY && ADMIN_OPT (c, 'w'))
+    r = 2;                      /* one runs: -w waits for it */
+  else if (r == -EBUSY) {
+    admin_err (c, "pool %s: a scrub is running (zvoladm status shows how "
+               "far; -w waits for it, -p pauses it, -s cancels it)", name);
+    return ZVOL_ADMIN_FAIL;
+  }
+  if (r < 0)
+    return admin_result (r);
+  fprintf (c->c_out, "pool %s: scrub %s\n", name, r == 1 ? "resumed"
+           : r == 2 ? "running" : "started");
+  if (!ADMIN_OPT (c, 'w'))
+    return ZVOL_ADMIN_OK;
+  fflush (c->c_out);
+  r = zvol_scrub_wait (c->c_pool, c->c_io ? c->c_io->ai_cancel_fd : NULL,
+                       ADMIN_OPT (c, 'v') ? admin_scrub_progress : NULL, c);
+  if (r < 0) {
+    admin_err (c, "pool %s: the wait ended (%s); the scrub goes on", name,
+               strerror (-r));
+    return ZVOL_ADMIN_FAIL;
+  }
+  zvol_scrub_get_status (c->c_pool, &st);
+  admin_scrub_print (c->c_out, &st);
+  if (st.ss_state != ZVOL_SCRUB_FINISHED)
+    return ZVOL_ADMIN_FAIL;
+  fprintf (c->c_out, "%s\n", st.ss_problems == 0 ? "No problems found."
+           : st.ss_problems == st.ss_repaired
+           ? "All damage found was repaired." : "Problems remain.");
+  return st.ss_problems == st.ss_repaired ? ZVOL_ADMIN_OK : ZVOL_ADMIN_FAIL;
 }
 
 /* wait POOL: until the background free of destroyed volumes and
@@ -1263,6 +1430,8 @@ static const admin_cmd_t admin_cmds[] = {
   { "receive", "v", "receive [-v] [-d DEV]... POOL/VOL[@SNAP] < STREAM",
     false, admin_receive },
   { "check", "v", "check [-v] [-d DEV]... POOL", true, admin_check },
+  { "scrub", "vwps", "scrub [-v] [-w | -p | -s] [-d DEV]... POOL", true,
+    admin_scrub },
   { "wait", "", "wait [-d DEV]... POOL", false, admin_wait },
 };
 static const size_t admin_ncmds = sizeof admin_cmds / sizeof admin_cmds[0];

@@ -58,6 +58,19 @@
  *     start (-ENOSPC); the view is closed and the hold ended whatever
  *     happened.  A second check meets the hold: -EBUSY.
  *
+ * Scrub (zvol_pool_scrub, zvol_pool_scrub_live, and scrub.c's pieces):
+ * the same passes with ck_repair set, so that check_copies has scan.c
+ * verify every copy on every side of its device and rewrite the bad
+ * ones.  A piece of the background scrub (zv_check_scrub_piece) walks
+ * from a place (check.h, zv_check_pos_t: the trees in the order of their
+ * ids, the data offset in the current one), moves the place on as it
+ * verifies data blocks, stops on its flag (a pause, a cancel, a close)
+ * or, quietly (-EAGAIN), once its hold passes a quarter of the bound; it
+ * waits for the clients' I/O and keeps to scan_rate_max before each
+ * block (check_yield, check_pace).  Only a piece that began at the start
+ * runs passes 4 and 5: a later one did not walk the trees before its
+ * place, so their space is not in its owner map.
+ *
  * Locking: none of its own.  Offline the pool is the checker's alone
  * (read-only, not started: no thread of the engine runs).  Live the
  * view is the check's thread's alone; what it shares with the served
@@ -73,15 +86,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "zvol.h"
 #include "pool_impl.h"
 #include "import.h"
 #include "check.h"
+#include "scan.h"
 #include "tunable.h"
 
 #define CHECK_NAME 192          /* an owner's name, with its place */
 #define CHECK_NAMES 4           /* owners named per doubly allocated extent */
+#define CHECK_PIECE_MIN 1      /* data blocks a scrub piece verifies at
+                                   least before its hold may end it */
 
 /* The live check's bound: what its hold keeps back, as a share (%) of
  * the space free when it began (tunable). */
@@ -106,6 +123,8 @@ typedef struct check_dup {
 struct zv_check {
   zvol_check_report_t *ck_rep;
   zv_pool_t *ck_pool;
+  bool ck_repair;               /* a scrub: bad copies rewritten (scan.c) */
+  const char *ck_what;          /* "check" or "scrub", for the progress */
   bool ck_in_tree;              /* pass 1 is in a tree walk */
   bool ck_naming;               /* pass 2 */
   check_owner_t *ck_meta;       /* pass 1's owners outside the trees */
@@ -114,6 +133,9 @@ struct zv_check {
   size_t ck_ndup, ck_dup_cap;
   /* The tree being walked: */
   const char *ck_ds;
+  uint64_t ck_ds_blksz;         /* its data block size; 0: no volume
+                                   offsets (a queued free's tree) */
+  uint64_t ck_ds_size;
   uint64_t ck_min_birth;
   uint64_t ck_cursor;           /* a queued free's: data blocks before it
                                    are freed (freeq.c) */
@@ -126,6 +148,12 @@ struct zv_check {
    * view's blocks, what ends the check early, and why it ended. */
   zv_pool_t *ck_live;
   const int *ck_cancel_fd;      /* two descriptors, -1: none */
+  const _Atomic bool *ck_stop_flag;  /* a scrub piece's: stop when true */
+  zv_check_pos_t *ck_pos;       /* a scrub piece's place (check.h) */
+  uint64_t ck_skip_off;         /* in this tree, data below it is done */
+  uint64_t ck_piece_data;       /* data blocks this piece verified */
+  uint64_t ck_pace_ns, ck_pace_bytes;  /* a scrub piece's pace: since */
+  uint64_t ck_ds_id;
   uint64_t ck_hold_max, ck_hold_max_n;
   uint64_t ck_polled;
   int ck_stop;                  /* 0, -ECANCELED, -ENOSPC */
@@ -141,24 +169,59 @@ check_who_text (const zv_check_who_t *who, char *buf, size_t len)
               who->cw_what, who->cw_level, who->cw_blkid, who->cw_copy);
 }
 
-static void __attribute__ ((format (printf, 6, 7)))
-check_problem (zv_check_t *ck, zvol_check_kind_t kind, unsigned dev,
-               uint64_t off, uint64_t len, const char *fmt, ...)
+/* Where, in its dataset, the block a problem is about lies (a tree's
+ * block, in a scrub's report of what it could not repair): cb_ds NULL
+ * when it is no tree's, or a queued free's. */
+typedef struct check_place {
+  const char *cpl_ds;
+  uint64_t cpl_off, cpl_len;
+} check_place_t;
+
+static void __attribute__ ((format (printf, 8, 0)))
+check_problem_at (zv_check_t *ck, zvol_check_kind_t kind, unsigned dev,
+                  uint64_t off, uint64_t len, const check_place_t *pl,
+                  int repair, const char *fmt, va_list ap)
 {
   zvol_check_report_t *rep = ck->ck_rep;
   zvol_check_problem_t cp = {
     .cp_kind = kind, .cp_dev = dev, .cp_offset = off, .cp_length = len,
+    .cp_repair = repair,
   };
   char msg[4 * CHECK_NAME + 256];
-  va_list ap;
 
-  va_start (ap, fmt);
   vsnprintf (msg, sizeof msg, fmt, ap);
-  va_end (ap);
   cp.cp_msg = msg;
+  if (pl != NULL && pl->cpl_ds != NULL) {
+    cp.cp_dataset = pl->cpl_ds;
+    cp.cp_ds_offset = pl->cpl_off;
+    cp.cp_ds_length = pl->cpl_len;
+  }
   rep->cr_problems++;
   if (rep->cr_problem)
     rep->cr_problem (rep->cr_problem_arg, &cp);
+}
+
+static void __attribute__ ((format (printf, 6, 7)))
+check_problem (zv_check_t *ck, zvol_check_kind_t kind, unsigned dev,
+               uint64_t off, uint64_t len, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  check_problem_at (ck, kind, dev, off, len, NULL, 0, fmt, ap);
+  va_end (ap);
+}
+
+static void __attribute__ ((format (printf, 8, 9)))
+check_problem_pl (zv_check_t *ck, zvol_check_kind_t kind, unsigned dev,
+                  uint64_t off, uint64_t len, const check_place_t *pl,
+                  int repair, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  check_problem_at (ck, kind, dev, off, len, pl, repair, fmt, ap);
+  va_end (ap);
 }
 
 /* ---- the owner map's refusals (import_take) ---- */
@@ -258,49 +321,107 @@ zv_check_forget (zv_check_t *ck)
 
 /* ---- reading every copy ---- */
 
-/* Read and verify every copy of bp, reporting each that fails; 'name'
- * says whose block it is.  buf gets a copy that verified.  Returns the
- * copies that verified. */
+/* The dataset bytes a tree's block covers (level, blkid), as far as the
+ * tree's size; none outside a volume's or snapshot's tree. */
+static void
+check_place (const zv_check_t *ck, int level, uint64_t blkid,
+             check_place_t *pl)
+{
+  uint64_t span, off;
+
+  memset (pl, 0, sizeof *pl);
+  if (level < 0 || ck->ck_ds_blksz == 0)
+    return;
+  span = zv_dmu_span ((unsigned) level);
+  /* Saturating: a hostile blkid or a high level says "past the end". */
+  off = blkid > ck->ck_ds_size / ck->ck_ds_blksz / ZV_MAX (span, 1)
+    ? ck->ck_ds_size : blkid * span * ck->ck_ds_blksz;
+  pl->cpl_ds = ck->ck_ds;
+  pl->cpl_off = ZV_MIN (off, ck->ck_ds_size);
+  pl->cpl_len = span > ck->ck_ds_size / ck->ck_ds_blksz
+    ? ck->ck_ds_size - pl->cpl_off
+    : ZV_MIN (span * ck->ck_ds_blksz, ck->ck_ds_size - pl->cpl_off);
+}
+
+typedef struct check_copy {
+  zv_check_t *cc_ck;
+  const char *cc_name;
+  const check_place_t *cc_place;
+} check_copy_t;
+
+/* A copy on a side that failed (scan.c), after its repair was tried:
+ * reported with its place on the device, and in a scrub what the repair
+ * did. */
+static void
+check_bad_slot (void *arg, const zv_blkptr_t *bp, const zv_scan_slot_t *ss)
+{
+  check_copy_t *cc = arg;
+  zv_check_t *ck = cc->cc_ck;
+  uint64_t dva = bp->bp_dva[ss->ss_copy];
+  unsigned v = ZV_DVA_VDEV (dva);
+  char side[48] = "", fix[96] = "";
+
+  if (ss->ss_nsides > 1)
+    snprintf (side, sizeof side, " side %u of %u", ss->ss_side + 1,
+              ss->ss_nsides);
+  if (ck->ck_repair) {
+    if (ss->ss_repair > 0)
+      snprintf (fix, sizeof fix, ": repaired");
+    else if (ss->ss_repair < 0)
+      snprintf (fix, sizeof fix, ": the repair failed (%s)",
+                strerror (-ss->ss_repair));
+    else
+      snprintf (fix, sizeof fix, ": not repaired (%s)", ss->ss_good == 0
+                ? "no copy verifies" : "scan_repair is off");
+  }
+  check_problem_pl (ck, ss->ss_err == -EIO ? ZVOL_CHECK_READ
+                    : ZVOL_CHECK_CKSUM, v, ZV_DVA_OFFSET (dva), bp->bp_psize,
+                    cc->cc_place, ss->ss_repair, "%s copy %u of %u%s: %s on "
+                    "device %u (%s) offset %" PRIu64 ", %" PRIu32
+                    " bytes, birth txg %" PRIu64 "%s", cc->cc_name,
+                    ss->ss_copy + 1, bp->bp_ncopies, side,
+                    ss->ss_err == -EIO ? "read error" : "checksum error", v,
+                    zv_dev_path (ss->ss_dev), ZV_DVA_OFFSET (dva),
+                    bp->bp_psize, bp->bp_birth, fix);
+}
+
+/* Read and verify every copy of bp on every side of its device (scan.c),
+ * reporting each that fails and, in a scrub, repairing it from one that
+ * verified; 'name' says whose block it is, (level, blkid) where it is
+ * in its tree (level -1: in none).  buf gets a copy that verified.
+ * Returns the copies that verified. */
 static unsigned
 check_copies (zv_check_t *ck, const zv_blkptr_t *bp, const char *name,
-              void *buf, bool count)
+              int level, uint64_t blkid, void *buf, bool count)
 {
-  zv_spa_t *spa = &ck->ck_pool->p_spa;
   zvol_check_report_t *rep = ck->ck_rep;
-  uint8_t *tmp = zv_buf_get (bp->bp_psize);
-  unsigned good = 0;
+  check_place_t pl;
+  check_copy_t cc = { .cc_ck = ck, .cc_name = name, .cc_place = &pl };
+  zv_scan_result_t sr;
+  unsigned good;
 
-  for (unsigned c = 0; c < bp->bp_ncopies; c++) {
-    uint64_t dva = bp->bp_dva[c];
-    unsigned v = ZV_DVA_VDEV (dva);
-    int r = zv_zio_read_copy (spa, bp, c, good ? tmp : buf);
-
-    if (count) {
-      rep->cr_blocks++;
-      rep->cr_bytes += bp->bp_psize;
-    }
-    if (r == 0) {
-      good++;
-      continue;
-    }
-    if (r == -EIO)
-      rep->cr_read_errors++;
-    else
-      rep->cr_cksum_errors++;
-    check_problem (ck, r == -EIO ? ZVOL_CHECK_READ : ZVOL_CHECK_CKSUM, v,
-                   ZV_DVA_OFFSET (dva), bp->bp_psize, "%s copy %u of %u: %s "
-                   "on device %u (%s) offset %" PRIu64 ", %" PRIu32
-                   " bytes, birth txg %" PRIu64, name, c + 1, bp->bp_ncopies,
-                   r == -EIO ? "read error" : "checksum error", v,
-                   zv_dev_path (spa->spa_devs[v]), ZV_DVA_OFFSET (dva),
-                   bp->bp_psize, bp->bp_birth);
+  check_place (ck, level, blkid, &pl);
+  good = zv_scan_block (&ck->ck_pool->p_spa, bp, buf, ck->ck_repair,
+                        check_bad_slot, &cc, &sr);
+  if (count) {
+    rep->cr_blocks += sr.sr_slots;
+    rep->cr_bytes += (uint64_t) sr.sr_slots * bp->bp_psize;
   }
-  zv_buf_put (tmp, bp->bp_psize);
+  rep->cr_read_errors += sr.sr_read_errors;
+  rep->cr_cksum_errors += sr.sr_cksum_errors;
+  rep->cr_repaired += sr.sr_repaired;
+  rep->cr_repair_failed += sr.sr_repair_failed;
   if (good == 0) {
+    char where[CHECK_NAME + 96] = "";
+
+    if (pl.cpl_ds != NULL)
+      snprintf (where, sizeof where, ": %s offset %" PRIu64 ", %" PRIu64
+                " bytes", pl.cpl_ds, pl.cpl_off, pl.cpl_len);
     rep->cr_lost_blocks++;
-    check_problem (ck, ZVOL_CHECK_LOST, ZV_DVA_VDEV (bp->bp_dva[0]),
-                   ZV_DVA_OFFSET (bp->bp_dva[0]), bp->bp_psize,
-                   "%s: no copy verifies (what it holds is lost)", name);
+    check_problem_pl (ck, ZVOL_CHECK_LOST, ZV_DVA_VDEV (bp->bp_dva[0]),
+                      ZV_DVA_OFFSET (bp->bp_dva[0]), bp->bp_psize, &pl, 0,
+                      "%s: no copy verifies (what it holds is lost%s)", name,
+                      where);
   }
   return good;
 }
@@ -334,7 +455,7 @@ check_flat (zv_check_t *ck, const zv_flat_t *fl, const char *what)
         continue;
       snprintf (name, sizeof name, "%s level %u block %" PRIu64, what, l, i);
       if (check_readable (ck, bp, name))
-        (void) check_copies (ck, bp, name, ck->ck_buf, true);
+        (void) check_copies (ck, bp, name, -1, 0, ck->ck_buf, true);
     }
 }
 
@@ -345,7 +466,8 @@ check_meta (zv_check_t *ck)
   char what[64];
 
   if (check_readable (ck, &p->p_objset_bp, "objset"))
-    (void) check_copies (ck, &p->p_objset_bp, "objset", ck->ck_buf, true);
+    (void) check_copies (ck, &p->p_objset_bp, "objset", -1, 0, ck->ck_buf,
+                         true);
   check_flat (ck, &p->p_dd.dd_flat, "dataset directory");
   for (unsigned d = 0; d < p->p_spa.spa_ndevs; d++) {
     snprintf (what, sizeof what, "space map %u", d);
@@ -395,7 +517,8 @@ check_probe (zv_check_t *ck, const zv_blkptr_t *bp, unsigned level,
     if (!ok) {
       snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds,
                 level - 1, blkid * ZV_INDIRECT_FANOUT + i);
-      (void) check_copies (ck, c, name, tmp, false);
+      (void) check_copies (ck, c, name, (int) level - 1,
+                           blkid * ZV_INDIRECT_FANOUT + i, tmp, false);
     }
   }
   zv_buf_put (tmp, ZV_INDIRECT_SIZE);
@@ -414,27 +537,91 @@ check_live_poll (zv_check_t *ck)
 
   if (ck->ck_live == NULL || ck->ck_stop != 0)
     return ck->ck_stop;
+  if (ck->ck_stop_flag != NULL && atomic_load (ck->ck_stop_flag)) {
+    ck->ck_stop = -ECANCELED;
+    return ck->ck_stop;
+  }
   if (ck->ck_polled++ % 64 != 0)
     return 0;
   if ((why = zv_cancel_poll (ck->ck_cancel_fd)) != 0) {
-    zv_warn ("pool '%s': check cancelled: %s", ck->ck_live->p_name,
+    zv_warn ("pool '%s': %s cancelled: %s", ck->ck_live->p_name, ck->ck_what,
              why == 1 ? "its client went away" : "the server is stopping");
     ck->ck_stop = -ECANCELED;
     return ck->ck_stop;
   }
   zv_alloc_hold_get (ck->ck_live->p_spa.spa_alloc, &held, &held_n);
+  /* A scrub in pieces ends this one early, quietly, and goes on from
+   * its place on a new view (its hold released meanwhile); but only
+   * once it moved on by some blocks, so that a busy pool, whose frees
+   * pass the bound while a view imports, does not stop it for good. */
+  if (ck->ck_pos != NULL && ck->ck_piece_data >= CHECK_PIECE_MIN
+      && (held > ck->ck_hold_max / 4 || held_n > ck->ck_hold_max_n / 4)) {
+    ck->ck_stop = -EAGAIN;
+    return ck->ck_stop;
+  }
   if (held > ck->ck_hold_max || held_n > ck->ck_hold_max_n) {
     char h[32], m[32];
     zvol_admin_size (h, sizeof h, held, false);
     zvol_admin_size (m, sizeof m, ck->ck_hold_max, false);
-    zv_error ("pool '%s': check cancelled: the frees it holds back (%s in "
+    zv_error ("pool '%s': %s cancelled: the frees it holds back (%s in "
               "%" PRIu64 " extents) passed its share of the pool's free "
               "space (%s, check_hold_pct=%u%%): held frees would fill the "
               "pool; run it when the pool is less busy, or offline",
-              ck->ck_live->p_name, h, held_n, m, zv_check_hold_pct);
+              ck->ck_live->p_name, ck->ck_what, h, held_n, m,
+              zv_check_hold_pct);
     ck->ck_stop = -ENOSPC;
   }
   return ck->ck_stop;
+}
+
+/* A background scrub gives way to the clients (scan_yield_ms): before
+ * each block, while the intent log has a batch under way for them
+ * (spa_sync_io, as the txg sync's own writes yield to it: zio.c) or a
+ * txg sync writes their data, it waits in 1 ms steps, up to the
+ * tunable's bound per block, so that it still moves on under a load
+ * that never stops. */
+static void
+check_yield (zv_check_t *ck)
+{
+  zv_pool_t *p = ck->ck_live;
+  uint64_t max = (uint64_t) zv_scan_yield_ms_get () * 1000000ull, waited = 0;
+  struct timespec d = { 0, 1000 * 1000 };
+
+  while (waited < max && !atomic_load (ck->ck_stop_flag)
+         && (atomic_load_explicit (&p->p_spa.spa_sync_io,
+                                   memory_order_relaxed) > 0
+             || atomic_load_explicit (&p->p_syncing, memory_order_relaxed))) {
+    nanosleep (&d, NULL);
+    waited += 1000 * 1000;
+  }
+}
+
+/* A background scrub's pace (scan_rate_max): after each block, sleep
+ * until the bytes read so far are not ahead of the rate, in steps of
+ * 100 ms at most so that a pause or a cancel is seen soon. */
+static void
+check_pace (zv_check_t *ck, uint64_t bytes)
+{
+  uint64_t rate = zv_scan_rate_max_get (), now = zv_now_ns (), due;
+
+  if (rate == 0) {
+    ck->ck_pace_ns = 0;
+    return;
+  }
+  if (ck->ck_pace_ns == 0 || ck->ck_pace_bytes > (1ull << 50)) {
+    ck->ck_pace_ns = now;
+    ck->ck_pace_bytes = 0;
+  }
+  ck->ck_pace_bytes += bytes;
+  due = ck->ck_pace_ns + (uint64_t) ((double) ck->ck_pace_bytes * 1e9
+                                     / (double) rate);
+  while (now < due && !atomic_load (ck->ck_stop_flag)) {
+    uint64_t ns = ZV_MIN (due - now, 100 * 1000 * 1000ull);
+    struct timespec d = { (time_t) (ns / 1000000000ull),
+                          (long) (ns % 1000000000ull) };
+    nanosleep (&d, NULL);
+    now = zv_now_ns ();
+  }
 }
 
 /* Every block of the tree, after the walk took its owner (and read it,
@@ -448,15 +635,36 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
   unsigned good;
 
   (void) data;
+  /* A scrub going on from its place: what lies wholly before it was
+   * verified by an earlier piece (counted as examined all the same). */
+  if (ck->ck_skip_off > 0 && ck->ck_ds_blksz > 0) {
+    uint64_t span = zv_dmu_span (level);
+    if (blkid < ck->ck_skip_off / ck->ck_ds_blksz / ZV_MAX (span, 1)
+        && (blkid + 1) * span * ck->ck_ds_blksz <= ck->ck_skip_off) {
+      if (level == 0)
+        ck->ck_done = ZV_MIN (ck->ck_done + bp->bp_lsize, ck->ck_total);
+      return check_live_poll (ck);
+    }
+  }
+  if (ck->ck_pos != NULL)
+    check_yield (ck);
   snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds, level,
             blkid);
-  good = check_copies (ck, bp, name, ck->ck_buf, true);
+  good = check_copies (ck, bp, name, (int) level, blkid, ck->ck_buf, true);
+  if (ck->ck_pos != NULL)
+    check_pace (ck, (uint64_t) bp->bp_ncopies * bp->bp_psize);
+  if (ck->ck_pos != NULL && level == 0) {
+    ck->ck_piece_data++;
+    ck->ck_pos->cp_ds_id = ck->ck_ds_id;
+    ck->ck_pos->cp_off = ZV_MAX (ck->ck_pos->cp_off,
+                                 (blkid + 1) * ck->ck_ds_blksz);
+  }
   if (good > 0 && level >= 2)
     check_probe (ck, bp, level, blkid);
   if (level == 0) {
     ck->ck_done = ZV_MIN (ck->ck_done + bp->bp_lsize, ck->ck_total);
     if (ck->ck_progress && blkid % 64 == 0)
-      ck->ck_progress (ck->ck_progress_arg, "check", ck->ck_done,
+      ck->ck_progress (ck->ck_progress_arg, ck->ck_what, ck->ck_done,
                        ck->ck_total);
   }
   return check_live_poll (ck);
@@ -476,6 +684,8 @@ check_tree (zv_check_t *ck, zv_pool_ds_t *ds)
   else
     snprintf (what, sizeof what, "volume '%s'", ds->ds_name);
   ck->ck_ds = what;
+  ck->ck_ds_blksz = ds->ds_rec.dr_volume.dn_datablksz;
+  ck->ck_ds_size = ds->ds_rec.dr_volume.dn_size;
   ck->ck_min_birth = zv_import_ds_min_birth (ds);
   ck->ck_rep->cr_trees++;
   if (zv_bp_is_hole (root))
@@ -489,7 +699,9 @@ check_tree (zv_check_t *ck, zv_pool_ds_t *ds)
       char name[CHECK_NAME];
       snprintf (name, sizeof name, "%s level %u block 0", what,
                 ds->ds_rec.dr_volume.dn_nlevels - 1u);
-      (void) check_copies (ck, root, name, ck->ck_buf, true);
+      (void) check_copies (ck, root, name,
+                           ds->ds_rec.dr_volume.dn_nlevels - 1, 0,
+                           ck->ck_buf, true);
       ck->ck_rep->cr_incomplete++;
       check_problem (ck, ZVOL_CHECK_TREE, 0, 0, 0, "%s: its root does not "
                      "read: nothing of the tree is checked, and its space "
@@ -522,6 +734,7 @@ check_freeq (zv_check_t *ck, zv_freeq_ent_t *e)
 
   snprintf (what, sizeof what, "background free of %s", e->fe_shown);
   ck->ck_ds = what;
+  ck->ck_ds_blksz = 0;
   ck->ck_min_birth = e->fe_line;
   ck->ck_cursor = e->fe_cursor;
   ck->ck_in_tree = true;
@@ -593,12 +806,71 @@ check_leak_cb (void *arg, unsigned vdev, uint64_t off, uint64_t len)
                  "owned by nothing (leaked)", vdev, off, len);
 }
 
+/* A scrub piece's passes 1 and 2 from its place (check.h): the pool's
+ * objects first (only at the start: later pieces' are other blocks, of
+ * newer txgs), then the trees in the order of their ids, then the
+ * queued frees (again whole in a later piece: they are short). */
+static void
+check_pieces (zv_check_t *ck, zv_pool_t *p)
+{
+  zv_check_pos_t *pos = ck->ck_pos;
+
+  if (pos->cp_phase == ZV_CHECK_PHASE_META) {
+    check_meta (ck);
+    *pos = (zv_check_pos_t) { .cp_phase = ZV_CHECK_PHASE_TREES };
+  }
+  while (pos->cp_phase == ZV_CHECK_PHASE_TREES && ck->ck_stop == 0) {
+    zv_pool_ds_t *next = NULL;
+
+    /* The tree with the lowest id not done (datasets are few). */
+    for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+      zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+      if (ds->ds_id >= pos->cp_ds_id
+          && (next == NULL || ds->ds_id < next->ds_id))
+        next = ds;
+    }
+    if (next == NULL) {
+      *pos = (zv_check_pos_t) { .cp_phase = ZV_CHECK_PHASE_FREEQ };
+      break;
+    }
+    if (next->ds_id != pos->cp_ds_id)
+      *pos = (zv_check_pos_t) {
+        .cp_phase = ZV_CHECK_PHASE_TREES, .cp_ds_id = next->ds_id,
+      };
+    /* What the trees before it hold is examined already. */
+    ck->ck_done = 0;
+    for (size_t i = 0; i < p->p_dd.dd_nds; i++) {
+      const zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
+      if (ds->ds_id < next->ds_id)
+        ck->ck_done += ds->ds_rec.dr_volume.dn_root.bp_fill
+          * ds->ds_rec.dr_volume.dn_datablksz;
+    }
+    ck->ck_done = ZV_MIN (ck->ck_done, ck->ck_total);
+    ck->ck_ds_id = next->ds_id;
+    ck->ck_skip_off = pos->cp_off;
+    check_tree (ck, next);
+    ck->ck_skip_off = 0;
+    if (ck->ck_stop == 0)
+      *pos = (zv_check_pos_t) {
+        .cp_phase = ZV_CHECK_PHASE_TREES, .cp_ds_id = next->ds_id + 1,
+      };
+  }
+  for (size_t i = 0; i < p->p_freeq.fq_n && ck->ck_stop == 0; i++)
+    check_freeq (ck, p->p_freeq.fq_ents[i]);
+  if (pos->cp_phase == ZV_CHECK_PHASE_FREEQ && ck->ck_stop == 0)
+    *pos = (zv_check_pos_t) { .cp_phase = ZV_CHECK_PHASE_DONE };
+}
+
 /* Passes 1 to 5 on an open pool (an offline import, or a live view). */
 static void
 check_run (zv_check_t *ck, zv_pool_t *p)
 {
   zvol_check_report_t *rep = ck->ck_rep;
   zv_alloc_space_t sp;
+  /* A scrub piece that began after the start walked only some trees:
+   * what the others own is not in the map, so no leak can be told. */
+  bool whole = ck->ck_pos == NULL
+    || ck->ck_pos->cp_phase == ZV_CHECK_PHASE_META;
 
   ck->ck_pool = p;
   ck->ck_buf = zv_buf_alloc (ZV_MAX_BLKSZ);
@@ -610,13 +882,17 @@ check_run (zv_check_t *ck, zv_pool_t *p)
   }
   for (size_t i = 0; i < p->p_freeq.fq_n; i++)
     ck->ck_total += atomic_load (&p->p_freeq.fq_ents[i]->fe_left);
-  check_meta (ck);
-  for (size_t i = 0; i < p->p_dd.dd_nds && ck->ck_stop == 0; i++)
-    check_tree (ck, p->p_dd.dd_dss[i]);
-  for (size_t i = 0; i < p->p_freeq.fq_n && ck->ck_stop == 0; i++)
-    check_freeq (ck, p->p_freeq.fq_ents[i]);
+  if (ck->ck_pos != NULL)
+    check_pieces (ck, p);
+  else {
+    check_meta (ck);
+    for (size_t i = 0; i < p->p_dd.dd_nds && ck->ck_stop == 0; i++)
+      check_tree (ck, p->p_dd.dd_dss[i]);
+    for (size_t i = 0; i < p->p_freeq.fq_n && ck->ck_stop == 0; i++)
+      check_freeq (ck, p->p_freeq.fq_ents[i]);
+  }
   if (ck->ck_stop == 0 && ck->ck_progress)
-    ck->ck_progress (ck->ck_progress_arg, "check", ck->ck_total,
+    ck->ck_progress (ck->ck_progress_arg, ck->ck_what, ck->ck_total,
                      ck->ck_total);
   /* Live, the log chains move on while the view stays at its txg, and
    * the view's space maps hold no block only a log record owns (the
@@ -625,9 +901,9 @@ check_run (zv_check_t *ck, zv_pool_t *p)
    * found leaked is a real leak. */
   if (ck->ck_live == NULL)
     zv_import_own_log_blocks (p);
-  if (ck->ck_stop == 0 && ck->ck_ndup > 0)
+  if (ck->ck_stop == 0 && whole && ck->ck_ndup > 0)
     check_name_dups (ck);
-  if (ck->ck_stop == 0)
+  if (ck->ck_stop == 0 && whole)
     zv_alloc_own_foreach_unowned (p->p_spa.spa_alloc, check_leak_cb, ck);
   zv_buf_free (ck->ck_buf);
 }
@@ -639,11 +915,17 @@ check_report_reset (zvol_check_report_t *rep)
           sizeof *rep - offsetof (zvol_check_report_t, cr_trees));
 }
 
-int
-zvol_pool_check (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
+/* Offline: the check, or with repair the scrub (its rewrites of damaged
+ * copies are all it writes: scan.c; the import stays read-only). */
+static int
+check_offline (const zvol_pool_config_t *pub, zvol_check_report_t *rep,
+               bool repair)
 {
   zv_pool_config_t pc;
-  zv_check_t ck = { .ck_rep = rep };
+  zv_check_t ck = {
+    .ck_rep = rep, .ck_repair = repair,
+    .ck_what = repair ? "scrub" : "check",
+  };
   zv_pool_t *p = NULL;
   int r;
 
@@ -677,16 +959,31 @@ zvol_pool_check (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
  * cancel descriptors every 64 blocks.
  */
 int
-zvol_pool_check_live (zvol_pool_t *live, zvol_check_report_t *rep,
-                      const int cancel_fd[2],
-                      void (*progress) (void *arg, const char *what,
-                                        uint64_t done, uint64_t total),
-                      void *progress_arg)
+zvol_pool_check (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
+{
+  return check_offline (pub, rep, false);
+}
+
+int
+zvol_pool_scrub (const zvol_pool_config_t *pub, zvol_check_report_t *rep)
+{
+  return check_offline (pub, rep, true);
+}
+
+static int
+check_live (zvol_pool_t *live, zvol_check_report_t *rep,
+            const int cancel_fd[2],
+            void (*progress) (void *arg, const char *what,
+                              uint64_t done, uint64_t total),
+            void *progress_arg, bool repair, const _Atomic bool *stop,
+            zv_check_pos_t *pos)
 {
   static const int none[2] = { -1, -1 };
   zv_alloc_t *a = live->p_spa.spa_alloc;
   zv_check_t ck = {
-    .ck_rep = rep, .ck_live = live,
+    .ck_rep = rep, .ck_live = live, .ck_repair = repair,
+    .ck_stop_flag = stop, .ck_pos = pos,
+    .ck_what = repair ? "scrub" : "check",
     .ck_cancel_fd = cancel_fd ? cancel_fd : none,
     .ck_progress = progress, .ck_progress_arg = progress_arg,
   };
@@ -707,8 +1004,8 @@ zvol_pool_check_live (zvol_pool_t *live, zvol_check_report_t *rep,
     r = zv_alloc_hold_begin (a, txg);
   } while (r == -EAGAIN);
   if (r < 0) {
-    zv_error ("pool '%s': another check is running; one at a time",
-              live->p_name);
+    zv_error ("pool '%s': another check is running (a check or a scrub); "
+              "one at a time", live->p_name);
     return r;
   }
   zv_alloc_get_space (a, &sp);
@@ -729,6 +1026,40 @@ zvol_pool_check_live (zvol_pool_t *live, zvol_check_report_t *rep,
   free (ck.ck_meta);
   free (ck.ck_dup);
   return r;
+}
+
+int
+zvol_pool_check_live (zvol_pool_t *live, zvol_check_report_t *rep,
+                      const int cancel_fd[2],
+                      void (*progress) (void *arg, const char *what,
+                                        uint64_t done, uint64_t total),
+                      void *progress_arg)
+{
+  return check_live (live, rep, cancel_fd, progress, progress_arg, false,
+                     NULL, NULL);
+}
+
+int
+zvol_pool_scrub_live (zvol_pool_t *live, zvol_check_report_t *rep,
+                      const int cancel_fd[2],
+                      void (*progress) (void *arg, const char *what,
+                                        uint64_t done, uint64_t total),
+                      void *progress_arg)
+{
+  return check_live (live, rep, cancel_fd, progress, progress_arg, true,
+                     NULL, NULL);
+}
+
+int
+zv_check_scrub_piece (zv_pool_t *live, zvol_check_report_t *rep,
+                      const _Atomic bool *stop,
+                      void (*progress) (void *arg, const char *what,
+                                        uint64_t done, uint64_t total),
+                      void *progress_arg, zv_check_pos_t *pos)
+{
+  ZV_VERIFY (pos->cp_phase < ZV_CHECK_PHASE_DONE);
+  return check_live (live, rep, NULL, progress, progress_arg, true, stop,
+                     pos);
 }
 
 /* ---- tunables (tunable.h) ---- */

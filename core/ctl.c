@@ -599,13 +599,14 @@ ctl_progress (void *arg, const char *line)
   free (buf);
 }
 
-/* A command that may run for hours without a stream: the check (the
- * live one, admin.c) and wait, which their clients wait for without a
+/* A command that may run for hours without a stream: the check and the
+ * scrub (the live ones, admin.c) and wait, which their clients wait for without a
  * deadline. */
 static bool
 ctl_is_long_argv (int argc, char *const *argv)
 {
   return argc >= 1 && (strcmp (argv[0], "check") == 0
+                       || strcmp (argv[0], "scrub") == 0
                        || strcmp (argv[0], "wait") == 0);
 }
 
@@ -782,7 +783,7 @@ ctl_serve (zvol_ctl_t *ctl, int fd)
       ctl_turn_end (ctl);
   }
   else if (r == -EAGAIN) {
-    snprintf (msg, sizeof msg, "%u long commands (send, receive, check, wait) "
+    snprintf (msg, sizeof msg, "%u long commands (send, receive, check, scrub, wait) "
               "are running, the most at once: try again when one is done",
               CTL_MAX_STREAMS);
     ctl_reply_msg (fd, ZVOL_ADMIN_FAIL, msg);

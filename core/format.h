@@ -283,6 +283,40 @@ typedef struct zv_objset_phys {
 } zv_objset_phys_t;
 #define ZV_OBJSET_SIZE 4096u
 static_assert (sizeof (zv_objset_phys_t) <= ZV_OBJSET_SIZE, "objset fits");
+
+/*
+ * The scrub's place (scrub.c), in the objset block's last 256 bytes,
+ * written with every txg while a scrub runs or is paused, all zero
+ * otherwise (and in every pool written before it existed: a reader that
+ * does not know it finds zeros or ignores it).  sp_cksum is XXH3-128 of
+ * the record, the field zeroed, seeded with the pool guid.  The place:
+ * phase 0 nothing done, 1 the trees (those with a dataset id below
+ * sp_ds_id done, and in tree sp_ds_id the data bytes below sp_off), 2
+ * the queued frees; the counts so far, for status.
+ */
+#define ZV_SCAN_MAGIC    0x4e4143534f565a00ull /* "\0ZVOSCAN" */
+#define ZV_SCAN_VERSION  1u
+#define ZV_SCAN_OFFSET   (ZV_OBJSET_SIZE - 256u)
+#define ZV_SCAN_SCANNING 1u
+#define ZV_SCAN_PAUSED   2u
+typedef struct zv_scan_phys {
+  uint64_t sp_magic;
+  uint32_t sp_version;
+  uint32_t sp_state;             /* ZV_SCAN_SCANNING or _PAUSED */
+  uint32_t sp_phase;             /* 0, 1, 2 */
+  uint32_t sp_pad;
+  uint64_t sp_ds_id, sp_off;
+  uint64_t sp_examined, sp_total;  /* data bytes */
+  uint64_t sp_repaired, sp_repair_failed;
+  uint64_t sp_cksum_errors, sp_read_errors, sp_lost;
+  uint64_t sp_problems, sp_other;
+  uint64_t sp_pieces, sp_elapsed_ns;
+  uint64_t sp_reserved[14];      /* zero */
+  zv_cksum_t sp_cksum;
+} zv_scan_phys_t;
+static_assert (sizeof (zv_scan_phys_t) == 256, "scan record is 256 bytes");
+static_assert (sizeof (zv_objset_phys_t) <= ZV_SCAN_OFFSET,
+               "the objset leaves room for the scan record");
 static_assert (offsetof (zv_objset_phys_t, os_dsdir) == 128,
                "the directory is where format 1's volume was");
 

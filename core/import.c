@@ -116,6 +116,7 @@
 #include "flat.h"
 #include "tunable.h"
 #include "check.h"
+#include "scrub.h"
 
 /* How to open the configuration's devices (RADOS ones: the cluster, and
  * with create the size of one not made yet). */
@@ -951,6 +952,8 @@ import_load_ub (zv_pool_t *p, const zv_pool_config_t *pc,
     goto out;
   }
   p->p_dd.dd_next_id = os->os_next_dsid;
+  zv_scrub_phys_load (p, (const zv_scan_phys_t *) (const void *)
+                      ((const uint8_t *) os + ZV_SCAN_OFFSET));
   spa->spa_version = os->os_hdr.mh_version;
   atomic_fetch_or (&spa->spa_features, os->os_features);
   {

@@ -43,6 +43,7 @@
 #include "label.h"
 #include "dbuf.h"
 #include "compress.h"
+#include "scrub.h"
 #include "mem.h"
 #include "flat.h"
 #include "tunable.h"
@@ -741,6 +742,7 @@ zv_pool_start (zv_pool_t *p)
   zv_mem_start ();
   if (p->p_readonly || p->p_started)
     return 0;
+  zv_scrub_pool_init (p);
   r = zv_txg_start (p->p_txg);
   if (r == 0)
     p->p_started = true;
@@ -748,6 +750,9 @@ zv_pool_start (zv_pool_t *p)
    * for them even while nothing is written (freeq.c). */
   if (r == 0 && zv_freeq_pending (p))
     zv_txg_kick (p->p_txg, zv_txg_open_txg (p->p_txg));
+  /* A scrub that was running when the pool was last written goes on. */
+  if (r == 0)
+    zv_scrub_pool_started (p);
   return r;
 }
 
@@ -765,6 +770,9 @@ zv_pool_close (zv_pool_t *p)
               p->p_name, busy);
     return -EBUSY;
   }
+  /* A scrub running stops first: its views read the pool's devices,
+   * and its hold keeps frees back. */
+  zv_scrub_stop_for_close (p);
   /* A background free in progress stays queued for the next import:
    * the stop syncs what is dirty, not the whole queue. */
   atomic_store (&p->p_closing, true);
@@ -773,6 +781,7 @@ zv_pool_close (zv_pool_t *p)
   if (r == 0 && !p->p_view)
     zv_info ("pool '%s' exported at txg %" PRIu64, p->p_name,
              p->p_synced_txg);
+  zv_scrub_free (p);
   pool_free (p);
   return r;
 }

@@ -135,6 +135,11 @@ struct zvol_pool {
                                   for no more syncs (freeq.c) */
   _Atomic uint64_t p_sync_passes; /* of the last sync (read by stats) */
   _Atomic unsigned p_sync_write_cap; /* its cap at its end (stats) */
+  struct zv_scrub *p_scrub;    /* the background scrub (scrub.c), made
+                                  when the pool starts (or at its first
+                                  use) */
+  zv_scan_phys_t p_scan_rec;   /* the objset's scrub place, as imported
+                                  and checked (zero: none) */
   zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
   size_t p_defer_n, p_defer_cap;
 };

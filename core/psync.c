@@ -68,6 +68,7 @@
 #include "mem.h"
 #include "flat.h"
 #include "tunable.h"
+#include "scrub.h"
 
 /* Sync passes after which the space maps must have converged. */
 static unsigned zv_psync_max_passes = 64;
@@ -248,6 +249,9 @@ psync_meta (zv_pool_t *p, uint64_t txg)
     zv_flat_phys (&p->p_defer[i], &os->os_defer[i]);
   for (unsigned d = 0; d < spa->spa_ndevs; d++)
     zv_flat_phys (&p->p_spacemap[d], &os->os_spacemap[d]);
+  /* Where a scrub is, so that a restart goes on from there. */
+  zv_scrub_phys_fill (p, (zv_scan_phys_t *) (void *) ((uint8_t *) os
+                                                       + ZV_SCAN_OFFSET));
   zv_zio_write_t w = { .zw_bp = &osbp, .zw_buf = os };
   r = zv_zio_write_many (spa, &w, 1);
   zv_buf_free (os);

@@ -52,6 +52,7 @@ extern const zv_tunable_t zv_util_tunable_table[];
 extern const zv_tunable_t zv_mem_tunable_table[];
 extern const zv_tunable_t zv_ctl_tunable_table[];
 extern const zv_tunable_t zv_check_tunable_table[];
+extern const zv_tunable_t zv_scan_tunable_table[];
 extern const zv_tunable_t zv_compq_tunable_table[];
 
 typedef struct tunable_module {
@@ -79,6 +80,7 @@ static const tunable_module_t tunable_modules[] = {
   { "mem", "Memory", zv_mem_tunable_table },
   { "ctl", "The control socket", zv_ctl_tunable_table },
   { "check", "The live check", zv_check_tunable_table },
+  { "scan", "The scrub", zv_scan_tunable_table },
   { "compq", "Compression threads", zv_compq_tunable_table },
 };
 #define TUNABLE_NMODULES (sizeof tunable_modules / sizeof tunable_modules[0])

@@ -202,6 +202,14 @@ typedef struct zvol_check_problem {
   uint64_t cp_offset;          /* bytes, on that device */
   uint64_t cp_length;
   const char *cp_msg;          /* the whole of it, one line */
+  /* A block of a volume's or snapshot's tree: which ("volume 'v'",
+   * "snapshot 'v@s'"; NULL otherwise) and the bytes of it the block
+   * holds (for an indirect block, the bytes it covers). */
+  const char *cp_dataset;
+  uint64_t cp_ds_offset, cp_ds_length;
+  /* A scrub's bad copy (ZVOL_CHECK_CKSUM, _READ): 1 repaired, 0 not
+   * tried (no copy verifies, or a check), -errno: the repair failed. */
+  int cp_repair;
 } zvol_check_problem_t;
 
 typedef struct zvol_check_report {
@@ -219,6 +227,10 @@ typedef struct zvol_check_report {
   uint64_t cr_double, cr_double_bytes;  /* extents, bytes */
   uint64_t cr_leaked, cr_leaked_bytes;  /* extents, bytes */
   uint64_t cr_problems;        /* every problem found */
+  /* A scrub's: bad copies rewritten and read back good, and bad copies
+   * whose rewrite failed (a block no copy of which verifies is lost:
+   * cr_lost_blocks). */
+  uint64_t cr_repaired, cr_repair_failed;
 } zvol_check_report_t;
 
 ZVOL_API int zvol_pool_check (const zvol_pool_config_t *pc,
@@ -240,6 +252,89 @@ ZVOL_API int zvol_pool_check_live (zvol_pool_t *p, zvol_check_report_t *rep,
                                                      uint64_t done,
                                                      uint64_t total),
                                    void *progress_arg);
+
+/*
+ * Scrub: the check, with every copy of every block read on every side
+ * of its device (a mirror's each), and each copy that fails (read error
+ * or checksum) rewritten in place from one that verifies, flushed and
+ * read back (cr_repaired; cr_repair_failed when that does not work).  A
+ * block no copy of which verifies cannot be repaired: it is reported
+ * (ZVOL_CHECK_LOST, with its dataset and the bytes it holds).  The
+ * repair writes nothing but the damaged copy's own bytes, so the
+ * offline scrub imports as the check does (no txg, no log replayed)
+ * and the live one holds frees as the live check does, and both stop,
+ * and fail, as theirs do.  Progress says "scrub".  Nothing remains to
+ * be done when cr_problems == cr_repaired.
+ */
+ZVOL_API int zvol_pool_scrub (const zvol_pool_config_t *pc,
+                              zvol_check_report_t *rep);
+ZVOL_API int zvol_pool_scrub_live (zvol_pool_t *p, zvol_check_report_t *rep,
+                                   const int cancel_fd[2],
+                                   void (*progress) (void *arg,
+                                                     const char *what,
+                                                     uint64_t done,
+                                                     uint64_t total),
+                                   void *progress_arg);
+
+/*
+ * The background scrub of a served pool (scrub.c): the live scrub run
+ * by a thread of the server, in pieces (each on a view of the txg last
+ * committed when it began, its frees held meanwhile; a piece ends when
+ * the hold has kept back a quarter of what a check may, and the next goes
+ * on from the same place on a new view), paused, resumed and canceled
+ * while it runs.  zvol_scrub_start starts one (or resumes a paused
+ * one: returns 1 then; -EBUSY while one scans, -EROFS on a read-only
+ * import); zvol_scrub_pause and zvol_scrub_cancel stop it (pause keeps
+ * its place; -ENOENT when none is scanning, or for cancel none paused
+ * either); zvol_scrub_wait waits until it is no longer scanning
+ * (-ECANCELED when a cancel descriptor turns readable), with progress
+ * about once a second.  Its place and counts are written with every
+ * txg (format.h, zv_scan_phys_t): a close of the pool stops it, and the
+ * next start of the pool (zvol_pool_start) resumes it, as after a
+ * crash; a paused one stays paused.  The tunables scan_yield_ms and
+ * scan_rate_max make it give way to the clients.
+ */
+typedef enum zvol_scrub_state {
+  ZVOL_SCRUB_NONE = 0,         /* none since the pool was opened */
+  ZVOL_SCRUB_SCANNING,
+  ZVOL_SCRUB_PAUSED,
+  ZVOL_SCRUB_FINISHED,
+  ZVOL_SCRUB_CANCELED,         /* by zvol_scrub_cancel, or an error */
+} zvol_scrub_state_t;
+
+#define ZVOL_SCRUB_DAMAGED_MAX 32
+typedef struct zvol_scrub_damaged {
+  char sd_dataset[2 * ZVOL_NAME_MAX + 24];  /* "volume 'v'", "snapshot
+                                               'v@s'", or a pool object */
+  uint64_t sd_offset, sd_length;            /* bytes of the dataset */
+} zvol_scrub_damaged_t;
+
+typedef struct zvol_scrub_status {
+  zvol_scrub_state_t ss_state;
+  int ss_error;                /* CANCELED by an error: it (negative) */
+  uint64_t ss_examined, ss_total;   /* data bytes, of the trees */
+  uint64_t ss_rate;            /* bytes a second while scanning */
+  uint64_t ss_eta_s;           /* scanning: seconds left at that rate */
+  uint64_t ss_elapsed_ns;      /* time spent scanning */
+  uint64_t ss_pieces;          /* views walked */
+  uint64_t ss_repaired, ss_repair_failed;   /* copies */
+  uint64_t ss_cksum_errors, ss_read_errors; /* copies found bad */
+  uint64_t ss_lost;            /* blocks that could not be repaired */
+  uint64_t ss_problems, ss_other;  /* every problem; not about a copy
+                                      (leaks, double allocations) */
+  uint64_t ss_ndamaged;        /* damaged blocks found; the first
+                                  ZVOL_SCRUB_DAMAGED_MAX listed: */
+  zvol_scrub_damaged_t ss_damaged[ZVOL_SCRUB_DAMAGED_MAX];
+} zvol_scrub_status_t;
+
+ZVOL_API int zvol_scrub_start (zvol_pool_t *p);
+ZVOL_API int zvol_scrub_pause (zvol_pool_t *p);
+ZVOL_API int zvol_scrub_cancel (zvol_pool_t *p);
+ZVOL_API int zvol_scrub_wait (zvol_pool_t *p, const int cancel_fd[2],
+                              void (*progress) (void *arg, uint64_t done,
+                                                uint64_t total),
+                              void *arg);
+ZVOL_API void zvol_scrub_get_status (zvol_pool_t *p, zvol_scrub_status_t *st);
 
 /* ---- volumes ---- */
 
@@ -753,6 +848,8 @@ ZVOL_API void zvol_admin_size (char *buf, size_t len, uint64_t v,
 #define ZVOL_CHECK_PRINT_LIST 10
 typedef struct zvol_check_printer {
   FILE *cp_out;
+  bool cp_scrub;               /* a scrub's report: repairs counted, and
+                                  clean when all was repaired */
   uint64_t cp_shown[ZVOL_CHECK_LEAK + 1];
   uint64_t cp_more;
 } zvol_check_printer_t;

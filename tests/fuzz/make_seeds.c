@@ -34,6 +34,7 @@
 #include "testlib.h"
 #include "pool.h"
 #include "zil.h"
+#include "scrub.h"
 #include "deadlist.h"
 #include "image.h"
 #include "fuzz_inputs.h"
@@ -835,6 +836,43 @@ seeds_dsrec (const img_t *im, const img_slot_t *slots, const char *tag)
   free (b.sb_p);
 }
 
+/* The scrub's place, as fuzz_scanrec reads it: a flags byte and the
+ * record (sealed by the harness unless raw): a scanning one in the
+ * trees, a paused one at the start, a raw one sealed for the harness's
+ * guid, and the all-zero record of a pool with no scrub. */
+static void
+seeds_scanrec (void)
+{
+  static const zv_scan_phys_t zero;
+  zv_scan_phys_t sp = {
+    .sp_magic = ZV_SCAN_MAGIC, .sp_version = ZV_SCAN_VERSION,
+    .sp_state = ZV_SCAN_SCANNING, .sp_phase = 1, .sp_ds_id = 3,
+    .sp_off = 1 << 20, .sp_examined = 3 << 20, .sp_total = 8 << 20,
+    .sp_repaired = 2, .sp_cksum_errors = 3, .sp_lost = 1,
+    .sp_problems = 4, .sp_pieces = 2, .sp_elapsed_ns = 1000000000,
+  };
+  sb_t b = { 0 };
+
+  sb_u8 (&b, 0);
+  sb_put (&b, &sp, sizeof sp);
+  sb_save (&b, "scanrec", "scanning");
+  zv_scrub_phys_seal (&sp, 0x5eed5eed12345678ull);
+  sb_u8 (&b, 1);
+  sb_put (&b, &sp, sizeof sp);
+  sb_save (&b, "scanrec", "scanning-raw");
+  sp = (zv_scan_phys_t) {
+    .sp_magic = ZV_SCAN_MAGIC, .sp_version = ZV_SCAN_VERSION,
+    .sp_state = ZV_SCAN_PAUSED, .sp_total = 1 << 20,
+  };
+  sb_u8 (&b, 0);
+  sb_put (&b, &sp, sizeof sp);
+  sb_save (&b, "scanrec", "paused");
+  sb_u8 (&b, 0);
+  sb_put (&b, &zero, sizeof zero);
+  sb_save (&b, "scanrec", "none");
+  free (b.sb_p);
+}
+
 /* ---- seeds: the intent log ---- */
 
 static void
@@ -1179,6 +1217,7 @@ main (int argc, char **argv)
   seeds_image ();
   seeds_deadlist ();
   seeds_stream ();
+  seeds_scanrec ();
 
   static const char *const work[] = { "a-0", "a2-0", "b-0", "b-1", "b-log" };
   for (unsigned i = 0; i < sizeof work / sizeof work[0]; i++) {
