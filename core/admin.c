@@ -889,8 +889,12 @@ admin_status (admin_ctx_t *c)
     fprintf (c->c_out, " state: SUSPENDED (a txg sync failed: %s; writes "
              "fail until the pool is imported again)\n", strerror (-err));
   else
-    fprintf (c->c_out, " state: %s\n", zvol_pool_is_readonly (c->c_pool)
-             ? "ONLINE (read-only)" : "ONLINE");
+    fprintf (c->c_out, " state: %s%s\n", ps.ps_degraded ? "DEGRADED"
+             : "ONLINE", zvol_pool_is_readonly (c->c_pool)
+             ? " (read-only)" : "");
+  if (ps.ps_degraded)
+    fprintf (c->c_out, "status: a side of a mirror is faulted; the pool "
+             "goes on without it (the server's log says why)\n");
   fprintf (c->c_out, "devices:\n  %4s %6s %6s %6s  %s\n", "DEV", "READ",
            "WRITE", "CKSUM", "PATH");
   for (unsigned i = 0; i < ps.ps_ndevs && i < ZVOL_MAX_DEVS; i++) {
@@ -901,6 +905,24 @@ admin_status (admin_ctx_t *c)
              ps.ps_dev_direct[i] ? "" : "  (no direct I/O)");
     nerr += ps.ps_dev_read_errors[i] + ps.ps_dev_write_errors[i]
       + ps.ps_dev_cksum_errors[i];
+    /* A mirror: its state, then each side (as zpool status indents the
+     * leaves under their mirror), with its own counters. */
+    if (ps.ps_dev_nsides[i] > 0)
+      fprintf (c->c_out, "  %4s %6s %6s %6s    mirror %s\n", "", "", "", "",
+               ps.ps_dev_degraded[i] ? "DEGRADED" : "ONLINE");
+    for (unsigned s = 0; s < ps.ps_dev_nsides[i] && s < ZVOL_MAX_SIDES;
+         s++) {
+      const zvol_side_stats_t *ss = &ps.ps_dev_sides[i][s];
+
+      fprintf (c->c_out, "  %4s %6" PRIu64 " %6" PRIu64 " %6" PRIu64
+               "    side %u %-8s %s  (%" PRIu64 " reads, %" PRIu64
+               " writes)%s%s\n", "", ss->ss_read_errors,
+               ss->ss_write_errors, ss->ss_cksum_errors, s,
+               ss->ss_online ? "ONLINE" : "FAULTED",
+               ss->ss_path ? ss->ss_path : "?", ss->ss_reads, ss->ss_writes,
+               ss->ss_online ? "" : ": ", ss->ss_why);
+      nerr += ss->ss_read_errors + ss->ss_write_errors + ss->ss_cksum_errors;
+    }
   }
   if (ps.ps_logdev_path != NULL) {
     fprintf (c->c_out, "  %4s %6" PRIu64 " %6" PRIu64 " %6" PRIu64 "  %s\n",

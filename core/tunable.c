@@ -48,6 +48,7 @@ extern const zv_tunable_t zv_zio_tunable_table[];
 extern const zv_tunable_t zv_alloc_tunable_table[];
 extern const zv_tunable_t zv_dev_tunable_table[];
 extern const zv_tunable_t zv_dev_rados_tunable_table[];
+extern const zv_tunable_t zv_dev_mirror_tunable_table[];
 extern const zv_tunable_t zv_util_tunable_table[];
 extern const zv_tunable_t zv_mem_tunable_table[];
 extern const zv_tunable_t zv_ctl_tunable_table[];
@@ -75,6 +76,7 @@ static const tunable_module_t tunable_modules[] = {
   { "alloc", "Space allocation", zv_alloc_tunable_table },
   { "dev", "Devices", zv_dev_tunable_table },
   { "dev_rados", "RADOS devices", zv_dev_rados_tunable_table },
+  { "dev_mirror", "Mirrors", zv_dev_mirror_tunable_table },
   { "util", "Block buffers", zv_util_tunable_table },
   { "mem", "Memory", zv_mem_tunable_table },
   { "ctl", "The control socket", zv_ctl_tunable_table },
