@@ -972,6 +972,12 @@ zv_dev_side_ok (const zv_dev_t *dev, unsigned i)
   return true;
 }
 
+bool
+zv_dev_may_repair (const zv_dev_t *dev)
+{
+  return dev->dev_mirror ? zv_dev_mirror_may_repair (dev->dev_mirror) : true;
+}
+
 unsigned
 zv_dev_nsides_ok (const zv_dev_t *dev)
 {

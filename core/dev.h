@@ -66,6 +66,9 @@ typedef struct zv_dev_opts {
   /* A RADOS device locked by another client: fence that client
    * (blocklist it), break its lock and take the device. */
   bool do_takeover;
+  /* A mirror rewrites no side (a read-only import): a block read from
+   * another side after a failure is used, never written back. */
+  bool do_no_repair;
 } zv_dev_opts_t;
 
 /* zv_dev_open with options (opts may be NULL). */
@@ -122,6 +125,9 @@ void zv_dev_side_why (const zv_dev_t *dev, unsigned i, char *buf,
                       size_t len);
 /* Sides in service (1 for a device that is not a mirror). */
 unsigned zv_dev_nsides_ok (const zv_dev_t *dev);
+/* May a bad side be rewritten from a good one (false: opened with
+ * do_no_repair)?  Always true for a device that is not a mirror. */
+bool zv_dev_may_repair (const zv_dev_t *dev);
 
 enum zv_dev_op { ZV_DEV_READ = 1, ZV_DEV_WRITE = 2, ZV_DEV_FLUSH = 3 };
 

@@ -41,6 +41,7 @@ void zv_dev_mirror_fault_side (zv_dev_mirror_t *m, unsigned i,
 void zv_dev_mirror_side_why (zv_dev_mirror_t *m, unsigned i, char *buf,
                              size_t len);
 unsigned zv_dev_mirror_nok (const zv_dev_mirror_t *m);
+bool zv_dev_mirror_may_repair (const zv_dev_mirror_t *m);
 void zv_dev_mirror_batch (zv_dev_io_t *ios, size_t n,
                           const zv_dev_queue_t *q);
 

@@ -23,7 +23,8 @@
  *          fails is retried on the next side not yet tried, in a second
  *          (third) batch, and once a side has returned the bytes the
  *          sides that failed are rewritten from them (a side whose
- *          rewrite fails is faulted).  Only when every side in service
+ *          rewrite fails is faulted; not on a read-only import,
+ *          do_no_repair, which writes nothing).  Only when every side in service
  *          failed does the read fail.
  *   write  every side in service, each with its own copy of the segment
  *   flush  array (a batch may rewrite a request's segments); a side whose
@@ -81,6 +82,7 @@ struct zv_dev_mirror {
   pthread_mutex_t dm_lock;                     /* dm_why */
   char dm_why[ZV_MIRROR_MAX_SIDES][160];
   _Atomic unsigned dm_next;                    /* read round-robin */
+  bool dm_no_repair;                           /* read-only: no rewrite */
   const char *dm_name;                         /* the mirror's path */
 };
 
@@ -203,6 +205,7 @@ zv_dev_mirror_open (const char *path, const zv_dev_opts_t *opts,
   }
   pthread_mutex_init (&m->dm_lock, NULL);
   m->dm_name = path;
+  m->dm_no_repair = opts != NULL && opts->do_no_repair;
   for (unsigned i = 0; i < m->dm_nsides; i++) {
     r = zv_dev_open_opts (m->dm_paths[i], opts, &m->dm_sides[i], serr[i],
                           sizeof serr[i]);
@@ -314,6 +317,12 @@ zv_dev_mirror_side_why (zv_dev_mirror_t *m, unsigned i, char *buf,
   pthread_mutex_unlock (&m->dm_lock);
 }
 
+bool
+zv_dev_mirror_may_repair (const zv_dev_mirror_t *m)
+{
+  return !m->dm_no_repair;
+}
+
 unsigned
 zv_dev_mirror_nok (const zv_dev_mirror_t *m)
 {
@@ -393,6 +402,8 @@ mirror_repair_reads (zv_dev_io_t *ios, size_t n, const unsigned *failed,
     if (failed[i] == 0 || res[i] < 0)
       continue;
     m = zv_dev_mirror_of (ios[i].di_dev);
+    if (m->dm_no_repair)
+      continue;
     for (unsigned s = 0; s < m->dm_nsides; s++) {
       if (!(failed[i] & (1u << s)) || !zv_dev_mirror_side_ok (m, s))
         continue;

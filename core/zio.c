@@ -178,7 +178,8 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
  * written back (a side whose write fails is faulted: the device layer
  * cannot tell a bad block from a good one, so the rewrite is ours).
  * Each side that failed to verify counts a checksum error; the mirror
- * counts one only when no side has the block.  Returns 0 or -EILSEQ.
+ * counts one only when no side has the block.  A read-only import
+ * (zv_dev_may_repair false) rewrites nothing.  Returns 0 or -EILSEQ.
  */
 static int
 zio_mirror_heal (zv_spa_t *spa, zv_dev_t *dev, uint64_t off,
@@ -212,7 +213,7 @@ zio_mirror_heal (zv_spa_t *spa, zv_dev_t *dev, uint64_t off,
     zv_dev_note_cksum_error (dev);
     return -EILSEQ;
   }
-  for (unsigned i = 0; i < n; i++) {
+  for (unsigned i = 0; i < n && zv_dev_may_repair (dev); i++) {
     zv_dev_io_t w = {
       .di_dev = zv_dev_side (dev, i), .di_op = ZV_DEV_WRITE, .di_buf = buf,
       .di_offset = off, .di_len = bp->bp_psize,

@@ -337,6 +337,55 @@ test_mirror_corrupt_heal (void **state)
   tm_mirror_remove (&m);
 }
 
+/* A read-only import reads right over a damaged side but writes
+ * nothing: the damage stays until a read-write import meets it. */
+static void
+test_mirror_readonly_no_repair (void **state)
+{
+  static tm_places_t t;
+  tm_mirror_t m;
+  zvol_pool_t *p;
+  zvol_pool_stats_t ps;
+  const char *dev;
+  zvol_pool_config_t pc;
+  size_t n = 0;
+
+  (void) state;
+  tm_mirror_make (&m, "ro", 2);
+  tm_pool_create (&m, 11);
+  p = tm_pool_import (&m);
+  tm_tree_places (p, &t);
+  assert_int_equal (tl_pool_close (p), 0);
+  for (size_t i = 0; i < t.n; i += 7)
+    if (t.level[i] == 0) {
+      assert_int_equal (tl_file_flip (m.side[0], t.off[i] + 100), 0);
+      n++;
+    }
+  assert_true (n > 10);
+  assert_int_equal (zv_tunable_set ("mirror_read_side", "1", NULL, 0), 0);
+  dev = m.name;
+  tl_pool_cfg (&pc, &dev, 1, 0, false);
+  pc.pc_readonly = true;
+  p = tl_pool_open_ok (&pc);
+  tl_vol_check (tl_vol (p), 0, VOL_SIZE, 11);
+  zvol_pool_get_stats (p, &ps);
+  assert_true (ps.ps_dev_sides[0][0].ss_cksum_errors >= n);
+  assert_int_equal (ps.ps_dev_sides[0][0].ss_writes, 0);
+  assert_int_equal (tl_pool_close (p), 0);
+  for (size_t i = 0; i < t.n; i += 7)
+    if (t.level[i] == 0)
+      assert_false (tm_same (m.side[0], m.side[1], t.off[i], t.len[i]));
+  /* Read-write, the same reads heal it. */
+  p = tm_pool_import (&m);
+  tl_vol_check (tl_vol (p), 0, VOL_SIZE, 11);
+  assert_int_equal (tl_pool_close (p), 0);
+  for (size_t i = 0; i < t.n; i += 7)
+    if (t.level[i] == 0)
+      assert_true (tm_same (m.side[0], m.side[1], t.off[i], t.len[i]));
+  zv_tunable_reset_all ();
+  tm_mirror_remove (&m);
+}
+
 /* Fault hook: requests to the side fail (only its reads while
  * tf_reads_only). */
 typedef struct tm_fault {
@@ -531,6 +580,7 @@ main (void)
   const struct CMUnitTest tests[] = {
     tl_test (test_mirror_labels),
     tl_test (test_mirror_corrupt_heal),
+    tl_test (test_mirror_readonly_no_repair),
     tl_test (test_mirror_fault_side),
     tl_test (test_mirror_missing_side),
     tl_test (test_mirror_foreign_side),
