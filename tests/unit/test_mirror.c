@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "testlib.h"
 #include "pool.h"
@@ -487,6 +488,73 @@ test_mirror_fault_side (void **state)
   tm_mirror_remove (&m);
 }
 
+/*
+ * The intent log over a stale side: a process writes and flushes (log
+ * blocks, no txg sync) while side 1 fails everything, and dies.  At the
+ * import side 1 is back, stale, and reads go to it first: the replay
+ * must still find every log block (on side 0), so nothing acknowledged
+ * is lost.
+ */
+static void
+test_mirror_stale_log (void **state)
+{
+  tm_mirror_t m;
+  zvol_pool_t *p;
+  int status;
+  pid_t pid;
+
+  (void) state;
+  zv_tunable_reset_all ();
+  tm_mirror_make (&m, "slog", 2);
+  tm_pool_create (&m, 21);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    tm_fault_t f = { .tf_reads_only = false };
+    const char *dev = m.name;
+    zvol_pool_config_t pc;
+    uint8_t *buf = malloc (MiB);
+
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
+    /* No txg sync before the end: only the log holds the writes. */
+    pc.pc_txg.tt_timeout_ms = 3600 * 1000;
+    pc.pc_txg.tt_dirty_max = 1ull << 30;
+    if (tl_pool_open (&pc, &p) != 0)
+      _exit (10);
+    zv_dev_set_fault (zv_dev_side (zv_pool_spa (p)->spa_devs[0], 1), tm_fail,
+                      &f);
+    /* Little, so that the log ring stays far from the half that kicks
+     * a txg sync. */
+    for (uint64_t off = 0; off < 256 * KiB; off += 64 * KiB) {
+      tl_pat_fill (buf, off, 64 * KiB, 22);
+      if (zvol_write (tl_vol (p), buf, off, 64 * KiB, ZVOL_FUA) != 0)
+        _exit (11);
+    }
+    if (zv_dev_side_ok (zv_pool_spa (p)->spa_devs[0], 1))
+      _exit (13);
+    _exit (0);                  /* no close: the replay has the writes */
+  }
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  assert_true (WIFEXITED (status));
+  assert_int_equal (WEXITSTATUS (status), 0);
+
+  assert_int_equal (zv_tunable_set ("mirror_read_side", "2", NULL, 0), 0);
+  {
+    const char *dev = m.name;
+    zvol_pool_config_t pc;
+
+    tl_pool_cfg (&pc, &dev, 1, 0, false);
+    assert_int_equal (tl_pool_open_retry_ex (&pc, &p, NULL, true), 0);
+  }
+  /* The writes came back through the replay, not a txg. */
+  assert_true (tl_log_has ("intent log: replayed"));
+  tl_vol_check (tl_vol (p), 0, 256 * KiB, 22);
+  tl_vol_check (tl_vol (p), 256 * KiB, VOL_SIZE - 256 * KiB, 21);
+  assert_int_equal (tl_pool_close (p), 0);
+  zv_tunable_reset_all ();
+  tm_mirror_remove (&m);
+}
+
 /* A side missing at import: the pool opens degraded, says so, serves
  * and writes; the mirror with no side at all does not open. */
 static void
@@ -582,6 +650,7 @@ main (void)
     tl_test (test_mirror_corrupt_heal),
     tl_test (test_mirror_readonly_no_repair),
     tl_test (test_mirror_fault_side),
+    tl_test (test_mirror_stale_log),
     tl_test (test_mirror_missing_side),
     tl_test (test_mirror_foreign_side),
   };
