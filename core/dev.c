@@ -972,6 +972,34 @@ zv_dev_side_ok (const zv_dev_t *dev, unsigned i)
   return true;
 }
 
+int
+zv_dev_side_attach (zv_dev_t *dev, unsigned i, zv_dev_t *side, char *err,
+                    size_t errlen)
+{
+  int r;
+
+  ZV_VERIFY (dev->dev_mirror != NULL && side != NULL);
+  r = zv_dev_mirror_attach (dev->dev_mirror, i, side, side->dev_path, err,
+                            errlen);
+  if (r < 0)
+    zv_dev_close (side);
+  return r;
+}
+
+void
+zv_dev_side_set_resilvering (zv_dev_t *dev, unsigned i, bool on)
+{
+  ZV_VERIFY (dev->dev_mirror != NULL);
+  zv_dev_mirror_set_resilvering (dev->dev_mirror, i, on);
+}
+
+bool
+zv_dev_side_resilvering (const zv_dev_t *dev, unsigned i)
+{
+  return dev->dev_mirror != NULL
+    && zv_dev_mirror_side_resilvering (dev->dev_mirror, i);
+}
+
 bool
 zv_dev_may_repair (const zv_dev_t *dev)
 {

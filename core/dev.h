@@ -125,6 +125,22 @@ void zv_dev_side_why (const zv_dev_t *dev, unsigned i, char *buf,
                       size_t len);
 /* Sides in service (1 for a device that is not a mirror). */
 unsigned zv_dev_nsides_ok (const zv_dev_t *dev);
+/*
+ * Replacing a side (resilver.c).  zv_dev_side_attach puts 'side' (open,
+ * its labels written) in slot i of mirror dev, being resilvered: it takes
+ * every write from then on and no read, and zv_dev_side_ok is false for
+ * it until zv_dev_side_set_resilvering (dev, i, false) puts it in
+ * service.  The device it replaces stays open until the mirror closes (a
+ * batch may still hold it); 'side' is the mirror's from then on, also on
+ * failure (closed).  zv_dev_side_set_resilvering (dev, i, true) marks a
+ * side present at import as one a resilver is to finish.
+ * zv_dev_side_resilvering: it is being resilvered (and not faulted).
+ */
+int zv_dev_side_attach (zv_dev_t *dev, unsigned i, zv_dev_t *side,
+                        char *err, size_t errlen);
+void zv_dev_side_set_resilvering (zv_dev_t *dev, unsigned i, bool on);
+bool zv_dev_side_resilvering (const zv_dev_t *dev, unsigned i);
+
 /* May a bad side be rewritten from a good one (false: opened with
  * do_no_repair)?  Always true for a device that is not a mirror. */
 bool zv_dev_may_repair (const zv_dev_t *dev);

@@ -42,6 +42,10 @@ void zv_dev_mirror_side_why (zv_dev_mirror_t *m, unsigned i, char *buf,
                              size_t len);
 unsigned zv_dev_mirror_nok (const zv_dev_mirror_t *m);
 bool zv_dev_mirror_may_repair (const zv_dev_mirror_t *m);
+bool zv_dev_mirror_side_resilvering (const zv_dev_mirror_t *m, unsigned i);
+int zv_dev_mirror_attach (zv_dev_mirror_t *m, unsigned i, zv_dev_t *side,
+                          const char *path, char *err, size_t errlen);
+void zv_dev_mirror_set_resilvering (zv_dev_mirror_t *m, unsigned i, bool on);
 void zv_dev_mirror_batch (zv_dev_io_t *ios, size_t n,
                           const zv_dev_queue_t *q);
 

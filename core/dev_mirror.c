@@ -42,14 +42,23 @@
  * copies of the uberblock ring (label.c reads every side's ring).  The
  * mirror is never without a side: the open fails when none opens.
  *
+ * A third state, RESILVERING, is a side a replace attached (resilver.c,
+ * zv_dev_mirror_attach) or an import found with a resilver record: it
+ * takes every write and flush, no read, and a write counts as done only
+ * once a side in service has it; resilver.c puts it in service when its
+ * copy ends.  The device a replace takes out stays open, retired, until
+ * the mirror closes (a batch may still hold its pointer: the side table
+ * is atomics, read without the lock).
+ *
  * Self-heal of checksum errors is zio.c's (only it knows a block's
  * checksum): it reads each side in service through zv_dev_side() and
  * rewrites the ones that do not verify.
  *
- * Locking.  The side table is fixed at open; the faulted flags are
- * atomics, set once (a side never comes back while open), and the reason
- * text is written under dm_lock before the flag is raised (readers take
- * the lock).  The round-robin cursor is a relaxed atomic.  No lock is
+ * Locking.  The side table (device and name pointers) is atomics,
+ * replaced only by an attach under dm_lock; the faulted flags are
+ * atomics, set once (a faulted side comes back only as a new device
+ * through a replace), and the reason text is written under dm_lock
+ * before the flag is raised (readers take the lock).  The round-robin cursor is a relaxed atomic.  No lock is
  * held across I/O.
  */
 #include <config.h>
@@ -74,12 +83,22 @@
  */
 static unsigned zv_mirror_read_side = 0;
 
+#define ZV_MIRROR_MAX_RETIRED 8
+
 struct zv_dev_mirror {
   unsigned dm_nsides;
-  zv_dev_t *dm_sides[ZV_MIRROR_MAX_SIDES];    /* NULL: could not open */
-  char *dm_paths[ZV_MIRROR_MAX_SIDES];
+  /* A side's device (NULL: could not open) and name; a replace stores
+   * new ones (zv_dev_mirror_attach), the old ones retired, not freed,
+   * until close: a batch may still hold them. */
+  _Atomic (zv_dev_t *) dm_sides[ZV_MIRROR_MAX_SIDES];
+  _Atomic (char *) dm_paths[ZV_MIRROR_MAX_SIDES];
   atomic_bool dm_faulted[ZV_MIRROR_MAX_SIDES];
-  pthread_mutex_t dm_lock;                     /* dm_why */
+  /* Being resilvered: written, never read from (not "in service"). */
+  atomic_bool dm_resilvering[ZV_MIRROR_MAX_SIDES];
+  zv_dev_t *dm_retired[ZV_MIRROR_MAX_RETIRED];  /* under dm_lock */
+  char *dm_retired_paths[ZV_MIRROR_MAX_RETIRED];
+  unsigned dm_nretired;
+  pthread_mutex_t dm_lock;                     /* dm_why, retirements */
   char dm_why[ZV_MIRROR_MAX_SIDES][160];
   _Atomic unsigned dm_next;                    /* read round-robin */
   bool dm_no_repair;                           /* read-only: no rewrite */
@@ -178,7 +197,8 @@ mirror_fault (zv_dev_mirror_t *m, unsigned i, const char *why)
   if (first)
     zv_error ("%s: side %u (%s) FAULTED: %s; the mirror is DEGRADED "
               "(service goes on with the other side%s)", m->dm_name, i,
-              m->dm_paths[i], why, m->dm_nsides > 2 ? "s" : "");
+              atomic_load (&m->dm_paths[i]), why,
+              m->dm_nsides > 2 ? "s" : "");
 }
 
 /*
@@ -198,17 +218,26 @@ zv_dev_mirror_open (const char *path, const zv_dev_opts_t *opts,
   bool direct = true;
   int r, first_err = 0;
 
-  r = zv_dev_mirror_parse (path, m->dm_paths, &m->dm_nsides, err, errlen);
-  if (r < 0) {
-    free (m);
-    return r;
+  {
+    char *paths[ZV_MIRROR_MAX_SIDES] = { NULL };
+
+    r = zv_dev_mirror_parse (path, paths, &m->dm_nsides, err, errlen);
+    if (r < 0) {
+      free (m);
+      return r;
+    }
+    for (unsigned i = 0; i < m->dm_nsides; i++)
+      atomic_store (&m->dm_paths[i], paths[i]);
   }
   pthread_mutex_init (&m->dm_lock, NULL);
   m->dm_name = path;
   m->dm_no_repair = opts != NULL && opts->do_no_repair;
   for (unsigned i = 0; i < m->dm_nsides; i++) {
-    r = zv_dev_open_opts (m->dm_paths[i], opts, &m->dm_sides[i], serr[i],
+    zv_dev_t *sd = NULL;
+
+    r = zv_dev_open_opts (atomic_load (&m->dm_paths[i]), opts, &sd, serr[i],
                           sizeof serr[i]);
+    atomic_store (&m->dm_sides[i], sd);
     if (r == -EBUSY) {
       snprintf (err, errlen, "%s: side %u: %s", path, i, serr[i]);
       goto fail;
@@ -219,8 +248,8 @@ zv_dev_mirror_open (const char *path, const zv_dev_opts_t *opts,
       continue;
     }
     nopen++;
-    size = ZV_MIN (size, zv_dev_size (m->dm_sides[i]));
-    direct = direct && zv_dev_is_direct (m->dm_sides[i]);
+    size = ZV_MIN (size, zv_dev_size (sd));
+    direct = direct && zv_dev_is_direct (sd);
   }
   if (nopen == 0) {
     snprintf (err, errlen, "%s: no side can be opened (side 0: %s)", path,
@@ -229,7 +258,7 @@ zv_dev_mirror_open (const char *path, const zv_dev_opts_t *opts,
     goto fail;
   }
   for (unsigned i = 0; i < m->dm_nsides; i++)
-    if (m->dm_sides[i] == NULL) {
+    if (atomic_load (&m->dm_sides[i]) == NULL) {
       char why[sizeof m->dm_why[i]];
       snprintf (why, sizeof why, "cannot be opened (%s)", serr[i]);
       mirror_fault (m, i, why);
@@ -241,8 +270,8 @@ zv_dev_mirror_open (const char *path, const zv_dev_opts_t *opts,
 
  fail:
   for (unsigned i = 0; i < m->dm_nsides; i++) {
-    zv_dev_close (m->dm_sides[i]);
-    free (m->dm_paths[i]);
+    zv_dev_close (atomic_load (&m->dm_sides[i]));
+    free (atomic_load (&m->dm_paths[i]));
   }
   pthread_mutex_destroy (&m->dm_lock);
   free (m);
@@ -262,8 +291,12 @@ zv_dev_mirror_close (zv_dev_mirror_t *m)
   if (m == NULL)
     return;
   for (unsigned i = 0; i < m->dm_nsides; i++) {
-    zv_dev_close (m->dm_sides[i]);
-    free (m->dm_paths[i]);
+    zv_dev_close (atomic_load (&m->dm_sides[i]));
+    free (atomic_load (&m->dm_paths[i]));
+  }
+  for (unsigned i = 0; i < m->dm_nretired; i++) {
+    zv_dev_close (m->dm_retired[i]);
+    free (m->dm_retired_paths[i]);
   }
   pthread_mutex_destroy (&m->dm_lock);
   free (m);
@@ -279,14 +312,16 @@ zv_dev_t *
 zv_dev_mirror_side (const zv_dev_mirror_t *m, unsigned i)
 {
   ZV_VERIFY3U (i, <, m->dm_nsides);
-  return m->dm_sides[i];
+  return atomic_load_explicit (&((zv_dev_mirror_t *) m)->dm_sides[i],
+                               memory_order_acquire);
 }
 
 const char *
 zv_dev_mirror_side_path (const zv_dev_mirror_t *m, unsigned i)
 {
   ZV_VERIFY3U (i, <, m->dm_nsides);
-  return m->dm_paths[i];
+  return atomic_load_explicit (&((zv_dev_mirror_t *) m)->dm_paths[i],
+                               memory_order_acquire);
 }
 
 bool
@@ -295,7 +330,65 @@ zv_dev_mirror_side_ok (const zv_dev_mirror_t *m, unsigned i)
   zv_dev_mirror_t *mm = (zv_dev_mirror_t *) m;  /* atomics want non-const */
 
   ZV_VERIFY3U (i, <, m->dm_nsides);
-  return m->dm_sides[i] != NULL && !atomic_load (&mm->dm_faulted[i]);
+  return zv_dev_mirror_side (m, i) != NULL
+    && !atomic_load (&mm->dm_faulted[i])
+    && !atomic_load (&mm->dm_resilvering[i]);
+}
+
+/* Does side i take writes (in service, or being resilvered)? */
+static bool
+mirror_side_writable (const zv_dev_mirror_t *m, unsigned i)
+{
+  zv_dev_mirror_t *mm = (zv_dev_mirror_t *) m;
+
+  return zv_dev_mirror_side (m, i) != NULL
+    && !atomic_load (&mm->dm_faulted[i]);
+}
+
+bool
+zv_dev_mirror_side_resilvering (const zv_dev_mirror_t *m, unsigned i)
+{
+  ZV_VERIFY3U (i, <, m->dm_nsides);
+  return zv_dev_mirror_side (m, i) != NULL
+    && !atomic_load (&((zv_dev_mirror_t *) m)->dm_faulted[i])
+    && atomic_load (&((zv_dev_mirror_t *) m)->dm_resilvering[i]);
+}
+
+/* Put 'side' (open, labelled by the caller) in slot i, being resilvered:
+ * it takes every write from now on and no read.  The device that was
+ * there is retired (closed with the mirror: a batch may hold it). */
+int
+zv_dev_mirror_attach (zv_dev_mirror_t *m, unsigned i, zv_dev_t *side,
+                      const char *path, char *err, size_t errlen)
+{
+  zv_dev_t *old;
+  char *oldpath;
+
+  ZV_VERIFY3U (i, <, m->dm_nsides);
+  pthread_mutex_lock (&m->dm_lock);
+  if (m->dm_nretired == ZV_MIRROR_MAX_RETIRED) {
+    pthread_mutex_unlock (&m->dm_lock);
+    snprintf (err, errlen, "%s: too many sides replaced since the pool "
+              "was imported (export and import it first)", m->dm_name);
+    return -EBUSY;
+  }
+  atomic_store (&m->dm_resilvering[i], true);
+  old = atomic_exchange (&m->dm_sides[i], side);
+  oldpath = atomic_exchange (&m->dm_paths[i], zv_strdup (path));
+  m->dm_retired[m->dm_nretired] = old;
+  m->dm_retired_paths[m->dm_nretired++] = oldpath;
+  m->dm_why[i][0] = '\0';
+  atomic_store (&m->dm_faulted[i], false);
+  pthread_mutex_unlock (&m->dm_lock);
+  return 0;
+}
+
+/* Side i, present, is being resilvered (an import that resumes one). */
+void
+zv_dev_mirror_set_resilvering (zv_dev_mirror_t *m, unsigned i, bool on)
+{
+  ZV_VERIFY3U (i, <, m->dm_nsides);
+  atomic_store (&m->dm_resilvering[i], on);
 }
 
 void
@@ -412,7 +505,7 @@ mirror_repair_reads (zv_dev_io_t *ios, size_t n, const unsigned *failed,
         w = zv_realloc (w, cap * sizeof *w);
         wm = zv_realloc (wm, cap * sizeof *wm);
       }
-      mirror_sub_io (&w[nw], &ios[i], m->dm_sides[s]);
+      mirror_sub_io (&w[nw], &ios[i], zv_dev_mirror_side (m, s));
       w[nw].di_op = ZV_DEV_WRITE;
       wm[nw] = (mirror_sub_t) { .ms_parent = i, .ms_side = s };
       nw++;
@@ -430,7 +523,8 @@ mirror_repair_reads (zv_dev_io_t *ios, size_t n, const unsigned *failed,
     else
       zv_warn ("%s: side %u (%s): rewrote %" PRIu32 " bytes at %" PRIu64
                " it failed to read, from another side", m->dm_name,
-               wm[k].ms_side, m->dm_paths[wm[k].ms_side], w[k].di_len,
+               wm[k].ms_side, zv_dev_mirror_side_path (m, wm[k].ms_side),
+               w[k].di_len,
                w[k].di_offset);
     free (w[k].di_iov);
   }
@@ -483,14 +577,14 @@ zv_dev_mirror_batch (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
       if (s == UINT_MAX)
         continue;
       tried[i] |= 1u << s;
-      mirror_sub_io (&sub[m], io, mm->dm_sides[s]);
+      mirror_sub_io (&sub[m], io, zv_dev_mirror_side (mm, s));
       map[m++] = (mirror_sub_t) { .ms_parent = i, .ms_side = s };
       continue;
     }
     for (unsigned s = 0; s < mm->dm_nsides; s++) {
-      if (!zv_dev_mirror_side_ok (mm, s))
+      if (!mirror_side_writable (mm, s))
         continue;
-      mirror_sub_io (&sub[m], io, mm->dm_sides[s]);
+      mirror_sub_io (&sub[m], io, zv_dev_mirror_side (mm, s));
       map[m++] = (mirror_sub_t) { .ms_parent = i, .ms_side = s };
     }
   }
@@ -512,7 +606,11 @@ zv_dev_mirror_batch (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
       free (sub[k].di_iov);
       sub[k].di_iov = NULL;
       if (sub[k].di_result == 0) {
-        res[i] = 0;
+        /* A write counts once a side in service has it: a side being
+         * resilvered alone would hold it where no read looks. */
+        if (ios[i].di_op == ZV_DEV_READ
+            || !zv_dev_mirror_side_resilvering (mm, s))
+          res[i] = 0;
         continue;
       }
       if (ios[i].di_op == ZV_DEV_READ)
@@ -537,7 +635,7 @@ zv_dev_mirror_batch (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
       if (s == UINT_MAX)
         continue;
       tried[i] |= 1u << s;
-      mirror_sub_io (&sub[nretry], &ios[i], mm->dm_sides[s]);
+      mirror_sub_io (&sub[nretry], &ios[i], zv_dev_mirror_side (mm, s));
       map[nretry++] = (mirror_sub_t) { .ms_parent = i, .ms_side = s };
     }
     m = nretry;

@@ -484,6 +484,31 @@ typedef struct zv_uberblock_phys {
 static_assert (sizeof (zv_uberblock_phys_t) <= ZV_UB_SIZE, "uberblock fits");
 #define ZV_UB_F_EMPTY 0x1u
 
+/*
+ * Resilver record (ZV_FEAT_MIRROR), 4 KiB into both labels of a side of
+ * a mirror that is being resilvered (zvoladm replace: resilver.c): every
+ * allocated sector of the data area below rs_pos was copied onto the
+ * side and flushed.  Sealed like a configuration (offset-seeded).  The
+ * area is zero when no resilver is under way (it always was).  A side
+ * whose record verifies and names its pool, mirror and own guid is
+ * written but not read until a resilver from rs_pos has finished.
+ */
+#define ZV_RESILVER_MAGIC  0x5653524c4f565a00ull /* "\0ZVOLRSV" */
+#define ZV_RESILVER_OFFSET 4096u
+#define ZV_RESILVER_VERSION 1u
+typedef struct zv_resilver_phys {
+  uint64_t rs_magic;
+  uint32_t rs_version;
+  uint32_t rs_flags;             /* none defined: zero */
+  uint64_t rs_pool_guid;
+  uint64_t rs_dev_guid;          /* the mirror's (cf_dev_guid) */
+  uint64_t rs_side_guid;         /* this side's (cf_side_guids[i]) */
+  uint64_t rs_pos;               /* data-area byte offset done below */
+  uint64_t rs_reserved[10];
+  zv_cksum_t rs_cksum;           /* over the struct, this field zeroed */
+} zv_resilver_phys_t;
+static_assert (sizeof (zv_resilver_phys_t) == 144, "resilver record");
+
 /* Offset of label l (0 front, 1 back) on a device of 'size' bytes. */
 static inline uint64_t
 zv_label_offset (uint64_t size, unsigned l)

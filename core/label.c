@@ -525,6 +525,21 @@ label_read_mirror_config (zv_dev_t *dev, zv_config_phys_t *cf,
     }
     valid += nv;
   }
+  /* A side a resilver had not finished: written, not read, until the
+   * pool's resilver (resilver.c) resumes and ends it. */
+  for (unsigned i = 0; i < n && ref != UINT_MAX; i++) {
+    zv_resilver_phys_t rs;
+
+    if (sr[i] == 0 && zv_label_read_resilver (zv_dev_side (dev, i), size,
+                                              &scf[i], &rs)) {
+      zv_warn ("%s: side %u (%s) is being resilvered (%llu bytes of the "
+               "data area done); it is read once that ends",
+               zv_dev_path (dev), i, zv_dev_side_path (dev, i),
+               (unsigned long long) (rs.rs_pos - ZV_MIN (rs.rs_pos,
+                                                         zv_data_start ())));
+      zv_dev_side_set_resilvering (dev, i, true);
+    }
+  }
   if (ref == UINT_MAX) {
     /* No side holds the pool's labels: say what the first one holds. */
     for (unsigned i = 0; i < n; i++)
@@ -546,6 +561,104 @@ label_read_mirror_config (zv_dev_t *dev, zv_config_phys_t *cf,
   if (nvalid)
     *nvalid = valid;
   return 0;
+}
+
+/* ---- resilver records (see format.h) ---- */
+
+/* Write rs (sealed here; NULL: zeros, no resilver) into both labels of
+ * 'side', placed by 'size', and flush. */
+int
+zv_label_write_resilver (zv_dev_t *side, uint64_t size,
+                         const zv_resilver_phys_t *rs)
+{
+  zv_dev_io_t ios[ZV_NLABELS];
+  uint8_t *bufs[ZV_NLABELS];
+  int r;
+
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t off = zv_label_offset (size, l) + ZV_RESILVER_OFFSET;
+
+    bufs[l] = zv_buf_alloc (ZV_SECTOR);
+    memset (bufs[l], 0, ZV_SECTOR);
+    if (rs != NULL) {
+      zv_resilver_phys_t *c = (zv_resilver_phys_t *) bufs[l];
+      *c = *rs;
+      memset (&c->rs_cksum, 0, sizeof c->rs_cksum);
+      zv_cksum_compute (c, sizeof *c, label_seed (off), &c->rs_cksum);
+    }
+    ios[l] = (zv_dev_io_t) {
+      .di_dev = side, .di_op = ZV_DEV_WRITE, .di_buf = bufs[l],
+      .di_offset = off, .di_len = ZV_SECTOR,
+    };
+  }
+  r = zv_dev_io_batch (ios, ZV_NLABELS);
+  if (r == 0)
+    r = zv_dev_flush (side);
+  for (unsigned l = 0; l < ZV_NLABELS; l++)
+    zv_buf_free (bufs[l]);
+  return r;
+}
+
+/* The resilver record of 'side' (placed by 'size') that verifies and
+ * names the side of cf: true with it in *rs.  A record that verifies
+ * but names another side, or has flags, is no record (logged). */
+bool
+zv_label_read_resilver (zv_dev_t *side, uint64_t size,
+                        const zv_config_phys_t *cf, zv_resilver_phys_t *rs)
+{
+  uint8_t *buf = zv_buf_alloc (ZV_SECTOR);
+  bool found = false;
+
+  for (unsigned l = 0; l < ZV_NLABELS && !found; l++) {
+    uint64_t off = zv_label_offset (size, l) + ZV_RESILVER_OFFSET;
+    zv_resilver_phys_t c;
+    zv_cksum_t want;
+
+    if (zv_dev_read (side, buf, off, ZV_SECTOR) < 0)
+      continue;
+    memcpy (&c, buf, sizeof c);
+    if (c.rs_magic != ZV_RESILVER_MAGIC)
+      continue;
+    want = c.rs_cksum;
+    memset (&c.rs_cksum, 0, sizeof c.rs_cksum);
+    zv_cksum_compute (&c, sizeof c, label_seed (off), &c.rs_cksum);
+    if (!zv_cksum_equal (&c.rs_cksum, &want)
+        || c.rs_version != ZV_RESILVER_VERSION)
+      continue;
+    if (c.rs_flags != 0 || c.rs_pool_guid != cf->cf_pool_guid
+        || c.rs_dev_guid != cf->cf_dev_guid
+        || c.rs_side_guid != cf->cf_side_guids[cf->cf_mirror_side]
+        || c.rs_pos > size) {
+      zv_error ("%s: resilver record %u is not this side's; ignored",
+                zv_dev_path (side), l);
+      continue;
+    }
+    *rs = c;
+    found = true;
+  }
+  zv_buf_free (buf);
+  return found;
+}
+
+/* Label 'side', new, as side i of mirror dev: a configuration of a side
+ * in service with its side number, an empty ring. */
+int
+zv_label_init_side (zv_dev_t *dev, unsigned i, zv_dev_t *side,
+                    zv_config_phys_t *cfp)
+{
+  char err[512];
+  int r = -EIO;
+
+  for (unsigned j = 0; j < zv_dev_nsides (dev) && r < 0; j++) {
+    if (j == i || !zv_dev_side_ok (dev, j))
+      continue;
+    r = label_read_config_at (zv_dev_side (dev, j), zv_dev_size (dev), cfp,
+                              NULL, err, sizeof err);
+  }
+  if (r < 0)
+    return r;
+  cfp->cf_mirror_side = i;
+  return label_init_at (side, zv_dev_size (dev), cfp);
 }
 
 /* Read a device's configuration (see label.h). */

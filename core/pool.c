@@ -45,6 +45,7 @@
 #include "compress.h"
 #include "mem.h"
 #include "flat.h"
+#include "resilver.h"
 #include "tunable.h"
 
 /* zil_size: the log ring of a pool created without a log device (0: 64
@@ -80,6 +81,7 @@ pool_free (zv_pool_t *p)
 {
   if (p == NULL)
     return;
+  zv_resilver_stop (p);
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
   if (p->p_logdev && !p->p_view)
@@ -801,6 +803,10 @@ zv_pool_start (zv_pool_t *p)
    * for them even while nothing is written (freeq.c). */
   if (r == 0 && zv_freeq_pending (p))
     zv_txg_kick (p->p_txg, zv_txg_open_txg (p->p_txg));
+  /* A side a resilver had not finished: it goes on. */
+  if (r == 0 && zv_resilver_resume (p) < 0)
+    zv_error ("pool '%s': a side's resilver could not resume (the side "
+              "stays out of service; replace it again)", p->p_name);
   return r;
 }
 
@@ -821,6 +827,9 @@ zv_pool_close (zv_pool_t *p)
   /* A background free in progress stays queued for the next import:
    * the stop syncs what is dirty, not the whole queue. */
   atomic_store (&p->p_closing, true);
+  /* The resilver stops first, its position recorded: the next import
+   * resumes it. */
+  zv_resilver_stop (p);
   if (!p->p_readonly)
     r = zv_txg_stop (p->p_txg);
   if (r == 0 && !p->p_view)

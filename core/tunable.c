@@ -49,6 +49,7 @@ extern const zv_tunable_t zv_alloc_tunable_table[];
 extern const zv_tunable_t zv_dev_tunable_table[];
 extern const zv_tunable_t zv_dev_rados_tunable_table[];
 extern const zv_tunable_t zv_dev_mirror_tunable_table[];
+extern const zv_tunable_t zv_resilver_tunable_table[];
 extern const zv_tunable_t zv_util_tunable_table[];
 extern const zv_tunable_t zv_mem_tunable_table[];
 extern const zv_tunable_t zv_ctl_tunable_table[];
@@ -77,6 +78,8 @@ static const tunable_module_t tunable_modules[] = {
   { "dev", "Devices", zv_dev_tunable_table },
   { "dev_rados", "RADOS devices", zv_dev_rados_tunable_table },
   { "dev_mirror", "Mirrors", zv_dev_mirror_tunable_table },
+  { "resilver", "Resilvering a replaced side of a mirror",
+    zv_resilver_tunable_table },
   { "util", "Block buffers", zv_util_tunable_table },
   { "mem", "Memory", zv_mem_tunable_table },
   { "ctl", "The control socket", zv_ctl_tunable_table },

@@ -10,7 +10,10 @@
 #     after a stop the damaged places of a.img hold b.img's bytes again;
 #  3. side b missing: the pool is served degraded (status DEGRADED, side
 #     1 FAULTED), every block reads right, writes go on; with b back the
-#     stale side is healed as it is read and the new data reads right.
+#     stale side is healed as it is read and the new data reads right;
+#  4. zvoladm replace zvol b.img c.img while served: status shows side 1
+#     RESILVERING and the progress, reads stay right, the resilver ends
+#     (ONLINE), and c.img alone (a.img away) serves every block right.
 
 set -euo pipefail
 source "$(dirname "$0")/functions.sh"
@@ -169,5 +172,39 @@ check "status: pool ONLINE again" grep -q "^ state: ONLINE$" "$ZV_TMP/status3.ou
 check "status: stale blocks of side 1 counted as checksum errors" \
     awk '$4 == "side" && $5 == "1" && $3 > 0 { ok = 1 } END { exit !ok }' "$ZV_TMP/status3.out"
 check "clean stop" stop_zvol
+
+zv_log "replace side b by c.img online: resilvered, whole again"
+C=$ZV_TMP/c.img
+truncate -s "$(stat -c %s "$A")" "$C"
+start_zvol "$sock" device="mirror:$A,$B" control="$ZV_TMP/ctl" \
+    resilver_delay=50 || die "serve before the replace"
+"$ADM" -S "$ZV_TMP/ctl" replace zvol "$B" "$C" >"$ZV_TMP/replace.out" 2>&1 ||
+    zv_fail "zvoladm replace: $(cat "$ZV_TMP/replace.out")"
+check "replace says it is resilvering" grep -q "resilvering" "$ZV_TMP/replace.out"
+"$ADM" -S "$ZV_TMP/ctl" status >"$ZV_TMP/status4.out" 2>&1 || :
+cat "$ZV_TMP/status4.out"
+check "status: side 1 RESILVERING on c.img" \
+    awk -v p="$C" '$4 == "side" && $5 == "1" && $6 == "RESILVERING" && $7 == p { ok = 1 }
+        END { exit !ok }' "$ZV_TMP/status4.out"
+check "status: resilver progress shown" grep -q "^resilver: device 0 side 1, " "$ZV_TMP/status4.out"
+check "status: pool DEGRADED while resilvering" grep -q "^ state: DEGRADED$" "$ZV_TMP/status4.out"
+py_checks "every read right while resilvering" "$ZV_TMP/mirror.py" "$uri" checknew "$X" || :
+for _ in $(seq 600); do
+    grep -q "the mirror is whole" "$ZV_LOG" && break
+    sleep 0.1
+done
+check "the log says the mirror is whole" grep -q "the mirror is whole" "$ZV_LOG"
+"$ADM" -S "$ZV_TMP/ctl" status >"$ZV_TMP/status5.out" 2>&1 || :
+check "status: pool ONLINE after the resilver" grep -q "^ state: ONLINE$" "$ZV_TMP/status5.out"
+check "status: side 1 ONLINE on c.img" \
+    awk -v p="$C" '$4 == "side" && $5 == "1" && $6 == "ONLINE" && $7 == p { ok = 1 }
+        END { exit !ok }' "$ZV_TMP/status5.out"
+check "clean stop" stop_zvol
+zv_log "side a away: c.img alone holds the pool"
+mv "$A" "$A.away"
+start_zvol "$sock" device="mirror:$A,$C" || die "serve from the new side alone"
+py_checks "every read right from the resilvered side alone" "$ZV_TMP/mirror.py" "$uri" checknew "$X" || :
+check "clean stop" stop_zvol
+mv "$A.away" "$A"
 
 zv_summary

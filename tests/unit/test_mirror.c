@@ -96,6 +96,7 @@ typedef struct tm_places {
   uint32_t len[TM_MAX_PLACES];
   unsigned level[TM_MAX_PLACES];
   unsigned copy[TM_MAX_PLACES];         /* which copy of its block */
+  uint64_t blkid[TM_MAX_PLACES];
   size_t n;
 } tm_places_t;
 
@@ -105,9 +106,9 @@ tm_walk_cb (void *arg, const zv_blkptr_t *bp, unsigned level, uint64_t blkid,
 {
   tm_places_t *t = arg;
 
-  (void) blkid;
   (void) data;
   for (unsigned c = 0; c < bp->bp_ncopies && t->n < TM_MAX_PLACES; c++) {
+    t->blkid[t->n] = blkid;
     t->off[t->n] = ZV_DVA_OFFSET (bp->bp_dva[c]);
     t->len[t->n] = bp->bp_psize;
     t->level[t->n] = level;
@@ -504,6 +505,8 @@ test_mirror_stale_log (void **state)
   pid_t pid;
 
   (void) state;
+  if (TL_TSAN)
+    tl_skip ("TSan does not follow a child forked from a threaded parent");
   zv_tunable_reset_all ();
   tm_mirror_make (&m, "slog", 2);
   tm_pool_create (&m, 21);
@@ -552,6 +555,251 @@ test_mirror_stale_log (void **state)
   tl_vol_check (tl_vol (p), 256 * KiB, VOL_SIZE - 256 * KiB, 21);
   assert_int_equal (tl_pool_close (p), 0);
   zv_tunable_reset_all ();
+  tm_mirror_remove (&m);
+}
+
+/* ---- replace and resilver ---- */
+
+/* Wait (at most 60 s) for the pool's resilver to end. */
+static void
+tm_wait_resilver (zvol_pool_t *p)
+{
+  zvol_pool_stats_t ps;
+
+  for (int i = 0; i < 6000; i++) {
+    zvol_pool_get_stats (p, &ps);
+    if (!ps.ps_resilver_active)
+      return;
+    usleep (10000);
+  }
+  fail_msg ("the resilver did not end within 60 s");
+}
+
+/* Every read of the volume must come from side 'only' now: the other
+ * sides fail everything. */
+static void
+tm_check_from_side (zvol_pool_t *p, unsigned only, tm_fault_t *f,
+                    void (*check) (zvol_t *))
+{
+  zv_dev_t *mdev = zv_pool_spa (p)->spa_devs[0];
+
+  for (unsigned i = 0; i < zv_dev_nsides (mdev); i++)
+    if (i != only)
+      zv_dev_set_fault (zv_dev_side (mdev, i), tm_fail, f);
+  check (tl_vol (p));
+  for (unsigned i = 0; i < zv_dev_nsides (mdev); i++)
+    if (i != only)
+      zv_dev_set_fault (zv_dev_side (mdev, i), NULL, NULL);
+}
+
+static void
+tm_check_replaced (zvol_t *zv)
+{
+  tl_vol_check (zv, 0, MiB, 14);
+  tl_vol_check (zv, MiB, MiB, 13);
+  tl_vol_check (zv, 2 * MiB, MiB, 16);
+  tl_vol_check (zv, 3 * MiB, VOL_SIZE - 3 * MiB, 13);
+}
+
+/*
+ * A side fails; it is replaced online by a new file while the volume is
+ * written; the resilver ends, the new side is in service, and it alone
+ * holds the whole volume (the other side failing every request, every
+ * read is right), the writes made during the resilver included.
+ */
+static void
+test_mirror_replace (void **state)
+{
+  tm_mirror_t m;
+  char newside[512];
+  zvol_pool_t *p;
+  zvol_pool_stats_t ps;
+  zv_dev_t *mdev;
+  tm_fault_t f = { .tf_reads_only = false };
+  bool seen_active = false;
+
+  (void) state;
+  zv_tunable_reset_all ();
+  tm_mirror_make (&m, "repl", 2);
+  tl_path (newside, sizeof newside, "repl-new");
+  unlink (newside);
+  assert_int_equal (tl_sparse_file (newside, SIDE_SIZE), 0);
+  tm_pool_create (&m, 13);
+  p = tm_pool_import (&m);
+  mdev = zv_pool_spa (p)->spa_devs[0];
+  tl_log_reset (true);
+  zv_dev_set_fault (zv_dev_side (mdev, 1), tm_fail, &f);
+  tl_vol_write (tl_vol (p), NULL, 0, MiB, 14, 0);
+  assert_int_equal (zvol_flush (tl_vol (p)), 0);
+  assert_false (zv_dev_side_ok (mdev, 1));
+  zv_dev_set_fault (zv_dev_side (mdev, 1), NULL, NULL);
+
+  /* Refused: a side of no mirror, a relative path, a device with a
+   * pool's labels on it. */
+  assert_int_equal (zvol_pool_replace (p, "/nonexistent", newside), -ENOENT);
+  assert_int_equal (zvol_pool_replace (p, m.side[1], "relative"), -EINVAL);
+  assert_int_equal (zvol_pool_replace (p, m.side[1], m.side[0]), -EBUSY);
+
+  assert_int_equal (zv_tunable_set ("resilver_delay", "5", NULL, 0), 0);
+  assert_int_equal (zv_tunable_set ("resilver_chunk", "256K", NULL, 0), 0);
+  assert_int_equal (zvol_pool_replace (p, m.side[1], newside), 0);
+  zvol_pool_get_stats (p, &ps);
+  if (ps.ps_resilver_active) {
+    seen_active = true;
+    assert_true (ps.ps_dev_sides[0][1].ss_resilvering);
+    assert_false (ps.ps_dev_sides[0][1].ss_online);
+    assert_string_equal (ps.ps_dev_sides[0][1].ss_path, newside);
+    assert_true (ps.ps_degraded);
+  }
+  assert_true (seen_active);
+  /* Written meanwhile: reaches the new side through the mirror.  The
+   * resilver pauses (3 s after each run) so that it cannot be what
+   * copies these blocks: right after the flush, the new side already
+   * has every block of the range, as side 0 does. */
+  assert_int_equal (zv_tunable_set ("resilver_delay", "3000", NULL, 0), 0);
+  usleep (100000);
+  tl_vol_write (tl_vol (p), NULL, 2 * MiB, MiB, 16, 0);
+  assert_int_equal (zvol_flush (tl_vol (p)), 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  {
+    static tm_places_t t;
+    size_t nchecked = 0;
+
+    tm_tree_places (p, &t);
+    for (size_t k = 0; k < t.n; k++)
+      if (t.level[k] == 0 && t.blkid[k] * BS >= 2 * MiB
+          && t.blkid[k] * BS < 3 * MiB) {
+        if (!tm_same (m.side[0], newside, t.off[k], t.len[k]))
+          fail_msg ("block %" PRIu64 " written during the resilver is not "
+                    "on the new side", t.blkid[k]);
+        nchecked++;
+      }
+    assert_int_equal (nchecked, MiB / BS);
+  }
+  assert_int_equal (zvol_pool_replace (p, m.side[0], newside), -EBUSY);
+  assert_int_equal (zv_tunable_set ("resilver_delay", "0", NULL, 0), 0);
+  tm_wait_resilver (p);
+  assert_true (tl_log_has ("the mirror is whole"));
+  zvol_pool_get_stats (p, &ps);
+  assert_false (ps.ps_degraded);
+  assert_true (ps.ps_dev_sides[0][1].ss_online);
+  assert_false (ps.ps_dev_sides[0][1].ss_resilvering);
+  tm_check_from_side (p, 1, &f, tm_check_replaced);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_log_reset (false);
+
+  /* The pool imports on the new side, which holds it alone. */
+  {
+    tm_mirror_t m2 = m;
+    zv_dev_t *d;
+
+    snprintf (m2.side[1], sizeof m2.side[1], "%s", newside);
+    snprintf (m2.name, sizeof m2.name, "mirror:%s,%s", m.side[0], newside);
+    p = tm_pool_import (&m2);
+    d = zv_pool_spa (p)->spa_devs[0];
+    assert_true (zv_dev_side_ok (d, 0) && zv_dev_side_ok (d, 1));
+    tm_check_from_side (p, 1, &f, tm_check_replaced);
+    assert_int_equal (tl_pool_close (p), 0);
+
+    /* And with side 0 gone: its labels (ring included) are enough. */
+    char away[600];
+    snprintf (away, sizeof away, "%s.away", m.side[0]);
+    assert_int_equal (rename (m.side[0], away), 0);
+    tl_log_reset (true);
+    p = tm_pool_import (&m2);
+    tm_check_replaced (tl_vol (p));
+    assert_int_equal (tl_pool_close (p), 0);
+    tl_log_reset (false);
+    assert_int_equal (rename (away, m.side[0]), 0);
+  }
+  zv_tunable_reset_all ();
+  unlink (newside);
+  tm_mirror_remove (&m);
+}
+
+static void
+tm_check_resumed (zvol_t *zv)
+{
+  tl_vol_check (zv, 0, VOL_SIZE, 15);
+}
+
+/*
+ * A resilver stopped in the middle (the pool closed) resumes at the next
+ * import where its record says, not from the start, and ends with the
+ * new side whole.
+ */
+static void
+test_mirror_resilver_resume (void **state)
+{
+  tm_mirror_t m, m2;
+  char newside[512];
+  zvol_pool_t *p;
+  zvol_pool_stats_t ps;
+  tm_fault_t f = { .tf_reads_only = false };
+  const char *at;
+  unsigned long long pos = 0;
+
+  (void) state;
+  zv_tunable_reset_all ();
+  tm_mirror_make (&m, "resume", 2);
+  tl_path (newside, sizeof newside, "resume-new");
+  unlink (newside);
+  assert_int_equal (tl_sparse_file (newside, SIDE_SIZE), 0);
+  tm_pool_create (&m, 15);
+  m2 = m;
+  snprintf (m2.side[1], sizeof m2.side[1], "%s", newside);
+  snprintf (m2.name, sizeof m2.name, "mirror:%s,%s", m.side[0], newside);
+
+  p = tm_pool_import (&m);
+  tl_log_reset (true);
+  assert_int_equal (zv_tunable_set ("resilver_delay", "20", NULL, 0), 0);
+  assert_int_equal (zv_tunable_set ("resilver_chunk", "64K", NULL, 0), 0);
+  assert_int_equal (zv_tunable_set ("resilver_persist", "64K", NULL, 0), 0);
+  /* A side in service may be replaced too (the mirror is one short). */
+  assert_int_equal (zvol_pool_replace (p, m.side[1], newside), 0);
+  for (int i = 0; i < 3000; i++) {
+    zvol_pool_get_stats (p, &ps);
+    if (ps.ps_resilver_done >= 2 * MiB)
+      break;
+    usleep (10000);
+  }
+  assert_true (ps.ps_resilver_active);
+  assert_true (ps.ps_resilver_done >= 2 * MiB);
+  assert_true (ps.ps_resilver_done < ps.ps_resilver_total);
+  assert_int_equal (tl_pool_close (p), 0);      /* stops it */
+  assert_true (tl_log_has ("the next import resumes it"));
+
+  /* The new side's labels say a resilver is under way: it is not read. */
+  tl_log_reset (true);
+  p = tm_pool_import (&m2);
+  /* The engine's threads start after the server's fork: the resilver's
+   * too. */
+  assert_false (tl_log_has ("resuming its resilver"));
+  assert_int_equal (zvol_pool_start (p), 0);
+  at = strstr (tl_log_buf, "resuming its resilver at ");
+  assert_non_null (at);
+  pos = strtoull (at + strlen ("resuming its resilver at "), NULL, 10);
+  assert_true (pos >= ZV_LABEL_SIZE + 2 * MiB);
+  /* It goes on from there (still slow: it is seen under way). */
+  zvol_pool_get_stats (p, &ps);
+  assert_true (ps.ps_resilver_active);
+  assert_true (ps.ps_resilver_done >= 2 * MiB);
+  assert_int_equal (zv_tunable_set ("resilver_delay", "0", NULL, 0), 0);
+  tm_wait_resilver (p);
+  assert_true (tl_log_has ("the mirror is whole"));
+  zvol_pool_get_stats (p, &ps);
+  assert_true (ps.ps_dev_sides[0][1].ss_online);
+  tm_check_from_side (p, 1, &f, tm_check_resumed);
+  assert_int_equal (tl_pool_close (p), 0);
+  tl_log_reset (false);
+  /* Whole: nothing to resume any more. */
+  p = tm_pool_import (&m2);
+  assert_int_equal (zvol_pool_start (p), 0);
+  assert_false (tl_log_has ("resuming its resilver"));
+  tm_check_from_side (p, 1, &f, tm_check_resumed);
+  assert_int_equal (tl_pool_close (p), 0);
+  zv_tunable_reset_all ();
+  unlink (newside);
   tm_mirror_remove (&m);
 }
 
@@ -651,6 +899,8 @@ main (void)
     tl_test (test_mirror_readonly_no_repair),
     tl_test (test_mirror_fault_side),
     tl_test (test_mirror_stale_log),
+    tl_test (test_mirror_replace),
+    tl_test (test_mirror_resilver_resume),
     tl_test (test_mirror_missing_side),
     tl_test (test_mirror_foreign_side),
   };
