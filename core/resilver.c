@@ -302,6 +302,11 @@ zv_resilver_replace (zv_pool_t *p, const char *old, const char *new,
     snprintf (err, errlen, "a resilver is under way; wait for it to end");
     return -EBUSY;
   }
+  if (zv_dev_nsides_ok (dev) - (zv_dev_side_ok (dev, i) ? 1 : 0) == 0) {
+    snprintf (err, errlen, "%s is the mirror's last side in service: "
+              "replace a faulted side, or add none", old);
+    return -EINVAL;
+  }
   if (zv_dev_side_ok (dev, i)) {
     /* Replacing a healthy side: the mirror is one side short until the
      * resilver ends, as zpool replace of an online disk is not. */

@@ -639,6 +639,9 @@ test_mirror_replace (void **state)
   assert_int_equal (zvol_pool_replace (p, "/nonexistent", newside), -ENOENT);
   assert_int_equal (zvol_pool_replace (p, m.side[1], "relative"), -EINVAL);
   assert_int_equal (zvol_pool_replace (p, m.side[1], m.side[0]), -EBUSY);
+  /* Nor the last side in service (side 1 is faulted). */
+  assert_int_equal (zvol_pool_replace (p, m.side[0], newside), -EINVAL);
+  assert_true (tl_log_has ("last side in service"));
 
   assert_int_equal (zv_tunable_set ("resilver_delay", "5", NULL, 0), 0);
   assert_int_equal (zv_tunable_set ("resilver_chunk", "256K", NULL, 0), 0);
