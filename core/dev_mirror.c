@@ -569,7 +569,8 @@ zv_dev_mirror_batch (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
     active[i] = true;
     res[i] = -EIO;
     if (io->di_op == ZV_DEV_READ) {
-      unsigned pref = zv_mirror_read_side;     /* set before I/O starts */
+      unsigned pref = __atomic_load_n (&zv_mirror_read_side,
+                                       __ATOMIC_RELAXED);   /* live */
       unsigned s = mirror_pick (mm, pref != 0 ? pref - 1
                                 : atomic_fetch_add_explicit
                                 (&mm->dm_next, 1, memory_order_relaxed)

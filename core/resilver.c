@@ -181,16 +181,18 @@ resilver_thread (void *arg)
     pos = off + len;
     atomic_store (&rv->rv_pos, pos);
     atomic_fetch_add (&rv->rv_copied, len);
-    if (pos - recorded >= zv_resilver_persist) {
+    if (pos - recorded >= __atomic_load_n (&zv_resilver_persist,
+                                           __ATOMIC_RELAXED)) {
       r = resilver_record (rv, false, pos);
       if (r < 0)
         break;
       recorded = pos;
     }
-    if (zv_resilver_delay_ms > 0) {
-      struct timespec ts = { .tv_sec = zv_resilver_delay_ms / 1000,
-                             .tv_nsec = (long) (zv_resilver_delay_ms % 1000)
-                             * 1000000 };
+    unsigned delay = __atomic_load_n (&zv_resilver_delay_ms,
+                                      __ATOMIC_RELAXED);   /* live */
+    if (delay > 0) {
+      struct timespec ts = { .tv_sec = delay / 1000,
+                             .tv_nsec = (long) (delay % 1000) * 1000000 };
       nanosleep (&ts, NULL);
     }
   }

@@ -148,20 +148,23 @@ zv_tunable_get (const zv_tunable_t *tn)
   abort ();                     /* every type is handled above */
 }
 
-/* Store a value already checked against the range. */
+/* Store a value already checked against the range.  Relaxed atomic
+ * stores: a live tunable's reader on another thread may load it with
+ * __atomic_load_n meanwhile (the resilver's pause, the mirror's read
+ * side), and must see either value, whole. */
 static void
 tunable_store (const zv_tunable_t *tn, uint64_t v)
 {
   switch (tn->tn_type) {
   case ZV_TUNABLE_TYPE_U64:
-    *tn->tn_var.tn_u64 = v;
+    __atomic_store_n (tn->tn_var.tn_u64, v, __ATOMIC_RELAXED);
     return;
   case ZV_TUNABLE_TYPE_UINT:
   case ZV_TUNABLE_TYPE_ENUM:
-    *tn->tn_var.tn_uint = (unsigned) v;
+    __atomic_store_n (tn->tn_var.tn_uint, (unsigned) v, __ATOMIC_RELAXED);
     return;
   case ZV_TUNABLE_TYPE_BOOL:
-    *tn->tn_var.tn_bool = v != 0;
+    __atomic_store_n (tn->tn_var.tn_bool, v != 0, __ATOMIC_RELAXED);
     return;
   }
   abort ();                     /* every type is handled above */
