@@ -927,6 +927,31 @@ admin_scrub_print (FILE *o, const zvol_scrub_status_t *st)
 }
 
 
+/* replace POOL OLD NEW: a side of a mirror by another device, resilvered
+ * in the background (status shows how far). */
+static int
+admin_replace (admin_ctx_t *c)
+{
+  bool match;
+  int r;
+
+  if (c->c_argc != 3)
+    return admin_usage (c, "replace POOL OLD NEW");
+  r = admin_pool_operand (c, 0, &match);
+  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+    return r;
+  if (!match) {
+    admin_err (c, "not this pool (%s)", zvol_pool_name (c->c_pool));
+    return ZVOL_ADMIN_FAIL;
+  }
+  r = zvol_pool_replace (c->c_pool, c->c_argv[1], c->c_argv[2]);
+  if (r < 0)
+    return ZVOL_ADMIN_FAIL;
+  fprintf (c->c_out, "replaced %s by %s: resilvering (zvoladm status "
+           "shows how far)\n", c->c_argv[1], c->c_argv[2]);
+  return ZVOL_ADMIN_OK;
+}
+
 /* status [POOL]: the pool's state (healthy, read-only, or suspended by
  * a failed sync, with the error), its devices with their error counts
  * (as zpool status: failed reads and writes, copies that did not
@@ -962,8 +987,20 @@ admin_status (admin_ctx_t *c)
     fprintf (c->c_out, " state: SUSPENDED (a txg sync failed: %s; writes "
              "fail until the pool is imported again)\n", strerror (-err));
   else
-    fprintf (c->c_out, " state: %s\n", zvol_pool_is_readonly (c->c_pool)
-             ? "ONLINE (read-only)" : "ONLINE");
+    fprintf (c->c_out, " state: %s%s\n", ps.ps_degraded
+             || ps.ps_resilver_active ? "DEGRADED"
+             : "ONLINE", zvol_pool_is_readonly (c->c_pool)
+             ? " (read-only)" : "");
+  if (ps.ps_degraded)
+    fprintf (c->c_out, "status: a side of a mirror is out of service; the "
+             "pool goes on without it (the server's log says why)\n");
+  if (ps.ps_resilver_active)
+    fprintf (c->c_out, "resilver: device %u side %u, %" PRIu64 " of %"
+             PRIu64 " bytes of its data area done (%.1f%%)\n",
+             ps.ps_resilver_dev, ps.ps_resilver_side, ps.ps_resilver_done,
+             ps.ps_resilver_total, ps.ps_resilver_total
+             ? 100.0 * (double) ps.ps_resilver_done
+             / (double) ps.ps_resilver_total : 100.0);
   fprintf (c->c_out, "devices:\n  %4s %6s %6s %6s  %s\n", "DEV", "READ",
            "WRITE", "CKSUM", "PATH");
   for (unsigned i = 0; i < ps.ps_ndevs && i < ZVOL_MAX_DEVS; i++) {
@@ -974,6 +1011,25 @@ admin_status (admin_ctx_t *c)
              ps.ps_dev_direct[i] ? "" : "  (no direct I/O)");
     nerr += ps.ps_dev_read_errors[i] + ps.ps_dev_write_errors[i]
       + ps.ps_dev_cksum_errors[i];
+    /* A mirror: its state, then each side (as zpool status indents the
+     * leaves under their mirror), with its own counters. */
+    if (ps.ps_dev_nsides[i] > 0)
+      fprintf (c->c_out, "  %4s %6s %6s %6s    mirror %s\n", "", "", "", "",
+               ps.ps_dev_degraded[i] ? "DEGRADED" : "ONLINE");
+    for (unsigned s = 0; s < ps.ps_dev_nsides[i] && s < ZVOL_MAX_SIDES;
+         s++) {
+      const zvol_side_stats_t *ss = &ps.ps_dev_sides[i][s];
+
+      fprintf (c->c_out, "  %4s %6" PRIu64 " %6" PRIu64 " %6" PRIu64
+               "    side %u %-8s %s  (%" PRIu64 " reads, %" PRIu64
+               " writes)%s%s\n", "", ss->ss_read_errors,
+               ss->ss_write_errors, ss->ss_cksum_errors, s,
+               ss->ss_online ? "ONLINE" : ss->ss_resilvering
+               ? "RESILVERING" : "FAULTED",
+               ss->ss_path ? ss->ss_path : "?", ss->ss_reads, ss->ss_writes,
+               ss->ss_online || ss->ss_resilvering ? "" : ": ", ss->ss_why);
+      nerr += ss->ss_read_errors + ss->ss_write_errors + ss->ss_cksum_errors;
+    }
   }
   if (ps.ps_logdev_path != NULL) {
     fprintf (c->c_out, "  %4s %6" PRIu64 " %6" PRIu64 " %6" PRIu64 "  %s\n",
@@ -1409,6 +1465,8 @@ static const admin_cmd_t admin_cmds[] = {
     "[-o compression=VALUE] [-d DEV]... POOL/VOL", false, admin_create },
   { "destroy", "rRnv", "destroy [-rRnv] [-d DEV]... POOL/VOL[@SNAP]", false,
     admin_destroy },
+  { "replace", "", "replace [-d DEV]... POOL OLD NEW", false,
+    admin_replace },
   { "list", "Hpt:o:", "list [-H] [-p] [-t volume|snapshot|all] [-o COLS] "
     "[-d DEV]... [POOL]...", true, admin_list },
   { "snapshot", "", "snapshot [-d DEV]... POOL/VOL@SNAP...", false,

@@ -1135,6 +1135,35 @@ zv_alloc_is_allocated (zv_alloc_t *a, uint64_t dva, uint32_t size)
   return r;
 }
 
+/* The first run of allocated space on device vdev at or after byte
+ * offset 'from', cut at maxlen bytes (a resilver's iteration; see
+ * alloc.h). */
+bool
+zv_alloc_next_allocated (zv_alloc_t *a, unsigned vdev, uint64_t from,
+                         uint64_t maxlen, uint64_t *offp, uint64_t *lenp)
+{
+  zv_alloc_dev_t *d;
+  uint64_t b, e, lim;
+
+  if (vdev >= a->a_ndevs || maxlen < ZV_SECTOR)
+    return false;
+  d = &a->a_devs[vdev];
+  from = ZV_MAX (from, d->ad_start);
+  if (from >= d->ad_end)
+    return false;
+  b = (from - d->ad_start) / ZV_SECTOR;
+  alloc_lock (a);
+  b = alloc_next_set (d->ad_map, b, d->ad_nbits);
+  lim = ZV_MIN (d->ad_nbits, b + maxlen / ZV_SECTOR);
+  e = alloc_next_clear (d->ad_map, b, lim);
+  alloc_unlock (a);
+  if (b >= d->ad_nbits)
+    return false;
+  *offp = d->ad_start + b * ZV_SECTOR;
+  *lenp = (e - b) * ZV_SECTOR;
+  return true;
+}
+
 /* Space accounting snapshot. */
 void
 zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)

@@ -182,6 +182,18 @@ typedef void (*zv_alloc_run_fn) (void *arg, unsigned vdev, uint64_t off,
 void zv_alloc_own_foreach_unowned (zv_alloc_t *a, zv_alloc_run_fn fn,
                                    void *arg);
 
+/*
+ * Iteration over allocated space (a mirror's resilver copies only it):
+ * the first run of allocated sectors of device vdev that starts at or
+ * after byte offset 'from', at most maxlen bytes of it, into *offp and
+ * *lenp.  False when there is none.  A snapshot under the lock: space
+ * allocated behind 'from' afterwards is not seen (the resilver's writes
+ * reach the new side through the mirror anyway).
+ */
+bool zv_alloc_next_allocated (zv_alloc_t *a, unsigned vdev, uint64_t from,
+                              uint64_t maxlen, uint64_t *offp,
+                              uint64_t *lenp);
+
 /* Space, in bytes. */
 typedef struct zv_alloc_space {
   uint64_t as_total;      /* all data areas */

@@ -4,10 +4,13 @@
  *
  * Theory
  * ------
- * Two kinds of device share this structure and its request steps
+ * Three kinds of device share this structure and its request steps
  * (zv_dev_io_start: checks, fault hook, observer; zv_dev_io_progress:
- * counters, messages): local ones, below, and RADOS ones, whose open,
- * lock and batches dev_rados.c does (dev_rados set, dev_fd -1).  A batch
+ * counters, messages): local ones, below, RADOS ones, whose open, lock
+ * and batches dev_rados.c does (dev_rados set, dev_fd -1), and mirrors
+ * (dev_mirror set, dev_fd -1), whose sides are local devices: a batch
+ * that names a mirror goes to dev_mirror.c, which turns it into a batch
+ * of its sides' requests and comes back here with it.  Any other batch
  * goes to the driver of its devices' kind; a pool mixes no kinds (pool.c
  * refuses it), so neither does a batch.
  *
@@ -168,6 +171,7 @@ struct zv_dev {
   bool dev_blockdev;
   int dev_backing_fd;                 /* a loop device's locked file, or -1 */
   zv_dev_rados_t *dev_rados;          /* a RADOS device (dev_fd is -1) */
+  zv_dev_mirror_t *dev_mirror;        /* a mirror (dev_fd is -1) */
 
   _Atomic uint64_t dev_reads, dev_writes, dev_flushes;
   _Atomic uint64_t dev_nread, dev_nwritten;
@@ -787,6 +791,20 @@ zv_dev_open_opts (const char *path, const zv_dev_opts_t *opts,
   if (err != NULL && errlen > 0)
     err[0] = '\0';
 
+  if (zv_dev_path_is_mirror (path)) {
+    zv_dev_mirror_t *mm;
+
+    r = zv_dev_mirror_open (path, opts, &mm, &size, &direct, err, errlen);
+    if (r < 0)
+      return r;
+    dev = dev_new (path, -1, size);
+    dev->dev_mirror = mm;
+    dev->dev_direct = direct;
+    zv_dev_mirror_set_name (mm, dev->dev_path);
+    *devp = dev;
+    return 0;
+  }
+
   if (zv_dev_path_is_rados (path)) {
     zv_dev_rados_t *rd;
 
@@ -882,6 +900,8 @@ zv_dev_close (zv_dev_t *dev)
     return;
   if (dev->dev_rados != NULL)
     zv_dev_rados_close (dev->dev_rados);
+  else if (dev->dev_mirror != NULL)
+    zv_dev_mirror_close (dev->dev_mirror);
   else if (close (dev->dev_fd) == -1)
     zv_error ("%s: close: %s", dev->dev_path, strerror (errno));
   if (dev->dev_backing_fd >= 0)
@@ -921,16 +941,24 @@ zv_dev_is_rados (const zv_dev_t *dev)
   return dev->dev_rados != NULL;
 }
 
+bool
+zv_dev_is_mirror (const zv_dev_t *dev)
+{
+  return dev->dev_mirror != NULL;
+}
+
+/* A mirror's sides are dev_mirror.c's; any other device is its own. */
 unsigned
 zv_dev_nsides (const zv_dev_t *dev)
 {
-  (void) dev;
-  return 1;
+  return dev->dev_mirror ? zv_dev_mirror_nsides (dev->dev_mirror) : 1;
 }
 
 zv_dev_t *
 zv_dev_side (zv_dev_t *dev, unsigned i)
 {
+  if (dev->dev_mirror)
+    return zv_dev_mirror_side (dev->dev_mirror, i);
   ZV_VERIFY (i == 0);
   return dev;
 }
@@ -938,9 +966,84 @@ zv_dev_side (zv_dev_t *dev, unsigned i)
 bool
 zv_dev_side_ok (const zv_dev_t *dev, unsigned i)
 {
-  (void) dev;
+  if (dev->dev_mirror)
+    return zv_dev_mirror_side_ok (dev->dev_mirror, i);
   ZV_VERIFY (i == 0);
   return true;
+}
+
+int
+zv_dev_side_attach (zv_dev_t *dev, unsigned i, zv_dev_t *side, char *err,
+                    size_t errlen)
+{
+  int r;
+
+  ZV_VERIFY (dev->dev_mirror != NULL && side != NULL);
+  r = zv_dev_mirror_attach (dev->dev_mirror, i, side, side->dev_path, err,
+                            errlen);
+  if (r < 0)
+    zv_dev_close (side);
+  return r;
+}
+
+void
+zv_dev_side_set_resilvering (zv_dev_t *dev, unsigned i, bool on)
+{
+  ZV_VERIFY (dev->dev_mirror != NULL);
+  zv_dev_mirror_set_resilvering (dev->dev_mirror, i, on);
+}
+
+bool
+zv_dev_side_resilvering (const zv_dev_t *dev, unsigned i)
+{
+  return dev->dev_mirror != NULL
+    && zv_dev_mirror_side_resilvering (dev->dev_mirror, i);
+}
+
+bool
+zv_dev_may_repair (const zv_dev_t *dev)
+{
+  return dev->dev_mirror ? zv_dev_mirror_may_repair (dev->dev_mirror) : true;
+}
+
+unsigned
+zv_dev_nsides_ok (const zv_dev_t *dev)
+{
+  return dev->dev_mirror ? zv_dev_mirror_nok (dev->dev_mirror) : 1;
+}
+
+void
+zv_dev_side_fault (zv_dev_t *dev, unsigned i, const char *why)
+{
+  /* A device that is not a mirror has no other side to go on with. */
+  ZV_VERIFY (dev->dev_mirror != NULL);
+  zv_dev_mirror_fault_side (dev->dev_mirror, i, why);
+}
+
+const char *
+zv_dev_side_path (const zv_dev_t *dev, unsigned i)
+{
+  if (dev->dev_mirror)
+    return zv_dev_mirror_side_path (dev->dev_mirror, i);
+  ZV_VERIFY (i == 0);
+  return dev->dev_path;
+}
+
+void
+zv_dev_side_why (const zv_dev_t *dev, unsigned i, char *buf, size_t len)
+{
+  if (dev->dev_mirror) {
+    zv_dev_mirror_side_why (dev->dev_mirror, i, buf, len);
+    return;
+  }
+  ZV_VERIFY (i == 0);
+  snprintf (buf, len, "%s", "");
+}
+
+zv_dev_mirror_t *
+zv_dev_mirror_of (const zv_dev_t *dev)
+{
+  return dev->dev_mirror;
 }
 
 static void dev_observe (zv_dev_io_t *io, int done);
@@ -1605,6 +1708,13 @@ zv_dev_io_batch_queue (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
   if (n == 0)
     return 0;
   ZV_VERIFY (ios != NULL);
+  /* A batch naming a mirror is rewritten into one of its sides' (and
+   * the other devices') requests, which comes back here. */
+  for (size_t i = 0; i < n; i++)
+    if (ios[i].di_dev->dev_mirror != NULL) {
+      zv_dev_mirror_batch (ios, n, q);
+      goto out;
+    }
   /* A pool mixes no kinds of devices (pool.c refuses it), so neither
    * does a batch. */
   for (size_t i = 1; i < n; i++)
@@ -1617,6 +1727,7 @@ zv_dev_io_batch_queue (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
   else
     dev_batch_sync (ios, n);
 
+ out:
   for (size_t i = 0; i < n; i++)
     if (ios[i].di_result < 0)
       return ios[i].di_result;

@@ -1,7 +1,8 @@
 /*
- * dev.h: attached devices (regular files, block devices, or RADOS
- * devices: "rados:CEPHPOOL/NAME", striped over objects of a Ceph cluster;
- * see dev_rados.c).
+ * dev.h: attached devices (regular files, block devices, RADOS
+ * devices: "rados:CEPHPOOL/NAME", striped over objects of a Ceph cluster,
+ * see dev_rados.c; or mirrors of files and block devices,
+ * "mirror:A,B[,C]", see dev_mirror.c).
  *
  * A device is opened read-write with O_DIRECT where the file system takes
  * it (tmpfs does not: we fall back to buffered I/O), and locked
@@ -65,6 +66,9 @@ typedef struct zv_dev_opts {
   /* A RADOS device locked by another client: fence that client
    * (blocklist it), break its lock and take the device. */
   bool do_takeover;
+  /* A mirror rewrites no side (a read-only import): a block read from
+   * another side after a failure is used, never written back. */
+  bool do_no_repair;
 } zv_dev_opts_t;
 
 /* zv_dev_open with options (opts may be NULL). */
@@ -73,6 +77,22 @@ int zv_dev_open_opts (const char *path, const zv_dev_opts_t *opts,
 
 /* The path names a RADOS device ("rados:" prefix). */
 bool zv_dev_path_is_rados (const char *path);
+
+/*
+ * Mirrors (dev_mirror.c): "mirror:A,B[,C]" opens one device whose two or
+ * three sides, files or block devices, hold the same bytes.  A side that
+ * cannot be opened is faulted and the mirror opens degraded (the open
+ * fails only when no side opens, or when a side is locked by another
+ * process).  zv_dev_mirror_parse splits the name into its side paths
+ * (each allocated; the caller frees them); -EINVAL with a message for a
+ * name that is not a mirror of two or three distinct sides.
+ */
+#define ZV_MIRROR_PREFIX "mirror:"
+#define ZV_MIRROR_MAX_SIDES 3u
+bool zv_dev_path_is_mirror (const char *path);
+int zv_dev_mirror_parse (const char *path, char **sides, unsigned *nsidesp,
+                         char *err, size_t errlen);
+bool zv_dev_is_mirror (const zv_dev_t *dev);
 void zv_dev_close (zv_dev_t *dev);
 
 const char *zv_dev_path (const zv_dev_t *dev);
@@ -86,12 +106,44 @@ void zv_dev_get_stats (const zv_dev_t *dev, zv_dev_stats_t *out);
  * The sides of a device.  A mirror (several devices holding the same
  * bytes) has two or three; every other device is its own single side.
  * zv_dev_side(dev, i) is a device that reads and writes side i alone (a
- * scrub verifies and repairs each copy through it); zv_dev_side_ok tells
- * whether side i is in service (not faulted).  i < zv_dev_nsides(dev).
+ * scrub verifies and repairs each copy through it; NULL for a side that
+ * could not be opened); zv_dev_side_ok tells whether side i is in
+ * service (opened and not faulted).  i < zv_dev_nsides(dev).
+ * zv_dev_side_fault takes side i of a mirror out of service (a write to
+ * it failed, its labels are not the pool's), logged once with 'why';
+ * the mirror is degraded from then on.  zv_dev_side_path names side i
+ * (a faulted one too); zv_dev_side_why says why it is faulted ("" when
+ * it is not).  A side never comes back into service while the mirror is
+ * open.
  */
 unsigned zv_dev_nsides (const zv_dev_t *dev);
 zv_dev_t *zv_dev_side (zv_dev_t *dev, unsigned i);
 bool zv_dev_side_ok (const zv_dev_t *dev, unsigned i);
+void zv_dev_side_fault (zv_dev_t *dev, unsigned i, const char *why);
+const char *zv_dev_side_path (const zv_dev_t *dev, unsigned i);
+void zv_dev_side_why (const zv_dev_t *dev, unsigned i, char *buf,
+                      size_t len);
+/* Sides in service (1 for a device that is not a mirror). */
+unsigned zv_dev_nsides_ok (const zv_dev_t *dev);
+/*
+ * Replacing a side (resilver.c).  zv_dev_side_attach puts 'side' (open,
+ * its labels written) in slot i of mirror dev, being resilvered: it takes
+ * every write from then on and no read, and zv_dev_side_ok is false for
+ * it until zv_dev_side_set_resilvering (dev, i, false) puts it in
+ * service.  The device it replaces stays open until the mirror closes (a
+ * batch may still hold it); 'side' is the mirror's from then on, also on
+ * failure (closed).  zv_dev_side_set_resilvering (dev, i, true) marks a
+ * side present at import as one a resilver is to finish.
+ * zv_dev_side_resilvering: it is being resilvered (and not faulted).
+ */
+int zv_dev_side_attach (zv_dev_t *dev, unsigned i, zv_dev_t *side,
+                        char *err, size_t errlen);
+void zv_dev_side_set_resilvering (zv_dev_t *dev, unsigned i, bool on);
+bool zv_dev_side_resilvering (const zv_dev_t *dev, unsigned i);
+
+/* May a bad side be rewritten from a good one (false: opened with
+ * do_no_repair)?  Always true for a device that is not a mirror. */
+bool zv_dev_may_repair (const zv_dev_t *dev);
 
 enum zv_dev_op { ZV_DEV_READ = 1, ZV_DEV_WRITE = 2, ZV_DEV_FLUSH = 3 };
 

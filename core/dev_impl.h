@@ -1,6 +1,6 @@
 /*
- * dev_impl.h: private to the device layer (dev.c and its RADOS driver,
- * dev_rados.c).  The rest of the engine includes dev.h only.
+ * dev_impl.h: private to the device layer (dev.c, its RADOS driver,
+ * dev_rados.c, and its mirrors, dev_mirror.c).  The rest of the engine includes dev.h only.
  */
 #ifndef ZV_DEV_IMPL_H
 #define ZV_DEV_IMPL_H
@@ -8,6 +8,7 @@
 #include "dev.h"
 
 typedef struct zv_dev_rados zv_dev_rados_t;
+typedef struct zv_dev_mirror zv_dev_mirror_t;
 
 /* dev.c's request steps, which the RADOS driver runs too, so the bounds
  * checks, the fault hook, the observer, the counters and the messages are
@@ -16,6 +17,7 @@ bool zv_dev_io_start (zv_dev_io_t *io);
 bool zv_dev_io_progress (zv_dev_io_t *io, uint32_t *donep, int res);
 void zv_dev_io_observe_done (zv_dev_io_t *io);
 zv_dev_rados_t *zv_dev_rados_of (const zv_dev_t *dev);
+zv_dev_mirror_t *zv_dev_mirror_of (const zv_dev_t *dev);
 
 /* dev_rados.c (see its theory comment). */
 int zv_dev_rados_open (const char *path, const zv_dev_opts_t *opts,
@@ -23,5 +25,28 @@ int zv_dev_rados_open (const char *path, const zv_dev_opts_t *opts,
                        char *err, size_t errlen);
 void zv_dev_rados_close (zv_dev_rados_t *r);
 void zv_dev_rados_batch (zv_dev_io_t *ios, size_t n, unsigned cap);
+
+/* dev_mirror.c (see its theory comment). */
+int zv_dev_mirror_open (const char *path, const zv_dev_opts_t *opts,
+                        zv_dev_mirror_t **mp, uint64_t *sizep,
+                        bool *directp, char *err, size_t errlen);
+void zv_dev_mirror_set_name (zv_dev_mirror_t *m, const char *name);
+void zv_dev_mirror_close (zv_dev_mirror_t *m);
+unsigned zv_dev_mirror_nsides (const zv_dev_mirror_t *m);
+zv_dev_t *zv_dev_mirror_side (const zv_dev_mirror_t *m, unsigned i);
+const char *zv_dev_mirror_side_path (const zv_dev_mirror_t *m, unsigned i);
+bool zv_dev_mirror_side_ok (const zv_dev_mirror_t *m, unsigned i);
+void zv_dev_mirror_fault_side (zv_dev_mirror_t *m, unsigned i,
+                               const char *why);
+void zv_dev_mirror_side_why (zv_dev_mirror_t *m, unsigned i, char *buf,
+                             size_t len);
+unsigned zv_dev_mirror_nok (const zv_dev_mirror_t *m);
+bool zv_dev_mirror_may_repair (const zv_dev_mirror_t *m);
+bool zv_dev_mirror_side_resilvering (const zv_dev_mirror_t *m, unsigned i);
+int zv_dev_mirror_attach (zv_dev_mirror_t *m, unsigned i, zv_dev_t *side,
+                          const char *path, char *err, size_t errlen);
+void zv_dev_mirror_set_resilvering (zv_dev_mirror_t *m, unsigned i, bool on);
+void zv_dev_mirror_batch (zv_dev_io_t *ios, size_t n,
+                          const zv_dev_queue_t *q);
 
 #endif /* ZV_DEV_IMPL_H */

@@ -77,9 +77,16 @@
  * reader refuses a pool with a bit it does not know.
  * ZV_FEAT_COMPRESS: volume data blocks may be stored compressed
  * (bp_comp != 0, bp_psize < bp_lsize; compress.h); set at create.
+ * ZV_FEAT_MIRROR: a device of the pool is a mirror of two or three sides
+ * (dev_mirror.c), each with labels of its own that name the mirror and
+ * which side they are (cf_mirror_nsides, cf_mirror_side,
+ * cf_side_guids); set at create when a device is a mirror.  A reader
+ * without it would take one side for the whole device and let the others
+ * go stale.
  */
 #define ZV_FEAT_COMPRESS 0x1ull
-#define ZV_FEAT_KNOWN    ZV_FEAT_COMPRESS
+#define ZV_FEAT_MIRROR   0x2ull
+#define ZV_FEAT_KNOWN    (ZV_FEAT_COMPRESS | ZV_FEAT_MIRROR)
 
 /* Label geometry. */
 #define ZV_LABEL_SIZE     (256u * 1024)
@@ -456,10 +463,22 @@ typedef struct zv_config_phys {
   uint64_t cf_log_guid;          /* the log device, 0 when none */
   uint64_t cf_log_size;
   uint64_t cf_features;          /* ZV_FEAT_* (with ZV_CF_F_FEATURES) */
-  uint64_t cf_reserved[4];
+  /* A side of a mirror (ZV_FEAT_MIRROR): the mirror's side count (2 or
+   * 3; 0: this device is no mirror's), which side this label's device
+   * is, and every side's guid.  The rest of the configuration (cf_dev_guid,
+   * cf_dev_index, cf_dev_size) is the mirror's, the same on every side.
+   * These were cf_reserved[4], written as zero. */
+  uint32_t cf_mirror_nsides;
+  uint32_t cf_mirror_side;
+  uint64_t cf_side_guids[3];
   zv_cksum_t cf_cksum;           /* over the struct, this field zeroed */
 } zv_config_phys_t;
 static_assert (sizeof (zv_config_phys_t) <= ZV_CONFIG_SIZE, "config fits");
+static_assert (offsetof (zv_config_phys_t, cf_mirror_nsides) + 32
+               == offsetof (zv_config_phys_t, cf_cksum)
+               && offsetof (zv_config_phys_t, cf_features) == 416
+               && offsetof (zv_config_phys_t, cf_mirror_nsides) == 424,
+               "the mirror fields are where cf_reserved was (format.md)");
 
 #define ZV_ROLE_DATA 0u
 #define ZV_ROLE_LOG  1u
@@ -498,6 +517,31 @@ typedef struct zv_uberblock_phys {
 } zv_uberblock_phys_t;
 static_assert (sizeof (zv_uberblock_phys_t) <= ZV_UB_SIZE, "uberblock fits");
 #define ZV_UB_F_EMPTY 0x1u
+
+/*
+ * Resilver record (ZV_FEAT_MIRROR), 4 KiB into both labels of a side of
+ * a mirror that is being resilvered (zvoladm replace: resilver.c): every
+ * allocated sector of the data area below rs_pos was copied onto the
+ * side and flushed.  Sealed like a configuration (offset-seeded).  The
+ * area is zero when no resilver is under way (it always was).  A side
+ * whose record verifies and names its pool, mirror and own guid is
+ * written but not read until a resilver from rs_pos has finished.
+ */
+#define ZV_RESILVER_MAGIC  0x5653524c4f565a00ull /* "\0ZVOLRSV" */
+#define ZV_RESILVER_OFFSET 4096u
+#define ZV_RESILVER_VERSION 1u
+typedef struct zv_resilver_phys {
+  uint64_t rs_magic;
+  uint32_t rs_version;
+  uint32_t rs_flags;             /* none defined: zero */
+  uint64_t rs_pool_guid;
+  uint64_t rs_dev_guid;          /* the mirror's (cf_dev_guid) */
+  uint64_t rs_side_guid;         /* this side's (cf_side_guids[i]) */
+  uint64_t rs_pos;               /* data-area byte offset done below */
+  uint64_t rs_reserved[10];
+  zv_cksum_t rs_cksum;           /* over the struct, this field zeroed */
+} zv_resilver_phys_t;
+static_assert (sizeof (zv_resilver_phys_t) == 144, "resilver record");
 
 /* Offset of label l (0 front, 1 back) on a device of 'size' bytes. */
 static inline uint64_t

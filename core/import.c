@@ -128,6 +128,8 @@ zv_import_dev_opts (const zv_pool_config_t *pc, bool log, zv_dev_opts_t *o)
   o->do_ceph_user = pc->pc_ceph_user;
   o->do_ceph_keyring = pc->pc_ceph_keyring;
   o->do_takeover = pc->pc_rados_takeover && !pc->pc_create;
+  /* A read-only import writes nothing, a mirror's repairs included. */
+  o->do_no_repair = pc->pc_readonly;
   if (pc->pc_create)
     o->do_create_size = ZV_P2ALIGN (log ? pc->pc_rados_log_size
                                     : pc->pc_rados_size, ZV_SECTOR);

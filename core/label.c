@@ -41,11 +41,24 @@
  * acceptance is durable: the next import neither refuses again nor
  * finds a stale txg newer than the pool's own.
  *
+ * Mirrors.  Each side of a mirror has labels of its own, placed by the
+ * mirror's size: the configuration is the mirror's plus the side count,
+ * the side's own number and every side's guid (zv_label_init writes each
+ * side with its number).  Reading a mirror's configuration reads every
+ * side in service on its own and checks they agree (a side of another
+ * pool or mirror refuses the import; one with no label or damaged ones,
+ * beside one with the pool's, is faulted).  The rings are walked side by
+ * side (label_leaves): a side that was out of service holds older
+ * uberblocks, and the newest of any side must be seen.  Uberblock writes
+ * go through the mirror (every side in service; dev_mirror.c), a
+ * discard side by side, as it must look at what each holds.
+ *
  * No locking: called from import, create and the sync thread only.
  */
 #include <config.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <stdlib.h>
 
@@ -129,12 +142,13 @@ label_fill_empty (uint8_t *label, uint64_t base, uint64_t guid)
   }
 }
 
-/* Write a sealed configuration and an empty ring into both labels. */
-int
-zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf)
+/* Write a sealed configuration and an empty ring into both labels of
+ * 'dev', placed as on a device of 'size' bytes (a mirror's side: the
+ * mirror's size). */
+static int
+label_init_at (zv_dev_t *dev, uint64_t size, const zv_config_phys_t *cf)
 {
   uint8_t *buf = zv_buf_alloc (ZV_LABEL_SIZE);
-  uint64_t size = zv_dev_size (dev);
   zv_dev_io_t ios[ZV_NLABELS];
   int r;
 
@@ -162,6 +176,30 @@ zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf)
   zv_buf_free (buf);
   zv_buf_free (buf2);
   return r;
+}
+
+/* Label a device; a mirror's sides each get their own side number (the
+ * rest of the configuration, cf_side_guids included, is the caller's). */
+int
+zv_label_init (zv_dev_t *dev, const zv_config_phys_t *cf)
+{
+  uint64_t size = zv_dev_size (dev);
+
+  if (!zv_dev_is_mirror (dev))
+    return label_init_at (dev, size, cf);
+  ZV_VERIFY3U (cf->cf_mirror_nsides, ==, zv_dev_nsides (dev));
+  for (unsigned i = 0; i < zv_dev_nsides (dev); i++) {
+    zv_config_phys_t scf = *cf;
+    int r;
+
+    if (!zv_dev_side_ok (dev, i))
+      return -EIO;
+    scf.cf_mirror_side = i;
+    r = label_init_at (zv_dev_side (dev, i), size, &scf);
+    if (r < 0)
+      return r;
+  }
+  return 0;
 }
 
 /*
@@ -274,6 +312,28 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
               "is not printable ASCII");
     return -EINVAL;
   }
+  if (cf->cf_mirror_nsides != 0) {
+    if (!(cf->cf_features & ZV_FEAT_MIRROR) || cf->cf_role != ZV_ROLE_DATA
+        || cf->cf_mirror_nsides < 2
+        || cf->cf_mirror_nsides > ZV_MIRROR_MAX_SIDES
+        || cf->cf_mirror_side >= cf->cf_mirror_nsides) {
+      snprintf (err, errlen, "label names side %u of a mirror of %u (a "
+                "mirror has 2 or 3 sides, of a data device, in a pool with "
+                "the mirror feature)", cf->cf_mirror_side,
+                cf->cf_mirror_nsides);
+      return -EINVAL;
+    }
+    for (unsigned i = 0; i < ZV_MIRROR_MAX_SIDES; i++)
+      if ((cf->cf_side_guids[i] == 0) != (i >= cf->cf_mirror_nsides)) {
+        snprintf (err, errlen, "label's mirror side table is invalid");
+        return -EINVAL;
+      }
+  }
+  else if (cf->cf_mirror_side != 0 || cf->cf_side_guids[0] != 0
+           || cf->cf_side_guids[1] != 0 || cf->cf_side_guids[2] != 0) {
+    snprintf (err, errlen, "label has mirror fields but names no mirror");
+    return -EINVAL;
+  }
   if (cf->cf_version == ZV_POOL_VERSION_1) {
     snprintf (err, errlen, "pool '%s' is of format version 1 (one volume "
               "per pool), which this version does not read: serve it with "
@@ -291,7 +351,7 @@ zv_label_config_check (const zv_config_phys_t *cf, char *err, size_t errlen)
  * asked when no configuration verifies: a hint, not a trust decision.
  */
 static bool
-label_ring_has_ub (zv_dev_t *dev, uint64_t *guid)
+label_ring_has_ub (zv_dev_t *dev, uint64_t size, uint64_t *guid)
 {
   const uint32_t ringlen = ZV_LABEL_SIZE - ZV_UB_RING_OFFSET;
   uint8_t *ring = zv_buf_alloc (ringlen);
@@ -299,8 +359,7 @@ label_ring_has_ub (zv_dev_t *dev, uint64_t *guid)
   bool found = false;
 
   for (unsigned l = 0; l < ZV_NLABELS; l++) {
-    uint64_t base = zv_label_offset (zv_dev_size (dev), l)
-      + ZV_UB_RING_OFFSET;
+    uint64_t base = zv_label_offset (size, l) + ZV_UB_RING_OFFSET;
 
     if (zv_dev_read (dev, ring, base, ringlen) < 0)
       continue;
@@ -321,12 +380,12 @@ label_ring_has_ub (zv_dev_t *dev, uint64_t *guid)
   return found;
 }
 
-/* Read both configuration copies; return the first that verifies. */
-int
-zv_label_read_config (zv_dev_t *dev, zv_config_phys_t *cf, unsigned *nvalid,
-                      char *err, size_t errlen)
+/* Read both configuration copies of 'dev', placed as on a device of
+ * 'size' bytes; return the first that verifies. */
+static int
+label_read_config_at (zv_dev_t *dev, uint64_t size, zv_config_phys_t *cf,
+                      unsigned *nvalid, char *err, size_t errlen)
 {
-  uint64_t size = zv_dev_size (dev);
   bool magic_seen = false;
   unsigned valid = 0;
   int ioerr = 0;
@@ -379,7 +438,7 @@ zv_label_read_config (zv_dev_t *dev, zv_config_phys_t *cf, unsigned *nvalid,
    * holds a pool (its tree and data may be intact): it must never be
    * called empty, or the hint to create over it destroys the pool. */
   uint64_t guid = 0;
-  bool ring = label_ring_has_ub (dev, &guid);
+  bool ring = label_ring_has_ub (dev, size, &guid);
   if (magic_seen || ioerr || ring) {
     char g[48] = "";
     if (ring)
@@ -394,6 +453,233 @@ zv_label_read_config (zv_dev_t *dev, zv_config_phys_t *cf, unsigned *nvalid,
   snprintf (err, errlen, "%s: not a pool device (no label found)",
             zv_dev_path (dev));
   return -ENOENT;
+}
+
+/*
+ * A mirror's configuration: every side in service is read on its own.
+ * The sides must agree (one pool, one mirror, each the side it is given
+ * as); a side of another pool or another mirror is refused, the whole
+ * import with it, since writing to it would damage what it belongs to.
+ * A side with no label or damaged labels, next to one whose labels are
+ * the pool's, is faulted (the mirror goes on degraded); when no side has
+ * a label the answer is the first side's (-ENOENT: a device create may
+ * use).
+ */
+static int
+label_read_mirror_config (zv_dev_t *dev, zv_config_phys_t *cf,
+                          unsigned *nvalid, char *err, size_t errlen)
+{
+  unsigned n = zv_dev_nsides (dev), valid = 0, ref = UINT_MAX;
+  uint64_t size = zv_dev_size (dev);
+  zv_config_phys_t scf[ZV_MIRROR_MAX_SIDES];
+  char serr[ZV_MIRROR_MAX_SIDES][512];
+  int sr[ZV_MIRROR_MAX_SIDES];
+
+  ZV_VERIFY3U (n, <=, ZV_MIRROR_MAX_SIDES);
+  for (unsigned i = 0; i < n; i++) {
+    unsigned nv = 0;
+
+    sr[i] = -ENODEV;
+    serr[i][0] = '\0';
+    if (!zv_dev_side_ok (dev, i))
+      continue;
+    sr[i] = label_read_config_at (zv_dev_side (dev, i), size, &scf[i], &nv,
+                                  serr[i], sizeof serr[i]);
+    if (sr[i] == -EINVAL) {
+      snprintf (err, errlen, "%s: side %u: %s", zv_dev_path (dev), i,
+                serr[i]);
+      return -EINVAL;
+    }
+    if (sr[i] < 0)
+      continue;
+    if (scf[i].cf_mirror_nsides != n || scf[i].cf_mirror_side != i) {
+      if (scf[i].cf_mirror_nsides == 0)
+        snprintf (err, errlen, "%s: side %u (%s) is a plain device of pool "
+                  "'%s', not a side of a mirror", zv_dev_path (dev), i,
+                  zv_dev_side_path (dev, i), scf[i].cf_name);
+      else
+        snprintf (err, errlen, "%s: side %u (%s) is side %u of a mirror of "
+                  "%u in pool '%s': give the sides in the order they were "
+                  "created, every one (a missing one by its old name)",
+                  zv_dev_path (dev), i, zv_dev_side_path (dev, i),
+                  scf[i].cf_mirror_side, scf[i].cf_mirror_nsides,
+                  scf[i].cf_name);
+      return -EINVAL;
+    }
+    if (ref == UINT_MAX) {
+      ref = i;
+      *cf = scf[i];
+    }
+    else if (scf[i].cf_pool_guid != cf->cf_pool_guid
+             || scf[i].cf_dev_guid != cf->cf_dev_guid
+             || memcmp (scf[i].cf_side_guids, cf->cf_side_guids,
+                        sizeof cf->cf_side_guids) != 0) {
+      snprintf (err, errlen, "%s: side %u (%s) belongs to pool '%s' (guid "
+                "%016llx) or to another mirror, not to the mirror of pool "
+                "'%s' (guid %016llx) that side %u (%s) is of: refusing it",
+                zv_dev_path (dev), i, zv_dev_side_path (dev, i),
+                scf[i].cf_name, (unsigned long long) scf[i].cf_pool_guid,
+                cf->cf_name, (unsigned long long) cf->cf_pool_guid, ref,
+                zv_dev_side_path (dev, ref));
+      return -EINVAL;
+    }
+    valid += nv;
+  }
+  /* A side a resilver had not finished: written, not read, until the
+   * pool's resilver (resilver.c) resumes and ends it. */
+  for (unsigned i = 0; i < n && ref != UINT_MAX; i++) {
+    zv_resilver_phys_t rs;
+
+    if (sr[i] == 0 && zv_label_read_resilver (zv_dev_side (dev, i), size,
+                                              &scf[i], &rs)) {
+      zv_warn ("%s: side %u (%s) is being resilvered (%llu bytes of the "
+               "data area done); it is read once that ends",
+               zv_dev_path (dev), i, zv_dev_side_path (dev, i),
+               (unsigned long long) (rs.rs_pos - ZV_MIN (rs.rs_pos,
+                                                         zv_data_start ())));
+      zv_dev_side_set_resilvering (dev, i, true);
+    }
+  }
+  if (ref == UINT_MAX) {
+    /* No side holds the pool's labels: say what the first one holds. */
+    for (unsigned i = 0; i < n; i++)
+      if (sr[i] != -ENODEV) {
+        snprintf (err, errlen, "%s", serr[i]);
+        return sr[i];
+      }
+    snprintf (err, errlen, "%s: no side in service", zv_dev_path (dev));
+    return -EIO;
+  }
+  for (unsigned i = 0; i < n; i++)
+    if (sr[i] == -ENOENT || sr[i] == -EIO) {
+      char why[600];
+      snprintf (why, sizeof why, "%s", sr[i] == -ENOENT
+                ? "it has no pool label (a new or wiped device)"
+                : "its labels are damaged");
+      zv_dev_side_fault (dev, i, why);
+    }
+  if (nvalid)
+    *nvalid = valid;
+  return 0;
+}
+
+/* ---- resilver records (see format.h) ---- */
+
+/* Write rs (sealed here; NULL: zeros, no resilver) into both labels of
+ * 'side', placed by 'size', and flush. */
+int
+zv_label_write_resilver (zv_dev_t *side, uint64_t size,
+                         const zv_resilver_phys_t *rs)
+{
+  zv_dev_io_t ios[ZV_NLABELS];
+  uint8_t *bufs[ZV_NLABELS];
+  int r;
+
+  for (unsigned l = 0; l < ZV_NLABELS; l++) {
+    uint64_t off = zv_label_offset (size, l) + ZV_RESILVER_OFFSET;
+
+    bufs[l] = zv_buf_alloc (ZV_SECTOR);
+    memset (bufs[l], 0, ZV_SECTOR);
+    if (rs != NULL) {
+      zv_resilver_phys_t *c = (zv_resilver_phys_t *) bufs[l];
+      *c = *rs;
+      memset (&c->rs_cksum, 0, sizeof c->rs_cksum);
+      zv_cksum_compute (c, sizeof *c, label_seed (off), &c->rs_cksum);
+    }
+    ios[l] = (zv_dev_io_t) {
+      .di_dev = side, .di_op = ZV_DEV_WRITE, .di_buf = bufs[l],
+      .di_offset = off, .di_len = ZV_SECTOR,
+    };
+  }
+  r = zv_dev_io_batch (ios, ZV_NLABELS);
+  if (r == 0)
+    r = zv_dev_flush (side);
+  for (unsigned l = 0; l < ZV_NLABELS; l++)
+    zv_buf_free (bufs[l]);
+  return r;
+}
+
+/* The resilver record of 'side' (placed by 'size') that verifies and
+ * names the side of cf: true with it in *rs.  A record that verifies
+ * but names another side, or has flags, is no record (logged). */
+bool
+zv_label_read_resilver (zv_dev_t *side, uint64_t size,
+                        const zv_config_phys_t *cf, zv_resilver_phys_t *rs)
+{
+  uint8_t *buf = zv_buf_alloc (ZV_SECTOR);
+  bool found = false;
+
+  for (unsigned l = 0; l < ZV_NLABELS && !found; l++) {
+    uint64_t off = zv_label_offset (size, l) + ZV_RESILVER_OFFSET;
+    zv_resilver_phys_t c;
+    zv_cksum_t want;
+
+    if (zv_dev_read (side, buf, off, ZV_SECTOR) < 0)
+      continue;
+    memcpy (&c, buf, sizeof c);
+    if (c.rs_magic != ZV_RESILVER_MAGIC)
+      continue;
+    want = c.rs_cksum;
+    memset (&c.rs_cksum, 0, sizeof c.rs_cksum);
+    zv_cksum_compute (&c, sizeof c, label_seed (off), &c.rs_cksum);
+    if (!zv_cksum_equal (&c.rs_cksum, &want)
+        || c.rs_version != ZV_RESILVER_VERSION)
+      continue;
+    if (c.rs_flags != 0 || c.rs_pool_guid != cf->cf_pool_guid
+        || c.rs_dev_guid != cf->cf_dev_guid
+        || c.rs_side_guid != cf->cf_side_guids[cf->cf_mirror_side]
+        || c.rs_pos > size) {
+      zv_error ("%s: resilver record %u is not this side's; ignored",
+                zv_dev_path (side), l);
+      continue;
+    }
+    *rs = c;
+    found = true;
+  }
+  zv_buf_free (buf);
+  return found;
+}
+
+/* Label 'side', new, as side i of mirror dev: a configuration of a side
+ * in service with its side number, an empty ring. */
+int
+zv_label_init_side (zv_dev_t *dev, unsigned i, zv_dev_t *side,
+                    zv_config_phys_t *cfp)
+{
+  char err[512];
+  int r = -EIO;
+
+  for (unsigned j = 0; j < zv_dev_nsides (dev) && r < 0; j++) {
+    if (j == i || !zv_dev_side_ok (dev, j))
+      continue;
+    r = label_read_config_at (zv_dev_side (dev, j), zv_dev_size (dev), cfp,
+                              NULL, err, sizeof err);
+  }
+  if (r < 0)
+    return r;
+  cfp->cf_mirror_side = i;
+  return label_init_at (side, zv_dev_size (dev), cfp);
+}
+
+/* Read a device's configuration (see label.h). */
+int
+zv_label_read_config (zv_dev_t *dev, zv_config_phys_t *cf, unsigned *nvalid,
+                      char *err, size_t errlen)
+{
+  int r;
+
+  if (zv_dev_is_mirror (dev))
+    return label_read_mirror_config (dev, cf, nvalid, err, errlen);
+  r = label_read_config_at (dev, zv_dev_size (dev), cf, nvalid, err,
+                            errlen);
+  if (r == 0 && cf->cf_mirror_nsides != 0) {
+    snprintf (err, errlen, "%s: side %u of a mirror of %u in pool '%s': "
+              "give the mirror (mirror:A,B%s), not one of its sides",
+              zv_dev_path (dev), cf->cf_mirror_side, cf->cf_mirror_nsides,
+              cf->cf_name, cf->cf_mirror_nsides > 2 ? ",C" : "");
+    return -EINVAL;
+  }
+  return r;
 }
 
 /* Write the uberblock into slot txg % count of label l on every device. */
@@ -495,11 +781,35 @@ label_ub_kind (const zv_uberblock_phys_t *ub, uint64_t off, unsigned s,
  * *base gets its device offset.
  */
 static int
-label_read_ring (zv_dev_t *dev, unsigned l, uint8_t *ring, uint64_t *base)
+label_read_ring (zv_dev_t *dev, uint64_t size, unsigned l, uint8_t *ring,
+                 uint64_t *base)
 {
-  *base = zv_label_offset (zv_dev_size (dev), l) + ZV_UB_RING_OFFSET;
+  *base = zv_label_offset (size, l) + ZV_UB_RING_OFFSET;
   return zv_dev_read (dev, ring, *base, ZV_UB_COUNT * ZV_UB_SIZE);
 }
+
+/* A device whose rings are read one by one: a device, or one side in
+ * service of a mirror, with the size its labels are placed by. */
+typedef struct label_leaf {
+  zv_dev_t *ll_dev;
+  uint64_t ll_size;
+} label_leaf_t;
+
+/* Every ring holder of devs: a mirror's sides each count, so the newest
+ * uberblock of any side is seen (one that was out of service is older). */
+static unsigned
+label_leaves (zv_dev_t **devs, unsigned ndevs, label_leaf_t *leaves)
+{
+  unsigned n = 0;
+
+  for (unsigned d = 0; d < ndevs; d++)
+    for (unsigned i = 0; i < zv_dev_nsides (devs[d]); i++)
+      if (zv_dev_side_ok (devs[d], i))
+        leaves[n++] = (label_leaf_t) { .ll_dev = zv_dev_side (devs[d], i),
+                                       .ll_size = zv_dev_size (devs[d]) };
+  return n;
+}
+#define LABEL_MAX_LEAVES (ZV_MAX_DEVS * ZV_MIRROR_MAX_SIDES)
 
 static const zv_uberblock_phys_t *
 label_ring_slot (const uint8_t *ring, unsigned s)
@@ -519,13 +829,15 @@ label_ring_walk (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
                  label_slot_fn fn, void *arg)
 {
   uint8_t *ring = zv_buf_alloc (ZV_UB_COUNT * ZV_UB_SIZE);
-  unsigned readable = 0;
+  label_leaf_t leaves[LABEL_MAX_LEAVES];
+  unsigned readable = 0, nleaves = label_leaves (devs, ndevs, leaves);
 
-  for (unsigned d = 0; d < ndevs; d++) {
+  for (unsigned d = 0; d < nleaves; d++) {
     for (unsigned l = 0; l < ZV_NLABELS; l++) {
       uint64_t base;
 
-      if (label_read_ring (devs[d], l, ring, &base) < 0)
+      if (label_read_ring (leaves[d].ll_dev, leaves[d].ll_size, l, ring,
+                           &base) < 0)
         continue;
       readable++;
       for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
@@ -611,16 +923,22 @@ zv_label_discard (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
 {
   zv_ub_cand_t kc = { .uc_ub = *keep };
   uint8_t *ring = zv_buf_alloc (ZV_UB_COUNT * ZV_UB_SIZE);
-  zv_dev_io_t *ios = zv_calloc ((size_t) ndevs * ZV_UB_COUNT, sizeof *ios);
+  label_leaf_t leaves[LABEL_MAX_LEAVES];
+  unsigned nleaves = label_leaves (devs, ndevs, leaves);
+  zv_dev_io_t *ios = zv_calloc ((size_t) nleaves * ZV_UB_COUNT + 1,
+                                sizeof *ios);
   size_t nio = 0;
   int r = 0;
 
-  /* The imported txg's own slot is never given up. */
+  /* The imported txg's own slot is never given up.  Each side of a
+   * mirror is read and written on its own: they need not hold the same
+   * uberblocks (one was out of service). */
   ZV_VERIFY (!discard[keep->ub_txg % ZV_UB_COUNT]);
-  for (unsigned d = 0; d < ndevs && r == 0; d++) {
+  for (unsigned d = 0; d < nleaves && r == 0; d++) {
     uint64_t base;
 
-    r = label_read_ring (devs[d], l, ring, &base);
+    r = label_read_ring (leaves[d].ll_dev, leaves[d].ll_size, l, ring,
+                         &base);
     if (r < 0)
       break;
     for (unsigned s = 0; s < ZV_UB_COUNT; s++) {
@@ -641,7 +959,7 @@ zv_label_discard (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
       label_empty_ub (e, guid);
       zv_label_seal_ub (e, off);
       ios[nio++] = (zv_dev_io_t) {
-        .di_dev = devs[d], .di_op = ZV_DEV_WRITE, .di_buf = e,
+        .di_dev = leaves[d].ll_dev, .di_op = ZV_DEV_WRITE, .di_buf = e,
         .di_offset = off, .di_len = ZV_UB_SIZE,
       };
     }

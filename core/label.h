@@ -90,6 +90,22 @@ int zv_label_discard (zv_dev_t **devs, unsigned ndevs, uint64_t guid,
                       const zv_uberblock_phys_t *keep, const bool *discard,
                       unsigned l);
 
+/*
+ * Mirrors' resilver records (format.h): write one (NULL: clear) into
+ * both labels of a side, placed by the mirror's size, and flush; read
+ * the one that verifies and names the side cf describes.
+ * zv_label_init_side labels a new side i of mirror dev (the configuration
+ * of a side in service, with side number i; an empty ring) and gives
+ * that configuration in *cf.
+ */
+int zv_label_write_resilver (zv_dev_t *side, uint64_t size,
+                             const zv_resilver_phys_t *rs);
+bool zv_label_read_resilver (zv_dev_t *side, uint64_t size,
+                             const zv_config_phys_t *cf,
+                             zv_resilver_phys_t *rs);
+int zv_label_init_side (zv_dev_t *dev, unsigned i, zv_dev_t *side,
+                        zv_config_phys_t *cf);
+
 /* Seal: compute the checksum of a config / uberblock at 'offset'. */
 void zv_label_seal_config (zv_config_phys_t *cf, uint64_t offset);
 void zv_label_seal_ub (zv_uberblock_phys_t *ub, uint64_t offset);

@@ -46,6 +46,7 @@
 #include "scrub.h"
 #include "mem.h"
 #include "flat.h"
+#include "resilver.h"
 #include "tunable.h"
 
 /* zil_size: the log ring of a pool created without a log device (0: 64
@@ -81,6 +82,7 @@ pool_free (zv_pool_t *p)
 {
   if (p == NULL)
     return;
+  zv_resilver_stop (p);
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
   if (p->p_logdev && !p->p_view)
@@ -141,7 +143,10 @@ pool_same_dev (const char *pa, const pool_dev_id_t *a, const char *pb,
 static int
 pool_check_distinct (const zv_pool_config_t *pc)
 {
-  pool_dev_id_t ids[ZV_MAX_DEVS], logid;
+  pool_dev_id_t ids[ZV_MAX_DEVS * ZV_MIRROR_MAX_SIDES], logid;
+  char *leaf[ZV_MAX_DEVS * ZV_MIRROR_MAX_SIDES];
+  unsigned nleaves = 0;
+  int r = 0;
   const char *rados = NULL, *local = NULL;
 
   /* One kind of device: a pool half in a cluster and half on this host
@@ -164,38 +169,64 @@ pool_check_distinct (const zv_pool_config_t *pc)
     return -EINVAL;
   }
 
+  /* Every file or block device: a mirror's sides each count, so one
+   * file cannot be a side and a device, or two sides. */
   for (unsigned i = 0; i < pc->pc_ndevices; i++) {
-    pool_dev_id (pc->pc_devices[i], &ids[i]);
+    const char *d = pc->pc_devices[i];
+    char err[512];
+    unsigned ns;
+
+    if (!zv_dev_path_is_mirror (d)) {
+      leaf[nleaves++] = zv_strdup (d);
+      continue;
+    }
+    if (zv_dev_mirror_parse (d, leaf + nleaves, &ns, err, sizeof err) < 0) {
+      zv_error ("%s", err);
+      r = -EINVAL;
+      goto out;
+    }
+    nleaves += ns;
+  }
+  for (unsigned i = 0; i < nleaves && r == 0; i++) {
+    pool_dev_id (leaf[i], &ids[i]);
     for (unsigned j = 0; j < i; j++) {
-      if (!pool_same_dev (pc->pc_devices[i], &ids[i], pc->pc_devices[j],
-                          &ids[j]))
+      if (!pool_same_dev (leaf[i], &ids[i], leaf[j], &ids[j]))
         continue;
-      if (strcmp (pc->pc_devices[i], pc->pc_devices[j]) == 0)
-        zv_error ("%s: device given twice", pc->pc_devices[i]);
+      if (strcmp (leaf[i], leaf[j]) == 0)
+        zv_error ("%s: device given twice", leaf[i]);
       else
         zv_error ("%s and %s are the same %s: device given twice",
-                  pc->pc_devices[j], pc->pc_devices[i],
-                  ids[i].di_blk ? "block device" : "file");
-      return -EINVAL;
+                  leaf[j], leaf[i], ids[i].di_blk ? "block device" : "file");
+      r = -EINVAL;
+      break;
     }
   }
-  if (pc->pc_logdevice == NULL)
-    return 0;
+ if (r < 0 || pc->pc_logdevice == NULL)
+    goto out;
+  if (zv_dev_path_is_mirror (pc->pc_logdevice)) {
+    zv_error ("%s: a log device cannot be a mirror (only data devices "
+              "can)", pc->pc_logdevice);
+    r = -EINVAL;
+    goto out;
+  }
   pool_dev_id (pc->pc_logdevice, &logid);
-  for (unsigned i = 0; i < pc->pc_ndevices; i++) {
-    if (!pool_same_dev (pc->pc_logdevice, &logid, pc->pc_devices[i],
-                        &ids[i]))
+  for (unsigned i = 0; i < nleaves; i++) {
+    if (!pool_same_dev (pc->pc_logdevice, &logid, leaf[i], &ids[i]))
       continue;
-    if (strcmp (pc->pc_logdevice, pc->pc_devices[i]) == 0)
+    if (strcmp (pc->pc_logdevice, leaf[i]) == 0)
       zv_error ("%s is both a data device and the log device: the log "
                 "device must be a separate device", pc->pc_logdevice);
     else
       zv_error ("log device %s is the data device %s (the same %s): the "
                 "log device must be a separate device", pc->pc_logdevice,
-                pc->pc_devices[i], logid.di_blk ? "block device" : "file");
-    return -EINVAL;
+                leaf[i], logid.di_blk ? "block device" : "file");
+    r = -EINVAL;
+    break;
   }
-  return 0;
+ out:
+  for (unsigned i = 0; i < nleaves; i++)
+    free (leaf[i]);
+  return r;
 }
 
 /* Open and lock every device named in the configuration (distinct:
@@ -306,6 +337,14 @@ pool_create_check_dev (zv_dev_t *dev, const char *role)
   char err[512];
   int r;
 
+  /* A new mirror starts whole: every side there. */
+  for (unsigned i = 0; i < zv_dev_nsides (dev); i++)
+    if (!zv_dev_side_ok (dev, i)) {
+      zv_error ("%s: side %s cannot be used (see above): a new mirror "
+                "needs every side", zv_dev_path (dev),
+                zv_dev_side_path (dev, i));
+      return -EINVAL;
+    }
   if (size < ZV_MIN_DEV_SIZE) {
     zv_error ("%s: %s too small (%" PRIu64 " bytes; at least %llu)",
               zv_dev_path (dev), role, size,
@@ -453,12 +492,28 @@ pool_create_labels (const zv_pool_config_t *pc, zv_pool_t *p)
     cf.cf_log_guid = pool_random_guid ();
     cf.cf_log_size = ZV_P2ALIGN (zv_dev_size (p->p_logdev), ZV_SECTOR);
   }
+  /* A mirror needs the feature: a reader without it would take one
+   * side for the device. */
+  for (unsigned d = 0; d < spa->spa_ndevs; d++)
+    if (zv_dev_is_mirror (spa->spa_devs[d]))
+      cf.cf_features |= ZV_FEAT_MIRROR;
   for (unsigned d = 0; d < spa->spa_ndevs && r == 0; d++) {
+    zv_dev_t *dev = spa->spa_devs[d];
+
     cf.cf_dev_index = d;
     cf.cf_dev_guid = cf.cf_dev_guids[d];
     cf.cf_dev_size = cf.cf_dev_sizes[d];
-    r = pool_label_dev (spa->spa_devs[d], &cf);
+    cf.cf_mirror_nsides = 0;
+    memset (cf.cf_side_guids, 0, sizeof cf.cf_side_guids);
+    if (zv_dev_is_mirror (dev)) {
+      cf.cf_mirror_nsides = zv_dev_nsides (dev);
+      for (unsigned i = 0; i < cf.cf_mirror_nsides; i++)
+        cf.cf_side_guids[i] = pool_random_guid ();
+    }
+    r = pool_label_dev (dev, &cf);
   }
+  cf.cf_mirror_nsides = 0;
+  memset (cf.cf_side_guids, 0, sizeof cf.cf_side_guids);
   if (r == 0 && p->p_logdev) {
     zv_config_phys_t lcf = cf;
     lcf.cf_role = ZV_ROLE_LOG;
@@ -753,6 +808,10 @@ zv_pool_start (zv_pool_t *p)
   /* A scrub that was running when the pool was last written goes on. */
   if (r == 0)
     zv_scrub_pool_started (p);
+  /* A side a resilver had not finished: it goes on. */
+  if (r == 0 && zv_resilver_resume (p) < 0)
+    zv_error ("pool '%s': a side's resilver could not resume (the side "
+              "stays out of service; replace it again)", p->p_name);
   return r;
 }
 
@@ -776,6 +835,9 @@ zv_pool_close (zv_pool_t *p)
   /* A background free in progress stays queued for the next import:
    * the stop syncs what is dirty, not the whole queue. */
   atomic_store (&p->p_closing, true);
+  /* The resilver stops first, its position recorded: the next import
+   * resumes it. */
+  zv_resilver_stop (p);
   if (!p->p_readonly)
     r = zv_txg_stop (p->p_txg);
   if (r == 0 && !p->p_view)

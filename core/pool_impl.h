@@ -113,6 +113,8 @@ struct zvol_pool {
   bool p_ub_discard_pending;
   zv_uberblock_phys_t p_ub_keep; /* the uberblock imported */
   zv_dev_t *p_logdev;          /* separate log device, or NULL */
+  struct zv_resilver *p_resilver; /* a mirror side's resilver (resilver.c),
+                                  or NULL */
   enum zv_zil_recover p_zil_recover; /* the import's zil_recover= */
   bool p_rewound;              /* imported at an older txg than the newest */
   bool p_verified;             /* verify=full walked the whole tree */

@@ -48,6 +48,8 @@ extern const zv_tunable_t zv_zio_tunable_table[];
 extern const zv_tunable_t zv_alloc_tunable_table[];
 extern const zv_tunable_t zv_dev_tunable_table[];
 extern const zv_tunable_t zv_dev_rados_tunable_table[];
+extern const zv_tunable_t zv_dev_mirror_tunable_table[];
+extern const zv_tunable_t zv_resilver_tunable_table[];
 extern const zv_tunable_t zv_util_tunable_table[];
 extern const zv_tunable_t zv_mem_tunable_table[];
 extern const zv_tunable_t zv_ctl_tunable_table[];
@@ -76,6 +78,9 @@ static const tunable_module_t tunable_modules[] = {
   { "alloc", "Space allocation", zv_alloc_tunable_table },
   { "dev", "Devices", zv_dev_tunable_table },
   { "dev_rados", "RADOS devices", zv_dev_rados_tunable_table },
+  { "dev_mirror", "Mirrors", zv_dev_mirror_tunable_table },
+  { "resilver", "Resilvering a replaced side of a mirror",
+    zv_resilver_tunable_table },
   { "util", "Block buffers", zv_util_tunable_table },
   { "mem", "Memory", zv_mem_tunable_table },
   { "ctl", "The control socket", zv_ctl_tunable_table },
@@ -145,20 +150,23 @@ zv_tunable_get (const zv_tunable_t *tn)
   abort ();                     /* every type is handled above */
 }
 
-/* Store a value already checked against the range. */
+/* Store a value already checked against the range.  Relaxed atomic
+ * stores: a live tunable's reader on another thread may load it with
+ * __atomic_load_n meanwhile (the resilver's pause, the mirror's read
+ * side), and must see either value, whole. */
 static void
 tunable_store (const zv_tunable_t *tn, uint64_t v)
 {
   switch (tn->tn_type) {
   case ZV_TUNABLE_TYPE_U64:
-    *tn->tn_var.tn_u64 = v;
+    __atomic_store_n (tn->tn_var.tn_u64, v, __ATOMIC_RELAXED);
     return;
   case ZV_TUNABLE_TYPE_UINT:
   case ZV_TUNABLE_TYPE_ENUM:
-    *tn->tn_var.tn_uint = (unsigned) v;
+    __atomic_store_n (tn->tn_var.tn_uint, (unsigned) v, __ATOMIC_RELAXED);
     return;
   case ZV_TUNABLE_TYPE_BOOL:
-    *tn->tn_var.tn_bool = v != 0;
+    __atomic_store_n (tn->tn_var.tn_bool, v != 0, __ATOMIC_RELAXED);
     return;
   }
   abort ();                     /* every type is handled above */

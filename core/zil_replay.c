@@ -115,21 +115,44 @@ replay_verify_block (zv_zil_t *zl, uint8_t *buf, uint64_t seq,
   return 0;
 }
 
+/*
+ * Read len bytes at dva from side 'side' of the ring's device (a mirror's
+ * side on its own; any other device is its own side 0): -1 when that
+ * side is out of service or the read fails.  The chain is followed by
+ * checksums the device layer cannot see, so a mirror's sides are tried
+ * one by one here: a side that missed log writes (it was faulted, and is
+ * back at this import) holds stale blocks, and a stale block read from
+ * it must not end the chain while another side has the real one.
+ */
+static int
+replay_read_side (zv_zil_t *zl, uint64_t dva, void *buf, uint32_t len,
+                  unsigned side)
+{
+  zv_dev_t *dev = zil_ring_dev (zl, dva);
+
+  if (!zv_dev_side_ok (dev, side))
+    return -1;
+  return zv_dev_read (zv_dev_side (dev, side), buf, ZV_DVA_OFFSET (dva), len)
+    < 0 ? -1 : 0;
+}
+
 /* Read block seq of the chain at dva and verify it: 0, or -1 when it is
- * not there (torn, damaged, stale, never written). */
+ * not there (torn, damaged, stale, never written) on any side. */
 static int
 replay_read_block (zv_zil_t *zl, uint64_t dva, uint64_t seq, uint8_t *buf,
                    replay_blk_t *zb)
 {
   if (!replay_dva_ok (zl, dva))
     return -1;
-  if (zv_dev_read (zil_ring_dev (zl, dva), buf, ZV_DVA_OFFSET (dva),
-                   zl->zl_hdr.zh_blksz) < 0)
-    return -1;
-  if (replay_verify_block (zl, buf, seq, zb) < 0)
-    return -1;
-  zb->zb_dva = dva;
-  return 0;
+  for (unsigned side = 0; side < zv_dev_nsides (zil_ring_dev (zl, dva));
+       side++) {
+    if (replay_read_side (zl, dva, buf, zl->zl_hdr.zh_blksz, side) < 0
+        || replay_verify_block (zl, buf, seq, zb) < 0)
+      continue;
+    zb->zb_dva = dva;
+    return 0;
+  }
+  return -1;
 }
 
 /*
@@ -159,9 +182,12 @@ replay_probe (zv_zil_t *zl, uint64_t dva, uint64_t seq, uint8_t *buf,
       continue;
     prev = at;
     cand = zh->zh_ring_dva + at;
-    if (zv_dev_read (zil_ring_dev (zl, cand), buf, ZV_DVA_OFFSET (cand),
-                     ZV_SECTOR) < 0
-        || lh->lh_magic != ZV_LWB_MAGIC || lh->lh_seq != seq)
+    bool head = false;
+    for (unsigned side = 0; !head && side < zv_dev_nsides
+           (zil_ring_dev (zl, cand)); side++)
+      head = replay_read_side (zl, cand, buf, ZV_SECTOR, side) == 0
+        && lh->lh_magic == ZV_LWB_MAGIC && lh->lh_seq == seq;
+    if (!head)
       continue;
     if (replay_read_block (zl, cand, seq, buf, zb) == 0)
       return 0;

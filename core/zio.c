@@ -12,6 +12,10 @@
  * stored and only then decompressed into the caller's lsize bytes; one
  * that verifies but does not decompress exactly is -EIO too, never the
  * decompressor's output (zv_zio_read_stored gives the stored bytes).
+ * A copy on a mirror that does not verify is read again from each side
+ * on its own, and the sides that do not have it are rewritten from one
+ * that does (self-heal, zio_mirror_heal): the mirror reads one side, and
+ * only here is a block's checksum known.
  * zv_zio_read_many reads many blocks' first copies in one device batch
  * (the sync's merge of partial records, a read of several blocks),
  * joining the copies that touch on a device into one scattered read, and
@@ -167,24 +171,89 @@ zv_zio_read (zv_spa_t *spa, const zv_blkptr_t *bp, void *buf,
   return r == 0 ? zio_decompress (bp, buf, what) : r;
 }
 
+/*
+ * Self-heal: a copy on a mirror did not verify (or could not be read).
+ * Read it from each side in service on its own; the first that verifies
+ * goes to buf, and every side whose bytes did not verify gets them
+ * written back (a side whose write fails is faulted: the device layer
+ * cannot tell a bad block from a good one, so the rewrite is ours).
+ * Each side that failed to verify counts a checksum error; the mirror
+ * counts one only when no side has the block.  A read-only import
+ * (zv_dev_may_repair false) rewrites nothing.  Returns 0 or -EILSEQ.
+ */
+static int
+zio_mirror_heal (zv_spa_t *spa, zv_dev_t *dev, uint64_t off,
+                 const zv_blkptr_t *bp, void *buf)
+{
+  unsigned n = zv_dev_nsides (dev), good = UINT_MAX;
+  bool bad[ZV_MIRROR_MAX_SIDES] = { false };
+  void *tmp = zv_buf_get (bp->bp_psize);
+
+  ZV_VERIFY3U (n, <=, ZV_MIRROR_MAX_SIDES);
+  for (unsigned i = 0; i < n; i++) {
+    zv_cksum_t got;
+
+    if (!zv_dev_side_ok (dev, i))
+      continue;
+    if (zv_dev_read (zv_dev_side (dev, i), tmp, off, bp->bp_psize) < 0)
+      continue;                 /* counted and logged by the device */
+    zv_cksum_compute (tmp, bp->bp_psize, spa->spa_guid, &got);
+    if (!zv_cksum_equal (&got, &bp->bp_cksum)) {
+      bad[i] = true;
+      zv_dev_note_cksum_error (zv_dev_side (dev, i));
+      continue;
+    }
+    if (good == UINT_MAX) {
+      good = i;
+      memcpy (buf, tmp, bp->bp_psize);
+    }
+  }
+  zv_buf_put (tmp, bp->bp_psize);
+  if (good == UINT_MAX) {
+    zv_dev_note_cksum_error (dev);
+    return -EILSEQ;
+  }
+  for (unsigned i = 0; i < n && zv_dev_may_repair (dev); i++) {
+    zv_dev_io_t w = {
+      .di_dev = zv_dev_side (dev, i), .di_op = ZV_DEV_WRITE, .di_buf = buf,
+      .di_offset = off, .di_len = bp->bp_psize,
+    };
+
+    if (!bad[i] || !zv_dev_side_ok (dev, i))
+      continue;
+    if (zv_dev_io_batch (&w, 1) < 0)
+      zv_dev_side_fault (dev, i, "rewriting a block that failed its "
+                         "checksum failed");
+    else
+      zv_warn ("%s: side %u (%s): block at %" PRIu64 " (%" PRIu32 " bytes, "
+               "birth txg %" PRIu64 ") failed its checksum; rewritten from "
+               "side %u", zv_dev_path (dev), i, zv_dev_side_path (dev, i),
+               off, bp->bp_psize, bp->bp_birth, good);
+  }
+  return 0;
+}
+
 /* One copy, quietly: the caller says what went wrong. */
 int
 zv_zio_read_copy (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned c,
                   void *buf)
 {
   uint64_t dva = bp->bp_dva[c];
+  zv_dev_t *dev = spa->spa_devs[ZV_DVA_VDEV (dva)];
   zv_cksum_t got;
 
   ZV_VERIFY (c < bp->bp_ncopies && c < 2);
-  if (zv_dev_read (spa->spa_devs[ZV_DVA_VDEV (dva)], buf,
-                   ZV_DVA_OFFSET (dva), bp->bp_psize) < 0)
+  if (zv_dev_read (dev, buf, ZV_DVA_OFFSET (dva), bp->bp_psize) < 0)
     return -EIO;
   zv_cksum_compute (buf, bp->bp_psize, spa->spa_guid, &got);
   if (zv_cksum_equal (&got, &bp->bp_cksum))
     return 0;
+  /* A mirror has the copy on each side: the other sides may have it. */
+  if (zv_dev_nsides (dev) > 1)
+    return zio_mirror_heal (spa, dev, ZV_DVA_OFFSET (dva), bp, buf);
   /* Every block that fails to verify comes through here (the batched
    * path sends its failures this way), so each is counted once per try. */
-  zv_dev_note_cksum_error (spa->spa_devs[ZV_DVA_VDEV (dva)]);
+  zv_dev_note_cksum_error (dev);
   return -EILSEQ;
 }
 

@@ -44,6 +44,7 @@
 #include "send.h"
 #include "tunable.h"
 #include "compress.h"
+#include "resilver.h"
 
 /* The public constants are the engine's own, not a copy to keep in step. */
 static_assert (ZVOL_MAX_DEVS == ZV_MAX_DEVS, "device count");
@@ -772,6 +773,37 @@ zvol_log_replay (void *arg, const zv_lr_t *lr, const void *data)
 
 /* ---- the pool, as the API shows it (pool.c does the work) ---- */
 
+int
+zvol_pool_replace (zvol_pool_t *p, const char *old_side,
+                   const char *new_side)
+{
+  char err[1024];
+  int r;
+
+  if (old_side == NULL || new_side == NULL || old_side[0] != '/'
+      || new_side[0] != '/') {
+    zv_error ("replace: give both sides as absolute paths");
+    return -EINVAL;
+  }
+  r = zv_resilver_replace (p, old_side, new_side, err, sizeof err);
+  if (r < 0)
+    zv_error ("replace %s by %s: %s", old_side, new_side, err);
+  return r;
+}
+
+int
+zvol_device_mirror_sides (const char *name, char **sides, char *err,
+                          size_t errlen)
+{
+  unsigned n;
+  int r;
+
+  if (!zv_dev_path_is_mirror (name))
+    return 0;
+  r = zv_dev_mirror_parse (name, sides, &n, err, errlen);
+  return r < 0 ? r : (int) n;
+}
+
 void
 zvol_pool_config_init (zvol_pool_config_t *pc)
 {
@@ -842,7 +874,34 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
     ps->ps_dev_read_errors[d] = ds.ds_read_errors;
     ps->ps_dev_write_errors[d] = ds.ds_write_errors;
     ps->ps_dev_cksum_errors[d] = ds.ds_cksum_errors;
+    if (!zv_dev_is_mirror (spa->spa_devs[d]))
+      continue;
+    ps->ps_dev_nsides[d] = ZV_MIN (zv_dev_nsides (spa->spa_devs[d]),
+                                   ZVOL_MAX_SIDES);
+    for (unsigned i = 0; i < ps->ps_dev_nsides[d]; i++) {
+      zvol_side_stats_t *ss = &ps->ps_dev_sides[d][i];
+      zv_dev_t *side = zv_dev_side (spa->spa_devs[d], i);
+
+      ss->ss_path = zv_dev_side_path (spa->spa_devs[d], i);
+      ss->ss_online = zv_dev_side_ok (spa->spa_devs[d], i);
+      ss->ss_resilvering = zv_dev_side_resilvering (spa->spa_devs[d], i);
+      zv_dev_side_why (spa->spa_devs[d], i, ss->ss_why, sizeof ss->ss_why);
+      if (!ss->ss_online)
+        ps->ps_dev_degraded[d] = ps->ps_degraded = true;
+      if (side == NULL)
+        continue;
+      zv_dev_get_stats (side, &ds);
+      ss->ss_reads = ds.ds_reads;
+      ss->ss_writes = ds.ds_writes;
+      ss->ss_read_errors = ds.ds_read_errors;
+      ss->ss_write_errors = ds.ds_write_errors;
+      ss->ss_cksum_errors = ds.ds_cksum_errors;
+    }
   }
+  ps->ps_resilver_active = zv_resilver_progress (p, &ps->ps_resilver_dev,
+                                                 &ps->ps_resilver_side,
+                                                 &ps->ps_resilver_done,
+                                                 &ps->ps_resilver_total);
   if (zv_pool_logdev (p) != NULL) {
     ps->ps_logdev_path = zv_dev_path (zv_pool_logdev (p));
     zv_dev_get_stats (zv_pool_logdev (p), &ds);

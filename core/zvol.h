@@ -137,6 +137,26 @@ typedef struct zvol_pool_config {
 ZVOL_API void zvol_pool_config_init (zvol_pool_config_t *pc);
 
 /*
+ * A mirror device's name, "mirror:A,B[,C]" (two or three sides, files or
+ * block devices, holding the same bytes): its sides, each a string to
+ * free(), into sides[ZVOL_MAX_SIDES].  Returns the number of sides, 0
+ * when the name is no mirror's, or -EINVAL with a message in err.
+ */
+ZVOL_API int zvol_device_mirror_sides (const char *name, char **sides,
+                                       char *err, size_t errlen);
+
+/*
+ * Replace side OLD (an absolute path, as status shows it) of a mirror of
+ * the pool by the device NEW (absolute; no pool's labels on it, at least
+ * the mirror's size), and resilver NEW in the background: it takes every
+ * write at once and is read once the resilver ends (zvol_pool_get_stats:
+ * ps_resilver_*).  The resilver's position is recorded on NEW, so a
+ * restart resumes it.  0 or a negative errno (logged).
+ */
+ZVOL_API int zvol_pool_replace (zvol_pool_t *pool, const char *old_side,
+                                const char *new_side);
+
+/*
  * Create (pc_create) or import the pool.  Nothing is written before every
  * check passed (devices exist, lockable, large enough, not part of another
  * pool for create; all present and of one pool for import).  A read-write
@@ -589,6 +609,19 @@ ZVOL_API char *zvol_tunable_help (void);
 
 /* ---- statistics ---- */
 
+/* One side of a mirror device (zvoladm status lists them under it). */
+#define ZVOL_MAX_SIDES 3u
+typedef struct zvol_side_stats {
+  const char *ss_path;                  /* valid while the pool is open */
+  bool ss_online;                       /* else FAULTED, for ss_why, or
+                                           being resilvered */
+  bool ss_resilvering;                  /* written, not read, until the
+                                           resilver ends */
+  char ss_why[160];
+  uint64_t ss_reads, ss_writes;         /* requests done */
+  uint64_t ss_read_errors, ss_write_errors, ss_cksum_errors;
+} zvol_side_stats_t;
+
 typedef struct zvol_pool_stats {
   const char *ps_name;                  /* valid while the pool is open */
   uint64_t ps_guid;
@@ -601,6 +634,17 @@ typedef struct zvol_pool_stats {
   uint64_t ps_dev_read_errors[ZVOL_MAX_DEVS];
   uint64_t ps_dev_write_errors[ZVOL_MAX_DEVS];
   uint64_t ps_dev_cksum_errors[ZVOL_MAX_DEVS];
+  /* A mirror device's sides (0: the device is no mirror); it is
+   * degraded while one of them is faulted, and so is the pool. */
+  unsigned ps_dev_nsides[ZVOL_MAX_DEVS];
+  bool ps_dev_degraded[ZVOL_MAX_DEVS];
+  zvol_side_stats_t ps_dev_sides[ZVOL_MAX_DEVS][ZVOL_MAX_SIDES];
+  bool ps_degraded;
+  /* A resilver under way: its device and side, and how far it is (bytes
+   * of the device's data area, offsets below ps_resilver_done copied). */
+  bool ps_resilver_active;
+  unsigned ps_resilver_dev, ps_resilver_side;
+  uint64_t ps_resilver_done, ps_resilver_total;
   const char *ps_logdev_path;           /* separate log device, or NULL */
   uint64_t ps_logdev_read_errors, ps_logdev_write_errors;
   uint64_t ps_logdev_cksum_errors;

@@ -289,13 +289,73 @@ zp_is_rados (const char *dev)
   return strncmp (dev, "rados:", 6) == 0;
 }
 
+/*
+ * A mirror's name with each side passed through fn (made absolute, or
+ * resolved); NULL after an error (said).  fn returns a string to free(),
+ * or NULL after saying why.
+ */
+static char *
+zp_mirror_map (const char *value, char *(*fn) (const char *))
+{
+  char *sides[ZVOL_MAX_SIDES], err[512], *out = NULL, *p;
+  size_t len = strlen ("mirror:") + 1;
+  int n = zvol_device_mirror_sides (value, sides, err, sizeof err);
+
+  if (n < 0) {
+    nbdkit_error ("%s", err);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    char *m = fn (sides[i]);
+    free (sides[i]);
+    sides[i] = m;
+  }
+  for (int i = 0; i < n; i++) {
+    if (sides[i] == NULL)
+      goto out;
+    len += strlen (sides[i]) + 1;
+  }
+  out = malloc (len);
+  if (out == NULL) {
+    nbdkit_error ("malloc: %m");
+    goto out;
+  }
+  p = out + sprintf (out, "mirror:");
+  for (int i = 0; i < n; i++)
+    p += sprintf (p, "%s%s", i ? "," : "", sides[i]);
+ out:
+  for (int i = 0; i < n; i++)
+    free (sides[i]);
+  return out;
+}
+
+static bool
+zp_is_mirror (const char *dev)
+{
+  return strncmp (dev, "mirror:", 7) == 0;
+}
+
+/* A mirror's side that does not exist (degraded import) keeps the
+ * absolute name it was given: the engine says it is missing. */
+static char *
+zp_side_realpath (const char *side)
+{
+  struct stat st;
+
+  if (stat (side, &st) == -1 && errno == ENOENT)
+    return strdup (side);
+  return nbdkit_realpath (side);
+}
+
 /* A device or log device: a RADOS name as it is, a path made absolute
- * (the server chdirs to "/" later). */
+ * (the server chdirs to "/" later), a mirror's sides each so. */
 static char *
 zp_device_arg (const char *value)
 {
   char *s;
 
+  if (zp_is_mirror (value))
+    return zp_mirror_map (value, nbdkit_absolute_path);
   if (!zp_is_rados (value))
     return nbdkit_absolute_path (value);
   s = strdup (value);
@@ -587,6 +647,8 @@ zp_config_complete (void)
   for (i = 0; i < zp_ndevices; i++) {
     if (zp_is_rados (zp_devices[i]))
       continue;           /* the engine finds out (and makes it) */
+    if (zp_is_mirror (zp_devices[i]))
+      continue;           /* the engine says which side is missing */
     if (stat (zp_devices[i], &st) == 0)
       continue;
     if (errno == ENOENT && zp_create && zp_ndevices == 1)
@@ -760,7 +822,25 @@ zp_get_ready (void)
     nbdkit_error ("control=%s cannot be used (see above)", zp_control);
     return -1;
   }
-  if (zp_create && zp_ndevices == 1 && !zp_is_rados (zp_devices[0]) &&
+  if (zp_create && zp_ndevices == 1 && zp_is_mirror (zp_devices[0])) {
+    /* A new mirror of files: each side made as a lone device is. */
+    char *sides[ZVOL_MAX_SIDES], err[512];
+    int n = zvol_device_mirror_sides (zp_devices[0], sides, err, sizeof err);
+    int bad = 0;
+
+    if (n < 0) {
+      nbdkit_error ("%s", err);
+      return -1;
+    }
+    for (int k = 0; k < n; k++) {
+      if (bad == 0 && zp_create_backing_file (sides[k]) == -1)
+        bad = -1;
+      free (sides[k]);
+    }
+    if (bad == -1)
+      return -1;
+  }
+  else if (zp_create && zp_ndevices == 1 && !zp_is_rados (zp_devices[0]) &&
       zp_create_backing_file (zp_devices[0]) == -1)
     return -1;
 
@@ -769,7 +849,10 @@ zp_get_ready (void)
     char *real;
     if (zp_is_rados (zp_devices[i]))
       continue;
-    real = nbdkit_realpath (zp_devices[i]);
+    if (zp_is_mirror (zp_devices[i]))
+      real = zp_mirror_map (zp_devices[i], zp_side_realpath);
+    else
+      real = nbdkit_realpath (zp_devices[i]);
     if (real == NULL)
       goto fail;
     free (zp_devices[i]);
