@@ -1018,17 +1018,17 @@ admin_status (admin_ctx_t *c)
                ps.ps_dev_degraded[i] ? "DEGRADED" : "ONLINE");
     for (unsigned s = 0; s < ps.ps_dev_nsides[i] && s < ZVOL_MAX_SIDES;
          s++) {
-      const zvol_side_stats_t *ss = &ps.ps_dev_sides[i][s];
+      const zvol_side_stats_t *sd = &ps.ps_dev_sides[i][s];
 
       fprintf (c->c_out, "  %4s %6" PRIu64 " %6" PRIu64 " %6" PRIu64
                "    side %u %-8s %s  (%" PRIu64 " reads, %" PRIu64
-               " writes)%s%s\n", "", ss->ss_read_errors,
-               ss->ss_write_errors, ss->ss_cksum_errors, s,
-               ss->ss_online ? "ONLINE" : ss->ss_resilvering
+               " writes)%s%s\n", "", sd->ss_read_errors,
+               sd->ss_write_errors, sd->ss_cksum_errors, s,
+               sd->ss_online ? "ONLINE" : sd->ss_resilvering
                ? "RESILVERING" : "FAULTED",
-               ss->ss_path ? ss->ss_path : "?", ss->ss_reads, ss->ss_writes,
-               ss->ss_online || ss->ss_resilvering ? "" : ": ", ss->ss_why);
-      nerr += ss->ss_read_errors + ss->ss_write_errors + ss->ss_cksum_errors;
+               sd->ss_path ? sd->ss_path : "?", sd->ss_reads, sd->ss_writes,
+               sd->ss_online || sd->ss_resilvering ? "" : ": ", sd->ss_why);
+      nerr += sd->ss_read_errors + sd->ss_write_errors + sd->ss_cksum_errors;
     }
   }
   if (ps.ps_logdev_path != NULL) {

@@ -48,8 +48,13 @@
 #include "tunable.h"
 #include "txg.h"
 
-/* Pieces in a row that may end for the hold with nothing done. */
-#define SCRUB_STUCK 3
+/* Pieces in a row that may end for the hold with nothing done, and the
+ * longest wait before the next try (each waits twice the last, from
+ * 20 ms): a burst of frees (a large txg of overwrites) outlasts a few
+ * pieces tried at once, so they are spread over about half a minute
+ * before the scrub gives up. */
+#define SCRUB_STUCK 32
+#define SCRUB_STUCK_WAIT_MAX_MS 1000u
 
 /* How many of a scrub's problem lines go to the log (then a count). */
 #define SCRUB_LOG_LINES 200
@@ -182,6 +187,19 @@ scrub_problem (void *arg, const zvol_check_problem_t *cp)
     zv_warn ("pool '%s': scrub: %s", sc->sc_pool->p_name, cp->cp_msg);
 }
 
+/* Wait before the stuck-th try in a row (10 ms steps, so a pause or a
+ * cancel is seen at once). */
+static void
+scrub_backoff (zv_scrub_t *sc, unsigned stuck)
+{
+  unsigned ms = 20u << ZV_MIN (stuck - 1, 6u);
+  const struct timespec step = { 0, 10 * 1000 * 1000 };
+
+  ms = ZV_MIN (ms, SCRUB_STUCK_WAIT_MAX_MS);
+  for (unsigned t = 0; t < ms && !atomic_load (&sc->sc_stop); t += 10)
+    nanosleep (&step, NULL);
+}
+
 static void *
 scrub_main (void *arg)
 {
@@ -216,7 +234,8 @@ scrub_main (void *arg)
     /* A piece that ended for its hold: the next one, from where it
      * got to.  One that got nowhere (its view took so long to import,
      * the pool being busy, that the hold passed its bound before a
-     * block was verified) is tried again, SCRUB_STUCK times at most. */
+     * block was verified) is tried again after a wait, SCRUB_STUCK
+     * times at most. */
     if (r == -EAGAIN || r == -ENOSPC) {
       bool moved = pos.cp_phase != before.cp_phase
         || pos.cp_ds_id != before.cp_ds_id || pos.cp_off != before.cp_off;
@@ -224,6 +243,8 @@ scrub_main (void *arg)
       if ((r == -EAGAIN && moved) || (stuck > 0 && stuck <= SCRUB_STUCK
                                       && !atomic_load (&sc->sc_stop))) {
         pthread_mutex_unlock (&sc->sc_lock);
+        if (stuck > 0)
+          scrub_backoff (sc, stuck);
         continue;
       }
     }
