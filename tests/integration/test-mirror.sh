@@ -8,6 +8,9 @@
 #     every block reads right, no EIO; zvoladm status lists the mirror
 #     ONLINE with its two sides, side 0 counting the checksum errors;
 #     after a stop the damaged places of a.img hold b.img's bytes again;
+#  2b. damage side b in 9 data blocks; serve reading side a only: a
+#     live scrub (zvoladm scrub -w) repairs every copy on side b, a
+#     second finds nothing, and the places hold side a's bytes again;
 #  3. side b missing: the pool is served degraded (status DEGRADED, side
 #     1 FAULTED), every block reads right, writes go on; with b back the
 #     stale side is healed as it is read and the new data reads right;
@@ -143,6 +146,25 @@ check "status: the mirror itself has no errors" \
 check "the log tells of the rewrites" grep -q "rewritten from side 1" "$ZV_LOG"
 check "clean stop" stop_zvol
 check "every damaged place of side a was rewritten" \
+    "$NBD_PY" "$ZV_TMP/same.py" "$A" "$B" $where
+
+zv_log "side b damaged in 9 data blocks, read from side a only: a live scrub repairs side b"
+where=$(timeout 300 "$NBD_PY" "$ZV_TMP/damage.py" "$B" 7 8 "$X" "$ZV_TMP")
+n=$(echo "$where" | wc -w)
+check "9 blocks found and damaged on side b only ($n)" test "$n" -eq 9
+start_zvol "$sock" device="mirror:$A,$B" control="$ZV_TMP/ctl" \
+    mirror_read_side=1 || die "the pool imports with side b damaged"
+"$ADM" -S "$ZV_TMP/ctl" scrub -w zvol >"$ZV_TMP/scrub1.out" 2>&1 || :
+cat "$ZV_TMP/scrub1.out"
+check "the scrub repaired every damaged copy, lost none" \
+    grep -Eq "repaired (9|[1-9][0-9]+) copies, repairs failed 0, blocks that could not be repaired 0" \
+    "$ZV_TMP/scrub1.out"
+"$ADM" -S "$ZV_TMP/ctl" scrub -w zvol >"$ZV_TMP/scrub2.out" 2>&1 || :
+check "a second scrub finds nothing" \
+    grep -Eq "repaired 0 copies, repairs failed 0, blocks that could not be repaired 0" \
+    "$ZV_TMP/scrub2.out"
+check "clean stop" stop_zvol
+check "every damaged place of side b holds side a's bytes again" \
     "$NBD_PY" "$ZV_TMP/same.py" "$A" "$B" $where
 
 zv_log "side b missing: degraded"
