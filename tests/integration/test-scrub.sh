@@ -129,6 +129,18 @@ damage_offline ()
 zv_log "damage (seed $seed; set ZV_TEST_SEED to replay)"
 mark_off=$("$NBD_PY" "$ZV_TMP/damage.py" "$pool" "$seed" 8 mark)
 check "the marked block found" test "$mark_off" -gt 0
+# The live scrub below must meet damage in a's trees, which only b's
+# writer leaves alone (a damaged space map or objset copy is rewritten
+# by the next txgs before the scrub reaches it): damage more, with the
+# next seeds, until the offline check finds some there (5 tries).
+for try in 1 2 3 4 5; do
+    "$ADM" check tank >"$ZV_TMP/dmg.out" 2>&1 || :
+    grep -Eq "^(volume 'a'|snapshot 'a@s1').* copy [12] of 2: checksum error" \
+        "$ZV_TMP/dmg.out" && break
+    "$NBD_PY" "$ZV_TMP/damage.py" "$pool" "$((seed + 100 + try))" 4 none
+done
+check "damage in a's trees" grep -Eq \
+    "^(volume 'a'|snapshot 'a@s1').* copy [12] of 2: checksum error" "$ZV_TMP/dmg.out"
 
 # Reads of every export: the bytes written, or EIO at the damaged block.
 cat >"$ZV_TMP/reads.py" <<'PYEOF'
