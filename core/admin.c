@@ -927,23 +927,40 @@ admin_scrub_print (FILE *o, const zvol_scrub_status_t *st)
 }
 
 
-/* replace POOL OLD NEW: a side of a mirror by another device, resilvered
- * in the background (status shows how far). */
+/* The POOL operand (argument 0) of a command that runs on the served
+ * pool: *runp true when it names c->c_pool and the command is to run;
+ * false, with what to return, otherwise (an error, or nothing to do
+ * outside a server). */
 static int
-admin_replace (admin_ctx_t *c)
+admin_live_pool (admin_ctx_t *c, bool *runp)
 {
   bool match;
-  int r;
+  int r = admin_pool_operand (c, 0, &match);
 
-  if (c->c_argc != 3)
-    return admin_usage (c, "replace POOL OLD NEW");
-  r = admin_pool_operand (c, 0, &match);
+  *runp = false;
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
   if (!match) {
     admin_err (c, "not this pool (%s)", zvol_pool_name (c->c_pool));
     return ZVOL_ADMIN_FAIL;
   }
+  *runp = true;
+  return ZVOL_ADMIN_OK;
+}
+
+/* replace POOL OLD NEW: a side of a mirror by another device, resilvered
+ * in the background (status shows how far). */
+static int
+admin_replace (admin_ctx_t *c)
+{
+  bool run;
+  int r;
+
+  if (c->c_argc != 3)
+    return admin_usage (c, "replace POOL OLD NEW");
+  r = admin_live_pool (c, &run);
+  if (!run)
+    return r;
   r = zvol_pool_replace (c->c_pool, c->c_argv[1], c->c_argv[2]);
   if (r < 0)
     return ZVOL_ADMIN_FAIL;
@@ -1294,19 +1311,15 @@ admin_check (admin_ctx_t *c)
     .cr_problem = zvol_check_print_problem, .cr_problem_arg = &pr,
   };
   const char *name;
-  bool match;
+  bool run;
   int r;
 
   if (c->c_argc != 1)
     return admin_usage (c, "check [-v] POOL");
-  r = admin_pool_operand (c, 0, &match);
-  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+  r = admin_live_pool (c, &run);
+  if (!run)
     return r;
   name = zvol_pool_name (c->c_pool);
-  if (!match) {
-    admin_err (c, "not this pool (%s)", name);
-    return ZVOL_ADMIN_FAIL;
-  }
   r = zvol_pool_check_live (c->c_pool, &rep, c->c_io
                             ? c->c_io->ai_cancel_fd : NULL,
                             ADMIN_OPT (c, 'v') ? admin_check_progress : NULL,
@@ -1339,20 +1352,16 @@ admin_scrub (admin_ctx_t *c)
 {
   const char *name;
   zvol_scrub_status_t st;
-  bool match;
+  bool run;
   int r;
 
   if (c->c_argc != 1
       || ADMIN_OPT (c, 'w') + ADMIN_OPT (c, 'p') + ADMIN_OPT (c, 's') > 1)
     return admin_usage (c, "scrub [-v] [-w | -p | -s] POOL");
-  r = admin_pool_operand (c, 0, &match);
-  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+  r = admin_live_pool (c, &run);
+  if (!run)
     return r;
   name = zvol_pool_name (c->c_pool);
-  if (!match) {
-    admin_err (c, "not this pool (%s)", name);
-    return ZVOL_ADMIN_FAIL;
-  }
   if (ADMIN_OPT (c, 'p') || ADMIN_OPT (c, 's')) {
     bool pause = ADMIN_OPT (c, 'p');
     r = pause ? zvol_scrub_pause (c->c_pool) : zvol_scrub_cancel (c->c_pool);
@@ -1437,18 +1446,14 @@ static int
 admin_wait (admin_ctx_t *c)
 {
   admin_wait_t aw = { .aw_c = c };
-  bool match = true;
+  bool run;
   int r;
 
   if (c->c_argc != 1)
     return admin_usage (c, "wait POOL");
-  r = admin_pool_operand (c, 0, &match);
-  if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
+  r = admin_live_pool (c, &run);
+  if (!run)
     return r;
-  if (!match) {
-    admin_err (c, "not this pool (%s)", zvol_pool_name (c->c_pool));
-    return ZVOL_ADMIN_FAIL;
-  }
   return admin_result (zvol_pool_wait_freeing (c->c_pool, c->c_io
                                                ? c->c_io->ai_cancel_fd : NULL,
                                                admin_wait_progress, &aw));
