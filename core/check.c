@@ -52,10 +52,10 @@
  *     block only a log record owns (zv_alloc_block_open keeps the
  *     in-place blocks of later txgs out of them), so a leak found there
  *     is one;
- *   - every 64 blocks (check_live_poll): stop on a cancel descriptor
- *     (the client gone, the server stopping: -ECANCELED) or when the
- *     hold keeps more than check_hold_pct of the space free at its
- *     start (-ENOSPC); the view is closed and the hold ended whatever
+ *   - after each block (check_live_poll): stop on a cancel descriptor
+ *     (the client gone, the server stopping: -ECANCELED; looked at
+ *     every 64 blocks) or when the hold keeps more than check_hold_pct
+ *     of the space free at its start (-ENOSPC); the view is closed and the hold ended whatever
  *     happened.  A second check meets the hold: -EBUSY.
  *
  * Scrub (zvol_pool_scrub, zvol_pool_scrub_live, and scrub.c's pieces):
@@ -541,9 +541,11 @@ check_live_poll (zv_check_t *ck)
     ck->ck_stop = -ECANCELED;
     return ck->ck_stop;
   }
-  if (ck->ck_polled++ % 64 != 0)
-    return 0;
-  if ((why = zv_cancel_poll (ck->ck_cancel_fd)) != 0) {
+  /* The descriptors cost a system call: every 64 blocks.  The hold
+   * costs two loads, and a writer can fill the pool with held frees
+   * within 64 blocks of a scrub that yields to it: every block. */
+  if (ck->ck_polled++ % 64 == 0
+      && (why = zv_cancel_poll (ck->ck_cancel_fd)) != 0) {
     zv_warn ("pool '%s': %s cancelled: %s", ck->ck_live->p_name, ck->ck_what,
              why == 1 ? "its client went away" : "the server is stopping");
     ck->ck_stop = -ECANCELED;
@@ -574,6 +576,18 @@ check_live_poll (zv_check_t *ck)
   return ck->ck_stop;
 }
 
+/* Has a scrub piece's hold passed the share at which it ends?  Then it
+ * yields no more: the block it is at is verified, and the piece ends
+ * (check_live_poll) with its hold, so that the frees come back. */
+static bool
+check_hold_passed (zv_check_t *ck)
+{
+  uint64_t held, held_n;
+
+  zv_alloc_hold_get (ck->ck_live->p_spa.spa_alloc, &held, &held_n);
+  return held > ck->ck_hold_max / 4 || held_n > ck->ck_hold_max_n / 4;
+}
+
 /* A background scrub gives way to the clients (scan_yield_ms): before
  * each block, while the intent log has a batch under way for them
  * (spa_sync_io, as the txg sync's own writes yield to it: zio.c) or a
@@ -588,6 +602,7 @@ check_yield (zv_check_t *ck)
   struct timespec d = { 0, 1000 * 1000 };
 
   while (waited < max && !atomic_load (ck->ck_stop_flag)
+         && !check_hold_passed (ck)
          && (atomic_load_explicit (&p->p_spa.spa_sync_io,
                                    memory_order_relaxed) > 0
              || atomic_load_explicit (&p->p_syncing, memory_order_relaxed))) {
