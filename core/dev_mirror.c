@@ -4,16 +4,16 @@
  *
  * Theory
  * ------
- * A mirror is a kind of device, as a RADOS device is: dev.c opens it
- * (zv_dev_open_opts sees the "mirror:" prefix and calls
- * zv_dev_mirror_open) and hands every batch that names one to
+ * A mirror is a kind of device, as a RADOS device is: dev_open.c opens
+ * it (zv_dev_open_opts sees the "mirror:" prefix and calls
+ * zv_dev_mirror_open) and dev.c hands every batch that names one to
  * zv_dev_mirror_batch, so everything above the device layer sees one
  * device of one size (the smallest side's).  Its sides are ordinary
  * devices (files or block devices: a RADOS side or a mirror side is
- * refused), each opened, locked and counted by dev.c as any other, so
- * each has its own counters, fault hook and observer; the mirror's own
- * zv_dev_t counts the requests made of the mirror, and its fault hook
- * and observer see them before they are split.
+ * refused), each opened and locked by dev_open.c and counted by dev.c
+ * as any other, so each has its own counters, fault hook and observer;
+ * the mirror's own zv_dev_t counts the requests made of the mirror, and
+ * its fault hook and observer see them before they are split.
  *
  * Requests.  A batch is rewritten into a batch of side requests, issued
  * in one zv_dev_io_batch_queue call (so flush barriers keep their place:

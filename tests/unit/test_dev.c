@@ -1,6 +1,6 @@
 /*
- * test_dev.c: unit tests for core/dev.c (open/lock, io_uring batches,
- * fallbacks, counters, fault injection).
+ * test_dev.c: unit tests for core/dev.c and core/dev_open.c (open/lock,
+ * io_uring batches, fallbacks, counters, fault injection).
  *
  * Files live in testlib.h's scratch directory under /var/tmp, removed at
  * the end.
