@@ -600,8 +600,8 @@ ctl_progress (void *arg, const char *line)
 }
 
 /* A command that may run for hours without a stream: the check and the
- * scrub (the live ones, admin.c) and wait, which their clients wait for without a
- * deadline. */
+ * scrub (the live ones, admin_pool.c) and wait, which their clients wait
+ * for without a deadline. */
 static bool
 ctl_is_long_argv (int argc, char *const *argv)
 {
@@ -660,7 +660,7 @@ ctl_run (zvol_ctl_t *ctl, int fd, const zv_ctl_req_t *req, int stream,
 
 /* The descriptors against the request: one with ZV_CTL_F_STREAM, none
  * without, nothing else.  Its type and direction are the command's to
- * check (admin.c: the same checks offline). */
+ * check (admin_stream.c: the same checks offline). */
 static int
 ctl_check_fds (const zv_ctl_req_t *req, const ctl_fds_t *cf, char *why,
                size_t whylen)

@@ -1,5 +1,6 @@
 /*
- * test_admin.c: the admin command layer (core/admin.c) and the table of
+ * test_admin.c: the admin command layer (core/admin.c and its commands'
+ * files, admin_dataset.c, admin_pool.c, admin_stream.c) and the table of
  * served volumes it acts through (core/exports.c), on the public API: a
  * pool "tank" on a sparse file, commands run as zvoladm would run them.
  */
