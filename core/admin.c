@@ -47,16 +47,23 @@
 
 /* ---- messages ---- */
 
+/* "zvoladm: MESSAGE" on the command's error stream. */
+static void __attribute__ ((format (printf, 2, 0)))
+admin_verr (admin_ctx_t *c, const char *fmt, va_list ap)
+{
+  fputs ("zvoladm: ", c->c_err);
+  vfprintf (c->c_err, fmt, ap);
+  fputc ('\n', c->c_err);
+}
+
 void __attribute__ ((format (printf, 2, 3)))
 zv_admin_err (admin_ctx_t *c, const char *fmt, ...)
 {
   va_list ap;
 
-  fputs ("zvoladm: ", c->c_err);
   va_start (ap, fmt);
-  vfprintf (c->c_err, fmt, ap);
+  admin_verr (c, fmt, ap);
   va_end (ap);
-  fputc ('\n', c->c_err);
 }
 
 static const admin_cmd_t admin_cmds[];
@@ -91,11 +98,9 @@ zv_admin_usage (admin_ctx_t *c, const char *fmt, ...)
 {
   if (fmt) {
     va_list ap;
-    fputs ("zvoladm: ", c->c_err);
     va_start (ap, fmt);
-    vfprintf (c->c_err, fmt, ap);
+    admin_verr (c, fmt, ap);
     va_end (ap);
-    fputc ('\n', c->c_err);
   }
   admin_print_usage_of (c->c_err, c->c_cmd);
   return ZVOL_ADMIN_USAGE;
@@ -254,10 +259,7 @@ zv_admin_volume_operand (admin_ctx_t *c, int k, char *vol)
                                 (size_t) (slash - arg)) != 0)) {
     char pool[ZVOL_NAME_MAX];
     snprintf (pool, sizeof pool, "%.*s", (int) (slash - arg), arg);
-    zv_str_printable (pool, ZVOL_NAME_MAX, shown, sizeof shown);
-    zv_admin_err (c, "%s is not this pool (%s)", shown,
-                  zvol_pool_name (c->c_pool));
-    return ZVOL_ADMIN_FAIL;
+    return zv_admin_not_this_pool (c, pool);
   }
   return ZVOL_ADMIN_OK;
 }
@@ -288,12 +290,8 @@ zv_admin_dataset_arg (admin_ctx_t *c, const char *arg, bool snap, char *name)
                            c->c_cmd->ac_name, shown, snap ? "@SNAPSHOT" : "");
   snprintf (name, 2 * ZVOL_NAME_MAX, "%s", slash + 1);
   snprintf (pool, sizeof pool, "%.*s", (int) (slash - arg), arg);
-  if (c->c_pool && strcmp (pool, zvol_pool_name (c->c_pool)) != 0) {
-    zv_str_printable (pool, ZVOL_NAME_MAX, shown, sizeof shown);
-    zv_admin_err (c, "%s is not this pool (%s)", shown,
-                  zvol_pool_name (c->c_pool));
-    return ZVOL_ADMIN_FAIL;
-  }
+  if (c->c_pool && strcmp (pool, zvol_pool_name (c->c_pool)) != 0)
+    return zv_admin_not_this_pool (c, pool);
   return ZVOL_ADMIN_OK;
 }
 
@@ -312,6 +310,19 @@ zv_admin_pool_operand (admin_ctx_t *c, int k, bool *match)
   }
   *match = c->c_pool && strcmp (arg, zvol_pool_name (c->c_pool)) == 0;
   return ZVOL_ADMIN_OK;
+}
+
+/* A pool name (an operand, or the part of one before the slash) that is
+ * not this pool's: said; returns ZVOL_ADMIN_FAIL. */
+int
+zv_admin_not_this_pool (admin_ctx_t *c, const char *pool)
+{
+  char shown[4 * ZVOL_NAME_MAX + 8];
+
+  zv_str_printable (pool, ZVOL_NAME_MAX, shown, sizeof shown);
+  zv_admin_err (c, "%s is not this pool (%s)", shown,
+                zvol_pool_name (c->c_pool));
+  return ZVOL_ADMIN_FAIL;
 }
 
 /*

@@ -321,15 +321,26 @@ admin_field (zvol_pool_t *p, const zvol_volume_info_t *v, unsigned col,
     zvol_admin_size (val, len, num, exact);
 }
 
+/* The pool's datasets of the kinds asked (ZVOL_LIST_*), *np of them;
+ * the caller frees the array. */
+static zvol_volume_info_t *
+admin_datasets (zvol_pool_t *p, unsigned kinds, size_t *np)
+{
+  size_t n = zvol_dataset_list (p, kinds, NULL, 0);
+  zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
+
+  *np = ZV_MIN (n, zvol_dataset_list (p, kinds, vi, n));
+  return vi;
+}
+
 static void
 admin_list_pool (admin_ctx_t *c, bool scripted, bool exact, unsigned kinds,
                  const unsigned *cols, int ncols)
 {
   zvol_pool_t *p = c->c_pool;
-  size_t n = zvol_dataset_list (p, kinds, NULL, 0);
-  zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
+  size_t n;
+  zvol_volume_info_t *vi = admin_datasets (p, kinds, &n);
 
-  n = ZV_MIN (n, zvol_dataset_list (p, kinds, vi, n));
   for (size_t i = 0; i < n; i++) {
     for (int k = 0; k < ncols; k++) {
       char val[3 * ZVOL_NAME_MAX];
@@ -391,13 +402,8 @@ zv_admin_list (admin_ctx_t *c)
     zv_admin_pool_operand (c, k, &match);
     if (match)
       admin_list_pool (c, scripted, exact, kinds, cols, ncols);
-    else {
-      char shown[4 * ZVOL_NAME_MAX + 8];
-      zv_str_printable (c->c_argv[k], ZVOL_NAME_MAX, shown, sizeof shown);
-      zv_admin_err (c, "%s is not this pool (%s)", shown,
-                    zvol_pool_name (c->c_pool));
-      rc = ZVOL_ADMIN_FAIL;
-    }
+    else
+      rc = zv_admin_not_this_pool (c, c->c_argv[k]);
   }
   return rc;
 }
@@ -450,13 +456,11 @@ zv_admin_get (admin_ctx_t *c)
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
 
-  size_t n = zvol_dataset_list (c->c_pool, ZVOL_LIST_VOLUMES
-                                | ZVOL_LIST_SNAPSHOTS, NULL, 0);
-  zvol_volume_info_t *vi = zv_calloc (n ? n : 1, sizeof *vi);
+  size_t n;
+  zvol_volume_info_t *vi = admin_datasets (c->c_pool, ZVOL_LIST_VOLUMES
+                                           | ZVOL_LIST_SNAPSHOTS, &n);
   const zvol_volume_info_t *v = NULL;
 
-  n = ZV_MIN (n, zvol_dataset_list (c->c_pool, ZVOL_LIST_VOLUMES
-                                    | ZVOL_LIST_SNAPSHOTS, vi, n));
   for (size_t i = 0; i < n && v == NULL; i++)
     if (strcmp (vi[i].vi_name, name) == 0)
       v = &vi[i];

@@ -66,6 +66,8 @@ int zv_admin_dataset_operand (admin_ctx_t *c, int k, bool snap, char *name);
 int zv_admin_dataset_arg (admin_ctx_t *c, const char *arg, bool snap,
                           char *name);
 int zv_admin_pool_operand (admin_ctx_t *c, int k, bool *match);
+/* "NAME is not this pool (POOL)"; returns ZVOL_ADMIN_FAIL. */
+int zv_admin_not_this_pool (admin_ctx_t *c, const char *pool);
 
 /* ---- the commands (admin.c's table; each checks its arguments, and
  * with c_ex NULL stops there) ---- */

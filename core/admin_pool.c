@@ -46,13 +46,8 @@ zv_admin_stats (admin_ctx_t *c)
     : zv_admin_pool_operand (c, 0, &match);
   if (r != ZVOL_ADMIN_OK || c->c_ex == NULL)
     return r;
-  if (!has_vol && !match) {
-    char shown[4 * ZVOL_NAME_MAX + 8];
-    zv_str_printable (c->c_argv[0], ZVOL_NAME_MAX, shown, sizeof shown);
-    zv_admin_err (c, "%s is not this pool (%s)", shown,
-                  zvol_pool_name (c->c_pool));
-    return ZVOL_ADMIN_FAIL;
-  }
+  if (!has_vol && !match)
+    return zv_admin_not_this_pool (c, c->c_argv[0]);
   if (has_vol && zvol_exports_hold (c->c_ex, vol, &zv) < 0)
     return ZVOL_ADMIN_FAIL;
   text = ADMIN_OPT (c, 't') ? zvol_format_txgs (c->c_pool)
@@ -188,23 +183,19 @@ zv_admin_status (admin_ctx_t *c)
   zvol_scrub_status_t ss;
   zvol_pool_stats_t ps;
   char a[32], b[32], d[32], f[32];
-  bool match = true;
   uint64_t nerr = 0;
+  bool run;
   int err;
 
   if (c->c_argc > 1)
     return zv_admin_usage (c, "status [POOL]");
   if (c->c_argc == 1) {
-    int r = zv_admin_pool_operand (c, 0, &match);
-    if (r != ZVOL_ADMIN_OK)
+    int r = admin_live_pool (c, &run);
+    if (!run)
       return r;
   }
-  if (c->c_ex == NULL)
+  else if (c->c_ex == NULL)
     return ZVOL_ADMIN_OK;
-  if (!match) {
-    zv_admin_err (c, "not this pool (%s)", zvol_pool_name (c->c_pool));
-    return ZVOL_ADMIN_FAIL;
-  }
   zvol_pool_get_stats (c->c_pool, &ps);
   err = zvol_pool_error (c->c_pool);
   fprintf (c->c_out, "  pool: %s\n  guid: %016" PRIx64 "\n", ps.ps_name,
@@ -298,6 +289,40 @@ zv_admin_status (admin_ctx_t *c)
   return err != 0 ? ZVOL_ADMIN_FAIL : ZVOL_ADMIN_OK;
 }
 
+/* A long command's progress: a line at most once a second (the first
+ * and the last always), live as a progress frame (at once), offline on
+ * the error stream. */
+typedef struct admin_progress {
+  admin_ctx_t *ap_c;
+  uint64_t ap_last_ns;
+} admin_progress_t;
+
+/* Is a line due?  'last': the work is done, and its line always is. */
+static bool
+admin_progress_due (admin_progress_t *ap, bool last)
+{
+  uint64_t now = zv_now_ns ();
+
+  if (!last && ap->ap_last_ns != 0
+      && now - ap->ap_last_ns < 1000000000ull)
+    return false;
+  ap->ap_last_ns = now;
+  return true;
+}
+
+static void
+admin_progress_say (admin_progress_t *ap, const char *line)
+{
+  const zvol_admin_io_t *io = ap->ap_c->c_io;
+
+  if (io && io->ai_progress)
+    io->ai_progress (io->ai_progress_arg, line);    /* live: at once */
+  else {
+    fputs (line, ap->ap_c->c_err);
+    fflush (ap->ap_c->c_err);
+  }
+}
+
 /* check [-v] POOL: the whole pool walked and compared with its space
  * maps.  Offline zvoladm runs zvol_pool_check on the devices itself;
  * here, on a served pool, zvol_pool_check_live does it as of the last
@@ -307,11 +332,6 @@ zv_admin_status (admin_ctx_t *c)
  * and the rest run beside it; it stops when the client goes or the
  * server stops (the cancel descriptors).  The report is the offline
  * one (cmd/zvoladm.c, za_check): both print with zvol_check_print_*. */
-typedef struct admin_check {
-  admin_ctx_t *ak_c;
-  uint64_t ak_last_ns;
-} admin_check_t;
-
 void
 zvol_check_progress_line (char *buf, size_t len, const char *what,
                           uint64_t done, uint64_t total)
@@ -383,28 +403,19 @@ static void
 admin_check_progress (void *arg, const char *what, uint64_t done,
                       uint64_t total)
 {
-  admin_check_t *ak = arg;
-  const zvol_admin_io_t *io = ak->ak_c->c_io;
-  uint64_t now = zv_now_ns ();
+  admin_progress_t *ap = arg;
   char line[160];
 
-  if (done < total && ak->ak_last_ns != 0
-      && now - ak->ak_last_ns < 1000000000ull)
+  if (!admin_progress_due (ap, done >= total))
     return;
-  ak->ak_last_ns = now;
   zvol_check_progress_line (line, sizeof line, what, done, total);
-  if (io && io->ai_progress)
-    io->ai_progress (io->ai_progress_arg, line);
-  else {
-    fputs (line, ak->ak_c->c_err);
-    fflush (ak->ak_c->c_err);
-  }
+  admin_progress_say (ap, line);
 }
 
 int
 zv_admin_check (admin_ctx_t *c)
 {
-  admin_check_t ak = { .ak_c = c };
+  admin_progress_t ap = { .ap_c = c };
   zvol_check_printer_t pr = { .cp_out = c->c_out };
   zvol_check_report_t rep = {
     .cr_problem = zvol_check_print_problem, .cr_problem_arg = &pr,
@@ -422,7 +433,7 @@ zv_admin_check (admin_ctx_t *c)
   r = zvol_pool_check_live (c->c_pool, &rep, c->c_io
                             ? c->c_io->ai_cancel_fd : NULL,
                             ADMIN_OPT (c, 'v') ? admin_check_progress : NULL,
-                            &ak);
+                            &ap);
   if (r < 0) {
     zv_admin_err (c, "pool %s: the check %s (%s)", name, r == -ECANCELED
                   || r == -ENOSPC ? "was cancelled" : "did not run",
@@ -441,9 +452,9 @@ zv_admin_check (admin_ctx_t *c)
 static void
 admin_scrub_progress (void *arg, uint64_t done, uint64_t total)
 {
-  admin_check_t ak = { .ak_c = arg };
+  admin_progress_t ap = { .ap_c = arg };
 
-  admin_check_progress (&ak, "scrub", done, total);
+  admin_check_progress (&ap, "scrub", done, total);
 }
 
 int
@@ -513,38 +524,24 @@ zv_admin_scrub (admin_ctx_t *c)
  * frames, at once).  Live it is a long command as check is: no turn of
  * the control socket, ended by its client's going or the server's stop
  * (the free itself goes on). */
-typedef struct admin_wait {
-  admin_ctx_t *aw_c;
-  uint64_t aw_last_ns;
-} admin_wait_t;
-
 static void
 admin_wait_progress (void *arg, uint64_t left, uint64_t total)
 {
-  admin_wait_t *aw = arg;
-  const zvol_admin_io_t *io = aw->aw_c->c_io;
-  uint64_t now = zv_now_ns ();
+  admin_progress_t *ap = arg;
   char a[32], b[32], line[96];
 
-  if (left > 0 && aw->aw_last_ns != 0
-      && now - aw->aw_last_ns < 1000000000ull)
+  if (!admin_progress_due (ap, left == 0))
     return;
-  aw->aw_last_ns = now;
   zvol_admin_size (a, sizeof a, left, false);
   zvol_admin_size (b, sizeof b, total, false);
   snprintf (line, sizeof line, "freeing: %s left of %s\n", a, b);
-  if (io && io->ai_progress)
-    io->ai_progress (io->ai_progress_arg, line);    /* live: at once */
-  else {
-    fputs (line, aw->aw_c->c_err);
-    fflush (aw->aw_c->c_err);
-  }
+  admin_progress_say (ap, line);
 }
 
 int
 zv_admin_wait (admin_ctx_t *c)
 {
-  admin_wait_t aw = { .aw_c = c };
+  admin_progress_t ap = { .ap_c = c };
   bool run;
   int r;
 
@@ -555,5 +552,5 @@ zv_admin_wait (admin_ctx_t *c)
     return r;
   return admin_result (zvol_pool_wait_freeing (c->c_pool, c->c_io
                                                ? c->c_io->ai_cancel_fd : NULL,
-                                               admin_wait_progress, &aw));
+                                               admin_wait_progress, &ap));
 }
