@@ -37,8 +37,8 @@
  * which is read and cached for it (safe while records are pending: the
  * sync that retires one replaces the cached content, under db_mtx).
  *
- * Syncing context (the txg sync thread) is dmu_sync.c: see its theory
- * comment.
+ * Syncing context (the txg sync thread) is dmu_sync.c, the walk of an
+ * on-disk tree dmu_walk.c: see their theory comments.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
@@ -1404,73 +1404,7 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
   return r;
 }
 
-/* ---- walking an on-disk tree ---- */
-
-typedef struct dmu_walk {
-  zv_spa_t *dw_spa;
-  uint64_t dw_obj;
-  uint32_t dw_blksz;
-  bool dw_data;
-  uint64_t dw_min_birth;          /* prune: born no later is skipped */
-  bool dw_ind;                    /* fn gets indirect blocks' entries */
-  bool dw_stored;                 /* data blocks as stored */
-  zv_dmu_walk_fn dw_fn;
-  void *dw_arg;
-} dmu_walk_t;
-
-/* Visit bp (level, idx) and, for an indirect block, its children; its
- * parent was born in txg 'pbirth' (UINT64_MAX for the root: the caller
- * checks it against the objset). */
-static int
-dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
-             uint64_t idx, uint64_t pbirth)
-{
-  char what[96];
-  uint32_t size = level ? ZV_INDIRECT_SIZE : w->dw_blksz;
-  void *data = NULL;
-  int r;
-
-  if (zv_bp_is_hole (bp))
-    return 0;
-  /* A child is never born after its parent (checked below as each
-   * loads), so nothing under a pruned pointer is newer either. */
-  if (bp->bp_birth != 0 && bp->bp_birth <= w->dw_min_birth
-      && bp->bp_birth <= pbirth)
-    return 0;
-  snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
-            w->dw_obj, level, idx);
-  if (bp->bp_level != level || !zv_bp_size_is (bp, size)) {
-    zv_error ("%s: pointer level %u size %" PRIu32 "/%" PRIu32 ", expected "
-              "level %u size %" PRIu32, what, bp->bp_level, bp->bp_psize,
-              bp->bp_lsize, level, size);
-    return -EIO;
-  }
-  r = dmu_check_child (w->dw_spa, bp, level, pbirth, what);
-  if (r < 0)
-    return r;
-  if (level > 0 || w->dw_data) {
-    data = zv_buf_get (size);
-    r = level == 0 && w->dw_stored
-      ? zv_zio_read_stored (w->dw_spa, bp, data, what)
-      : zv_zio_read (w->dw_spa, bp, data, what);
-    if (r == 0 && level > 0)
-      r = dmu_check_indirect (data, bp, w->dw_obj, level, idx, what);
-    if (r < 0)
-      goto out;
-  }
-  r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data
-                : w->dw_ind ? zv_dmu_ind_entries (data) : NULL);
-  if (r != 0 || level == 0)
-    goto out;
-  const zv_blkptr_t *e = zv_dmu_ind_entries (data);
-  for (uint64_t i = 0; i < F && r == 0; i++)
-    r = dmu_walk_bp (w, &e[i], level - 1, idx * F + i, bp->bp_birth);
- out:
-  zv_buf_put (data, size);
-  return r;
-}
-
-/* The walk's checks, for a walk of its own (freeq.c). */
+/* The walk's checks (dmu_walk.c), and a walk of its own (freeq.c). */
 int
 zv_dmu_check_child (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned level,
                     uint64_t pbirth, const char *what)
@@ -1489,40 +1423,4 @@ uint64_t
 zv_dmu_span (unsigned level)
 {
   return dmu_span (level);
-}
-
-/* Walk an on-disk tree, or only what was born after min_birth. */
-int
-zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
-                   bool data, uint64_t min_birth, zv_dmu_walk_fn fn,
-                   void *arg)
-{
-  dmu_walk_t w = {
-    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
-    .dw_data = data, .dw_min_birth = min_birth, .dw_fn = fn, .dw_arg = arg,
-  };
-
-  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
-}
-
-int
-zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
-                       const zv_dnode_phys_t *dn, bool data, bool stored,
-                       uint64_t min_birth, zv_dmu_walk_fn fn, void *arg)
-{
-  dmu_walk_t w = {
-    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
-    .dw_data = data, .dw_min_birth = min_birth, .dw_ind = true,
-    .dw_stored = stored,
-    .dw_fn = fn, .dw_arg = arg,
-  };
-
-  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
-}
-
-int
-zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
-             bool data, zv_dmu_walk_fn fn, void *arg)
-{
-  return zv_dmu_walk_since (spa, obj, dn, data, 0, fn, arg);
 }

@@ -1,7 +1,8 @@
 /*
- * dmu_impl.h: what the object layer's two modules share (dmu.c, open
- * context, reads and the walk; dmu_sync.c, syncing context); nothing
- * outside them includes it (dmu.h is the layer's interface).
+ * dmu_impl.h: what the object layer's modules share (dmu.c, open
+ * context and reads; dmu_sync.c, syncing context; dmu_walk.c, the walk
+ * of an on-disk tree); nothing outside them includes it (dmu.h is the
+ * layer's interface).
  */
 #ifndef ZV_DMU_IMPL_H
 #define ZV_DMU_IMPL_H
