@@ -11,6 +11,10 @@
 
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
 
+/* Copies of every indirect block (ditto blocks): the sync writes them so,
+ * and a reservation holds them so (zv_dmu_tree_bytes). */
+#define ZV_DMU_IND_COPIES 2u
+
 /* The content of every allocated-zero block without data of its own
  * (dr_keep_alloc): the sync writes them all from here, and the partial
  * edges of such a zero are copied from it. */
