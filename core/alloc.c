@@ -82,7 +82,9 @@
  * count is atomic too (written under the lock, read without it).  The
  * check is advisory by design: allocations racing with a reservation may
  * make it pass or fail a little early, never by more than one sync's
- * worth, which the slop absorbs.
+ * worth, which the slop absorbs.  A write that a volume's reservation
+ * covers may count the deferred frees as back already, up to half the
+ * slop (zv_alloc_reserve_held says why).
  *
  * Locking: a_lock guards the bitmaps, dirty flags, cursors, rotor, defer
  * lists and the writes of the deferred byte count (atomic, so that the
@@ -1186,24 +1188,48 @@ zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out)
 /*
  * Open context: claim 'bytes' of future allocation, or -ENOSPC when that
  * would eat into the slop or into 'held' (what other volumes' unused
- * reservations keep).  The indirect blocks a sync writes for data are
- * allocated there without a reservation, out of the same space: with
- * something held, the check counts them too, 1/32 of the data reserved
- * and held (two copies of a 128-byte pointer per 16 KiB block is 1/64;
- * the rest for the levels above and the txg's copy-on-write of them), or
- * the other volumes' metadata would eat into the reservations.  Written
- * so no sum can overflow (every value is at most the pool's size).
+ * reservations keep, their indirect blocks included: dsdir.c).  The
+ * indirect blocks a sync writes for the data in flight are allocated
+ * there without a reservation, out of the same space: with something
+ * held, the check keeps 1/32 of the data reserved for them too (two
+ * copies of a 64-byte pointer per 4 KiB block, the smallest, is 1/32;
+ * larger blocks need less), or another volume's metadata would eat into
+ * the reservations.
+ *
+ * A write its own volume's reservation covers ('covered') may use the
+ * frees on their way back (deferred, not held by a hold) as if they were
+ * back already, up to half the slop.  They are the old copies of what
+ * the last two syncs rewrote (indirect blocks, the pool's metadata, the
+ * write's own earlier blocks): a reservation cannot hold those for two
+ * txgs without guessing how many txgs and how much each rewrites, while
+ * the slop is there for exactly that, and gets them back within two
+ * syncs; half of it stays for the sync's own metadata.  Without it a
+ * reserved volume filling its last MiBs on a pool others filled waited
+ * for its own metadata to come back, and under load ran out of retries
+ * (test_reservation_kept).
+ *
+ * Written so no sum can overflow (every value is at most the pool's
+ * size).
  */
 int
-zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held)
+zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held,
+                       bool covered)
 {
   uint64_t limit = a->a_total - a->a_slop;
   uint64_t cur = atomic_load_explicit (&a->a_reserved, memory_order_relaxed);
 
+  if (covered) {
+    uint64_t def = atomic_load_explicit (&a->a_deferred,
+                                         memory_order_relaxed);
+    uint64_t hfree = atomic_load_explicit (&a->a_held, memory_order_relaxed);
+
+    def -= ZV_MIN (hfree, def);
+    limit += ZV_MIN (def, a->a_slop / 2);
+  }
   for (;;) {
     uint64_t used = atomic_load_explicit (&a->a_allocated,
                                           memory_order_relaxed);
-    uint64_t keep = held > 0 ? held + (held + cur + bytes) / 32 : 0;
+    uint64_t keep = held > 0 ? held + (cur + bytes) / 32 : 0;
 
     if (used > limit || cur > limit - used || keep > limit - used - cur
         || bytes > limit - used - cur - keep)
@@ -1219,7 +1245,7 @@ zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held)
 int
 zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes)
 {
-  return zv_alloc_reserve_held (a, bytes, 0);
+  return zv_alloc_reserve_held (a, bytes, 0, false);
 }
 
 /*

@@ -21,7 +21,8 @@
  * Reservation: writers reserve space in open context (zv_alloc_reserve),
  * so a full pool fails the write that does not fit with ENOSPC and the
  * sync never runs out of space; a slop of 1/32 of the pool (at least
- * 4 MiB) is kept for metadata.
+ * 4 MiB) is kept for metadata, half of which a write a volume's
+ * reservation covers may borrow while frees are on their way back.
  *
  * Locking: one mutex guards the bitmaps and defer lists.  The txg sync is
  * not the only thread that allocates and frees: the intent log allocates
@@ -212,8 +213,11 @@ void zv_alloc_get_space (zv_alloc_t *a, zv_alloc_space_t *out);
  */
 int zv_alloc_reserve (zv_alloc_t *a, uint64_t bytes);
 /* The same, leaving 'held' bytes more untouched: what the unused
- * reservations of the writer's other volumes keep (dsdir.c). */
-int zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held);
+ * reservations of the writer's other volumes keep (dsdir.c).  'covered':
+ * the writer's own reservation covers the bytes, which may then take the
+ * deferred frees as free, up to half the slop (alloc.c says why). */
+int zv_alloc_reserve_held (zv_alloc_t *a, uint64_t bytes, uint64_t held,
+                           bool covered);
 /* For the write throttle: reserved + deferred bytes (*inuse) and that
  * plus what can still be reserved (*cap).  Lock-free, advisory. */
 void zv_alloc_pressure (zv_alloc_t *a, uint64_t *inuse, uint64_t *cap);

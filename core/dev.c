@@ -86,7 +86,9 @@
  * sandbox, EPERM with kernel.io_uring_disabled, a kernel without the
  * opcodes we need), the thread remembers it and runs its batches with
  * pread/pwrite/fdatasync, in order, through the same start and progress
- * steps.  This is logged once per process.
+ * steps.  This is logged once per process.  So do the batches of any
+ * thread once the library's destructor deleted the rings' key (exit with
+ * a pool still open, or unloading): dev_ring_get.
  */
 #include <config.h>
 
@@ -121,6 +123,12 @@ typedef struct zv_dev_ring {
 static pthread_once_t zv_dev_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t zv_dev_key;
 static bool zv_dev_key_ok;
+/* Set when dev_key_fini deleted the key (under zv_dev_key_lock, which
+ * also covers every pthread_setspecific of it); then no thread is given
+ * a new ring, but zv_dev_ring_gone, whose batches run the fallback. */
+static atomic_bool zv_dev_key_gone;
+static pthread_mutex_t zv_dev_key_lock = PTHREAD_MUTEX_INITIALIZER;
+static zv_dev_ring_t zv_dev_ring_gone = { .dr_uring = false };
 static atomic_bool zv_dev_fallback_logged;
 
 /* The observer every newly opened device starts with (tests only). */
@@ -709,12 +717,21 @@ dev_key_create (void)
     pthread_atfork (NULL, NULL, dev_atfork_child);
 }
 
-/* Unloading (dlclose of the plugin): threads must not call into us. */
+/*
+ * Unloading (dlclose of the plugin), or exit: the key goes, so that no
+ * thread exit calls dev_ring_destroy once our code is unmapped.  At
+ * exit, threads may still issue I/O (a pool never closed: a test that
+ * failed and left it open); dev_ring_get gives them the fallback from
+ * now on, and their rings are left to the process's end.
+ */
 static void __attribute__ ((destructor))
 dev_key_fini (void)
 {
+  pthread_mutex_lock (&zv_dev_key_lock);
+  atomic_store_explicit (&zv_dev_key_gone, true, memory_order_release);
   if (zv_dev_key_ok)
     pthread_key_delete (zv_dev_key);
+  pthread_mutex_unlock (&zv_dev_key_lock);
 }
 
 /* The ring must know the operations we use (READ/WRITE: Linux 5.6). */
@@ -743,7 +760,13 @@ dev_log_fallback (int error)
              strerror (-error));
 }
 
-/* This thread's ring, created on its first batch. */
+/*
+ * This thread's ring, created on its first batch.  After dev_key_fini the
+ * key is not looked at (its slot may be another library's by then): the
+ * fallback's ring, which holds nothing.  A thread that raced the delete
+ * past the first test finds no ring in the deleted key (glibc) and meets
+ * the second test, under the lock, before it stores one.
+ */
 static zv_dev_ring_t *
 dev_ring_get (void)
 {
@@ -752,10 +775,17 @@ dev_ring_get (void)
 
   ZV_VERIFY (pthread_once (&zv_dev_key_once, dev_key_create) == 0);
   ZV_VERIFY (zv_dev_key_ok);
+  if (atomic_load_explicit (&zv_dev_key_gone, memory_order_acquire))
+    return &zv_dev_ring_gone;
   r = pthread_getspecific (zv_dev_key);
   if (r != NULL)
     return r;
 
+  pthread_mutex_lock (&zv_dev_key_lock);
+  if (atomic_load_explicit (&zv_dev_key_gone, memory_order_relaxed)) {
+    pthread_mutex_unlock (&zv_dev_key_lock);
+    return &zv_dev_ring_gone;
+  }
   r = zv_calloc (1, sizeof *r);
   r->dr_entries = ZV_MAX (zv_dev_ring_entries, 1u);
   e = io_uring_queue_init (r->dr_entries, &r->dr_ring, 0);
@@ -768,6 +798,7 @@ dev_ring_get (void)
   if (e < 0)
     dev_log_fallback (e);
   ZV_VERIFY (pthread_setspecific (zv_dev_key, r) == 0);
+  pthread_mutex_unlock (&zv_dev_key_lock);
   return r;
 }
 

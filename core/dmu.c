@@ -37,8 +37,8 @@
  * which is read and cached for it (safe while records are pending: the
  * sync that retires one replaces the cached content, under db_mtx).
  *
- * Syncing context (the txg sync thread) is dmu_sync.c: see its theory
- * comment.
+ * Syncing context (the txg sync thread) is dmu_sync.c, the walk of an
+ * on-disk tree dmu_walk.c: see their theory comments.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
@@ -48,9 +48,10 @@
  * sync never holds two of these at once, and it keeps a hold on every
  * indirect block it changed until the parent records its new pointer, so
  * an evicted indirect block is always reloaded from the current pointer.
- * A write's space reservation may call ob_held_fn under a db_mtx: the
- * function takes only a lock of its own, held for nothing else
- * (dsdir.c's dd_resv_lock).
+ * A write's space reservation is taken before it locks any block (all
+ * of it at once: dmu_prepay), or, when its count raced a change of the
+ * same block, under the block's db_mtx; ob_held_fn takes only a lock of
+ * its own, held for nothing else (dsdir.c's dd_resv_lock).
  *
  * Trust.  Import checks the volume's root and nothing below it (import.c).
  * An indirect block of the imported tree (born at or before the txg
@@ -103,6 +104,26 @@ zv_dmu_nlevels (uint64_t nblocks)
   while (dmu_span (n - 1) < nblocks)
     n++;
   return n;
+}
+
+/* See dmu.h.  Level l has ceil(nblocks / F^l) blocks over an aligned
+ * run, one more over a run that straddles, never more than the level
+ * has.  A thick volume's run is the whole object, so exact. */
+uint64_t
+zv_dmu_tree_bytes (uint64_t nblocks, uint64_t total)
+{
+  unsigned nlevels = zv_dmu_nlevels (total);
+  uint64_t n = 0;
+
+  if (nblocks == 0)
+    return 0;
+  for (unsigned l = 1; l < nlevels; l++) {
+    uint64_t span = dmu_span (l);
+    uint64_t all = total / span + (total % span != 0);
+
+    n += ZV_MIN (nblocks / span + (nblocks % span != 0) + 1, all);
+  }
+  return n * ZV_INDIRECT_SIZE * ZV_DMU_IND_COPIES;
 }
 
 /* Shape check of a dnode from disk. */
@@ -1005,48 +1026,68 @@ zv_dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr)
   memset (&dr->dr_override, 0, sizeof dr->dr_override);
 }
 
-/* Reserve space for one block of txg (zv_alloc_reserve), counted in
- * ob_reserved so the sync of txg turns it into its allocation.  What
- * other volumes' reservations hold stays free: the lock-free bound
- * first, the exact amount only when the bound refuses. */
+/*
+ * Reserve 'bytes' for txg (zv_alloc_reserve_held), counted in ob_reserved
+ * so the sync of txg turns it into its allocation.  What other volumes'
+ * reservations hold stays free: the lock-free bound first, the exact
+ * amount only when the bound refuses.  A write the object's own
+ * reservation covers may take the frees on their way back (alloc.c).
+ */
 static int
-dmu_reserve (zv_object_t *ob, uint64_t txg)
+dmu_reserve (zv_object_t *ob, uint64_t txg, uint64_t bytes)
 {
   zv_alloc_t *a = ob->ob_spa->spa_alloc;
-  uint64_t held = ob->ob_held_fn ? ob->ob_held_fn (ob->ob_held_arg, false)
-    : 0;
-  int r = zv_alloc_reserve_held (a, ob->ob_blksz, held);
+  uint64_t own = 0;
+  uint64_t held = ob->ob_held_fn
+    ? ob->ob_held_fn (ob->ob_held_arg, false, &own) : 0;
+  int r = zv_alloc_reserve_held (a, bytes, held, own >= bytes);
 
-  if (r == -ENOSPC && held > 0)
-    r = zv_alloc_reserve_held (a, ob->ob_blksz,
-                               ob->ob_held_fn (ob->ob_held_arg, true));
-
+  if (r == -ENOSPC && held > 0) {
+    held = ob->ob_held_fn (ob->ob_held_arg, true, &own);
+    r = zv_alloc_reserve_held (a, bytes, held, own >= bytes);
+  }
   if (r == 0)
-    atomic_fetch_add_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                               ob->ob_blksz, memory_order_seq_cst);
+    atomic_fetch_add_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK], bytes,
+                               memory_order_seq_cst);
   return r;
 }
 
 /* Give back what dmu_reserve took. */
 static void
-dmu_unreserve (zv_object_t *ob, uint64_t txg)
+dmu_unreserve (zv_object_t *ob, uint64_t txg, uint64_t bytes)
 {
-  zv_alloc_unreserve (ob->ob_spa->spa_alloc, ob->ob_blksz);
-  atomic_fetch_sub_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK],
-                             ob->ob_blksz, memory_order_seq_cst);
+  zv_alloc_unreserve (ob->ob_spa->spa_alloc, bytes);
+  atomic_fetch_sub_explicit (&ob->ob_reserved[txg & ZV_TXG_MASK], bytes,
+                             memory_order_seq_cst);
+}
+
+/*
+ * One block's reservation, out of the change's prepaid extent
+ * (dmu_prepay), or alone if that ran out: the count of the blocks that
+ * need one is kept true only by the caller's range lock (zvol.c's).
+ */
+static int
+dmu_reserve_block (zv_object_t *ob, uint64_t txg, uint64_t *prepaid)
+{
+  if (*prepaid < ob->ob_blksz)
+    return dmu_reserve (ob, txg, ob->ob_blksz);
+  *prepaid -= ob->ob_blksz;
+  return 0;
 }
 
 /*
  * The dirty record of db for txg, created if needed (db_mtx held).  A
  * record for a write that covers the whole block needs no old content.
- * A new record pins its dbuf with the caller's hold (*keptp true: the
+ * A new record for a write takes its block's reservation out of
+ * *prepaid (a free's takes none: prepaid may be NULL then).  A new
+ * record pins its dbuf with the caller's hold (*keptp true: the
  * caller must not release it), which saves a hold and a release, each a
  * shard lock, per new record.
  */
 static int
 dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
-                  bool whole, bool aligned, bool for_free, zv_dirty_t **drp,
-                  bool *keptp)
+                  bool whole, bool aligned, bool for_free, uint64_t *prepaid,
+                  zv_dirty_t **drp, bool *keptp)
 {
   zv_dirty_t *dr = db->db_dirty[txg & ZV_TXG_MASK];
   zv_dirty_t *prev;
@@ -1063,7 +1104,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   prev = zv_dbuf_newest_dirty (db);
   if (prev)
     ZV_VERIFY3U (prev->dr_txg, <, txg);
-  if (!for_free && (r = dmu_reserve (ob, txg)) < 0)
+  if (!for_free && (r = dmu_reserve_block (ob, txg, prepaid)) < 0)
     return r;
   dr = dmu_dr_alloc ();
   dr->dr_txg = txg;
@@ -1077,7 +1118,7 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
       r = dmu_fill_locked (ob, db);
       if (r < 0) {
         zv_dmu_dr_free (dr);
-        dmu_unreserve (ob, txg);
+        *prepaid += ob->ob_blksz;
         return r;
       }
     }
@@ -1116,20 +1157,64 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   return 0;
 }
 
-/* Copy into blocks, dirtying them in txg. */
-int
-zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
-                       const void *buf, uint64_t txg)
+/* Does a write or zero of db in txg take a reservation: it has no
+ * record of txg, or one of a free (db_mtx held)? */
+static bool
+dmu_needs_reserve (const zv_dbuf_t *db, uint64_t txg)
+{
+  const zv_dirty_t *dr = db->db_dirty[txg & ZV_TXG_MASK];
+
+  return dr == NULL || (dr->dr_data == NULL && !dr->dr_keep_alloc);
+}
+
+/*
+ * Reserve, before a write or zero of [off, off + len) in txg (len > 0)
+ * changes anything, the space of every block of the range that will
+ * take some (*prepaid: the bytes; each block takes its share with
+ * dmu_reserve_block, and what is left goes back at the end), so that the
+ * change gets all its space or fails having changed nothing.  A change
+ * cut off halfway left blocks dirty that its retry, after a sync,
+ * rewrote in new space while their old copies stayed allocated two txgs
+ * more: near full, retries that ate the space they waited for.  Every
+ * block is reserved first, without a look (the common case, one
+ * reservation); only when that fails are the blocks looked up, since a
+ * block dirty in txg already takes nothing.
+ */
+static int
+dmu_prepay (zv_object_t *ob, uint64_t off, size_t len, uint64_t txg,
+            uint64_t *prepaid)
+{
+  uint64_t first = off / ob->ob_blksz, last = (off + len - 1) / ob->ob_blksz;
+  int r;
+
+  *prepaid = (last - first + 1) * ob->ob_blksz;
+  r = dmu_reserve (ob, txg, *prepaid);
+  if (r != -ENOSPC)
+    return r;
+  *prepaid = 0;
+  for (uint64_t b = first; b <= last; b++) {
+    zv_dbuf_t *db = zv_dbuf_find (ob->ob_cache, ob, 0, b);
+    bool need = true;
+
+    if (db != NULL) {
+      pthread_mutex_lock (&db->db_mtx);
+      need = dmu_needs_reserve (db, txg);
+      pthread_mutex_unlock (&db->db_mtx);
+      zv_dbuf_rele (ob->ob_cache, db);
+    }
+    *prepaid += need ? ob->ob_blksz : 0;
+  }
+  return *prepaid == 0 ? 0 : dmu_reserve (ob, txg, *prepaid);
+}
+
+/* Copy into blocks, dirtying them in txg; the new records' reservations
+ * come out of *prepaid (dmu_prepay). */
+static int
+dmu_write_prepaid (zv_object_t *ob, uint64_t off, size_t len,
+                   const void *buf, uint64_t txg, uint64_t *prepaid)
 {
   const uint8_t *in = buf;
-  int r0;
 
-  ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
-  if (len == 0)
-    return 0;
-  r0 = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
-  if (r0 < 0)
-    return r0;
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
@@ -1141,7 +1226,7 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
 
     pthread_mutex_lock (&db->db_mtx);
     r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, aligned, false,
-                          &dr, &kept);
+                          prepaid, &dr, &kept);
     /* A write that is not grain-aligned cannot be told apart in the
      * mask: the block is read and merged first. */
     if (r == 0 && dr->dr_data && dr->dr_partial && !aligned)
@@ -1151,7 +1236,7 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
         /* Freed or zeroed earlier in this txg: the rest of the block is
          * zeros.  A zeroed one (kept allocated) is reserved already. */
         if (!dr->dr_keep_alloc)
-          r = dmu_reserve (ob, txg);
+          r = dmu_reserve_block (ob, txg, prepaid);
         if (r == 0)
           dr->dr_data = zv_buf_alloc (ob->ob_blksz);
       }
@@ -1174,6 +1259,28 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     len -= n;
   }
   return 0;
+}
+
+int
+zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
+                       const void *buf, uint64_t txg)
+{
+  uint64_t prepaid;
+  int r;
+
+  ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  if (len == 0)
+    return 0;
+  r = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
+  if (r < 0)
+    return r;
+  if ((r = dmu_prepay (ob, off, len, txg, &prepaid)) < 0)
+    return r;
+  r = dmu_write_prepaid (ob, off, len, buf, txg, &prepaid);
+  /* What blocks dirty in txg already did not need. */
+  if (prepaid > 0)
+    dmu_unreserve (ob, txg, prepaid);
+  return r;
 }
 
 /* Free whole blocks in txg (no reservation: frees release space). */
@@ -1207,7 +1314,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
         }
       }
     }
-    r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr, &kept);
+    r = dmu_dirty_locked (ob, db, txg, true, true, true, NULL, &dr, &kept);
     if (r == 0) {
       zv_dmu_unoverride (ob, dr);
       dr->dr_keep_alloc = false;
@@ -1247,51 +1354,50 @@ dmu_keep_alloc (zv_object_t *ob, uint64_t blkid, uint64_t txg)
 /*
  * Zero, keeping every block allocated (see dmu.h).  A whole block's
  * record drops whatever data it had: the sync writes it from zv_dmu_zeros,
- * so memory does not grow with the range.  It reserves its block like a
- * write, unless its record of this txg already did (one with data, or
- * zeroed already); a freeing record may have reserved too (a write
- * freed in the same txg), which only over-reserves until the sync.
+ * so memory does not grow with the range.  Every block the range touches
+ * is reserved first, as for a write; a block takes its share unless its
+ * record of this txg did already (one with data, or zeroed already),
+ * and the rest goes back at the end.
  */
 int
 zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                       uint64_t txg)
 {
-  int r0;
+  uint64_t prepaid;
+  int r = 0;
 
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
   if (len == 0)
     return 0;
-  r0 = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
-  if (r0 < 0)
-    return r0;
-  while (len > 0) {
+  r = dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
+  if (r < 0)
+    return r;
+  if ((r = dmu_prepay (ob, off, len, txg, &prepaid)) < 0)
+    return r;
+  while (len > 0 && r == 0) {
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
     zv_dbuf_t *db;
     zv_dirty_t *dr;
-    bool reserve, kept = false;
-    int r = 0;
+    bool kept = false;
 
     if (n < ob->ob_blksz) {
-      r = zv_dmu_write_by_dnode (ob, off, n, zv_dmu_zeros, txg);
-      if (r < 0)
-        return r;
-      dmu_keep_alloc (ob, blkid, txg);
+      r = dmu_write_prepaid (ob, off, n, zv_dmu_zeros, txg, &prepaid);
+      if (r == 0)
+        dmu_keep_alloc (ob, blkid, txg);
       off += n;
       len -= n;
       continue;
     }
     db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
     pthread_mutex_lock (&db->db_mtx);
-    dr = db->db_dirty[txg & ZV_TXG_MASK];
-    reserve = dr == NULL || (dr->dr_data == NULL && !dr->dr_keep_alloc);
-    if (reserve)
-      r = dmu_reserve (ob, txg);
+    if (dmu_needs_reserve (db, txg))
+      r = dmu_reserve_block (ob, txg, &prepaid);
     if (r == 0) {
       /* The record of a free is what a whole zeroed block needs: no old
        * content, no buffer, and no reservation beyond the one above. */
-      r = dmu_dirty_locked (ob, db, txg, true, true, true, &dr, &kept);
+      r = dmu_dirty_locked (ob, db, txg, true, true, true, NULL, &dr, &kept);
       ZV_VERIFY3U (r, ==, 0);
       if (dr->dr_data) {
         zv_buf_put (dr->dr_data, ob->ob_blksz);
@@ -1303,12 +1409,12 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     pthread_mutex_unlock (&db->db_mtx);
     if (!kept)
       zv_dbuf_rele (ob->ob_cache, db);
-    if (r < 0)
-      return r;
     off += n;
     len -= n;
   }
-  return 0;
+  if (prepaid > 0)
+    dmu_unreserve (ob, txg, prepaid);
+  return r;
 }
 
 /* Hole as a read would see it now. */
@@ -1404,73 +1510,7 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
   return r;
 }
 
-/* ---- walking an on-disk tree ---- */
-
-typedef struct dmu_walk {
-  zv_spa_t *dw_spa;
-  uint64_t dw_obj;
-  uint32_t dw_blksz;
-  bool dw_data;
-  uint64_t dw_min_birth;          /* prune: born no later is skipped */
-  bool dw_ind;                    /* fn gets indirect blocks' entries */
-  bool dw_stored;                 /* data blocks as stored */
-  zv_dmu_walk_fn dw_fn;
-  void *dw_arg;
-} dmu_walk_t;
-
-/* Visit bp (level, idx) and, for an indirect block, its children; its
- * parent was born in txg 'pbirth' (UINT64_MAX for the root: the caller
- * checks it against the objset). */
-static int
-dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
-             uint64_t idx, uint64_t pbirth)
-{
-  char what[96];
-  uint32_t size = level ? ZV_INDIRECT_SIZE : w->dw_blksz;
-  void *data = NULL;
-  int r;
-
-  if (zv_bp_is_hole (bp))
-    return 0;
-  /* A child is never born after its parent (checked below as each
-   * loads), so nothing under a pruned pointer is newer either. */
-  if (bp->bp_birth != 0 && bp->bp_birth <= w->dw_min_birth
-      && bp->bp_birth <= pbirth)
-    return 0;
-  snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
-            w->dw_obj, level, idx);
-  if (bp->bp_level != level || !zv_bp_size_is (bp, size)) {
-    zv_error ("%s: pointer level %u size %" PRIu32 "/%" PRIu32 ", expected "
-              "level %u size %" PRIu32, what, bp->bp_level, bp->bp_psize,
-              bp->bp_lsize, level, size);
-    return -EIO;
-  }
-  r = dmu_check_child (w->dw_spa, bp, level, pbirth, what);
-  if (r < 0)
-    return r;
-  if (level > 0 || w->dw_data) {
-    data = zv_buf_get (size);
-    r = level == 0 && w->dw_stored
-      ? zv_zio_read_stored (w->dw_spa, bp, data, what)
-      : zv_zio_read (w->dw_spa, bp, data, what);
-    if (r == 0 && level > 0)
-      r = dmu_check_indirect (data, bp, w->dw_obj, level, idx, what);
-    if (r < 0)
-      goto out;
-  }
-  r = w->dw_fn (w->dw_arg, bp, level, idx, level == 0 ? data
-                : w->dw_ind ? zv_dmu_ind_entries (data) : NULL);
-  if (r != 0 || level == 0)
-    goto out;
-  const zv_blkptr_t *e = zv_dmu_ind_entries (data);
-  for (uint64_t i = 0; i < F && r == 0; i++)
-    r = dmu_walk_bp (w, &e[i], level - 1, idx * F + i, bp->bp_birth);
- out:
-  zv_buf_put (data, size);
-  return r;
-}
-
-/* The walk's checks, for a walk of its own (freeq.c). */
+/* The walk's checks (dmu_walk.c), and a walk of its own (freeq.c). */
 int
 zv_dmu_check_child (zv_spa_t *spa, const zv_blkptr_t *bp, unsigned level,
                     uint64_t pbirth, const char *what)
@@ -1489,40 +1529,4 @@ uint64_t
 zv_dmu_span (unsigned level)
 {
   return dmu_span (level);
-}
-
-/* Walk an on-disk tree, or only what was born after min_birth. */
-int
-zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
-                   bool data, uint64_t min_birth, zv_dmu_walk_fn fn,
-                   void *arg)
-{
-  dmu_walk_t w = {
-    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
-    .dw_data = data, .dw_min_birth = min_birth, .dw_fn = fn, .dw_arg = arg,
-  };
-
-  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
-}
-
-int
-zv_dmu_walk_since_ind (zv_spa_t *spa, uint64_t obj,
-                       const zv_dnode_phys_t *dn, bool data, bool stored,
-                       uint64_t min_birth, zv_dmu_walk_fn fn, void *arg)
-{
-  dmu_walk_t w = {
-    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
-    .dw_data = data, .dw_min_birth = min_birth, .dw_ind = true,
-    .dw_stored = stored,
-    .dw_fn = fn, .dw_arg = arg,
-  };
-
-  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
-}
-
-int
-zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
-             bool data, zv_dmu_walk_fn fn, void *arg)
-{
-  return zv_dmu_walk_since (spa, obj, dn, data, 0, fn, arg);
 }

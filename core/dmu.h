@@ -22,9 +22,11 @@
  * (zv_alloc_reserve_held): the unused reservations of the other volumes
  * (dsdir.c).  exact false: a bound, lock-free (every other volume's whole
  * reservation); true: the exact amount, which costs a walk of the
- * volumes, asked only when the bound refused the write.
+ * volumes, asked only when the bound refused the write.  *own gets what
+ * the object's own reservation still covers (data bytes; 0 without one):
+ * a write no larger is covered (zv_alloc_reserve_held).
  */
-typedef uint64_t (*zv_dmu_held_fn) (void *arg, bool exact);
+typedef uint64_t (*zv_dmu_held_fn) (void *arg, bool exact, uint64_t *own);
 
 /*
  * Snapshots' birth rule (snap.c): a block the sync lets go of that was
@@ -73,6 +75,10 @@ typedef struct zv_object {
 
 /* Levels needed to address nblocks blocks (1: the root is the block). */
 unsigned zv_dmu_nlevels (uint64_t nblocks);
+/* The most bytes, every copy, that the indirect blocks above a run of
+ * nblocks written data blocks take, anywhere in an object of 'total'
+ * blocks (a thick volume's: what its reservation holds besides data). */
+uint64_t zv_dmu_tree_bytes (uint64_t nblocks, uint64_t total);
 
 /* Set up a handle from its on-disk descriptor. */
 int zv_dmu_object_open (zv_object_t *ob, zv_spa_t *spa,
@@ -94,7 +100,9 @@ void zv_dmu_object_phys (zv_object_t *ob, zv_dnode_phys_t *dn);
 /* Open context.  Ranges are in bytes within the object. */
 int zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                           void *buf);
-/* Dirty the blocks in 'txg' (held by the caller); -ENOSPC when full. */
+/* Dirty the blocks in 'txg' (held by the caller); -ENOSPC when full,
+ * and then nothing changed (the space of every block the range touches
+ * is reserved before the first is dirtied). */
 int zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                            const void *buf, uint64_t txg);
 /* Free whole blocks [blkid, blkid + n) in 'txg': they become holes. */
@@ -104,8 +112,8 @@ int zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
  * Zero [off, off + len) in 'txg', every block it touches staying
  * allocated: the sync writes them as data even though they are all zeros
  * (a zero without MAY_TRIM).  Whole blocks keep no buffer; partial ones
- * are written with zeros.  Reserves space like a write: -ENOSPC when full
- * (the blocks before the one that failed are zeroed).
+ * are written with zeros.  Reserves space like a write: -ENOSPC when full,
+ * and then nothing changed.
  */
 int zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                           uint64_t txg);

@@ -1,7 +1,8 @@
 /*
- * dmu_impl.h: what the object layer's two modules share (dmu.c, open
- * context, reads and the walk; dmu_sync.c, syncing context); nothing
- * outside them includes it (dmu.h is the layer's interface).
+ * dmu_impl.h: what the object layer's modules share (dmu.c, open
+ * context and reads; dmu_sync.c, syncing context; dmu_walk.c, the walk
+ * of an on-disk tree); nothing outside them includes it (dmu.h is the
+ * layer's interface).
  */
 #ifndef ZV_DMU_IMPL_H
 #define ZV_DMU_IMPL_H
@@ -9,6 +10,10 @@
 #include "dmu.h"
 
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
+
+/* Copies of every indirect block (ditto blocks): the sync writes them so,
+ * and a reservation holds them so (zv_dmu_tree_bytes). */
+#define ZV_DMU_IND_COPIES 2u
 
 /* The content of every allocated-zero block without data of its own
  * (dr_keep_alloc): the sync writes them all from here, and the partial

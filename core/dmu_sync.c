@@ -246,7 +246,7 @@ dmu_sync_indirects (zv_object_t *ob, unsigned level, dmu_ind_set_t *cur,
     old = *slot;
     dmu_parent_done (ob, pdb, idx / F, NULL);
     r = zv_dmu_place (ob, &old, &bps[i], fill == 0, ZV_INDIRECT_SIZE, level,
-                   ZV_BT_INDIRECT, fill, 2, txg);
+                   ZV_BT_INDIRECT, fill, ZV_DMU_IND_COPIES, txg);
     if (r == 0 && fill > 0) {
       w[nw].zw_bp = &bps[i];
       w[nw].zw_buf = db->db_data;

@@ -27,8 +27,13 @@
  * their blocks only if the pool keeps what the other volumes'
  * reservations still lack (dsdir_held, the object's zv_dmu_held_fn;
  * zv_alloc_reserve_held), so a volume can always write its reservation.
- * dd_resv_total, the undestroyed volumes' reservations, is the
- * lock-free bound a write tries first.
+ * What a reservation holds is its data and the indirect blocks of that
+ * data at their size and copies (zv_dsdir_resv_unused), as OpenZFS's
+ * refreservation of a zvol counts its metadata; the old copies a sync's
+ * rewrites leave for two txgs are the slop's, which a write its own
+ * reservation covers may borrow (alloc.c).  dd_resv_total, the
+ * undestroyed volumes' reservations so counted, is the lock-free bound
+ * a write tries first.
  *
  * State of a dataset: on the list (created or imported) -> held (a
  * volume has it open) -> released -> destroy marked -> freed by the
@@ -44,9 +49,9 @@
  * marks, attached logs and stored log headers, which volumes and admin
  * calls change while the sync thread reads them; dd_admin_lock (taken
  * before it) makes creates and destroys one at a time (the log device
- * goes to one volume).  dd_resv_lock, innermost (writers take it under
- * a buffer's db_mtx, dmu.c), also guards the list and the destroy marks,
- * for dsdir_held.  The sync's copy of the list and each dataset's
+ * goes to one volume).  dd_resv_lock, innermost (writers may take it
+ * under a buffer's db_mtx, dmu.c), also guards the list and the destroy
+ * marks, for dsdir_held.  The sync's copy of the list and each dataset's
  * ds_freeing and ds_rec are the sync thread's alone.
  */
 #include <config.h>
@@ -359,25 +364,54 @@ zv_dsdir_held (zv_pool_t *p, char *name, size_t len)
   return held;
 }
 
+/* See dsdir.h: zv_dmu_tree_bytes of the reservation's blocks. */
+uint64_t
+zv_dsdir_resv_meta (uint64_t resv, uint64_t volsize, uint32_t vbs)
+{
+  return resv == 0 ? 0
+    : zv_dmu_tree_bytes (zv_dsdir_nblocks (resv, vbs),
+                         zv_dsdir_nblocks (volsize, vbs));
+}
+
+/*
+ * See dsdir.h: the rest of its data, and every indirect block the whole
+ * reservation's data needs (ds_resv_meta; the sync allocates them
+ * without a reservation).  The indirect blocks written already are
+ * counted twice until the reservation is used up: which exist is known
+ * only to a walk of the tree, and the excess is at most ds_resv_meta
+ * (0.8% of the reservation with 16 KiB blocks, 3% with 4 KiB ones).
+ */
+uint64_t
+zv_dsdir_resv_unused (const zv_pool_ds_t *ds, uint64_t used)
+{
+  return ds->ds_reservation > used
+    ? ds->ds_reservation - used + ds->ds_resv_meta : 0;
+}
+
 /*
  * The object's zv_dmu_held_fn: what a write to ds must leave free for the
- * other volumes' reservations.  A volume's unused reservation is its
- * reservation less what it uses: its data as of the last sync plus what
- * its writers reserved since (an overwrite counts whole: until its txg
- * syncs it takes new space, and the old block comes back two txgs
+ * other volumes' reservations, and (*own) what its own still covers.  A
+ * volume's use of its reservation is its data as of the last sync plus
+ * what its writers reserved since (an overwrite counts whole: until its
+ * txg syncs it takes new space, and the old block comes back two txgs
  * later).  The bound is every other volume's whole reservation.
  */
 static uint64_t
-dsdir_held (void *arg, bool exact)
+dsdir_held (void *arg, bool exact, uint64_t *own)
 {
   zv_pool_ds_t *ds = arg;
   zv_dsdir_t *dd = &ds->ds_pool->p_dd;
   uint64_t held = 0;
+  uint64_t mine = atomic_load_explicit (&ds->ds_unique, memory_order_relaxed)
+    + zv_dmu_object_reserved (&ds->ds_obj);
 
+  *own = ds->ds_reservation > mine ? ds->ds_reservation - mine : 0;
   if (!exact) {
     uint64_t total = atomic_load_explicit (&dd->dd_resv_total,
                                            memory_order_relaxed);
-    return total > ds->ds_reservation ? total - ds->ds_reservation : 0;
+    uint64_t whole = zv_dsdir_resv_unused (ds, 0);
+
+    return total > whole ? total - whole : 0;
   }
   pthread_mutex_lock (&dd->dd_resv_lock);
   for (size_t i = 0; i < dd->dd_nds; i++) {
@@ -388,8 +422,7 @@ dsdir_held (void *arg, bool exact)
       continue;
     used = atomic_load_explicit (&o->ds_unique, memory_order_relaxed)
       + zv_dmu_object_reserved (&o->ds_obj);
-    if (o->ds_reservation > used)
-      held += o->ds_reservation - used;
+    held += zv_dsdir_resv_unused (o, used);
   }
   pthread_mutex_unlock (&dd->dd_resv_lock);
   return held;
@@ -414,6 +447,8 @@ zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
   ds->ds_volsize = di->di_volsize;
   ds->ds_blksz = di->di_blksz;
   ds->ds_reservation = di->di_reservation;
+  ds->ds_resv_meta = zv_dsdir_resv_meta (di->di_reservation, di->di_volsize,
+                                         di->di_blksz);
   ds->ds_creation_txg = di->di_creation_txg;
   ds->ds_creation_time = di->di_creation_time;
   ds->ds_recv = di->di_recv;
@@ -459,7 +494,8 @@ zv_dsdir_add (zv_pool_t *p, const zv_dsdir_init_t *di)
       ds->ds_parent = p->p_dd.dd_dss[i];
   ZV_GROW (p->p_dd.dd_dss, p->p_dd.dd_nds, p->p_dd.dd_cap, 8);
   p->p_dd.dd_dss[p->p_dd.dd_nds++] = ds;
-  atomic_fetch_add_explicit (&p->p_dd.dd_resv_total, ds->ds_reservation,
+  atomic_fetch_add_explicit (&p->p_dd.dd_resv_total,
+                             zv_dsdir_resv_unused (ds, 0),
                              memory_order_relaxed);
   pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
   pthread_mutex_unlock (&p->p_dd.dd_lock);
@@ -707,8 +743,8 @@ dsdir_space (zv_pool_t *p, uint64_t *unreserved_freep)
     zv_pool_ds_t *ds = p->p_dd.dd_dss[i];
     uint64_t refd = atomic_load_explicit (&ds->ds_unique,
                                           memory_order_relaxed);
-    if (!ds->ds_destroy && ds->ds_reservation > refd)
-      held += ds->ds_reservation - refd;
+    if (!ds->ds_destroy)
+      held += zv_dsdir_resv_unused (ds, refd);
   }
   pthread_mutex_unlock (&p->p_dd.dd_lock);
   if (unreserved_freep)
@@ -773,11 +809,13 @@ zv_dsdir_create_locked (zv_pool_t *p, const char *name, uint64_t volsize,
   }
   if (check_space && reservation > 0) {
     uint64_t avail = dsdir_space (p, NULL);
-    if (reservation + ring > avail) {
+    uint64_t meta = zv_dsdir_resv_meta (reservation, volsize, blksz);
+    if (reservation + meta + ring > avail) {
       zv_error ("pool '%s': no room for volume '%s' with a reservation of "
                 "%" PRIu64 " bytes (%" PRIu64 " available, less %" PRIu64
-                " for its log; make it thin, or smaller)", p->p_name, shown,
-                reservation, avail, ring);
+                " for its log and %" PRIu64 " for its indirect blocks; make "
+                "it thin, or smaller)", p->p_name, shown, reservation, avail,
+                ring, meta);
       return -ENOSPC;
     }
   }
@@ -1150,7 +1188,8 @@ zv_dsdir_destroy (zv_pool_t *p, const char *name)
   else {
     pthread_mutex_lock (&p->p_dd.dd_resv_lock);
     ds->ds_destroy = true;
-    atomic_fetch_sub_explicit (&p->p_dd.dd_resv_total, ds->ds_reservation,
+    atomic_fetch_sub_explicit (&p->p_dd.dd_resv_total,
+                               zv_dsdir_resv_unused (ds, 0),
                                memory_order_relaxed);
     pthread_mutex_unlock (&p->p_dd.dd_resv_lock);
   }

@@ -84,8 +84,15 @@ typedef struct zv_dsdir_info {
  * how many there are. */
 size_t zv_dsdir_list (zv_pool_t *p, unsigned kinds, zv_dsdir_info_t *out,
                       size_t max);
-/* Free space of the pool less every volume's unused reservation. */
+/* Free space of the pool less every volume's unused reservation (and
+ * the indirect blocks it keeps room for: zv_dsdir_resv_unused). */
 uint64_t zv_dsdir_avail (zv_pool_t *p);
+/* What a reservation of 'resv' bytes of a volume of volsize / vbs holds
+ * besides its data: the indirect blocks of that much data, every copy. */
+uint64_t zv_dsdir_resv_meta (uint64_t resv, uint64_t volsize, uint32_t vbs);
+/* What ds's reservation keeps of the pool while its data ('used': as of
+ * the last sync, plus what its writers reserved since) is below it. */
+uint64_t zv_dsdir_resv_unused (const zv_pool_ds_t *ds, uint64_t used);
 
 /*
  * Import: the dataset record in directory slot 'slot' of the objset of

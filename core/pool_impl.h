@@ -35,6 +35,7 @@ struct zv_pool_ds {
   uint64_t ds_creation_txg, ds_creation_time;
   uint64_t ds_guid;            /* a snapshot's identity (send streams) */
   uint64_t ds_reservation;
+  uint64_t ds_resv_meta;       /* its indirect blocks (zv_dsdir_resv_meta) */
   zv_object_t ds_obj;          /* the volume's block tree */
   uint64_t ds_volsize;
   uint32_t ds_blksz;
@@ -86,7 +87,8 @@ typedef struct zv_dsdir {
    * inside dd_lock, never before either: the list (dd_dss, dd_nds) and
    * the destroy marks change under it too. */
   pthread_mutex_t dd_resv_lock;
-  _Atomic uint64_t dd_resv_total; /* reservations of the undestroyed */
+  _Atomic uint64_t dd_resv_total; /* reservations of the undestroyed,
+                                     ds_resv_meta included */
   /* Snapshot operations waiting for the sync of their txg (snap.c),
    * under dd_lock. */
   struct zv_snap_task *dd_tasks;

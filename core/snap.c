@@ -231,8 +231,10 @@ snap_create (zv_pool_t *p, const char *name, uint64_t guid, bool recv)
     r = -EBUSY;
   else {
     /* A reservation covers the volume's own data: its blocks become the
-     * snapshot's, so the volume may need it all again. */
-    need = ZV_MIN (v->ds_reservation, v->ds_pub_written);
+     * snapshot's, so the volume may need it all again (and its indirect
+     * blocks, if it had used it up). */
+    need = zv_dsdir_resv_unused (v, 0)
+      - zv_dsdir_resv_unused (v, v->ds_pub_written);
     r = zv_dsdir_new_slot_locked (p, &id, &slot);
   }
   pthread_mutex_unlock (&p->p_dd.dd_lock);

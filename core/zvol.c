@@ -287,7 +287,9 @@ typedef int (*zvol_apply_fn) (zvol_t *zv, const void *arg, uint64_t txg);
  * allocations) waits for a txg to sync and tries again, a bounded number
  * of times: like OpenZFS's ERESTART from the space reservation, a nearly
  * full pool slows writers down to smaller txgs instead of failing them.
- * The one message of a full pool is logged here.
+ * A change that found no space changed nothing (dmu.c reserves its
+ * whole range first), so a retry costs no space of its own.  The one
+ * message of a full pool is logged here (each wait at debug level).
  */
 static int
 zvol_apply (zvol_t *zv, const char *op, uint64_t off, uint64_t len,
@@ -306,9 +308,15 @@ zvol_apply (zvol_t *zv, const char *op, uint64_t off, uint64_t len,
     if (r != -ENOSPC)
       return r;
     if (tries >= zv_zvol_enospc_retries
-        || !zv_pool_space_pending (zv->zv_pool)
-        || zv_txg_wait_synced (zv->zv_txg,
-                               zv_txg_open_txg (zv->zv_txg)) < 0) {
+        || !zv_pool_space_pending (zv->zv_pool)) {
+      zv_error ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' is full", op, off,
+                len, zv_pool_name (zv->zv_pool));
+      return r;
+    }
+    zv_debug ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' has no room now, "
+              "waiting for a txg to sync (%u)", op, off, len,
+              zv_pool_name (zv->zv_pool), tries + 1);
+    if (zv_txg_wait_synced (zv->zv_txg, zv_txg_open_txg (zv->zv_txg)) < 0) {
       zv_error ("%s at %" PRIu64 "+%" PRIu64 ": pool '%s' is full", op, off,
                 len, zv_pool_name (zv->zv_pool));
       return r;

@@ -888,6 +888,48 @@ test_reserve_slop (void **state)
 }
 
 /*
+ * zv_alloc_reserve_held: what others' reservations hold stays free, with
+ * 1/32 of the data in flight for its indirect blocks; a write its own
+ * reservation covers may take the deferred frees as free, up to half the
+ * slop, and nothing more.
+ */
+static void
+test_reserve_held (void **state)
+{
+  const uint64_t start = 1 * MiB, end = start + 256 * MiB;
+  const uint64_t slop = 8 * MiB, limit = 256 * MiB - slop, H = 10 * MiB;
+  zv_alloc_t *a = zv_alloc_create (1, &start, &end);
+  uint64_t b = (limit - H) / 33 * 32;
+
+  /* Held: the rest, less 1/32 of what is reserved. */
+  assert_int_equal (zv_alloc_reserve_held (a, limit - H, H, false), -ENOSPC);
+  assert_int_equal (zv_alloc_reserve_held (a, b, H, false), 0);
+  assert_int_equal (zv_alloc_reserve_held (a, 64 * KiB, H, false), -ENOSPC);
+  assert_int_equal (zv_alloc_reserve_held (a, 64 * KiB, 0, false), 0);
+  zv_alloc_unreserve (a, b + 64 * KiB);
+
+  /* 1 MiB below the limit is free, 12 MiB more are deferred. */
+  zv_alloc_claim (a, ZV_DVA_MAKE (0, start), (uint32_t) (limit - MiB));
+  zv_alloc_free_defer (a, 1, ZV_DVA_MAKE (0, start), 12 * MiB);
+  assert_int_equal (zv_alloc_reserve_held (a, 2 * MiB, 0, false), -ENOSPC);
+  assert_int_equal (zv_alloc_reserve_held (a, 2 * MiB, 0, true), 0);
+  zv_alloc_unreserve (a, 2 * MiB);
+  /* Half the slop at most, though more is on its way back. */
+  assert_int_equal (zv_alloc_reserve_held (a, MiB + slop / 2, 0, true), 0);
+  assert_int_equal (zv_alloc_reserve_held (a, 4096, 0, true), -ENOSPC);
+  zv_alloc_unreserve (a, MiB + slop / 2);
+  /* Others' holds count the same for a covered write. */
+  assert_int_equal (zv_alloc_reserve_held (a, MiB, slop / 2, true),
+                    -ENOSPC);
+  /* Back: free for everybody, and nothing more to borrow. */
+  zv_alloc_sync_begin (a, 3);
+  assert_int_equal (zv_alloc_reserve_held (a, 13 * MiB + 4096, 0, true),
+                    -ENOSPC);
+  assert_int_equal (zv_alloc_reserve_held (a, 13 * MiB, 0, false), 0);
+  zv_alloc_destroy (a);
+}
+
+/*
  * A 64 GiB device (2 MiB of bitmap), full but for scattered single
  * sectors and one 64 KiB hole far from the cursor: finding the hole,
  * proving no 2-sector run exists, and taking a single sector must each be
@@ -1159,6 +1201,7 @@ main (void)
     tl_test (test_chunk_load_garbage),
     tl_test (test_defer_persist),
     tl_test (test_reserve_slop),
+    tl_test (test_reserve_held),
     tl_test (test_big_device_fast),
     tl_test (test_concurrent_reserve),
     tl_test (test_owners),

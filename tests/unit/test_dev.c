@@ -1085,6 +1085,114 @@ test_no_uring_fallback (void **state)
   unlink (path);
 }
 
+/* ---- I/O while the process exits -------------------------------------- */
+
+/*
+ * A thread of the exiting child (test_io_during_exit): a read before the
+ * exit when ei_early (it has a ring then), and one more once the last
+ * destructor lets it go, after dev.c's destructor deleted the rings' key.
+ */
+typedef struct exitio {
+  zv_dev_t *ei_dev;
+  bool ei_early;
+  int ei_ready, ei_go;            /* pipe ends: "early read done", "go" */
+  int ei_result;
+} exitio_t;
+
+static exitio_t exitio[2];
+static pthread_t exitio_th[2];
+static bool exitio_armed;         /* only in the child */
+static int exitio_go;             /* the write end of the threads' "go" */
+
+static void *
+exitio_thread (void *arg)
+{
+  exitio_t *e = arg;
+  void *buf = zv_buf_alloc (ZV_SECTOR);
+  char c = 'r';
+
+  e->ei_result = e->ei_early ? zv_dev_read (e->ei_dev, buf, 0, ZV_SECTOR)
+    : 0;
+  if (write (e->ei_ready, &c, 1) != 1 || read (e->ei_go, &c, 1) != 1)
+    e->ei_result = -EPIPE;
+  else if (e->ei_result == 0)
+    e->ei_result = zv_dev_read (e->ei_dev, buf, 0, ZV_SECTOR);
+  zv_buf_free (buf);
+  return NULL;
+}
+
+/* Runs after every destructor without a priority, dev.c's among them
+ * (GCC: the smaller the number, the later).  It ends the child itself:
+ * the ring the early thread had is left to the process's end by design,
+ * which a sanitizer's leak check at exit would report. */
+static void __attribute__ ((destructor (101)))
+exitio_fini (void)
+{
+  char go[2] = { 'g', 'g' };
+
+  if (!exitio_armed)
+    return;
+  if (write (exitio_go, go, 2) != 2)
+    _exit (4);
+  for (int i = 0; i < 2; i++)
+    if (pthread_join (exitio_th[i], NULL) != 0 || exitio[i].ei_result != 0)
+      _exit (3);
+  _exit (0);
+}
+
+/*
+ * A pool left open at exit (a test that failed, a server that exits
+ * without closing it) has threads doing I/O while the library's
+ * destructors run: a batch after the rings' key was deleted used to
+ * abort on pthread_setspecific (core/dev.c, dev_ring_get).  Both kinds
+ * of thread must get their reads done: one that had a ring before the
+ * exit and one whose first batch comes after.
+ */
+static void
+test_io_during_exit (void **state)
+{
+  char path[512];
+  zv_dev_t *dev;
+  int ready[2], go[2], status;
+  pid_t pid;
+
+  dev = tl_scratch_dev (path, sizeof path, "exitio", MiB);
+  assert_int_equal (pipe2 (ready, O_CLOEXEC), 0);
+  assert_int_equal (pipe2 (go, O_CLOEXEC), 0);
+  fflush (NULL);
+  pid = fork ();
+  assert_true (pid >= 0);
+  if (pid == 0) {
+    /* The device (and its lock) is the parent's, shared by the fork. */
+    char c[1];
+
+    for (int i = 0; i < 2; i++) {
+      exitio[i] = (exitio_t) { .ei_dev = dev, .ei_early = i == 0,
+                               .ei_ready = ready[1], .ei_go = go[0] };
+      if (pthread_create (&exitio_th[i], NULL, exitio_thread,
+                          &exitio[i]) != 0)
+        _exit (5);
+    }
+    for (int i = 0; i < 2; i++)
+      if (read (ready[0], c, 1) != 1)
+        _exit (6);
+    exitio_go = go[1];
+    exitio_armed = true;
+    exit (0);
+  }
+  close (ready[0]);
+  close (ready[1]);
+  close (go[0]);
+  close (go[1]);
+  assert_int_equal (waitpid (pid, &status, 0), pid);
+  if (WIFSIGNALED (status))
+    fail_msg ("the exiting child died of signal %d", WTERMSIG (status));
+  assert_true (WIFEXITED (status));
+  assert_int_equal (WEXITSTATUS (status), 0);
+  zv_dev_close (dev);
+  unlink (path);
+}
+
 /* ---- block device (loop) ---------------------------------------------- */
 
 /*
@@ -1317,6 +1425,7 @@ main (void)
     tl_test (test_threads),
     tl_test (test_waves),
     tl_test (test_no_uring_fallback),
+    tl_test (test_io_during_exit),
     tl_test (test_blockdev),
     tl_test (test_loop_backing_lock),
   };

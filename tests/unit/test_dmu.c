@@ -1180,6 +1180,115 @@ test_levels (void **state)
   }
 }
 
+/*
+ * A write or zero that finds too little space changes nothing: it
+ * reserves every block of its range before it dirties the first.  (It
+ * used to dirty the blocks that fit and fail at the next: a retry after
+ * a sync then rewrote those in new space, their old copies allocated
+ * two txgs more.)  What fits still goes in, and what blocks dirty in
+ * the txg already did not need goes back.
+ */
+static void
+test_enospc_changes_nothing (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (64, bs);
+  zv_alloc_t *a;
+  zv_alloc_space_t sp;
+  uint64_t room;
+
+  assert_non_null (shadow);
+  denv_setup (&e, "enospc", 64, bs, BIG_CACHE);
+  a = e.spa->spa_alloc;
+  denv_write (&e, shadow, 0, 4 * bs, 1, 5);
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+
+  /* Leave room for three blocks. */
+  sp = tl_alloc_space (a);
+  room = sp.as_total - zv_alloc_slop (sp.as_total) - sp.as_allocated
+    - sp.as_reserved - 3 * bs;
+  assert_int_equal (zv_alloc_reserve (a, room), 0);
+
+  uint8_t *buf = malloc (8 * bs);
+  assert_non_null (buf);
+  tl_pat_fill (buf, 0, 8 * bs, 2);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 6),
+                    -ENOSPC);
+  assert_int_equal (zv_dmu_zero_by_dnode (&e.ob, bs / 2, 4 * bs, 6),
+                    -ENOSPC);
+  assert_int_equal (zv_dmu_object_reserved (&e.ob), 0);
+  assert_int_equal (tl_alloc_space (a).as_reserved, room);
+  assert_null (atomic_load (&e.ob.ob_dirty[6 & ZV_TXG_MASK]));
+  denv_check (&e, shadow, 0, 64 * bs);
+
+  /* Three blocks fit; rewriting two of them needs nothing more (found
+   * dirty once the whole range does not fit), and a fourth block still
+   * does not fit. */
+  denv_write (&e, shadow, bs, 3 * bs, 3, 6);
+  assert_int_equal (zv_dmu_object_reserved (&e.ob), 3 * bs);
+  denv_write (&e, shadow, bs + 100, bs, 4, 6);
+  assert_int_equal (zv_dmu_object_reserved (&e.ob), 3 * bs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 4 * bs, bs, buf, 6),
+                    -ENOSPC);
+  assert_int_equal (zv_dmu_object_reserved (&e.ob), 3 * bs);
+  zv_alloc_unreserve (a, room);
+  assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
+  assert_int_equal (zv_dmu_object_reserved (&e.ob), 0);
+  assert_int_equal (tl_alloc_space (a).as_reserved, 0);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 64 * bs);
+  free (buf);
+  denv_teardown (&e);
+  free (shadow);
+}
+
+/*
+ * zv_dmu_tree_bytes, what a reservation holds for indirect blocks, is
+ * what the tree of a whole object written takes (two copies of each
+ * indirect block), and no less than a run's anywhere in a larger one.
+ */
+static void
+test_tree_bytes (void **state)
+{
+  static const struct { uint64_t total, first, n; } runs[] = {
+    { 600, 0, 600 }, { 255, 0, 255 }, { 70000, 0, 70000 },
+    { 70000, 250, 300 }, { 70000, 65000, 520 }, { 1, 0, 1 },
+  };
+  const uint32_t bs = 4096;
+  const uint64_t step = 64;     /* every 64th block: all indirect blocks */
+
+  assert_int_equal (zv_dmu_tree_bytes (0, 600), 0);
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    uint64_t want = zv_dmu_tree_bytes (runs[i].n, runs[i].total), got = 0;
+    uint8_t *buf = malloc (bs);
+    wlist_t w;
+    denv_t e;
+
+    assert_non_null (buf);
+    denv_setup (&e, "tree", runs[i].total, bs, 0);
+    /* Every indirect block the run needs exists once its first and last
+     * blocks and one block per 64 are written. */
+    for (uint64_t b = runs[i].first, end = b + runs[i].n; b < end;
+         b = b + step < end || b + 1 == end ? b + step : end - 1) {
+      tl_pat_fill (buf, b * bs, bs, 7);
+      assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, buf, 5), 0);
+    }
+    assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+    assert_int_equal (denv_walk (&e, false, &w), 0);
+    for (size_t j = 0; j < w.n; j++)
+      if (w.v[j].level > 0)
+        got += (uint64_t) w.v[j].bp.bp_psize * w.v[j].bp.bp_ncopies;
+    wlist_free (&w);
+    if (runs[i].n == runs[i].total)
+      assert_int_equal (got, want);
+    else
+      assert_true (got <= want);
+    denv_teardown (&e);
+    free (buf);
+  }
+}
+
 int
 main (void)
 {
@@ -1199,6 +1308,8 @@ main (void)
     tl_test (test_walk),
     tl_test (test_corrupt_indirect),
     tl_test (test_levels),
+    tl_test (test_enospc_changes_nothing),
+    tl_test (test_tree_bytes),
   };
 
   return tl_main (tests, "dmu", NULL);

@@ -21,6 +21,7 @@
 
 #include "testlib.h"
 #include "label.h"
+#include "pool.h"
 #include "powercut.h"
 
 #define DEV_SIZE (128 * MiB)
@@ -555,6 +556,119 @@ test_reservation_kept (void **state)
   free (buf);
 }
 
+/*
+ * The margin a reservation keeps, made to hurt: after a thin volume
+ * filled the pool, the reserved one (thick) is written to its last byte
+ * in many small txgs, each of them paying rewritten metadata whose old
+ * copies stay allocated for two more txgs: the pool's, and the volume's
+ * own indirect blocks.  'sweep': each round writes a piece under every
+ * indirect block still to fill, so every txg rewrites all of them; else
+ * 1 MiB writes in order, straddling the volume's 1 MiB regions, one txg
+ * each.  Every write of the reservation must succeed without waiting
+ * for a sync (zvol.c logs each wait).  The txgs are the test's own (a
+ * sync every 8 MiB of the fill and after each round; no timer, dirty or
+ * space kicks), so the outcome is the same at every run.
+ */
+static void
+vt_margin (uint32_t bs, bool sweep)
+{
+  char path[512], name[32];
+  const char *dev;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p = NULL;
+  const uint64_t R = 24 * MiB, lo = R / 4;
+  const uint64_t span = (uint64_t) ZV_INDIRECT_FANOUT * bs, piece = 16 * bs;
+  const uint64_t rounds = sweep ? (span + piece - 1) / piece
+    : (R - lo) / MiB + 1;
+  uint8_t *buf = malloc (MiB);
+  zvol_t *thin, *resv;
+  int r = 0;
+
+  assert_non_null (buf);
+  snprintf (name, sizeof name, "margin%u%s", (unsigned) bs,
+            sweep ? "s" : "");
+  dev = tl_path (path, sizeof path, name);
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, 0, true);
+  pc.pc_name = "tank";
+  pc.pc_txg.tt_timeout_ms = 600000;
+  pc.pc_txg.tt_dirty_max = 1ull << 30;
+  assert_int_equal (zvol_pool_open (&pc, &p), 0);
+  assert_int_equal (zvol_tunable_set ("space_sync_percent", "100", NULL, 0),
+                    0);
+  assert_int_equal (zvol_pool_start (p), 0);
+  vt_create (p, "resv", R, bs, R);
+  vt_create (p, "thin", DEV_SIZE, 16384, 0);
+  thin = vt_open (p, "thin");
+  resv = vt_open (p, "resv");
+  tl_vol_write (resv, NULL, 0, lo, 0x51, 0);
+  assert_int_equal (zvol_flush (resv), 0);
+
+  tl_log_reset (true);
+  for (uint64_t off = 0; off < DEV_SIZE && r == 0; off += MiB) {
+    tl_pat_fill (buf, off, MiB, 0x7e);
+    r = zvol_write (thin, buf, off, MiB, 0);
+    if (off % (8 * MiB) == 0)
+      assert_int_equal (zv_pool_sync (p), 0);
+  }
+  assert_int_equal (r, -ENOSPC);
+  tl_log_reset (false);
+
+  for (uint64_t round = 0; round < rounds; round++) {
+    /* This round's pieces [o, o + n): one under each indirect block's
+     * span (a sweep), or the round's MiB (in order, half a MiB off). */
+    for (uint64_t base = lo; base < R; base += sweep ? span : R) {
+      uint64_t o, n;
+
+      if (sweep) {
+        o = base + round * piece;
+        n = o < ZV_MIN (R, base + span)
+          ? ZV_MIN (piece, ZV_MIN (R, base + span) - o) : 0;
+      }
+      else {
+        o = round == 0 ? lo : lo + MiB / 2 + (round - 1) * MiB;
+        n = round == 0 ? MiB / 2 : ZV_MIN (MiB, R - o);
+      }
+      if (n == 0)
+        continue;
+      tl_pat_fill (buf, o, n, 0x52);
+      r = zvol_write (resv, buf, o, (uint32_t) n, 0);
+      if (r != 0)
+        fail_msg ("%u-byte blocks%s: the reserved volume's write at %"
+                  PRIu64 "+%" PRIu64 " failed (%d)", (unsigned) bs,
+                  sweep ? ", sweep" : "", o, n, r);
+    }
+    assert_int_equal (zv_pool_sync (p), 0);
+  }
+  assert_int_equal (zvol_tunable_set ("space_sync_percent", "30", NULL, 0),
+                    0);
+  if (tl_log_has ("waiting for a txg"))
+    fail_msg ("%u-byte blocks%s: a write of the reservation waited for a "
+              "sync", (unsigned) bs, sweep ? ", sweep" : "");
+  assert_int_equal (zvol_flush (resv), 0);
+  assert_int_equal (zvol_close (resv), 0);
+  assert_int_equal (zvol_close (thin), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+
+  p = vt_import (path);
+  resv = vt_open (p, "resv");
+  tl_vol_check (resv, 0, lo, 0x51);
+  tl_vol_check (resv, lo, (uint32_t) (R - lo), 0x52);
+  assert_int_equal (zvol_close (resv), 0);
+  assert_int_equal (zvol_pool_close (p), 0);
+  tl_check_clean (path);
+  free (buf);
+}
+
+static void
+test_reservation_margin (void **state)
+{
+  (void) state;
+  vt_margin (4096, true);
+  vt_margin (16384, true);
+  vt_margin (4096, false);
+}
+
 /* A format-1 pool is refused, saying how to move its data, and create
  * does not overwrite it. */
 static void
@@ -600,6 +714,7 @@ main (void)
     tl_test (test_powercut),
     tl_test (test_powercut_second_log),
     tl_test (test_reservation_kept),
+    tl_test (test_reservation_margin),
     tl_test (test_format1_refused),
   };
 
