@@ -721,6 +721,7 @@ zv_dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr, const uint8_t *base)
   uint8_t *d = dr->dr_data;
 
   ZV_ASSERT (dr->dr_partial && d != NULL);
+  ZV_ASSERT (!dr->dr_sealed);
   for (uint32_t g = 0; g < ob->ob_blksz / ZV_DR_GRAIN; g++) {
     if (dmu_grain_valid (dr, g))
       continue;
@@ -1116,6 +1117,29 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   return 0;
 }
 
+/*
+ * A write that filled the whole block seals its record: the checksum and
+ * the early abort's verdict are taken now, while the bytes just copied
+ * are in this processor's cache, and the sync (which meets them cold, a
+ * txg later) only reads them to write them out.  Any other change of the
+ * record's data breaks the seal (db_mtx held).
+ */
+static void
+dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, bool whole)
+{
+  uint32_t comp;
+
+  dr->dr_sealed = whole && !dr->dr_partial && dr->dr_data != NULL;
+  dr->dr_incomp = false;
+  if (!dr->dr_sealed)
+    return;
+  zv_cksum_compute (dr->dr_data, ob->ob_blksz, ob->ob_spa->spa_guid,
+                    &dr->dr_cksum);
+  comp = atomic_load_explicit (&ob->ob_compress, memory_order_relaxed);
+  if (comp != 0 && ob->ob_type == ZV_BT_VOLDATA)
+    dr->dr_incomp = zv_comp_refuses (comp, dr->dr_data, ob->ob_blksz);
+}
+
 /* Copy into blocks, dirtying them in txg. */
 int
 zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
@@ -1162,6 +1186,7 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
         /* A write decides the block's fate as any write does: all zeros
          * become a hole at the sync.  Only a zero keeps zeros allocated. */
         dr->dr_keep_alloc = false;
+        dmu_seal_locked (ob, dr, n == ob->ob_blksz);
       }
     }
     pthread_mutex_unlock (&db->db_mtx);
@@ -1216,6 +1241,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
       zv_buf_put (dr->dr_data, ob->ob_blksz);
       dr->dr_data = NULL;
       dr->dr_partial = false;
+      dr->dr_sealed = false;
     }
   next:
     pthread_mutex_unlock (&db->db_mtx);
@@ -1297,6 +1323,7 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
         zv_buf_put (dr->dr_data, ob->ob_blksz);
         dr->dr_data = NULL;
         dr->dr_partial = false;
+        dr->dr_sealed = false;
       }
       dr->dr_keep_alloc = true;
     }
@@ -1383,7 +1410,10 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
     /* The data is held still by db_mtx while it goes to disk. */
     r = zv_zio_alloc_bp_open (ob->ob_spa, &nbp, ob->ob_blksz, txg);
     if (r == 0) {
-      zv_zio_write_t w = { .zw_bp = &nbp, .zw_buf = dr->dr_data };
+      zv_zio_write_t w = {
+        .zw_bp = &nbp, .zw_buf = dr->dr_data,
+        .zw_cksum = dr->dr_sealed ? &dr->dr_cksum : NULL,
+      };
       nbp.bp_lsize = ob->ob_blksz;
       nbp.bp_birth = txg;
       nbp.bp_type = ob->ob_type;

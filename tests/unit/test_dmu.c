@@ -326,6 +326,83 @@ test_write_read_sync (void **state)
   free (shadow);
 }
 
+/* Is block blkid's record of txg sealed (dmu.c: written whole, its
+ * checksum taken by the writer)? */
+static bool
+denv_sealed (denv_t *e, uint64_t blkid, uint64_t txg)
+{
+  zv_dbuf_t *db = zv_dbuf_find (e->cache, &e->ob, 0, blkid);
+  zv_dirty_t *dr;
+  bool sealed;
+
+  assert_non_null (db);
+  pthread_mutex_lock (&db->db_mtx);
+  dr = db->db_dirty[txg & ZV_TXG_MASK];
+  assert_non_null (dr);
+  sealed = dr->dr_sealed;
+  if (sealed) {
+    zv_cksum_t c;
+    zv_cksum_compute (dr->dr_data, e->blksz, e->spa->spa_guid, &c);
+    assert_true (zv_cksum_equal (&c, &dr->dr_cksum));
+  }
+  pthread_mutex_unlock (&db->db_mtx);
+  zv_dbuf_rele (e->cache, db);
+  return sealed;
+}
+
+/* A write of a whole block seals its record (the sync writes it with the
+ * writer's checksum); every other change of the record's data in the
+ * same txg breaks the seal, so what the sync writes verifies when read
+ * back cold.  Fails if a change keeps a stale seal: the block then reads
+ * back as a checksum error. */
+static void
+test_seal (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (16, bs);
+
+  (void) state;
+  assert_non_null (shadow);
+  denv_setup (&e, "seal", 16, bs, BIG_CACHE);
+  for (uint64_t b = 0; b < 8; b++) {
+    denv_write (&e, shadow, b * bs, bs, 10 + b, 5);
+    assert_true (denv_sealed (&e, b, 5));
+  }
+  /* Two blocks in one write: both whole, both sealed. */
+  denv_write (&e, shadow, 8 * bs, 2 * bs, 30, 5);
+  assert_true (denv_sealed (&e, 8, 5) && denv_sealed (&e, 9, 5));
+  /* Half a block on block 10, then its other half: never sealed. */
+  denv_write (&e, shadow, 10 * bs, bs / 2, 31, 5);
+  denv_write (&e, shadow, 10 * bs + bs / 2, bs / 2, 32, 5);
+  assert_false (denv_sealed (&e, 10, 5));
+
+  denv_write (&e, shadow, 0 * bs + 1024, 512, 20, 5);     /* aligned part */
+  assert_false (denv_sealed (&e, 0, 5));
+  denv_write (&e, shadow, 1 * bs + 7, 100, 21, 5);        /* unaligned */
+  assert_false (denv_sealed (&e, 1, 5));
+  denv_write (&e, shadow, 2 * bs, bs, 22, 5);             /* whole again */
+  assert_true (denv_sealed (&e, 2, 5));
+  assert_int_equal (zv_dmu_zero_by_dnode (&e.ob, 3 * bs + 4096, 4096, 5), 0);
+  memset (shadow + 3 * bs + 4096, 0, 4096);
+  assert_false (denv_sealed (&e, 3, 5));
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 4, 1, 5), 0);
+  memset (shadow + 4 * bs, 0, bs);
+  denv_write (&e, shadow, 4 * bs + 512, 512, 23, 5);      /* over the free */
+  assert_false (denv_sealed (&e, 4, 5));
+  assert_int_equal (zv_dmu_zero_by_dnode (&e.ob, 5 * bs, bs, 5), 0);
+  memset (shadow + 5 * bs, 0, bs);
+  denv_write (&e, shadow, 5 * bs + 8192, 512, 24, 5);     /* over a zero */
+  assert_false (denv_sealed (&e, 5, 5));
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  denv_reopen (&e, 0);
+  tl_log_reset (false);
+  denv_check (&e, shadow, 0, 16 * bs);
+  denv_teardown (&e);
+  free (shadow);
+}
+
 /* All-zero blocks become holes at sync; the fill counts follow, and an
  * object with nothing left has a hole for a root. */
 static void
@@ -1185,6 +1262,7 @@ main (void)
 {
   const struct CMUnitTest tests[] = {
     tl_test (test_write_read_sync),
+    tl_test (test_seal),
     tl_test (test_zero_blocks_become_holes),
     tl_test (test_free_by_dnode),
     tl_test (test_partial_uncached),
