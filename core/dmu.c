@@ -1118,26 +1118,27 @@ dmu_dirty_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
 }
 
 /*
- * A write that filled the whole block seals its record: the checksum and
- * the early abort's verdict are taken now, while the bytes just copied
- * are in this processor's cache, and the sync (which meets them cold, a
- * txg later) only reads them to write them out.  Any other change of the
- * record's data breaks the seal (db_mtx held).
+ * A write that filled the whole block (from 'whole', the caller's copy of
+ * its bytes; NULL: any other change) seals its record: the checksum and
+ * the early abort's verdict are taken now, from the writer's buffer,
+ * which is in this processor's cache, and the sync (which meets the
+ * block cold, a txg later) only hands it to the device.  Any other
+ * change of the record's data breaks the seal (db_mtx held).
  */
 static void
-dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, bool whole)
+dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole)
 {
   uint32_t comp;
 
-  dr->dr_sealed = whole && !dr->dr_partial && dr->dr_data != NULL;
+  dr->dr_sealed = whole != NULL && !dr->dr_partial && dr->dr_data != NULL;
   dr->dr_incomp = false;
   if (!dr->dr_sealed)
     return;
-  zv_cksum_compute (dr->dr_data, ob->ob_blksz, ob->ob_spa->spa_guid,
+  zv_cksum_compute (whole, ob->ob_blksz, ob->ob_spa->spa_guid,
                     &dr->dr_cksum);
   comp = atomic_load_explicit (&ob->ob_compress, memory_order_relaxed);
   if (comp != 0 && ob->ob_type == ZV_BT_VOLDATA)
-    dr->dr_incomp = zv_comp_refuses (comp, dr->dr_data, ob->ob_blksz);
+    dr->dr_incomp = zv_comp_refuses (comp, whole, ob->ob_blksz);
 }
 
 /* Copy into blocks, dirtying them in txg. */
@@ -1180,13 +1181,19 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
           dr->dr_data = zv_buf_alloc (ob->ob_blksz);
       }
       if (r == 0) {
-        memcpy ((uint8_t *) dr->dr_data + boff, in, n);
+        /* A whole block is not read again before the sync writes it
+         * (dmu_seal_locked reads the source, in this processor's cache
+         * already): its copy bypasses the caches. */
+        if (n == ob->ob_blksz)
+          zv_copy_stream (dr->dr_data, in, n);
+        else
+          memcpy ((uint8_t *) dr->dr_data + boff, in, n);
         if (dr->dr_partial)
           dmu_mask_set (ob, dr, boff, n);
         /* A write decides the block's fate as any write does: all zeros
          * become a hole at the sync.  Only a zero keeps zeros allocated. */
         dr->dr_keep_alloc = false;
-        dmu_seal_locked (ob, dr, n == ob->ob_blksz);
+        dmu_seal_locked (ob, dr, n == ob->ob_blksz ? in : NULL);
       }
     }
     pthread_mutex_unlock (&db->db_mtx);
