@@ -75,6 +75,7 @@
 
 #include "dmu_impl.h"
 #include "compress.h"
+#include "tunable.h"
 
 
 /* See dmu_impl.h. */
@@ -263,8 +264,11 @@ zv_dmu_object_reserved (zv_object_t *ob)
   return n;
 }
 
-/* Throw away every dirty record (a suspended pool, a failed open): the
- * changes were never acknowledged as durable. */
+/* Throw away every dirty record (a suspended pool, a failed open, a
+ * failed receive's volume destroyed): the changes were never acknowledged
+ * as durable.  A block written for a record (directly, or in place by the
+ * log) is freed with the record's txg, as an unoverride frees it: no tree
+ * will own it. */
 void
 zv_dmu_object_discard_dirty (zv_object_t *ob)
 {
@@ -277,6 +281,7 @@ zv_dmu_object_discard_dirty (zv_object_t *ob)
       zv_dbuf_t *db = dr->dr_dbuf;
       pthread_mutex_lock (&db->db_mtx);
       db->db_dirty[t] = NULL;
+      zv_dmu_unoverride (ob, dr);
       pthread_mutex_unlock (&db->db_mtx);
       zv_dbuf_rele (ob->ob_cache, db);
       zv_buf_free (dr->dr_data);
@@ -1141,12 +1146,157 @@ dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole)
     dr->dr_incomp = zv_comp_refuses (comp, whole, ob->ob_blksz);
 }
 
+/* Copy n bytes of 'in' into block db at boff, dirtying it in txg
+ * (db_mtx held); *drp gets the record, *keptp as dmu_dirty_locked. */
+static int
+dmu_write_block_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
+                        uint32_t boff, size_t n, const uint8_t *in,
+                        zv_dirty_t **drp, bool *keptp)
+{
+  bool aligned = dmu_grain_aligned (boff, n);
+  zv_dirty_t *dr;
+  int r;
+
+  r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, aligned, false,
+                        &dr, keptp);
+  /* A write that is not grain-aligned cannot be told apart in the
+   * mask: the block is read and merged first. */
+  if (r == 0 && dr->dr_data && dr->dr_partial && !aligned)
+    r = dmu_resolve_locked (ob, db, dr);
+  if (r == 0 && dr->dr_data == NULL) {
+    /* Freed or zeroed earlier in this txg: the rest of the block is
+     * zeros.  A zeroed one (kept allocated) is reserved already. */
+    if (!dr->dr_keep_alloc)
+      r = dmu_reserve (ob, txg);
+    if (r == 0)
+      dr->dr_data = zv_buf_alloc (ob->ob_blksz);
+  }
+  if (r < 0)
+    return r;
+  /* A whole block is not read again before the sync writes it
+   * (dmu_seal_locked reads the source, in this processor's cache
+   * already): its copy bypasses the caches. */
+  if (n == ob->ob_blksz)
+    zv_copy_stream (dr->dr_data, in, n);
+  else
+    memcpy ((uint8_t *) dr->dr_data + boff, in, n);
+  if (dr->dr_partial)
+    dmu_mask_set (ob, dr, boff, n);
+  /* A write decides the block's fate as any write does: all zeros
+   * become a hole at the sync.  Only a zero keeps zeros allocated. */
+  dr->dr_keep_alloc = false;
+  dmu_seal_locked (ob, dr, n == ob->ob_blksz ? in : NULL);
+  *drp = dr;
+  return 0;
+}
+
+/* Bytes of whole blocks from which a write goes to the device at once
+ * (dmu_write_direct; 0: never, every block waits for its txg's sync). */
+static uint64_t zv_dmu_direct_write_min = 64 * 1024;
+
+/* Blocks written directly in one device batch. */
+#define DMU_DIRECT_MAX 64u
+
+/*
+ * Direct writes.  A run of whole blocks is dirtied as any write's, and
+ * then, while the writer still holds the txg and the blocks' db_mtx
+ * (taken in block order; no other path holds two data blocks' at once),
+ * placed in open context (zv_zio_alloc_bp_open, as the intent log's
+ * in-place blocks) and written to the device in one batch from the
+ * records' buffers with the writer's checksums (the seal).  Each record
+ * then carries its block as an override: the txg sync adopts it
+ * (dmu_sync.c) and writes only the indirect blocks above.  So the data
+ * goes to the device as it arrives, from many writers' threads at once,
+ * instead of in one burst from the sync thread, which a sequential
+ * writer kept busy end to end (sync-bound: each txg closed the moment
+ * the last one ended).  The record keeps its data, which the cache takes
+ * at the sync as before.  Nothing changes for durability: the block is
+ * free on disk until its txg commits, and a commit that needs the write
+ * logs the pointer (zv_dmu_sync_block finds the override).  Left to the
+ * sync: a block the compressor may shrink (the early abort did not
+ * refuse it), all zeros (a hole), or any the allocation or the write
+ * fails for (the sync places and writes it as any other).  A later
+ * change in the same txg frees the block written (zv_dmu_unoverride).
+ */
+static int
+dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
+                  const uint8_t *in, uint64_t txg)
+{
+  const uint32_t bs = ob->ob_blksz;
+  zv_dbuf_t *dbs[DMU_DIRECT_MAX];
+  zv_dirty_t *drs[DMU_DIRECT_MAX];
+  zv_blkptr_t bps[DMU_DIRECT_MAX];
+  zv_zio_write_t w[DMU_DIRECT_MAX];
+  size_t at[DMU_DIRECT_MAX], held = 0, m = 0;
+  bool kept[DMU_DIRECT_MAX];
+  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
+                                        memory_order_relaxed);
+  int r = 0;
+
+  ZV_VERIFY (nb >= 1 && nb <= DMU_DIRECT_MAX);
+  if (ob->ob_type != ZV_BT_VOLDATA)
+    comp = 0;
+  for (size_t j = 0; j < nb; j++) {
+    dbs[j] = zv_dbuf_hold (ob->ob_cache, ob, 0, first + j, bs);
+    pthread_mutex_lock (&dbs[j]->db_mtx);
+    held = j + 1;
+    r = dmu_write_block_locked (ob, dbs[j], txg, 0, bs, in + j * bs,
+                                &drs[j], &kept[j]);
+    if (r < 0)
+      break;
+  }
+  for (size_t j = 0; j < nb && r == 0; j++) {
+    zv_dirty_t *dr = drs[j];
+
+    if (!dr->dr_sealed || (comp != 0 && !dr->dr_incomp)
+        || zv_is_zero (in + j * bs, bs))
+      continue;
+    memset (&bps[m], 0, sizeof bps[m]);
+    if (zv_zio_alloc_bp_open (ob->ob_spa, &bps[m], bs, txg) < 0)
+      break;                    /* the sync places what is left */
+    bps[m].bp_lsize = bs;
+    bps[m].bp_birth = txg;
+    bps[m].bp_type = ob->ob_type;
+    bps[m].bp_level = 0;
+    bps[m].bp_fill = 1;
+    w[m] = (zv_zio_write_t) {
+      .zw_bp = &bps[m], .zw_buf = dr->dr_data, .zw_cksum = &dr->dr_cksum,
+    };
+    at[m++] = j;
+  }
+  if (m > 0 && zv_zio_write_many (ob->ob_spa, w, m) == 0) {
+    for (size_t k = 0; k < m; k++) {
+      zv_dirty_t *dr = drs[at[k]];
+
+      dr->dr_override = bps[k];
+      dr->dr_overridden = true;
+      if (comp != 0)
+        zv_comp_count_refused ();       /* the sync meets no item for it */
+    }
+    atomic_fetch_add_explicit (&ob->ob_direct, m, memory_order_relaxed);
+  }
+  else {
+    /* Not written (the write logged why): the sync writes these blocks
+     * as any other.  Deferred into txg, like an unoverride's free. */
+    for (size_t k = 0; k < m; k++)
+      zv_zio_free_bp_deferred (ob->ob_spa, &bps[k], txg);
+  }
+  for (size_t j = held; j-- > 0;) {
+    pthread_mutex_unlock (&dbs[j]->db_mtx);
+    if (!kept[j])
+      zv_dbuf_rele (ob->ob_cache, dbs[j]);
+  }
+  return r;
+}
+
 /* Copy into blocks, dirtying them in txg. */
 int
 zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                        const void *buf, uint64_t txg)
 {
   const uint8_t *in = buf;
+  uint64_t dmin = __atomic_load_n (&zv_dmu_direct_write_min,
+                                   __ATOMIC_RELAXED);
   int r0;
 
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
@@ -1159,48 +1309,31 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
-    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+    zv_dbuf_t *db;
     zv_dirty_t *dr;
-    bool aligned = dmu_grain_aligned (boff, n), kept;
+    bool kept;
     int r;
 
-    pthread_mutex_lock (&db->db_mtx);
-    r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, aligned, false,
-                          &dr, &kept);
-    /* A write that is not grain-aligned cannot be told apart in the
-     * mask: the block is read and merged first. */
-    if (r == 0 && dr->dr_data && dr->dr_partial && !aligned)
-      r = dmu_resolve_locked (ob, db, dr);
-    if (r == 0) {
-      if (dr->dr_data == NULL) {
-        /* Freed or zeroed earlier in this txg: the rest of the block is
-         * zeros.  A zeroed one (kept allocated) is reserved already. */
-        if (!dr->dr_keep_alloc)
-          r = dmu_reserve (ob, txg);
-        if (r == 0)
-          dr->dr_data = zv_buf_alloc (ob->ob_blksz);
-      }
-      if (r == 0) {
-        /* A whole block is not read again before the sync writes it
-         * (dmu_seal_locked reads the source, in this processor's cache
-         * already): its copy bypasses the caches. */
-        if (n == ob->ob_blksz)
-          zv_copy_stream (dr->dr_data, in, n);
-        else
-          memcpy ((uint8_t *) dr->dr_data + boff, in, n);
-        if (dr->dr_partial)
-          dmu_mask_set (ob, dr, boff, n);
-        /* A write decides the block's fate as any write does: all zeros
-         * become a hole at the sync.  Only a zero keeps zeros allocated. */
-        dr->dr_keep_alloc = false;
-        dmu_seal_locked (ob, dr, n == ob->ob_blksz ? in : NULL);
-      }
+    /* Whole blocks, enough of them: straight to the device. */
+    if (boff == 0 && dmin > 0 && len >= ZV_MAX (dmin, (uint64_t) ob->ob_blksz)
+        && len >= 2 * (size_t) ob->ob_blksz) {
+      size_t nb = ZV_MIN (len / ob->ob_blksz, (size_t) DMU_DIRECT_MAX);
+
+      r = dmu_write_direct (ob, blkid, nb, in, txg);
+      if (r < 0)
+        return r;
+      n = nb * ob->ob_blksz;
     }
-    pthread_mutex_unlock (&db->db_mtx);
-    if (!kept)
-      zv_dbuf_rele (ob->ob_cache, db);
-    if (r < 0)
-      return r;
+    else {
+      db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+      pthread_mutex_lock (&db->db_mtx);
+      r = dmu_write_block_locked (ob, db, txg, boff, n, in, &dr, &kept);
+      pthread_mutex_unlock (&db->db_mtx);
+      if (!kept)
+        zv_dbuf_rele (ob->ob_cache, db);
+      if (r < 0)
+        return r;
+    }
     in += n;
     off += n;
     len -= n;
@@ -1563,3 +1696,17 @@ zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
 {
   return zv_dmu_walk_since (spa, obj, dn, data, 0, fn, arg);
 }
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_dmu_tunable_table[] = {
+  { .tn_name = "direct_write_min", .tn_module = "dmu",
+    ZV_TUNABLE_VAR_U64 (zv_dmu_direct_write_min),
+    .tn_default = 64 * 1024, .tn_min = 0, .tn_max = 1ull << 30,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "each write",
+    .tn_desc = "A write of at least this many bytes of whole blocks (two "
+    "at least) writes them to the devices at once, from the writer's "
+    "thread, and its txg's sync only adopts them (not those the "
+    "compressor may shrink); 0: every block waits for its txg's sync." },
+  ZV_TUNABLE_END
+};
