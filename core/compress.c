@@ -253,6 +253,26 @@ zv_comp_predict_incompressible (const void *src, uint32_t len)
   return bits > ZV_COMP_PREDICT_BITS;
 }
 
+/* See compress.h.  The same tests as zv_comp_compress's, in its order. */
+bool
+zv_comp_refuses (uint32_t p, const void *src, uint32_t lsize)
+{
+  uint32_t room = ZV_P2ALIGN (lsize - lsize / 8, ZV_SECTOR);
+
+  if (!zv_comp_prop_valid (p) || ZV_COMP_PROP_ALG (p) == ZV_COMP_OFF
+      || room <= ZV_COMP_HDR)
+    return false;
+  return atomic_load_explicit (&comp_predict_on, memory_order_relaxed)
+    && zv_comp_predict_incompressible (src, lsize);
+}
+
+void
+zv_comp_count_refused (void)
+{
+  atomic_fetch_add_explicit (&comp_tried, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit (&comp_aborted, 1, memory_order_relaxed);
+}
+
 uint32_t
 zv_comp_compress (uint32_t p, const void *src, uint32_t lsize, void *dst)
 {

@@ -61,6 +61,14 @@ int zv_comp_decompress (unsigned alg, const void *src, uint32_t psize,
 
 /* The early abort: does a sample of the block look incompressible? */
 bool zv_comp_predict_incompressible (const void *src, uint32_t len);
+/*
+ * The early abort asked by the block's writer, while the data is in its
+ * cache (dmu.c): would zv_comp_compress with property p refuse src at
+ * once?  The sync then stores the block as it is and counts it with
+ * zv_comp_count_refused, as zv_comp_compress would have.
+ */
+bool zv_comp_refuses (uint32_t p, const void *src, uint32_t lsize);
+void zv_comp_count_refused (void);
 
 /* Counters of the compressor (all threads), for the kstat file. */
 typedef struct zv_comp_stats {

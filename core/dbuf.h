@@ -51,7 +51,13 @@ typedef struct zv_dirty {
   bool dr_syncing;               /* the txg sync has taken it */
   bool dr_overridden;            /* dr_data already written at dr_override */
   bool dr_partial;               /* dr_data valid only where dr_valid says */
+  /* Sealed by the write that filled the whole block (dmu.c): dr_cksum
+   * is dr_data's checksum, and dr_incomp says the early abort refused
+   * it; any other change of dr_data breaks the seal. */
+  bool dr_sealed;
+  bool dr_incomp;
   uint64_t dr_valid[ZV_DR_MASK_WORDS];  /* bit g: grain g written */
+  zv_cksum_t dr_cksum;
   zv_blkptr_t dr_override;       /* (the intent log wrote it in place) */
 } zv_dirty_t;
 

@@ -76,6 +76,7 @@
 
 #include "dmu_impl.h"
 #include "compress.h"
+#include "tunable.h"
 
 
 /* See dmu_impl.h. */
@@ -284,8 +285,11 @@ zv_dmu_object_reserved (zv_object_t *ob)
   return n;
 }
 
-/* Throw away every dirty record (a suspended pool, a failed open): the
- * changes were never acknowledged as durable. */
+/* Throw away every dirty record (a suspended pool, a failed open, a
+ * failed receive's volume destroyed): the changes were never acknowledged
+ * as durable.  A block written for a record (directly, or in place by the
+ * log) is freed with the record's txg, as an unoverride frees it: no tree
+ * will own it. */
 void
 zv_dmu_object_discard_dirty (zv_object_t *ob)
 {
@@ -298,6 +302,7 @@ zv_dmu_object_discard_dirty (zv_object_t *ob)
       zv_dbuf_t *db = dr->dr_dbuf;
       pthread_mutex_lock (&db->db_mtx);
       db->db_dirty[t] = NULL;
+      zv_dmu_unoverride (ob, dr);
       pthread_mutex_unlock (&db->db_mtx);
       zv_dbuf_rele (ob->ob_cache, db);
       zv_buf_free (dr->dr_data);
@@ -742,6 +747,7 @@ zv_dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr, const uint8_t *base)
   uint8_t *d = dr->dr_data;
 
   ZV_ASSERT (dr->dr_partial && d != NULL);
+  ZV_ASSERT (!dr->dr_sealed);
   for (uint32_t g = 0; g < ob->ob_blksz / ZV_DR_GRAIN; g++) {
     if (dmu_grain_valid (dr, g))
       continue;
@@ -1207,6 +1213,174 @@ dmu_prepay (zv_object_t *ob, uint64_t off, size_t len, uint64_t txg,
   return *prepaid == 0 ? 0 : dmu_reserve (ob, txg, *prepaid);
 }
 
+/*
+ * A write that filled the whole block (from 'whole', the caller's copy of
+ * its bytes; NULL: any other change) seals its record: the checksum and
+ * the early abort's verdict are taken now, from the writer's buffer,
+ * which is in this processor's cache, and the sync (which meets the
+ * block cold, a txg later) only hands it to the device.  Any other
+ * change of the record's data breaks the seal (db_mtx held).
+ */
+static void
+dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole)
+{
+  uint32_t comp;
+
+  dr->dr_sealed = whole != NULL && !dr->dr_partial && dr->dr_data != NULL;
+  dr->dr_incomp = false;
+  if (!dr->dr_sealed)
+    return;
+  zv_cksum_compute (whole, ob->ob_blksz, ob->ob_spa->spa_guid,
+                    &dr->dr_cksum);
+  comp = atomic_load_explicit (&ob->ob_compress, memory_order_relaxed);
+  if (comp != 0 && ob->ob_type == ZV_BT_VOLDATA)
+    dr->dr_incomp = zv_comp_refuses (comp, whole, ob->ob_blksz);
+}
+
+/* Copy n bytes of 'in' into block db at boff, dirtying it in txg
+ * (db_mtx held), its reservation out of *prepaid (dmu_prepay); *drp
+ * gets the record, *keptp as dmu_dirty_locked. */
+static int
+dmu_write_block_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
+                        uint32_t boff, size_t n, const uint8_t *in,
+                        uint64_t *prepaid, zv_dirty_t **drp, bool *keptp)
+{
+  bool aligned = dmu_grain_aligned (boff, n);
+  zv_dirty_t *dr;
+  int r;
+
+  r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, aligned, false,
+                        prepaid, &dr, keptp);
+  /* A write that is not grain-aligned cannot be told apart in the
+   * mask: the block is read and merged first. */
+  if (r == 0 && dr->dr_data && dr->dr_partial && !aligned)
+    r = dmu_resolve_locked (ob, db, dr);
+  if (r == 0 && dr->dr_data == NULL) {
+    /* Freed or zeroed earlier in this txg: the rest of the block is
+     * zeros.  A zeroed one (kept allocated) is reserved already. */
+    if (!dr->dr_keep_alloc)
+      r = dmu_reserve_block (ob, txg, prepaid);
+    if (r == 0)
+      dr->dr_data = zv_buf_alloc (ob->ob_blksz);
+  }
+  if (r < 0)
+    return r;
+  /* A whole block is not read again before the sync writes it
+   * (dmu_seal_locked reads the source, in this processor's cache
+   * already): its copy bypasses the caches. */
+  if (n == ob->ob_blksz)
+    zv_copy_stream (dr->dr_data, in, n);
+  else
+    memcpy ((uint8_t *) dr->dr_data + boff, in, n);
+  if (dr->dr_partial)
+    dmu_mask_set (ob, dr, boff, n);
+  /* A write decides the block's fate as any write does: all zeros
+   * become a hole at the sync.  Only a zero keeps zeros allocated. */
+  dr->dr_keep_alloc = false;
+  dmu_seal_locked (ob, dr, n == ob->ob_blksz ? in : NULL);
+  *drp = dr;
+  return 0;
+}
+
+/* Bytes of whole blocks from which a write goes to the device at once
+ * (dmu_write_direct; 0: never, every block waits for its txg's sync). */
+static uint64_t zv_dmu_direct_write_min = 64 * 1024;
+
+/* Blocks written directly in one device batch. */
+#define DMU_DIRECT_MAX 64u
+
+/*
+ * Direct writes.  A run of whole blocks is dirtied as any write's, and
+ * then, while the writer still holds the txg and the blocks' db_mtx
+ * (taken in block order; no other path holds two data blocks' at once),
+ * placed in open context (zv_zio_alloc_bp_open, as the intent log's
+ * in-place blocks) and written to the device in one batch from the
+ * records' buffers with the writer's checksums (the seal).  Each record
+ * then carries its block as an override: the txg sync adopts it
+ * (dmu_sync.c) and writes only the indirect blocks above.  So the data
+ * goes to the device as it arrives, from many writers' threads at once,
+ * instead of in one burst from the sync thread, which a sequential
+ * writer kept busy end to end (sync-bound: each txg closed the moment
+ * the last one ended).  The record keeps its data, which the cache takes
+ * at the sync as before.  Nothing changes for durability: the block is
+ * free on disk until its txg commits, and a commit that needs the write
+ * logs the pointer (zv_dmu_sync_block finds the override).  Left to the
+ * sync: a block the compressor may shrink (the early abort did not
+ * refuse it), all zeros (a hole), or any the allocation or the write
+ * fails for (the sync places and writes it as any other).  A later
+ * change in the same txg frees the block written (zv_dmu_unoverride).
+ */
+static int
+dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
+                  const uint8_t *in, uint64_t txg, uint64_t *prepaid)
+{
+  const uint32_t bs = ob->ob_blksz;
+  zv_dbuf_t *dbs[DMU_DIRECT_MAX];
+  zv_dirty_t *drs[DMU_DIRECT_MAX];
+  zv_blkptr_t bps[DMU_DIRECT_MAX];
+  zv_zio_write_t w[DMU_DIRECT_MAX];
+  size_t at[DMU_DIRECT_MAX], held = 0, m = 0;
+  bool kept[DMU_DIRECT_MAX];
+  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
+                                        memory_order_relaxed);
+  int r = 0;
+
+  ZV_VERIFY (nb >= 1 && nb <= DMU_DIRECT_MAX);
+  if (ob->ob_type != ZV_BT_VOLDATA)
+    comp = 0;
+  for (size_t j = 0; j < nb; j++) {
+    dbs[j] = zv_dbuf_hold (ob->ob_cache, ob, 0, first + j, bs);
+    pthread_mutex_lock (&dbs[j]->db_mtx);
+    held = j + 1;
+    r = dmu_write_block_locked (ob, dbs[j], txg, 0, bs, in + j * bs,
+                                prepaid, &drs[j], &kept[j]);
+    if (r < 0)
+      break;
+  }
+  for (size_t j = 0; j < nb && r == 0; j++) {
+    zv_dirty_t *dr = drs[j];
+
+    if (!dr->dr_sealed || (comp != 0 && !dr->dr_incomp)
+        || zv_is_zero (in + j * bs, bs))
+      continue;
+    memset (&bps[m], 0, sizeof bps[m]);
+    if (zv_zio_alloc_bp_open (ob->ob_spa, &bps[m], bs, txg) < 0)
+      break;                    /* the sync places what is left */
+    bps[m].bp_lsize = bs;
+    bps[m].bp_birth = txg;
+    bps[m].bp_type = ob->ob_type;
+    bps[m].bp_level = 0;
+    bps[m].bp_fill = 1;
+    w[m] = (zv_zio_write_t) {
+      .zw_bp = &bps[m], .zw_buf = dr->dr_data, .zw_cksum = &dr->dr_cksum,
+    };
+    at[m++] = j;
+  }
+  if (m > 0 && zv_zio_write_many (ob->ob_spa, w, m) == 0) {
+    for (size_t k = 0; k < m; k++) {
+      zv_dirty_t *dr = drs[at[k]];
+
+      dr->dr_override = bps[k];
+      dr->dr_overridden = true;
+      if (comp != 0)
+        zv_comp_count_refused ();       /* the sync meets no item for it */
+    }
+    atomic_fetch_add_explicit (&ob->ob_direct, m, memory_order_relaxed);
+  }
+  else {
+    /* Not written (the write logged why): the sync writes these blocks
+     * as any other.  Deferred into txg, like an unoverride's free. */
+    for (size_t k = 0; k < m; k++)
+      zv_zio_free_bp_deferred (ob->ob_spa, &bps[k], txg);
+  }
+  for (size_t j = held; j-- > 0;) {
+    pthread_mutex_unlock (&dbs[j]->db_mtx);
+    if (!kept[j])
+      zv_dbuf_rele (ob->ob_cache, dbs[j]);
+  }
+  return r;
+}
+
 /* Copy into blocks, dirtying them in txg; the new records' reservations
  * come out of *prepaid (dmu_prepay). */
 static int
@@ -1214,46 +1388,39 @@ dmu_write_prepaid (zv_object_t *ob, uint64_t off, size_t len,
                    const void *buf, uint64_t txg, uint64_t *prepaid)
 {
   const uint8_t *in = buf;
+  uint64_t dmin = __atomic_load_n (&zv_dmu_direct_write_min,
+                                   __ATOMIC_RELAXED);
 
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;
     uint32_t boff = off % ob->ob_blksz;
     size_t n = ZV_MIN (len, (size_t) (ob->ob_blksz - boff));
-    zv_dbuf_t *db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+    zv_dbuf_t *db;
     zv_dirty_t *dr;
-    bool aligned = dmu_grain_aligned (boff, n), kept;
+    bool kept;
     int r;
 
-    pthread_mutex_lock (&db->db_mtx);
-    r = dmu_dirty_locked (ob, db, txg, n == ob->ob_blksz, aligned, false,
-                          prepaid, &dr, &kept);
-    /* A write that is not grain-aligned cannot be told apart in the
-     * mask: the block is read and merged first. */
-    if (r == 0 && dr->dr_data && dr->dr_partial && !aligned)
-      r = dmu_resolve_locked (ob, db, dr);
-    if (r == 0) {
-      if (dr->dr_data == NULL) {
-        /* Freed or zeroed earlier in this txg: the rest of the block is
-         * zeros.  A zeroed one (kept allocated) is reserved already. */
-        if (!dr->dr_keep_alloc)
-          r = dmu_reserve_block (ob, txg, prepaid);
-        if (r == 0)
-          dr->dr_data = zv_buf_alloc (ob->ob_blksz);
-      }
-      if (r == 0) {
-        memcpy ((uint8_t *) dr->dr_data + boff, in, n);
-        if (dr->dr_partial)
-          dmu_mask_set (ob, dr, boff, n);
-        /* A write decides the block's fate as any write does: all zeros
-         * become a hole at the sync.  Only a zero keeps zeros allocated. */
-        dr->dr_keep_alloc = false;
-      }
+    /* Whole blocks, enough of them: straight to the device. */
+    if (boff == 0 && dmin > 0 && len >= ZV_MAX (dmin, (uint64_t) ob->ob_blksz)
+        && len >= 2 * (size_t) ob->ob_blksz) {
+      size_t nb = ZV_MIN (len / ob->ob_blksz, (size_t) DMU_DIRECT_MAX);
+
+      r = dmu_write_direct (ob, blkid, nb, in, txg, prepaid);
+      if (r < 0)
+        return r;
+      n = nb * ob->ob_blksz;
     }
-    pthread_mutex_unlock (&db->db_mtx);
-    if (!kept)
-      zv_dbuf_rele (ob->ob_cache, db);
-    if (r < 0)
-      return r;
+    else {
+      db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
+      pthread_mutex_lock (&db->db_mtx);
+      r = dmu_write_block_locked (ob, db, txg, boff, n, in, prepaid, &dr,
+                                  &kept);
+      pthread_mutex_unlock (&db->db_mtx);
+      if (!kept)
+        zv_dbuf_rele (ob->ob_cache, db);
+      if (r < 0)
+        return r;
+    }
     in += n;
     off += n;
     len -= n;
@@ -1323,6 +1490,7 @@ zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
       zv_buf_put (dr->dr_data, ob->ob_blksz);
       dr->dr_data = NULL;
       dr->dr_partial = false;
+      dr->dr_sealed = false;
     }
   next:
     pthread_mutex_unlock (&db->db_mtx);
@@ -1403,6 +1571,7 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
         zv_buf_put (dr->dr_data, ob->ob_blksz);
         dr->dr_data = NULL;
         dr->dr_partial = false;
+        dr->dr_sealed = false;
       }
       dr->dr_keep_alloc = true;
     }
@@ -1489,7 +1658,10 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
     /* The data is held still by db_mtx while it goes to disk. */
     r = zv_zio_alloc_bp_open (ob->ob_spa, &nbp, ob->ob_blksz, txg);
     if (r == 0) {
-      zv_zio_write_t w = { .zw_bp = &nbp, .zw_buf = dr->dr_data };
+      zv_zio_write_t w = {
+        .zw_bp = &nbp, .zw_buf = dr->dr_data,
+        .zw_cksum = dr->dr_sealed ? &dr->dr_cksum : NULL,
+      };
       nbp.bp_lsize = ob->ob_blksz;
       nbp.bp_birth = txg;
       nbp.bp_type = ob->ob_type;
@@ -1530,3 +1702,17 @@ zv_dmu_span (unsigned level)
 {
   return dmu_span (level);
 }
+
+/* ---- tunables (tunable.h) ---- */
+const zv_tunable_t zv_dmu_tunable_table[] = {
+  { .tn_name = "direct_write_min", .tn_module = "dmu",
+    ZV_TUNABLE_VAR_U64 (zv_dmu_direct_write_min),
+    .tn_default = 64 * 1024, .tn_min = 0, .tn_max = 1ull << 30,
+    .tn_unit = ZV_TUNABLE_UNIT_BYTES, .tn_when = ZV_TUNABLE_LIVE,
+    .tn_reader = "each write",
+    .tn_desc = "A write of at least this many bytes of whole blocks (two "
+    "at least) writes them to the devices at once, from the writer's "
+    "thread, and its txg's sync only adopts them (not those the "
+    "compressor may shrink); 0: every block waits for its txg's sync." },
+  ZV_TUNABLE_END
+};

@@ -64,6 +64,8 @@ typedef struct zv_object {
    * (compress.h: 0 off), changed live (relaxed: a sync takes it once). */
   uint64_t ob_lwritten;
   _Atomic uint32_t ob_compress;
+  /* Data blocks written directly by their writers (dmu.c). */
+  _Atomic uint64_t ob_direct;
   /* Indirect blocks refused when they loaded (dmu.c, "Trust"), as
    * (level << 56) | index: changes under them fail at once.  Under
    * ob_refused_mtx; ob_nrefused is also read without it. */

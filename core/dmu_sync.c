@@ -454,7 +454,12 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
     /* Allocated zeros (dr_keep_alloc, no data) stay whole: keeping the
      * space is what they were asked for. */
-    if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL)
+    /* A block its writer's early abort refused has nothing to
+     * compress (dmu.c's seal). */
+    if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL
+        && dr->dr_sealed && dr->dr_incomp)
+      zv_comp_count_refused ();
+    else if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL)
       items[i] = (zv_compq_item_t) {
         .ci_src = dr->dr_data, .ci_dst = zv_buf_get (ob->ob_blksz),
         .ci_lsize = ob->ob_blksz,
@@ -514,6 +519,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
         bps[i].bp_comp = cbuf ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
         w[nw].zw_bp = &bps[i];
         w[nw].zw_buf = cbuf ? cbuf : dr->dr_data ? dr->dr_data : zv_dmu_zeros;
+        w[nw].zw_cksum = cbuf == NULL && dr->dr_sealed ? &dr->dr_cksum : NULL;
         nw++;
       }
     }

@@ -197,6 +197,7 @@ kstat_print_volume (FILE *fp, zvol_pool_t *pool, zvol_t *zv)
   fprintf (fp, "volume %s\n", vs.vs_name);
   fprintf (fp, "volsize %" PRIu64 "\n", vs.vs_volsize);
   fprintf (fp, "volblocksize %" PRIu32 "\n", vs.vs_volblocksize);
+  fprintf (fp, "direct_blocks %" PRIu64 "\n", vs.vs_direct_blocks);
   if (vs.vs_name && vs.vs_name[0] != '\0')
     kstat_print_compression (fp, pool, vs.vs_name);
   if (!vs.vs_log)

@@ -56,6 +56,7 @@ extern const zv_tunable_t zv_ctl_tunable_table[];
 extern const zv_tunable_t zv_check_tunable_table[];
 extern const zv_tunable_t zv_scan_tunable_table[];
 extern const zv_tunable_t zv_compq_tunable_table[];
+extern const zv_tunable_t zv_dmu_tunable_table[];
 
 typedef struct tunable_module {
   const char *tm_module;      /* every entry's tn_module */
@@ -69,6 +70,7 @@ static const tunable_module_t tunable_modules[] = {
     zv_txg_tunable_table },
   { "zil", "The intent log", zv_zil_tunable_table },
   { "dbuf", "The buffer cache", zv_dbuf_tunable_table },
+  { "dmu", "Objects and direct writes", zv_dmu_tunable_table },
   { "pool", "The pool", zv_pool_tunable_table },
   { "psync", "The txg sync", zv_psync_tunable_table },
   { "freeq", "Background frees of destroyed volumes and snapshots",

@@ -581,8 +581,19 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
 
     ZV_VERIFY (!zv_bp_is_hole (bp));
     ZV_VERIFY (bp->bp_type < ZV_BT_MAX);
-    zv_cksum_compute (w[i].zw_buf, bp->bp_psize, spa->spa_guid,
-                      &bp->bp_cksum);
+    if (w[i].zw_cksum != NULL) {
+      /* Computed by the block's writer while the data was in its cache
+       * (dmu.c's seal); a debug build checks the seal held. */
+      bp->bp_cksum = *w[i].zw_cksum;
+#ifdef ZV_DEBUG
+      zv_cksum_t c;
+      zv_cksum_compute (w[i].zw_buf, bp->bp_psize, spa->spa_guid, &c);
+      ZV_VERIFY (zv_cksum_equal (&c, &bp->bp_cksum));
+#endif
+    }
+    else
+      zv_cksum_compute (w[i].zw_buf, bp->bp_psize, spa->spa_guid,
+                        &bp->bp_cksum);
     atomic_fetch_add_explicit (&spa->spa_written[bp->bp_type],
                                (uint64_t) bp->bp_psize * bp->bp_ncopies,
                                memory_order_relaxed);

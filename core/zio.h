@@ -96,6 +96,7 @@ int zv_zio_bp_check (zv_spa_t *spa, const zv_blkptr_t *bp, const char *what);
 typedef struct zv_zio_write {
   zv_blkptr_t *zw_bp;
   const void *zw_buf;
+  const zv_cksum_t *zw_cksum;   /* zw_buf's checksum, or NULL: computed */
 } zv_zio_write_t;
 
 /* Txg writes in flight at once with this much dirty data (% of

@@ -630,6 +630,14 @@ zv_is_zero (const void *buf, size_t len)
  * whose two addresses differ modulo 64 take it; the others, and small
  * ones, stay with memcpy.  x86-64 picks the AVX2 loop once where the CPU
  * has it (the SSE2 one costs ~20% more); elsewhere this is memcpy.
+ *
+ * A write that fills a whole block copies into the cache's memory, which
+ * is cold (the cache cycles through far more than the processor's), and
+ * nothing reads the block soon: the sync hands it to the device, which
+ * reads it by DMA.  An ordinary store first reads each line it writes;
+ * non-temporal stores (zv_copy_stream) do not, and leave the caches to
+ * what is in use: 16 KiB blocks into a 1 GiB ring from a buffer 16 bytes
+ * past a line, 22 GB/s against memcpy's 11.6 on this EPYC.
  */
 #define UTIL_COPY_MIN 1024u
 
@@ -669,32 +677,70 @@ util_copy_avx2 (uint8_t *d, const uint8_t *s, size_t n)
   util_copy_loop (d, s, n);
 }
 
-void
-zv_copy (void *dst, const void *src, size_t n)
+/* 128-byte runs, destination 32-byte aligned; the caller checks both. */
+__attribute__ ((target ("avx2"))) static void
+util_copy_stream_avx2 (uint8_t *d, const uint8_t *s, size_t n)
 {
-  /* 0: not asked yet; the answer does not change, so a race only asks
-   * twice. */
-  static _Atomic int avx2;
-  int a;
+  typedef long long util_s32 __attribute__ ((vector_size (32)));
 
-  if (n < UTIL_COPY_MIN || (((uintptr_t) dst - (uintptr_t) src) & 63) == 0) {
-    memcpy (dst, src, n);
-    return;
-  }
-  a = atomic_load_explicit (&avx2, memory_order_relaxed);
+  for (size_t i = 0; i < n; i += 128)
+#pragma GCC unroll 4
+    for (size_t k = 0; k < 128; k += 32) {
+      util_v32 v = *(const util_v32 *) (s + i + k);   /* unaligned load */
+      __builtin_ia32_movntdq256 ((util_s32 *) (void *) (d + i + k),
+                                 (util_s32) v);
+    }
+  /* Non-temporal stores are weakly ordered: fence them before anyone
+   * (the sync thread, through a lock) may read the block. */
+  __builtin_ia32_sfence ();
+}
+
+/* 1 when the CPU has AVX2; asked once (a race only asks twice). */
+static int
+util_have_avx2 (void)
+{
+  static _Atomic int avx2;              /* 0: not asked yet */
+  int a = atomic_load_explicit (&avx2, memory_order_relaxed);
+
   if (a == 0) {
     __builtin_cpu_init ();
     a = __builtin_cpu_supports ("avx2") ? 1 : -1;
     atomic_store_explicit (&avx2, a, memory_order_relaxed);
   }
-  if (a > 0)
+  return a > 0;
+}
+
+void
+zv_copy (void *dst, const void *src, size_t n)
+{
+  if (n < UTIL_COPY_MIN || (((uintptr_t) dst - (uintptr_t) src) & 63) == 0) {
+    memcpy (dst, src, n);
+    return;
+  }
+  if (util_have_avx2 ())
     util_copy_avx2 (dst, src, n);
   else
     util_copy_sse2 (dst, src, n);
 }
+
+void
+zv_copy_stream (void *dst, const void *src, size_t n)
+{
+  if (n >= UTIL_COPY_MIN && n % 128 == 0 && ((uintptr_t) dst & 31) == 0
+      && util_have_avx2 ())
+    util_copy_stream_avx2 (dst, src, n);
+  else
+    zv_copy (dst, src, n);
+}
 #else
 void
 zv_copy (void *dst, const void *src, size_t n)
+{
+  memcpy (dst, src, n);
+}
+
+void
+zv_copy_stream (void *dst, const void *src, size_t n)
 {
   memcpy (dst, src, n);
 }

@@ -202,6 +202,11 @@ uint64_t zv_physical_memory (uint64_t unknown);
  * buffers: for the bulk copies between the cache's blocks and a
  * caller's buffer (zv_util.c, "Bulk copies"). */
 void zv_copy (void *dst, const void *src, size_t n);
+/* zv_copy into memory nothing reads soon (a whole block a write fills,
+ * which the device takes by DMA): the stores bypass the processor's
+ * caches, so the destination's old lines are neither read nor kept
+ * (zv_util.c, "Bulk copies"). */
+void zv_copy_stream (void *dst, const void *src, size_t n);
 
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);

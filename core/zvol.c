@@ -1364,6 +1364,8 @@ zvol_get_stats (zvol_t *zv, zvol_stats_t *vs)
   vs->vs_volsize = zv->zv_volsize;
   vs->vs_volblocksize = zv->zv_blksz;
   vs->vs_readonly = zv->zv_readonly;
+  vs->vs_direct_blocks = atomic_load_explicit (&zv->zv_obj->ob_direct,
+                                               memory_order_relaxed);
   if (zv->zv_zil == NULL)
     return;
   zv_zil_get_stats (zv->zv_zil, &st);

@@ -708,6 +708,7 @@ typedef struct zvol_stats {
   uint64_t vs_volsize;
   uint32_t vs_volblocksize;
   bool vs_readonly;
+  uint64_t vs_direct_blocks;    /* data blocks written by their writers */
   /* The intent log (all zero and vs_log false when read-only). */
   bool vs_log;
   unsigned vs_sync, vs_logbias;

@@ -27,6 +27,8 @@
 #include "testlib.h"
 #include "dbuf.h"
 #include "dmu.h"
+#include "tunable.h"
+#include "compress.h"
 
 #define DEV_SIZE (64 * MiB)
 #define BIG_CACHE (64 * MiB)
@@ -323,6 +325,197 @@ test_write_read_sync (void **state)
   assert_true (denv_is_hole (&e, 12));
 
   denv_teardown (&e);
+  free (shadow);
+}
+
+/* Is block blkid's record of txg sealed (dmu.c: written whole, its
+ * checksum taken by the writer)? */
+static bool
+denv_sealed (denv_t *e, uint64_t blkid, uint64_t txg)
+{
+  zv_dbuf_t *db = zv_dbuf_find (e->cache, &e->ob, 0, blkid);
+  zv_dirty_t *dr;
+  bool sealed;
+
+  assert_non_null (db);
+  pthread_mutex_lock (&db->db_mtx);
+  dr = db->db_dirty[txg & ZV_TXG_MASK];
+  assert_non_null (dr);
+  sealed = dr->dr_sealed;
+  if (sealed) {
+    zv_cksum_t c;
+    zv_cksum_compute (dr->dr_data, e->blksz, e->spa->spa_guid, &c);
+    assert_true (zv_cksum_equal (&c, &dr->dr_cksum));
+  }
+  pthread_mutex_unlock (&db->db_mtx);
+  zv_dbuf_rele (e->cache, db);
+  return sealed;
+}
+
+/* A write of a whole block seals its record (the sync writes it with the
+ * writer's checksum); every other change of the record's data in the
+ * same txg breaks the seal, so what the sync writes verifies when read
+ * back cold.  Fails if a change keeps a stale seal: the block then reads
+ * back as a checksum error. */
+static void
+test_seal (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (16, bs);
+
+  (void) state;
+  assert_non_null (shadow);
+  denv_setup (&e, "seal", 16, bs, BIG_CACHE);
+  for (uint64_t b = 0; b < 8; b++) {
+    denv_write (&e, shadow, b * bs, bs, 10 + b, 5);
+    assert_true (denv_sealed (&e, b, 5));
+  }
+  /* Two blocks in one write: both whole, both sealed. */
+  denv_write (&e, shadow, 8 * bs, 2 * bs, 30, 5);
+  assert_true (denv_sealed (&e, 8, 5) && denv_sealed (&e, 9, 5));
+  /* Half a block on block 10, then its other half: never sealed. */
+  denv_write (&e, shadow, 10 * bs, bs / 2, 31, 5);
+  denv_write (&e, shadow, 10 * bs + bs / 2, bs / 2, 32, 5);
+  assert_false (denv_sealed (&e, 10, 5));
+
+  denv_write (&e, shadow, 0 * bs + 1024, 512, 20, 5);     /* aligned part */
+  assert_false (denv_sealed (&e, 0, 5));
+  denv_write (&e, shadow, 1 * bs + 7, 100, 21, 5);        /* unaligned */
+  assert_false (denv_sealed (&e, 1, 5));
+  denv_write (&e, shadow, 2 * bs, bs, 22, 5);             /* whole again */
+  assert_true (denv_sealed (&e, 2, 5));
+  assert_int_equal (zv_dmu_zero_by_dnode (&e.ob, 3 * bs + 4096, 4096, 5), 0);
+  memset (shadow + 3 * bs + 4096, 0, 4096);
+  assert_false (denv_sealed (&e, 3, 5));
+  assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 4, 1, 5), 0);
+  memset (shadow + 4 * bs, 0, bs);
+  denv_write (&e, shadow, 4 * bs + 512, 512, 23, 5);      /* over the free */
+  assert_false (denv_sealed (&e, 4, 5));
+  assert_int_equal (zv_dmu_zero_by_dnode (&e.ob, 5 * bs, bs, 5), 0);
+  memset (shadow + 5 * bs, 0, bs);
+  denv_write (&e, shadow, 5 * bs + 8192, 512, 24, 5);     /* over a zero */
+  assert_false (denv_sealed (&e, 5, 5));
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  denv_reopen (&e, 0);
+  tl_log_reset (false);
+  denv_check (&e, shadow, 0, 16 * bs);
+  denv_teardown (&e);
+  free (shadow);
+}
+
+/* Block blkid's record of txg: overridden (written already), and where. */
+static bool
+denv_overridden (denv_t *e, uint64_t blkid, uint64_t txg, zv_blkptr_t *bp)
+{
+  zv_dbuf_t *db = zv_dbuf_find (e->cache, &e->ob, 0, blkid);
+  zv_dirty_t *dr;
+  bool over;
+
+  assert_non_null (db);
+  pthread_mutex_lock (&db->db_mtx);
+  dr = db->db_dirty[txg & ZV_TXG_MASK];
+  assert_non_null (dr);
+  over = dr->dr_overridden;
+  if (over && bp)
+    *bp = dr->dr_override;
+  pthread_mutex_unlock (&db->db_mtx);
+  zv_dbuf_rele (e->cache, db);
+  return over;
+}
+
+/* A write of whole blocks from direct_write_min up goes to the device at
+ * once: its blocks hold the data before the sync, which adopts them (the
+ * tree points where the writer wrote); not a block the compressor may
+ * shrink, nor all zeros, nor below the minimum; a later change in the
+ * txg gives the written block back.  Fails without direct writes (no
+ * override, ob_direct 0) or if the sync rewrites an adopted block. */
+static void
+test_direct_write (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (64, bs), *buf = malloc (8 * bs);
+  uint64_t rs = 5;
+  zv_blkptr_t over[8];
+  char err[256];
+
+  (void) state;
+  assert_non_null (shadow);
+  assert_non_null (buf);
+  denv_setup (&e, "direct", 64, bs, BIG_CACHE);
+  assert_int_equal (zv_tunable_set ("direct_write_min", "64K", err,
+                                    sizeof err), 0);
+  /* 8 blocks: all written directly, and readable there already. */
+  tl_fill_rand (buf, 8 * bs, &rs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 5), 0);
+  memcpy (shadow, buf, 8 * bs);
+  assert_int_equal (atomic_load (&e.ob.ob_direct), 8);
+  for (uint64_t b = 0; b < 8; b++) {
+    uint8_t *got = zv_buf_alloc (bs);
+    assert_true (denv_overridden (&e, b, 5, &over[b]));
+    assert_int_equal (over[b].bp_birth, 5);
+    assert_int_equal (zv_zio_read (e.spa, &over[b], got, "direct"), 0);
+    assert_memory_equal (got, shadow + b * bs, bs);
+    zv_buf_free (got);
+  }
+  /* Block 2 changes again: its written block goes back. */
+  denv_write (&e, shadow, 2 * bs + 512, 512, 40, 5);
+  assert_false (denv_overridden (&e, 2, 5, NULL));
+  /* Below the minimum (3 blocks of 16 KiB are 48 KiB): left to the sync. */
+  tl_fill_rand (buf, 3 * bs, &rs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 10 * bs, 3 * bs, buf, 5),
+                    0);
+  memcpy (shadow + 10 * bs, buf, 3 * bs);
+  assert_false (denv_overridden (&e, 10, 5, NULL));
+  /* Zeros become holes: nothing written. */
+  memset (buf, 0, 4 * bs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 16 * bs, 4 * bs, buf, 5),
+                    0);
+  assert_false (denv_overridden (&e, 16, 5, NULL));
+  /* Compressed volume: data the early abort refuses goes directly, data
+   * that may shrink waits for the compressor. */
+  e.spa->spa_features |= ZV_FEAT_COMPRESS;
+  atomic_store (&e.ob.ob_compress, ZV_COMP_DEFAULT);
+  tl_fill_rand (buf, 4 * bs, &rs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 24 * bs, 4 * bs, buf, 5),
+                    0);
+  memcpy (shadow + 24 * bs, buf, 4 * bs);
+  assert_true (denv_overridden (&e, 24, 5, NULL));
+  for (size_t i = 0; i < 4 * bs; i++)
+    buf[i] = (uint8_t) ("abcdefgh"[i % 8]);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 32 * bs, 4 * bs, buf, 5),
+                    0);
+  memcpy (shadow + 32 * bs, buf, 4 * bs);
+  assert_false (denv_overridden (&e, 32, 5, NULL));
+  assert_int_equal (atomic_load (&e.ob.ob_direct), 8 + 4);
+  /* Off: nothing direct. */
+  assert_int_equal (zv_tunable_set ("direct_write_min", "0", err,
+                                    sizeof err), 0);
+  tl_fill_rand (buf, 8 * bs, &rs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 40 * bs, 8 * bs, buf, 5),
+                    0);
+  memcpy (shadow + 40 * bs, buf, 8 * bs);
+  assert_false (denv_overridden (&e, 40, 5, NULL));
+  assert_int_equal (zv_tunable_set ("direct_write_min", "64K", err,
+                                    sizeof err), 0);
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  /* The sync adopted the blocks written directly, as they were. */
+  for (uint64_t b = 0; b < 8; b++) {
+    zv_blkptr_t bp;
+    assert_int_equal (zv_dmu_block_bp (&e.ob, b, &bp), 0);
+    if (b == 2)
+      assert_false (bp.bp_dva[0] == over[2].bp_dva[0]);
+    else
+      assert_memory_equal (&bp, &over[b], sizeof bp);
+  }
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 64 * bs);
+  assert_true (denv_is_hole (&e, 16));
+  denv_teardown (&e);
+  free (buf);
   free (shadow);
 }
 
@@ -1294,6 +1487,8 @@ main (void)
 {
   const struct CMUnitTest tests[] = {
     tl_test (test_write_read_sync),
+    tl_test (test_seal),
+    tl_test (test_direct_write),
     tl_test (test_zero_blocks_become_holes),
     tl_test (test_free_by_dnode),
     tl_test (test_partial_uncached),

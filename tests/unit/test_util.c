@@ -348,9 +348,9 @@ test_rcache (void **state)
 
 /* ---- rounding macros -------------------------------------------------- */
 
-/* zv_copy copies exactly n bytes whatever the two buffers' alignment and
- * the length (below the vector path's minimum, a multiple of its stride
- * or not), and writes nothing around them. */
+/* zv_copy and zv_copy_stream copy exactly n bytes whatever the two
+ * buffers' alignment and the length (below the vector path's minimum, a
+ * multiple of its stride or not), and write nothing around them. */
 static void
 test_copy (void **state)
 {
@@ -373,6 +373,13 @@ test_copy (void **state)
         if (memcmp (dst, want, room) != 0)
           fail_msg ("zv_copy of %zu bytes, source +%u, destination +%u",
                     lens[l], so, d);
+        /* The streaming copy: its vector path (an aligned destination,
+         * whole 128-byte runs) and every case it hands to zv_copy. */
+        memset (dst, 0x5a, room);
+        zv_copy_stream (dst + 64 + d, src + so, lens[l]);
+        if (memcmp (dst, want, room) != 0)
+          fail_msg ("zv_copy_stream of %zu bytes, source +%u, destination "
+                    "+%u", lens[l], so, d);
       }
   zv_buf_free (src);
   zv_buf_free (dst);
