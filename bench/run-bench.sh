@@ -627,9 +627,11 @@ run_fio ()
 
 # growth_sample T JOB ROUND: after a run on a zvol target, one line of
 # growth.tsv: the server's resident memory peak so far (VmHWM, KiB), its
-# cache limit and dirty_max, and the bytes its syncs wrote so far (volume
-# data, metadata) from its kstat stats file (issue 11, "Growth"); the
-# last sample's files stay in OUT (growth.stats.T).
+# cache limit and dirty_max, the bytes its syncs wrote so far (volume
+# data, metadata) and the write throttle's counts (writers delayed, the
+# time they slept, writers stopped at dirty_max) from its kstat stats
+# file (issue 11, "Growth"); the last sample's files stay in OUT
+# (growth.stats.T).
 growth_sample ()
 {
     local t=$1 f hwm
@@ -640,9 +642,11 @@ growth_sample ()
     hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${PID[$t]}/status" 2>/dev/null || :)
     awk -v job="$2" -v t="$t" -v r="$3" -v hwm="${hwm:-0}" '
         { v[$1] = $2 }
-        END { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r, hwm,
+        END { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r, hwm,
               v["cache_limit"] + 0, v["dirty_max"] + 0,
-              v["written_data_bytes"] + 0, v["written_meta_bytes"] + 0 }' \
+              v["written_data_bytes"] + 0, v["written_meta_bytes"] + 0,
+              v["throttle_delays"] + 0, v["throttle_delay_ns"] + 0,
+              v["throttle_stalls"] + 0 }' \
         "$f" >>"$OUT/growth.tsv"
     # The volume's compression figures (its stats file, as zfs get).
     for f in "$(kstat_of "$t")"/volumes/*/stats; do
@@ -677,8 +681,9 @@ compress_report ()
 }
 
 # growth_report: per zvol target and job, the metadata the syncs wrote
-# per GiB of volume data during the job's runs, and the resident peak
-# against cache + dirty_max.
+# per GiB of volume data during the job's runs, the write throttle's
+# delays and stops during them, and the resident peak against cache +
+# dirty_max.
 growth_report ()
 {
     [ -s "$OUT/growth.tsv" ] || return 0
@@ -686,17 +691,21 @@ growth_report ()
         echo
         echo "## Growth (zvol targets)"
         echo
-        echo "| target | job | data written MiB | metadata MiB | metadata per data | VmHWM MiB | cache + dirty_max MiB |"
-        echo "|---|---|---|---|---|---|---|"
+        echo "| target | job | data written MiB | metadata MiB | metadata per data | throttle delays | delayed s | stops | VmHWM MiB | cache + dirty_max MiB |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
         awk -F'\t' '
             { key = $2 "\t" $1
-              if (!(key in d0)) { d0[key] = pd[$2]; m0[key] = pm[$2]; order[++n] = key }
+              if (!(key in d0)) { d0[key] = pd[$2]; m0[key] = pm[$2]
+                                  y0[key] = py[$2]; n0[key] = pn[$2]; s0[key] = ps[$2]
+                                  order[++n] = key }
               d1[key] = $7; m1[key] = $8; hwm[key] = $4; lim[key] = $5 + $6
-              pd[$2] = $7; pm[$2] = $8 }
+              y1[key] = $9; n1[key] = $10; s1[key] = $11
+              pd[$2] = $7; pm[$2] = $8; py[$2] = $9; pn[$2] = $10; ps[$2] = $11 }
             END { for (i = 1; i <= n; i++) { k = order[i]; split(k, a, "\t")
                     dd = d1[k] - d0[k]; dm = m1[k] - m0[k]
-                    printf "| %s | %s | %.0f | %.1f | %.2f%% | %.0f | %.0f |\n", a[1], a[2],
+                    printf "| %s | %s | %.0f | %.1f | %.2f%% | %d | %.2f | %d | %.0f | %.0f |\n", a[1], a[2],
                         dd / 1048576, dm / 1048576, (dd > 0 ? 100 * dm / dd : 0),
+                        y1[k] - y0[k], (n1[k] - n0[k]) / 1e9, s1[k] - s0[k],
                         hwm[k] / 1024, lim[k] / 1048576 } }' "$OUT/growth.tsv"
     } | tee -a "$OUT/results.md"
 }

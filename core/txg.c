@@ -166,6 +166,10 @@ struct zv_txg {
   _Atomic int tx_active[ZV_TXG_SIZE]; /* the txg had a hold */
   _Atomic int tx_kicked[ZV_TXG_SIZE]; /* it kicked the thread */
   _Atomic uint64_t tx_last_wakeup;  /* throttle spacing */
+  /* The throttle's counts (zv_txg_throttle_stats): writers delayed on
+   * the curve and the time they slept; writers stopped at dirty_max
+   * until a sync freed some. */
+  _Atomic uint64_t tx_delays, tx_delay_ns, tx_stalls;
   _Atomic int tx_running;           /* the sync thread is alive */
 
   /* Engine state, under tx_lock.  tx_last_synced and tx_error are also
@@ -423,6 +427,7 @@ txg_throttle (zv_txg_t *tx)
   uint64_t delay, now, last, wakeup;
 
   if (zv_txg_dirty_total (tx) >= max) {
+    atomic_fetch_add_explicit (&tx->tx_stalls, 1, memory_order_relaxed);
     pthread_mutex_lock (&tx->tx_lock);
     while (zv_txg_dirty_total (tx) >= max && txg_error_locked (tx) == 0) {
       uint64_t open = atomic_load_explicit (&tx->tx_open_txg,
@@ -448,6 +453,9 @@ txg_throttle (zv_txg_t *tx)
                                                    wakeup,
                                                    memory_order_acq_rel,
                                                    memory_order_acquire));
+  atomic_fetch_add_explicit (&tx->tx_delays, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit (&tx->tx_delay_ns, wakeup - now,
+                             memory_order_relaxed);
   txg_sleep_until (wakeup);
   return zv_txg_error (tx);
 }
@@ -931,6 +939,15 @@ zv_txg_dirty_total (zv_txg_t *tx)
 }
 
 /* The dirty-data limit the throttle works to (statistics). */
+void
+zv_txg_throttle_stats (zv_txg_t *tx, uint64_t *delays, uint64_t *delay_ns,
+                       uint64_t *stalls)
+{
+  *delays = atomic_load_explicit (&tx->tx_delays, memory_order_relaxed);
+  *delay_ns = atomic_load_explicit (&tx->tx_delay_ns, memory_order_relaxed);
+  *stalls = atomic_load_explicit (&tx->tx_stalls, memory_order_relaxed);
+}
+
 uint64_t
 zv_txg_dirty_limit (zv_txg_t *tx)
 {

@@ -109,6 +109,11 @@ int zv_txg_wait_synced (zv_txg_t *tx, uint64_t txg);
 uint64_t zv_txg_open_txg (zv_txg_t *tx);
 uint64_t zv_txg_last_synced (zv_txg_t *tx);
 uint64_t zv_txg_dirty_limit (zv_txg_t *tx);
+/* Writers the throttle delayed, the time it made them sleep in all
+ * (each delay's whole length, counted when it starts), and writers it
+ * stopped at dirty_max until a sync made room. */
+void zv_txg_throttle_stats (zv_txg_t *tx, uint64_t *delays,
+                            uint64_t *delay_ns, uint64_t *stalls);
 uint64_t zv_txg_dirty_total (zv_txg_t *tx);
 
 /* The same as a percentage of dirty_max, or the share of the space the

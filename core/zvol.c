@@ -926,6 +926,8 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   ps->ps_txg_open = zv_txg_open_txg (tx);
   ps->ps_dirty_bytes = zv_txg_dirty_total (tx);
   ps->ps_dirty_max = zv_txg_dirty_limit (tx);
+  zv_txg_throttle_stats (tx, &ps->ps_throttle_delays,
+                         &ps->ps_throttle_delay_ns, &ps->ps_throttle_stalls);
   zv_pool_last_sync (p, &ps->ps_sync_passes_last,
                      &ps->ps_sync_write_max_active_last);
   ps->ps_cache_bytes = cs.cs_bytes;

@@ -665,6 +665,11 @@ typedef struct zvol_pool_stats {
    * objsets, space maps, deferred-free lists, uberblocks). */
   uint64_t ps_written_data, ps_written_meta;
   uint64_t ps_dirty_max;                /* the write throttle's limit */
+  /* The throttle since the pool was opened: writers delayed on its
+   * curve and the time they slept in all, writers stopped at
+   * ps_dirty_max until a sync made room (OpenZFS's dmu_tx_delay and
+   * dmu_tx_dirty_over_max). */
+  uint64_t ps_throttle_delays, ps_throttle_delay_ns, ps_throttle_stalls;
   /* Destroyed volumes and snapshots whose blocks the txg syncs are still
    * freeing in the background (as zpool's freeing): data bytes left,
    * and how many datasets. */

@@ -492,9 +492,17 @@ test_space_pressure (void **state)
   {
     uint64_t start = zv_now_ns (), want = zv_txg_delay_ns (&tt, 768 << 20);
 
+    uint64_t d0, dns0, st0, d1, dns1, st1;
+
     assert_true (want >= 100000);
+    zv_txg_throttle_stats (t->tx, &d0, &dns0, &st0);
     (void) t_hold_rele (t, 4096);
     assert_true (zv_now_ns () - start >= want);
+    /* Counted: one writer delayed, about that long, none stopped. */
+    zv_txg_throttle_stats (t->tx, &d1, &dns1, &st1);
+    assert_int_equal (d1 - d0, 1);
+    assert_true (dns1 - dns0 >= want);
+    assert_int_equal (st1, st0);
   }
   T_STORE (&sp.inuse, 0);
   assert_int_equal (zv_txg_stop (t->tx), 0);
@@ -602,6 +610,11 @@ test_throttle_block (void **state)
   pthread_join (th, NULL);
   assert_int_equal (b.err, 0);
   assert_int_equal (b.h.th_txg, txg + 1);
+  {
+    uint64_t d, dns, st;
+    zv_txg_throttle_stats (t->tx, &d, &dns, &st);
+    assert_int_equal (st, 1);           /* the blocked writer, counted */
+  }
   assert_int_equal (zv_txg_last_synced (t->tx), txg);
   assert_int_equal (zv_txg_dirty_total (t->tx), 4096);
   zv_txg_rele (t->tx, &b.h);
