@@ -135,6 +135,7 @@ static void *
 compq_worker (void *arg)
 {
   (void) arg;
+  zv_thread_name ("zv-compress");
   pthread_mutex_lock (&cq_lock);
   for (;;) {
     zv_compq_job_t *j = cq_jobs;

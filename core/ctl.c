@@ -844,6 +844,7 @@ ctl_conn_main (void *arg)
   zvol_ctl_t *ctl = cc->cc_ctl;
   int fd;
 
+  zv_thread_name ("zv-ctl-conn");
   pthread_mutex_lock (&ctl->ct_lock);
   fd = ctl->ct_conn[cc->cc_slot];
   pthread_mutex_unlock (&ctl->ct_lock);
@@ -912,6 +913,7 @@ ctl_listen_main (void *arg)
   zvol_ctl_t *ctl = arg;
   int last_err = 0;
 
+  zv_thread_name ("zv-ctl");
   for (;;) {
     struct pollfd pf[2] = {
       { .fd = ctl->ct_fd, .events = POLLIN },

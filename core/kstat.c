@@ -565,6 +565,7 @@ kstat_main (void *arg)
   zvol_kstat_t *ks = arg;
   struct timespec ts;
 
+  zv_thread_name ("zv-kstat");
   pthread_mutex_lock (&ks->ks_lock);
   while (!ks->ks_stop) {
     pthread_mutex_unlock (&ks->ks_lock);

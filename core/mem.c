@@ -237,6 +237,7 @@ static void *
 mem_thread_main (void *arg)
 {
   (void) arg;
+  zv_thread_name ("zv-mem");
   pthread_mutex_lock (&mem_lock);
   while (!mem_stop) {
     struct timespec ts;

@@ -163,6 +163,7 @@ resilver_thread (void *arg)
   void *buf = zv_buf_alloc ((uint32_t) chunk);
   int r = 0;
 
+  zv_thread_name ("zv-resilver");
   while (!atomic_load (&rv->rv_stop)) {
     uint64_t off, len;
 

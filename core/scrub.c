@@ -209,6 +209,7 @@ scrub_main (void *arg)
   unsigned stuck = 0;
   int r;
 
+  zv_thread_name ("zv-scrub");
   for (;;) {
     zvol_check_report_t rep = {
       .cr_problem = scrub_problem, .cr_problem_arg = sc,

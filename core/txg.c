@@ -671,6 +671,7 @@ txg_sync_thread (void *arg)
     tx->tx_tt.tt_timeout_ms > UINT64_MAX / 2000000 ? UINT64_MAX / 2 :
     tx->tx_tt.tt_timeout_ms * 1000000;
 
+  zv_thread_name ("zv-txg-sync");
   pthread_mutex_lock (&tx->tx_lock);
   for (;;) {
     uint64_t open, now, deadline;

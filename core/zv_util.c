@@ -597,6 +597,15 @@ zv_cancel_poll (const int fd[2])
   return 0;
 }
 
+void
+zv_thread_name (const char *name)
+{
+  char cut[16];                 /* the kernel keeps 15 characters */
+
+  snprintf (cut, sizeof cut, "%s", name);
+  (void) pthread_setname_np (pthread_self (), cut);
+}
+
 /* Word-at-a-time zero test (buffers are 8-byte aligned in practice). */
 bool
 zv_is_zero (const void *buf, size_t len)

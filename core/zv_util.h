@@ -208,6 +208,10 @@ void zv_copy (void *dst, const void *src, size_t n);
  * (zv_util.c, "Bulk copies"). */
 void zv_copy_stream (void *dst, const void *src, size_t n);
 
+/* Name the calling thread (what top -H, perf and gdb show), cut to the
+ * 15 characters the kernel keeps; a failure changes nothing else. */
+void zv_thread_name (const char *name);
+
 /* True when every byte of buf is zero. */
 bool zv_is_zero (const void *buf, size_t len);
 

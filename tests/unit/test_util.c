@@ -346,6 +346,36 @@ test_rcache (void **state)
   zv_rcache_destroy (rc);             /* frees what waits (LeakSanitizer) */
 }
 
+/* zv_thread_name names the calling thread (top -H, perf, gdb), cut to
+ * what the kernel keeps rather than failing. */
+static void *
+t_named (void *arg)
+{
+  char got[32] = "";
+
+  zv_thread_name (arg);
+  assert_int_equal (pthread_getname_np (pthread_self (), got, sizeof got), 0);
+  return strdup (got);
+}
+
+static void
+test_thread_name (void **state)
+{
+  pthread_t th;
+  void *got;
+
+  (void) state;
+  assert_int_equal (pthread_create (&th, NULL, t_named, "zv-test"), 0);
+  assert_int_equal (pthread_join (th, &got), 0);
+  assert_string_equal (got, "zv-test");
+  free (got);
+  assert_int_equal (pthread_create (&th, NULL, t_named,
+                                    "zv-a-name-far-too-long"), 0);
+  assert_int_equal (pthread_join (th, &got), 0);
+  assert_string_equal (got, "zv-a-name-far-t");
+  free (got);
+}
+
 /* ---- rounding macros -------------------------------------------------- */
 
 /* zv_copy and zv_copy_stream copy exactly n bytes whatever the two
@@ -662,6 +692,7 @@ main (void)
     tl_test (test_rcache),
     tl_test (test_buf_cache_across_cpus),
     tl_test (test_copy),
+    tl_test (test_thread_name),
     tl_test (test_p2_macros),
     tl_test (test_min_max),
     tl_test (test_str_printable),
