@@ -651,6 +651,8 @@ zv_is_zero (const void *buf, size_t len)
 #define UTIL_COPY_MIN 1024u
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
 typedef uint8_t util_v32 __attribute__ ((vector_size (32), aligned (1),
                                          may_alias));
 
@@ -690,18 +692,15 @@ util_copy_avx2 (uint8_t *d, const uint8_t *s, size_t n)
 __attribute__ ((target ("avx2"))) static void
 util_copy_stream_avx2 (uint8_t *d, const uint8_t *s, size_t n)
 {
-  typedef long long util_s32 __attribute__ ((vector_size (32)));
-
   for (size_t i = 0; i < n; i += 128)
 #pragma GCC unroll 4
-    for (size_t k = 0; k < 128; k += 32) {
-      util_v32 v = *(const util_v32 *) (s + i + k);   /* unaligned load */
-      __builtin_ia32_movntdq256 ((util_s32 *) (void *) (d + i + k),
-                                 (util_s32) v);
-    }
+    for (size_t k = 0; k < 128; k += 32)
+      _mm256_stream_si256 ((__m256i *) (void *) (d + i + k),
+                           _mm256_loadu_si256 ((const __m256i *) (const void *)
+                                               (s + i + k)));
   /* Non-temporal stores are weakly ordered: fence them before anyone
    * (the sync thread, through a lock) may read the block. */
-  __builtin_ia32_sfence ();
+  _mm_sfence ();
 }
 
 /* 1 when the CPU has AVX2; asked once (a race only asks twice). */
