@@ -1232,8 +1232,8 @@ dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole)
     return;
   zv_cksum_compute (whole, ob->ob_blksz, ob->ob_spa->spa_guid,
                     &dr->dr_cksum);
-  comp = atomic_load_explicit (&ob->ob_compress, memory_order_relaxed);
-  if (comp != 0 && ob->ob_type == ZV_BT_VOLDATA)
+  comp = zv_dmu_comp_prop (ob);
+  if (comp != 0)
     dr->dr_incomp = zv_comp_refuses (comp, whole, ob->ob_blksz);
 }
 
@@ -1304,10 +1304,12 @@ static uint64_t zv_dmu_direct_write_min = 64 * 1024;
  * the last one ended).  The record keeps its data, which the cache takes
  * at the sync as before.  Nothing changes for durability: the block is
  * free on disk until its txg commits, and a commit that needs the write
- * logs the pointer (zv_dmu_sync_block finds the override).  Left to the
- * sync: a block the compressor may shrink (the early abort did not
- * refuse it), all zeros (a hole), or any the allocation or the write
- * fails for (the sync places and writes it as any other).  A later
+ * logs the pointer (zv_dmu_sync_block finds the override; one stored
+ * compressed it drops, since the log names whole blocks only).  A block
+ * the early abort does not refuse is compressed here, from the writer's
+ * buffer.  Left to the sync: all zeros (a hole), or any block the
+ * allocation or the write fails for (the sync places and writes it as
+ * any other).  A later
  * change in the same txg frees the block written (zv_dmu_unoverride).
  */
 static int
@@ -1319,15 +1321,13 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
   zv_dirty_t *drs[DMU_DIRECT_MAX];
   zv_blkptr_t bps[DMU_DIRECT_MAX];
   zv_zio_write_t w[DMU_DIRECT_MAX];
+  void *cbufs[DMU_DIRECT_MAX];
   size_t at[DMU_DIRECT_MAX], held = 0, m = 0;
   bool kept[DMU_DIRECT_MAX];
-  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
-                                        memory_order_relaxed);
+  uint32_t comp = zv_dmu_comp_prop (ob);
   int r = 0;
 
   ZV_VERIFY (nb >= 1 && nb <= DMU_DIRECT_MAX);
-  if (ob->ob_type != ZV_BT_VOLDATA)
-    comp = 0;
   for (size_t j = 0; j < nb; j++) {
     dbs[j] = zv_dbuf_hold (ob->ob_cache, ob, 0, first + j, bs);
     pthread_mutex_lock (&dbs[j]->db_mtx);
@@ -1339,20 +1339,36 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
   }
   for (size_t j = 0; j < nb && r == 0; j++) {
     zv_dirty_t *dr = drs[j];
+    uint32_t psize = bs;
 
-    if (!dr->dr_sealed || (comp != 0 && !dr->dr_incomp)
-        || zv_is_zero (in + j * bs, bs))
+    if (!dr->dr_sealed || zv_is_zero (in + j * bs, bs))
       continue;
+    cbufs[m] = NULL;
+    if (comp != 0 && !dr->dr_incomp) {
+      /* Compressed here, from the writer's buffer (in this processor's
+       * cache), not by the sync's workers a txg later. */
+      cbufs[m] = zv_buf_get (bs);
+      psize = zv_comp_compress (comp, in + j * bs, bs, cbufs[m]);
+      if (psize == 0) {
+        zv_buf_put (cbufs[m], bs);
+        cbufs[m] = NULL;
+        psize = bs;
+      }
+    }
     memset (&bps[m], 0, sizeof bps[m]);
-    if (zv_zio_alloc_bp_open (ob->ob_spa, &bps[m], bs, txg) < 0)
+    if (zv_zio_alloc_bp_open (ob->ob_spa, &bps[m], psize, txg) < 0) {
+      zv_buf_put (cbufs[m], bs);
       break;                    /* the sync places what is left */
+    }
     bps[m].bp_lsize = bs;
     bps[m].bp_birth = txg;
     bps[m].bp_type = ob->ob_type;
     bps[m].bp_level = 0;
     bps[m].bp_fill = 1;
+    bps[m].bp_comp = cbufs[m] ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
     w[m] = (zv_zio_write_t) {
-      .zw_bp = &bps[m], .zw_buf = dr->dr_data, .zw_cksum = &dr->dr_cksum,
+      .zw_bp = &bps[m], .zw_buf = cbufs[m] ? cbufs[m] : dr->dr_data,
+      .zw_cksum = cbufs[m] ? NULL : &dr->dr_cksum,
     };
     at[m++] = j;
   }
@@ -1362,7 +1378,7 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
 
       dr->dr_override = bps[k];
       dr->dr_overridden = true;
-      if (comp != 0)
+      if (comp != 0 && dr->dr_incomp)
         zv_comp_count_refused ();       /* the sync meets no item for it */
     }
     atomic_fetch_add_explicit (&ob->ob_direct, m, memory_order_relaxed);
@@ -1373,6 +1389,8 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
     for (size_t k = 0; k < m; k++)
       zv_zio_free_bp_deferred (ob->ob_spa, &bps[k], txg);
   }
+  for (size_t k = 0; k < m; k++)
+    zv_buf_put (cbufs[k], bs);
   for (size_t j = held; j-- > 0;) {
     pthread_mutex_unlock (&dbs[j]->db_mtx);
     if (!kept[j])
@@ -1649,9 +1667,13 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
     r = -ENOENT;
   else if (dr->dr_syncing)
     r = -EAGAIN;
-  else if (dr->dr_overridden)
+  else if (dr->dr_overridden && dr->dr_override.bp_comp == 0)
     *bp = dr->dr_override;
   else if ((r = dmu_resolve_locked (ob, db, dr)) == 0) {
+    /* A block a direct write stored compressed is no in-place block a
+     * log record may name (replay takes whole uncompressed blocks only):
+     * it goes, and the block is written again, whole. */
+    zv_dmu_unoverride (ob, dr);
     /* (A partial record was merged first: the block goes whole.) */
     zv_blkptr_t nbp;
     memset (&nbp, 0, sizeof nbp);

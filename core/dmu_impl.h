@@ -8,6 +8,7 @@
 #define ZV_DMU_IMPL_H
 
 #include "dmu.h"
+#include "compress.h"
 
 #define F ((uint64_t) ZV_INDIRECT_FANOUT)
 
@@ -51,5 +52,22 @@ void zv_dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr,
 
 /* Forget the intent log's in-place write of a record (db_mtx held). */
 void zv_dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr);
+
+/* The compression the object's data blocks get now: its property, or 0
+ * (off) for metadata, in a pool without the feature, or for a property
+ * this build does not know. */
+static inline uint32_t
+zv_dmu_comp_prop (zv_object_t *ob)
+{
+  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
+                                        memory_order_relaxed);
+
+  if (ob->ob_type != ZV_BT_VOLDATA
+      || !(atomic_load_explicit (&ob->ob_spa->spa_features,
+                                 memory_order_relaxed) & ZV_FEAT_COMPRESS)
+      || !zv_comp_prop_valid (comp))
+    return 0;
+  return comp;
+}
 
 #endif /* ZV_DMU_IMPL_H */

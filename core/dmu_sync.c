@@ -422,13 +422,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
    * goes through the compressor into a pooled buffer before it is
    * placed, so it is allocated at the size it is stored at; the record
    * keeps the block as written, which the cache takes below. */
-  uint32_t comp = atomic_load_explicit (&ob->ob_compress,
-                                        memory_order_relaxed);
-  if (ob->ob_type != ZV_BT_VOLDATA
-      || !(atomic_load_explicit (&ob->ob_spa->spa_features,
-                                 memory_order_relaxed) & ZV_FEAT_COMPRESS)
-      || !zv_comp_prop_valid (comp))
-    comp = 0;
+  uint32_t comp = zv_dmu_comp_prop (ob);
   bool *hole = zv_calloc (n, sizeof *hole), *adopt = zv_calloc (n,
                                                                 sizeof *adopt);
   /* Item i is block drs[i]'s; one with nothing to compress has no
@@ -495,10 +489,11 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       old = *slot;
       dmu_l1_unlock (ob, &cur);
       if (adopt[i]) {
-        /* Written by the intent log: no second write of the data. */
+        /* Written already (by a direct write, or in place by the
+         * intent log): no second write of the data. */
         r = zv_dmu_kill (ob, &old, txg);
         bps[i] = dr->dr_override;
-        ob->ob_written += ob->ob_blksz;
+        ob->ob_written += bps[i].bp_psize;
         ob->ob_lwritten += ob->ob_blksz;
         continue;
       }

@@ -426,10 +426,11 @@ denv_overridden (denv_t *e, uint64_t blkid, uint64_t txg, zv_blkptr_t *bp)
 }
 
 /* A write of whole blocks from direct_write_min up goes to the device at
- * once: its blocks hold the data before the sync, which adopts them (the
- * tree points where the writer wrote); not a block the compressor may
- * shrink, nor all zeros, nor below the minimum; a later change in the
- * txg gives the written block back.  Fails without direct writes (no
+ * once (compressed by the writer when it shrinks): its blocks hold the
+ * data before the sync, which adopts them (the tree points where the
+ * writer wrote); not all zeros, nor below the minimum; a later change in
+ * the txg gives the written block back, and so does the log's asking for
+ * a compressed one in place.  Fails without direct writes (no
  * override, ob_direct 0) or if the sync rewrites an adopted block. */
 static void
 test_direct_write (void **state)
@@ -474,8 +475,8 @@ test_direct_write (void **state)
   assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 16 * bs, 4 * bs, buf, 5),
                     0);
   assert_false (denv_overridden (&e, 16, 5, NULL));
-  /* Compressed volume: data the early abort refuses goes directly, data
-   * that may shrink waits for the compressor. */
+  /* Compressed volume: data the early abort refuses goes directly as it
+   * is, data that shrinks goes directly compressed (by the writer). */
   e.spa->spa_features |= ZV_FEAT_COMPRESS;
   atomic_store (&e.ob.ob_compress, ZV_COMP_DEFAULT);
   tl_fill_rand (buf, 4 * bs, &rs);
@@ -488,8 +489,22 @@ test_direct_write (void **state)
   assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 32 * bs, 4 * bs, buf, 5),
                     0);
   memcpy (shadow + 32 * bs, buf, 4 * bs);
-  assert_false (denv_overridden (&e, 32, 5, NULL));
-  assert_int_equal (atomic_load (&e.ob.ob_direct), 8 + 4);
+  {
+    zv_blkptr_t cbp, lbp;
+    assert_true (denv_overridden (&e, 32, 5, &cbp));
+    assert_int_equal (cbp.bp_comp, ZV_COMP_LZ4);
+    assert_true (cbp.bp_psize < bs);
+    assert_int_equal (cbp.bp_lsize, bs);
+    /* The log names whole uncompressed blocks only: asked for block 33
+     * in place, it gets one, and the compressed copy goes. */
+    assert_true (denv_overridden (&e, 33, 5, NULL));
+    assert_int_equal (zv_dmu_sync_block (&e.ob, 5, 33, &lbp), 0);
+    assert_int_equal (lbp.bp_comp, 0);
+    assert_int_equal (lbp.bp_psize, bs);
+    assert_true (denv_overridden (&e, 33, 5, &cbp));
+    assert_memory_equal (&cbp, &lbp, sizeof cbp);
+  }
+  assert_int_equal (atomic_load (&e.ob.ob_direct), 8 + 4 + 4);
   /* Off: nothing direct. */
   assert_int_equal (zv_tunable_set ("direct_write_min", "0", err,
                                     sizeof err), 0);
