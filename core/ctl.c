@@ -77,6 +77,7 @@
 #include <sys/time.h>
 #include <sys/un.h>
 
+#include "dev.h"
 #include "zvol.h"
 #include "zv_util.h"
 #include "tunable.h"
@@ -857,6 +858,7 @@ ctl_conn_main (void *arg)
   pthread_cond_broadcast (&ctl->ct_cv);
   pthread_mutex_unlock (&ctl->ct_lock);
   free (cc);
+  zv_dev_thread_exit ();
   return NULL;
 }
 

@@ -679,6 +679,9 @@ dev_batch_sync (zv_dev_io_t *ios, size_t n)
 /* ------------------------------------------------------------------ */
 
 /* Thread exit: give the ring back to the kernel. */
+/* Threads' rings now (zv_dev_rings_live). */
+static _Atomic uint64_t dev_rings_live;
+
 static void
 dev_ring_destroy (void *p)
 {
@@ -687,6 +690,13 @@ dev_ring_destroy (void *p)
   if (r->dr_uring)
     io_uring_queue_exit (&r->dr_ring);
   free (r);
+  atomic_fetch_sub_explicit (&dev_rings_live, 1, memory_order_relaxed);
+}
+
+uint64_t
+zv_dev_rings_live (void)
+{
+  return atomic_load_explicit (&dev_rings_live, memory_order_relaxed);
 }
 
 /*
@@ -715,6 +725,24 @@ dev_key_create (void)
   zv_dev_key_ok = pthread_key_create (&zv_dev_key, dev_ring_destroy) == 0;
   if (zv_dev_key_ok)
     pthread_atfork (NULL, NULL, dev_atfork_child);
+}
+
+void
+zv_dev_thread_exit (void)
+{
+  zv_dev_ring_t *r;
+
+  ZV_VERIFY (pthread_once (&zv_dev_key_once, dev_key_create) == 0);
+  pthread_mutex_lock (&zv_dev_key_lock);
+  if (zv_dev_key_ok
+      && !atomic_load_explicit (&zv_dev_key_gone, memory_order_relaxed)
+      && (r = pthread_getspecific (zv_dev_key)) != NULL) {
+    ZV_VERIFY (pthread_setspecific (zv_dev_key, NULL) == 0);
+    pthread_mutex_unlock (&zv_dev_key_lock);
+    dev_ring_destroy (r);
+    return;
+  }
+  pthread_mutex_unlock (&zv_dev_key_lock);
 }
 
 /*
@@ -787,6 +815,7 @@ dev_ring_get (void)
     return &zv_dev_ring_gone;
   }
   r = zv_calloc (1, sizeof *r);
+  atomic_fetch_add_explicit (&dev_rings_live, 1, memory_order_relaxed);
   r->dr_entries = ZV_MAX (zv_dev_ring_entries, 1u);
   e = io_uring_queue_init (r->dr_entries, &r->dr_ring, 0);
   if (e == 0) {

@@ -55,6 +55,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dev.h"
 #include "pool_impl.h"
 #include "label.h"
 #include "tunable.h"
@@ -233,6 +234,7 @@ resilver_thread (void *arg)
     zv_error ("%s: resilver of side %u failed: %s", zv_dev_path (dev),
               rv->rv_side, rv->rv_last[0] ? rv->rv_last : strerror (-r));
   atomic_store (&rv->rv_active, false);
+  zv_dev_thread_exit ();
   return NULL;
 }
 

@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dev.h"
 #include "zvol.h"
 #include "pool_impl.h"
 #include "check.h"
@@ -289,6 +290,7 @@ scrub_main (void *arg)
   pthread_cond_broadcast (&sc->sc_cv);
   pthread_mutex_unlock (&sc->sc_lock);
   scrub_kick (sc);              /* the record changes: gone, or paused */
+  zv_dev_thread_exit ();
   return NULL;
 }
 

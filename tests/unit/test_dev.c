@@ -1140,6 +1140,45 @@ exitio_fini (void)
   _exit (0);
 }
 
+/* A thread that ends with zv_dev_thread_exit gives its ring back at
+ * once (a sanitizer's scan of the exiting thread cannot miss it). */
+static void *
+ring_exit_thread (void *arg)
+{
+  zv_dev_t *dev = arg;
+  void *buf = zv_buf_alloc (ZV_SECTOR);
+  uint64_t *counts = zv_alloc (2 * sizeof *counts);
+
+  assert_int_equal (zv_dev_read (dev, buf, 0, ZV_SECTOR), 0);
+  counts[0] = zv_dev_rings_live ();
+  zv_dev_thread_exit ();
+  counts[1] = zv_dev_rings_live ();
+  zv_dev_thread_exit ();                /* again: nothing to give */
+  zv_buf_free (buf);
+  return counts;
+}
+
+static void
+test_thread_exit_ring (void **state)
+{
+  char path[512];
+  const char *p = tl_path (path, sizeof path, "ringexit");
+  zv_dev_t *dev;
+  pthread_t th;
+  uint64_t *counts;
+  char err[256];
+
+  (void) state;
+  assert_int_equal (tl_sparse_file (p, MiB), 0);
+  assert_int_equal (zv_dev_open (p, &dev, err, sizeof err), 0);
+  assert_int_equal (pthread_create (&th, NULL, ring_exit_thread, dev), 0);
+  assert_int_equal (pthread_join (th, (void **) &counts), 0);
+  assert_int_equal (counts[1], counts[0] - 1);
+  free (counts);
+  zv_dev_close (dev);
+  unlink (p);
+}
+
 /*
  * A pool left open at exit (a test that failed, a server that exits
  * without closing it) has threads doing I/O while the library's
@@ -1425,6 +1464,7 @@ main (void)
     tl_test (test_threads),
     tl_test (test_waves),
     tl_test (test_no_uring_fallback),
+    tl_test (test_thread_exit_ring),
     tl_test (test_io_during_exit),
     tl_test (test_blockdev),
     tl_test (test_loop_backing_lock),
