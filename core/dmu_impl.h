@@ -1,8 +1,8 @@
 /*
- * dmu_impl.h: what the object layer's modules share (dmu.c, open
- * context and reads; dmu_sync.c, syncing context; dmu_walk.c, the walk
- * of an on-disk tree); nothing outside them includes it (dmu.h is the
- * layer's interface).
+ * dmu_impl.h: what the object layer's modules share (dmu.c, objects,
+ * their trees and reads; dmu_write.c, changes in open context;
+ * dmu_sync.c, syncing context; dmu_walk.c, the walk of an on-disk tree);
+ * nothing outside them includes it (dmu.h is the layer's interface).
  */
 #ifndef ZV_DMU_IMPL_H
 #define ZV_DMU_IMPL_H
@@ -52,6 +52,15 @@ void zv_dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr,
 
 /* Forget the intent log's in-place write of a record (db_mtx held). */
 void zv_dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr);
+
+/* dmu.c's helpers that dmu_write.c uses too. */
+zv_dirty_t *zv_dmu_dr_alloc (void);
+int zv_dmu_fill_locked (zv_object_t *ob, zv_dbuf_t *db);
+int zv_dmu_resolve_locked (zv_object_t *ob, zv_dbuf_t *db, zv_dirty_t *dr);
+bool zv_dmu_grain_aligned (uint32_t boff, size_t n);
+void zv_dmu_mask_set (zv_object_t *ob, zv_dirty_t *dr, uint32_t boff,
+                      size_t n);
+int zv_dmu_check_path (zv_object_t *ob, uint64_t first, uint64_t last);
 
 /* The compression the object's data blocks get now: its property, or 0
  * (off) for metadata, in a pool without the feature, or for a property
