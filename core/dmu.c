@@ -37,8 +37,10 @@
  * which is read and cached for it (safe while records are pending: the
  * sync that retires one replaces the cached content, under db_mtx).
  *
- * Syncing context (the txg sync thread) is dmu_sync.c, the walk of an
- * on-disk tree dmu_walk.c: see their theory comments.
+ * The changes themselves (records, reservations, the seal, direct
+ * writes, frees, zeroes) are dmu_write.c; syncing context (the txg sync
+ * thread) is dmu_sync.c, the walk of an on-disk tree dmu_walk.c: see
+ * their theory comments.
  *
  * Locking.  db_mtx of a data block is held across its read-modify-write
  * and any read that fills it.  Indirect blocks are only modified by the
