@@ -324,6 +324,7 @@ static uint64_t zv_dmu_direct_write_min = 64 * 1024;
  * allocation or the write fails for (the sync places and writes it as
  * any other).  A later
  * change in the same txg frees the block written (zv_dmu_unoverride).
+ * Only on local devices: see dmu_write_prepaid.
  */
 static int
 dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
@@ -421,6 +422,13 @@ dmu_write_prepaid (zv_object_t *ob, uint64_t off, size_t len,
   const uint8_t *in = buf;
   uint64_t dmin = __atomic_load_n (&zv_dmu_direct_write_min,
                                    __ATOMIC_RELAXED);
+
+  /* Not on RADOS devices (a pool mixes no kinds): there a write is a
+   * round trip to the cluster, which a write nobody asked to be durable
+   * would wait for (through an OSD's outage too) instead of memory, and
+   * the sync's large batches are what the cluster takes best. */
+  if (zv_dev_is_rados (ob->ob_spa->spa_devs[0]))
+    dmin = 0;
 
   while (len > 0) {
     uint64_t blkid = off / ob->ob_blksz;

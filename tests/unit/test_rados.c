@@ -160,6 +160,12 @@ test_gathered_write (void **state)
   p = tl_pool_open_ok (&pc);
   w0 = osd_writes ();
   tl_vol_write (tl_vol (p), NULL, 0, 4 * MiB, 41, 0);
+  {
+    /* Left to the sync: no direct writes on RADOS (dmu_write.c). */
+    zvol_stats_t vs;
+    zvol_get_stats (tl_vol (p), &vs);
+    assert_int_equal (vs.vs_direct_blocks, 0);
+  }
   assert_int_equal (tl_pool_close (p), 0);
   w = osd_writes () - w0;
   printf ("# 4 MiB written and synced: %" PRIu64 " OSD write requests\n", w);
