@@ -299,8 +299,10 @@ dmu_write_block_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
  * (dmu_write_direct; 0: never, every block waits for its txg's sync). */
 static uint64_t zv_dmu_direct_write_min = 64 * 1024;
 
-/* Blocks written directly in one device batch. */
-#define DMU_DIRECT_MAX 64u
+/* Blocks written directly in one device batch: their db_mtx are held
+ * together (ThreadSanitizer's deadlock detector gives up past 64 locks
+ * held at once). */
+#define DMU_DIRECT_MAX 32u
 
 /*
  * Direct writes.  A run of whole blocks is dirtied as any write's, and
