@@ -4,7 +4,11 @@
  * Theory.  A txg's data blocks are compressed before they are placed
  * (their stored size decides their allocation), and on the sync thread
  * alone compression and the writes took turns: first every block
- * compressed, then every block written.  Here a job (one volume's sync)
+ * compressed, then every block written.  The checksum of what is to be
+ * stored is taken here too (an item's ci_cksum), so an uncompressed
+ * volume's blocks come through the queue as well, with the property off:
+ * the sync thread, the pipeline's one serial stage, then only places and
+ * writes.  Here a job (one volume's sync)
  * hands its items to worker threads, which claim them in order with one
  * atomic counter (cj_next) and mark each done (ci_done); the sync thread
  * waits for the items in order (zv_compq_wait), placing and writing the
@@ -104,8 +108,14 @@ compq_one (zv_compq_job_t *j, size_t i, _Atomic uint64_t *by)
 
   if (it->ci_src == NULL)
     return;
-  it->ci_psize = zv_comp_compress (j->cj_prop, it->ci_src, it->ci_lsize,
-                                   it->ci_dst);
+  it->ci_psize = j->cj_prop == 0 ? 0
+    : zv_comp_compress (j->cj_prop, it->ci_src, it->ci_lsize, it->ci_dst);
+  if (it->ci_cksum) {
+    if (it->ci_psize > 0)
+      zv_cksum_compute (it->ci_dst, it->ci_psize, it->ci_seed, &it->ci_sum);
+    else
+      zv_cksum_compute (it->ci_src, it->ci_lsize, it->ci_seed, &it->ci_sum);
+  }
   atomic_store_explicit (&it->ci_done, true, memory_order_seq_cst);
   atomic_fetch_add_explicit (by, 1, memory_order_relaxed);
 }

@@ -1,7 +1,7 @@
 /*
  * compq.h: the compression queue (compq.c): the data blocks of a txg
- * compressed by worker threads while the sync thread places and writes
- * the ones already done.
+ * compressed and checksummed by worker threads while the sync thread
+ * places and writes the ones already done.
  *
  * The sync thread fills an array of items, starts a job on it, and then
  * waits for the items in order (zv_compq_wait), compressing unclaimed
@@ -16,11 +16,18 @@
 #include <stdint.h>
 #include <pthread.h>
 
+#include "zv_util.h"
+
 typedef struct zv_compq_item {
   const void *ci_src;           /* ci_lsize bytes; NULL: nothing to do */
-  void *ci_dst;                 /* room for ci_lsize bytes */
+  void *ci_dst;                 /* room for ci_lsize bytes (NULL when the
+                                   job's property is off) */
   uint32_t ci_lsize;
   uint32_t ci_psize;            /* out: zv_comp_compress's result */
+  bool ci_cksum;                /* checksum what is to be stored, */
+  uint64_t ci_seed;             /* with this seed, */
+  zv_cksum_t ci_sum;            /* out: into here (ci_dst's psize bytes,
+                                   or ci_src's lsize when psize is 0) */
   _Atomic bool ci_done;
 } zv_compq_item_t;
 

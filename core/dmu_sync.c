@@ -425,10 +425,11 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   uint32_t comp = zv_dmu_comp_prop (ob);
   bool *hole = zv_calloc (n, sizeof *hole), *adopt = zv_calloc (n,
                                                                 sizeof *adopt);
-  /* Item i is block drs[i]'s; one with nothing to compress has no
-   * source (compq.h). */
-  zv_compq_item_t *items = comp ? zv_calloc (n, sizeof *items) : NULL;
+  /* Item i is block drs[i]'s; one with nothing to compress or checksum
+   * has no source (compq.h). */
+  zv_compq_item_t *items = zv_calloc (n, sizeof *items);
   zv_compq_job_t job;
+  size_t nitems = 0;
 
   r = dmu_sync_merge (ob, drs, n);
   /* From here the records are the sync's: the intent log no longer
@@ -448,28 +449,36 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     pthread_mutex_unlock (&dr->dr_dbuf->db_mtx);
     /* Allocated zeros (dr_keep_alloc, no data) stay whole: keeping the
      * space is what they were asked for. */
-    /* A block its writer's early abort refused has nothing to
-     * compress (dmu.c's seal). */
-    if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL
-        && dr->dr_sealed && dr->dr_incomp)
-      zv_comp_count_refused ();
-    else if (comp && !hole[i] && !adopt[i] && dr->dr_data != NULL)
-      items[i] = (zv_compq_item_t) {
-        .ci_src = dr->dr_data, .ci_dst = zv_buf_get (ob->ob_blksz),
-        .ci_lsize = ob->ob_blksz,
-      };
+    if (hole[i] || adopt[i] || dr->dr_data == NULL)
+      continue;
+    /* A sealed block (dmu_write.c) comes with its checksum, and with
+     * nothing to compress when its writer's early abort refused it:
+     * nothing for the queue then. */
+    if (dr->dr_sealed && (comp == 0 || dr->dr_incomp)) {
+      if (comp != 0)
+        zv_comp_count_refused ();
+      continue;
+    }
+    items[i] = (zv_compq_item_t) {
+      .ci_src = dr->dr_data,
+      .ci_dst = comp ? zv_buf_get (ob->ob_blksz) : NULL,
+      .ci_lsize = ob->ob_blksz, .ci_cksum = true,
+      .ci_seed = ob->ob_spa->spa_guid,
+    };
+    nitems++;
   }
-  /* The blocks are compressed by the queue's threads (compq.c) while
-   * this thread places and writes them a piece at a time: the writes of
-   * one piece overlap the compression of the next.  Uncompressed, the
-   * whole txg is one piece, one batch. */
-  zv_compq_start (&job, comp, items, comp && r == 0 ? n : 0);
+  /* The blocks are compressed (if the property says so) and checksummed
+   * by the queue's threads (compq.c) while this thread places and writes
+   * them a piece at a time: the writes of one piece overlap the work on
+   * the next.  A txg with nothing for the queue is one piece, one batch. */
+  bool queued = nitems > 0 && r == 0;
+  zv_compq_start (&job, comp, items, queued ? n : 0);
   for (size_t first = 0; first < n && r == 0;) {
-    size_t end = comp ? ZV_MIN (n, first + ZV_MAX (1u, zv_compq_piece
-                                                   / ob->ob_blksz)) : n;
+    size_t end = queued ? ZV_MIN (n, first + ZV_MAX (1u, zv_compq_piece
+                                                     / ob->ob_blksz)) : n;
     size_t nw0 = nw;
 
-    if (comp) {
+    if (queued) {
       zv_compq_wait (&job, end);
       /* What the threads have compressed already joins the piece: each
        * piece waits for its last write, so pieces are only as many as
@@ -498,7 +507,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
         continue;
       }
       uint32_t psize = ob->ob_blksz;
-      void *cbuf = items ? items[i].ci_dst : NULL;
+      void *cbuf = items[i].ci_dst;
       if (cbuf != NULL) {
         psize = items[i].ci_psize;
         if (psize == 0) {
@@ -514,7 +523,10 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
         bps[i].bp_comp = cbuf ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
         w[nw].zw_bp = &bps[i];
         w[nw].zw_buf = cbuf ? cbuf : dr->dr_data ? dr->dr_data : zv_dmu_zeros;
-        w[nw].zw_cksum = cbuf == NULL && dr->dr_sealed ? &dr->dr_cksum : NULL;
+        /* The checksum the queue took of what is stored, or the
+         * writer's (the seal), or none: zio takes it then. */
+        w[nw].zw_cksum = items[i].ci_src != NULL ? &items[i].ci_sum
+          : cbuf == NULL && dr->dr_sealed ? &dr->dr_cksum : NULL;
         nw++;
       }
     }
@@ -531,7 +543,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
                                                 memory_order_seq_cst));
   free (hole);
   free (adopt);
-  for (size_t i = 0; items && i < n; i++)
+  for (size_t i = 0; i < n; i++)
     zv_buf_put (items[i].ci_dst, ob->ob_blksz);
   free (items);
   /* Record the sealed pointers (checksums now set) in the parents. */

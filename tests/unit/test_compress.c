@@ -1221,6 +1221,50 @@ test_compq_matches (void **state)
   free (want);
 }
 
+/* The queue checksums what is to be stored when asked: the compressed
+ * bytes, or the source when a block stays whole; a job with the
+ * property off only checksums (no destination).  Fails when an item's
+ * sum is of the wrong bytes, or missing. */
+static void
+test_compq_checksums (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("compq sums");
+  const size_t n = 40;
+  const uint32_t bs = 16384;
+  uint32_t comp;
+  zv_compq_job_t j;
+
+  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
+  zv_compq_threads = 2;
+  for (int off = 0; off < 2; off++) {
+    zv_compq_item_t *it = tq_items (n, bs, &s);
+    for (size_t i = 0; i < n; i++) {
+      it[i].ci_cksum = i % 5 != 4;      /* some without a sum asked */
+      it[i].ci_seed = 0x1234 + i;
+      if (off) {
+        free (it[i].ci_dst);
+        it[i].ci_dst = NULL;
+      }
+    }
+    zv_compq_start (&j, off ? 0 : comp, it, n);
+    zv_compq_wait (&j, n);
+    zv_compq_finish (&j);
+    for (size_t i = 0; i < n; i++) {
+      zv_cksum_t want, none = { { 0 } };
+      if (off)
+        assert_int_equal (it[i].ci_psize, 0);
+      if (it[i].ci_psize > 0)
+        zv_cksum_compute (it[i].ci_dst, it[i].ci_psize, 0x1234 + i, &want);
+      else
+        zv_cksum_compute (it[i].ci_src, bs, 0x1234 + i, &want);
+      assert_true (zv_cksum_equal (&it[i].ci_sum,
+                                   it[i].ci_cksum ? &want : &none));
+    }
+    tq_free (it, n);
+  }
+}
+
 /* A job ended early (a sync that failed): items nobody claimed stay
  * untouched, and nothing changes after zv_compq_finish returns. */
 static void
@@ -1414,6 +1458,7 @@ main (void)
     tl_test (test_pool_property),
     tl_test (test_stream_stored),
     tl_test (test_compq_matches),
+    tl_test (test_compq_checksums),
     tl_test (test_compq_finish_early),
     tl_test (test_compq_fork),
     tl_test (test_object_pieces),
