@@ -281,9 +281,10 @@ const zv_tunable_t zv_compq_tunable_table[] = {
     .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_flags = ZV_TUNABLE_F_AUTO,
     .tn_when = ZV_TUNABLE_LIVE, .tn_reader = "each txg sync of a "
     "compressed volume",
-    .tn_desc = "Threads that compress a txg's data blocks while the sync "
-    "thread writes the ones already compressed; auto is one per online "
-    "processor.  The sync thread compresses too when they fall behind." },
+    .tn_desc = "Threads that compress (where the property says so) and "
+    "checksum a txg's data blocks while the sync thread writes the ones "
+    "already done; auto is one per online processor.  The sync thread "
+    "does it too when they fall behind." },
   { .tn_name = "compress_idle_ms", .tn_module = "compq",
     ZV_TUNABLE_VAR_UINT (zv_compq_idle_ms),
     .tn_default = 5000, .tn_min = 1, .tn_max = 3600000,
