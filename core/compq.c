@@ -279,8 +279,7 @@ const zv_tunable_t zv_compq_tunable_table[] = {
     ZV_TUNABLE_VAR_UINT (zv_compq_threads),
     .tn_default = 0, .tn_min = 1, .tn_max = 64,
     .tn_unit = ZV_TUNABLE_UNIT_COUNT, .tn_flags = ZV_TUNABLE_F_AUTO,
-    .tn_when = ZV_TUNABLE_LIVE, .tn_reader = "each txg sync of a "
-    "compressed volume",
+    .tn_when = ZV_TUNABLE_LIVE, .tn_reader = "each txg sync",
     .tn_desc = "Threads that compress (where the property says so) and "
     "checksum a txg's data blocks while the sync thread writes the ones "
     "already done; auto is one per online processor.  The sync thread "
