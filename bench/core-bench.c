@@ -56,10 +56,10 @@
  *                alone): the volume filled, every block overwritten once,
  *                then 8 txgs of random 4 KiB writes, each txg as many as
  *                dirty a twelfth of the space live data leaves (in
- *                volume blocks): just under the size the space kick
- *                gives txgs under overwrites, so the sizes are the NBD
- *                bench's and the syncs the loop's own, not the sync
- *                thread's.  txg-sync-room: then TXGS times one 4 KiB
+ *                volume blocks, at most half the volume's): just under
+ *                the size the space kick gives txgs under overwrites, so
+ *                the sizes are the NBD bench's and the syncs the loop's
+ *                own, not the sync thread's.  txg-sync-room: then TXGS times one 4 KiB
  *                write and a sync.  -snap: the same with 100 snapshots
  *                taken after the fill; -less: without snapshots, on a
  *                pool smaller by the volume (what the snapshots hold).
@@ -665,8 +665,11 @@ cbench_room (uint8_t *buf, uint64_t *seq, int variant)
   room = ps.ps_space_total - ps.ps_space_allocated + ps.ps_space_deferred;
   room = room > slop ? room - slop : 0;
   per_txg = room / 12 / cbench_volblocksize;
-  if (per_txg == 0 || per_txg > nblocks)
-    per_txg = nblocks;
+  /* A small volume in a roomy pool: half its blocks, not all of them
+   * (which would take random writes some ln(blocks) passes over it). */
+  if (per_txg > nblocks / 2)
+    per_txg = nblocks / 2;
+  per_txg = cbench_max (per_txg, 1);
   /* Two txgs of that size before the window: the deferred frees are
    * those of txgs of its size too.  The window's writes are known only
    * at its end (they are random: as many as make the txgs' blocks). */
