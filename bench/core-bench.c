@@ -50,6 +50,23 @@
  *                KiB per write, which says how well the allocator found
  *                long free runs for them (tab-separated: phase, txgs,
  *                writes, KiB written)
+ *   write-4k-room, txg-sync-room, write-4k-room-snap, txg-sync-snap,
+ *   write-4k-room-less  (last, each on a new pool of the NBD bench's
+ *                zvol-snap size, 4 x the volume + 256 MiB; -R runs them
+ *                alone): the volume filled, every block overwritten once,
+ *                then 8 txgs of random 4 KiB writes, each txg as many as
+ *                dirty a twelfth of the space live data leaves (in
+ *                volume blocks, at most half the volume's): just under
+ *                the size the space kick gives txgs under overwrites, so
+ *                the sizes are the NBD bench's and the syncs the loop's
+ *                own, not the sync thread's.  txg-sync-room: then TXGS times one 4 KiB
+ *                write and a sync.  -snap: the same with 100 snapshots
+ *                taken after the fill; -less: without snapshots, on a
+ *                pool smaller by the volume (what the snapshots hold).
+ *                After each write-4k-room phase a line '#txgs' gives its
+ *                txgs, their size in blocks, and the data and metadata
+ *                bytes written per write (tab-separated: phase, txgs,
+ *                blocks, data, metadata)
  *   read-128k    the pool re-imported (a cold cache), then sequential
  *                128 KiB reads of the whole volume: read, verify, cache
  *   read-128k-hot  the same reads again, from the cache (what a client
@@ -134,6 +151,7 @@ static uint64_t cbench_commits = 1000;          /* -l */
 static uint32_t cbench_buf_off = 16;            /* -a */
 static bool cbench_tsv;                         /* -t */
 static bool cbench_quiet;                       /* -q */
+static bool cbench_room_only;                   /* -R */
 static const char *cbench_compression;          /* -z: NULL, the default */
 
 static char cbench_path[4096];                  /* the pool file */
@@ -298,8 +316,10 @@ cbench_begin (cbench_phase_t *cp, zvol_pool_t *pool, const char *name,
 {
   cp->cp_name = name;
   cp->cp_ops = ops;
-  if (!cbench_quiet)
+  if (!cbench_quiet && ops > 0)
     fprintf (stderr, "core-bench: %s: %" PRIu64 " ops\n", name, ops);
+  else if (!cbench_quiet)
+    fprintf (stderr, "core-bench: %s\n", name);
   CALLGRIND_DUMP_STATS_AT ("between");
   cbench_sample (pool, &cp->cp_before);
 }
@@ -503,55 +523,198 @@ cbench_full (uint8_t *buf, uint64_t *seq)
   cbench_close (pool, zv);
 }
 
+/* The table's header (or, with -t, the lines the script reads), once. */
 static void
-cbench_run (void)
+cbench_header (zvol_pool_t *pool)
 {
+  static bool done;
+  zvol_pool_stats_t ps;
+
+  if (done)
+    return;
+  done = true;
+  zvol_pool_get_stats (pool, &ps);
+  if (!cbench_tsv)
+    printf ("# core-bench: %s, volume %" PRIu64 " MiB, volblocksize %u KiB,"
+            " cache limit %" PRIu64 " MiB, direct I/O %s, instructions: %s\n"
+            "%-12s %8s %12s %11s %12s %11s %8s\n",
+            cbench_path, cbench_volsize / MiB, cbench_volblocksize / 1024,
+            ps.ps_cache_limit / MiB, ps.ps_dev_direct[0] ? "yes" : "no",
+            cbench_instr_src, "op", "ops", "instr/op", "cpu us/op",
+            "caller us/op", "wall us/op", "miss/op");
+  else
+    printf ("#instr\t%s\n#direct\t%s\n", cbench_instr_src,
+            ps.ps_dev_direct[0] ? "yes" : "no");
+}
+
+/* The txgs after 'since' (txg history): how many, and the data and
+ * metadata their syncs wrote per operation of a phase of 'ops' (the
+ * theory comment's '#txgs' line). */
+static void
+cbench_txg_figures (zvol_pool_t *pool, const char *phase, uint64_t since,
+                    uint64_t per_txg, uint64_t data0, uint64_t meta0,
+                    uint64_t ops)
+{
+  zvol_pool_stats_t ps;
+  uint64_t txgs;
+
+  zvol_pool_get_stats (pool, &ps);
+  txgs = ps.ps_txg_synced - since;
+  if (cbench_tsv)
+    printf ("#txgs\t%s\t%" PRIu64 "\t%" PRIu64 "\t%.0f\t%.0f\n", phase,
+            txgs, per_txg,
+            (double) (ps.ps_written_data - data0) / (double) ops,
+            (double) (ps.ps_written_meta - meta0) / (double) ops);
+  else
+    printf ("# %s: %" PRIu64 " txgs of %" PRIu64 " blocks, %.0f bytes of "
+            "data and %.0f of metadata written per write\n", phase, txgs,
+            per_txg,
+            (double) (ps.ps_written_data - data0) / (double) ops,
+            (double) (ps.ps_written_meta - meta0) / (double) ops);
+  fflush (stdout);
+}
+
+/* One txg of random 4 KiB writes that dirty 'blocks' distinct volume
+ * blocks, then its sync; returns the writes. */
+static uint64_t
+cbench_room_txg (zvol_t *zv, uint8_t *buf, uint64_t *seq, uint64_t *rs,
+                 uint8_t *dirty, uint64_t blocks)
+{
+  uint64_t npieces = cbench_volsize / (4 * KiB);
+  uint64_t per_block = cbench_volblocksize / (4 * KiB), n = 0, writes = 0;
+
+  memset (dirty, 0, cbench_volsize / cbench_volblocksize);
+  while (n < blocks) {
+    uint64_t piece = cbench_rand (rs) % npieces;
+
+    n += !dirty[piece / per_block];
+    dirty[piece / per_block] = 1;
+    cbench_write (zv, buf, seq, piece * 4 * KiB, 4 * KiB);
+    writes++;
+  }
+  cbench_check (zvol_flush (zv), "flush");
+  return writes;
+}
+
+/*
+ * Random 4 KiB overwrites in txgs of the size the space kick gives them
+ * on the NBD bench's zvol-snap pool, 4 x the volume + 256 MiB (see the
+ * theory comment).  variant 0: no snapshot; 1: 100 snapshots after the
+ * fill; 2: no snapshot, on a pool smaller by the volume (what the
+ * snapshots hold).
+ */
+static void
+cbench_room (uint8_t *buf, uint64_t *seq, int variant)
+{
+  static const char *const names[] = {
+    "write-4k-room", "write-4k-room-snap", "write-4k-room-less",
+  };
   const uint32_t big = 128 * KiB, small = 4 * KiB;
+  const unsigned txgs = 8;
   uint64_t nblocks = cbench_volsize / cbench_volblocksize;
-  uint64_t nbig = cbench_volsize / big, stride, seq = 0, rs = 42;
-  uint8_t *buf0 = cbench_alloc_aligned (big + 4096);
-  uint8_t *buf = buf0 + cbench_buf_off;
+  uint64_t rs = 4343, stride = (0x9e3779b1u % nblocks) | 1, since;
+  uint64_t room, slop, per_txg, ops = 0;
+  uint8_t *dirty = calloc (nblocks, 1);
+  zvol_pool_stats_t ps;
   cbench_phase_t cp;
   zvol_pool_t *pool;
   zvol_t *zv;
   int fd;
 
-  for (size_t i = 0; i < big; i += 8) {
-    uint64_t r = cbench_rand (&rs);
-    memcpy (buf + i, &r, 8);
-  }
-  stride = (0x9e3779b1u % nblocks) | 1;
+  if (dirty == NULL)
+    cbench_die ("out of memory");
   while (cbench_gcd (stride, nblocks) != 1)
     stride += 2;
-
-  snprintf (cbench_path, sizeof cbench_path, "%s/core-bench.%ld.img",
-            cbench_dir, (long) getpid ());
+  unlink (cbench_path);
   fd = open (cbench_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
-  if (fd < 0)
-    cbench_die ("%s: %s", cbench_path, strerror (errno));
-  cbench_created = true;
-  if (ftruncate (fd, (off_t) cbench_file_size ()) != 0)
+  if (fd < 0
+      || ftruncate (fd, (off_t) ((variant == 2 ? 3 : 4) * cbench_volsize
+                                 + 256 * MiB)) != 0)
     cbench_die ("%s: %s", cbench_path, strerror (errno));
   close (fd);
+  pool = cbench_pool_open (true);
+  zv = cbench_vol_open (pool, true);
+  cbench_header (pool);
+  for (uint64_t i = 0; i < cbench_volsize / big; i++)
+    cbench_write (zv, buf, seq, i * big, big);
+  cbench_check (zvol_flush (zv), "flush");
+  if (variant == 1)
+    for (unsigned k = 0; k < 100; k++) {
+      char name[2 * ZVOL_NAME_MAX + 16];
+
+      snprintf (name, sizeof name, "%s@room%u", zvol_name (zv), k);
+      cbench_check (zvol_snapshot_create (pool, name), "snapshot");
+    }
+  /* Every block overwritten once (with the snapshots, each goes on the
+   * dead list): what follows is the steady state, where every block a
+   * write lets go of was born after the snapshots. */
+  for (uint64_t i = 0; i < nblocks; i++)
+    cbench_write (zv, buf, seq, cbench_spread (i, nblocks, stride), small);
+  cbench_check (zvol_flush (zv), "flush");
+
+  /* The space kick's txgs under overwrites: it fires when the
+   * reservations of the open txg and the deferred frees of the two
+   * before it (about three txgs' worth) pass space_sync_percent (30%)
+   * of the space not held by live data, less the allocator's slop (a
+   * thirty-second of the pool), so at about a tenth of that space a txg.
+   * A twelfth here: just short of it, so that each txg ends where this
+   * loop syncs it and no kick makes the window's txgs depend on the
+   * sync thread's timing. */
+  zvol_pool_get_stats (pool, &ps);
+  slop = cbench_max (ps.ps_space_total / 32, 4 * MiB);
+  room = ps.ps_space_total - ps.ps_space_allocated + ps.ps_space_deferred;
+  room = room > slop ? room - slop : 0;
+  per_txg = room / 12 / cbench_volblocksize;
+  /* A small volume in a roomy pool: half its blocks, not all of them
+   * (which would take random writes some ln(blocks) passes over it). */
+  if (per_txg > nblocks / 2)
+    per_txg = nblocks / 2;
+  per_txg = cbench_max (per_txg, 1);
+  /* Two txgs of that size before the window: the deferred frees are
+   * those of txgs of its size too.  The window's writes are known only
+   * at its end (they are random: as many as make the txgs' blocks). */
+  for (unsigned t = 0; t < 2; t++)
+    (void) cbench_room_txg (zv, buf, seq, &rs, dirty, per_txg);
+  zvol_pool_get_stats (pool, &ps);
+  since = ps.ps_txg_synced;
+  cbench_begin (&cp, pool, names[variant], 0);
+  for (unsigned t = 0; t < txgs; t++)
+    ops += cbench_room_txg (zv, buf, seq, &rs, dirty, per_txg);
+  cp.cp_ops = ops;
+  cbench_end (&cp, pool);
+  cbench_txg_figures (pool, names[variant], since, per_txg,
+                      ps.ps_written_data, ps.ps_written_meta, ops);
+  /* The fixed cost of a txg with the snapshots present, against the
+   * same pool without them: what a sync does for each dataset. */
+  if (variant < 2) {
+    cbench_begin (&cp, pool, variant ? "txg-sync-snap" : "txg-sync-room",
+                  cbench_txgs);
+    for (uint64_t i = 0; i < cbench_txgs; i++) {
+      cbench_write (zv, buf, seq,
+                    cbench_spread (i * 7 + 3, nblocks, stride), small);
+      cbench_check (zvol_flush (zv), "flush");
+    }
+    cbench_end (&cp, pool);
+  }
+  cbench_close (pool, zv);
+  free (dirty);
+}
+
+/* Every phase but the write-4k-room ones, in order. */
+static void
+cbench_phases (uint8_t *buf, uint64_t *seqp, uint64_t stride)
+{
+  const uint32_t big = 128 * KiB, small = 4 * KiB;
+  uint64_t nblocks = cbench_volsize / cbench_volblocksize;
+  uint64_t nbig = cbench_volsize / big, seq = *seqp;
+  cbench_phase_t cp;
+  zvol_pool_t *pool;
+  zvol_t *zv;
+  int fd;
 
   pool = cbench_pool_open (true);
   zv = cbench_vol_open (pool, true);
-  {
-    zvol_pool_stats_t ps;
-    zvol_pool_get_stats (pool, &ps);
-    if (!cbench_tsv)
-      printf ("# core-bench: %s, volume %" PRIu64 " MiB, volblocksize %u KiB,"
-              " cache limit %" PRIu64 " MiB, direct I/O %s, instructions: %s\n"
-              "%-12s %8s %12s %11s %12s %11s %8s\n",
-              cbench_path, cbench_volsize / MiB, cbench_volblocksize / 1024,
-              ps.ps_cache_limit / MiB, ps.ps_dev_direct[0] ? "yes" : "no",
-              cbench_instr_src, "op", "ops", "instr/op", "cpu us/op",
-              "caller us/op", "wall us/op", "miss/op");
-    else
-      printf ("#instr\t%s\n#direct\t%s\n", cbench_instr_src,
-              ps.ps_dev_direct[0] ? "yes" : "no");
-  }
-
+  cbench_header (pool);
   cbench_begin (&cp, pool, "write-128k", nbig);
   for (uint64_t i = 0; i < nbig; i++)
     cbench_write (zv, buf, &seq, i * big, big);
@@ -650,6 +813,41 @@ cbench_run (void)
   }
 
   cbench_full (buf, &seq);
+  *seqp = seq;
+}
+
+static void
+cbench_run (void)
+{
+  const uint32_t big = 128 * KiB;
+  uint64_t nblocks = cbench_volsize / cbench_volblocksize;
+  uint64_t stride, seq = 0, rs = 42;
+  uint8_t *buf0 = cbench_alloc_aligned (big + 4096);
+  uint8_t *buf = buf0 + cbench_buf_off;
+  int fd;
+
+  for (size_t i = 0; i < big; i += 8) {
+    uint64_t r = cbench_rand (&rs);
+    memcpy (buf + i, &r, 8);
+  }
+  stride = (0x9e3779b1u % nblocks) | 1;
+  while (cbench_gcd (stride, nblocks) != 1)
+    stride += 2;
+
+  snprintf (cbench_path, sizeof cbench_path, "%s/core-bench.%ld.img",
+            cbench_dir, (long) getpid ());
+  fd = open (cbench_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd < 0)
+    cbench_die ("%s: %s", cbench_path, strerror (errno));
+  cbench_created = true;
+  if (ftruncate (fd, (off_t) cbench_file_size ()) != 0)
+    cbench_die ("%s: %s", cbench_path, strerror (errno));
+  close (fd);
+
+  if (!cbench_room_only)
+    cbench_phases (buf, &seq, stride);
+  for (int variant = 0; variant < 3; variant++)
+    cbench_room (buf, &seq, variant);
 
   unlink (cbench_path);
   cbench_created = false;
@@ -661,7 +859,7 @@ cbench_usage (FILE *fp)
 {
   fprintf (fp,
            "usage: core-bench [-d DIR] [-s SIZE] [-b VOLBLOCKSIZE] [-c CACHE]\n"
-           "                  [-n OPS] [-k TXGS] [-l COMMITS] [-a OFFSET] [-z ALG] [-t] [-q]\n"
+           "                  [-n OPS] [-k TXGS] [-l COMMITS] [-a OFFSET] [-z ALG] [-t] [-q] [-R]\n"
            "  -d DIR   where the pool file goes (default /var/tmp; tmpfs: no device)\n"
            "  -s SIZE  volume size (default 1G); the 128 KiB phases cover it once\n"
            "  -b SIZE  volblocksize (default 16K)\n"
@@ -674,7 +872,8 @@ cbench_usage (FILE *fp)
            "  -z ALG   the volume's compression (off, lz4, zstd, zstd-N; default:\n"
            "           the engine's, lz4)\n"
            "  -t       tab-separated output (op, ops, instr/op, cpu, caller, wall us/op, miss/op)\n"
-           "  -q       no progress lines on stderr\n");
+           "  -q       no progress lines on stderr\n"
+           "  -R       only the write-4k-room phases\n");
 }
 
 int
@@ -682,7 +881,7 @@ main (int argc, char **argv)
 {
   int c;
 
-  while ((c = getopt (argc, argv, "d:s:b:c:n:k:l:a:z:tqh")) != -1) {
+  while ((c = getopt (argc, argv, "d:s:b:c:n:k:l:a:z:tqRh")) != -1) {
     switch (c) {
     case 'd': cbench_dir = optarg; break;
     case 's': cbench_volsize = cbench_parse_size (optarg); break;
@@ -702,6 +901,7 @@ main (int argc, char **argv)
       break;
     case 't': cbench_tsv = true; break;
     case 'q': cbench_quiet = true; break;
+    case 'R': cbench_room_only = true; break;
     case 'z': cbench_compression = optarg; break;
     case 'h': cbench_usage (stdout); return 0;
     default: cbench_usage (stderr); return 2;

@@ -1058,8 +1058,12 @@ core_run ()
 {
     local bin=$1 out=$2 rc=0
     # shellcheck disable=SC2086 # CORE_ARGS is a list of options
+    # --compress-strings=no: every dump names its own functions (compressed,
+    # a name is written only in the first dump that uses it, and
+    # callgrind_annotate of a later phase's dump showed no function at all).
     if [ "${3:-}" = callgrind ]; then
         valgrind --tool=callgrind --callgrind-out-file="$4.%p" --dump-line=no \
+            --compress-strings=no \
             "$bin" -q -t -d "$CORE_DIR" $CORE_ARGS >"$out" 2>"$out.stderr" || rc=$?
     else
         "$bin" -q -t -d "$CORE_DIR" $CORE_ARGS >"$out" 2>"$out.stderr" || rc=$?

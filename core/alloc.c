@@ -75,7 +75,10 @@
  * ('avoid' != 0) goes on another device when one has room; otherwise on
  * the same device, first at least 1 / 2^zv_alloc_ditto_shift of the device
  * away from the first copy, and failing that anywhere not overlapping it.
- * Ditto placements on the avoided device do not move its cursor.
+ * Ditto placements on the avoided device do not move its cursor; they
+ * have one of their own (ad_ditto_cursor): first fit from after the last
+ * copy so placed, when that is outside the window, so a full run past the
+ * window (the blocks snapshots keep) is walked once, not for every copy.
  *
  * Reservation: open context reserves bytes with a compare-and-swap loop on
  * an atomic counter against total - slop - allocated; the allocated byte
@@ -555,7 +558,7 @@ alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
   unsigned v = ZV_DVA_VDEV (avoid);
   zv_alloc_dev_t *d = &a->a_devs[v];
   uint64_t off = ZV_DVA_OFFSET (avoid);
-  uint64_t ab, aend, dist, wlo, whi, s;
+  uint64_t ab, aend, dist, wlo, whi, from, s;
 
   if (d->ad_free < n)
     return false;
@@ -569,12 +572,19 @@ alloc_try_apart (zv_alloc_t *a, uint64_t avoid, uint64_t n, uint64_t *dva)
     dist = d->ad_nbits >> zv_alloc_ditto_shift;
     wlo = ab > dist ? ab - dist : 0;
     whi = aend + dist;
-    s = alloc_dev_search (d, n, whi, wlo, whi);
+    /* From where the last one went, when that is outside the window:
+     * from the window's end each time, a search walked the same full
+     * run again for every copy (100 snapshots of a 1 GiB volume: 460,000
+     * instructions a txg, core-bench txg-sync-snap). */
+    from = d->ad_ditto_cursor < wlo || d->ad_ditto_cursor >= whi
+      ? d->ad_ditto_cursor : whi;
+    s = alloc_dev_search (d, n, from, wlo, whi);
     if (s == ZV_ALLOC_NONE)
       s = alloc_dev_search (d, n, d->ad_cursor, ab, aend);
   }
   if (s == ZV_ALLOC_NONE)
     return false;
+  d->ad_ditto_cursor = s + n < d->ad_nbits ? s + n : 0;
   alloc_take (a, d, s, n);
   *dva = ZV_DVA_MAKE (v, d->ad_start + s * ZV_SECTOR);
   return true;

@@ -30,6 +30,7 @@ typedef struct zv_alloc_dev {
   uint64_t ad_cursor;       /* next block of the segment goes here */
   uint64_t ad_seg_end;      /* end of the current segment (exclusive);
                                <= ad_cursor: none, pick one */
+  uint64_t ad_ditto_cursor; /* after the last ditto copy placed apart */
   size_t ad_nchunks;
   uint64_t *ad_map;         /* ad_nchunks * ZV_ALLOC_CHUNK_WORDS words */
   uint8_t *ad_dirty;        /* one flag per chunk */

@@ -43,9 +43,14 @@ else
 fi
 ops=$(grep -v '^#' "$ZV_TMP/cb.tsv" | cut -f1 | tr '\n' ' ')
 check "one row per phase, in order ($ops)" \
-    test "$ops" = "write-128k write-4k txg-sync read-128k read-128k-hot read-4k read-4k-hot zil-commit write-4k-base snapshot write-4k-snap write-4k-full write-128k-full "
+    test "$ops" = "write-128k write-4k txg-sync read-128k read-128k-hot read-4k read-4k-hot zil-commit write-4k-base snapshot write-4k-snap write-4k-full write-128k-full write-4k-room txg-sync-room write-4k-room-snap txg-sync-snap write-4k-room-less "
 check "the two -full phases give their device writes (#dev lines)" \
     test "$(awk -F'\t' '/^#dev\t/ && $3 > 0 && $4 > 0 && $5 > 0' "$ZV_TMP/cb.tsv" | wc -l)" -eq 2
+check "the three write-4k-room phases give their txgs (#txgs lines: 8 each, data and metadata written)" \
+    test "$(awk -F'\t' '/^#txgs\t/ && $3 == 8 && $4 > 0 && $5 > 0 && $6 > 0' "$ZV_TMP/cb.tsv" | wc -l)" -eq 3
+check "-R runs the write-4k-room phases alone" \
+    test "$("$cb" -q -t -R -d "$ZV_TMP" -s 16M -n 256 -k 2 | grep -v '^#' | cut -f1 | tr '\n' ' ')" = \
+        "write-4k-room txg-sync-room write-4k-room-snap txg-sync-snap write-4k-room-less "
 check "every row: ops, instr or -, then four numbers" \
     awk -F'\t' '!/^#/ { if (NF != 7 || $2 !~ /^[0-9]+$/ || $3 !~ /^(-|[0-9]+)$/) exit 1
                         for (i = 4; i <= 7; i++) if ($i !~ /^[0-9]+\.[0-9]+$/) exit 1 }' "$ZV_TMP/cb.tsv"
@@ -86,7 +91,7 @@ check "core.md has A and B side by side, with A/B" \
 check "core.md has a row for write-4k and for txg-sync" \
     bash -c "grep -q '^| write-4k ' '$ZV_TMP/core/core.md' && grep -q '^| txg-sync ' '$ZV_TMP/core/core.md'"
 check "core.csv has a line per build and phase" \
-    test "$(grep -c '^[AB],' "$ZV_TMP/core/core.csv")" -eq 26
+    test "$(grep -c '^[AB],' "$ZV_TMP/core/core.csv")" -eq 36
 if [ "$cg" = 1 ] || ! grep -q '^#instr	none' "$ZV_TMP/core/core/A.1.tsv"; then
     check "instructions per operation are counted" \
         awk -F, '$1 == "A" && $2 == "write-4k" && $4 > 1000 { a = 1 } END { exit !a }' \
