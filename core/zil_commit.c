@@ -32,35 +32,50 @@
  * The commit path.  zv_zil_commit(t) publishes its target with an atomic
  * max (zl_commit_target) and loops:
  *   - done when zl_durable_ticket > t;
+ *   - when t is in a closed block still in flight (commit_block_of: the
+ *     first one past zl_durable_seq whose records end after t), it only
+ *     sleeps until that block is durable (commit_wait_block, below);
  *   - else it tries to become the issuer with a compare-and-swap on
  *     zl_issuer.  The issuer packs every published itx, in ticket order,
  *     into the open log block (dropping those whose txg has synced),
  *     closing blocks that fill up.  It closes the open block too when the
  *     block holds a record somebody waits for and the committer is alone,
- *     or the block is 7/8 full, or it is older than the commit timeout
- *     (10% of the recent log-block latency) with no earlier block in
- *     flight; otherwise more records may still join it, and an earlier
- *     block's completion is the moment to issue it (group commit).
- *     Then it gives up the role and, holding no role at all, writes the
- *     blocks it closed and flushes the devices they touched.  So another
- *     thread can pack and write the next block while this one's I/O is in
- *     flight: several log blocks are in flight at once.  With no block in
+ *     or the block is 7/8 full, or its first record is older than the
+ *     commit timeout (10% of the recent log-block latency); otherwise more
+ *     records may still join it (group commit).  Then it gives up the
+ *     role and, holding no role at all, writes the blocks it closed and
+ *     flushes the devices they touched.  So another thread can pack and
+ *     write the next block while this one's I/O is in flight: blocks are
+ *     pipelined, a block is issued whether or not earlier ones are done
+ *     (the kernel joins the flushes that meet at the device), and a
+ *     committer never waits for an earlier block's completion before its
+ *     own block starts.  With no block in
  *     flight, every ticket before the open block's first record is durable
  *     (in a done block, or dropped: its txg is on disk), and the issuer
  *     raises zl_durable_ticket to it (commit_durable_idle), since a
  *     change is logged after its txg hold is let go and its record may be
  *     dropped when a later one already opened a block: its committer must
  *     not wait for that block;
- *   - else it sleeps on a futex (zl_wake), for the commit timeout when its
- *     record waits in the open block or another thread holds the role, a
- *     few ms otherwise, and loops.
+ *   - when its record waits in the open block, the first such committer
+ *     times the block (zs_timer: it sleeps until the block is old enough,
+ *     then closes and issues it) and the others sleep until the block is
+ *     durable;
+ *   - when another thread holds the role (a pack: short), it sleeps on
+ *     zl_issuer until the role is given up (commit_role_release wakes the
+ *     sleepers it counts);
+ *   - otherwise (its record dropped, or not published yet) it sleeps on
+ *     zl_wake for the commit timeout, and loops.
  * When a block's write and flush are done, its thread marks the slot done
  * and advances zl_durable_seq over every consecutive done block with a
  * compare-and-swap loop, raising zl_durable_ticket to the end ticket of
- * each; it then bumps zl_wake and wakes the sleepers, each of which
- * checks its own ticket: a waiter returns exactly when its records and
- * every earlier record are written and flushed.
- *
+ * each and then waking the committers asleep on that block's slot
+ * (zs_wake, a futex word each slot has, with a count of its sleepers):
+ * a block's completion wakes its own waiters and nobody else's, so eight
+ * clients flushing at once do not wake each other for every block.  A
+ * waiter returns exactly when its records and every earlier record are
+ * written and flushed.  Every sleep has a bound (zil_max_sleep), a safety
+ * net only.
+
  * Write-ahead.  A client that flushes after every write (a database's
  * log, fio fsync=1) waits for the write's reply, sends the flush, and only
  * then would the log block be written and flushed: the device's two round
@@ -250,6 +265,33 @@ commit_wake_all (zv_zil_t *zl)
            NULL, 0);
 }
 
+/* Give up the issuer role, waking the committers that wait for it. */
+static void
+commit_role_release (zv_zil_t *zl)
+{
+  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_issuer_waiters, memory_order_seq_cst))
+    syscall (SYS_futex, &zl->zl_issuer, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
+             NULL, 0);
+}
+
+/* Sleep while another thread holds the issuer role (a pack: short), at
+ * most ns.  The waiter count goes up before the role is looked at again,
+ * and the holder stores 0 before it looks at the count (both seq_cst):
+ * either we see the role free, or it sees us and wakes us, or FUTEX_WAIT
+ * finds the word changed. */
+static void
+commit_role_wait (zv_zil_t *zl, uint64_t ns)
+{
+  struct timespec ts = { .tv_sec = ns / 1000000000ull,
+                         .tv_nsec = ns % 1000000000ull };
+
+  atomic_fetch_add_explicit (&zl->zl_issuer_waiters, 1, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_issuer, memory_order_seq_cst) == 1)
+    syscall (SYS_futex, &zl->zl_issuer, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+  atomic_fetch_sub_explicit (&zl->zl_issuer_waiters, 1, memory_order_seq_cst);
+}
+
 static void
 commit_sleep (zv_zil_t *zl, uint32_t seen, uint64_t ns)
 {
@@ -337,7 +379,7 @@ commit_drain (zv_zil_t *zl)
                                                 memory_order_relaxed))
     return;
   bool moved = commit_drop_oldest (zl, UINT64_MAX, UINT64_MAX, true) != before;
-  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  commit_role_release (zl);
   if (moved)
     commit_wake_all (zl);
 }
@@ -360,7 +402,7 @@ zv_zil_commit_drop_synced (zv_zil_t *zl, uint64_t txg)
                                           false);
 
     commit_durable_idle (zl, packed);
-    atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+    commit_role_release (zl);
   }
   commit_wake_all (zl);
 }
@@ -574,6 +616,7 @@ commit_lwb_open (zv_zil_t *zl)
   atomic_store_explicit (&zs->zs_done, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_max_txg, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_end_ticket, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_timer, 0, memory_order_relaxed);
   atomic_store_explicit (&zs->zs_seq, seq, memory_order_release);
   zl->zl_next_seq = seq + 1;
   zl->zl_open = lwb;
@@ -637,8 +680,12 @@ commit_append (zv_zil_t *zl, const zil_itx_t *itx, uint32_t type,
                              + lwb->lwb_nused);
   uint32_t reclen = sizeof (zv_lr_t) + ZV_P2ROUNDUP (payload, 8);
 
-  if (lwb->lwb_nused == 0)
+  if (lwb->lwb_nused == 0) {
+    /* Its age, for the commit timeout, counts from its first record:
+     * a block opened at the last one's close may sit empty a while. */
     lwb->lwb_start_ticket = itx->itx_ticket;
+    lwb->lwb_open_ns = zv_now_ns ();
+  }
   memset (lr, 0, sizeof *lr);
   if (reclen > sizeof *lr + payload)       /* padding to 8 bytes */
     memset ((uint8_t *) (lr + 1) + payload, 0,
@@ -824,9 +871,8 @@ commit_pack (zv_zil_t *zl, bool *full, bool ahead)
 
   lwb = zl->zl_open;
   if (lwb && lwb->lwb_nused > 0 && !*full) {
-    /* A block still in flight: its completion is the moment to issue
-     * this one (group commit: everything that arrived meanwhile shares
-     * one write and one flush). */
+    /* Writing ahead, a block in flight makes this one wait: the
+     * thread's next pass, or a commit, issues it with more records. */
     bool inflight = zil_durable_seq (zl) + 1 < lwb->lwb_seq;
 
     if (ahead && !inflight)
@@ -840,7 +886,7 @@ commit_pack (zv_zil_t *zl, bool *full, bool ahead)
       bool old = zv_now_ns () - lwb->lwb_open_ns >= commit_timeout (zl);
       bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
 
-      if (alone || nearly_full || (old && !inflight))
+      if (alone || nearly_full || old)
         commit_lwb_close (zl, packed, &closed);
     }
   }
@@ -851,7 +897,20 @@ commit_pack (zv_zil_t *zl, bool *full, bool ahead)
 
 /* ---- writing blocks (no role held) ---- */
 
-/* Advance zl_durable_seq over consecutive done blocks; wake waiters. */
+/* Wake the committers asleep on block seq's slot (commit_wait_block). */
+static void
+commit_wake_block (zv_zil_t *zl, uint64_t seq)
+{
+  zil_slot_t *zs = zil_slot (zl, seq);
+
+  atomic_fetch_add_explicit (&zs->zs_wake, 1, memory_order_seq_cst);
+  if (atomic_load_explicit (&zs->zs_sleepers, memory_order_seq_cst) > 0)
+    syscall (SYS_futex, &zs->zs_wake, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
+             NULL, 0);
+}
+
+/* Advance zl_durable_seq over consecutive done blocks, waking the
+ * waiters of each block it passes. */
 static void
 commit_advance (zv_zil_t *zl)
 {
@@ -870,9 +929,9 @@ commit_advance (zv_zil_t *zl)
 
       ZV_ASSERT3U (end, <=, zil_packed (zl));
       zil_atomic_max (&zl->zl_durable_ticket, end);
+      commit_wake_block (zl, n);
     }
   }
-  commit_wake_all (zl);
 }
 
 /* Seal a block: header and checksum over what will be written. */
@@ -987,16 +1046,70 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
     if (r == 0)
       atomic_store_explicit (&zil_slot (zl, list->lwb_seq)->zs_done, 1,
                              memory_order_release);
+    else
+      commit_wake_block (zl, list->lwb_seq);    /* to see zl_error */
     zv_buf_put (list->lwb_buf, zl->zl_hdr.zh_blksz);
     list->lwb_buf = NULL;
     commit_lwb_free (list);
     list = next;
   }
   commit_advance (zl);
+  if (r < 0)
+    commit_wake_all (zl);
   return r;
 }
 
 /* ---- commit ---- */
+
+/*
+ * The closed block that ticket t waits for: the first one in flight whose
+ * records end past t, or 0 when t is in no closed block (not packed yet,
+ * in the open block, or dropped).  No role needed: a block's slot is not
+ * reused before the block is durable and the head on disk passed it, and
+ * zs_end_ticket is set (nonzero) at its close.
+ */
+static uint64_t
+commit_block_of (zv_zil_t *zl, uint64_t t)
+{
+  uint64_t s = zil_durable_seq (zl) + 1;
+
+  for (unsigned i = 0; i < 64; i++, s++) {
+    zil_slot_t *zs = zil_slot (zl, s);
+    uint64_t end;
+
+    if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != s)
+      return 0;
+    end = atomic_load_explicit (&zs->zs_end_ticket, memory_order_seq_cst);
+    if (end == 0)
+      return 0;                 /* the open block */
+    if (end > t)
+      return s;
+  }
+  return 0;
+}
+
+/*
+ * Sleep until block seq is durable (commit_wake_block), at most ns.  The
+ * sleeper count goes up before the last look at zl_durable_ticket, and
+ * the waker raises that before it bumps zs_wake and looks at the count
+ * (all seq_cst): either we see the ticket, or it sees us and FUTEX_WAIT
+ * finds the word changed or is woken.
+ */
+static void
+commit_wait_block (zv_zil_t *zl, uint64_t seq, uint64_t t, uint64_t ns)
+{
+  zil_slot_t *zs = zil_slot (zl, seq);
+  struct timespec ts = { .tv_sec = ns / 1000000000ull,
+                         .tv_nsec = ns % 1000000000ull };
+  uint32_t gen;
+
+  atomic_fetch_add_explicit (&zs->zs_sleepers, 1, memory_order_seq_cst);
+  gen = atomic_load_explicit (&zs->zs_wake, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_seq_cst) <= t
+      && zil_error (zl) == 0)
+    syscall (SYS_futex, &zs->zs_wake, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
+  atomic_fetch_sub_explicit (&zs->zs_sleepers, 1, memory_order_seq_cst);
+}
 
 /* Record a commit's latency in the log2 histogram. */
 static void
@@ -1042,6 +1155,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   zil_atomic_max (&zl->zl_commit_target, t);
   for (;;) {
     uint32_t seen = atomic_load_explicit (&zl->zl_wake, memory_order_seq_cst);
+    uint64_t seq;
     int expect = 0;
 
     if (atomic_load_explicit (&zl->zl_durable_ticket,
@@ -1051,16 +1165,24 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       r = commit_by_txg (zl);
       break;
     }
+    /* Our records are in a block in flight: only wait for it. */
+    if ((seq = commit_block_of (zl, t)) != 0) {
+      zil_stat_add (&zl->zl_stat_commit_waits, 1);
+      commit_wait_block (zl, seq, t, zil_max_sleep_ns);
+      continue;
+    }
     if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
                                                  memory_order_acquire,
                                                  memory_order_relaxed)) {
       bool full;
       zil_lwb_t *closed = commit_pack (zl, &full, false);
-      bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket
-        && zil_durable_seq (zl) + 1 >= zl->zl_open->lwb_seq;
+      zil_lwb_t *open = zl->zl_open;
+      bool mine_open = open && t >= open->lwb_start_ticket;
+      uint64_t open_seq = open ? open->lwb_seq : 0;
+      uint64_t age = open ? zv_now_ns () - open->lwb_open_ns : 0;
 
       commit_assert_ticket_order (zl);
-      atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+      commit_role_release (zl);
       if (closed) {
         (void) commit_issue (zl, closed);
         continue;
@@ -1073,13 +1195,27 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
                                 memory_order_seq_cst) > t)
         break;
       zil_stat_add (&zl->zl_stat_commit_waits, 1);
-      commit_sleep (zl, seen, mine_open ? commit_timeout (zl)
-                    : zil_max_sleep_ns);
+      if (mine_open) {
+        /* The open block waits for more records: one of its waiters
+         * times it and closes it when it is old enough, the others
+         * sleep until it is durable. */
+        uint64_t to = commit_timeout (zl);
+        int none = 0;
+
+        if (atomic_compare_exchange_strong_explicit
+            (&zil_slot (zl, open_seq)->zs_timer, &none, 1,
+             memory_order_relaxed, memory_order_relaxed))
+          commit_wait_block (zl, open_seq, t, age < to ? to - age : 1000);
+        else
+          commit_wait_block (zl, open_seq, t, zil_max_sleep_ns);
+      }
+      else
+        commit_sleep (zl, seen, commit_timeout (zl));
       continue;
     }
     /* Somebody else is packing: our record will be in their block, or
      * we take the role when they let go. */
-    commit_sleep (zl, seen, commit_timeout (zl));
+    commit_role_wait (zl, zil_max_sleep_ns);
   }
   atomic_fetch_sub_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   commit_lat_record (zl, zv_now_ns () - start);
@@ -1151,7 +1287,7 @@ commit_wa_pass (zv_zil_t *zl)
     return;
   closed = commit_pack (zl, &full, true);
   commit_assert_ticket_order (zl);
-  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  commit_role_release (zl);
   if (closed == NULL)
     return;
   for (zil_lwb_t *l = closed; l; l = l->lwb_next)

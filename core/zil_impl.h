@@ -66,6 +66,12 @@ typedef struct zil_slot {
   _Atomic uint64_t zs_end_ticket;
   _Atomic uint64_t zs_next_pos;   /* ring position of the block after it */
   _Atomic int zs_done;
+  /* Committers waiting for this block to be durable sleep here (a futex
+   * word, bumped when zl_durable_seq reaches the block), so a block's
+   * completion wakes its own waiters and nobody else's. */
+  _Atomic uint32_t zs_wake;
+  _Atomic uint32_t zs_sleepers;   /* asleep on zs_wake, or about to be */
+  _Atomic int zs_timer;           /* a waiter times the open block */
 } zil_slot_t;
 
 #define ZIL_HIST_BUCKETS 40     /* commit latency, log2 ns buckets */
@@ -88,6 +94,7 @@ struct zv_zil {
 
   /* The issuer's state (owned by whoever holds zl_issuer). */
   _Atomic int zl_issuer;
+  _Atomic uint32_t zl_issuer_waiters; /* asleep on zl_issuer (futex) */
   _Atomic uint64_t zl_packed;  /* next ticket to pack (read by loggers) */
   zil_lwb_t *zl_open;
   uint64_t zl_next_seq;        /* seq of the next block to open */
