@@ -311,6 +311,7 @@ commit_timeout (zv_zil_t *zl)
 }
 
 static void commit_wa_note (zv_zil_t *zl, uint64_t t);
+static bool commit_wa_settle (zv_zil_t *zl);
 
 /* Done with an itx (its slot is cleared or about to be): its storage is
  * the slot's, only the copied data is freed. */
@@ -961,21 +962,18 @@ commit_lwb_seal (zv_zil_t *zl, zil_lwb_t *lwb)
 }
 
 /*
- * Write the closed blocks (in one batch), after their in-place data
- * blocks, then flush every device they touched; mark them done.
+ * Prepare the closed blocks' I/O: write their in-place data blocks, seal
+ * them, and fill ios with their writes, then one flush per device
+ * touched (ordered after the writes by the batch).  ios has room for
+ * every block and ZV_MAX_DEVS + 1 flushes.  Returns how many requests, or
+ * a negative errno (an in-place write failed).
  */
 static int
-commit_issue (zv_zil_t *zl, zil_lwb_t *list)
+commit_prepare (zv_zil_t *zl, zil_lwb_t *list, zv_dev_io_t *ios)
 {
-  size_t count = 0;
-  for (zil_lwb_t *l = list; l; l = l->lwb_next)
-    count++;
-  zv_dev_io_t *ios = zv_calloc (count + ZV_MAX_DEVS + 1, sizeof *ios);
   bool touched[ZV_MAX_DEVS] = { false };
-
   zv_dev_t *ringdev = NULL;
-  uint64_t start = zv_now_ns ();
-  size_t n = 0, nlwb = 0;
+  size_t n = 0;
   int r = 0;
 
   for (zil_lwb_t *lwb = list; lwb; lwb = lwb->lwb_next) {
@@ -1008,11 +1006,9 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
       .di_offset = ZV_DVA_OFFSET (dva), .di_len = len,
     };
     ringdev = dev;
-    nlwb++;
     zil_stat_add (&zl->zl_stat_lwbs, 1);
     zil_stat_add (&zl->zl_stat_lwb_bytes, len);
   }
-  /* One flush per device touched, ordered after the writes. */
   for (unsigned d = 0; d < zl->zl_spa->spa_ndevs; d++)
     if (touched[d] || zl->zl_spa->spa_devs[d] == ringdev)
       ios[n++] = (zv_dev_io_t) { .di_dev = zl->zl_spa->spa_devs[d],
@@ -1020,21 +1016,25 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
   if (zl->zl_logdev)
     ios[n++] = (zv_dev_io_t) { .di_dev = zl->zl_logdev,
                                .di_op = ZV_DEV_FLUSH };
-  if (r == 0) {
-    /* The sync-write class: txg writes yield while this runs. */
-    zv_zio_sync_io_begin (zl->zl_spa);
-    r = zv_dev_io_batch (ios, n);
-    zv_zio_sync_io_end (zl->zl_spa);
-  }
-  free (ios);
+  return r < 0 ? r : (int) n;
+}
+
+/*
+ * The closed blocks' I/O is over, with result r (started at start_ns, or
+ * 0: not a batch to time): on success mark them done, else fail the log;
+ * free them and advance the durable counters, waking their waiters.
+ */
+static int
+commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r, uint64_t start_ns)
+{
   if (r < 0) {
-    zv_error ("intent log: writing %zu log block(s) failed (%s); flushes "
-              "now wait for txg syncs", nlwb, strerror (-r));
+    zv_error ("intent log: writing log blocks failed (%s); flushes now "
+              "wait for txg syncs", strerror (-r));
     atomic_store_explicit (&zl->zl_error, r, memory_order_seq_cst);
   }
-  else {
+  else if (start_ns != 0) {
     /* Latency EWMA (7/8 old), per block batch. */
-    uint64_t lat = zv_now_ns () - start;
+    uint64_t lat = zv_now_ns () - start_ns;
     uint64_t old = atomic_load_explicit (&zl->zl_latency_ns,
                                          memory_order_seq_cst);
 
@@ -1057,6 +1057,38 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
   if (r < 0)
     commit_wake_all (zl);
   return r;
+}
+
+/* Room for the requests of the blocks in list (commit_prepare). */
+static zv_dev_io_t *
+commit_ios_alloc (zil_lwb_t *list)
+{
+  size_t count = 0;
+
+  for (zil_lwb_t *l = list; l; l = l->lwb_next)
+    count++;
+  return zv_calloc (count + ZV_MAX_DEVS + 1, sizeof (zv_dev_io_t));
+}
+
+/*
+ * Write the closed blocks (in one batch), after their in-place data
+ * blocks, then flush every device they touched; mark them done.
+ */
+static int
+commit_issue (zv_zil_t *zl, zil_lwb_t *list)
+{
+  zv_dev_io_t *ios = commit_ios_alloc (list);
+  uint64_t start = zv_now_ns ();
+  int r = commit_prepare (zl, list, ios);
+
+  if (r >= 0) {
+    /* The sync-write class: txg writes yield while this runs. */
+    zv_zio_sync_io_begin (zl->zl_spa);
+    r = zv_dev_io_batch (ios, (size_t) r);
+    zv_zio_sync_io_end (zl->zl_spa);
+  }
+  free (ios);
+  return commit_complete (zl, list, r, start);
 }
 
 /* ---- commit ---- */
@@ -1165,6 +1197,8 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       r = commit_by_txg (zl);
       break;
     }
+    if (commit_wa_settle (zl))
+      continue;
     /* Our records are in a block in flight: only wait for it. */
     if ((seq = commit_block_of (zl, t)) != 0) {
       zil_stat_add (&zl->zl_stat_commit_waits, 1);
@@ -1224,11 +1258,13 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
 
 /* ---- write-ahead ---- */
 
-enum commit_wa_state { COMMIT_WA_NONE = 0, COMMIT_WA_STARTING,
-                       COMMIT_WA_RUNNING, COMMIT_WA_FAILED };
+/* Who owns the write-ahead slot (zl_wa_state): the queue, the block in
+ * it and its requests. */
+enum commit_wa_state { COMMIT_WA_IDLE = 0, COMMIT_WA_SUBMITTING,
+                       COMMIT_WA_INFLIGHT, COMMIT_WA_FINISHING };
 
-/* Bumped in a forked child: a log's thread started before the fork does
- * not exist there. */
+/* Bumped in a forked child: an AIO context made before the fork is not
+ * the child's. */
 static _Atomic uint64_t commit_fork_gen;
 static pthread_once_t commit_fork_once = PTHREAD_ONCE_INIT;
 
@@ -1266,136 +1302,186 @@ commit_wa_note (zv_zil_t *zl, uint64_t t)
                          memory_order_relaxed);
 }
 
-/*
- * One pass of the log's thread: pack what is published and, when no block
- * is in flight, close the open block and write it (with its flush), here.
- * The issuer role is only tried: its holder is a committer, which writes
- * what it waits for, or the sync thread dropping records.
- */
-static void
-commit_wa_pass (zv_zil_t *zl)
-{
-  int expect = 0;
-  bool full;
-  zil_lwb_t *closed;
-
-  if (!atomic_load_explicit (&zl->zl_ready, memory_order_seq_cst)
-      || zil_error (zl) != 0
-      || !atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect,
-                                                   1, memory_order_acquire,
-                                                   memory_order_relaxed))
-    return;
-  closed = commit_pack (zl, &full, true);
-  commit_assert_ticket_order (zl);
-  commit_role_release (zl);
-  if (closed == NULL)
-    return;
-  for (zil_lwb_t *l = closed; l; l = l->lwb_next)
-    zil_stat_add (&zl->zl_stat_lwbs_ahead, 1);
-  (void) commit_issue (zl, closed);
-}
-
-static void *
-commit_wa_main (void *arg)
-{
-  zv_zil_t *zl = arg;
-
-  for (;;) {
-    uint32_t seen = atomic_load_explicit (&zl->zl_wa_kick,
-                                          memory_order_seq_cst);
-
-    if (atomic_load_explicit (&zl->zl_wa_stop, memory_order_seq_cst))
-      break;
-    commit_wa_pass (zl);
-    /* Sleep unless kicked since 'seen': with the kicker's increment
-     * then load of zl_wa_sleeping (both seq_cst), either it sees the
-     * flag and wakes us or we see its kick; FUTEX_WAIT compares in the
-     * kernel. */
-    atomic_store_explicit (&zl->zl_wa_sleeping, 1, memory_order_seq_cst);
-    if (atomic_load_explicit (&zl->zl_wa_kick, memory_order_seq_cst) == seen)
-      syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAIT_PRIVATE, seen, NULL,
-               NULL, 0);
-    atomic_store_explicit (&zl->zl_wa_sleeping, 0, memory_order_seq_cst);
-  }
-  return NULL;
-}
-
-/* The log's thread runs in this process (started at the first write
- * ahead, so after nbdkit's fork); false when it cannot be had now. */
-static bool
-commit_wa_start (zv_zil_t *zl)
+/* The write-ahead queue of this process, made at its first write ahead
+ * (so after nbdkit's fork); NULL when the kernel gives none.  The slot
+ * held (SUBMITTING). */
+static zv_dev_async_t *
+commit_wa_queue (zv_zil_t *zl)
 {
   uint64_t gen;
-  int st = atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire);
-  int e;
 
   pthread_once (&commit_fork_once, commit_fork_init);
   gen = atomic_load_explicit (&commit_fork_gen, memory_order_seq_cst);
-  if (st == COMMIT_WA_RUNNING && zl->zl_wa_gen == gen)
-    return true;
-  if (st == COMMIT_WA_STARTING || st == COMMIT_WA_FAILED
-      || !atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &st,
-                                                   COMMIT_WA_STARTING,
-                                                   memory_order_acquire,
-                                                   memory_order_relaxed))
-    return false;
-  /* Ours alone now (a forked child's copy of a parent's running thread
-   * included: that thread is not here). */
-  zl->zl_wa_gen = gen;
-  atomic_store_explicit (&zl->zl_wa_sleeping, 0, memory_order_seq_cst);
-  atomic_store_explicit (&zl->zl_wa_stop, false, memory_order_seq_cst);
-  e = pthread_create (&zl->zl_wa_thread, NULL, commit_wa_main, zl);
-  if (e != 0) {
-    zv_warn ("intent log: cannot start its thread (%s); log blocks are "
-             "written by their commits only", strerror (e));
-    atomic_store_explicit (&zl->zl_wa_state, COMMIT_WA_FAILED,
-                           memory_order_release);
-    return false;
+  if (zl->zl_wa_gen != gen) {
+    /* A forked child: the parent's context is not ours, and nothing of
+     * it is in flight here (nbdkit forks before it serves). */
+    zl->zl_wa_aq = NULL;
+    zl->zl_wa_tried = false;
+    zl->zl_wa_gen = gen;
   }
-  atomic_store_explicit (&zl->zl_wa_state, COMMIT_WA_RUNNING,
-                         memory_order_release);
-  return true;
+  if (zl->zl_wa_aq == NULL && !zl->zl_wa_tried) {
+    /* The ring is on one device: the log device, or the pool's. */
+    zv_dev_t *dev = zil_ring_dev (zl, zl->zl_hdr.zh_ring_dva);
+
+    zl->zl_wa_tried = true;
+    if (zv_dev_async_ok (dev))
+      zl->zl_wa_aq = zv_dev_async_new ();
+    if (zl->zl_wa_aq == NULL)
+      atomic_store_explicit (&zl->zl_wa_never, true, memory_order_relaxed);
+  }
+  return zl->zl_wa_aq;
 }
 
-/* Stop the log's thread, if this process runs one (the log is closing:
- * nothing logs or commits any more). */
+/* Hand the write-ahead slot on in state st, waking the committers that
+ * wait while a block is being submitted (commit_wa_wait). */
 static void
-commit_wa_stop (zv_zil_t *zl)
+commit_wa_set (zv_zil_t *zl, int st)
 {
-  if (atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire)
-      != COMMIT_WA_RUNNING
-      || zl->zl_wa_gen != atomic_load_explicit (&commit_fork_gen,
-                                                memory_order_seq_cst))
+  atomic_store_explicit (&zl->zl_wa_state, (uint32_t) st,
+                         memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_wa_waiters, memory_order_seq_cst))
+    syscall (SYS_futex, &zl->zl_wa_state, FUTEX_WAKE_PRIVATE, INT32_MAX,
+             NULL, NULL, 0);
+}
+
+/* Sleep while a writer submits a block ahead (short), at most ns: the
+ * waiter count and the state word pair up as in commit_role_wait. */
+static void
+commit_wa_wait (zv_zil_t *zl, uint64_t ns)
+{
+  struct timespec ts = { .tv_sec = ns / 1000000000ull,
+                         .tv_nsec = ns % 1000000000ull };
+
+  atomic_fetch_add_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_wa_state, memory_order_seq_cst)
+      == COMMIT_WA_SUBMITTING)
+    syscall (SYS_futex, &zl->zl_wa_state, FUTEX_WAIT_PRIVATE,
+             COMMIT_WA_SUBMITTING, &ts, NULL, 0);
+  atomic_fetch_sub_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
+}
+
+/* Finish the block written ahead: wait for its write, flush its device,
+ * mark it done (or fail the log).  The slot held (FINISHING). */
+static void
+commit_wa_finish (zv_zil_t *zl)
+{
+  zil_lwb_t *lwb = zl->zl_wa_lwb;
+  zv_dev_io_t *ios = zl->zl_wa_ios;
+  int r = zv_dev_async_finish (zl->zl_wa_aq, &ios[0]);
+
+  if (r == 0 && zl->zl_wa_nios > 1)
+    r = zv_dev_io_batch (ios + 1, zl->zl_wa_nios - 1);
+  zv_zio_sync_io_end (zl->zl_spa);
+  free (ios);
+  zl->zl_wa_lwb = NULL;
+  zl->zl_wa_ios = NULL;
+  (void) commit_complete (zl, lwb, r, 0);
+  commit_wa_set (zl, COMMIT_WA_IDLE);
+}
+
+/* A commit meets write-ahead: it finishes a block in flight (whichever
+ * ticket it waits for: the blocks after it are durable only once it
+ * is), or waits while one is being submitted.  True when it did either
+ * (look again); false when the slot is idle or another committer is
+ * finishing (its block's waiters sleep on the block's slot). */
+static bool
+commit_wa_settle (zv_zil_t *zl)
+{
+  uint32_t st = atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire);
+
+  if (st == COMMIT_WA_INFLIGHT) {
+    if (atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &st,
+                                                 COMMIT_WA_FINISHING,
+                                                 memory_order_acquire,
+                                                 memory_order_relaxed))
+      commit_wa_finish (zl);
+    return true;
+  }
+  if (st == COMMIT_WA_SUBMITTING) {
+    commit_wa_wait (zl, zil_max_sleep_ns);
+    return true;
+  }
+  return false;
+}
+
+/*
+ * Write ahead (the slot held, SUBMITTING): pack what is published and,
+ * when no block is in flight, close the open block and start its write
+ * on the queue; the commit that follows finishes it.  More than one
+ * block, or data to write in place first (a large write), are written
+ * and flushed here, at once.
+ */
+static void
+commit_wa_submit (zv_zil_t *zl)
+{
+  zv_dev_async_t *aq = commit_wa_queue (zl);
+  zil_lwb_t *closed = NULL;
+  zv_dev_io_t *ios;
+  int expect = 0, r;
+  bool full;
+
+  if (aq != NULL && atomic_load_explicit (&zl->zl_ready, memory_order_seq_cst)
+      && zil_error (zl) == 0
+      && atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect,
+                                                  1, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+    closed = commit_pack (zl, &full, true);
+    commit_assert_ticket_order (zl);
+    commit_role_release (zl);
+  }
+  if (closed == NULL) {
+    commit_wa_set (zl, COMMIT_WA_IDLE);
     return;
-  atomic_store_explicit (&zl->zl_wa_stop, true, memory_order_seq_cst);
-  atomic_fetch_add_explicit (&zl->zl_wa_kick, 1, memory_order_seq_cst);
-  syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
-           NULL, 0);
-  ZV_VERIFY (pthread_join (zl->zl_wa_thread, NULL) == 0);
-  atomic_store_explicit (&zl->zl_wa_state, COMMIT_WA_NONE,
-                         memory_order_release);
+  }
+  for (zil_lwb_t *l = closed; l; l = l->lwb_next)
+    zil_stat_add (&zl->zl_stat_lwbs_ahead, 1);
+  if (closed->lwb_next != NULL || closed->lwb_nind != 0) {
+    (void) commit_issue (zl, closed);
+    commit_wa_set (zl, COMMIT_WA_IDLE);
+    return;
+  }
+  ios = commit_ios_alloc (closed);
+  r = commit_prepare (zl, closed, ios);
+  zv_zio_sync_io_begin (zl->zl_spa);
+  if (r > 0 && zv_dev_async_start (aq, &ios[0])) {
+    zl->zl_wa_lwb = closed;
+    zl->zl_wa_ios = ios;
+    zl->zl_wa_nios = (size_t) r;
+    commit_wa_set (zl, COMMIT_WA_INFLIGHT);
+    return;
+  }
+  /* Not queued (the queue checked the device): write and flush here. */
+  if (r > 0)
+    r = zv_dev_io_batch (ios, (size_t) r);
+  zv_zio_sync_io_end (zl->zl_spa);
+  free (ios);
+  (void) commit_complete (zl, closed, r, 0);
+  commit_wa_set (zl, COMMIT_WA_IDLE);
 }
 
 void
 zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
 {
   enum zv_zil_write_ahead mode = zl->zl_tun.zt_write_ahead;
+  uint32_t idle = COMMIT_WA_IDLE;
 
   if (mode == ZV_ZIL_WA_OFF || ticket == 0 || zl->zl_replaying
       || zl->zl_tun.zt_sync == ZV_SYNC_DISABLED
-      || zl->zl_tun.zt_legacy_txg_commit)
+      || zl->zl_tun.zt_legacy_txg_commit
+      || atomic_load_explicit (&zl->zl_wa_never, memory_order_relaxed))
     return;
   if (mode == ZV_ZIL_WA_AUTO
       && zv_now_ns () >= atomic_load_explicit (&zl->zl_wa_until_ns,
                                                memory_order_relaxed))
     return;
   if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_acquire)
-      > ticket || !commit_wa_start (zl))
+      > ticket
+      || !atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &idle,
+                                                   COMMIT_WA_SUBMITTING,
+                                                   memory_order_acquire,
+                                                   memory_order_relaxed))
     return;
-  atomic_fetch_add_explicit (&zl->zl_wa_kick, 1, memory_order_seq_cst);
-  if (atomic_load_explicit (&zl->zl_wa_sleeping, memory_order_seq_cst))
-    syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
-             0);
+  commit_wa_submit (zl);
 }
 
 /* ---- stopping (zil.c closes the log) ---- */
@@ -1403,7 +1489,17 @@ zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
 void
 zv_zil_commit_fini (zv_zil_t *zl)
 {
-  commit_wa_stop (zl);
+  /* Nothing logs or commits any more: a block still written ahead is
+   * finished (its buffer is the kernel's until then), the queue freed in
+   * the process that made it. */
+  if (zl->zl_wa_gen == atomic_load_explicit (&commit_fork_gen,
+                                             memory_order_seq_cst)) {
+    if (atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire)
+        == COMMIT_WA_INFLIGHT)
+      commit_wa_finish (zl);
+    zv_dev_async_free (zl->zl_wa_aq);
+  }
+  zl->zl_wa_aq = NULL;
   uint64_t end = zil_next_ticket (zl);
   for (uint64_t t = zil_packed (zl); t < end; t++) {
     zil_itx_t *itx = atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],

@@ -118,12 +118,17 @@ struct zv_zil {
   _Atomic uint64_t zl_wa_until_ns;    /* auto: commits follow writes */
   _Atomic uint64_t zl_wa_last_target; /* ticket of the last flush */
   _Atomic unsigned zl_wa_streak;      /* flushes in a row that did */
-  _Atomic uint32_t zl_wa_kick;        /* futex word of the thread */
-  _Atomic int zl_wa_sleeping;         /* the thread waits on it */
-  _Atomic int zl_wa_state;            /* enum commit_wa_state */
-  _Atomic bool zl_wa_stop;
-  uint64_t zl_wa_gen;                 /* commit_fork_gen it was started in */
-  pthread_t zl_wa_thread;
+  _Atomic bool zl_wa_never;           /* no queue or device for it */
+  _Atomic uint32_t zl_wa_state;       /* enum commit_wa_state; futex word */
+  _Atomic uint32_t zl_wa_waiters;     /* asleep on it */
+  /* Owned by whoever holds the state (SUBMITTING, FINISHING), handed on
+   * by its stores (release) and CAS (acquire): */
+  zv_dev_async_t *zl_wa_aq;           /* this process's queue */
+  uint64_t zl_wa_gen;                 /* commit_fork_gen it was made in */
+  bool zl_wa_tried;                   /* zl_wa_aq was asked for */
+  zil_lwb_t *zl_wa_lwb;               /* the block in flight */
+  zv_dev_io_t *zl_wa_ios;             /* its write, then its flushes */
+  size_t zl_wa_nios;
 
   /* Ring reuse (sync thread).  zl_hdr_lock: a replay runs in the
    * opener's thread while the sync thread already writes the volume's
