@@ -1,7 +1,7 @@
 /*
  * zil_commit.c: the intent log's commit path, which takes no lock:
  * logging records, packing them into log blocks, writing and flushing
- * those, commits, and the log's thread that writes blocks ahead.
+ * those, commits, and writing blocks ahead of their commits.
  *
  * Theory.
  *
@@ -80,33 +80,45 @@
  * log, fio fsync=1) waits for the write's reply, sends the flush, and only
  * then would the log block be written and flushed: the device's two round
  * trips came after the transport's, in series.  So a write that nobody
- * commits yet may have its log block written at once, by the log's own
- * thread (started at the first such write, so after nbdkit's fork; a
- * forked child starts its own): zv_zil_write_ahead kicks it (a futex
- * word, woken only when it sleeps) and returns, and while the reply and
- * the flush travel, the thread takes the issuer role (try-CAS: a holder
- * is a committer, which writes what it waits for), packs what is
- * published and, when no block is in flight, closes the open block and
- * writes and flushes it like a committer (commit_issue).  The flush then
- * finds its ticket durable, or waits for the block in flight, as any
- * committer waits for another's.  When a block is in flight the records
- * stay in the open block and the thread's next pass, or a committer,
- * issues them together (group commit).  Nothing changes for durability:
- * a commit still returns only when its ticket is durable, and a block
- * written ahead is an ordinary block of the chain (a cut before its flush
- * leaves a torn tail or a block whose records were never acknowledged).
+ * commits yet may start its log block's write itself, before it returns:
+ * zv_zil_write_ahead takes the write-ahead slot (zl_wa_state, a CAS from
+ * idle to submitting), the issuer role (try-CAS: a holder is a committer,
+ * which writes what it waits for), packs what is published and, when no
+ * block is in flight, closes the open block, seals it and starts its write
+ * on an asynchronous queue (dev.h zv_dev_async_*: Linux AIO, whose
+ * completion any thread may reap; an io_uring completion is posted by its
+ * submitter, an nbdkit thread asleep in a socket read by then), and
+ * returns: the slot is in flight.  While the reply and the flush travel,
+ * the device writes the block.  The first commit that comes (any ticket:
+ * later blocks are durable only once this one is) takes the slot
+ * (in flight to finishing), waits for the write, flushes the device and
+ * marks the block done like any other (commit_wa_finish); the committers
+ * of its records sleep on its slot meanwhile; one that meets the slot
+ * while a block is being submitted waits for that (a futex on the state,
+ * woken by commit_wa_set).  Only one block is written ahead at a time,
+ * and only when none is in flight: otherwise the records stay in the open
+ * block for the commits (group commit).  More than one block, or data to
+ * write in place first (a large write), are written and flushed by the
+ * writer at once, as a committer would.  The write that starts a block
+ * pays for the submission (tens of microseconds on a virtual disk); the
+ * flush saves the whole write.  Nothing changes for durability: a commit
+ * still returns only when its ticket is durable, and a block written
+ * ahead is an ordinary block of the chain (a cut before its flush leaves
+ * a torn tail or a block whose records were never acknowledged).  A
+ * block written ahead and never committed stays in flight until the
+ * next commit, or the log's close, finishes it.
  * zt_write_ahead says when: always, off, or auto: once COMMIT_WA_STREAK
  * flushes in a row (commits of everything; a FUA write commits itself)
  * each covered at most COMMIT_WA_MAX_GAP tickets more than the one before
  * it (commit_wa_note), and for zil_write_ahead_window after the last of
  * them, so a stream of writes with rare flushes is logged by its flushes
- * as before, not one block per write.  The thread's state (enum
- * commit_wa_state, zl_wa_state): none, then starting (one kicker won the
- * CAS and creates it), then running, or failed for good when it cannot
- * be created (commits write every block); running is true only in the
- * process that started it (zl_wa_gen against commit_fork_gen, bumped in
- * a forked child), and closing the log stops and joins it.
- *
+ * as before, not one block per write.  The queue is made at the first
+ * write ahead (so after nbdkit's fork) in the process that uses it
+ * (zl_wa_gen against commit_fork_gen, bumped in a forked child); where
+ * there is none (the ring's device is not a local one opened with
+ * O_DIRECT, or the kernel has no AIO context to give) nothing is written
+ * ahead (zl_wa_never).
+
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
  * zl_packed is stored with release after the slots below it are cleared,
@@ -120,7 +132,10 @@
  * zv_zil_sync_header) reads the record whole.  zl_durable_seq and
  * zl_durable_ticket are advanced with seq_cst CAS (so acq_rel at least),
  * so a waiter that acquires zl_durable_ticket > t knows the flush covering
- * t completed.  A slot is reset (done = 0) before its new seq is published
+ * t completed.  The write-ahead slot's fields (the queue, the block, its
+ * requests) belong to whoever holds the slot: the submitter's store of
+ * "in flight" is seq_cst (so a release), the finisher's CAS from it an
+ * acquire, and the same for "idle" back to the next submitter.  A slot is reset (done = 0) before its new seq is published
  * with release.  zl_wake is bumped after the state it announces changed,
  * and FUTEX_WAIT compares it in the kernel, so a waiter cannot sleep
  * through a wake-up.  Every atomic access that names no weaker order is
@@ -156,8 +171,8 @@
  * suspended pool after logging and fails the request with EIO, since its
  * txg will never sync.
  *
- * Locks: none on the logging and commit paths (the log's thread only
- * sleeps on its futex word).  Of the txg engine's callbacks, zv_zil_synced
+ * Locks: none on the logging and commit paths (sleeps are on futex words:
+ * a block's slot, the issuer role, the write-ahead state, zl_wake).  Of the txg engine's callbacks, zv_zil_synced
  * (zil.c) reaches here only through zv_zil_commit_drop_synced, which takes
  * the issuer role by try-CAS.
  */
@@ -198,7 +213,7 @@ static unsigned zv_zil_flush = COMMIT_FLUSH_LOG;
 static unsigned zv_zil_immediate_write_sz = 32768; /* zfs_immediate_write_sz */
 static unsigned zv_zil_max_copied = 7680;          /* zil_maxcopied */
 static unsigned zv_zil_commit_timeout_pct = 10;    /* zfs_commit_timeout_pct */
-static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_OFF;
+static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_AUTO;
 
 /* The tunables' current values, for a log about to open. */
 void
@@ -1555,12 +1570,14 @@ const zv_tunable_t zv_zil_tunable_table[] = {
   { .tn_name = "zil_write_ahead", .tn_module = "zil",
     ZV_TUNABLE_VAR_ENUM (zv_zil_write_ahead_mode, zv_zil_write_ahead_names,
                          3),
-    .tn_default = ZV_ZIL_WA_OFF, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_default = ZV_ZIL_WA_AUTO, .tn_when = ZV_TUNABLE_AT_OPEN,
     .tn_reader = "the intent log",
-    .tn_desc = "Whether a write's log block is written before its flush "
-    "asks, by the log's own thread while the reply and the flush travel: "
-    "auto while flushes follow writes one by one, always, or off (only "
-    "commits write log blocks)." },
+    .tn_desc = "Whether a write starts its log block's write before it "
+    "returns, so the device writes it while the reply and the flush "
+    "travel, and the flush only waits for it and flushes: auto while "
+    "flushes follow writes one by one, always, or off (only commits write "
+    "log blocks).  Needs the log's device to be a local one opened with "
+    "O_DIRECT." },
   { .tn_name = "zil_write_ahead_window", .tn_module = "zil",
     ZV_TUNABLE_VAR_U64 (zil_write_ahead_window_ns),
     .tn_default = 20000000, .tn_min = 0, .tn_max = 10000000000ull,

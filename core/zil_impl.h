@@ -260,8 +260,9 @@ zil_atomic_max (_Atomic uint64_t *p, uint64_t v)
     ;
 }
 
-/* zil_commit.c, for zil.c: stop the log's thread and free what was
- * published but not packed, and the open block (the log is closing). */
+/* zil_commit.c, for zil.c: finish a block written ahead, free the
+ * write-ahead queue, what was published but not packed, and the open
+ * block (the log is closing). */
 void zv_zil_commit_fini (zv_zil_t *zl);
 /* zil_commit.c, for zil.c (zv_zil_synced): drop the oldest itxs of txgs
  * up to txg, if the issuer role is free, and wake the waiters. */

@@ -19,9 +19,9 @@
  *                  the commit of a record dropped because its txg synced
  *                  before it was packed returns, though a later record
  *                  sits in an open log block
- *   write_ahead    a write nobody commits yet has its log block written
- *                  by the log's thread (zil_write_ahead=always, and auto
- *                  once flushes follow writes); its flush writes nothing;
+ *   write_ahead    a write nobody commits yet starts its log block's
+ *                  write itself (zil_write_ahead=always, and auto once
+ *                  flushes follow writes); its flush writes no block;
  *                  off writes only at the flush
  *   ring_full_by_txg
  *                  with flush=txg, a writer that finds the record ring
@@ -2731,10 +2731,10 @@ test_log_damage_inplace (void **state)
 /* ------------------------------------------------------------------ */
 
 /*
- * Write-ahead: a write that nobody commits yet has its log block written
- * by the log's thread at once (zil_write_ahead=always), so the flush that
- * follows finds it durable and writes nothing; in auto mode the same
- * happens once flushes follow writes one by one.
+ * Write-ahead: a write that nobody commits yet starts its log block's
+ * write at once (zil_write_ahead=always), so the flush that follows only
+ * finishes it (waits for it and flushes) and writes no block of its own;
+ * in auto mode the same happens once flushes follow writes one by one.
  */
 static bool
 wa_wait_ahead (zvol_pool_t *p, uint64_t want)
