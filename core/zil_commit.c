@@ -1297,15 +1297,19 @@ commit_fork_init (void)
 
 /* A flush (a commit of everything, up to ticket t) begins: in auto mode,
  * note whether flushes follow writes one by one (t at most COMMIT_WA_MAX_GAP
- * past the last flush's), COMMIT_WA_STREAK times in a row.  Concurrent
- * flushers may race here: it is advice, and only moves the window. */
+ * past the last flush's) and alone (no other commit under way: concurrent
+ * flushers' commits group their records, where a block written ahead for
+ * each write would cost a write and take records from the groups),
+ * COMMIT_WA_STREAK times in a row.  Concurrent flushers may race here: it
+ * is advice, and only moves the window. */
 static void
 commit_wa_note (zv_zil_t *zl, uint64_t t)
 {
   uint64_t prev = atomic_exchange_explicit (&zl->zl_wa_last_target, t,
                                             memory_order_relaxed);
   /* t below prev: another flusher's later target came first. */
-  bool close = t < prev || t - prev <= COMMIT_WA_MAX_GAP;
+  bool close = (t < prev || t - prev <= COMMIT_WA_MAX_GAP)
+    && atomic_load_explicit (&zl->zl_active, memory_order_relaxed) == 0;
   unsigned streak = close ? atomic_load_explicit (&zl->zl_wa_streak,
                                                   memory_order_relaxed) + 1
     : 0;

@@ -23,6 +23,10 @@
  *                  write itself (zil_write_ahead=always, and auto once
  *                  flushes follow writes); its flush writes no block;
  *                  off writes only at the flush
+ *   write_ahead_group
+ *                  eight threads each writing then flushing at once:
+ *                  auto writes (almost) nothing ahead, their commits
+ *                  group the records
  *   ring_full_by_txg
  *                  with flush=txg, a writer that finds the record ring
  *                  full of records of synced txgs gets room
@@ -2820,6 +2824,82 @@ test_write_ahead (void **state)
   unlink (dev);
 }
 
+/*
+ * Write-ahead, auto, with flushers side by side: eight threads, each a
+ * write of its own then a flush, as eight clients fsync'ing at once.
+ * Their commits overlap, so write-ahead stays off and their records are
+ * grouped into the commits' blocks: a block written ahead for each write
+ * would take the records from the groups and cost a write each.
+ */
+#define WG_THREADS 8
+#define WG_ROUNDS 300
+
+static void *
+wg_worker (void *arg)
+{
+  ct_thr_t *t = arg;
+  uint64_t rnd = t->ct_seed;
+  uint8_t buf[BLK];
+
+  for (unsigned i = 0; i < WG_ROUNDS; i++) {
+    uint64_t off = t->ct_idx * CT_REGION + tl_rand (&rnd) % 256 * BLK;
+    int r;
+
+    tl_pat_fill (buf, off, BLK, t->ct_seed * 7919 + i);
+    r = zvol_write (t->ct_zv, buf, off, BLK, 0);
+    if (r == 0)
+      r = zvol_flush (t->ct_zv);
+    if (r != 0 && t->ct_errors++ == 0)
+      t->ct_first_err = r;
+  }
+  return NULL;
+}
+
+static void
+test_write_ahead_group (void **state)
+{
+  char dev[512], err[256];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  ct_thr_t thr[WG_THREADS];
+  pthread_t th[WG_THREADS];
+  uint64_t seed = tl_seed ("write_ahead_group"), lwbs, ahead;
+
+  (void) state;
+  tl_path (dev, sizeof dev, "wagroup.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", err,
+                                      sizeof err), 0);
+  cfg (&pc, dev, NULL, true, CT_VOLSIZE);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zvol_pool_start (p), 0);
+  for (unsigned i = 0; i < WG_THREADS; i++) {
+    thr[i] = (ct_thr_t) { .ct_zv = tl_vol (p), .ct_idx = i,
+                          .ct_seed = seed * 31 + i + 1 };
+    assert_int_equal (pthread_create (&th[i], NULL, wg_worker, &thr[i]), 0);
+  }
+  for (unsigned i = 0; i < WG_THREADS; i++) {
+    assert_int_equal (pthread_join (th[i], NULL), 0);
+    if (thr[i].ct_errors)
+      fail_msg ("thread %u: %d calls failed, first with %d", i,
+                thr[i].ct_errors, thr[i].ct_first_err);
+  }
+  lwbs = tl_pool_stat_u64 (p, "zil_lwbs_written");
+  ahead = tl_pool_stat_u64 (p, "zil_lwbs_ahead");
+  fprintf (stderr, "  %u writes each flushed, by %u threads: %" PRIu64
+           " log blocks, %" PRIu64 " written ahead, %.2f waiters per "
+           "block\n", WG_THREADS * WG_ROUNDS, WG_THREADS, lwbs, ahead,
+           tl_pool_stat (p, "zil_waiters_per_lwb"));
+  assert_true (lwbs > 0);
+  if (ahead * 10 > lwbs)
+    fail_msg ("%" PRIu64 " of %" PRIu64 " log blocks were written ahead "
+              "though the flushes overlapped", ahead, lwbs);
+  assert_int_equal (tl_pool_close (p), 0);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "off", err,
+                                      sizeof err), 0);
+  unlink (dev);
+}
+
 int
 main (void)
 {
@@ -2833,6 +2913,7 @@ main (void)
     tl_test (test_ring_fill_raises_cap),
     tl_test (test_commit_dropped_record),
     tl_test (test_write_ahead),
+    tl_test (test_write_ahead_group),
     tl_test (test_ring_full_by_txg),
     tl_test (test_ring_full_after_log_error),
     tl_test (test_ring_full_suspended),
