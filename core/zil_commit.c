@@ -302,8 +302,10 @@ commit_role_wait (zv_zil_t *zl, uint64_t ns)
                          .tv_nsec = ns % 1000000000ull };
 
   atomic_fetch_add_explicit (&zl->zl_issuer_waiters, 1, memory_order_seq_cst);
-  if (atomic_load_explicit (&zl->zl_issuer, memory_order_seq_cst) == 1)
+  if (atomic_load_explicit (&zl->zl_issuer, memory_order_seq_cst) == 1) {
+    zil_stat_add (&zl->zl_stat_commit_waits, 1);
     syscall (SYS_futex, &zl->zl_issuer, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+  }
   atomic_fetch_sub_explicit (&zl->zl_issuer_waiters, 1, memory_order_seq_cst);
 }
 
@@ -1153,8 +1155,10 @@ commit_wait_block (zv_zil_t *zl, uint64_t seq, uint64_t t, uint64_t ns)
   atomic_fetch_add_explicit (&zs->zs_sleepers, 1, memory_order_seq_cst);
   gen = atomic_load_explicit (&zs->zs_wake, memory_order_seq_cst);
   if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_seq_cst) <= t
-      && zil_error (zl) == 0)
+      && zil_error (zl) == 0) {
+    zil_stat_add (&zl->zl_stat_commit_waits, 1);
     syscall (SYS_futex, &zs->zs_wake, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
+  }
   atomic_fetch_sub_explicit (&zs->zs_sleepers, 1, memory_order_seq_cst);
 }
 
@@ -1216,7 +1220,6 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       continue;
     /* Our records are in a block in flight: only wait for it. */
     if ((seq = commit_block_of (zl, t)) != 0) {
-      zil_stat_add (&zl->zl_stat_commit_waits, 1);
       commit_wait_block (zl, seq, t, zil_max_sleep_ns);
       continue;
     }
@@ -1243,7 +1246,6 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       if (atomic_load_explicit (&zl->zl_durable_ticket,
                                 memory_order_seq_cst) > t)
         break;
-      zil_stat_add (&zl->zl_stat_commit_waits, 1);
       if (mine_open) {
         /* The open block waits for more records: one of its waiters
          * times it and closes it when it is old enough, the others
@@ -1258,8 +1260,10 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
         else
           commit_wait_block (zl, open_seq, t, zil_max_sleep_ns);
       }
-      else
+      else {
+        zil_stat_add (&zl->zl_stat_commit_waits, 1);
         commit_sleep (zl, seen, commit_timeout (zl));
+      }
       continue;
     }
     /* Somebody else is packing: our record will be in their block, or
@@ -1373,9 +1377,11 @@ commit_wa_wait (zv_zil_t *zl, uint64_t ns)
 
   atomic_fetch_add_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
   if (atomic_load_explicit (&zl->zl_wa_state, memory_order_seq_cst)
-      == COMMIT_WA_SUBMITTING)
+      == COMMIT_WA_SUBMITTING) {
+    zil_stat_add (&zl->zl_stat_commit_waits, 1);
     syscall (SYS_futex, &zl->zl_wa_state, FUTEX_WAIT_PRIVATE,
              COMMIT_WA_SUBMITTING, &ts, NULL, 0);
+  }
   atomic_fetch_sub_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
 }
 
