@@ -27,7 +27,8 @@
  * progress.
  *
  * I/O.  Every request goes through zv_dev_io_batch_max() (which
- * zv_dev_io_batch() and the one-request wrappers call).  Each thread owns
+ * zv_dev_io_batch() and the one-request wrappers call), but the single
+ * asynchronous ones below ("Asynchronous requests").  Each thread owns
  * one io_uring (zv_dev_ring_t), created the first time the thread issues
  * a batch and torn down by a pthread key destructor when the thread
  * exits.  Rings are not shared, so no lock guards them, and one ring
@@ -81,6 +82,20 @@
  * A flush reaches zv_dev_io_start() only when every earlier request of
  * its batch has completed, so its submit event comes after their
  * completion events.  The pointer test is the only cost when unset.
+ *
+ * Asynchronous requests (zv_dev_async_*, dev.h): one read or write
+ * started by one thread and finished by another (the intent log's block
+ * written ahead by a write and finished by the flush that follows).  An
+ * io_uring completion is posted by task work of the thread that submitted
+ * the request, which may be asleep in a socket read by then; a Linux AIO
+ * context's completion is posted by the interrupt, and any thread may
+ * reap it, so these go through an AIO context (one request in flight per
+ * queue; O_DIRECT local devices only, where io_submit does not do the
+ * transfer itself).  They take the same start and progress steps as a
+ * batch's requests: the fault hook and the submit event on the starting
+ * thread, the completion event on the finishing one; a short transfer,
+ * or one the kernel would not queue, is completed in place with
+ * pread/pwrite.
  *
  * Fallback.  Where io_uring_queue_init() fails (ENOSYS under a seccomp
  * sandbox, EPERM with kernel.io_uring_disabled, a kernel without the
