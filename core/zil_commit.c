@@ -1,7 +1,8 @@
 /*
  * zil_commit.c: the intent log's commit path, which takes no lock:
  * logging records, packing them into log blocks, writing and flushing
- * those, commits, and writing blocks ahead of their commits.
+ * those, and commits (a block written ahead of its commit is
+ * zil_ahead.c's).
  *
  * Theory.
  *
@@ -76,48 +77,10 @@
  * written and flushed.  Every sleep has a bound (zil_max_sleep), a safety
  * net only.
 
- * Write-ahead.  A client that flushes after every write (a database's
- * log, fio fsync=1) waits for the write's reply, sends the flush, and only
- * then would the log block be written and flushed: the device's two round
- * trips came after the transport's, in series.  So a write that nobody
- * commits yet may start its log block's write itself, before it returns:
- * zv_zil_write_ahead takes the write-ahead slot (zl_wa_state, a CAS from
- * idle to submitting), the issuer role (try-CAS: a holder is a committer,
- * which writes what it waits for), packs what is published and, when no
- * block is in flight, closes the open block, seals it and starts its write
- * on an asynchronous queue (dev.h zv_dev_async_*: Linux AIO, whose
- * completion any thread may reap; an io_uring completion is posted by its
- * submitter, an nbdkit thread asleep in a socket read by then), and
- * returns: the slot is in flight.  While the reply and the flush travel,
- * the device writes the block.  The first commit that comes (any ticket:
- * later blocks are durable only once this one is) takes the slot
- * (in flight to finishing), waits for the write, flushes the device and
- * marks the block done like any other (commit_wa_finish); the committers
- * of its records sleep on its slot meanwhile; one that meets the slot
- * while a block is being submitted waits for that (a futex on the state,
- * woken by commit_wa_set).  Only one block is written ahead at a time,
- * and only when none is in flight: otherwise the records stay in the open
- * block for the commits (group commit).  More than one block, or data to
- * write in place first (a large write), are written and flushed by the
- * writer at once, as a committer would.  The write that starts a block
- * pays for the submission (tens of microseconds on a virtual disk); the
- * flush saves the whole write.  Nothing changes for durability: a commit
- * still returns only when its ticket is durable, and a block written
- * ahead is an ordinary block of the chain (a cut before its flush leaves
- * a torn tail or a block whose records were never acknowledged).  A
- * block written ahead and never committed stays in flight until the
- * next commit, or the log's close, finishes it.
- * zt_write_ahead says when: always, off, or auto: once COMMIT_WA_STREAK
- * flushes in a row (commits of everything; a FUA write commits itself)
- * each covered at most COMMIT_WA_MAX_GAP tickets more than the one before
- * it (commit_wa_note), and for zil_write_ahead_window after the last of
- * them, so a stream of writes with rare flushes is logged by its flushes
- * as before, not one block per write.  The queue is made at the first
- * write ahead (so after nbdkit's fork) in the process that uses it
- * (zl_wa_gen against commit_fork_gen, bumped in a forked child); where
- * there is none (the ring's device is not a local one opened with
- * O_DIRECT, or the kernel has no AIO context to give) nothing is written
- * ahead (zl_wa_never).
+ * Write-ahead (zil_ahead.c): a write nobody commits yet may start its
+ * block's write itself; the first commit that comes finishes it
+ * (zv_zil_ahead_settle, called at the top of every pass of the loop
+ * above).
 
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
@@ -132,10 +95,7 @@
  * zv_zil_sync_header) reads the record whole.  zl_durable_seq and
  * zl_durable_ticket are advanced with seq_cst CAS (so acq_rel at least),
  * so a waiter that acquires zl_durable_ticket > t knows the flush covering
- * t completed.  The write-ahead slot's fields (the queue, the block, its
- * requests) belong to whoever holds the slot: the submitter's store of
- * "in flight" is seq_cst (so a release), the finisher's CAS from it an
- * acquire, and the same for "idle" back to the next submitter.  A slot is reset (done = 0) before its new seq is published
+ * t completed.  A slot is reset (done = 0) before its new seq is published
  * with release.  zl_wake is bumped after the state it announces changed,
  * and FUTEX_WAIT compares it in the kernel, so a waiter cannot sleep
  * through a wake-up.  Every atomic access that names no weaker order is
@@ -230,16 +190,10 @@ zv_zil_tunables_default (zv_zil_tunables_t *zt)
 }
 
 /* Longest a waiter sleeps before it looks again (safety net). */
-static uint64_t zil_max_sleep_ns = 2000000;
+uint64_t zv_zil_max_sleep_ns = 2000000;
 /* Commit timeout bounds, ns (zil_min_commit_timeout and a ceiling). */
 static uint64_t zil_min_commit_timeout_ns = 5000;
 static uint64_t zil_max_commit_timeout_ns = 1000000;
-/* Auto write-ahead: on once COMMIT_WA_STREAK flushes in a row each covered
- * at most COMMIT_WA_MAX_GAP tickets more than the one before it, for
- * zil_write_ahead_window after the last of them. */
-#define COMMIT_WA_MAX_GAP 4u
-#define COMMIT_WA_STREAK 2u
-static uint64_t zil_write_ahead_window_ns = 20000000;
 
 /* Boundary (volume offset) on which a write split over log blocks is cut. */
 #define COMMIT_SPLIT_ALIGN 4096u
@@ -281,8 +235,8 @@ commit_wake_all (zv_zil_t *zl)
 }
 
 /* Give up the issuer role, waking the committers that wait for it. */
-static void
-commit_role_release (zv_zil_t *zl)
+void
+zv_zil_role_release (zv_zil_t *zl)
 {
   atomic_store_explicit (&zl->zl_issuer, 0, memory_order_seq_cst);
   if (atomic_load_explicit (&zl->zl_issuer_waiters, memory_order_seq_cst))
@@ -327,8 +281,6 @@ commit_timeout (zv_zil_t *zl)
                  zil_max_commit_timeout_ns);
 }
 
-static void commit_wa_note (zv_zil_t *zl, uint64_t t);
-static bool commit_wa_settle (zv_zil_t *zl);
 
 /* Done with an itx (its slot is cleared or about to be): its storage is
  * the slot's, only the copied data is freed. */
@@ -397,7 +349,7 @@ commit_drain (zv_zil_t *zl)
                                                 memory_order_relaxed))
     return;
   bool moved = commit_drop_oldest (zl, UINT64_MAX, UINT64_MAX, true) != before;
-  commit_role_release (zl);
+  zv_zil_role_release (zl);
   if (moved)
     commit_wake_all (zl);
 }
@@ -420,7 +372,7 @@ zv_zil_commit_drop_synced (zv_zil_t *zl, uint64_t txg)
                                           false);
 
     commit_durable_idle (zl, packed);
-    commit_role_release (zl);
+    zv_zil_role_release (zl);
   }
   commit_wake_all (zl);
 }
@@ -843,8 +795,8 @@ commit_durable_idle (zv_zil_t *zl, uint64_t packed)
  * if no block is in flight.  Issuer role held.  Returns the closed
  * blocks, for the caller to write; *full when the ring had no free slot.
  */
-static zil_lwb_t *
-commit_pack (zv_zil_t *zl, bool *full, bool ahead)
+zil_lwb_t *
+zv_zil_commit_pack (zv_zil_t *zl, bool *full, bool ahead)
 {
   uint64_t end = zil_next_ticket (zl);
   uint64_t synced = zv_txg_last_synced (zl->zl_tx);
@@ -985,8 +937,8 @@ commit_lwb_seal (zv_zil_t *zl, zil_lwb_t *lwb)
  * every block and ZV_MAX_DEVS + 1 flushes.  Returns how many requests, or
  * a negative errno (an in-place write failed).
  */
-static int
-commit_prepare (zv_zil_t *zl, zil_lwb_t *list, zv_dev_io_t *ios)
+int
+zv_zil_commit_prepare (zv_zil_t *zl, zil_lwb_t *list, zv_dev_io_t *ios)
 {
   bool touched[ZV_MAX_DEVS] = { false };
   zv_dev_t *ringdev = NULL;
@@ -1041,8 +993,8 @@ commit_prepare (zv_zil_t *zl, zil_lwb_t *list, zv_dev_io_t *ios)
  * 0: not a batch to time): on success mark them done, else fail the log;
  * free them and advance the durable counters, waking their waiters.
  */
-static int
-commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r, uint64_t start_ns)
+int
+zv_zil_commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r, uint64_t start_ns)
 {
   if (r < 0) {
     zv_error ("intent log: writing log blocks failed (%s); flushes now "
@@ -1077,8 +1029,8 @@ commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r, uint64_t start_ns)
 }
 
 /* Room for the requests of the blocks in list (commit_prepare). */
-static zv_dev_io_t *
-commit_ios_alloc (zil_lwb_t *list)
+zv_dev_io_t *
+zv_zil_commit_ios_alloc (zil_lwb_t *list)
 {
   size_t count = 0;
 
@@ -1091,12 +1043,12 @@ commit_ios_alloc (zil_lwb_t *list)
  * Write the closed blocks (in one batch), after their in-place data
  * blocks, then flush every device they touched; mark them done.
  */
-static int
-commit_issue (zv_zil_t *zl, zil_lwb_t *list)
+int
+zv_zil_commit_issue (zv_zil_t *zl, zil_lwb_t *list)
 {
-  zv_dev_io_t *ios = commit_ios_alloc (list);
+  zv_dev_io_t *ios = zv_zil_commit_ios_alloc (list);
   uint64_t start = zv_now_ns ();
-  int r = commit_prepare (zl, list, ios);
+  int r = zv_zil_commit_prepare (zl, list, ios);
 
   if (r >= 0) {
     /* The sync-write class: txg writes yield while this runs. */
@@ -1105,7 +1057,7 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
     zv_zio_sync_io_end (zl->zl_spa);
   }
   free (ios);
-  return commit_complete (zl, list, r, start);
+  return zv_zil_commit_complete (zl, list, r, start);
 }
 
 /* ---- commit ---- */
@@ -1195,7 +1147,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   if (t == 0)
     t = zil_next_ticket (zl) - 1;
   if (ticket == 0 && t != 0 && zl->zl_tun.zt_write_ahead == ZV_ZIL_WA_AUTO)
-    commit_wa_note (zl, t);
+    zv_zil_ahead_note (zl, t);
   if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
                                       memory_order_acquire) > t)
     return 0;
@@ -1216,27 +1168,27 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       r = commit_by_txg (zl);
       break;
     }
-    if (commit_wa_settle (zl))
+    if (zv_zil_ahead_settle (zl))
       continue;
     /* Our records are in a block in flight: only wait for it. */
     if ((seq = commit_block_of (zl, t)) != 0) {
-      commit_wait_block (zl, seq, t, zil_max_sleep_ns);
+      commit_wait_block (zl, seq, t, zv_zil_max_sleep_ns);
       continue;
     }
     if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
                                                  memory_order_acquire,
                                                  memory_order_relaxed)) {
       bool full;
-      zil_lwb_t *closed = commit_pack (zl, &full, false);
+      zil_lwb_t *closed = zv_zil_commit_pack (zl, &full, false);
       zil_lwb_t *open = zl->zl_open;
       bool mine_open = open && t >= open->lwb_start_ticket;
       uint64_t open_seq = open ? open->lwb_seq : 0;
       uint64_t age = open ? zv_now_ns () - open->lwb_open_ns : 0;
 
       commit_assert_ticket_order (zl);
-      commit_role_release (zl);
+      zv_zil_role_release (zl);
       if (closed) {
-        (void) commit_issue (zl, closed);
+        (void) zv_zil_commit_issue (zl, closed);
         continue;
       }
       if (full) {
@@ -1258,7 +1210,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
              memory_order_relaxed, memory_order_relaxed))
           commit_wait_block (zl, open_seq, t, age < to ? to - age : 1000);
         else
-          commit_wait_block (zl, open_seq, t, zil_max_sleep_ns);
+          commit_wait_block (zl, open_seq, t, zv_zil_max_sleep_ns);
       }
       else {
         zil_stat_add (&zl->zl_stat_commit_waits, 1);
@@ -1268,245 +1220,11 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
     }
     /* Somebody else is packing: our record will be in their block, or
      * we take the role when they let go. */
-    commit_role_wait (zl, zil_max_sleep_ns);
+    commit_role_wait (zl, zv_zil_max_sleep_ns);
   }
   atomic_fetch_sub_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   commit_lat_record (zl, zv_now_ns () - start);
   return r;
-}
-
-/* ---- write-ahead ---- */
-
-/* Who owns the write-ahead slot (zl_wa_state): the queue, the block in
- * it and its requests. */
-enum commit_wa_state { COMMIT_WA_IDLE = 0, COMMIT_WA_SUBMITTING,
-                       COMMIT_WA_INFLIGHT, COMMIT_WA_FINISHING };
-
-/* Bumped in a forked child: an AIO context made before the fork is not
- * the child's. */
-static _Atomic uint64_t commit_fork_gen;
-static pthread_once_t commit_fork_once = PTHREAD_ONCE_INIT;
-
-static void
-commit_atfork_child (void)
-{
-  atomic_fetch_add_explicit (&commit_fork_gen, 1, memory_order_seq_cst);
-}
-
-static void
-commit_fork_init (void)
-{
-  ZV_VERIFY (pthread_atfork (NULL, NULL, commit_atfork_child) == 0);
-}
-
-/* A flush (a commit of everything, up to ticket t) begins: in auto mode,
- * note whether flushes follow writes one by one (t at most COMMIT_WA_MAX_GAP
- * past the last flush's) and alone (no other commit under way: concurrent
- * flushers' commits group their records, where a block written ahead for
- * each write would cost a write and take records from the groups),
- * COMMIT_WA_STREAK times in a row.  Concurrent flushers may race here: it
- * is advice, and only moves the window. */
-static void
-commit_wa_note (zv_zil_t *zl, uint64_t t)
-{
-  uint64_t prev = atomic_exchange_explicit (&zl->zl_wa_last_target, t,
-                                            memory_order_relaxed);
-  /* t below prev: another flusher's later target came first. */
-  bool close = (t < prev || t - prev <= COMMIT_WA_MAX_GAP)
-    && atomic_load_explicit (&zl->zl_active, memory_order_relaxed) == 0;
-  unsigned streak = close ? atomic_load_explicit (&zl->zl_wa_streak,
-                                                  memory_order_relaxed) + 1
-    : 0;
-
-  streak = ZV_MIN (streak, COMMIT_WA_STREAK);
-  atomic_store_explicit (&zl->zl_wa_streak, streak, memory_order_relaxed);
-  atomic_store_explicit (&zl->zl_wa_until_ns, streak == COMMIT_WA_STREAK
-                         ? zv_now_ns () + zil_write_ahead_window_ns : 0,
-                         memory_order_relaxed);
-}
-
-/* The write-ahead queue of this process, made at its first write ahead
- * (so after nbdkit's fork); NULL when the kernel gives none.  The slot
- * held (SUBMITTING). */
-static zv_dev_async_t *
-commit_wa_queue (zv_zil_t *zl)
-{
-  uint64_t gen;
-
-  pthread_once (&commit_fork_once, commit_fork_init);
-  gen = atomic_load_explicit (&commit_fork_gen, memory_order_seq_cst);
-  if (zl->zl_wa_gen != gen) {
-    /* A forked child: the parent's context is not ours, and nothing of
-     * it is in flight here (nbdkit forks before it serves). */
-    zl->zl_wa_aq = NULL;
-    zl->zl_wa_tried = false;
-    zl->zl_wa_gen = gen;
-  }
-  if (zl->zl_wa_aq == NULL && !zl->zl_wa_tried) {
-    /* The ring is on one device: the log device, or the pool's. */
-    zv_dev_t *dev = zil_ring_dev (zl, zl->zl_hdr.zh_ring_dva);
-
-    zl->zl_wa_tried = true;
-    if (zv_dev_async_ok (dev))
-      zl->zl_wa_aq = zv_dev_async_new ();
-    if (zl->zl_wa_aq == NULL)
-      atomic_store_explicit (&zl->zl_wa_never, true, memory_order_relaxed);
-  }
-  return zl->zl_wa_aq;
-}
-
-/* Hand the write-ahead slot on in state st, waking the committers that
- * wait while a block is being submitted (commit_wa_wait). */
-static void
-commit_wa_set (zv_zil_t *zl, int st)
-{
-  atomic_store_explicit (&zl->zl_wa_state, (uint32_t) st,
-                         memory_order_seq_cst);
-  if (atomic_load_explicit (&zl->zl_wa_waiters, memory_order_seq_cst))
-    syscall (SYS_futex, &zl->zl_wa_state, FUTEX_WAKE_PRIVATE, INT32_MAX,
-             NULL, NULL, 0);
-}
-
-/* Sleep while a writer submits a block ahead (short), at most ns: the
- * waiter count and the state word pair up as in commit_role_wait. */
-static void
-commit_wa_wait (zv_zil_t *zl, uint64_t ns)
-{
-  struct timespec ts = { .tv_sec = ns / 1000000000ull,
-                         .tv_nsec = ns % 1000000000ull };
-
-  atomic_fetch_add_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
-  if (atomic_load_explicit (&zl->zl_wa_state, memory_order_seq_cst)
-      == COMMIT_WA_SUBMITTING) {
-    zil_stat_add (&zl->zl_stat_commit_waits, 1);
-    syscall (SYS_futex, &zl->zl_wa_state, FUTEX_WAIT_PRIVATE,
-             COMMIT_WA_SUBMITTING, &ts, NULL, 0);
-  }
-  atomic_fetch_sub_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
-}
-
-/* Finish the block written ahead: wait for its write, flush its device,
- * mark it done (or fail the log).  The slot held (FINISHING). */
-static void
-commit_wa_finish (zv_zil_t *zl)
-{
-  zil_lwb_t *lwb = zl->zl_wa_lwb;
-  zv_dev_io_t *ios = zl->zl_wa_ios;
-  int r = zv_dev_async_finish (zl->zl_wa_aq, &ios[0]);
-
-  if (r == 0 && zl->zl_wa_nios > 1)
-    r = zv_dev_io_batch (ios + 1, zl->zl_wa_nios - 1);
-  zv_zio_sync_io_end (zl->zl_spa);
-  free (ios);
-  zl->zl_wa_lwb = NULL;
-  zl->zl_wa_ios = NULL;
-  (void) commit_complete (zl, lwb, r, 0);
-  commit_wa_set (zl, COMMIT_WA_IDLE);
-}
-
-/* A commit meets write-ahead: it finishes a block in flight (whichever
- * ticket it waits for: the blocks after it are durable only once it
- * is), or waits while one is being submitted.  True when it did either
- * (look again); false when the slot is idle or another committer is
- * finishing (its block's waiters sleep on the block's slot). */
-static bool
-commit_wa_settle (zv_zil_t *zl)
-{
-  uint32_t st = atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire);
-
-  if (st == COMMIT_WA_INFLIGHT) {
-    if (atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &st,
-                                                 COMMIT_WA_FINISHING,
-                                                 memory_order_acquire,
-                                                 memory_order_relaxed))
-      commit_wa_finish (zl);
-    return true;
-  }
-  if (st == COMMIT_WA_SUBMITTING) {
-    commit_wa_wait (zl, zil_max_sleep_ns);
-    return true;
-  }
-  return false;
-}
-
-/*
- * Write ahead (the slot held, SUBMITTING): pack what is published and,
- * when no block is in flight, close the open block and start its write
- * on the queue; the commit that follows finishes it.  More than one
- * block, or data to write in place first (a large write), are written
- * and flushed here, at once.
- */
-static void
-commit_wa_submit (zv_zil_t *zl)
-{
-  zv_dev_async_t *aq = commit_wa_queue (zl);
-  zil_lwb_t *closed = NULL;
-  zv_dev_io_t *ios;
-  int expect = 0, r;
-  bool full;
-
-  if (aq != NULL && atomic_load_explicit (&zl->zl_ready, memory_order_seq_cst)
-      && zil_error (zl) == 0
-      && atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect,
-                                                  1, memory_order_acquire,
-                                                  memory_order_relaxed)) {
-    closed = commit_pack (zl, &full, true);
-    commit_assert_ticket_order (zl);
-    commit_role_release (zl);
-  }
-  if (closed == NULL) {
-    commit_wa_set (zl, COMMIT_WA_IDLE);
-    return;
-  }
-  for (zil_lwb_t *l = closed; l; l = l->lwb_next)
-    zil_stat_add (&zl->zl_stat_lwbs_ahead, 1);
-  if (closed->lwb_next != NULL || closed->lwb_nind != 0) {
-    (void) commit_issue (zl, closed);
-    commit_wa_set (zl, COMMIT_WA_IDLE);
-    return;
-  }
-  ios = commit_ios_alloc (closed);
-  r = commit_prepare (zl, closed, ios);
-  zv_zio_sync_io_begin (zl->zl_spa);
-  if (r > 0 && zv_dev_async_start (aq, &ios[0])) {
-    zl->zl_wa_lwb = closed;
-    zl->zl_wa_ios = ios;
-    zl->zl_wa_nios = (size_t) r;
-    commit_wa_set (zl, COMMIT_WA_INFLIGHT);
-    return;
-  }
-  /* Not queued (the queue checked the device): write and flush here. */
-  if (r > 0)
-    r = zv_dev_io_batch (ios, (size_t) r);
-  zv_zio_sync_io_end (zl->zl_spa);
-  free (ios);
-  (void) commit_complete (zl, closed, r, 0);
-  commit_wa_set (zl, COMMIT_WA_IDLE);
-}
-
-void
-zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
-{
-  enum zv_zil_write_ahead mode = zl->zl_tun.zt_write_ahead;
-  uint32_t idle = COMMIT_WA_IDLE;
-
-  if (mode == ZV_ZIL_WA_OFF || ticket == 0 || zl->zl_replaying
-      || zl->zl_tun.zt_sync == ZV_SYNC_DISABLED
-      || zl->zl_tun.zt_legacy_txg_commit
-      || atomic_load_explicit (&zl->zl_wa_never, memory_order_relaxed))
-    return;
-  if (mode == ZV_ZIL_WA_AUTO
-      && zv_now_ns () >= atomic_load_explicit (&zl->zl_wa_until_ns,
-                                               memory_order_relaxed))
-    return;
-  if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_acquire)
-      > ticket
-      || !atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &idle,
-                                                   COMMIT_WA_SUBMITTING,
-                                                   memory_order_acquire,
-                                                   memory_order_relaxed))
-    return;
-  commit_wa_submit (zl);
 }
 
 /* ---- stopping (zil.c closes the log) ---- */
@@ -1514,17 +1232,7 @@ zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
 void
 zv_zil_commit_fini (zv_zil_t *zl)
 {
-  /* Nothing logs or commits any more: a block still written ahead is
-   * finished (its buffer is the kernel's until then), the queue freed in
-   * the process that made it. */
-  if (zl->zl_wa_gen == atomic_load_explicit (&commit_fork_gen,
-                                             memory_order_seq_cst)) {
-    if (atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire)
-        == COMMIT_WA_INFLIGHT)
-      commit_wa_finish (zl);
-    zv_dev_async_free (zl->zl_wa_aq);
-  }
-  zl->zl_wa_aq = NULL;
+  zv_zil_ahead_fini (zl);
   uint64_t end = zil_next_ticket (zl);
   for (uint64_t t = zil_packed (zl); t < end; t++) {
     zil_itx_t *itx = atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
@@ -1585,11 +1293,12 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_desc = "Whether a write starts its log block's write before it "
     "returns, so the device writes it while the reply and the flush "
     "travel, and the flush only waits for it and flushes: auto while "
-    "flushes follow writes one by one, always, or off (only commits write "
-    "log blocks).  Needs the log's device to be a local one opened with "
+    "flushes follow writes one by one with no other commit under way (one "
+    "client writing and flushing), always, or off (only commits write log "
+    "blocks).  Needs the log's device to be a local one opened with "
     "O_DIRECT." },
   { .tn_name = "zil_write_ahead_window", .tn_module = "zil",
-    ZV_TUNABLE_VAR_U64 (zil_write_ahead_window_ns),
+    ZV_TUNABLE_VAR_U64 (zv_zil_write_ahead_window_ns),
     .tn_default = 20000000, .tn_min = 0, .tn_max = 10000000000ull,
     .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "the intent log, logging a write",
@@ -1643,7 +1352,7 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_reader = "a committer waiting on an open log block",
     .tn_desc = "Ceiling of the commit timeout." },
   { .tn_name = "zil_max_sleep", .tn_module = "zil",
-    ZV_TUNABLE_VAR_U64 (zil_max_sleep_ns),
+    ZV_TUNABLE_VAR_U64 (zv_zil_max_sleep_ns),
     .tn_default = 2000000, .tn_min = 1000, .tn_max = 1000000000,
     .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "a committer waiting for another's log block",
