@@ -2760,7 +2760,7 @@ test_write_ahead (void **state)
   zvol_pool_config_t pc;
   zvol_pool_t *p;
   zvol_t *zv;
-  uint8_t shadow[BLK], buf[BLK], got[BLK];
+  uint8_t shadow[BLK], buf[BLK], buf2[BLK], got[BLK];
   uint64_t lwbs;
 
   (void) state;
@@ -2796,6 +2796,12 @@ test_write_ahead (void **state)
     assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
     assert_int_equal (zvol_flush (zv), 0);
     assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
+    /* A last write goes ahead and no flush follows: the close finishes
+     * its block (the kernel owns the buffer until then). */
+    stamp_fill (buf2, 5252 + mode);
+    assert_int_equal (zvol_write (zv, buf2, 4 * BLK, BLK, 0), 0);
+    if (mode == 0)
+      assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_ahead"), 2);
     assert_int_equal (tl_pool_close (p), 0);
     /* And the log block is the write's (the txg never synced it: the
      * clean close did; read it back after the import anyway). */
@@ -2803,6 +2809,8 @@ test_write_ahead (void **state)
     p = tl_pool_open_ok (&pc);
     assert_int_equal (zvol_read (tl_vol (p), got, 3 * BLK, BLK), 0);
     assert_memory_equal (got, buf, BLK);
+    assert_int_equal (zvol_read (tl_vol (p), got, 4 * BLK, BLK), 0);
+    assert_memory_equal (got, buf2, BLK);
     assert_int_equal (tl_pool_close (p), 0);
   }
   /* Off: only commits write log blocks. */
