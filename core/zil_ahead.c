@@ -189,14 +189,18 @@ ahead_wait (zv_zil_t *zl, uint64_t ns)
 }
 
 /* Finish the block written ahead: wait for its write, flush its device,
- * mark it done (or fail the log).  The slot held (FINISHING). */
+ * mark it done (or fail the log).  The slot held (FINISHING).  Only now
+ * is it of the sync-write class (txg writes yield to it): a block that no
+ * commit finishes for a while must not slow the txg syncs meanwhile. */
 static void
 ahead_finish (zv_zil_t *zl)
 {
   zil_lwb_t *lwb = zl->zl_wa_lwb;
   zv_dev_io_t *ios = zl->zl_wa_ios;
-  int r = zv_dev_async_finish (zl->zl_wa_aq, &ios[0]);
+  int r;
 
+  zv_zio_sync_io_begin (zl->zl_spa);
+  r = zv_dev_async_finish (zl->zl_wa_aq, &ios[0]);
   if (r == 0 && zl->zl_wa_nios > 1)
     r = zv_dev_io_batch (ios + 1, zl->zl_wa_nios - 1);
   zv_zio_sync_io_end (zl->zl_spa);
@@ -269,7 +273,6 @@ ahead_submit (zv_zil_t *zl)
   }
   ios = zv_zil_commit_ios_alloc (closed);
   r = zv_zil_commit_prepare (zl, closed, ios);
-  zv_zio_sync_io_begin (zl->zl_spa);
   if (r > 0 && zv_dev_async_start (aq, &ios[0])) {
     zl->zl_wa_lwb = closed;
     zl->zl_wa_ios = ios;
@@ -278,9 +281,11 @@ ahead_submit (zv_zil_t *zl)
     return;
   }
   /* Not queued (the queue checked the device): write and flush here. */
-  if (r > 0)
+  if (r > 0) {
+    zv_zio_sync_io_begin (zl->zl_spa);
     r = zv_dev_io_batch (ios, (size_t) r);
-  zv_zio_sync_io_end (zl->zl_spa);
+    zv_zio_sync_io_end (zl->zl_spa);
+  }
   free (ios);
   (void) zv_zil_commit_complete (zl, closed, r, 0);
   ahead_set (zl, AHEAD_IDLE);

@@ -2802,6 +2802,9 @@ test_write_ahead (void **state)
     assert_int_equal (zvol_write (zv, buf2, 4 * BLK, BLK, 0), 0);
     if (mode == 0)
       assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_ahead"), 2);
+    /* Not finished yet, so not of the sync-write class: txg writes do
+     * not yield to it meanwhile. */
+    assert_int_equal (atomic_load (&zv_pool_spa (p)->spa_sync_io), 0);
     assert_int_equal (tl_pool_close (p), 0);
     /* And the log block is the write's (the txg never synced it: the
      * clean close did; read it back after the import anyway). */
