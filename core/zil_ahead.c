@@ -35,7 +35,9 @@
  * ahead is an ordinary block of the chain (a cut before its flush leaves
  * a torn tail or a block whose records were never acknowledged).  A
  * block written ahead and never committed stays in flight until the
- * next commit, or the log's close, finishes it.
+ * next commit, or the log's close, finishes it; it joins the sync-write
+ * class (txg writes yield to the log's I/O, zio.c) only when finished, so
+ * that one left in flight does not slow the txg syncs.
  * zt_write_ahead says when: always, off, or auto: once AHEAD_STREAK
  * flushes in a row (commits of everything; a FUA write commits itself)
  * each covered at most AHEAD_MAX_GAP tickets more than the one before
