@@ -1303,8 +1303,8 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "the intent log, logging a write",
     .tn_desc = "With zil_write_ahead=auto, how long after the last of "
-    "two flushes in a row that followed writes one by one writes still go "
-    "ahead." },
+    "two flushes in a row that followed writes one by one (with no other "
+    "commit under way) writes still go ahead." },
   { .tn_name = "zil_immediate_write_sz", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_immediate_write_sz),
     .tn_default = 32768, .tn_min = 4096, .tn_max = 16u << 20,
