@@ -81,11 +81,6 @@
 #define AHEAD_STREAK 2u
 uint64_t zv_zil_write_ahead_window_ns = 20000000;
 
-/* Who owns the write-ahead slot (zl_wa_state): the queue, the block in
- * it and its requests. */
-enum ahead_state { AHEAD_IDLE = 0, AHEAD_SUBMITTING, AHEAD_INFLIGHT,
-                   AHEAD_FINISHING };
-
 /* Bumped in a forked child: an AIO context made before the fork is not
  * the child's. */
 static _Atomic uint64_t ahead_fork_gen;
@@ -182,10 +177,10 @@ ahead_wait (zv_zil_t *zl, uint64_t ns)
 
   atomic_fetch_add_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
   if (atomic_load_explicit (&zl->zl_wa_state, memory_order_seq_cst)
-      == AHEAD_SUBMITTING) {
+      == ZIL_AHEAD_SUBMITTING) {
     zil_stat_add (&zl->zl_stat_commit_waits, 1);
     syscall (SYS_futex, &zl->zl_wa_state, FUTEX_WAIT_PRIVATE,
-             AHEAD_SUBMITTING, &ts, NULL, 0);
+             ZIL_AHEAD_SUBMITTING, &ts, NULL, 0);
   }
   atomic_fetch_sub_explicit (&zl->zl_wa_waiters, 1, memory_order_seq_cst);
 }
@@ -210,7 +205,7 @@ ahead_finish (zv_zil_t *zl)
   zl->zl_wa_lwb = NULL;
   zl->zl_wa_ios = NULL;
   (void) zv_zil_commit_complete (zl, lwb, r, 0);
-  ahead_set (zl, AHEAD_IDLE);
+  ahead_set (zl, ZIL_AHEAD_IDLE);
 }
 
 /* A commit meets write-ahead: it finishes a block in flight (whichever
@@ -223,15 +218,15 @@ zv_zil_ahead_settle (zv_zil_t *zl)
 {
   uint32_t st = atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire);
 
-  if (st == AHEAD_INFLIGHT) {
+  if (st == ZIL_AHEAD_INFLIGHT) {
     if (atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &st,
-                                                 AHEAD_FINISHING,
+                                                 ZIL_AHEAD_FINISHING,
                                                  memory_order_acquire,
                                                  memory_order_relaxed))
       ahead_finish (zl);
     return true;
   }
-  if (st == AHEAD_SUBMITTING) {
+  if (st == ZIL_AHEAD_SUBMITTING) {
     ahead_wait (zl, zv_zil_max_sleep_ns);
     return true;
   }
@@ -263,23 +258,29 @@ ahead_submit (zv_zil_t *zl)
     zv_zil_role_release (zl);
   }
   if (closed == NULL) {
-    ahead_set (zl, AHEAD_IDLE);
+    ahead_set (zl, ZIL_AHEAD_IDLE);
     return;
   }
   for (zil_lwb_t *l = closed; l; l = l->lwb_next)
     zil_stat_add (&zl->zl_stat_lwbs_ahead, 1);
   if (closed->lwb_next != NULL || closed->lwb_nind != 0) {
     (void) zv_zil_commit_issue (zl, closed);
-    ahead_set (zl, AHEAD_IDLE);
+    ahead_set (zl, ZIL_AHEAD_IDLE);
     return;
   }
   ios = zv_zil_commit_ios_alloc (closed);
   r = zv_zil_commit_prepare (zl, closed, ios);
   if (r > 0 && zv_dev_async_start (aq, &ios[0])) {
+    uint64_t seq = closed->lwb_seq;     /* not ours once in flight */
+
     zl->zl_wa_lwb = closed;
     zl->zl_wa_ios = ios;
     zl->zl_wa_nios = (size_t) r;
-    ahead_set (zl, AHEAD_INFLIGHT);
+    ahead_set (zl, ZIL_AHEAD_INFLIGHT);
+    /* A committer that found the slot idle, then its record in this
+     * block, may be asleep on the block: wake it to finish the block
+     * (commit_wait_block looks at the state after it counts itself). */
+    zv_zil_wake_block (zl, seq);
     return;
   }
   /* Not queued (the queue checked the device): write and flush here. */
@@ -290,14 +291,14 @@ ahead_submit (zv_zil_t *zl)
   }
   free (ios);
   (void) zv_zil_commit_complete (zl, closed, r, 0);
-  ahead_set (zl, AHEAD_IDLE);
+  ahead_set (zl, ZIL_AHEAD_IDLE);
 }
 
 void
 zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
 {
   enum zv_zil_write_ahead mode = zl->zl_tun.zt_write_ahead;
-  uint32_t idle = AHEAD_IDLE;
+  uint32_t idle = ZIL_AHEAD_IDLE;
 
   if (mode == ZV_ZIL_WA_OFF || ticket == 0 || zl->zl_replaying
       || zl->zl_tun.zt_sync == ZV_SYNC_DISABLED
@@ -311,7 +312,7 @@ zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
   if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_acquire)
       > ticket
       || !atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &idle,
-                                                   AHEAD_SUBMITTING,
+                                                   ZIL_AHEAD_SUBMITTING,
                                                    memory_order_acquire,
                                                    memory_order_relaxed))
     return;
@@ -327,7 +328,7 @@ zv_zil_ahead_fini (zv_zil_t *zl)
   if (zl->zl_wa_gen == atomic_load_explicit (&ahead_fork_gen,
                                              memory_order_seq_cst)) {
     if (atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire)
-        == AHEAD_INFLIGHT)
+        == ZIL_AHEAD_INFLIGHT)
       ahead_finish (zl);
     zv_dev_async_free (zl->zl_wa_aq);
   }

@@ -868,8 +868,8 @@ zv_zil_commit_pack (zv_zil_t *zl, bool *full, bool ahead)
 /* ---- writing blocks (no role held) ---- */
 
 /* Wake the committers asleep on block seq's slot (commit_wait_block). */
-static void
-commit_wake_block (zv_zil_t *zl, uint64_t seq)
+void
+zv_zil_wake_block (zv_zil_t *zl, uint64_t seq)
 {
   zil_slot_t *zs = zil_slot (zl, seq);
 
@@ -899,7 +899,7 @@ commit_advance (zv_zil_t *zl)
 
       ZV_ASSERT3U (end, <=, zil_packed (zl));
       zil_atomic_max (&zl->zl_durable_ticket, end);
-      commit_wake_block (zl, n);
+      zv_zil_wake_block (zl, n);
     }
   }
 }
@@ -1016,7 +1016,7 @@ zv_zil_commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r, uint64_t start_ns)
       atomic_store_explicit (&zil_slot (zl, list->lwb_seq)->zs_done, 1,
                              memory_order_release);
     else
-      commit_wake_block (zl, list->lwb_seq);    /* to see zl_error */
+      zv_zil_wake_block (zl, list->lwb_seq);    /* to see zl_error */
     zv_buf_put (list->lwb_buf, zl->zl_hdr.zh_blksz);
     list->lwb_buf = NULL;
     commit_lwb_free (list);
@@ -1090,11 +1090,14 @@ commit_block_of (zv_zil_t *zl, uint64_t t)
 }
 
 /*
- * Sleep until block seq is durable (commit_wake_block), at most ns.  The
+ * Sleep until block seq is durable (zv_zil_wake_block), at most ns.  The
  * sleeper count goes up before the last look at zl_durable_ticket, and
  * the waker raises that before it bumps zs_wake and looks at the count
  * (all seq_cst): either we see the ticket, or it sees us and FUTEX_WAIT
- * finds the word changed or is woken.
+ * finds the word changed or is woken.  A block written ahead that just
+ * went in flight is the same: its writer stores the state, then wakes
+ * the block; a committer that sees it in flight does not sleep (it
+ * finishes the block, zil_ahead.c).
  */
 static void
 commit_wait_block (zv_zil_t *zl, uint64_t seq, uint64_t t, uint64_t ns)
@@ -1107,7 +1110,9 @@ commit_wait_block (zv_zil_t *zl, uint64_t seq, uint64_t t, uint64_t ns)
   atomic_fetch_add_explicit (&zs->zs_sleepers, 1, memory_order_seq_cst);
   gen = atomic_load_explicit (&zs->zs_wake, memory_order_seq_cst);
   if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_seq_cst) <= t
-      && zil_error (zl) == 0) {
+      && zil_error (zl) == 0
+      && atomic_load_explicit (&zl->zl_wa_state, memory_order_seq_cst)
+         != ZIL_AHEAD_INFLIGHT) {
     zil_stat_add (&zl->zl_stat_commit_waits, 1);
     syscall (SYS_futex, &zs->zs_wake, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
   }

@@ -21,6 +21,11 @@
 
 #include "zil.h"
 
+/* Who owns the write-ahead slot (zl_wa_state; zil_ahead.c): the queue,
+ * the block in it and its requests. */
+enum zil_ahead_state { ZIL_AHEAD_IDLE = 0, ZIL_AHEAD_SUBMITTING,
+                       ZIL_AHEAD_INFLIGHT, ZIL_AHEAD_FINISHING };
+
 /* Where a write's data goes in the log. */
 enum zil_wr { ZIL_WR_COPIED = 0, ZIL_WR_NEED_COPY = 1, ZIL_WR_INDIRECT = 2 };
 
@@ -119,7 +124,7 @@ struct zv_zil {
   _Atomic uint64_t zl_wa_last_target; /* ticket of the last flush */
   _Atomic unsigned zl_wa_streak;      /* flushes in a row that did */
   _Atomic bool zl_wa_never;           /* no queue or device for it */
-  _Atomic uint32_t zl_wa_state;       /* enum ahead_state; futex word */
+  _Atomic uint32_t zl_wa_state;       /* enum zil_ahead_state; futex */
   _Atomic uint32_t zl_wa_waiters;     /* asleep on it */
   /* Owned by whoever holds the state (SUBMITTING, FINISHING), handed on
    * by its stores (release) and CAS (acquire): */
@@ -261,13 +266,14 @@ zil_atomic_max (_Atomic uint64_t *p, uint64_t v)
 }
 
 /* zil_commit.c, for zil_ahead.c: the pack (issuer role held), the role's
- * release, and a batch of closed blocks' I/O in its three steps
+ * release, the wake-up of a block's waiters, and a batch of closed blocks' I/O in its three steps
  * (room for the requests, prepare: in-place data, seal, the requests;
  * complete: done flags or the log's failure, wake-ups), or all at once
  * (issue).  See zil_commit.c. */
 extern uint64_t zv_zil_max_sleep_ns;
 zil_lwb_t *zv_zil_commit_pack (zv_zil_t *zl, bool *full, bool ahead);
 void zv_zil_role_release (zv_zil_t *zl);
+void zv_zil_wake_block (zv_zil_t *zl, uint64_t seq);
 zv_dev_io_t *zv_zil_commit_ios_alloc (zil_lwb_t *list);
 int zv_zil_commit_prepare (zv_zil_t *zl, zil_lwb_t *list, zv_dev_io_t *ios);
 int zv_zil_commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r,
