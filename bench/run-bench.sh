@@ -831,6 +831,7 @@ zil_report ()
             dl = a["zil_lwbs_written"] - b["zil_lwbs_written"]
             da = a["zil_lwbs_ahead"] - b["zil_lwbs_ahead"]
             dc = a["zil_commits"] - b["zil_commits"]
+            dsl = a["zil_commit_sleeps"] - b["zil_commit_sleeps"]
             dbytes = a["zil_lwb_bytes"] - b["zil_lwb_bytes"]
             dfb = a["zil_commit_fallbacks"] - b["zil_commit_fallbacks"]
             mean = 0
@@ -838,11 +839,12 @@ zil_report ()
                 mean = (a["zil_commit_latency_mean_ns"] * a["zil_commits"] - \
                         b["zil_commit_latency_mean_ns"] * b["zil_commits"]) / dc / 1000
             fmt = "zil %s: lwbs +%d (ahead +%d, avg %.1f KiB), commits +%d, waiters/lwb %.2f, "
-            fmt = fmt "commit mean %.0f us, fallbacks +%d | since start: "
+            fmt = fmt "sleeps/commit %.2f, commit mean %.0f us, fallbacks +%d | since start: "
             fmt = fmt "waiters/lwb %s, commit p99 <= %.0f us\n"
-            avg = 0; wpl = 0
+            avg = 0; wpl = 0; spc = 0
             if (dl > 0) { avg = dbytes / dl / 1024; wpl = dc / dl }
-            printf fmt, t, dl, da, avg, dc, wpl, mean, dfb,
+            if (dc > 0) spc = dsl / dc
+            printf fmt, t, dl, da, avg, dc, wpl, spc, mean, dfb,
                    a["zil_waiters_per_lwb"], a["zil_commit_latency_p99_ns"] / 1000
         }' "$2" "$3"
 }

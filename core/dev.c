@@ -27,7 +27,8 @@
  * progress.
  *
  * I/O.  Every request goes through zv_dev_io_batch_max() (which
- * zv_dev_io_batch() and the one-request wrappers call).  Each thread owns
+ * zv_dev_io_batch() and the one-request wrappers call), but the single
+ * asynchronous ones below ("Asynchronous requests").  Each thread owns
  * one io_uring (zv_dev_ring_t), created the first time the thread issues
  * a batch and torn down by a pthread key destructor when the thread
  * exits.  Rings are not shared, so no lock guards them, and one ring
@@ -82,6 +83,20 @@
  * its batch has completed, so its submit event comes after their
  * completion events.  The pointer test is the only cost when unset.
  *
+ * Asynchronous requests (zv_dev_async_*, dev.h): one read or write
+ * started by one thread and finished by another (the intent log's block
+ * written ahead by a write and finished by the flush that follows).  An
+ * io_uring completion is posted by task work of the thread that submitted
+ * the request, which may be asleep in a socket read by then; a Linux AIO
+ * context's completion is posted by the interrupt, and any thread may
+ * reap it, so these go through an AIO context (one request in flight per
+ * queue; O_DIRECT local devices only, where io_submit does not do the
+ * transfer itself).  They take the same start and progress steps as a
+ * batch's requests: the fault hook and the submit event on the starting
+ * thread, the completion event on the finishing one; a short transfer,
+ * or one the kernel would not queue, is completed in place with
+ * pread/pwrite.
+ *
  * Fallback.  Where io_uring_queue_init() fails (ENOSYS under a seccomp
  * sandbox, EPERM with kernel.io_uring_disabled, a kernel without the
  * opcodes we need), the thread remembers it and runs its batches with
@@ -99,7 +114,9 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <linux/aio_abi.h>
 
 #include <liburing.h>
 
@@ -1029,6 +1046,106 @@ zv_dev_io_batch_queue (zv_dev_io_t *ios, size_t n, const zv_dev_queue_t *q)
     if (ios[i].di_result < 0)
       return ios[i].di_result;
   return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous single requests (Linux AIO; see dev.h)                  */
+/* ------------------------------------------------------------------ */
+
+struct zv_dev_async {
+  aio_context_t da_ctx;
+  struct iocb da_cb;
+  bool da_pending;                    /* submitted, not reaped */
+};
+
+bool
+zv_dev_async_ok (const zv_dev_t *dev)
+{
+  return dev->dev_fd >= 0 && dev->dev_direct && dev->dev_rados == NULL
+    && dev->dev_mirror == NULL;
+}
+
+zv_dev_async_t *
+zv_dev_async_new (void)
+{
+  zv_dev_async_t *aq = zv_calloc (1, sizeof *aq);
+
+  if (syscall (SYS_io_setup, 1, &aq->da_ctx) < 0) {
+    zv_info ("no AIO context (%s): log blocks are not written ahead",
+             strerror (errno));
+    free (aq);
+    return NULL;
+  }
+  return aq;
+}
+
+void
+zv_dev_async_free (zv_dev_async_t *aq)
+{
+  if (aq == NULL)
+    return;
+  ZV_VERIFY (!aq->da_pending);
+  (void) syscall (SYS_io_destroy, aq->da_ctx);
+  free (aq);
+}
+
+/* Run (the rest of) a request in place, after 'res' for the last try. */
+static void
+dev_async_complete (zv_dev_io_t *io, uint32_t done, int res)
+{
+  while (zv_dev_io_progress (io, &done, res))
+    res = dev_sync_attempt (io, done);
+  dev_observe (io, 1);
+}
+
+bool
+zv_dev_async_start (zv_dev_async_t *aq, zv_dev_io_t *io)
+{
+  zv_dev_t *dev = io->di_dev;
+  struct iocb *cb = &aq->da_cb;
+  long r;
+
+  ZV_VERIFY (!aq->da_pending);
+  ZV_VERIFY (io->di_op == ZV_DEV_READ || io->di_op == ZV_DEV_WRITE);
+  if (!zv_dev_async_ok (dev) || io->di_iov != NULL)
+    return false;
+  if (!zv_dev_io_start (io))
+    return true;                        /* finished: di_result says */
+  memset (cb, 0, sizeof *cb);
+  cb->aio_fildes = (uint32_t) dev->dev_fd;
+  cb->aio_lio_opcode = io->di_op == ZV_DEV_READ ? IOCB_CMD_PREAD
+    : IOCB_CMD_PWRITE;
+  cb->aio_buf = (uint64_t) (uintptr_t) io->di_buf;
+  cb->aio_nbytes = io->di_len;
+  cb->aio_offset = (int64_t) io->di_offset;
+  do
+    r = syscall (SYS_io_submit, aq->da_ctx, 1L, &cb);
+  while (r < 0 && errno == EINTR);
+  if (r == 1)
+    aq->da_pending = true;
+  else {
+    /* Not queued (EAGAIN: no room in the kernel): do it here. */
+    dev_async_complete (io, 0, dev_sync_attempt (io, 0));
+  }
+  return true;
+}
+
+int
+zv_dev_async_finish (zv_dev_async_t *aq, zv_dev_io_t *io)
+{
+  struct io_event ev;
+  long r;
+
+  if (!aq->da_pending)
+    return io->di_result;
+  do
+    r = syscall (SYS_io_getevents, aq->da_ctx, 1L, 1L, &ev, NULL);
+  while (r < 0 && errno == EINTR);
+  ZV_VERIFY (r == 1);
+  ZV_VERIFY (ev.obj == (uint64_t) (uintptr_t) &aq->da_cb);
+  aq->da_pending = false;
+  dev_async_complete (io, 0, ev.res < INT32_MIN ? -EIO : (int) ev.res);
+  return io->di_result;
 }
 
 /* One read, for callers with nothing to batch. */

@@ -218,6 +218,38 @@ uint64_t zv_dev_rings_live (void);
 int zv_dev_flush (zv_dev_t *dev);
 
 /*
+ * One request started now and finished later, perhaps by another thread
+ * (the intent log writes a block ahead on the thread of the write that
+ * logged it, and the flush that follows, on any thread, waits for it).
+ * io_uring cannot serve this: a completion is posted by the thread that
+ * submitted the request, which may be asleep in a socket read by then;
+ * the queue is a Linux AIO context instead, whose completions the
+ * interrupt posts and any thread may reap.
+ *
+ * zv_dev_async_new: a queue for this process (NULL when the kernel has
+ * no AIO context to give); free it with nothing in flight, in the
+ * process that made it (a context is not inherited by a forked child).
+ * zv_dev_async_ok: does the device take such requests (a local device
+ * opened with O_DIRECT: elsewhere the kernel would do the work in the
+ * submitting call)?  zv_dev_async_start: start one read or write (no
+ * di_iov) on such a device; false, and nothing done, on any other.
+ * True: the queue owns the request (it may already be finished: failed by
+ * the fault hook, or done in place when the kernel refused to queue it)
+ * until zv_dev_async_finish, which waits for it, completes a short
+ * transfer in place and returns di_result.  At most one request is in
+ * flight per queue, and start and finish never run at once: the caller
+ * hands the queue from the one to the other (release, acquire).  The
+ * observer sees the submit on the starting thread and the completion on
+ * the finishing one.
+ */
+typedef struct zv_dev_async zv_dev_async_t;
+bool zv_dev_async_ok (const zv_dev_t *dev);
+zv_dev_async_t *zv_dev_async_new (void);
+void zv_dev_async_free (zv_dev_async_t *aq);
+bool zv_dev_async_start (zv_dev_async_t *aq, zv_dev_io_t *io);
+int zv_dev_async_finish (zv_dev_async_t *aq, zv_dev_io_t *io);
+
+/*
  * Fault injection, for tests only: when set, the hook sees each request
  * before it is issued and may return a negative errno to fail it (the
  * request is then not issued), or 0 to let it through.

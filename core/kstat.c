@@ -146,6 +146,7 @@ static const kstat_u64_t kstat_zil_u64[] = {
   KSTAT_VS ("zil_records_dropped", vs_zil_records_dropped),
   KSTAT_VS ("zil_commits", vs_zil_commits),
   KSTAT_VS ("zil_commit_fallbacks", vs_zil_commit_fallbacks),
+  KSTAT_VS ("zil_commit_sleeps", vs_zil_commit_sleeps),
 };
 static const kstat_u64_t kstat_zil_lat_u64[] = {
   KSTAT_VS ("zil_commit_latency_mean_ns", vs_zil_commit_latency_mean_ns),

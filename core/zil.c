@@ -233,4 +233,5 @@ zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st)
   st->zst_lwb_latency_ewma_ns = atomic_load_explicit (&zl->zl_latency_ns,
                                                       memory_order_seq_cst);
   st->zst_lwbs_ahead = zil_stat_get (&zl->zl_stat_lwbs_ahead);
+  st->zst_commit_sleeps = zil_stat_get (&zl->zl_stat_commit_waits);
 }

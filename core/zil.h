@@ -204,6 +204,7 @@ typedef struct zv_zil_stats {
   uint64_t zst_commit_latency_mean_ns, zst_commit_latency_p99_ns;
   uint64_t zst_lwb_latency_ewma_ns;
   uint64_t zst_lwbs_ahead;              /* written ahead of their commit */
+  uint64_t zst_commit_sleeps;           /* a committer went to sleep */
 } zv_zil_stats_t;
 void zv_zil_get_stats (zv_zil_t *zl, zv_zil_stats_t *st);
 

@@ -1,7 +1,8 @@
 /*
  * zil_commit.c: the intent log's commit path, which takes no lock:
  * logging records, packing them into log blocks, writing and flushing
- * those, commits, and the log's thread that writes blocks ahead.
+ * those, and commits (a block written ahead of its commit is
+ * zil_ahead.c's).
  *
  * Theory.
  *
@@ -32,66 +33,55 @@
  * The commit path.  zv_zil_commit(t) publishes its target with an atomic
  * max (zl_commit_target) and loops:
  *   - done when zl_durable_ticket > t;
+ *   - when t is in a closed block still in flight (commit_block_of: the
+ *     first one past zl_durable_seq whose records end after t), it only
+ *     sleeps until that block is durable (commit_wait_block, below);
  *   - else it tries to become the issuer with a compare-and-swap on
  *     zl_issuer.  The issuer packs every published itx, in ticket order,
  *     into the open log block (dropping those whose txg has synced),
  *     closing blocks that fill up.  It closes the open block too when the
  *     block holds a record somebody waits for and the committer is alone,
- *     or the block is 7/8 full, or it is older than the commit timeout
- *     (10% of the recent log-block latency) with no earlier block in
- *     flight; otherwise more records may still join it, and an earlier
- *     block's completion is the moment to issue it (group commit).
- *     Then it gives up the role and, holding no role at all, writes the
- *     blocks it closed and flushes the devices they touched.  So another
- *     thread can pack and write the next block while this one's I/O is in
- *     flight: several log blocks are in flight at once.  With no block in
+ *     or the block is 7/8 full, or its first record is older than the
+ *     commit timeout (10% of the recent log-block latency); otherwise more
+ *     records may still join it (group commit).  Then it gives up the
+ *     role and, holding no role at all, writes the blocks it closed and
+ *     flushes the devices they touched.  So another thread can pack and
+ *     write the next block while this one's I/O is in flight: blocks are
+ *     pipelined, a block is issued whether or not earlier ones are done
+ *     (the kernel joins the flushes that meet at the device), and a
+ *     committer never waits for an earlier block's completion before its
+ *     own block starts.  With no block in
  *     flight, every ticket before the open block's first record is durable
  *     (in a done block, or dropped: its txg is on disk), and the issuer
  *     raises zl_durable_ticket to it (commit_durable_idle), since a
  *     change is logged after its txg hold is let go and its record may be
  *     dropped when a later one already opened a block: its committer must
  *     not wait for that block;
- *   - else it sleeps on a futex (zl_wake), for the commit timeout when its
- *     record waits in the open block or another thread holds the role, a
- *     few ms otherwise, and loops.
+ *   - when its record waits in the open block, the first such committer
+ *     times the block (zs_timer: it sleeps until the block is old enough,
+ *     then closes and issues it) and the others sleep until the block is
+ *     durable;
+ *   - when another thread holds the role (a pack: short), it sleeps on
+ *     zl_issuer until the role is given up (commit_role_release wakes the
+ *     sleepers it counts);
+ *   - otherwise (its record dropped, or not published yet) it sleeps on
+ *     zl_wake for the commit timeout, and loops.
  * When a block's write and flush are done, its thread marks the slot done
  * and advances zl_durable_seq over every consecutive done block with a
  * compare-and-swap loop, raising zl_durable_ticket to the end ticket of
- * each; it then bumps zl_wake and wakes the sleepers, each of which
- * checks its own ticket: a waiter returns exactly when its records and
- * every earlier record are written and flushed.
- *
- * Write-ahead.  A client that flushes after every write (a database's
- * log, fio fsync=1) waits for the write's reply, sends the flush, and only
- * then would the log block be written and flushed: the device's two round
- * trips came after the transport's, in series.  So a write that nobody
- * commits yet may have its log block written at once, by the log's own
- * thread (started at the first such write, so after nbdkit's fork; a
- * forked child starts its own): zv_zil_write_ahead kicks it (a futex
- * word, woken only when it sleeps) and returns, and while the reply and
- * the flush travel, the thread takes the issuer role (try-CAS: a holder
- * is a committer, which writes what it waits for), packs what is
- * published and, when no block is in flight, closes the open block and
- * writes and flushes it like a committer (commit_issue).  The flush then
- * finds its ticket durable, or waits for the block in flight, as any
- * committer waits for another's.  When a block is in flight the records
- * stay in the open block and the thread's next pass, or a committer,
- * issues them together (group commit).  Nothing changes for durability:
- * a commit still returns only when its ticket is durable, and a block
- * written ahead is an ordinary block of the chain (a cut before its flush
- * leaves a torn tail or a block whose records were never acknowledged).
- * zt_write_ahead says when: always, off, or auto: once COMMIT_WA_STREAK
- * flushes in a row (commits of everything; a FUA write commits itself)
- * each covered at most COMMIT_WA_MAX_GAP tickets more than the one before
- * it (commit_wa_note), and for zil_write_ahead_window after the last of
- * them, so a stream of writes with rare flushes is logged by its flushes
- * as before, not one block per write.  The thread's state (enum
- * commit_wa_state, zl_wa_state): none, then starting (one kicker won the
- * CAS and creates it), then running, or failed for good when it cannot
- * be created (commits write every block); running is true only in the
- * process that started it (zl_wa_gen against commit_fork_gen, bumped in
- * a forked child), and closing the log stops and joins it.
- *
+ * each and then waking the committers asleep on that block's slot
+ * (zs_wake, a futex word each slot has, with a count of its sleepers):
+ * a block's completion wakes its own waiters and nobody else's, so eight
+ * clients flushing at once do not wake each other for every block.  A
+ * waiter returns exactly when its records and every earlier record are
+ * written and flushed.  Every sleep has a bound (zil_max_sleep), a safety
+ * net only.
+
+ * Write-ahead (zil_ahead.c): a write nobody commits yet may start its
+ * block's write itself; the first commit that comes finishes it
+ * (zv_zil_ahead_settle, called at the top of every pass of the loop
+ * above).
+
  * Memory ordering.  An itx is initialised before the release store that
  * publishes it; the issuer's acquire load of the ring slot sees it whole.
  * zl_packed is stored with release after the slots below it are cleared,
@@ -141,8 +131,8 @@
  * suspended pool after logging and fails the request with EIO, since its
  * txg will never sync.
  *
- * Locks: none on the logging and commit paths (the log's thread only
- * sleeps on its futex word).  Of the txg engine's callbacks, zv_zil_synced
+ * Locks: none on the logging and commit paths (sleeps are on futex words:
+ * a block's slot, the issuer role, the write-ahead state, zl_wake).  Of the txg engine's callbacks, zv_zil_synced
  * (zil.c) reaches here only through zv_zil_commit_drop_synced, which takes
  * the issuer role by try-CAS.
  */
@@ -183,7 +173,7 @@ static unsigned zv_zil_flush = COMMIT_FLUSH_LOG;
 static unsigned zv_zil_immediate_write_sz = 32768; /* zfs_immediate_write_sz */
 static unsigned zv_zil_max_copied = 7680;          /* zil_maxcopied */
 static unsigned zv_zil_commit_timeout_pct = 10;    /* zfs_commit_timeout_pct */
-static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_OFF;
+static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_AUTO;
 
 /* The tunables' current values, for a log about to open. */
 void
@@ -200,16 +190,10 @@ zv_zil_tunables_default (zv_zil_tunables_t *zt)
 }
 
 /* Longest a waiter sleeps before it looks again (safety net). */
-static uint64_t zil_max_sleep_ns = 2000000;
+uint64_t zv_zil_max_sleep_ns = 2000000;
 /* Commit timeout bounds, ns (zil_min_commit_timeout and a ceiling). */
 static uint64_t zil_min_commit_timeout_ns = 5000;
 static uint64_t zil_max_commit_timeout_ns = 1000000;
-/* Auto write-ahead: on once COMMIT_WA_STREAK flushes in a row each covered
- * at most COMMIT_WA_MAX_GAP tickets more than the one before it, for
- * zil_write_ahead_window after the last of them. */
-#define COMMIT_WA_MAX_GAP 4u
-#define COMMIT_WA_STREAK 2u
-static uint64_t zil_write_ahead_window_ns = 20000000;
 
 /* Boundary (volume offset) on which a write split over log blocks is cut. */
 #define COMMIT_SPLIT_ALIGN 4096u
@@ -250,6 +234,35 @@ commit_wake_all (zv_zil_t *zl)
            NULL, 0);
 }
 
+/* Give up the issuer role, waking the committers that wait for it. */
+void
+zv_zil_role_release (zv_zil_t *zl)
+{
+  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_issuer_waiters, memory_order_seq_cst))
+    syscall (SYS_futex, &zl->zl_issuer, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
+             NULL, 0);
+}
+
+/* Sleep while another thread holds the issuer role (a pack: short), at
+ * most ns.  The waiter count goes up before the role is looked at again,
+ * and the holder stores 0 before it looks at the count (both seq_cst):
+ * either we see the role free, or it sees us and wakes us, or FUTEX_WAIT
+ * finds the word changed. */
+static void
+commit_role_wait (zv_zil_t *zl, uint64_t ns)
+{
+  struct timespec ts = { .tv_sec = ns / 1000000000ull,
+                         .tv_nsec = ns % 1000000000ull };
+
+  atomic_fetch_add_explicit (&zl->zl_issuer_waiters, 1, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_issuer, memory_order_seq_cst) == 1) {
+    zil_stat_add (&zl->zl_stat_commit_waits, 1);
+    syscall (SYS_futex, &zl->zl_issuer, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+  }
+  atomic_fetch_sub_explicit (&zl->zl_issuer_waiters, 1, memory_order_seq_cst);
+}
+
 static void
 commit_sleep (zv_zil_t *zl, uint32_t seen, uint64_t ns)
 {
@@ -268,7 +281,6 @@ commit_timeout (zv_zil_t *zl)
                  zil_max_commit_timeout_ns);
 }
 
-static void commit_wa_note (zv_zil_t *zl, uint64_t t);
 
 /* Done with an itx (its slot is cleared or about to be): its storage is
  * the slot's, only the copied data is freed. */
@@ -337,7 +349,7 @@ commit_drain (zv_zil_t *zl)
                                                 memory_order_relaxed))
     return;
   bool moved = commit_drop_oldest (zl, UINT64_MAX, UINT64_MAX, true) != before;
-  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+  zv_zil_role_release (zl);
   if (moved)
     commit_wake_all (zl);
 }
@@ -360,7 +372,7 @@ zv_zil_commit_drop_synced (zv_zil_t *zl, uint64_t txg)
                                           false);
 
     commit_durable_idle (zl, packed);
-    atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+    zv_zil_role_release (zl);
   }
   commit_wake_all (zl);
 }
@@ -574,6 +586,7 @@ commit_lwb_open (zv_zil_t *zl)
   atomic_store_explicit (&zs->zs_done, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_max_txg, 0, memory_order_seq_cst);
   atomic_store_explicit (&zs->zs_end_ticket, 0, memory_order_seq_cst);
+  atomic_store_explicit (&zs->zs_timer, 0, memory_order_relaxed);
   atomic_store_explicit (&zs->zs_seq, seq, memory_order_release);
   zl->zl_next_seq = seq + 1;
   zl->zl_open = lwb;
@@ -637,8 +650,12 @@ commit_append (zv_zil_t *zl, const zil_itx_t *itx, uint32_t type,
                              + lwb->lwb_nused);
   uint32_t reclen = sizeof (zv_lr_t) + ZV_P2ROUNDUP (payload, 8);
 
-  if (lwb->lwb_nused == 0)
+  if (lwb->lwb_nused == 0) {
+    /* Its age, for the commit timeout, counts from its first record:
+     * a block opened at the last one's close may sit empty a while. */
     lwb->lwb_start_ticket = itx->itx_ticket;
+    lwb->lwb_open_ns = zv_now_ns ();
+  }
   memset (lr, 0, sizeof *lr);
   if (reclen > sizeof *lr + payload)       /* padding to 8 bytes */
     memset ((uint8_t *) (lr + 1) + payload, 0,
@@ -778,8 +795,8 @@ commit_durable_idle (zv_zil_t *zl, uint64_t packed)
  * if no block is in flight.  Issuer role held.  Returns the closed
  * blocks, for the caller to write; *full when the ring had no free slot.
  */
-static zil_lwb_t *
-commit_pack (zv_zil_t *zl, bool *full, bool ahead)
+zil_lwb_t *
+zv_zil_commit_pack (zv_zil_t *zl, bool *full, bool ahead)
 {
   uint64_t end = zil_next_ticket (zl);
   uint64_t synced = zv_txg_last_synced (zl->zl_tx);
@@ -824,9 +841,8 @@ commit_pack (zv_zil_t *zl, bool *full, bool ahead)
 
   lwb = zl->zl_open;
   if (lwb && lwb->lwb_nused > 0 && !*full) {
-    /* A block still in flight: its completion is the moment to issue
-     * this one (group commit: everything that arrived meanwhile shares
-     * one write and one flush). */
+    /* Writing ahead, a block in flight makes this one wait: the
+     * thread's next pass, or a commit, issues it with more records. */
     bool inflight = zil_durable_seq (zl) + 1 < lwb->lwb_seq;
 
     if (ahead && !inflight)
@@ -840,7 +856,7 @@ commit_pack (zv_zil_t *zl, bool *full, bool ahead)
       bool old = zv_now_ns () - lwb->lwb_open_ns >= commit_timeout (zl);
       bool nearly_full = lwb->lwb_nused >= cap / 8 * 7;
 
-      if (alone || nearly_full || (old && !inflight))
+      if (alone || nearly_full || old)
         commit_lwb_close (zl, packed, &closed);
     }
   }
@@ -851,7 +867,20 @@ commit_pack (zv_zil_t *zl, bool *full, bool ahead)
 
 /* ---- writing blocks (no role held) ---- */
 
-/* Advance zl_durable_seq over consecutive done blocks; wake waiters. */
+/* Wake the committers asleep on block seq's slot (commit_wait_block). */
+void
+zv_zil_wake_block (zv_zil_t *zl, uint64_t seq)
+{
+  zil_slot_t *zs = zil_slot (zl, seq);
+
+  atomic_fetch_add_explicit (&zs->zs_wake, 1, memory_order_seq_cst);
+  if (atomic_load_explicit (&zs->zs_sleepers, memory_order_seq_cst) > 0)
+    syscall (SYS_futex, &zs->zs_wake, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
+             NULL, 0);
+}
+
+/* Advance zl_durable_seq over consecutive done blocks, waking the
+ * waiters of each block it passes. */
 static void
 commit_advance (zv_zil_t *zl)
 {
@@ -870,9 +899,9 @@ commit_advance (zv_zil_t *zl)
 
       ZV_ASSERT3U (end, <=, zil_packed (zl));
       zil_atomic_max (&zl->zl_durable_ticket, end);
+      zv_zil_wake_block (zl, n);
     }
   }
-  commit_wake_all (zl);
 }
 
 /* Seal a block: header and checksum over what will be written. */
@@ -902,21 +931,18 @@ commit_lwb_seal (zv_zil_t *zl, zil_lwb_t *lwb)
 }
 
 /*
- * Write the closed blocks (in one batch), after their in-place data
- * blocks, then flush every device they touched; mark them done.
+ * Prepare the closed blocks' I/O: write their in-place data blocks, seal
+ * them, and fill ios with their writes, then one flush per device
+ * touched (ordered after the writes by the batch).  ios has room for
+ * every block and ZV_MAX_DEVS + 1 flushes.  Returns how many requests, or
+ * a negative errno (an in-place write failed).
  */
-static int
-commit_issue (zv_zil_t *zl, zil_lwb_t *list)
+int
+zv_zil_commit_prepare (zv_zil_t *zl, zil_lwb_t *list, zv_dev_io_t *ios)
 {
-  size_t count = 0;
-  for (zil_lwb_t *l = list; l; l = l->lwb_next)
-    count++;
-  zv_dev_io_t *ios = zv_calloc (count + ZV_MAX_DEVS + 1, sizeof *ios);
   bool touched[ZV_MAX_DEVS] = { false };
-
   zv_dev_t *ringdev = NULL;
-  uint64_t start = zv_now_ns ();
-  size_t n = 0, nlwb = 0;
+  size_t n = 0;
   int r = 0;
 
   for (zil_lwb_t *lwb = list; lwb; lwb = lwb->lwb_next) {
@@ -949,11 +975,9 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
       .di_offset = ZV_DVA_OFFSET (dva), .di_len = len,
     };
     ringdev = dev;
-    nlwb++;
     zil_stat_add (&zl->zl_stat_lwbs, 1);
     zil_stat_add (&zl->zl_stat_lwb_bytes, len);
   }
-  /* One flush per device touched, ordered after the writes. */
   for (unsigned d = 0; d < zl->zl_spa->spa_ndevs; d++)
     if (touched[d] || zl->zl_spa->spa_devs[d] == ringdev)
       ios[n++] = (zv_dev_io_t) { .di_dev = zl->zl_spa->spa_devs[d],
@@ -961,21 +985,25 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
   if (zl->zl_logdev)
     ios[n++] = (zv_dev_io_t) { .di_dev = zl->zl_logdev,
                                .di_op = ZV_DEV_FLUSH };
-  if (r == 0) {
-    /* The sync-write class: txg writes yield while this runs. */
-    zv_zio_sync_io_begin (zl->zl_spa);
-    r = zv_dev_io_batch (ios, n);
-    zv_zio_sync_io_end (zl->zl_spa);
-  }
-  free (ios);
+  return r < 0 ? r : (int) n;
+}
+
+/*
+ * The closed blocks' I/O is over, with result r (started at start_ns, or
+ * 0: not a batch to time): on success mark them done, else fail the log;
+ * free them and advance the durable counters, waking their waiters.
+ */
+int
+zv_zil_commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r, uint64_t start_ns)
+{
   if (r < 0) {
-    zv_error ("intent log: writing %zu log block(s) failed (%s); flushes "
-              "now wait for txg syncs", nlwb, strerror (-r));
+    zv_error ("intent log: writing log blocks failed (%s); flushes now "
+              "wait for txg syncs", strerror (-r));
     atomic_store_explicit (&zl->zl_error, r, memory_order_seq_cst);
   }
-  else {
+  else if (start_ns != 0) {
     /* Latency EWMA (7/8 old), per block batch. */
-    uint64_t lat = zv_now_ns () - start;
+    uint64_t lat = zv_now_ns () - start_ns;
     uint64_t old = atomic_load_explicit (&zl->zl_latency_ns,
                                          memory_order_seq_cst);
 
@@ -987,16 +1015,109 @@ commit_issue (zv_zil_t *zl, zil_lwb_t *list)
     if (r == 0)
       atomic_store_explicit (&zil_slot (zl, list->lwb_seq)->zs_done, 1,
                              memory_order_release);
+    else
+      zv_zil_wake_block (zl, list->lwb_seq);    /* to see zl_error */
     zv_buf_put (list->lwb_buf, zl->zl_hdr.zh_blksz);
     list->lwb_buf = NULL;
     commit_lwb_free (list);
     list = next;
   }
   commit_advance (zl);
+  if (r < 0)
+    commit_wake_all (zl);
   return r;
 }
 
+/* Room for the requests of the blocks in list (commit_prepare). */
+zv_dev_io_t *
+zv_zil_commit_ios_alloc (zil_lwb_t *list)
+{
+  size_t count = 0;
+
+  for (zil_lwb_t *l = list; l; l = l->lwb_next)
+    count++;
+  return zv_calloc (count + ZV_MAX_DEVS + 1, sizeof (zv_dev_io_t));
+}
+
+/*
+ * Write the closed blocks (in one batch), after their in-place data
+ * blocks, then flush every device they touched; mark them done.
+ */
+int
+zv_zil_commit_issue (zv_zil_t *zl, zil_lwb_t *list)
+{
+  zv_dev_io_t *ios = zv_zil_commit_ios_alloc (list);
+  uint64_t start = zv_now_ns ();
+  int r = zv_zil_commit_prepare (zl, list, ios);
+
+  if (r >= 0) {
+    /* The sync-write class: txg writes yield while this runs. */
+    zv_zio_sync_io_begin (zl->zl_spa);
+    r = zv_dev_io_batch (ios, (size_t) r);
+    zv_zio_sync_io_end (zl->zl_spa);
+  }
+  free (ios);
+  return zv_zil_commit_complete (zl, list, r, start);
+}
+
 /* ---- commit ---- */
+
+/*
+ * The closed block that ticket t waits for: the first one in flight whose
+ * records end past t, or 0 when t is in no closed block (not packed yet,
+ * in the open block, or dropped).  No role needed: a block's slot is not
+ * reused before the block is durable and the head on disk passed it, and
+ * zs_end_ticket is set (nonzero) at its close.
+ */
+static uint64_t
+commit_block_of (zv_zil_t *zl, uint64_t t)
+{
+  uint64_t s = zil_durable_seq (zl) + 1;
+
+  for (unsigned i = 0; i < 64; i++, s++) {
+    zil_slot_t *zs = zil_slot (zl, s);
+    uint64_t end;
+
+    if (atomic_load_explicit (&zs->zs_seq, memory_order_acquire) != s)
+      return 0;
+    end = atomic_load_explicit (&zs->zs_end_ticket, memory_order_seq_cst);
+    if (end == 0)
+      return 0;                 /* the open block */
+    if (end > t)
+      return s;
+  }
+  return 0;
+}
+
+/*
+ * Sleep until block seq is durable (zv_zil_wake_block), at most ns.  The
+ * sleeper count goes up before the last look at zl_durable_ticket, and
+ * the waker raises that before it bumps zs_wake and looks at the count
+ * (all seq_cst): either we see the ticket, or it sees us and FUTEX_WAIT
+ * finds the word changed or is woken.  A block written ahead that just
+ * went in flight is the same: its writer stores the state, then wakes
+ * the block; a committer that sees it in flight does not sleep (it
+ * finishes the block, zil_ahead.c).
+ */
+static void
+commit_wait_block (zv_zil_t *zl, uint64_t seq, uint64_t t, uint64_t ns)
+{
+  zil_slot_t *zs = zil_slot (zl, seq);
+  struct timespec ts = { .tv_sec = ns / 1000000000ull,
+                         .tv_nsec = ns % 1000000000ull };
+  uint32_t gen;
+
+  atomic_fetch_add_explicit (&zs->zs_sleepers, 1, memory_order_seq_cst);
+  gen = atomic_load_explicit (&zs->zs_wake, memory_order_seq_cst);
+  if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_seq_cst) <= t
+      && zil_error (zl) == 0
+      && atomic_load_explicit (&zl->zl_wa_state, memory_order_seq_cst)
+         != ZIL_AHEAD_INFLIGHT) {
+    zil_stat_add (&zl->zl_stat_commit_waits, 1);
+    syscall (SYS_futex, &zs->zs_wake, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
+  }
+  atomic_fetch_sub_explicit (&zs->zs_sleepers, 1, memory_order_seq_cst);
+}
 
 /* Record a commit's latency in the log2 histogram. */
 static void
@@ -1031,7 +1152,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   if (t == 0)
     t = zil_next_ticket (zl) - 1;
   if (ticket == 0 && t != 0 && zl->zl_tun.zt_write_ahead == ZV_ZIL_WA_AUTO)
-    commit_wa_note (zl, t);
+    zv_zil_ahead_note (zl, t);
   if (t == 0 || atomic_load_explicit (&zl->zl_durable_ticket,
                                       memory_order_acquire) > t)
     return 0;
@@ -1042,6 +1163,7 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
   zil_atomic_max (&zl->zl_commit_target, t);
   for (;;) {
     uint32_t seen = atomic_load_explicit (&zl->zl_wake, memory_order_seq_cst);
+    uint64_t seq;
     int expect = 0;
 
     if (atomic_load_explicit (&zl->zl_durable_ticket,
@@ -1051,18 +1173,27 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       r = commit_by_txg (zl);
       break;
     }
+    if (zv_zil_ahead_settle (zl))
+      continue;
+    /* Our records are in a block in flight: only wait for it. */
+    if ((seq = commit_block_of (zl, t)) != 0) {
+      commit_wait_block (zl, seq, t, zv_zil_max_sleep_ns);
+      continue;
+    }
     if (atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect, 1,
                                                  memory_order_acquire,
                                                  memory_order_relaxed)) {
       bool full;
-      zil_lwb_t *closed = commit_pack (zl, &full, false);
-      bool mine_open = zl->zl_open && t >= zl->zl_open->lwb_start_ticket
-        && zil_durable_seq (zl) + 1 >= zl->zl_open->lwb_seq;
+      zil_lwb_t *closed = zv_zil_commit_pack (zl, &full, false);
+      zil_lwb_t *open = zl->zl_open;
+      bool mine_open = open && t >= open->lwb_start_ticket;
+      uint64_t open_seq = open ? open->lwb_seq : 0;
+      uint64_t age = open ? zv_now_ns () - open->lwb_open_ns : 0;
 
       commit_assert_ticket_order (zl);
-      atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
+      zv_zil_role_release (zl);
       if (closed) {
-        (void) commit_issue (zl, closed);
+        (void) zv_zil_commit_issue (zl, closed);
         continue;
       }
       if (full) {
@@ -1072,194 +1203,33 @@ zv_zil_commit (zv_zil_t *zl, uint64_t ticket)
       if (atomic_load_explicit (&zl->zl_durable_ticket,
                                 memory_order_seq_cst) > t)
         break;
-      zil_stat_add (&zl->zl_stat_commit_waits, 1);
-      commit_sleep (zl, seen, mine_open ? commit_timeout (zl)
-                    : zil_max_sleep_ns);
+      if (mine_open) {
+        /* The open block waits for more records: one of its waiters
+         * times it and closes it when it is old enough, the others
+         * sleep until it is durable. */
+        uint64_t to = commit_timeout (zl);
+        int none = 0;
+
+        if (atomic_compare_exchange_strong_explicit
+            (&zil_slot (zl, open_seq)->zs_timer, &none, 1,
+             memory_order_relaxed, memory_order_relaxed))
+          commit_wait_block (zl, open_seq, t, age < to ? to - age : 1000);
+        else
+          commit_wait_block (zl, open_seq, t, zv_zil_max_sleep_ns);
+      }
+      else {
+        zil_stat_add (&zl->zl_stat_commit_waits, 1);
+        commit_sleep (zl, seen, commit_timeout (zl));
+      }
       continue;
     }
     /* Somebody else is packing: our record will be in their block, or
      * we take the role when they let go. */
-    commit_sleep (zl, seen, commit_timeout (zl));
+    commit_role_wait (zl, zv_zil_max_sleep_ns);
   }
   atomic_fetch_sub_explicit (&zl->zl_active, 1, memory_order_seq_cst);
   commit_lat_record (zl, zv_now_ns () - start);
   return r;
-}
-
-/* ---- write-ahead ---- */
-
-enum commit_wa_state { COMMIT_WA_NONE = 0, COMMIT_WA_STARTING,
-                       COMMIT_WA_RUNNING, COMMIT_WA_FAILED };
-
-/* Bumped in a forked child: a log's thread started before the fork does
- * not exist there. */
-static _Atomic uint64_t commit_fork_gen;
-static pthread_once_t commit_fork_once = PTHREAD_ONCE_INIT;
-
-static void
-commit_atfork_child (void)
-{
-  atomic_fetch_add_explicit (&commit_fork_gen, 1, memory_order_seq_cst);
-}
-
-static void
-commit_fork_init (void)
-{
-  ZV_VERIFY (pthread_atfork (NULL, NULL, commit_atfork_child) == 0);
-}
-
-/* A flush (a commit of everything, up to ticket t) begins: in auto mode,
- * note whether flushes follow writes one by one (t at most COMMIT_WA_MAX_GAP
- * past the last flush's), COMMIT_WA_STREAK times in a row.  Concurrent
- * flushers may race here: it is advice, and only moves the window. */
-static void
-commit_wa_note (zv_zil_t *zl, uint64_t t)
-{
-  uint64_t prev = atomic_exchange_explicit (&zl->zl_wa_last_target, t,
-                                            memory_order_relaxed);
-  /* t below prev: another flusher's later target came first. */
-  bool close = t < prev || t - prev <= COMMIT_WA_MAX_GAP;
-  unsigned streak = close ? atomic_load_explicit (&zl->zl_wa_streak,
-                                                  memory_order_relaxed) + 1
-    : 0;
-
-  streak = ZV_MIN (streak, COMMIT_WA_STREAK);
-  atomic_store_explicit (&zl->zl_wa_streak, streak, memory_order_relaxed);
-  atomic_store_explicit (&zl->zl_wa_until_ns, streak == COMMIT_WA_STREAK
-                         ? zv_now_ns () + zil_write_ahead_window_ns : 0,
-                         memory_order_relaxed);
-}
-
-/*
- * One pass of the log's thread: pack what is published and, when no block
- * is in flight, close the open block and write it (with its flush), here.
- * The issuer role is only tried: its holder is a committer, which writes
- * what it waits for, or the sync thread dropping records.
- */
-static void
-commit_wa_pass (zv_zil_t *zl)
-{
-  int expect = 0;
-  bool full;
-  zil_lwb_t *closed;
-
-  if (!atomic_load_explicit (&zl->zl_ready, memory_order_seq_cst)
-      || zil_error (zl) != 0
-      || !atomic_compare_exchange_strong_explicit (&zl->zl_issuer, &expect,
-                                                   1, memory_order_acquire,
-                                                   memory_order_relaxed))
-    return;
-  closed = commit_pack (zl, &full, true);
-  commit_assert_ticket_order (zl);
-  atomic_store_explicit (&zl->zl_issuer, 0, memory_order_release);
-  if (closed == NULL)
-    return;
-  for (zil_lwb_t *l = closed; l; l = l->lwb_next)
-    zil_stat_add (&zl->zl_stat_lwbs_ahead, 1);
-  (void) commit_issue (zl, closed);
-}
-
-static void *
-commit_wa_main (void *arg)
-{
-  zv_zil_t *zl = arg;
-
-  for (;;) {
-    uint32_t seen = atomic_load_explicit (&zl->zl_wa_kick,
-                                          memory_order_seq_cst);
-
-    if (atomic_load_explicit (&zl->zl_wa_stop, memory_order_seq_cst))
-      break;
-    commit_wa_pass (zl);
-    /* Sleep unless kicked since 'seen': with the kicker's increment
-     * then load of zl_wa_sleeping (both seq_cst), either it sees the
-     * flag and wakes us or we see its kick; FUTEX_WAIT compares in the
-     * kernel. */
-    atomic_store_explicit (&zl->zl_wa_sleeping, 1, memory_order_seq_cst);
-    if (atomic_load_explicit (&zl->zl_wa_kick, memory_order_seq_cst) == seen)
-      syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAIT_PRIVATE, seen, NULL,
-               NULL, 0);
-    atomic_store_explicit (&zl->zl_wa_sleeping, 0, memory_order_seq_cst);
-  }
-  return NULL;
-}
-
-/* The log's thread runs in this process (started at the first write
- * ahead, so after nbdkit's fork); false when it cannot be had now. */
-static bool
-commit_wa_start (zv_zil_t *zl)
-{
-  uint64_t gen;
-  int st = atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire);
-  int e;
-
-  pthread_once (&commit_fork_once, commit_fork_init);
-  gen = atomic_load_explicit (&commit_fork_gen, memory_order_seq_cst);
-  if (st == COMMIT_WA_RUNNING && zl->zl_wa_gen == gen)
-    return true;
-  if (st == COMMIT_WA_STARTING || st == COMMIT_WA_FAILED
-      || !atomic_compare_exchange_strong_explicit (&zl->zl_wa_state, &st,
-                                                   COMMIT_WA_STARTING,
-                                                   memory_order_acquire,
-                                                   memory_order_relaxed))
-    return false;
-  /* Ours alone now (a forked child's copy of a parent's running thread
-   * included: that thread is not here). */
-  zl->zl_wa_gen = gen;
-  atomic_store_explicit (&zl->zl_wa_sleeping, 0, memory_order_seq_cst);
-  atomic_store_explicit (&zl->zl_wa_stop, false, memory_order_seq_cst);
-  e = pthread_create (&zl->zl_wa_thread, NULL, commit_wa_main, zl);
-  if (e != 0) {
-    zv_warn ("intent log: cannot start its thread (%s); log blocks are "
-             "written by their commits only", strerror (e));
-    atomic_store_explicit (&zl->zl_wa_state, COMMIT_WA_FAILED,
-                           memory_order_release);
-    return false;
-  }
-  atomic_store_explicit (&zl->zl_wa_state, COMMIT_WA_RUNNING,
-                         memory_order_release);
-  return true;
-}
-
-/* Stop the log's thread, if this process runs one (the log is closing:
- * nothing logs or commits any more). */
-static void
-commit_wa_stop (zv_zil_t *zl)
-{
-  if (atomic_load_explicit (&zl->zl_wa_state, memory_order_acquire)
-      != COMMIT_WA_RUNNING
-      || zl->zl_wa_gen != atomic_load_explicit (&commit_fork_gen,
-                                                memory_order_seq_cst))
-    return;
-  atomic_store_explicit (&zl->zl_wa_stop, true, memory_order_seq_cst);
-  atomic_fetch_add_explicit (&zl->zl_wa_kick, 1, memory_order_seq_cst);
-  syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL,
-           NULL, 0);
-  ZV_VERIFY (pthread_join (zl->zl_wa_thread, NULL) == 0);
-  atomic_store_explicit (&zl->zl_wa_state, COMMIT_WA_NONE,
-                         memory_order_release);
-}
-
-void
-zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
-{
-  enum zv_zil_write_ahead mode = zl->zl_tun.zt_write_ahead;
-
-  if (mode == ZV_ZIL_WA_OFF || ticket == 0 || zl->zl_replaying
-      || zl->zl_tun.zt_sync == ZV_SYNC_DISABLED
-      || zl->zl_tun.zt_legacy_txg_commit)
-    return;
-  if (mode == ZV_ZIL_WA_AUTO
-      && zv_now_ns () >= atomic_load_explicit (&zl->zl_wa_until_ns,
-                                               memory_order_relaxed))
-    return;
-  if (atomic_load_explicit (&zl->zl_durable_ticket, memory_order_acquire)
-      > ticket || !commit_wa_start (zl))
-    return;
-  atomic_fetch_add_explicit (&zl->zl_wa_kick, 1, memory_order_seq_cst);
-  if (atomic_load_explicit (&zl->zl_wa_sleeping, memory_order_seq_cst))
-    syscall (SYS_futex, &zl->zl_wa_kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
-             0);
 }
 
 /* ---- stopping (zil.c closes the log) ---- */
@@ -1267,7 +1237,7 @@ zv_zil_write_ahead (zv_zil_t *zl, uint64_t ticket)
 void
 zv_zil_commit_fini (zv_zil_t *zl)
 {
-  commit_wa_stop (zl);
+  zv_zil_ahead_fini (zl);
   uint64_t end = zil_next_ticket (zl);
   for (uint64_t t = zil_packed (zl); t < end; t++) {
     zil_itx_t *itx = atomic_load_explicit (&zl->zl_itxs[t % zl->zl_itx_ring],
@@ -1323,20 +1293,23 @@ const zv_tunable_t zv_zil_tunable_table[] = {
   { .tn_name = "zil_write_ahead", .tn_module = "zil",
     ZV_TUNABLE_VAR_ENUM (zv_zil_write_ahead_mode, zv_zil_write_ahead_names,
                          3),
-    .tn_default = ZV_ZIL_WA_OFF, .tn_when = ZV_TUNABLE_AT_OPEN,
+    .tn_default = ZV_ZIL_WA_AUTO, .tn_when = ZV_TUNABLE_AT_OPEN,
     .tn_reader = "the intent log",
-    .tn_desc = "Whether a write's log block is written before its flush "
-    "asks, by the log's own thread while the reply and the flush travel: "
-    "auto while flushes follow writes one by one, always, or off (only "
-    "commits write log blocks)." },
+    .tn_desc = "Whether a write starts its log block's write before it "
+    "returns, so the device writes it while the reply and the flush "
+    "travel, and the flush only waits for it and flushes: auto while "
+    "flushes follow writes one by one with no other commit under way (one "
+    "client writing and flushing), always, or off (only commits write log "
+    "blocks).  Needs the log's device to be a local one opened with "
+    "O_DIRECT." },
   { .tn_name = "zil_write_ahead_window", .tn_module = "zil",
-    ZV_TUNABLE_VAR_U64 (zil_write_ahead_window_ns),
+    ZV_TUNABLE_VAR_U64 (zv_zil_write_ahead_window_ns),
     .tn_default = 20000000, .tn_min = 0, .tn_max = 10000000000ull,
     .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "the intent log, logging a write",
     .tn_desc = "With zil_write_ahead=auto, how long after the last of "
-    "two flushes in a row that followed writes one by one writes still go "
-    "ahead." },
+    "two flushes in a row that followed writes one by one (with no other "
+    "commit under way) writes still go ahead." },
   { .tn_name = "zil_immediate_write_sz", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_immediate_write_sz),
     .tn_default = 32768, .tn_min = 4096, .tn_max = 16u << 20,
@@ -1384,7 +1357,7 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_reader = "a committer waiting on an open log block",
     .tn_desc = "Ceiling of the commit timeout." },
   { .tn_name = "zil_max_sleep", .tn_module = "zil",
-    ZV_TUNABLE_VAR_U64 (zil_max_sleep_ns),
+    ZV_TUNABLE_VAR_U64 (zv_zil_max_sleep_ns),
     .tn_default = 2000000, .tn_min = 1000, .tn_max = 1000000000,
     .tn_unit = ZV_TUNABLE_UNIT_NS, .tn_when = ZV_TUNABLE_LIVE,
     .tn_reader = "a committer waiting for another's log block",

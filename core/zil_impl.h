@@ -1,13 +1,13 @@
 /*
  * zil_impl.h: what the intent log's modules share (zil.c, zil_commit.c,
- * zil_replay.c); nothing outside them includes it (zil.h is the log's
- * interface to the rest of the engine).
+ * zil_ahead.c, zil_replay.c); nothing outside them includes it (zil.h is
+ * the log's interface to the rest of the engine).
  *
  * One object, struct zv_zil, carries the log's state: the ring and the
  * header (zil.c), the itx ring, the issuer's packing state, the block
  * state slots and the durable counters (zil_commit.c), which replay
  * (zil_replay.c) reads through a walker's copy and resets when it starts
- * a fresh chain.  Each field says who writes it; the memory-ordering
+ * a fresh chain, and the write-ahead slot (zil_ahead.c).  Each field says who writes it; the memory-ordering
  * argument for the atomics is the theory comment of zil_commit.c.  The
  * inline helpers here are the ring's geometry, the checksum seed of a
  * block (written by zil_commit.c, verified by zil_replay.c: one rule) and
@@ -20,6 +20,11 @@
 #include <pthread.h>
 
 #include "zil.h"
+
+/* Who owns the write-ahead slot (zl_wa_state; zil_ahead.c): the queue,
+ * the block in it and its requests. */
+enum zil_ahead_state { ZIL_AHEAD_IDLE = 0, ZIL_AHEAD_SUBMITTING,
+                       ZIL_AHEAD_INFLIGHT, ZIL_AHEAD_FINISHING };
 
 /* Where a write's data goes in the log. */
 enum zil_wr { ZIL_WR_COPIED = 0, ZIL_WR_NEED_COPY = 1, ZIL_WR_INDIRECT = 2 };
@@ -66,6 +71,12 @@ typedef struct zil_slot {
   _Atomic uint64_t zs_end_ticket;
   _Atomic uint64_t zs_next_pos;   /* ring position of the block after it */
   _Atomic int zs_done;
+  /* Committers waiting for this block to be durable sleep here (a futex
+   * word, bumped when zl_durable_seq reaches the block), so a block's
+   * completion wakes its own waiters and nobody else's. */
+  _Atomic uint32_t zs_wake;
+  _Atomic uint32_t zs_sleepers;   /* asleep on zs_wake, or about to be */
+  _Atomic int zs_timer;           /* a waiter times the open block */
 } zil_slot_t;
 
 #define ZIL_HIST_BUCKETS 40     /* commit latency, log2 ns buckets */
@@ -88,6 +99,7 @@ struct zv_zil {
 
   /* The issuer's state (owned by whoever holds zl_issuer). */
   _Atomic int zl_issuer;
+  _Atomic uint32_t zl_issuer_waiters; /* asleep on zl_issuer (futex) */
   _Atomic uint64_t zl_packed;  /* next ticket to pack (read by loggers) */
   zil_lwb_t *zl_open;
   uint64_t zl_next_seq;        /* seq of the next block to open */
@@ -107,16 +119,21 @@ struct zv_zil {
   _Atomic int zl_error;
   _Atomic uint64_t zl_latency_ns;     /* log-block write+flush, EWMA */
 
-  /* Write-ahead (see the theory comment). */
+  /* Write-ahead (zil_ahead.c's theory comment). */
   _Atomic uint64_t zl_wa_until_ns;    /* auto: commits follow writes */
   _Atomic uint64_t zl_wa_last_target; /* ticket of the last flush */
   _Atomic unsigned zl_wa_streak;      /* flushes in a row that did */
-  _Atomic uint32_t zl_wa_kick;        /* futex word of the thread */
-  _Atomic int zl_wa_sleeping;         /* the thread waits on it */
-  _Atomic int zl_wa_state;            /* enum commit_wa_state */
-  _Atomic bool zl_wa_stop;
-  uint64_t zl_wa_gen;                 /* commit_fork_gen it was started in */
-  pthread_t zl_wa_thread;
+  _Atomic bool zl_wa_never;           /* no queue or device for it */
+  _Atomic uint32_t zl_wa_state;       /* enum zil_ahead_state; futex */
+  _Atomic uint32_t zl_wa_waiters;     /* asleep on it */
+  /* Owned by whoever holds the state (SUBMITTING, FINISHING), handed on
+   * by its stores (release) and CAS (acquire): */
+  zv_dev_async_t *zl_wa_aq;           /* this process's queue */
+  uint64_t zl_wa_gen;                 /* ahead_fork_gen it was made in */
+  bool zl_wa_tried;                   /* zl_wa_aq was asked for */
+  zil_lwb_t *zl_wa_lwb;               /* the block in flight */
+  zv_dev_io_t *zl_wa_ios;             /* its write, then its flushes */
+  size_t zl_wa_nios;
 
   /* Ring reuse (sync thread).  zl_hdr_lock: a replay runs in the
    * opener's thread while the sync thread already writes the volume's
@@ -248,8 +265,32 @@ zil_atomic_max (_Atomic uint64_t *p, uint64_t v)
     ;
 }
 
-/* zil_commit.c, for zil.c: stop the log's thread and free what was
- * published but not packed, and the open block (the log is closing). */
+/* zil_commit.c, for zil_ahead.c: the pack (issuer role held), the role's
+ * release, the wake-up of a block's waiters, and a batch of closed blocks' I/O in its three steps
+ * (room for the requests, prepare: in-place data, seal, the requests;
+ * complete: done flags or the log's failure, wake-ups), or all at once
+ * (issue).  See zil_commit.c. */
+extern uint64_t zv_zil_max_sleep_ns;
+zil_lwb_t *zv_zil_commit_pack (zv_zil_t *zl, bool *full, bool ahead);
+void zv_zil_role_release (zv_zil_t *zl);
+void zv_zil_wake_block (zv_zil_t *zl, uint64_t seq);
+zv_dev_io_t *zv_zil_commit_ios_alloc (zil_lwb_t *list);
+int zv_zil_commit_prepare (zv_zil_t *zl, zil_lwb_t *list, zv_dev_io_t *ios);
+int zv_zil_commit_complete (zv_zil_t *zl, zil_lwb_t *list, int r,
+                            uint64_t start_ns);
+int zv_zil_commit_issue (zv_zil_t *zl, zil_lwb_t *list);
+
+/* zil_ahead.c, for zil_commit.c: a flush to ticket t begins (auto mode's
+ * bookkeeping); a commit meets the write-ahead slot (true: it finished a
+ * block or waited for one, look again); the log closes. */
+extern uint64_t zv_zil_write_ahead_window_ns;
+void zv_zil_ahead_note (zv_zil_t *zl, uint64_t t);
+bool zv_zil_ahead_settle (zv_zil_t *zl);
+void zv_zil_ahead_fini (zv_zil_t *zl);
+
+/* zil_commit.c, for zil.c: finish a block written ahead, free the
+ * write-ahead queue, what was published but not packed, and the open
+ * block (the log is closing). */
 void zv_zil_commit_fini (zv_zil_t *zl);
 /* zil_commit.c, for zil.c (zv_zil_synced): drop the oldest itxs of txgs
  * up to txg, if the issuer role is free, and wake the waiters. */

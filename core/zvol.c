@@ -1390,6 +1390,7 @@ zvol_get_stats (zvol_t *zv, zvol_stats_t *vs)
   vs->vs_zil_commit_latency_p99_ns = st.zst_commit_latency_p99_ns;
   vs->vs_zil_lwb_latency_ewma_ns = st.zst_lwb_latency_ewma_ns;
   vs->vs_zil_lwbs_ahead = st.zst_lwbs_ahead;
+  vs->vs_zil_commit_sleeps = st.zst_commit_sleeps;
 }
 
 /* ---- tunables (tunable.h), read by every request ---- */

@@ -727,6 +727,7 @@ typedef struct zvol_stats {
   uint64_t vs_zil_commit_latency_mean_ns, vs_zil_commit_latency_p99_ns;
   uint64_t vs_zil_lwb_latency_ewma_ns;
   uint64_t vs_zil_lwbs_ahead;           /* written before their commit */
+  uint64_t vs_zil_commit_sleeps;        /* times a commit went to sleep */
 } zvol_stats_t;
 
 ZVOL_API void zvol_get_stats (zvol_t *zv, zvol_stats_t *vs);

@@ -190,6 +190,7 @@ pc_free (pc_t *pc)
 {
   if (pc == NULL)
     return;
+  pc_settle (pc);                       /* a cut pc_cut() left */
   ZV_VERIFY (atomic_load (&pc->pc_busy) == 0);
   for (unsigned i = 0; i < pc->pc_ndevs; i++)
     pc_dev_fini (&pc->pc_devs[i]);
@@ -530,7 +531,23 @@ void
 pc_cut (pc_t *pc)
 {
   atomic_store (&pc->pc_cut, true);
-  pc_settle (pc);
+  /* A write the engine started ahead (the intent log's block written by
+   * a write, dev.h zv_dev_async_*) completes only when a later commit or
+   * the pool's close finishes it; when no commit comes (every worker
+   * stopped at its first error), only the close does.  So wait a while,
+   * then leave the cut to pc_settle(), pc_get_stats() or pc_free(), which
+   * run after the close.  Nothing new reaches a file meanwhile: every
+   * request fails at pc_fault(). */
+  for (unsigned i = 0; i < PC_CUT_WAIT_MS * 10
+         && atomic_load (&pc->pc_busy) > 0; i++)
+    usleep (100);
+  if (atomic_load (&pc->pc_busy) == 0)
+    pc_settle (pc);
+  else {
+    pthread_mutex_lock (&pc->pc_lock);
+    pc->pc_stats.ps_cut_late++;
+    pthread_mutex_unlock (&pc->pc_lock);
+  }
 }
 
 void
@@ -560,6 +577,7 @@ pc_set_fault (pc_t *pc, zv_dev_fault_fn fn, void *arg)
 void
 pc_get_stats (pc_t *pc, pc_stats_t *st)
 {
+  pc_settle (pc);                       /* a cut pc_cut() left */
   pthread_mutex_lock (&pc->pc_lock);
   *st = pc->pc_stats;
   st->ps_failed = atomic_load (&pc->pc_failed);

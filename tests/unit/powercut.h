@@ -51,6 +51,7 @@ typedef struct pc_stats {
   uint64_t ps_durable;        /* writes a flush made durable */
   uint64_t ps_overlaps;       /* writes submitted over an in-flight one */
   uint64_t ps_failed;         /* requests the cut failed */
+  uint64_t ps_cut_late;       /* cuts applied after the close (pc_cut) */
   uint64_t ps_cut_sectors;    /* sectors with pending writes at the cut */
   uint64_t ps_cut_old;        /* ... that went back to their durable content */
   uint64_t ps_cut_newest;     /* ... that kept the newest pending write */
@@ -67,9 +68,13 @@ void pc_watch (pc_t *pc, bool on);
 /* Watch a device already open, with nothing in flight on it. */
 void pc_attach (pc_t *pc, zv_dev_t *dev);
 
-/* Cut the power now and apply it to the files (waits for the requests
- * in flight to complete first).  Not from a thread that has requests in
- * flight (that is, not from an engine thread). */
+/* Cut the power now and apply it to the files once the requests in
+ * flight have completed: at once when they do within PC_CUT_WAIT_MS,
+ * else at the next pc_settle(), pc_get_stats() or pc_free(), which must
+ * then come after the pool's close (a write started ahead completes only
+ * when a commit or the close finishes it).  Not from a thread that has
+ * requests in flight (that is, not from an engine thread). */
+#define PC_CUT_WAIT_MS 1000
 void pc_cut (pc_t *pc);
 /* Arm: the n-th device write from now (n >= 1) fails and cuts the power.
  * pc_settle() applies that cut to the files later. */

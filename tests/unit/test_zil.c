@@ -19,10 +19,16 @@
  *                  the commit of a record dropped because its txg synced
  *                  before it was packed returns, though a later record
  *                  sits in an open log block
- *   write_ahead    a write nobody commits yet has its log block written
- *                  by the log's thread (zil_write_ahead=always, and auto
- *                  once flushes follow writes); its flush writes nothing;
+ *   write_ahead    a write nobody commits yet starts its log block's
+ *                  write itself (zil_write_ahead=always, and auto once
+ *                  flushes follow writes); its flush writes no block;
  *                  off writes only at the flush
+ *   pipeline       a commit writes its block while an earlier block's
+ *                  flush is held, and returns only after that block
+ *   write_ahead_group
+ *                  eight threads each writing then flushing at once:
+ *                  auto writes (almost) nothing ahead, their commits
+ *                  group the records
  *   ring_full_by_txg
  *                  with flush=txg, a writer that finds the record ring
  *                  full of records of synced txgs gets room
@@ -2731,10 +2737,10 @@ test_log_damage_inplace (void **state)
 /* ------------------------------------------------------------------ */
 
 /*
- * Write-ahead: a write that nobody commits yet has its log block written
- * by the log's thread at once (zil_write_ahead=always), so the flush that
- * follows finds it durable and writes nothing; in auto mode the same
- * happens once flushes follow writes one by one.
+ * Write-ahead: a write that nobody commits yet starts its log block's
+ * write at once (zil_write_ahead=always), so the flush that follows only
+ * finishes it (waits for it and flushes) and writes no block of its own;
+ * in auto mode the same happens once flushes follow writes one by one.
  */
 static bool
 wa_wait_ahead (zvol_pool_t *p, uint64_t want)
@@ -2754,7 +2760,7 @@ test_write_ahead (void **state)
   zvol_pool_config_t pc;
   zvol_pool_t *p;
   zvol_t *zv;
-  uint8_t shadow[BLK], buf[BLK], got[BLK];
+  uint8_t shadow[BLK], buf[BLK], buf2[BLK], got[BLK];
   uint64_t lwbs;
 
   (void) state;
@@ -2790,6 +2796,15 @@ test_write_ahead (void **state)
     assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
     assert_int_equal (zvol_flush (zv), 0);
     assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
+    /* A last write goes ahead and no flush follows: the close finishes
+     * its block (the kernel owns the buffer until then). */
+    stamp_fill (buf2, 5252 + mode);
+    assert_int_equal (zvol_write (zv, buf2, 4 * BLK, BLK, 0), 0);
+    if (mode == 0)
+      assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_ahead"), 2);
+    /* Not finished yet, so not of the sync-write class: txg writes do
+     * not yield to it meanwhile. */
+    assert_int_equal (atomic_load (&zv_pool_spa (p)->spa_sync_io), 0);
     assert_int_equal (tl_pool_close (p), 0);
     /* And the log block is the write's (the txg never synced it: the
      * clean close did; read it back after the import anyway). */
@@ -2797,6 +2812,8 @@ test_write_ahead (void **state)
     p = tl_pool_open_ok (&pc);
     assert_int_equal (zvol_read (tl_vol (p), got, 3 * BLK, BLK), 0);
     assert_memory_equal (got, buf, BLK);
+    assert_int_equal (zvol_read (tl_vol (p), got, 4 * BLK, BLK), 0);
+    assert_memory_equal (got, buf2, BLK);
     assert_int_equal (tl_pool_close (p), 0);
   }
   /* Off: only commits write log blocks. */
@@ -2820,6 +2837,214 @@ test_write_ahead (void **state)
   unlink (dev);
 }
 
+/*
+ * Pipelined blocks: thread A's log block is written and its flush held
+ * at the device; thread B writes and commits.  B's block is written (and
+ * flushed) while A's flush is still held: a commit does not wait for an
+ * earlier block to complete before it issues its own.  B's commit still
+ * returns only once A's block is durable (tickets are durable in order),
+ * and both writes are there.
+ */
+typedef struct pl_hold {
+  pthread_mutex_t ph_lock;
+  pthread_cond_t ph_cv;
+  int ph_state;                 /* 0 armed, 1 holding a flush, 2 let go */
+} pl_hold_t;
+
+static int
+pl_hold_flush (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+               uint32_t len)
+{
+  pl_hold_t *h = arg;
+
+  (void) dev; (void) off; (void) len;
+  if (op != ZV_DEV_FLUSH)
+    return 0;
+  pthread_mutex_lock (&h->ph_lock);
+  if (h->ph_state == 0) {
+    h->ph_state = 1;
+    pthread_cond_broadcast (&h->ph_cv);
+    while (h->ph_state == 1)
+      pthread_cond_wait (&h->ph_cv, &h->ph_lock);
+  }
+  pthread_mutex_unlock (&h->ph_lock);
+  return 0;
+}
+
+typedef struct pl_thr {
+  zvol_t *pt_zv;
+  uint64_t pt_off;
+  uint8_t pt_buf[BLK];
+  int pt_r;
+  atomic_bool pt_done;
+} pl_thr_t;
+
+static void *
+pl_writer (void *arg)
+{
+  pl_thr_t *t = arg;
+
+  t->pt_r = zvol_write (t->pt_zv, t->pt_buf, t->pt_off, BLK, 0);
+  if (t->pt_r == 0)
+    t->pt_r = zvol_flush (t->pt_zv);
+  atomic_store (&t->pt_done, true);
+  return NULL;
+}
+
+static void
+test_pipeline (void **state)
+{
+  char dev[512], err[256];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  uint8_t shadow[BLK], got[BLK];
+  pl_hold_t h = { .ph_lock = PTHREAD_MUTEX_INITIALIZER,
+                  .ph_cv = PTHREAD_COND_INITIALIZER };
+  pl_thr_t a = { .pt_off = 1 * BLK }, b = { .pt_off = 2 * BLK };
+  pthread_t ta, tb;
+  uint64_t lwbs;
+  bool issued = false;
+
+  (void) state;
+  tl_path (dev, sizeof dev, "pipeline.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "off", err,
+                                      sizeof err), 0);
+  cfg (&pc, dev, NULL, true, 16 * MiB);
+  cfg_no_txg (&pc);
+  p = tl_pool_open_ok (&pc);
+  rec_warm (p, shadow, 0);
+  a.pt_zv = b.pt_zv = tl_vol (p);
+  stamp_fill (a.pt_buf, 0xa1);
+  stamp_fill (b.pt_buf, 0xb2);
+  lwbs = tl_pool_stat_u64 (p, "zil_lwbs_written");
+  zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], pl_hold_flush, &h);
+
+  assert_int_equal (pthread_create (&ta, NULL, pl_writer, &a), 0);
+  pthread_mutex_lock (&h.ph_lock);
+  while (h.ph_state == 0)
+    pthread_cond_wait (&h.ph_cv, &h.ph_lock);
+  pthread_mutex_unlock (&h.ph_lock);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 1);
+
+  assert_int_equal (pthread_create (&tb, NULL, pl_writer, &b), 0);
+  for (int i = 0; i < 5000 && !issued; i++) {
+    issued = tl_pool_stat_u64 (p, "zil_lwbs_written") == lwbs + 2;
+    if (!issued)
+      usleep (1000);
+  }
+  /* B's block is written; its flush passes the hook (only the first is
+   * held): give it time to complete, and B still waits for A's block. */
+  usleep (20000);
+  bool b_early = atomic_load (&b.pt_done);
+
+  pthread_mutex_lock (&h.ph_lock);
+  h.ph_state = 2;
+  pthread_cond_broadcast (&h.ph_cv);
+  pthread_mutex_unlock (&h.ph_lock);
+  assert_int_equal (pthread_join (ta, NULL), 0);
+  assert_int_equal (pthread_join (tb, NULL), 0);
+  zv_dev_set_fault (zv_pool_spa (p)->spa_devs[0], NULL, NULL);
+  if (!issued)
+    fail_msg ("a second commit did not write its block within 5 s while "
+              "the first block's flush was held");
+  if (b_early)
+    fail_msg ("a commit returned before an earlier block was durable");
+  assert_int_equal (a.pt_r, 0);
+  assert_int_equal (b.pt_r, 0);
+  assert_int_equal (tl_pool_stat_u64 (p, "zil_lwbs_written"), lwbs + 2);
+  assert_int_equal (tl_pool_close (p), 0);
+
+  cfg (&pc, dev, NULL, false, 0);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zvol_read (tl_vol (p), got, a.pt_off, BLK), 0);
+  assert_memory_equal (got, a.pt_buf, BLK);
+  assert_int_equal (zvol_read (tl_vol (p), got, b.pt_off, BLK), 0);
+  assert_memory_equal (got, b.pt_buf, BLK);
+  assert_int_equal (tl_pool_close (p), 0);
+  unlink (dev);
+}
+
+/*
+ * Write-ahead, auto, with flushers side by side: eight threads, each a
+ * write of its own then a flush, as eight clients fsync'ing at once.
+ * Their commits overlap, so write-ahead stays off and their records are
+ * grouped into the commits' blocks: a block written ahead for each write
+ * would take the records from the groups and cost a write each.
+ */
+#define WG_THREADS 8
+#define WG_ROUNDS 300
+
+static void *
+wg_worker (void *arg)
+{
+  ct_thr_t *t = arg;
+  uint64_t rnd = t->ct_seed;
+  uint8_t buf[BLK];
+
+  for (unsigned i = 0; i < WG_ROUNDS; i++) {
+    uint64_t off = t->ct_idx * CT_REGION + tl_rand (&rnd) % 256 * BLK;
+    int r;
+
+    tl_pat_fill (buf, off, BLK, t->ct_seed * 7919 + i);
+    r = zvol_write (t->ct_zv, buf, off, BLK, 0);
+    if (r == 0)
+      r = zvol_flush (t->ct_zv);
+    if (r != 0 && t->ct_errors++ == 0)
+      t->ct_first_err = r;
+  }
+  return NULL;
+}
+
+static void
+test_write_ahead_group (void **state)
+{
+  char dev[512], err[256];
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  ct_thr_t thr[WG_THREADS];
+  pthread_t th[WG_THREADS];
+  uint64_t seed = tl_seed ("write_ahead_group"), lwbs, ahead, commits;
+  uint64_t sleeps;
+
+  (void) state;
+  tl_path (dev, sizeof dev, "wagroup.img");
+  assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "auto", err,
+                                      sizeof err), 0);
+  cfg (&pc, dev, NULL, true, CT_VOLSIZE);
+  p = tl_pool_open_ok (&pc);
+  assert_int_equal (zvol_pool_start (p), 0);
+  for (unsigned i = 0; i < WG_THREADS; i++) {
+    thr[i] = (ct_thr_t) { .ct_zv = tl_vol (p), .ct_idx = i,
+                          .ct_seed = seed * 31 + i + 1 };
+    assert_int_equal (pthread_create (&th[i], NULL, wg_worker, &thr[i]), 0);
+  }
+  for (unsigned i = 0; i < WG_THREADS; i++) {
+    assert_int_equal (pthread_join (th[i], NULL), 0);
+    if (thr[i].ct_errors)
+      fail_msg ("thread %u: %d calls failed, first with %d", i,
+                thr[i].ct_errors, thr[i].ct_first_err);
+  }
+  lwbs = tl_pool_stat_u64 (p, "zil_lwbs_written");
+  ahead = tl_pool_stat_u64 (p, "zil_lwbs_ahead");
+  commits = tl_pool_stat_u64 (p, "zil_commits");
+  sleeps = tl_pool_stat_u64 (p, "zil_commit_sleeps");
+  fprintf (stderr, "  %u writes each flushed, by %u threads: %" PRIu64
+           " log blocks, %" PRIu64 " written ahead, %.2f waiters per "
+           "block, %.2f sleeps per commit\n", WG_THREADS * WG_ROUNDS,
+           WG_THREADS, lwbs, ahead, tl_pool_stat (p, "zil_waiters_per_lwb"),
+           commits ? (double) sleeps / commits : 0.0);
+  assert_true (lwbs > 0);
+  if (ahead * 10 > lwbs)
+    fail_msg ("%" PRIu64 " of %" PRIu64 " log blocks were written ahead "
+              "though the flushes overlapped", ahead, lwbs);
+  assert_int_equal (tl_pool_close (p), 0);
+  assert_int_equal (zvol_tunable_set ("zil_write_ahead", "off", err,
+                                      sizeof err), 0);
+  unlink (dev);
+}
+
 int
 main (void)
 {
@@ -2833,6 +3058,8 @@ main (void)
     tl_test (test_ring_fill_raises_cap),
     tl_test (test_commit_dropped_record),
     tl_test (test_write_ahead),
+    tl_test (test_write_ahead_group),
+    tl_test (test_pipeline),
     tl_test (test_ring_full_by_txg),
     tl_test (test_ring_full_after_log_error),
     tl_test (test_ring_full_suspended),

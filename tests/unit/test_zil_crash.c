@@ -13,8 +13,8 @@
  *                  writes and at random: the next import gives what one
  *                  clean replay gives, and the pool stays sound
  *   write_ahead_cut
- *                  a power cut between a log block the log's thread
- *                  wrote ahead of its flush and that flush: the flush
+ *                  a power cut between a log block whose write a write
+ *                  started ahead of its flush and that flush: the flush
  *                  fails, what was flushed before is there, the write
  *                  is whole or absent
  *
@@ -258,7 +258,7 @@ pct_verify (zvol_t *zv, pct_blk_t *blk, const char *when)
 typedef struct pct_totals {
   uint64_t pt_rounds, pt_writes, pt_fua, pt_flushes, pt_frees;
   uint64_t pt_dev_writes, pt_cut_sectors, pt_cut_old, pt_cut_newest;
-  uint64_t pt_cut_other, pt_replays, pt_ahead_rounds;
+  uint64_t pt_cut_other, pt_replays, pt_ahead_rounds, pt_cut_late;
 } pct_totals_t;
 
 /* One round: open (create or import + verify), load, cut, close. */
@@ -283,7 +283,7 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
     : ZVOL_LOGBIAS_LATENCY;
   pc.pc_txg.tt_timeout_ms = 10 + (x >> 8) % 150;
   /* A third of the rounds: a flush after every change, log blocks
-   * written ahead of it by the log's thread. */
+   * written ahead of it by the change's own thread. */
   g->pt_flush_each = (x >> 32) % 3 == 0;
   snprintf (when, sizeof when, "round %u (%s, sync=%s, logbias=%s, "
             "txg_timeout=%" PRIu64 " ms%s)", round,
@@ -358,6 +358,7 @@ pct_round (pct_t *g, unsigned round, uint64_t *rnd, const char *dev,
   tot->pt_cut_old += st.ps_cut_old;
   tot->pt_cut_newest += st.ps_cut_newest;
   tot->pt_cut_other += st.ps_cut_other;
+  tot->pt_cut_late += st.ps_cut_late;
 }
 
 /* The final check of a series: import, verify, close cleanly. */
@@ -427,11 +428,13 @@ test_powercut (void **state)
            " sectors pending at the cuts (%" PRIu64 " rolled back, %" PRIu64
            " newest kept, %" PRIu64 " an older pending write); %" PRIu64
            " imports replayed records; %" PRIu64 " rounds flushed every "
-           "change with writes ahead\n", tot.pt_rounds,
+           "change with writes ahead (%" PRIu64 " cuts applied after the "
+           "close: a block written ahead in flight)\n", tot.pt_rounds,
            (double) (zv_now_ns () - t0) / 1e9, tot.pt_writes, tot.pt_fua,
            tot.pt_flushes, tot.pt_frees, tot.pt_dev_writes,
            tot.pt_cut_sectors, tot.pt_cut_old, tot.pt_cut_newest,
-           tot.pt_cut_other, tot.pt_replays, tot.pt_ahead_rounds);
+           tot.pt_cut_other, tot.pt_replays, tot.pt_ahead_rounds,
+           tot.pt_cut_late);
   /* The rounds must have exercised something: durable writes, cuts that
    * lost data, and imports that replayed. */
   assert_true (tot.pt_fua > 0 && tot.pt_flushes > 0);
@@ -698,14 +701,14 @@ test_replay_crash_defer (void **state)
 /* c. Power cut between a log block written ahead and its flush         */
 /* ------------------------------------------------------------------ */
 
-/* Holds the first flush of a thread other than the test's (the log's
- * thread, writing ahead) until the test has cut the power, so the log
- * block it wrote is complete in the device's cache and never flushed. */
+/* Cuts the power at the first flush once armed: the log block written
+ * ahead is complete in the device's cache (its write completed, and was
+ * seen to, before the commit that finishes it flushes) and never
+ * flushed.  The hook runs before the simulator counts the flush, so the
+ * cut settles at once, and the flush fails as every request after it. */
 typedef struct wac {
-  pthread_t wa_main;
-  pthread_mutex_t wa_lock;
-  pthread_cond_t wa_cv;
-  int wa_state;                 /* 0 off, 1 armed, 2 holding, 3 cut */
+  pc_t *wa_pc;
+  atomic_int wa_state;          /* 0 off, 1 armed, 2 cut */
 } wac_t;
 
 static int
@@ -713,29 +716,23 @@ wac_fault (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
            uint32_t len)
 {
   wac_t *w = arg;
+  int armed = 1;
 
   (void) dev; (void) off; (void) len;
-  if (op != ZV_DEV_FLUSH || pthread_equal (pthread_self (), w->wa_main))
-    return 0;
-  pthread_mutex_lock (&w->wa_lock);
-  if (w->wa_state == 1) {
-    w->wa_state = 2;
-    pthread_cond_broadcast (&w->wa_cv);
-    while (w->wa_state == 2)
-      pthread_cond_wait (&w->wa_cv, &w->wa_lock);
-  }
-  pthread_mutex_unlock (&w->wa_lock);
+  if (op == ZV_DEV_FLUSH
+      && atomic_compare_exchange_strong (&w->wa_state, &armed, 2))
+    pc_cut (w->wa_pc);
   return 0;
 }
 
 /*
  * zil_write_ahead=always: write A and flush it (acknowledged), then
- * write B, whose log block the log's thread writes at once; the power
- * goes after that write completed and before its flush.  The flush of B
- * that follows must fail (B never became durable), and after the import
- * A is there and B's block holds either what it held before or B, whole,
- * as the simulator kept the unflushed log block (PC_KEEP_ALL: B is
- * replayed from it), lost it (PC_LOSE_ALL) or tore it (PC_RANDOM).
+ * write B, whose log block the write starts at once; the power goes
+ * after that write completed and before the flush that the commit of B
+ * issues.  That commit must fail (B never became durable), and after the
+ * import A is there and B's block holds either what it held before or
+ * B, whole, as the simulator kept the unflushed log block (PC_KEEP_ALL:
+ * B is replayed from it), lost it (PC_LOSE_ALL) or tore it (PC_RANDOM).
  */
 static void
 test_write_ahead_cut (void **state)
@@ -751,15 +748,13 @@ test_write_ahead_cut (void **state)
   assert_int_equal (zvol_tunable_set ("zil_write_ahead", "always", err,
                                       sizeof err), 0);
   for (unsigned i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-    wac_t w = { .wa_main = pthread_self (),
-                .wa_lock = PTHREAD_MUTEX_INITIALIZER,
-                .wa_cv = PTHREAD_COND_INITIALIZER };
     pc_t *pc = pc_new (tl_rand (&rnd), modes[i]);
+    wac_t w = { .wa_pc = pc };
     zvol_pool_config_t cf;
     zvol_pool_t *p;
     zvol_t *zv;
     uint8_t warm[BLK], a[BLK], b[BLK], got[BLK], zero[BLK] = { 0 };
-    struct timespec ts;
+    uint64_t ahead;
     int r;
 
     assert_int_equal (tl_sparse_file (dev, 48 * MiB), 0);
@@ -775,28 +770,17 @@ test_write_ahead_cut (void **state)
     assert_int_equal (zvol_write (zv, a, 1 * BLK, BLK, 0), 0);
     assert_int_equal (zvol_flush (zv), 0);
 
-    pthread_mutex_lock (&w.wa_lock);
-    w.wa_state = 1;
-    pthread_mutex_unlock (&w.wa_lock);
+    ahead = tl_pool_stat_u64 (p, "zil_lwbs_ahead");
+    atomic_store (&w.wa_state, 1);
     assert_int_equal (zvol_write (zv, b, 2 * BLK, BLK, 0), 0);
-    clock_gettime (CLOCK_REALTIME, &ts);
-    ts.tv_sec += 10;
-    pthread_mutex_lock (&w.wa_lock);
-    while (w.wa_state == 1
-           && pthread_cond_timedwait (&w.wa_cv, &w.wa_lock, &ts) == 0)
-      ;
-    r = w.wa_state;
-    pthread_mutex_unlock (&w.wa_lock);
-    if (r != 2)
-      fail_msg ("round %u: the log's thread did not flush a log block "
-                "written ahead within 10 s", i);
+    if (tl_pool_stat_u64 (p, "zil_lwbs_ahead") != ahead + 1)
+      fail_msg ("round %u: the write did not start its log block ahead "
+                "of the flush", i);
     tl_log_reset (true);               /* errors from here on */
-    pc_cut (pc);
-    pthread_mutex_lock (&w.wa_lock);
-    w.wa_state = 3;
-    pthread_cond_broadcast (&w.wa_cv);
-    pthread_mutex_unlock (&w.wa_lock);
     r = zvol_flush (zv);
+    if (atomic_load (&w.wa_state) != 2)
+      fail_msg ("round %u: the commit of a block written ahead issued no "
+                "flush", i);
     if (r == 0)
       fail_msg ("round %u: a flush returned 0 though the log block it "
                 "needed was never flushed and the power is off", i);
