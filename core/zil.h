@@ -63,7 +63,7 @@ typedef struct zv_zil_tunables {
   enum zv_logbias zt_logbias;
   uint32_t zt_immediate_write_sz;   /* indirect from this size (32 KiB) */
   uint32_t zt_max_copied;           /* copy into the record up to (7680) */
-  unsigned zt_commit_timeout_pct;   /* of the last log-block latency (10) */
+  unsigned zt_commit_timeout_pct;   /* of the last log-block latency (30) */
   bool zt_legacy_txg_commit;        /* flush waits for a txg (benchmarks) */
   enum zv_zil_write_ahead zt_write_ahead; /* issue before the commit (auto) */
 } zv_zil_tunables_t;

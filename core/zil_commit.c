@@ -172,7 +172,7 @@ static unsigned zv_zil_logbias = ZV_LOGBIAS_LATENCY;
 static unsigned zv_zil_flush = COMMIT_FLUSH_LOG;
 static unsigned zv_zil_immediate_write_sz = 32768; /* zfs_immediate_write_sz */
 static unsigned zv_zil_max_copied = 7680;          /* zil_maxcopied */
-static unsigned zv_zil_commit_timeout_pct = 10;    /* zfs_commit_timeout_pct */
+static unsigned zv_zil_commit_timeout_pct = 30;    /* zfs_commit_timeout_pct */
 static unsigned zv_zil_write_ahead_mode = ZV_ZIL_WA_AUTO;
 
 /* The tunables' current values, for a log about to open. */
@@ -1329,11 +1329,13 @@ const zv_tunable_t zv_zil_tunable_table[] = {
     .tn_zfs = "zil_maxcopied" },
   { .tn_name = "zil_commit_timeout_percent", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_commit_timeout_pct),
-    .tn_default = 10, .tn_min = 0, .tn_max = 100,
+    .tn_default = 30, .tn_min = 0, .tn_max = 100,
     .tn_unit = ZV_TUNABLE_UNIT_PCT, .tn_when = ZV_TUNABLE_AT_OPEN,
     .tn_reader = "the intent log",
     .tn_desc = "How long an open log block waits for more records while "
-    "others commit, as a share of the recent log-block latency.",
+    "others commit, as a share of the recent log-block latency (OpenZFS "
+    "waits 10%; blocks written while earlier ones are in flight need "
+    "longer to fill: 8 clients writing with FUA ran 1.13x with 30).",
     .tn_zfs = "zfs_commit_timeout_pct" },
   { .tn_name = "zil_itx_ring_shift", .tn_module = "zil",
     ZV_TUNABLE_VAR_UINT (zv_zil_itx_ring_shift),

@@ -367,7 +367,7 @@ test_module_defaults (void **state)
   assert_false (zt.zt_legacy_txg_commit);
   assert_int_equal (zt.zt_immediate_write_sz, 32768);
   assert_int_equal (zt.zt_max_copied, 7680);
-  assert_int_equal (zt.zt_commit_timeout_pct, 10);
+  assert_int_equal (zt.zt_commit_timeout_pct, 30);
   t_set ("zil_max_copied", "4K", 0);
   t_set ("zil_commit_timeout_percent", "25", 0);
   zv_zil_tunables_default (&zt);
