@@ -480,6 +480,21 @@ exports_busy (zvol_exports_t *ex)
   return n;
 }
 
+unsigned
+zvol_exports_forget_holds (zvol_exports_t *ex)
+{
+  unsigned n = 0;
+
+  pthread_mutex_lock (&ex->ex_lock);
+  for (size_t i = 0; i < ex->ex_n; i++) {
+    n += ex->ex_ents[i]->ee_holds;
+    ex->ex_ents[i]->ee_holds = 0;
+  }
+  pthread_cond_broadcast (&ex->ex_cv);
+  pthread_mutex_unlock (&ex->ex_lock);
+  return n;
+}
+
 int
 zvol_exports_free (zvol_exports_t *ex)
 {

@@ -826,6 +826,11 @@ ZVOL_API void zvol_exports_foreach (zvol_exports_t *ex, zvol_exports_fn fn,
  * Waits (30 s at most) for the holds to end first; with some still
  * taken then, -EBUSY and nothing is closed or freed. */
 ZVOL_API int zvol_exports_free (zvol_exports_t *ex);
+/* Forget the holds still taken, for a server whose connections are all
+ * gone without releasing theirs (nbdkit skips a connection's .close once
+ * it is quitting, after it has waited for every connection's thread):
+ * how many there were.  Never while a holder may still run. */
+ZVOL_API unsigned zvol_exports_forget_holds (zvol_exports_t *ex);
 
 /* ---- admin commands (admin.c) ---- */
 

@@ -1054,8 +1054,17 @@ zp_cleanup (void)
   zp_kstat = NULL;
   if (zp_pool == NULL)
     return;
-  /* nbdkit may clean up while a connection whose client left is still
-   * on its way to .close: the table waits for it. */
+  /* nbdkit calls this once every connection's thread has ended, but a
+   * connection that ended after the quit began never got its .close
+   * (nbdkit does not call the plugin then): its hold is forgotten, or
+   * the table would wait for it in vain and the pool stay unsynced. */
+  {
+    unsigned left = zvol_exports_forget_holds (zp_exports);
+    if (left > 0)
+      nbdkit_debug ("zvol: %u connection hold%s without a close (the "
+                    "client left while nbdkit was quitting)", left,
+                    left > 1 ? "s" : "");
+  }
   r = zvol_exports_free (zp_exports);
   if (r == -EBUSY) {
     nbdkit_error ("closing the pool: connections still hold volumes");

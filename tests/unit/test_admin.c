@@ -327,6 +327,14 @@ test_exports (void **state)
   assert_int_equal (zvol_exports_hold (adm_ex, "f", &zv), 0);
   assert_string_equal (zvol_name (zv), "f");
   zvol_exports_rele (adm_ex, zv);
+  /* Holds whose connections ended without a release (nbdkit quitting)
+   * are forgotten: the volume is free again, and a free would not
+   * wait for them. */
+  assert_int_equal (zvol_exports_hold (adm_ex, "f", &zv), 0);
+  assert_int_equal (zvol_exports_hold (adm_ex, "f", &zv2), 0);
+  assert_int_equal (zvol_exports_forget_holds (adm_ex), 2);
+  assert_int_equal (zvol_exports_holds (adm_ex, "f"), 0);
+  assert_int_equal (zvol_exports_forget_holds (adm_ex), 0);
   assert_int_equal (zvol_exports_open_all (adm_ex), 0);
   adm_expect ("destroy tank/f", 0, NULL);
 }
