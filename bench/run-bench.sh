@@ -74,6 +74,8 @@
 #                   plugin/.libs/ of this tree, the first that exists)
 #   ZVOL_PLUGIN_B   the plugin .so of the zvol-b target
 #   SNAPSHOTS       zvol-snap: how many snapshots (default 100); ZVOLADM the tool
+#   SNAP_POOL_SIZE  the pool of zvol-snap (and of zvol, zvol-b beside it),
+#                   a sparse file: default 16 x BENCH_SIZE
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
 #   ZVOL_B_OPTS     zvol-b's own, after ZVOL_OPTS (with ZVOL_PLUGIN_B the
 #                   same build: a tunable's before and after in one run;
@@ -489,13 +491,17 @@ start_target ()
         # zvol-snap: a control socket, for the snapshots after its fill;
         # its volume is thin (a snapshot of a thick one needs its whole
         # reservation free again) on a pool with room for the blocks the
-        # snapshots keep.  zvol and zvol-b get the same when zvol-snap
-        # runs beside them, so that they differ by the snapshots (or the
-        # build) alone: a pool with less room is slower by itself (its
-        # free space is scattered, and the throttle's space term slows
-        # writers earlier).
+        # snapshots keep and for the txg pipeline (dirty data and two
+        # txgs of deferred frees, some GB at the default dirty_max).
+        # zvol and zvol-b get the same when zvol-snap runs beside them,
+        # so that they differ by the snapshots (or the build) alone: a
+        # pool with less room is slower by itself (its free space is
+        # scattered, and the space kick and the throttle's space term
+        # shrink its txgs).  On 4 x BENCH_SIZE + 256M, the snapshots'
+        # BENCH_SIZE was half the free space, and that, not the
+        # snapshots' code, made zvol-snap slower.
         if [ "$t" = zvol-snap ] || { { [ "$t" = zvol ] || [ "$t" = zvol-b ]; } && [[ " ${targets[*]} " == *" zvol-snap "* ]]; }; then
-            truncate -s $(( 4 * $(numfmt --from=iec "$BENCH_SIZE") + 256 * 1024 * 1024 )) \
+            truncate -s "${SNAP_POOL_SIZE:-$(( 16 * $(numfmt --from=iec "$BENCH_SIZE") ))}" \
                 "$BENCH_DIR/$t.img"
             pre+=(sparse=true)
         fi
