@@ -667,8 +667,41 @@ growth_sample ()
     done
 }
 
+# lz4_ceiling: lz4 -1's own speed on one core, on data fio makes as the
+# jobs' (BENCH_DATA), in blocks of the volume's (volblocksize in
+# ZVOL_OPTS, else 16K): what compression alone takes on this machine,
+# the most a compressed volume can write a second for each core it
+# spends compressing, whatever the engine does.  A line for the report.
+lz4_ceiling ()
+{
+    local f=$BENCH_DIR/lz4-sample.dat bs=16K line
+    local -a data=()
+    if ! command -v lz4 >/dev/null; then
+        echo "- lz4 alone: not measured (no lz4 command; scripts/setup.sh installs it)"
+        return 0
+    fi
+    [[ " $ZVOL_OPTS " != *" volblocksize="* ]] ||
+        bs=$(sed -n 's/.*volblocksize=\([^ ]*\).*/\1/p' <<<"$ZVOL_OPTS")
+    [ "$BENCH_DATA" = fio ] || data+=(--refill_buffers=1)
+    [ "$BENCH_DATA" != half ] || data+=(--buffer_compress_percentage=50)
+    if ! fio --name=lz4-sample --ioengine=psync --rw=write --bs=128k \
+            --size=256M --filename="$f" "${data[@]}" --output=/dev/null \
+            >/dev/null 2>&1; then
+        rm -f "$f"
+        echo "- lz4 alone: not measured (fio could not write $f)"
+        return 0
+    fi
+    # "1#lz4-sample.dat :  268435456 ->  201326592 (1.333),  650.1 MB/s , 3500.2 MB/s"
+    line=$(lz4 -b1 -B"$(numfmt --from=iec "$bs")" -i2 "$f" 2>&1 | tr '\r' '\n' |
+               grep 'MB/s' | tail -n 1)
+    rm -f "$f"
+    sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s *, *\([0-9.]*\) MB\/s.*/- lz4 alone (lz4 -b1, one core, '"$bs"' blocks, fio data: '"$BENCH_DATA"'): ratio \1, compression \2 MB\/s, decompression \3 MB\/s/p' <<<"$line" | grep . ||
+        echo "- lz4 alone: not measured (lz4 -b printed no speed: $line)"
+}
+
 # compress_report: each zvol target's compressratio after each job (its
-# last round), with the data the bench wrote (BENCH_DATA).
+# last round), with the data the bench wrote (BENCH_DATA), and lz4's own
+# speed on that data.
 compress_report ()
 {
     [ -s "$OUT/compress.tsv" ] || return 0
@@ -683,6 +716,8 @@ compress_report ()
               row[key] = sprintf ("| %s | %s | %s | %sx | %.0f | %.0f |", $2, $1, $4,
                                   $5, $6 / 1048576, $7 / 1048576) }
             END { for (i = 1; i <= n; i++) print row[order[i]] }' "$OUT/compress.tsv"
+        echo
+        lz4_ceiling
     } | tee -a "$OUT/results.md"
 }
 

@@ -100,6 +100,9 @@ admin_scrub_print (FILE *o, const zvol_scrub_status_t *st)
            ? 100.0 * (double) ZV_MIN (st->ss_examined, st->ss_total)
            / (double) st->ss_total
            : st->ss_state == ZVOL_SCRUB_FINISHED ? 100.0 : 0.0, d);
+  /* Pieces: how often frees held back ended one (scrub.c). */
+  if (st->ss_pieces > 1)
+    fprintf (o, " (%" PRIu64 " pieces)", st->ss_pieces);
   if (st->ss_state == ZVOL_SCRUB_SCANNING) {
     admin_duration (d, sizeof d, st->ss_eta_s);
     fprintf (o, ", %s/s, %s to go", r, st->ss_rate ? d : "?");

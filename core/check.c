@@ -345,9 +345,26 @@ check_place (const zv_check_t *ck, int level, uint64_t blkid,
 
 typedef struct check_copy {
   zv_check_t *cc_ck;
-  const char *cc_name;
+  const char *cc_name;          /* or NULL: named from the tree's place */
+  int cc_level;
+  uint64_t cc_blkid;
   const check_place_t *cc_place;
+  char cc_buf[CHECK_NAME];
 } check_copy_t;
+
+/* The block's name for a message.  A tree's blocks are named only when
+ * one has something to say: formatting the name of each block the walk
+ * verified was a quarter of a scrub's CPU. */
+static const char *
+check_copy_name (check_copy_t *cc)
+{
+  if (cc->cc_name == NULL) {
+    snprintf (cc->cc_buf, sizeof cc->cc_buf, "%s level %d block %" PRIu64,
+              cc->cc_ck->ck_ds, cc->cc_level, cc->cc_blkid);
+    cc->cc_name = cc->cc_buf;
+  }
+  return cc->cc_name;
+}
 
 /* A copy on a side that failed (scan.c), after its repair was tried:
  * reported with its place on the device, and in a scrub what the repair
@@ -378,7 +395,7 @@ check_bad_slot (void *arg, const zv_blkptr_t *bp, const zv_scan_slot_t *ss)
                     : ZVOL_CHECK_CKSUM, v, ZV_DVA_OFFSET (dva), bp->bp_psize,
                     cc->cc_place, ss->ss_repair, "%s copy %u of %u%s: %s on "
                     "device %u (%s) offset %" PRIu64 ", %" PRIu32
-                    " bytes, birth txg %" PRIu64 "%s", cc->cc_name,
+                    " bytes, birth txg %" PRIu64 "%s", check_copy_name (cc),
                     ss->ss_copy + 1, bp->bp_ncopies, side,
                     ss->ss_err == -EIO ? "read error" : "checksum error", v,
                     zv_dev_path (ss->ss_dev), ZV_DVA_OFFSET (dva),
@@ -387,16 +404,18 @@ check_bad_slot (void *arg, const zv_blkptr_t *bp, const zv_scan_slot_t *ss)
 
 /* Read and verify every copy of bp on every side of its device (scan.c),
  * reporting each that fails and, in a scrub, repairing it from one that
- * verified; 'name' says whose block it is, (level, blkid) where it is
- * in its tree (level -1: in none).  buf gets a copy that verified.
- * Returns the copies that verified. */
+ * verified; 'name' says whose block it is (NULL: the tree's, ck_ds,
+ * named by its place), (level, blkid) where it is in its tree (level -1:
+ * in none).  buf gets a copy that verified.  Returns the copies that
+ * verified. */
 static unsigned
 check_copies (zv_check_t *ck, const zv_blkptr_t *bp, const char *name,
               int level, uint64_t blkid, void *buf, bool count)
 {
   zvol_check_report_t *rep = ck->ck_rep;
   check_place_t pl;
-  check_copy_t cc = { .cc_ck = ck, .cc_name = name, .cc_place = &pl };
+  check_copy_t cc = { .cc_ck = ck, .cc_name = name, .cc_level = level,
+                      .cc_blkid = blkid, .cc_place = &pl };
   zv_scan_result_t sr;
   unsigned good;
 
@@ -420,8 +439,8 @@ check_copies (zv_check_t *ck, const zv_blkptr_t *bp, const char *name,
     rep->cr_lost_blocks++;
     check_problem_pl (ck, ZVOL_CHECK_LOST, ZV_DVA_VDEV (bp->bp_dva[0]),
                       ZV_DVA_OFFSET (bp->bp_dva[0]), bp->bp_psize, &pl, 0,
-                      "%s: no copy verifies (what it holds is lost%s)", name,
-                      where);
+                      "%s: no copy verifies (what it holds is lost%s)",
+                      check_copy_name (&cc), where);
   }
   return good;
 }
@@ -646,7 +665,6 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
              uint64_t blkid, const void *data)
 {
   zv_check_t *ck = arg;
-  char name[CHECK_NAME];
   unsigned good;
 
   (void) data;
@@ -663,9 +681,7 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
   }
   if (ck->ck_pos != NULL)
     check_yield (ck);
-  snprintf (name, sizeof name, "%s level %u block %" PRIu64, ck->ck_ds, level,
-            blkid);
-  good = check_copies (ck, bp, name, (int) level, blkid, ck->ck_buf, true);
+  good = check_copies (ck, bp, NULL, (int) level, blkid, ck->ck_buf, true);
   if (ck->ck_pos != NULL)
     check_pace (ck, (uint64_t) bp->bp_ncopies * bp->bp_psize);
   if (ck->ck_pos != NULL && level == 0) {

@@ -13,7 +13,9 @@
 #
 # Environment: BENCH_DIR (default /var/tmp/zvol-bench: put it on the
 # storage you care about, not tmpfs), BENCH_SIZE (the volume, default
-# 4G; filled first, so the scrub has data to read), SCRUB_OPTS (plugin
+# 4G; filled first, so the scrub has data to read), POOL_SIZE (a sparse
+# pool of this size, as run-bench.sh's zvol-snap; default: the pool
+# create makes for the volume alone, tight), SCRUB_OPTS (plugin
 # arguments for both runs, e.g. "scan_yield_ms=20" or
 # "scan_rate_max=200M"), ZVOL_PLUGIN (default the build's).
 set -euo pipefail
@@ -29,6 +31,11 @@ mkdir -p "$dir"
 img=$dir/scrub-bench.img sock=$dir/scrub-bench.sock ctl=$dir/scrub-bench.ctl
 pidf=$dir/scrub-bench.pid log=$dir/scrub-bench.log stop=$dir/scrub-bench.stop
 rm -f "$img" "$sock" "$ctl" "$pidf" "$stop"
+pool=()
+if [ -n "${POOL_SIZE:-}" ]; then
+    truncate -s "$POOL_SIZE" "$img"
+    pool=(sparse=true)
+fi
 : >"$log"
 loop=
 cleanup ()
@@ -43,7 +50,7 @@ trap cleanup EXIT
 
 # shellcheck disable=SC2086 # SCRUB_OPTS is a list of key=value
 nbdkit -U "$sock" -P "$pidf" -t 16 "$plugin" device="$img" create=true \
-    size="$size" control="$ctl" ${SCRUB_OPTS:-} >>"$log" 2>&1 </dev/null
+    size="$size" control="$ctl" "${pool[@]}" ${SCRUB_OPTS:-} >>"$log" 2>&1 </dev/null
 for _ in $(seq 600); do
     [ -s "$pidf" ] && [ -S "$sock" ] && [ -S "$ctl" ] && break
     sleep 0.1

@@ -37,8 +37,9 @@ test_pkgs+=(ceph-mon ceph-osd ceph-common)
 # and instruction counts where the machine has no hardware counter
 # (callgrind; its headers also name bench/core-bench's phases).
 # The rados suite serves an rbd image with qemu-nbd: qemu's rbd driver
-# is in qemu-block-extra.
-bench_pkgs=(gnuplot-nox valgrind qemu-block-extra)
+# is in qemu-block-extra.  lz4's command line measures the compressor's
+# own speed on the bench's data (the ceiling of a compressed volume).
+bench_pkgs=(gnuplot-nox valgrind qemu-block-extra lz4)
 
 installed () {
     [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" = "ii " ]

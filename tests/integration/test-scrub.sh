@@ -280,7 +280,7 @@ for _ in $(seq 300); do
     [ -n "$pct" ] && [ "$pct" -ge 30 ] && break
     sleep 0.1
 done
-check "status: in progress, rate and time left" grep -Eq "^  scan: scrub in progress, .* examined of .* in [0-9]+s, .*/s, ([0-9]+m)?[0-9]+s to go$" "$ZV_TMP/st.out"
+check "status: in progress, rate and time left" grep -Eq "^  scan: scrub in progress, .* examined of .* in [0-9]+s( \([0-9]+ pieces\))?, .*/s, ([0-9]+m)?[0-9]+s to go$" "$ZV_TMP/st.out"
 zv_log "killed at ${pct:-?}%"
 sleep 1.5     # txg_timeout=1 and the scrub's own txgs: its place synced
 kill9_zvol "$sock" || zv_fail "kill -9"

@@ -443,23 +443,35 @@ typedef struct ct_thr {
   atomic_bool *ct_stop;
   int ct_errors, ct_first_err;
   uint64_t ct_ops;
+  unsigned ct_writes;           /* a writer's: 0 is CT_WRITES */
+  bool ct_flush_each;           /* write, then flush, instead of FUA */
 } ct_thr_t;
 
-/* 2000 FUA writes of 4 KiB in this thread's own region. */
+/* ct_writes (CT_WRITES) sync writes of 4 KiB in this thread's own
+ * region: FUA, or each followed by a flush; each copied to the shadow
+ * when there is one. */
 static void *
 ct_writer (void *arg)
 {
   ct_thr_t *t = arg;
   uint64_t rnd = t->ct_seed;
   uint8_t buf[BLK];
+  unsigned n = t->ct_writes ? t->ct_writes : CT_WRITES;
 
-  for (unsigned i = 0; i < CT_WRITES; i++) {
+  for (unsigned i = 0; i < n; i++) {
     uint64_t off = t->ct_idx * CT_REGION + tl_rand (&rnd) % 256 * BLK;
     int r;
 
     tl_pat_fill (buf, off, BLK, t->ct_seed * 7919 + i);
-    memcpy (t->ct_shadow + off, buf, BLK);
-    r = zvol_write (t->ct_zv, buf, off, BLK, ZVOL_FUA);
+    if (t->ct_shadow != NULL)
+      memcpy (t->ct_shadow + off, buf, BLK);
+    if (t->ct_flush_each) {
+      r = zvol_write (t->ct_zv, buf, off, BLK, 0);
+      if (r == 0)
+        r = zvol_flush (t->ct_zv);
+    }
+    else
+      r = zvol_write (t->ct_zv, buf, off, BLK, ZVOL_FUA);
     if (r != 0 && t->ct_errors++ == 0)
       t->ct_first_err = r;
     t->ct_ops++;
@@ -2975,27 +2987,6 @@ test_pipeline (void **state)
 #define WG_THREADS 8
 #define WG_ROUNDS 300
 
-static void *
-wg_worker (void *arg)
-{
-  ct_thr_t *t = arg;
-  uint64_t rnd = t->ct_seed;
-  uint8_t buf[BLK];
-
-  for (unsigned i = 0; i < WG_ROUNDS; i++) {
-    uint64_t off = t->ct_idx * CT_REGION + tl_rand (&rnd) % 256 * BLK;
-    int r;
-
-    tl_pat_fill (buf, off, BLK, t->ct_seed * 7919 + i);
-    r = zvol_write (t->ct_zv, buf, off, BLK, 0);
-    if (r == 0)
-      r = zvol_flush (t->ct_zv);
-    if (r != 0 && t->ct_errors++ == 0)
-      t->ct_first_err = r;
-  }
-  return NULL;
-}
-
 static void
 test_write_ahead_group (void **state)
 {
@@ -3017,8 +3008,9 @@ test_write_ahead_group (void **state)
   assert_int_equal (zvol_pool_start (p), 0);
   for (unsigned i = 0; i < WG_THREADS; i++) {
     thr[i] = (ct_thr_t) { .ct_zv = tl_vol (p), .ct_idx = i,
-                          .ct_seed = seed * 31 + i + 1 };
-    assert_int_equal (pthread_create (&th[i], NULL, wg_worker, &thr[i]), 0);
+                          .ct_seed = seed * 31 + i + 1,
+                          .ct_writes = WG_ROUNDS, .ct_flush_each = true };
+    assert_int_equal (pthread_create (&th[i], NULL, ct_writer, &thr[i]), 0);
   }
   for (unsigned i = 0; i < WG_THREADS; i++) {
     assert_int_equal (pthread_join (th[i], NULL), 0);
