@@ -339,6 +339,7 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
   zv_zio_write_t w[DMU_DIRECT_MAX];
   void *cbufs[DMU_DIRECT_MAX];
   size_t at[DMU_DIRECT_MAX], held = 0, m = 0;
+  uint32_t psizes[DMU_DIRECT_MAX];
   bool kept[DMU_DIRECT_MAX];
   uint32_t comp = zv_dmu_comp_prop (ob);
   int r = 0;
@@ -353,40 +354,50 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
     if (r < 0)
       break;
   }
+  /* Compressed here, from the writer's buffer (in this processor's
+   * cache), not by the sync's workers a txg later; all of the run first,
+   * then placed in one go: allocations spread between compressions let
+   * other writers' blocks in between, and the run's blocks, no longer
+   * side by side, went out in writes of a third of the size. */
   for (size_t j = 0; j < nb && r == 0; j++) {
     zv_dirty_t *dr = drs[j];
-    uint32_t psize = bs;
 
     if (!dr->dr_sealed || zv_is_zero (in + j * bs, bs))
       continue;
     cbufs[m] = NULL;
+    psizes[m] = bs;
     if (comp != 0 && !dr->dr_incomp) {
-      /* Compressed here, from the writer's buffer (in this processor's
-       * cache), not by the sync's workers a txg later. */
       cbufs[m] = zv_buf_get (bs);
-      psize = zv_comp_compress (comp, in + j * bs, bs, cbufs[m]);
-      if (psize == 0) {
+      psizes[m] = zv_comp_compress (comp, in + j * bs, bs, cbufs[m]);
+      if (psizes[m] == 0) {
         zv_buf_put (cbufs[m], bs);
         cbufs[m] = NULL;
-        psize = bs;
+        psizes[m] = bs;
       }
     }
-    memset (&bps[m], 0, sizeof bps[m]);
-    if (zv_zio_alloc_bp_open (ob->ob_spa, &bps[m], psize, txg) < 0) {
-      zv_buf_put (cbufs[m], bs);
-      break;                    /* the sync places what is left */
-    }
-    bps[m].bp_lsize = bs;
-    bps[m].bp_birth = txg;
-    bps[m].bp_type = ob->ob_type;
-    bps[m].bp_level = 0;
-    bps[m].bp_fill = 1;
-    bps[m].bp_comp = cbufs[m] ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
-    w[m] = (zv_zio_write_t) {
-      .zw_bp = &bps[m], .zw_buf = cbufs[m] ? cbufs[m] : dr->dr_data,
-      .zw_cksum = cbufs[m] ? NULL : &dr->dr_cksum,
-    };
     at[m++] = j;
+  }
+  for (size_t k = 0; k < m; k++) {
+    zv_dirty_t *dr = drs[at[k]];
+
+    memset (&bps[k], 0, sizeof bps[k]);
+    if (zv_zio_alloc_bp_open (ob->ob_spa, &bps[k], psizes[k], txg) < 0) {
+      /* The sync places this one and what is left. */
+      for (size_t l = k; l < m; l++)
+        zv_buf_put (cbufs[l], bs);
+      m = k;
+      break;
+    }
+    bps[k].bp_lsize = bs;
+    bps[k].bp_birth = txg;
+    bps[k].bp_type = ob->ob_type;
+    bps[k].bp_level = 0;
+    bps[k].bp_fill = 1;
+    bps[k].bp_comp = cbufs[k] ? (uint8_t) ZV_COMP_PROP_ALG (comp) : 0;
+    w[k] = (zv_zio_write_t) {
+      .zw_bp = &bps[k], .zw_buf = cbufs[k] ? cbufs[k] : dr->dr_data,
+      .zw_cksum = cbufs[k] ? NULL : &dr->dr_cksum,
+    };
   }
   if (m > 0 && zv_zio_write_many (ob->ob_spa, w, m) == 0) {
     for (size_t k = 0; k < m; k++) {
