@@ -509,9 +509,12 @@ check_meta (zv_check_t *ck)
 
 /* ---- 2. the trees ---- */
 
+static bool check_before_place (const zv_check_t *ck, unsigned level,
+                                uint64_t blkid);
+
 /* An indirect child no copy of which verifies stops the walk when it
  * gets there (dmu.c): name it, with its place, while its parent is at
- * hand.  Children the walk prunes are not its to read. */
+ * hand.  Children the walk prunes or skips are not its to read. */
 static void
 check_probe (zv_check_t *ck, const zv_blkptr_t *bp, unsigned level,
              uint64_t blkid)
@@ -529,6 +532,7 @@ check_probe (zv_check_t *ck, const zv_blkptr_t *bp, unsigned level,
 
     if (zv_bp_is_hole (c) || c->bp_birth <= ck->ck_min_birth
         || end <= ck->ck_cursor || c->bp_psize != ZV_INDIRECT_SIZE
+        || check_before_place (ck, level - 1, blkid * ZV_INDIRECT_FANOUT + i)
         || zv_zio_bp_check (&ck->ck_pool->p_spa, c, NULL) < 0)
       continue;                 /* the walk's own checks name these */
     for (unsigned k = 0; k < c->bp_ncopies && !ok; k++)
@@ -658,6 +662,41 @@ check_pace (zv_check_t *ck, uint64_t bytes)
   }
 }
 
+/*
+ * A scrub going on from its place: a block that lies wholly before it
+ * was verified by an earlier piece, and is left out of the walk with all
+ * under it (zv_import_walk_tree_skip), counted as examined all the same
+ * (a data block's bytes, or those of the data blocks under an indirect
+ * one, its fill).  Walked down to each data block again, as it was,
+ * every piece cost as much as its place was far: each indirect block
+ * before it read into the view's cold cache, each block's space taken.
+ * A piece that began past the start tells no leak (check_run), so
+ * nothing needs them owned.
+ */
+static bool
+check_before_place (const zv_check_t *ck, unsigned level, uint64_t blkid)
+{
+  uint64_t span = zv_dmu_span (level);
+
+  return ck->ck_skip_off > 0 && ck->ck_ds_blksz > 0
+    && blkid < ck->ck_skip_off / ck->ck_ds_blksz / ZV_MAX (span, 1)
+    && (blkid + 1) * span * ck->ck_ds_blksz <= ck->ck_skip_off;
+}
+
+static bool
+check_skip (void *arg, const zv_blkptr_t *bp, unsigned level,
+            uint64_t blkid)
+{
+  zv_check_t *ck = arg;
+
+  if (!check_before_place (ck, level, blkid))
+    return false;
+  ck->ck_done = ZV_MIN (ck->ck_done + (level == 0 ? bp->bp_lsize
+                                       : bp->bp_fill * ck->ck_ds_blksz),
+                        ck->ck_total);
+  return true;
+}
+
 /* Every block of the tree, after the walk took its owner (and read it,
  * if indirect). */
 static int
@@ -668,17 +707,6 @@ check_block (void *arg, const zv_blkptr_t *bp, unsigned level,
   unsigned good;
 
   (void) data;
-  /* A scrub going on from its place: what lies wholly before it was
-   * verified by an earlier piece (counted as examined all the same). */
-  if (ck->ck_skip_off > 0 && ck->ck_ds_blksz > 0) {
-    uint64_t span = zv_dmu_span (level);
-    if (blkid < ck->ck_skip_off / ck->ck_ds_blksz / ZV_MAX (span, 1)
-        && (blkid + 1) * span * ck->ck_ds_blksz <= ck->ck_skip_off) {
-      if (level == 0)
-        ck->ck_done = ZV_MIN (ck->ck_done + bp->bp_lsize, ck->ck_total);
-      return check_live_poll (ck);
-    }
-  }
   if (ck->ck_pos != NULL)
     check_yield (ck);
   good = check_copies (ck, bp, NULL, (int) level, blkid, ck->ck_buf, true);
@@ -741,7 +769,8 @@ check_tree (zv_check_t *ck, zv_pool_ds_t *ds)
     }
   }
   ck->ck_in_tree = true;
-  r = zv_import_walk_tree (ck->ck_pool, ds, check_block, ck);
+  r = zv_import_walk_tree_skip (ck->ck_pool, ds, check_skip, ck, check_block,
+                                ck);
   ck->ck_in_tree = false;
   if (r < 0 && ck->ck_stop == 0) {
     ck->ck_rep->cr_incomplete++;

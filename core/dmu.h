@@ -154,6 +154,15 @@ int zv_dmu_walk (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
 int zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj,
                        const zv_dnode_phys_t *dn, bool data,
                        uint64_t min_birth, zv_dmu_walk_fn fn, void *arg);
+/* The same, and a pointer for which skip (may be NULL) says true is left
+ * alone with everything under it: nothing of it is read or seen by fn
+ * (a scrub piece's blocks before its place, check.c). */
+typedef bool (*zv_dmu_skip_fn) (void *arg, const zv_blkptr_t *bp,
+                                unsigned level, uint64_t blkid);
+int zv_dmu_walk_since_skip (zv_spa_t *spa, uint64_t obj,
+                            const zv_dnode_phys_t *dn, uint64_t min_birth,
+                            zv_dmu_skip_fn skip, void *skip_arg,
+                            zv_dmu_walk_fn fn, void *arg);
 /* The same, and fn gets each indirect block's ZV_INDIRECT_FANOUT entries
  * as its data, holes included: an incremental stream's FREE ranges are
  * the holes of the indirect blocks born after min_birth (send.c).  With

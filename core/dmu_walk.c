@@ -30,6 +30,8 @@ typedef struct dmu_walk {
   uint64_t dw_min_birth;          /* prune: born no later is skipped */
   bool dw_ind;                    /* fn gets indirect blocks' entries */
   bool dw_stored;                 /* data blocks as stored */
+  zv_dmu_skip_fn dw_skip;         /* or NULL */
+  void *dw_skip_arg;
   zv_dmu_walk_fn dw_fn;
   void *dw_arg;
 } dmu_walk_t;
@@ -52,6 +54,8 @@ dmu_walk_bp (dmu_walk_t *w, const zv_blkptr_t *bp, unsigned level,
    * loads), so nothing under a pruned pointer is newer either. */
   if (bp->bp_birth != 0 && bp->bp_birth <= w->dw_min_birth
       && bp->bp_birth <= pbirth)
+    return 0;
+  if (w->dw_skip != NULL && w->dw_skip (w->dw_skip_arg, bp, level, idx))
     return 0;
   snprintf (what, sizeof what, "object %" PRIu64 " level %u block %" PRIu64,
             w->dw_obj, level, idx);
@@ -95,6 +99,21 @@ zv_dmu_walk_since (zv_spa_t *spa, uint64_t obj, const zv_dnode_phys_t *dn,
   dmu_walk_t w = {
     .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
     .dw_data = data, .dw_min_birth = min_birth, .dw_fn = fn, .dw_arg = arg,
+  };
+
+  return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);
+}
+
+int
+zv_dmu_walk_since_skip (zv_spa_t *spa, uint64_t obj,
+                        const zv_dnode_phys_t *dn, uint64_t min_birth,
+                        zv_dmu_skip_fn skip, void *skip_arg,
+                        zv_dmu_walk_fn fn, void *arg)
+{
+  dmu_walk_t w = {
+    .dw_spa = spa, .dw_obj = obj, .dw_blksz = dn->dn_datablksz,
+    .dw_min_birth = min_birth, .dw_skip = skip, .dw_skip_arg = skip_arg,
+    .dw_fn = fn, .dw_arg = arg,
   };
 
   return dmu_walk_bp (&w, &dn->dn_root, dn->dn_nlevels - 1u, 0, UINT64_MAX);

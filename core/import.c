@@ -751,25 +751,41 @@ zv_import_ds_min_birth (const zv_pool_ds_t *ds)
 }
 
 /* One dataset's tree, walked for its owners (every block a pointer of
- * it names that it owns, each copy); pv->pv_fn sees every block too. */
+ * it names that it owns, each copy, but what skip leaves out);
+ * pv->pv_fn sees every block too. */
 static int
-import_walk (import_verify_t *pv, zv_pool_ds_t *ds)
+import_walk_skip (import_verify_t *pv, zv_pool_ds_t *ds, zv_dmu_skip_fn skip,
+                  void *skip_arg)
 {
   pv->pv_ds = ds;
   snprintf (pv->pv_what, sizeof pv->pv_what, "volume '%s'", ds->ds_name);
-  return zv_dmu_walk_since (&pv->pv_pool->p_spa, ds->ds_obj.ob_id,
-                            &ds->ds_rec.dr_volume, false,
-                            zv_import_ds_min_birth (ds), import_verify_cb,
-                            pv);
+  return zv_dmu_walk_since_skip (&pv->pv_pool->p_spa, ds->ds_obj.ob_id,
+                                 &ds->ds_rec.dr_volume,
+                                 zv_import_ds_min_birth (ds), skip, skip_arg,
+                                 import_verify_cb, pv);
+}
+
+static int
+import_walk (import_verify_t *pv, zv_pool_ds_t *ds)
+{
+  return import_walk_skip (pv, ds, NULL, NULL);
 }
 
 int
 zv_import_walk_tree (zv_pool_t *p, zv_pool_ds_t *ds, zv_dmu_walk_fn fn,
                      void *arg)
 {
+  return zv_import_walk_tree_skip (p, ds, NULL, NULL, fn, arg);
+}
+
+int
+zv_import_walk_tree_skip (zv_pool_t *p, zv_pool_ds_t *ds,
+                          zv_dmu_skip_fn skip, void *skip_arg,
+                          zv_dmu_walk_fn fn, void *arg)
+{
   import_verify_t pv = { .pv_pool = p, .pv_fn = fn, .pv_arg = arg };
 
-  return import_walk (&pv, ds);
+  return import_walk_skip (&pv, ds, skip, skip_arg);
 }
 
 /* A queued free's walk for its owners: every block it still holds but

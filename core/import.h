@@ -40,6 +40,12 @@ uint64_t zv_import_ds_min_birth (const zv_pool_ds_t *ds);
  * after its owner is taken.  0, the walk's first error or fn's return. */
 int zv_import_walk_tree (zv_pool_t *p, zv_pool_ds_t *ds, zv_dmu_walk_fn fn,
                          void *arg);
+/* The same, but the pointers skip says true for are left alone with
+ * what is under them: not read, not owned, not seen by fn
+ * (zv_dmu_walk_since_skip). */
+int zv_import_walk_tree_skip (zv_pool_t *p, zv_pool_ds_t *ds,
+                              zv_dmu_skip_fn skip, void *skip_arg,
+                              zv_dmu_walk_fn fn, void *arg);
 /* The same for a queued free (freeq.c): every block or dead-list entry
  * it still holds takes its owner (its root or list object excepted);
  * fn sees the tree's blocks. */

@@ -925,6 +925,103 @@ test_scrub_pieces (void **state)
   unlink (dev);
 }
 
+/* The device reads a piece makes of the indirect blocks (level 1) of
+ * one tree that lie wholly before its place, and of the others. */
+typedef struct sc_l1_reads {
+  const sc_set_t *lr_ss;
+  int lr_ds;
+  uint64_t lr_place;                    /* bytes */
+  _Atomic unsigned lr_before, lr_after;
+} sc_l1_reads_t;
+
+static int
+sc_count_l1 (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+             uint32_t len)
+{
+  sc_l1_reads_t *lr = arg;
+  const sc_set_t *ss = lr->lr_ss;
+  const uint64_t span = (uint64_t) ZV_INDIRECT_FANOUT
+    * ss->ss_blksz[lr->lr_ds];
+
+  (void) dev; (void) len;
+  if (op != ZV_DEV_READ)
+    return 0;
+  for (size_t i = 0; i < ss->ss_n; i++) {
+    const sc_blk_t *b = &ss->ss_blk[i];
+
+    if (b->sb_ds != lr->lr_ds || b->sb_level != 1)
+      continue;
+    for (unsigned c = 0; c < b->sb_bp.bp_ncopies; c++)
+      if (off == ZV_DVA_OFFSET (b->sb_bp.bp_dva[c])) {
+        if ((b->sb_blkid + 1) * span <= lr->lr_place)
+          atomic_fetch_add (&lr->lr_before, 1);
+        else
+          atomic_fetch_add (&lr->lr_after, 1);
+      }
+  }
+  return 0;
+}
+
+/* A piece that goes on from a place reads nothing of the tree wholly
+ * before it: the walk skips what is under an indirect block the place
+ * is past (re-walked, each piece read every indirect block before its
+ * place into its view's cold cache, and took each data block's space). */
+static void
+test_scrub_piece_skips (void **state)
+{
+  char path[512];
+  const char *dev = tl_path (path, sizeof path, "sc-skip");
+  sc_set_t *ss = calloc (1, sizeof *ss);
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zvol_check_report_t rep;
+  zv_check_pos_t pos = { .cp_phase = ZV_CHECK_PHASE_TREES };
+  sc_l1_reads_t lr = { .lr_ds = -1, .lr_place = 20 * MiB };
+  _Atomic bool stop = false;
+  unsigned nbefore = 0;
+
+  (void) state;
+  assert_non_null (ss);
+  assert_int_equal (tl_sparse_file (dev, SC_DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, SC_VOLSIZE, true);
+  p = tl_pool_open_ok (&pc);
+  /* Past the place by a few MiB: several indirect blocks before it,
+   * some after. */
+  for (uint64_t off = 0; off < lr.lr_place + 4 * MiB; off += 1 * MiB)
+    tl_vol_write (tl_vol (p), NULL, off, 1 * MiB, 1, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  sc_collect (p, ss);
+  for (unsigned k = 0; k < ss->ss_nds; k++)
+    if (strcmp (ss->ss_open[k], "zvol") == 0)
+      lr.lr_ds = (int) k;
+  assert_true (lr.lr_ds >= 0);
+  for (size_t i = 0; i < p->p_dd.dd_nds; i++)
+    if (strcmp (p->p_dd.dd_dss[i]->ds_name, "zvol") == 0)
+      pos.cp_ds_id = p->p_dd.dd_dss[i]->ds_id;
+  pos.cp_off = lr.lr_place;
+  for (size_t i = 0; i < ss->ss_n; i++)
+    nbefore += ss->ss_blk[i].sb_ds == lr.lr_ds
+      && ss->ss_blk[i].sb_level == 1
+      && (ss->ss_blk[i].sb_blkid + 1) * ZV_INDIRECT_FANOUT
+      * ss->ss_blksz[lr.lr_ds] <= lr.lr_place;
+  assert_true (nbefore >= 2);           /* else the test shows nothing */
+  lr.lr_ss = ss;
+  zv_dev_set_fault (p->p_spa.spa_devs[0], sc_count_l1, &lr);
+  assert_int_equal (zv_check_scrub_piece (p, &rep, &stop, NULL, NULL, &pos),
+                    0);
+  zv_dev_set_fault (p->p_spa.spa_devs[0], NULL, NULL);
+  print_message ("%u indirect blocks before the place: %u reads of them, "
+                 "%u of the others\n", nbefore, lr.lr_before, lr.lr_after);
+  assert_int_equal (pos.cp_phase, ZV_CHECK_PHASE_DONE);
+  assert_int_equal (lr.lr_before, 0);
+  assert_true (lr.lr_after > 0);        /* the counter sees the reads */
+  assert_int_equal (rep.cr_cksum_errors + rep.cr_read_errors, 0);
+  assert_int_equal (tl_pool_close (p), 0);
+  free (ss->ss_blk);
+  free (ss);
+  unlink (dev);
+}
+
 int
 main (void)
 {
@@ -935,6 +1032,7 @@ main (void)
     tl_test (test_scrub_restart),
     tl_test (test_scrub_yield),
     tl_test (test_scrub_pieces),
+    tl_test (test_scrub_piece_skips),
   };
   return tl_main (tests, "scrub", NULL);
 }
