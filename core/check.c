@@ -689,10 +689,15 @@ check_skip (void *arg, const zv_blkptr_t *bp, unsigned level,
 {
   zv_check_t *ck = arg;
 
+  uint64_t bytes;
+
   if (!check_before_place (ck, level, blkid))
     return false;
-  ck->ck_done = ZV_MIN (ck->ck_done + (level == 0 ? bp->bp_lsize
-                                       : bp->bp_fill * ck->ck_ds_blksz),
+  /* The fill is read from disk: saturate rather than wrap. */
+  bytes = level == 0 ? bp->bp_lsize
+    : bp->bp_fill > ck->ck_total / ck->ck_ds_blksz ? ck->ck_total
+    : bp->bp_fill * ck->ck_ds_blksz;
+  ck->ck_done = ZV_MIN (ck->ck_done + ZV_MIN (bytes, ck->ck_total),
                         ck->ck_total);
   return true;
 }
