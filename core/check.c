@@ -688,7 +688,6 @@ check_skip (void *arg, const zv_blkptr_t *bp, unsigned level,
             uint64_t blkid)
 {
   zv_check_t *ck = arg;
-
   uint64_t bytes;
 
   if (!check_before_place (ck, level, blkid))
