@@ -155,6 +155,24 @@ def headline_latency(job, m):
     return m["fsync_p99"] if m["fsync_p99"] is not None else m["p99"]
 
 
+def read_cpu(out):
+    """(job, target, round) -> (busy share of all CPUs, number of CPUs)
+    during that fio run, from runs.tsv's sixth and seventh columns (runs
+    of an older bench have none)."""
+    cpu = {}
+    p = os.path.join(out, "runs.tsv")
+    if os.path.exists(p):
+        with open(p) as f:
+            for line in f:
+                w = line.rstrip("\n").split("\t")
+                if len(w) >= 7:
+                    try:
+                        cpu[w[0], w[1], w[2]] = (float(w[5]), int(w[6]))
+                    except ValueError:
+                        pass
+    return cpu
+
+
 def cmd_default(out, rounds, targets, jobs):
     rounds = int(rounds)
     targets = targets.split()
@@ -162,9 +180,11 @@ def cmd_default(out, rounds, targets, jobs):
     res = {}            # (job, target) -> medians and per-round values
     runs_csv = []
     failures = []
+    cpu = read_cpu(out)
     for job in jobs:
         for t in targets:
             per = []
+            cpu_per = []    # (busy share, machine CPU us per I/O) per round
             for r in range(1, rounds + 1):
                 p = os.path.join(out, "json", "%s.%s.%d.json" % (job, t, r))
                 try:
@@ -173,8 +193,12 @@ def cmd_default(out, rounds, targets, jobs):
                     failures.append("%s on %s, round %d: %s" % (job, t, r, e))
                     continue
                 per.append(x)
+                c = cpu.get((job, t, str(r)))
+                if c is not None and x[0]:
+                    cpu_per.append((c[0], c[0] * c[1] * 1e6 / x[0]))
                 runs_csv.append([job, t, r] + ["" if v is None else "%.3f" % v for v in x])
             res[job, t] = {
+                "busy": med(c[0] for c in cpu_per), "cpu_us": med(c[1] for c in cpu_per),
                 "iops": med(x[0] for x in per), "mib": med(x[1] for x in per),
                 "p99": med(x[2] for x in per), "fsync_p99": med(x[3] for x in per),
                 "per": [x[0] for x in per],
@@ -184,7 +208,8 @@ def cmd_default(out, rounds, targets, jobs):
             }
 
     header = ["job", "target", "IOPS", "MiB/s", "p99 us", "fsync p99 us",
-              "% null", "% raw", "x file", "lat x null", "lat x raw", "IOPS per round"]
+              "% null", "% raw", "x file", "lat x null", "lat x raw", "CPU busy %",
+              "CPU us/IO", "IOPS per round"]
     rows, csv_rows = [], []
     for job in jobs:
         ceil = {c: res.get((job, c)) for c in (TRANSPORT, DEVICE, BASELINE)}
@@ -205,9 +230,12 @@ def cmd_default(out, rounds, targets, jobs):
             rows.append([job, t, fmt(m["iops"]), fmt(m["mib"], "%.1f"), fmt(m["p99"]),
                          fmt(m["fsync_p99"]), fmt(vals[0], "%.1f"), fmt(vals[1], "%.1f"),
                          fmt(vals[2], "%.2f"), fmt(vals[3], "%.2f"), fmt(vals[4], "%.2f"),
+                         fmt(None if m["busy"] is None else 100 * m["busy"], "%.0f"),
+                         fmt(m["cpu_us"], "%.1f"),
                          " ".join("%.0f" % x for x in m["per"])])
             csv_rows.append([job, t] + ["" if v is None else "%.3f" % v for v in
-                                        [m["iops"], m["mib"], m["p99"], m["fsync_p99"]] + vals]
+                                        [m["iops"], m["mib"], m["p99"], m["fsync_p99"]] + vals
+                                        + [m["busy"], m["cpu_us"]]]
                             + [" ".join("%.0f" % x for x in m["per"])])
 
     text = []
@@ -222,7 +250,10 @@ def cmd_default(out, rounds, targets, jobs):
                 "IOPS as a share of the transport ceiling (nbdkit null) and of the device "
                 "ceiling (fio io_uring O_DIRECT on a file in the same directory); x file: IOPS / "
                 "the file plugin's (it writes to the page cache); lat x: the job's latency (fsync "
-                "p99 where it flushes, else p99) / the ceiling's." % rounds)
+                "p99 where it flushes, else p99) / the ceiling's; CPU busy %%: the share of "
+                "all the machine's CPU time that was busy during the run (fio, the server and "
+                "the kernel together, fio's start and ramp included); CPU us/IO: that busy "
+                "time per I/O (busy share x CPUs / IOPS)." % rounds)
     for a_t, b_t, what in PAIRS:
         if a_t not in targets or b_t not in targets:
             continue
@@ -249,7 +280,7 @@ def cmd_default(out, rounds, targets, jobs):
         w = csv.writer(f)
         w.writerow(["job", "target", "iops", "mib_s", "p99_us", "fsync_p99_us",
                     "pct_of_null", "pct_of_raw", "x_file", "lat_x_null", "lat_x_raw",
-                    "iops_per_round"])
+                    "cpu_busy", "cpu_us_per_io", "iops_per_round"])
         w.writerows(csv_rows)
     with open(os.path.join(out, "runs.csv"), "w", newline="") as f:
         w = csv.writer(f)

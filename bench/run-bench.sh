@@ -611,23 +611,40 @@ make_job ()
     } >"$f"
 }
 
+# cpu_jiffies: the machine's busy and total CPU time so far (jiffies,
+# all CPUs: user, nice, system, irq, softirq and steal are busy; idle
+# and iowait are not), from /proc/stat's first line.
+cpu_jiffies ()
+{
+    local _c u n s i w q sq st _rest
+    read -r _c u n s i w q sq st _rest </proc/stat
+    echo "$(( u + n + s + q + sq + st )) $(( u + n + s + i + w + q + sq + st ))"
+}
+
 # run_fio T JOB OUT: one fio run of bench/jobs/JOB.fio on T; fails loudly
 # on fio errors.  Its start and end go to $OUT/runs.tsv (the txg charts
-# shade them).
+# shade them), with the share of the machine's CPU time that was busy
+# meanwhile (fio, the server and the kernel together; the ramp and
+# fio's start included) and the number of CPUs: report.py turns them
+# into CPU time per I/O.
 run_fio ()
 {
-    local t=$1 job=$2 out=$3 rc=0 jf a
+    local t=$1 job=$2 out=$3 rc=0 jf a b0 t0 b1 t1
     jf=$OUT/jobs/$t.$job.fio
     make_job "$t" "$job" "$jf"
     a=$EPOCHREALTIME
+    read -r b0 t0 < <(cpu_jiffies)
     timeout $(( RUNTIME + RAMP + 600 )) \
         fio --output-format=json --output="$out" "$jf" || rc=$?
+    read -r b1 t1 < <(cpu_jiffies)
     if [ "$rc" -ne 0 ]; then
         echo "run-bench: fio $job on $t failed (status $rc):" >&2
         head -n 50 "$out" >&2
         die "fio failed"
     fi
-    printf '%s\t%s\t%s\t%s\t%s\n' "$job" "$t" "${4:-0}" "$a" "$EPOCHREALTIME" >>"$OUT/runs.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$job" "$t" "${4:-0}" "$a" "$EPOCHREALTIME" \
+        "$(awk -v b=$(( b1 - b0 )) -v t=$(( t1 - t0 )) 'BEGIN { printf "%.4f", (t > 0 ? b / t : 0) }')" \
+        "$(nproc)" >>"$OUT/runs.tsv"
     growth_sample "$t" "$job" "${4:-0}"
 }
 
@@ -702,6 +719,37 @@ lz4_ceiling ()
     rm -f "$f"
     sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s *, *\([0-9.]*\) MB\/s.*/- lz4 alone (lz4 -b1, one core, '"$bs"' blocks, fio data: '"$BENCH_DATA"'): ratio \1, compression \2 MB\/s, decompression \3 MB\/s/p' <<<"$line" | grep . ||
         echo "- lz4 alone: not measured (lz4 -b printed no speed: $line)"
+    cpu_bound "$(sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s.*/\2/p' <<<"$line")"
+}
+
+# cpu_bound MBPS: what the processors allow a compressed volume's
+# 128 KiB sequential writes at most, from this run's figures: each
+# request costs at least what the transport alone costs (null's CPU time
+# per request, results.csv) plus compressing 128 KiB at lz4's own speed
+# (MBPS, lz4 -b above), on all the CPUs; beside it the uncompressed
+# ceiling (the lower of null and raw) and what each zvol target reached.
+# Where the bound is below a target without compression, compression
+# cannot catch up with it on this machine, whatever the engine does.
+cpu_bound ()
+{
+    local mbps=$1 csv=$OUT/results.csv
+    [ -n "$mbps" ] && [ -s "$csv" ] || return 0
+    grep -q '^seq-write-128k,null,' "$csv" || {
+        echo "- CPU bound of compressed 128 KiB writes: not computed (no seq-write-128k run on null)"
+        return 0
+    }
+    awk -F, -v mbps="$mbps" -v ncpu="$(nproc)" '
+        $1 == "seq-write-128k" { iops[$2] = $3; busy[$2] = $12; us[$2] = $13; t[++n] = $2 }
+        END {
+            if (us["null"] == "" || mbps <= 0) exit
+            c = 131072 / mbps
+            bound = ncpu * 1e6 / (us["null"] + c)
+            ceil = iops["null"]; if ("raw" in iops && iops["raw"] < ceil) ceil = iops["raw"]
+            printf "- CPU bound of compressed 128 KiB sequential writes: %d CPUs / (%.0f us, null'"'"'s CPU per request, + %.0f us, lz4 alone on 128 KiB) = %.0f IOPS; uncompressed ceiling (the lower of null and raw) %.0f IOPS\n", ncpu, us["null"], c, bound, ceil
+            for (i = 1; i <= n; i++)
+                if (t[i] ~ /^zvol/)
+                    printf "  - %s: %.0f IOPS, %.0f us of CPU per request, %.0f%% busy\n", t[i], iops[t[i]], us[t[i]], 100 * busy[t[i]]
+        }' "$csv"
 }
 
 # compress_report: each zvol target's compressratio after each job (its

@@ -109,6 +109,8 @@ compq_one (zv_compq_job_t *j, size_t i, _Atomic uint64_t *by)
   if (it->ci_src == NULL)
     return;
   it->ci_psize = j->cj_prop == 0 ? 0
+    : it->ci_asked ? zv_comp_compress_asked (j->cj_prop, it->ci_src,
+                                             it->ci_lsize, it->ci_dst)
     : zv_comp_compress (j->cj_prop, it->ci_src, it->ci_lsize, it->ci_dst);
   if (it->ci_cksum) {
     if (it->ci_psize > 0)

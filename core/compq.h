@@ -24,6 +24,7 @@ typedef struct zv_compq_item {
                                    job's property is off) */
   uint32_t ci_lsize;
   uint32_t ci_psize;            /* out: zv_comp_compress's result */
+  bool ci_asked;                /* the early abort said no already */
   bool ci_cksum;                /* checksum what is to be stored, */
   uint64_t ci_seed;             /* with this seed, */
   zv_cksum_t ci_sum;            /* out: into here (ci_dst's psize bytes,

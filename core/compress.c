@@ -273,8 +273,11 @@ zv_comp_count_refused (void)
   atomic_fetch_add_explicit (&comp_aborted, 1, memory_order_relaxed);
 }
 
-uint32_t
-zv_comp_compress (uint32_t p, const void *src, uint32_t lsize, void *dst)
+/* zv_comp_compress; 'asked': the caller's zv_comp_refuses said no
+ * already, and the sample is not taken twice. */
+static uint32_t
+comp_compress (uint32_t p, const void *src, uint32_t lsize, void *dst,
+               bool asked)
 {
   unsigned alg = ZV_COMP_PROP_ALG (p);
   /* Keep it only if it saves an eighth, counted in allocation units. */
@@ -286,7 +289,7 @@ zv_comp_compress (uint32_t p, const void *src, uint32_t lsize, void *dst)
   if (alg == ZV_COMP_OFF || room <= ZV_COMP_HDR)
     return 0;
   atomic_fetch_add_explicit (&comp_tried, 1, memory_order_relaxed);
-  if (atomic_load_explicit (&comp_predict_on, memory_order_relaxed)
+  if (!asked && atomic_load_explicit (&comp_predict_on, memory_order_relaxed)
       && zv_comp_predict_incompressible (src, lsize)) {
     atomic_fetch_add_explicit (&comp_aborted, 1, memory_order_relaxed);
     return 0;
@@ -319,6 +322,19 @@ zv_comp_compress (uint32_t p, const void *src, uint32_t lsize, void *dst)
   memset (out + ZV_COMP_HDR + clen, 0, stored - ZV_COMP_HDR - clen);
   atomic_fetch_add_explicit (&comp_compressed, 1, memory_order_relaxed);
   return stored;
+}
+
+uint32_t
+zv_comp_compress (uint32_t p, const void *src, uint32_t lsize, void *dst)
+{
+  return comp_compress (p, src, lsize, dst, false);
+}
+
+uint32_t
+zv_comp_compress_asked (uint32_t p, const void *src, uint32_t lsize,
+                        void *dst)
+{
+  return comp_compress (p, src, lsize, dst, true);
 }
 
 int

@@ -50,6 +50,10 @@ void zv_comp_prop_name (uint32_t p, char *buf, size_t len);
  */
 uint32_t zv_comp_compress (uint32_t p, const void *src, uint32_t lsize,
                            void *dst);
+/* The same for a block whose writer asked the early abort already
+ * (zv_comp_refuses said no): the sample is not taken again. */
+uint32_t zv_comp_compress_asked (uint32_t p, const void *src,
+                                 uint32_t lsize, void *dst);
 /*
  * Decompress a verified block of psize bytes (algorithm alg) into dst,
  * which must come out exactly lsize bytes.  0, or -EIO when the header,

@@ -463,6 +463,8 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       .ci_src = dr->dr_data,
       .ci_dst = comp ? zv_buf_get (ob->ob_blksz) : NULL,
       .ci_lsize = ob->ob_blksz, .ci_cksum = true,
+      /* (a sealed block here is one the early abort let through) */
+      .ci_asked = dr->dr_sealed,
       .ci_seed = ob->ob_spa->spa_guid,
     };
     nitems++;

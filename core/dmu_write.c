@@ -232,10 +232,14 @@ dmu_prepay (zv_object_t *ob, uint64_t off, size_t len, uint64_t txg,
  * the early abort's verdict are taken now, from the writer's buffer,
  * which is in this processor's cache, and the sync (which meets the
  * block cold, a txg later) only hands it to the device.  Any other
- * change of the record's data breaks the seal (db_mtx held).
+ * change of the record's data breaks the seal (db_mtx held).  Without
+ * 'sum' the checksum is left to the caller, who takes it or breaks the
+ * seal before it lets go of db_mtx (a direct write that compresses the
+ * block: its checksum is of what is stored).
  */
 static void
-dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole)
+dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole,
+                 bool sum)
 {
   uint32_t comp;
 
@@ -243,8 +247,9 @@ dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole)
   dr->dr_incomp = false;
   if (!dr->dr_sealed)
     return;
-  zv_cksum_compute (whole, ob->ob_blksz, ob->ob_spa->spa_guid,
-                    &dr->dr_cksum);
+  if (sum)
+    zv_cksum_compute (whole, ob->ob_blksz, ob->ob_spa->spa_guid,
+                      &dr->dr_cksum);
   comp = zv_dmu_comp_prop (ob);
   if (comp != 0)
     dr->dr_incomp = zv_comp_refuses (comp, whole, ob->ob_blksz);
@@ -252,11 +257,13 @@ dmu_seal_locked (zv_object_t *ob, zv_dirty_t *dr, const void *whole)
 
 /* Copy n bytes of 'in' into block db at boff, dirtying it in txg
  * (db_mtx held), its reservation out of *prepaid (dmu_prepay); *drp
- * gets the record, *keptp as dmu_dirty_locked. */
+ * gets the record, *keptp as dmu_dirty_locked; 'sum' as
+ * dmu_seal_locked's. */
 static int
 dmu_write_block_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
                         uint32_t boff, size_t n, const uint8_t *in,
-                        uint64_t *prepaid, zv_dirty_t **drp, bool *keptp)
+                        uint64_t *prepaid, zv_dirty_t **drp, bool *keptp,
+                        bool sum)
 {
   bool aligned = zv_dmu_grain_aligned (boff, n);
   zv_dirty_t *dr;
@@ -290,7 +297,7 @@ dmu_write_block_locked (zv_object_t *ob, zv_dbuf_t *db, uint64_t txg,
   /* A write decides the block's fate as any write does: all zeros
    * become a hole at the sync.  Only a zero keeps zeros allocated. */
   dr->dr_keep_alloc = false;
-  dmu_seal_locked (ob, dr, n == ob->ob_blksz ? in : NULL);
+  dmu_seal_locked (ob, dr, n == ob->ob_blksz ? in : NULL, sum);
   *drp = dr;
   return 0;
 }
@@ -338,9 +345,9 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
   zv_blkptr_t bps[DMU_DIRECT_MAX];
   zv_zio_write_t w[DMU_DIRECT_MAX];
   void *cbufs[DMU_DIRECT_MAX];
-  size_t at[DMU_DIRECT_MAX], held = 0, m = 0;
+  size_t at[DMU_DIRECT_MAX], held = 0, done = 0, m = 0;
   uint32_t psizes[DMU_DIRECT_MAX];
-  bool kept[DMU_DIRECT_MAX];
+  bool kept[DMU_DIRECT_MAX], summed[DMU_DIRECT_MAX];
   uint32_t comp = zv_dmu_comp_prop (ob);
   int r = 0;
 
@@ -349,10 +356,15 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
     dbs[j] = zv_dbuf_hold (ob->ob_cache, ob, 0, first + j, bs);
     pthread_mutex_lock (&dbs[j]->db_mtx);
     held = j + 1;
+    /* On a compressed volume the seal's checksum waits: a block
+     * stored compressed is checksummed as stored, and one of the whole
+     * block would be thrown away. */
     r = dmu_write_block_locked (ob, dbs[j], txg, 0, bs, in + j * bs,
-                                prepaid, &drs[j], &kept[j]);
+                                prepaid, &drs[j], &kept[j], comp == 0);
     if (r < 0)
       break;
+    summed[j] = comp == 0;
+    done = j + 1;
   }
   /* Compressed here, from the writer's buffer (in this processor's
    * cache), not by the sync's workers a txg later; all of the run first,
@@ -368,12 +380,20 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
     psizes[m] = bs;
     if (comp != 0 && !dr->dr_incomp) {
       cbufs[m] = zv_buf_get (bs);
-      psizes[m] = zv_comp_compress (comp, in + j * bs, bs, cbufs[m]);
+      psizes[m] = zv_comp_compress_asked (comp, in + j * bs, bs,
+                                          cbufs[m]);
       if (psizes[m] == 0) {
         zv_buf_put (cbufs[m], bs);
         cbufs[m] = NULL;
         psizes[m] = bs;
       }
+    }
+    /* Stored as it is: the seal's checksum after all, from the same
+     * buffer, still in this processor's cache. */
+    if (cbufs[m] == NULL && !summed[j]) {
+      zv_cksum_compute (in + j * bs, bs, ob->ob_spa->spa_guid,
+                        &dr->dr_cksum);
+      summed[j] = true;
     }
     at[m++] = j;
   }
@@ -418,6 +438,11 @@ dmu_write_direct (zv_object_t *ob, uint64_t first, size_t nb,
   }
   for (size_t k = 0; k < m; k++)
     zv_buf_put (cbufs[k], bs);
+  /* A seal without its checksum is no seal: the sync (or a commit that
+   * wants the block in place) takes the checksum then. */
+  for (size_t j = 0; j < done; j++)
+    if (!summed[j])
+      drs[j]->dr_sealed = false;
   for (size_t j = held; j-- > 0;) {
     pthread_mutex_unlock (&dbs[j]->db_mtx);
     if (!kept[j])
@@ -466,7 +491,7 @@ dmu_write_prepaid (zv_object_t *ob, uint64_t off, size_t len,
       db = zv_dbuf_hold (ob->ob_cache, ob, 0, blkid, ob->ob_blksz);
       pthread_mutex_lock (&db->db_mtx);
       r = dmu_write_block_locked (ob, db, txg, boff, n, in, prepaid, &dr,
-                                  &kept);
+                                  &kept, true);
       pthread_mutex_unlock (&db->db_mtx);
       if (!kept)
         zv_dbuf_rele (ob->ob_cache, db);

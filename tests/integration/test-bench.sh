@@ -122,6 +122,10 @@ check "the table has a row per job and target (6)" \
     test "$(grep -cE '^\| (rand-write-4k-qd1-fsync|rand-read-4k-qd32) +\| (null|zvol|raw) ' "$md")" -eq 6
 check "the table's columns: shares of both ceilings, the file ratio, p99s" \
     bash -c "tr -d ' ' <'$md' | grep -q '^|job|target|IOPS|MiB/s|p99us|fsyncp99us|%null|%raw|xfile|latxnull|latxraw|'"
+check "every row has the machine's CPU: busy % (0-100) and us per I/O" \
+    awk -F'|' '$2 ~ /^ (rand-write-4k-qd1-fsync|rand-read-4k-qd32) / {
+                   n++; if ($13 + 0 > 0 && $13 + 0 <= 100 && $14 + 0 > 0) ok++ }
+               END { exit !(n == 6 && ok == 6) }' "$md"
 check "zvol's fsync row has a flush p99 and both shares" \
     awk -F'|' '$2 ~ /rand-write-4k-qd1-fsync / && $3 ~ /zvol/ {
                    if ($7 + 0 > 0 && $8 + 0 > 0 && $9 + 0 > 0) ok = 1 } END { exit !ok }' "$md"
