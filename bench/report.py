@@ -4,6 +4,8 @@
     report.py default OUT ROUNDS "TARGETS" JOB...   fio runs -> tables, PNGs
     report.py txg OUT TARGET...                     txg history -> TSV, PNG
     report.py core OUT A=TSV,...[@GLOB] [B=...]    core-bench -> table
+    report.py cpubound OUT MBPS NCPU               CPU bound of compressed
+                                                    128 KiB writes (lz4 at MBPS)
 
 (core: each side a label, its core-bench -t outputs, and optionally a
 glob of its callgrind dumps.)
@@ -653,6 +655,73 @@ def cmd_core(out, sides):
     print("\n".join(text))
 
 
+def fio_usr_us(path):
+    """fio's own user CPU time per I/O (us) in one run: what generating
+    the requests (refilling buffers, its bookkeeping) cost it."""
+    doc = load_json(path)
+    iops = sum(j[d]["iops"] for j in doc["jobs"] for d in ("read", "write"))
+    usr = sum(j["usr_cpu"] for j in doc["jobs"]) / 100.0
+    return usr * 1e6 / iops if iops else None
+
+
+def load_json(path):
+    with open(path) as f:
+        text = f.read()
+    return json.loads(text[text.index("{"):])
+
+
+def cmd_cpubound(out, mbps, ncpu):
+    """What the processors allow compressed 128 KiB sequential writes at
+    most, from the run's own figures (seq-write-128k on null and raw):
+    a request costs at least the transport (null's CPU per request), the
+    compression of 128 KiB at lz4's own speed, and its device write
+    (raw's CPU per request less fio's own user time, which null's figure
+    counts already).  Beside it, each zvol target's rate and cost."""
+    job = "seq-write-128k"
+    cpu = read_cpu(out)
+    per = {}
+    for (j, t, r), (busy, n) in cpu.items():
+        if j != job:
+            continue
+        try:
+            x = load_fio(os.path.join(out, "json", "%s.%s.%s.json" % (j, t, r)))
+        except (OSError, ValueError, KeyError):
+            continue
+        if not x[0]:
+            continue
+        d = per.setdefault(t, {"iops": [], "us": [], "busy": [], "fio": []})
+        d["iops"].append(x[0])
+        d["us"].append(busy * n * 1e6 / x[0])
+        d["busy"].append(busy)
+        try:
+            d["fio"].append(fio_usr_us(os.path.join(out, "json", "%s.%s.%s.json" % (j, t, r))))
+        except (OSError, ValueError, KeyError):
+            pass
+    if "null" not in per or mbps <= 0:
+        print("- CPU bound of compressed 128 KiB writes: not computed (no %s run on null)" % job)
+        return
+    tr = med(per["null"]["us"])
+    comp = 131072 / mbps
+    dev = None
+    if "raw" in per:
+        dev = max(0.0, med(per["raw"]["us"]) - (med(per["raw"]["fio"]) or 0))
+    cost = tr + comp + (dev or 0)
+    ceil = med(per["null"]["iops"])
+    if "raw" in per:
+        ceil = min(ceil, med(per["raw"]["iops"]))
+    print("- CPU bound of compressed 128 KiB sequential writes: %d CPUs / (%.0f us, null's CPU "
+          "per request, + %.0f us, lz4 alone on 128 KiB%s) = %.0f IOPS; uncompressed ceiling "
+          "(the lower of null and raw) %.0f IOPS"
+          % (ncpu, tr, comp, "" if dev is None else
+             ", + %.0f us, raw's CPU per request less fio's own user time" % dev,
+             ncpu * 1e6 / cost, ceil))
+    for t in sorted(per):
+        if t.startswith("zvol"):
+            d = per[t]
+            print("  - %s: %.0f IOPS, %.0f us of CPU per request, %.0f%% busy"
+                  % (t, med(d["iops"]), med(d["us"]), 100 * med(d["busy"])))
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -665,6 +734,9 @@ def main(argv):
         return 1 if failures else 0
     if cmd == "txg":
         print_charts(out, cmd_txg(out, argv[3:]))
+        return 0
+    if cmd == "cpubound" and len(argv) == 5:
+        cmd_cpubound(out, float(argv[3]), int(argv[4]))
         return 0
     if cmd == "core":
         # core OUT LABEL=tsv,tsv[@callgrind-glob] ...

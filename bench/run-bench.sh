@@ -723,33 +723,17 @@ lz4_ceiling ()
 }
 
 # cpu_bound MBPS: what the processors allow a compressed volume's
-# 128 KiB sequential writes at most, from this run's figures: each
-# request costs at least what the transport alone costs (null's CPU time
-# per request, results.csv) plus compressing 128 KiB at lz4's own speed
-# (MBPS, lz4 -b above), on all the CPUs; beside it the uncompressed
-# ceiling (the lower of null and raw) and what each zvol target reached.
-# Where the bound is below a target without compression, compression
-# cannot catch up with it on this machine, whatever the engine does.
+# 128 KiB sequential writes at most, from this run's figures (report.py
+# cpubound: the transport's CPU per request, lz4's own time for 128 KiB
+# at MBPS, the device write's CPU), beside the uncompressed ceiling and
+# each zvol target's rate and CPU per request.  Where the bound is below
+# what a target without compression reached, compression cannot catch
+# up with it on this machine, whatever the engine does.
 cpu_bound ()
 {
-    local mbps=$1 csv=$OUT/results.csv
-    [ -n "$mbps" ] && [ -s "$csv" ] || return 0
-    grep -q '^seq-write-128k,null,' "$csv" || {
-        echo "- CPU bound of compressed 128 KiB writes: not computed (no seq-write-128k run on null)"
-        return 0
-    }
-    awk -F, -v mbps="$mbps" -v ncpu="$(nproc)" '
-        $1 == "seq-write-128k" { iops[$2] = $3; busy[$2] = $12; us[$2] = $13; t[++n] = $2 }
-        END {
-            if (us["null"] == "" || mbps <= 0) exit
-            c = 131072 / mbps
-            bound = ncpu * 1e6 / (us["null"] + c)
-            ceil = iops["null"]; if ("raw" in iops && iops["raw"] < ceil) ceil = iops["raw"]
-            printf "- CPU bound of compressed 128 KiB sequential writes: %d CPUs / (%.0f us, null'"'"'s CPU per request, + %.0f us, lz4 alone on 128 KiB) = %.0f IOPS; uncompressed ceiling (the lower of null and raw) %.0f IOPS\n", ncpu, us["null"], c, bound, ceil
-            for (i = 1; i <= n; i++)
-                if (t[i] ~ /^zvol/)
-                    printf "  - %s: %.0f IOPS, %.0f us of CPU per request, %.0f%% busy\n", t[i], iops[t[i]], us[t[i]], 100 * busy[t[i]]
-        }' "$csv"
+    [ -n "$1" ] || return 0
+    "$PYTHON" "$here/report.py" cpubound "$OUT" "$1" "$(nproc)" ||
+        echo "- CPU bound of compressed 128 KiB writes: not computed (report.py failed)"
 }
 
 # compress_report: each zvol target's compressratio after each job (its
