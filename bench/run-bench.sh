@@ -76,6 +76,11 @@
 #   SNAPSHOTS       zvol-snap: how many snapshots (default 100); ZVOLADM the tool
 #   SNAP_POOL_SIZE  the pool of zvol-snap (and of zvol, zvol-b beside it),
 #                   a sparse file: default 16 x BENCH_SIZE
+#   ZVOL_POOL_SIZE  the pool of zvol and zvol-b, a sparse file of this
+#                   size (default: what create=true makes, the volume
+#                   + 25% + 128M, about 80% full once filled)
+#   ZVOL_B_POOL_SIZE  zvol-b's alone (e.g. a roomy pool against the
+#                   default with one build)
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
 #   ZVOL_B_OPTS     zvol-b's own, after ZVOL_OPTS (with ZVOL_PLUGIN_B the
 #                   same build: a tunable's before and after in one run;
@@ -500,9 +505,16 @@ start_target ()
         # shrink its txgs).  On 4 x BENCH_SIZE + 256M, the snapshots'
         # BENCH_SIZE was half the free space, and that, not the
         # snapshots' code, made zvol-snap slower.
+        local psize=
         if [ "$t" = zvol-snap ] || { { [ "$t" = zvol ] || [ "$t" = zvol-b ]; } && [[ " ${targets[*]} " == *" zvol-snap "* ]]; }; then
-            truncate -s "${SNAP_POOL_SIZE:-$(( 16 * $(numfmt --from=iec "$BENCH_SIZE") ))}" \
-                "$BENCH_DIR/$t.img"
+            psize=${SNAP_POOL_SIZE:-$(( 16 * $(numfmt --from=iec "$BENCH_SIZE") ))}
+        fi
+        # ZVOL_POOL_SIZE, ZVOL_B_POOL_SIZE: a pool of that size instead
+        # (the pool's room changes the figures; see bench/README.md).
+        [ "$t" != zvol ] && [ "$t" != zvol-b ] || psize=${ZVOL_POOL_SIZE:-$psize}
+        [ "$t" != zvol-b ] || psize=${ZVOL_B_POOL_SIZE:-$psize}
+        if [ -n "$psize" ]; then
+            truncate -s "$psize" "$BENCH_DIR/$t.img"
             pre+=(sparse=true)
         fi
         [ "$t" != zvol-snap ] || pre+=("control=$BENCH_DIR/$t.ctl")
@@ -851,8 +863,10 @@ suite_default ()
                 "${ZVOL_OPTS}; rbd: qemu-nbd -f raw --cache=writeback rbd:$CEPH_POOL/$RBD_IMAGE;" \
                 "on one machine these figures show that it works, not how fast a cluster is"
         else
-            echo "- fio data: $BENCH_DATA; zvol: $ZVOL_PLUGIN ${ZVOL_OPTS};" \
-                "zvol-b: ${ZVOL_PLUGIN_B:-none} ${ZVOL_B_OPTS};" \
+            echo "- fio data: $BENCH_DATA; zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}" \
+                "(pool: ${ZVOL_POOL_SIZE:-the default});" \
+                "zvol-b: ${ZVOL_PLUGIN_B:-none} ${ZVOL_B_OPTS}" \
+                "(pool: ${ZVOL_B_POOL_SIZE:-${ZVOL_POOL_SIZE:-the default}});" \
                 "file: ${FILE_OPTS:-default}; qcow2: --cache=none --aio=io_uring -e $QEMU_SHARED;" \
                 "raw: fio io_uring direct=1 on $BENCH_DIR/raw.img"
         fi
