@@ -38,9 +38,10 @@
  *                being freed).  snap over base: what snapshots cost a
  *                writer
  *   write-4k-full, write-128k-full  (after the snapshot phases, on a
- *                new pool of the plugin's default size, the volume + 25% +
- *                128 MiB, about 80% full once the volume is filled, as the
- *                NBD bench's): the volume filled, then 16 txgs of OPS/4
+ *                new pool of the volume + 25% + 128 MiB, about 80% full
+ *                once the volume is filled: the plugin's default size
+ *                before it made room for the txg pipeline, and a pool
+ *                users may still give it): the volume filled, then 16 txgs of OPS/4
  *                4 KiB writes to random blocks each, which leave the free
  *                space in scattered holes, as a live pool's overwrites do.
  *                write-4k-full: 4 more such txgs (OPS writes); write-128k-
@@ -470,7 +471,7 @@ cbench_last_txg (zvol_pool_t *pool)
 
 /*
  * The fuller pool's phases (see the theory comment): a pool of the
- * plugin's default size for the volume, filled, its free space scattered
+ * volume + 25% + 128 MiB (without the txg pipeline's room), filled, its free space scattered
  * by random overwrites, then the two measured phases.
  */
 static void

@@ -45,6 +45,7 @@
 #include "tunable.h"
 #include "compress.h"
 #include "resilver.h"
+#include "txg.h"
 
 /* The public constants are the engine's own, not a copy to keep in step. */
 static_assert (ZVOL_MAX_DEVS == ZV_MAX_DEVS, "device count");
@@ -840,6 +841,21 @@ int
 zvol_pool_close (zvol_pool_t *pool)
 {
   return zv_pool_close (pool);
+}
+
+uint64_t
+zvol_pool_create_size (uint64_t volsize, bool room)
+{
+  const uint64_t round = 1ull << 20;
+  uint64_t sz = volsize + volsize / 4 + (128ull << 20);
+
+  if (room) {
+    zv_txg_tunables_t tt;
+
+    zv_txg_tunables_default (&tt);
+    sz += 2 * tt.tt_dirty_max;
+  }
+  return (sz + round - 1) / round * round;
 }
 
 const char *

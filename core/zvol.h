@@ -165,8 +165,7 @@ ZVOL_API int zvol_pool_replace (zvol_pool_t *pool, const char *old_side,
  * a log is damaged where acknowledged writes would be lost, or holds a
  * record that makes no sense, unless pc_zil_recover says what to drop.
  * A read-only import never replays a log (it shows the last synced txg)
- * and only reports what the log holds.
- * before a volume is opened and replays its log.  An import that would
+ * and only reports what the log holds.  An import that would
  * lose a txg that committed, or may have (the newest txg's tree does not
  * verify, or the uberblock slot after the newest intact one is damaged
  * in every copy), fails with -EIO and says what would be lost, unless
@@ -175,6 +174,18 @@ ZVOL_API int zvol_pool_replace (zvol_pool_t *pool, const char *old_side,
  */
 ZVOL_API int zvol_pool_open (const zvol_pool_config_t *pc,
                              zvol_pool_t **poolp);
+/*
+ * The size to make a new thin device (a sparse file) for a one-device
+ * pool that is to hold a volume of volsize bytes: the volume, a quarter
+ * of it more and 128 MiB (labels, metadata, the intent log ring,
+ * copy-on-write slack), and, with 'room', twice dirty_max as the
+ * engine would take it now (the txg pipeline: a txg's dirty data and
+ * the frees deferred by the two before it, which the space rules count
+ * as used); rounded up to 1 MiB.  Without that room the pool is about
+ * 80% full once the volume is written, and its txgs shrink to what the
+ * free space allows.
+ */
+ZVOL_API uint64_t zvol_pool_create_size (uint64_t volsize, bool room);
 /* Start the engine's threads (a server that forks: after the fork). */
 ZVOL_API int zvol_pool_start (zvol_pool_t *pool);
 /* Sync everything, stop threads, release devices; -EBUSY while a volume

@@ -274,9 +274,12 @@ start_zvol "$sock" device="$pool" create=true size=1G volblocksize=16K ||
     die "server starts with create=true"
 check "create=true made the device file" test -f "$pool"
 devsize=$(stat -c %s "$pool")
-# sparse creation: volume size + 25% + 128 MiB
-want=$(( size + size / 4 + 128 * 1024 * 1024 ))
-check "created device size is volume + 25% + 128 MiB ($want, got $devsize)" \
+# sparse creation: volume size + 25% + 128 MiB + twice dirty_max (auto:
+# 10% of physical memory, at most 4 GiB)
+dmax=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) / 100 * 10 ))
+[ "$dmax" -le $(( 4 << 30 )) ] || dmax=$(( 4 << 30 ))
+want=$(( size + size / 4 + 128 * 1024 * 1024 + 2 * dmax ))
+check "created device size is volume + 25% + 128 MiB + 2 x dirty_max ($want, got $devsize)" \
     test "$devsize" -ge $((want - 1048576)) -a "$devsize" -le $((want + 1048576))
 check "created device is sparse" \
     test "$(( $(stat -c %b "$pool") * $(stat -c %B "$pool") ))" -lt $((size / 4))

@@ -25,6 +25,7 @@
 #include "txg.h"
 #include "zil.h"
 #include "dbuf.h"
+#include "zvol.h"
 
 /* Set name=value, expecting r; returns the message. */
 static const char *
@@ -320,6 +321,24 @@ test_reset (void **state)
 
 /* zv_txg_tunables_default, which a pool's configuration starts from,
  * takes its values from the table's variables. */
+/* A created pool's device: the volume, a quarter more and 128 MiB, and
+ * with the txg pipeline's room twice dirty_max as set now; 1 MiB
+ * rounding. */
+static void
+test_create_size (void **state)
+{
+  const uint64_t M = 1ull << 20;
+
+  (void) state;
+  t_set ("dirty_max", "64M", 0);
+  assert_int_equal (zvol_pool_create_size (1024 * M, false), 1408 * M);
+  assert_int_equal (zvol_pool_create_size (1024 * M, true), 1536 * M);
+  assert_int_equal (zvol_pool_create_size (1, false), 129 * M);
+  t_set ("dirty_max", "1G", 0);
+  assert_int_equal (zvol_pool_create_size (1024 * M, true),
+                    (1408 + 2048) * M);
+}
+
 static void
 test_txg_default_reflects (void **state)
 {
@@ -507,6 +526,7 @@ main (void)
     cmocka_unit_test_teardown (test_enum, t_reset),
     cmocka_unit_test_teardown (test_reset, t_reset),
     cmocka_unit_test_teardown (test_txg_default_reflects, t_reset),
+    cmocka_unit_test_teardown (test_create_size, t_reset),
     cmocka_unit_test_teardown (test_module_defaults, t_reset),
     cmocka_unit_test_teardown (test_format, t_reset),
     cmocka_unit_test_teardown (test_docs, t_reset),
