@@ -20,8 +20,11 @@
 
 typedef struct zv_compq_item {
   const void *ci_src;           /* ci_lsize bytes; NULL: nothing to do */
-  void *ci_dst;                 /* room for ci_lsize bytes (NULL when the
-                                   job's property is off) */
+  void *ci_dst;                 /* room for ci_lsize bytes; NULL: the
+                                   queue takes a zv_buf_get buffer for a
+                                   block past the early abort, keeps it
+                                   only if the block is stored
+                                   compressed, and the owner puts it */
   uint32_t ci_lsize;
   uint32_t ci_psize;            /* out: zv_comp_compress's result */
   bool ci_asked;                /* the early abort said no already */

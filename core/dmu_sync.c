@@ -461,7 +461,7 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     }
     items[i] = (zv_compq_item_t) {
       .ci_src = dr->dr_data,
-      .ci_dst = comp ? zv_buf_get (ob->ob_blksz) : NULL,
+      .ci_dst = NULL,         /* the queue takes one if it compresses */
       .ci_lsize = ob->ob_blksz, .ci_cksum = true,
       /* (a sealed block here is one the early abort let through) */
       .ci_asked = dr->dr_sealed,
@@ -534,6 +534,13 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     }
     if (r == 0 && nw > nw0)
       r = zv_zio_write_many (ob->ob_spa, w + nw0, nw - nw0);
+    /* The piece is on disk (or failed): its compressed copies go back
+     * to the buffer cache now, for the next pieces' blocks, instead of
+     * a txg's worth of them being held to the end. */
+    for (size_t i = first; i < end; i++) {
+      zv_buf_put (items[i].ci_dst, ob->ob_blksz);
+      items[i].ci_dst = NULL;
+    }
     first = end;
   }
   /* No thread touches the buffers after this, whatever happened. */
