@@ -847,15 +847,19 @@ uint64_t
 zvol_pool_create_size (uint64_t volsize, bool room)
 {
   const uint64_t round = 1ull << 20;
-  uint64_t sz = volsize + volsize / 4 + (128ull << 20);
+  uint64_t add = volsize / 4 + (128ull << 20);
 
   if (room) {
     zv_txg_tunables_t tt;
 
     zv_txg_tunables_default (&tt);
-    sz += 2 * tt.tt_dirty_max;
+    add += 2 * tt.tt_dirty_max;
   }
-  return (sz + round - 1) / round * round;
+  /* A size no file can have stays one (the caller's truncate says so),
+   * rather than wrapping to a small one. */
+  if (volsize > UINT64_MAX - round - add)
+    return UINT64_MAX / round * round;
+  return (volsize + add + round - 1) / round * round;
 }
 
 const char *

@@ -96,7 +96,6 @@
  */
 NBDKIT_DLL_PUBLIC int zvol_debug_txg = 0;
 
-
 /* Largest request we advertise (the NBD spec's safe limit). */
 #define ZP_MAX_BLOCK (32u << 20)
 /* Smallest: the engine accepts any offset and length. */

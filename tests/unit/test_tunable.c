@@ -334,6 +334,8 @@ test_create_size (void **state)
   assert_int_equal (zvol_pool_create_size (1024 * M, false), 1408 * M);
   assert_int_equal (zvol_pool_create_size (1024 * M, true), 1536 * M);
   assert_int_equal (zvol_pool_create_size (1, false), 129 * M);
+  /* No wrap to a small size for a volume no device can hold. */
+  assert_true (zvol_pool_create_size (UINT64_MAX - M, true) > (1ull << 62));
   t_set ("dirty_max", "1G", 0);
   assert_int_equal (zvol_pool_create_size (1024 * M, true),
                     (1408 + 2048) * M);
