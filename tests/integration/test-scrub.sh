@@ -81,10 +81,15 @@ rc_is 0 "clean before the damage" "$ADM" check tank
 # Stale blocks (freed, not yet reused) are damaged too: nothing reads
 # them, and the check says which of the damaged copies are live.  At
 # most 8 (and the data block): the reports list the first 10 of each
-# kind in full, so every damaged copy is listed.
+# kind in full, so every damaged copy is listed.  MODE "fresh": half of
+# the sets picked among the blocks of the newest txg on the image (its
+# header's mh_txg), which on a stopped pool are all live: stale sets
+# outnumber live ones ten to one once the pool has been written a while
+# (and every damaged copy makes a set of its own), so random picks alone
+# can all miss.
 cat >"$ZV_TMP/damage.py" <<'PYEOF'
 import hashlib, random, sys
-path, seed, count, mark = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+path, seed, count, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 MAGIC = (0x4b4c424d4f565a00).to_bytes(8, "little")
 rng = random.Random(seed)
 data = open(path, "rb").read()
@@ -95,12 +100,20 @@ for off in range(0, len(data), 4096):
         groups.setdefault(key, []).append(off)
 f = open(path, "r+b")
 n = 0
-for key in rng.sample(sorted(groups), min(count, len(groups))):
+keys = sorted(groups)
+picked = []
+if mode == "fresh" and keys:
+    txg = {k: int.from_bytes(data[groups[k][0] + 16:groups[k][0] + 24], "little") for k in keys}
+    newest = [k for k in keys if txg[k] == max(txg.values())]
+    picked = rng.sample(newest, min(len(newest), max(1, count // 2)))
+    keys = [k for k in keys if k not in picked]
+picked += rng.sample(keys, min(count - len(picked), len(keys)))
+for key in picked:
     off = rng.choice(groups[key]) + 64 + rng.randrange(4000)
     f.seek(off)
     f.write(bytes([data[off] ^ 0xff]))
     n += 1
-if mark == "mark":
+if mode == "mark":
     m = data.find(b"ZVSCRUBMARK" * 4)
     assert m > 0, "the marked block is not in the image"
     f.seek(m + 100)
@@ -119,7 +132,7 @@ damage_offline ()
     local s=$1 n=$2 try
     ndamaged=0
     for try in 1 2 3 4 5; do
-        "$NBD_PY" "$ZV_TMP/damage.py" "$pool" "$((s + try))" "$n" none
+        "$NBD_PY" "$ZV_TMP/damage.py" "$pool" "$((s + try))" "$n" fresh
         "$ADM" check tank >"$ZV_TMP/dmg.out" 2>&1 || :
         ndamaged=$(sed -n 's/^  checksum errors \([0-9]*\),.*/\1/p' "$ZV_TMP/dmg.out")
         [ "${ndamaged:-0}" -gt 0 ] && return 0
