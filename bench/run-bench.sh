@@ -78,13 +78,14 @@
 #                   a sparse file: default 16 x BENCH_SIZE
 #   ZVOL_POOL_SIZE  the pool of zvol and zvol-b, a sparse file of this
 #                   size (default: what create=true makes, the volume
-#                   + 25% + 128M, about 80% full once filled)
+#                   + 25% + 128M + twice dirty_max)
 #   ZVOL_B_POOL_SIZE  zvol-b's alone (e.g. a roomy pool against the
 #                   default with one build)
 #   ZVOL_OPTS       extra zvol plugin parameters (e.g. "volblocksize=4K")
 #   ZVOL_B_OPTS     zvol-b's own, after ZVOL_OPTS (with ZVOL_PLUGIN_B the
 #                   same build: a tunable's before and after in one run;
-#                   "compression=off" against zvol's default lz4)
+#                   "compression=off" against zvol's default lz4;
+#                   "preallocate=true": a pool file written whole first)
 #   BENCH_DATA      what fio writes: "fio" (the default: fio's own, random
 #                   buffers it reuses), "random" (refill_buffers: new
 #                   random data for every write, incompressible) or "half"

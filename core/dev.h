@@ -49,6 +49,14 @@ void zv_dev_note_cksum_error (zv_dev_t *dev);
  * device size, rounded down to ZV_SECTOR.
  */
 int zv_dev_open (const char *path, zv_dev_t **devp, char *err, size_t errlen);
+/* Write zeros over the first size bytes of the regular file path and
+ * make them durable (so the host file system allocates nothing later);
+ * -EINVAL for anything but a regular file, else 0 or -errno.  Progress
+ * ("preallocate", bytes done of size) at most once per percent. */
+int zv_dev_file_fill (const char *path, uint64_t size,
+                      void (*progress) (void *arg, const char *what,
+                                        uint64_t done, uint64_t total),
+                      void *arg);
 
 /*
  * How to reach a RADOS device (unused for files and block devices).

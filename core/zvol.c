@@ -862,6 +862,15 @@ zvol_pool_create_size (uint64_t volsize, bool room)
   return (volsize + add + round - 1) / round * round;
 }
 
+int
+zvol_device_preallocate (const char *path, uint64_t size,
+                         void (*progress) (void *arg, const char *what,
+                                           uint64_t done, uint64_t total),
+                         void *arg)
+{
+  return zv_dev_file_fill (path, size, progress, arg);
+}
+
 const char *
 zvol_pool_name (zvol_pool_t *pool)
 {

@@ -186,6 +186,21 @@ ZVOL_API int zvol_pool_open (const zvol_pool_config_t *pc,
  * free space allows.
  */
 ZVOL_API uint64_t zvol_pool_create_size (uint64_t volsize, bool room);
+/*
+ * Write zeros over the first size bytes of the regular file path (a
+ * device about to get a new pool) and make them durable: on a sparse
+ * file, a txg write into a hole makes the host file system allocate, and
+ * the intent log's next flush of the file then commits the file system's
+ * journal too (docs/design.md, "Sync writes on a sparse pool file").
+ * -EINVAL for anything but a regular file, else 0 or -errno; progress
+ * ("preallocate", bytes written of size) at most once per percent.
+ */
+ZVOL_API int zvol_device_preallocate (const char *path, uint64_t size,
+                                      void (*progress) (void *arg,
+                                                        const char *what,
+                                                        uint64_t done,
+                                                        uint64_t total),
+                                      void *arg);
 /* Start the engine's threads (a server that forks: after the fork). */
 ZVOL_API int zvol_pool_start (zvol_pool_t *pool);
 /* Sync everything, stop threads, release devices; -EBUSY while a volume

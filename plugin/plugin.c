@@ -126,6 +126,9 @@ static bool zp_kstat_none;               /* kstat=none */
 static char *zp_control;                 /* control=PATH, absolute */
 static bool zp_control_off;              /* control=off */
 static bool zp_sparse_given;             /* sparse= seen (any value) */
+static bool zp_preallocate;              /* preallocate=true: write the
+                                            new file whole (create=true) */
+static bool zp_preallocate_given;        /* preallocate= seen */
 static unsigned zp_zil_recover;          /* zil_recover=: ZVOL_ZIL_RECOVER_* */
 static bool zp_verify_full;              /* verify=full: walk the tree */
 static bool zp_verify_given;             /* verify= seen (any value) */
@@ -485,6 +488,13 @@ zp_config (const char *key, const char *value)
     zp_sparse = r;
     zp_sparse_given = true;
   }
+  else if (strcmp (key, "preallocate") == 0) {
+    int r = zp_parse_bool (key, value);
+    if (r == -1)
+      return -1;
+    zp_preallocate = r;
+    zp_preallocate_given = true;
+  }
   else if (strcmp (key, "zil_recover") == 0) {
     if (strcmp (value, "none") == 0)
       zp_zil_recover = ZVOL_ZIL_RECOVER_NONE;
@@ -583,6 +593,10 @@ zp_config_complete (void)
       nbdkit_error ("sparse= is only used with create=true");
       return -1;
     }
+    if (zp_preallocate_given) {
+      nbdkit_error ("preallocate= is only used with create=true");
+      return -1;
+    }
     if (zp_compression != NULL) {
       nbdkit_error ("compression= is only used with create=true (change "
                     "a volume's with zvoladm set compression=)");
@@ -626,6 +640,13 @@ zp_config_complete (void)
       return -1;
     }
   }
+  /* Only a file the plugin makes is preallocated: one device, not on
+   * RADOS (whose objects are thin by design). */
+  if (zp_preallocate && (zp_any_rados () || zp_ndevices > 1)) {
+    nbdkit_error ("preallocate=true is only used with one device that is "
+                  "a file (or a mirror of files) create=true makes");
+    return -1;
+  }
   if (zp_create && zp_takeover) {
     nbdkit_error ("takeover=true is only used on import (it takes a pool "
                   "that another server holds)");
@@ -664,6 +685,9 @@ zp_config_complete (void)
 /* create=true with one device that does not exist (or is an empty regular
  * file): make a sparse file of zvol_pool_create_size bytes, with the txg
  * pipeline's room (see the man page). */
+static void zp_progress (void *arg, const char *what, uint64_t done,
+                         uint64_t total);
+
 static int
 zp_create_backing_file (const char *path)
 {
@@ -673,8 +697,15 @@ zp_create_backing_file (const char *path)
   bool is_new;
 
   if (stat (path, &st) == 0) {
-    if (!(S_ISREG (st.st_mode) && st.st_size == 0))
+    if (!(S_ISREG (st.st_mode) && st.st_size == 0)) {
+      if (zp_preallocate) {
+        nbdkit_error ("preallocate=true: %s exists and is not an empty "
+                      "file (preallocate writes only a file that "
+                      "create=true makes)", path);
+        return -1;
+      }
       return 0;           /* the engine checks it is big enough */
+    }
     is_new = false;
     fd = open (path, O_WRONLY | O_CLOEXEC);
   }
@@ -694,9 +725,23 @@ zp_create_backing_file (const char *path)
   }
   else
     r = close (fd);
-  if (r == -1) {
+  if (r == -1)
     nbdkit_error ("create %s: set size to %" PRIu64 " bytes: %m",
                   path, size);
+  else if (zp_preallocate) {
+    int last_pct = -1;
+
+    nbdkit_debug ("preallocate: writing %s whole (%" PRIu64 " bytes)",
+                  path, size);
+    r = zvol_device_preallocate (path, size, zp_progress, &last_pct);
+    if (r < 0) {
+      errno = -r;
+      nbdkit_error ("create %s: preallocate: write %" PRIu64 " bytes of "
+                    "zeros: %m", path, size);
+      r = -1;
+    }
+  }
+  if (r == -1) {
     if (is_new)
       unlink (path);
     else if (truncate (path, 0) == -1)
@@ -709,8 +754,8 @@ zp_create_backing_file (const char *path)
     nbdkit_error ("strdup: %m");
     return -1;
   }
-  nbdkit_debug ("created sparse backing file %s of %" PRIu64 " bytes",
-                path, size);
+  nbdkit_debug ("created %s backing file %s of %" PRIu64 " bytes",
+                zp_preallocate ? "preallocated" : "sparse", path, size);
   return 0;
 }
 
@@ -1363,6 +1408,7 @@ zp_dump_plugin (void)
   "                              ones are damaged (accepts their loss).\n" \
   "log=<FILE|DEV>                Separate intent-log device (create adds it).\n" \
   "sparse=true                   With create: the volume may exceed the pool.\n" \
+  "preallocate=true              With create: write the new file whole first.\n" \
   "compression=<VALUE>           With create: the volume's compression, off,\n" \
   "                              lz4 (the default), zstd or zstd-N.\n" \
   "ceph_conf=<FILE>              RADOS: Ceph configuration ($CEPH_CONF,\n" \

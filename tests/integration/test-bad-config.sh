@@ -183,6 +183,16 @@ refused "rewind= given twice" 'rewind=.*(twice|once)' \
     device="$pool" rewind=true rewind=false
 refused "sparse=false on import" 'sparse=.*create=true' \
     device="$pool" sparse=false
+refused "preallocate= on import" 'preallocate=.*create=true' \
+    device="$pool" preallocate=true
+refused "preallocate=maybe" 'preallocate=maybe.*true or false' \
+    device="$new" create=true size=64M preallocate=maybe
+refused "preallocate=true over a file that is not empty" 'preallocate=true: .* not an empty file' \
+    device="$pool" create=true size=64M preallocate=true
+refused "preallocate=true with two devices" 'preallocate=true is only used with one device' \
+    device="$new" device="$ZV_TMP/other.img" create=true size=64M preallocate=true
+refused "preallocate=true on RADOS" 'preallocate=true is only used with one device' \
+    device=rados:p/v create=true size=64M preallocate=true
 refused "verify=maybe" 'verify=maybe.*lazy or full' \
     device="$pool" verify=maybe
 refused "verify= given twice" 'verify=.*(twice|once)' \

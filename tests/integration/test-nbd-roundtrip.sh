@@ -302,4 +302,28 @@ py_checks "earlier data after kill -9" \
     "$ZV_TMP/phase2.py" "$uri" "$size" "$ZV_TMP/state" || :
 check "clean stop (SIGTERM) exits 0" stop_zvol
 
+zv_log "create=true preallocate=true: the file written whole, then the pool"
+pre=$ZV_TMP/pre.img
+ZV_NBDKIT_OPTS=(-v)             # the progress is debug output
+start_zvol "$sock" device="$pre" create=true size=64M dirty_max=16M preallocate=true ||
+    die "server starts with create=true preallocate=true"
+ZV_NBDKIT_OPTS=()
+presize=$(stat -c %s "$pre")
+check "the preallocated file is the created size (64M + 25% + 128M + 2 x 16M)" \
+    test "$presize" -eq $(( (64 + 16 + 128 + 32) << 20 ))
+check "every byte of it allocated on the host" \
+    test "$(( $(stat -c %b "$pre") * $(stat -c %B "$pre") ))" -ge "$presize"
+check "progress in the log" grep -q "preallocate: 100%" "$ZV_LOG"
+check "the volume on it reads back what was written" "$NBD_PY" - "$uri" <<'PYEOF'
+import sys, nbd
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+d = bytes(range(256)) * 256
+h.pwrite(d, 1 << 20)
+h.flush()
+assert h.pread(len(d), 1 << 20) == d
+assert h.pread(4096, 0) == bytes(4096)
+PYEOF
+check "clean stop (SIGTERM) exits 0" stop_zvol
+
 zv_summary

@@ -1566,6 +1566,70 @@ test_loop_backing_lock (void **state)
                                           sizeof err), 0);
 }
 
+/* zv_dev_file_fill: a sparse file written whole (its tail not a whole
+ * sector: written buffered), what was in it zeroed, progress to the end
+ * and at most once per percent; anything but a regular file refused. */
+static uint64_t fill_calls, fill_last;
+
+static void
+fill_progress (void *arg, const char *what, uint64_t done, uint64_t total)
+{
+  assert_string_equal (what, "preallocate");
+  assert_true (done > fill_last && done <= total);
+  assert_ptr_equal (arg, &fill_calls);
+  fill_last = done;
+  fill_calls++;
+}
+
+static void
+test_file_fill (void **state)
+{
+  char path[512];
+  const uint64_t size = 128 * MiB + 512;
+  unsigned char *buf = malloc (MiB);
+  struct stat st;
+  int fd;
+
+  assert_non_null (buf);
+  tl_path (path, sizeof path, "fill");
+  assert_int_equal (tl_sparse_file (path, size), 0);
+  /* Bytes already there become zeros too. */
+  fd = open (path, O_WRONLY);
+  assert_true (fd >= 0);
+  memset (buf, 0xa5, 4096);
+  assert_int_equal (pwrite (fd, buf, 4096, 5 * MiB), 4096);
+  close (fd);
+  assert_int_equal (stat (path, &st), 0);
+  assert_true ((uint64_t) st.st_blocks * 512 < MiB);
+
+  fill_calls = fill_last = 0;
+  assert_int_equal (zv_dev_file_fill (path, size, fill_progress,
+                                      &fill_calls), 0);
+  assert_int_equal (fill_last, size);
+  assert_true (fill_calls >= 64 && fill_calls <= 101);
+  assert_int_equal (stat (path, &st), 0);
+  assert_int_equal ((uint64_t) st.st_size, size);
+  assert_true ((uint64_t) st.st_blocks * 512 >= size);
+  fd = open (path, O_RDONLY);
+  assert_true (fd >= 0);
+  for (uint64_t off = 0; off < size; off += MiB) {
+    size_t n = (size_t) ZV_MIN ((uint64_t) MiB, size - off);
+    assert_int_equal (pread (fd, buf, n, (off_t) off), (ssize_t) n);
+    assert_true (zv_is_zero (buf, n));
+  }
+  close (fd);
+  /* No progress function: the same without reports. */
+  assert_int_equal (zv_dev_file_fill (path, MiB, NULL, NULL), 0);
+
+  assert_int_equal (zv_dev_file_fill ("/dev/null", MiB, NULL, NULL),
+                    -EINVAL);
+  assert_int_equal (zv_dev_file_fill (tl_path (path, sizeof path, "nofile"),
+                                      MiB, NULL, NULL), -ENOENT);
+  tl_path (path, sizeof path, "fill");
+  unlink (path);
+  free (buf);
+}
+
 /* ---- setup ------------------------------------------------------------- */
 
 /* Scratch mounts a failed test left behind. */
@@ -1587,6 +1651,7 @@ main (void)
     tl_test (test_open_not_file),
     tl_test (test_lock_conflict),
     tl_test (test_size_sparse),
+    tl_test (test_file_fill),
     tl_test (test_roundtrip_batch),
     tl_test (test_flush),
     tl_test (test_fault_injection),
