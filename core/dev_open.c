@@ -761,11 +761,16 @@ zv_dev_file_fill (const char *path, uint64_t size,
   void *zeros = NULL;
   uint64_t done = 0;
   unsigned last = 101;
-  int fd, r = 0;
+  int fd, flags, r = 0;
 
-  fd = open (path, O_WRONLY | O_CLOEXEC | O_DIRECT);
+  /* stat() first: opening a FIFO for writing would wait for a reader. */
+  if (stat (path, &st) == -1)
+    return -errno;
+  if (!S_ISREG (st.st_mode))
+    return -EINVAL;             /* a block device has no holes to fill */
+  fd = open (path, O_WRONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
   if (fd == -1 && errno == EINVAL)
-    fd = open (path, O_WRONLY | O_CLOEXEC);
+    fd = open (path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd == -1)
     return -errno;
   if (fstat (fd, &st) == -1) {
@@ -773,7 +778,13 @@ zv_dev_file_fill (const char *path, uint64_t size,
     goto out;
   }
   if (!S_ISREG (st.st_mode)) {
-    r = -EINVAL;                /* a block device has no holes to fill */
+    r = -EINVAL;                /* replaced since the stat() */
+    goto out;
+  }
+  /* O_NONBLOCK was for the open only (a FIFO put in its place). */
+  if ((flags = fcntl (fd, F_GETFL)) == -1
+      || fcntl (fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+    r = -errno;
     goto out;
   }
   if (posix_memalign (&zeros, 4096, DEV_FILL_CHUNK) != 0) {

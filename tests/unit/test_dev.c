@@ -1623,6 +1623,11 @@ test_file_fill (void **state)
 
   assert_int_equal (zv_dev_file_fill ("/dev/null", MiB, NULL, NULL),
                     -EINVAL);
+  /* A FIFO is refused, not opened (which would wait for a reader). */
+  tl_path (path, sizeof path, "fifo");
+  assert_int_equal (mkfifo (path, 0600), 0);
+  assert_int_equal (zv_dev_file_fill (path, MiB, NULL, NULL), -EINVAL);
+  unlink (path);
   assert_int_equal (zv_dev_file_fill (tl_path (path, sizeof path, "nofile"),
                                       MiB, NULL, NULL), -ENOENT);
   tl_path (path, sizeof path, "fill");
