@@ -83,7 +83,8 @@ rc_is 0 "clean before the damage" "$ADM" check tank
 # most 8 (and the data block): the reports list the first 10 of each
 # kind in full, so every damaged copy is listed.  MODE "fresh": half of
 # the sets picked among the blocks of the newest txg on the image (its
-# header's mh_txg), which on a stopped pool are all live: stale sets
+# header's mh_txg), which on a stopped pool are live but for a block a
+# later pass of that txg's sync wrote again: stale sets
 # outnumber live ones ten to one once the pool has been written a while
 # (and every damaged copy makes a set of its own), so random picks alone
 # can all miss.
