@@ -787,7 +787,7 @@ zv_dev_file_fill (const char *path, uint64_t size,
     r = -errno;
     goto out;
   }
-  if (posix_memalign (&zeros, 4096, DEV_FILL_CHUNK) != 0) {
+  if (posix_memalign (&zeros, ZV_SECTOR, DEV_FILL_CHUNK) != 0) {
     r = -ENOMEM;
     goto out;
   }
@@ -797,7 +797,7 @@ zv_dev_file_fill (const char *path, uint64_t size,
     ssize_t w;
 
     /* A tail that is no whole number of sectors: buffered. */
-    if (n % 4096 != 0) {
+    if (n % ZV_SECTOR != 0) {
       int fl = fcntl (fd, F_GETFL);
       if (fl == -1 || fcntl (fd, F_SETFL, fl & ~O_DIRECT) == -1) {
         r = -errno;

@@ -508,16 +508,11 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
         ob->ob_lwritten += ob->ob_blksz;
         continue;
       }
-      uint32_t psize = ob->ob_blksz;
+      /* The queue keeps a buffer only for a block stored compressed. */
       void *cbuf = items[i].ci_dst;
-      if (cbuf != NULL) {
-        psize = items[i].ci_psize;
-        if (psize == 0) {
-          zv_buf_put (cbuf, ob->ob_blksz);
-          items[i].ci_dst = cbuf = NULL;
-          psize = ob->ob_blksz;
-        }
-      }
+      uint32_t psize = cbuf != NULL ? items[i].ci_psize : ob->ob_blksz;
+
+      ZV_ASSERT (psize > 0);
       r = zv_dmu_place (ob, &old, &bps[i], hole[i], psize, 0, ob->ob_type, 1,
                      1, txg);
       if (r == 0 && !hole[i]) {
