@@ -40,6 +40,11 @@ typedef struct zv_compq_job {
   zv_compq_item_t *cj_items;
   size_t cj_n;
   _Atomic size_t cj_next;       /* first item no thread has claimed */
+  _Atomic size_t cj_limit;      /* workers claim no item from here on */
+  size_t cj_window;             /* items workers may run ahead of the
+                                   owner's wait (compress_ahead) */
+  _Atomic unsigned cj_stalled;  /* workers asleep at cj_limit (counted
+                                   under cq_lock, read by the owner) */
   size_t cj_ready;              /* items before it are done (the owner's) */
   _Atomic bool cj_waiting;      /* the owner sleeps on cj_cv */
   unsigned cj_refs;             /* workers inside the job (cq_lock) */
@@ -54,13 +59,17 @@ extern uint64_t zv_compq_piece;
 /* Worker threads at most (tunable compress_threads; 0: one per online
  * processor). */
 extern unsigned zv_compq_threads;
+/* Logical bytes the workers may compress past the items the owner last
+ * waited for (tunable compress_ahead). */
+extern uint64_t zv_compq_ahead;
 
 /* Start compressing items[0..n) with property prop (workers start on
  * the first job, up to compress_threads); an item without a source is
  * done from the start. */
 void zv_compq_start (zv_compq_job_t *j, uint32_t prop,
                      zv_compq_item_t *items, size_t n);
-/* Return once items[0..upto) are all compressed. */
+/* Return once items[0..upto) are all compressed; the workers may then
+ * claim items up to compress_ahead's worth past upto, and no further. */
 void zv_compq_wait (zv_compq_job_t *j, size_t upto);
 /* End the job: items not claimed yet are never compressed (a sync that
  * failed half-way), and no worker touches the job or its items after. */

@@ -1272,6 +1272,87 @@ test_compq_checksums (void **state)
   }
 }
 
+/* How many of it[0..n) are done. */
+static size_t
+tq_done (zv_compq_item_t *it, size_t n)
+{
+  size_t d = 0;
+
+  for (size_t i = 0; i < n; i++)
+    d += atomic_load (&it[i].ci_done);
+  return d;
+}
+
+/* The workers run at most compress_ahead past what the owner waited for,
+ * and go on as the owner moves: fails when they compress the whole job
+ * ahead of the owner (each compressed block holds a buffer until it is
+ * written). */
+static void
+test_compq_window (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("compq-window");
+  const size_t n = 64, window = 4;
+  const uint32_t bs = 16384;
+  uint64_t ahead0 = zv_compq_ahead;
+  uint32_t comp;
+  zv_compq_stats_t st0;
+  zv_compq_job_t j;
+
+  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
+  zv_compq_threads = 2;
+  zv_compq_ahead = window * bs;
+  zv_compq_item_t *it = tq_items (n, bs, &s);
+  zv_compq_get_stats (&st0);
+  zv_compq_start (&j, comp, it, n);
+  /* The workers take the first window alone, and stop there (64 blocks
+   * of lz4 take about a millisecond: 100 ms is plenty to overrun). */
+  assert_true (tq_workers_past (st0.cqs_by_workers + window - 1));
+  usleep (100 * 1000);
+  assert_int_equal (tq_done (it, n), window);
+  /* The owner's wait moves the window: up to 10, then 4 more. */
+  zv_compq_wait (&j, 10);
+  for (int t = 0; t < 10000 && tq_done (it, n) < 10 + window; t++)
+    usleep (1000);
+  usleep (100 * 1000);
+  assert_int_equal (tq_done (it, n), 10 + window);
+  for (size_t i = 10 + window; i < n; i++)
+    assert_false (atomic_load (&it[i].ci_done));
+  zv_compq_wait (&j, n);
+  assert_int_equal (tq_done (it, n), n);
+  zv_compq_finish (&j);
+  zv_compq_ahead = ahead0;
+  tq_free (it, n);
+}
+
+/* Workers stalled at the limit leave a job closed early: finish returns
+ * (it waits for every worker inside the job). */
+static void
+test_compq_window_finish (void **state)
+{
+  (void) state;
+  uint64_t s = tl_seed ("compq-window-finish");
+  const size_t n = 32;
+  const uint32_t bs = 16384;
+  uint64_t ahead0 = zv_compq_ahead;
+  uint32_t comp;
+  zv_compq_stats_t st0;
+  zv_compq_job_t j;
+
+  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
+  zv_compq_threads = 2;
+  zv_compq_ahead = 2 * bs;
+  zv_compq_item_t *it = tq_items (n, bs, &s);
+  zv_compq_get_stats (&st0);
+  zv_compq_start (&j, comp, it, n);
+  assert_true (tq_workers_past (st0.cqs_by_workers + 1));
+  usleep (20 * 1000);
+  zv_compq_finish (&j);
+  assert_int_equal (tq_done (it, n), 2);
+  zv_compq_ahead = ahead0;
+  tq_free (it, n);
+}
+
 /* A job ended early (a sync that failed): items nobody claimed stay
  * untouched, and nothing changes after zv_compq_finish returns. */
 static void
@@ -1467,6 +1548,8 @@ main (void)
     tl_test (test_compq_matches),
     tl_test (test_compq_checksums),
     tl_test (test_compq_finish_early),
+    tl_test (test_compq_window),
+    tl_test (test_compq_window_finish),
     tl_test (test_compq_fork),
     tl_test (test_object_pieces),
   };
