@@ -4,8 +4,10 @@
     report.py default OUT ROUNDS "TARGETS" JOB...   fio runs -> tables, PNGs
     report.py txg OUT TARGET...                     txg history -> TSV, PNG
     report.py core OUT A=TSV,...[@GLOB] [B=...]    core-bench -> table
-    report.py cpubound OUT MBPS NCPU               CPU bound of compressed
-                                                    128 KiB writes (lz4 at MBPS)
+    report.py cpubound OUT MBPS NCPU [BLOCK]       CPU bound of compressed
+                                                    128 KiB writes (lz4 at MBPS),
+                                                    and of 4 KiB random writes
+                                                    against compression off
 
 (core: each side a label, its core-bench -t outputs, and optionally a
 glob of its callgrind dumps.)
@@ -670,7 +672,122 @@ def load_json(path):
     return json.loads(text[text.index("{"):])
 
 
-def cmd_cpubound(out, mbps, ncpu):
+def read_tried(out):
+    """(job, target, round) -> blocks the target's compressor ran on
+    between the sample before that run and the one after it (growth.tsv's
+    twelfth column: the pool's compress_tried less compress_aborted, the
+    blocks the early abort refused, after each run of a zvol target; the
+    rows of one target in the order they were taken).  The
+    stats file may be a second old and a txg's compressions come at its
+    sync, so some of a run's land in the target's next interval: over
+    the rounds of one job they mostly stay inside it."""
+    tried = {}
+    last = {}
+    p = os.path.join(out, "growth.tsv")
+    if not os.path.exists(p):
+        return tried
+    with open(p) as f:
+        for line in f:
+            w = line.rstrip("\n").split("\t")
+            if len(w) < 12:
+                continue
+            try:
+                v = float(w[11])
+            except ValueError:
+                continue
+            t = w[1]
+            if t in last:
+                tried[w[0], t, w[2]] = max(0.0, v - last[t])
+            last[t] = v
+    return tried
+
+
+def read_comp(out, job):
+    """target -> its volume's compression property during job
+    (compress.tsv)."""
+    comp = {}
+    p = os.path.join(out, "compress.tsv")
+    if os.path.exists(p):
+        with open(p) as f:
+            for line in f:
+                w = line.rstrip("\n").split("\t")
+                if len(w) >= 4 and w[0] == job:
+                    comp[w[1]] = w[3]
+    return comp
+
+
+def run_writes(path):
+    """Writes one fio run made, its ramp included (fio counts none of
+    the ramp's: they are taken at the measured rate)."""
+    doc = load_json(path)
+    g = doc.get("global options", {})
+    secs = float(g.get("runtime", 0) or 0) + float(g.get("ramp_time", 0) or 0)
+    return sum(j["write"]["iops"] for j in doc["jobs"]) * secs
+
+
+def cpubound_random(out, mbps, ncpu, blk):
+    """What the processors allow a compressed volume's 4 KiB random
+    writes against the same volume without compression, from the run's
+    own figures: a write costs at least what it costs without
+    compression (the off target's CPU per write), plus the compressions
+    it leads to (blocks the compressor ran on per write, counted by the
+    engine; a refusal by the early abort costs only its sample, left out)
+    at lz4's own speed on a whole block.  What compression saves
+    in return (a checksum of fewer bytes; the device's transfer, no CPU
+    here) is a fraction of a microsecond a block, left out.  The ratio
+    is the best lz4/off can reach where both keep the processors equally
+    busy."""
+    job = "rand-write-4k-qd32"
+    comp = read_comp(out, job)
+    offs = [t for t, c in comp.items() if c == "off"]
+    ons = [t for t, c in comp.items() if c not in ("off", "")]
+    if not offs or not ons or mbps <= 0 or blk <= 0:
+        return
+    cpu = read_cpu(out)
+    tried = read_tried(out)
+    per = {}
+    for (j, t, r), (busy, n) in cpu.items():
+        if j != job or t not in comp:
+            continue
+        path = os.path.join(out, "json", "%s.%s.%s.json" % (j, t, r))
+        try:
+            x = load_fio(path)
+            writes = run_writes(path)
+        except (OSError, ValueError, KeyError):
+            continue
+        if not x[0]:
+            continue
+        d = per.setdefault(t, {"iops": [], "us": [], "round": {}, "tried": 0.0,
+                               "writes": 0.0})
+        d["iops"].append(x[0])
+        d["round"][r] = x[0]
+        d["us"].append(busy * n * 1e6 / x[0])
+        if (j, t, r) in tried:
+            d["tried"] += tried[j, t, r]
+            d["writes"] += writes
+    o = offs[0]
+    if o not in per:
+        return
+    c_off = med(per[o]["us"])
+    t_blk = blk / mbps
+    for t in sorted(ons):
+        if t not in per or not per[t]["writes"]:
+            continue
+        k = per[t]["tried"] / per[t]["writes"]
+        cost = c_off + k * t_blk
+        got = med([per[t]["round"][r] / per[o]["round"][r]
+                   for r in per[t]["round"] if per[o]["round"].get(r)])
+        print("- CPU bound of compressed 4 KiB random writes (%s, %s): %d CPUs / (%.1f us, "
+              "%s's CPU per write without compression, + %.2f compressions per write x "
+              "%.1f us, lz4 alone on a %d-byte block) = %.0f IOPS; at equal CPU use, "
+              "%s/%s can reach at most %.2fx; measured %s (median of per-round ratios; "
+              "%.0f against %.0f IOPS, %.1f against %.1f us of CPU per write)"
+              % (t, comp[t], ncpu, c_off, o, k, t_blk, blk, ncpu * 1e6 / cost,
+                 t, o, c_off / cost, fmt(got, "%.2fx"),
+                 med(per[t]["iops"]), med(per[o]["iops"]), med(per[t]["us"]), c_off))
+
+
+def cmd_cpubound(out, mbps, ncpu, blk=16384):
     """What the processors allow compressed 128 KiB sequential writes at
     most, from the run's own figures (seq-write-128k on null and raw):
     a request costs at least the transport (null's CPU per request), the
@@ -699,6 +816,7 @@ def cmd_cpubound(out, mbps, ncpu):
             pass
     if "null" not in per or mbps <= 0:
         print("- CPU bound of compressed 128 KiB writes: not computed (no %s run on null)" % job)
+        cpubound_random(out, mbps, ncpu, blk)
         return
     tr = med(per["null"]["us"])
     comp = 131072 / mbps
@@ -720,6 +838,7 @@ def cmd_cpubound(out, mbps, ncpu):
             d = per[t]
             print("  - %s: %.0f IOPS, %.0f us of CPU per request, %.0f%% busy"
                   % (t, med(d["iops"]), med(d["us"]), 100 * med(d["busy"])))
+    cpubound_random(out, mbps, ncpu, blk)
 
 
 def main(argv):
@@ -735,8 +854,9 @@ def main(argv):
     if cmd == "txg":
         print_charts(out, cmd_txg(out, argv[3:]))
         return 0
-    if cmd == "cpubound" and len(argv) == 5:
-        cmd_cpubound(out, float(argv[3]), int(argv[4]))
+    if cmd == "cpubound" and len(argv) in (5, 6):
+        cmd_cpubound(out, float(argv[3]), int(argv[4]),
+                     int(argv[5]) if len(argv) == 6 else 16384)
         return 0
     if cmd == "core":
         # core OUT LABEL=tsv,tsv[@callgrind-glob] ...

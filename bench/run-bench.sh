@@ -665,7 +665,9 @@ run_fio ()
 # growth.tsv: the server's resident memory peak so far (VmHWM, KiB), its
 # cache limit and dirty_max, the bytes its syncs wrote so far (volume
 # data, metadata) and the write throttle's counts (writers delayed, the
-# time they slept, writers stopped at dirty_max) from its kstat stats
+# time they slept, writers stopped at dirty_max) and the blocks its
+# compressor ran on so far (tried less those the early abort refused;
+# report.py cpubound) from its kstat stats
 # file (issue 11, "Growth"); the last sample's files stay in OUT
 # (growth.stats.T).
 growth_sample ()
@@ -678,11 +680,12 @@ growth_sample ()
     hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${PID[$t]}/status" 2>/dev/null || :)
     awk -v job="$2" -v t="$t" -v r="$3" -v hwm="${hwm:-0}" '
         { v[$1] = $2 }
-        END { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r, hwm,
+        END { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r, hwm,
               v["cache_limit"] + 0, v["dirty_max"] + 0,
               v["written_data_bytes"] + 0, v["written_meta_bytes"] + 0,
               v["throttle_delays"] + 0, v["throttle_delay_ns"] + 0,
-              v["throttle_stalls"] + 0 }' \
+              v["throttle_stalls"] + 0,
+              v["compress_tried"] - v["compress_aborted"] }' \
         "$f" >>"$OUT/growth.tsv"
     # The volume's compression figures (its stats file, as zfs get).
     for f in "$(kstat_of "$t")"/volumes/*/stats; do
@@ -732,20 +735,23 @@ lz4_ceiling ()
     rm -f "$f"
     sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s *, *\([0-9.]*\) MB\/s.*/- lz4 alone (lz4 -b1, one core, '"$bs"' blocks, fio data: '"$BENCH_DATA"'): ratio \1, compression \2 MB\/s, decompression \3 MB\/s/p' <<<"$line" | grep . ||
         echo "- lz4 alone: not measured (lz4 -b printed no speed: $line)"
-    cpu_bound "$(sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s.*/\2/p' <<<"$line")"
+    cpu_bound "$(sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s.*/\2/p' <<<"$line")" "$bytes"
 }
 
-# cpu_bound MBPS: what the processors allow a compressed volume's
+# cpu_bound MBPS BLOCK: what the processors allow a compressed volume's
 # 128 KiB sequential writes at most, from this run's figures (report.py
 # cpubound: the transport's CPU per request, lz4's own time for 128 KiB
 # at MBPS, the device write's CPU), beside the uncompressed ceiling and
 # each zvol target's rate and CPU per request.  Where the bound is below
 # what a target without compression reached, compression cannot catch
-# up with it on this machine, whatever the engine does.
+# up with it on this machine, whatever the engine does.  With a target
+# whose compression is off in the run, the same for 4 KiB random
+# writes: its CPU per write, plus the compressions per write the engine
+# counted, each of a BLOCK-byte block at MBPS.
 cpu_bound ()
 {
     [ -n "$1" ] || return 0
-    "$PYTHON" "$here/report.py" cpubound "$OUT" "$1" "$(nproc)" ||
+    "$PYTHON" "$here/report.py" cpubound "$OUT" "$1" "$(nproc)" "${2:-16384}" ||
         echo "- CPU bound of compressed 128 KiB writes: not computed (report.py failed)"
 }
 
