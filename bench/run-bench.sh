@@ -665,9 +665,10 @@ run_fio ()
 # growth.tsv: the server's resident memory peak so far (VmHWM, KiB), its
 # cache limit and dirty_max, the bytes its syncs wrote so far (volume
 # data, metadata) and the write throttle's counts (writers delayed, the
-# time they slept, writers stopped at dirty_max) and the blocks its
+# time they slept, writers stopped at dirty_max), the blocks its
 # compressor ran on so far (tried less those the early abort refused;
-# report.py cpubound) from its kstat stats
+# report.py cpubound) and the metadata bytes of indirect blocks and of
+# deferred-free lists among those written, from its kstat stats
 # file (issue 11, "Growth"); the last sample's files stay in OUT
 # (growth.stats.T).
 growth_sample ()
@@ -680,12 +681,14 @@ growth_sample ()
     hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${PID[$t]}/status" 2>/dev/null || :)
     awk -v job="$2" -v t="$t" -v r="$3" -v hwm="${hwm:-0}" '
         { v[$1] = $2 }
-        END { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r, hwm,
+        END { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", job, t, r, hwm,
               v["cache_limit"] + 0, v["dirty_max"] + 0,
               v["written_data_bytes"] + 0, v["written_meta_bytes"] + 0,
               v["throttle_delays"] + 0, v["throttle_delay_ns"] + 0,
               v["throttle_stalls"] + 0,
-              v["compress_tried"] - v["compress_aborted"] }' \
+              v["compress_tried"] - v["compress_aborted"],
+              v["written_meta_indirect_bytes"] + 0,
+              v["written_meta_defer_bytes"] + 0 }' \
         "$f" >>"$OUT/growth.tsv"
     # The volume's compression figures (its stats file, as zfs get).
     for f in "$(kstat_of "$t")"/volumes/*/stats; do
@@ -788,20 +791,24 @@ growth_report ()
         echo
         echo "## Growth (zvol targets)"
         echo
-        echo "| target | job | data written MiB | metadata MiB | metadata per data | throttle delays | delayed s | stops | VmHWM MiB | cache + dirty_max MiB |"
-        echo "|---|---|---|---|---|---|---|---|---|---|"
+        echo "| target | job | data written MiB | metadata MiB | metadata per data | of it indirect / deferred frees | throttle delays | delayed s | stops | VmHWM MiB | cache + dirty_max MiB |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|"
         awk -F'\t' '
             { key = $2 "\t" $1
               if (!(key in d0)) { d0[key] = pd[$2]; m0[key] = pm[$2]
                                   y0[key] = py[$2]; n0[key] = pn[$2]; s0[key] = ps[$2]
+                                  i0[key] = pi[$2]; f0[key] = pf[$2]
                                   order[++n] = key }
               d1[key] = $7; m1[key] = $8; hwm[key] = $4; lim[key] = $5 + $6
-              y1[key] = $9; n1[key] = $10; s1[key] = $11
-              pd[$2] = $7; pm[$2] = $8; py[$2] = $9; pn[$2] = $10; ps[$2] = $11 }
+              y1[key] = $9; n1[key] = $10; s1[key] = $11; i1[key] = $13; f1[key] = $14
+              pd[$2] = $7; pm[$2] = $8; py[$2] = $9; pn[$2] = $10; ps[$2] = $11
+              pi[$2] = $13; pf[$2] = $14 }
             END { for (i = 1; i <= n; i++) { k = order[i]; split(k, a, "\t")
                     dd = d1[k] - d0[k]; dm = m1[k] - m0[k]
-                    printf "| %s | %s | %.0f | %.1f | %.2f%% | %d | %.2f | %d | %.0f | %.0f |\n", a[1], a[2],
+                    di = i1[k] - i0[k]; df = f1[k] - f0[k]
+                    printf "| %s | %s | %.0f | %.1f | %.2f%% | %.2f%% / %.2f%% | %d | %.2f | %d | %.0f | %.0f |\n", a[1], a[2],
                         dd / 1048576, dm / 1048576, (dd > 0 ? 100 * dm / dd : 0),
+                        (dd > 0 ? 100 * di / dd : 0), (dd > 0 ? 100 * df / dd : 0),
                         y1[k] - y0[k], (n1[k] - n0[k]) / 1e9, s1[k] - s0[k],
                         hwm[k] / 1024, lim[k] / 1048576 } }' "$OUT/growth.tsv"
     } | tee -a "$OUT/results.md"

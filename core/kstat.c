@@ -122,6 +122,13 @@ static const kstat_u64_t kstat_pool_u64[] = {
   KSTAT_PS ("sync_passes_last", ps_sync_passes_last),
   KSTAT_PS ("written_data_bytes", ps_written_data),
   KSTAT_PS ("written_meta_bytes", ps_written_meta),
+  KSTAT_PS ("written_meta_indirect_bytes", ps_written_indirect),
+  KSTAT_PS ("written_meta_objset_bytes", ps_written_objset),
+  KSTAT_PS ("written_meta_spacemap_bytes", ps_written_spacemap),
+  KSTAT_PS ("written_meta_defer_bytes", ps_written_defer),
+  KSTAT_PS ("written_meta_dsdir_bytes", ps_written_dsdir),
+  KSTAT_PS ("written_meta_deadlist_bytes", ps_written_deadlist),
+  KSTAT_PS ("written_meta_uberblock_bytes", ps_written_uberblock),
 };
 static const kstat_u64_t kstat_cache_u64[] = {
   KSTAT_PS ("cache_bytes", ps_cache_bytes),

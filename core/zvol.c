@@ -970,10 +970,22 @@ zvol_pool_get_stats (zvol_pool_t *p, zvol_pool_stats_t *ps)
   for (unsigned t = 0; t < ZV_BT_MAX; t++) {
     uint64_t b = atomic_load_explicit (&spa->spa_written[t],
                                        memory_order_relaxed);
-    if (t == ZV_BT_VOLDATA)
-      ps->ps_written_data = b;
-    else
-      ps->ps_written_meta += b;
+    uint64_t *kind = NULL;
+
+    switch ((enum zv_blk_type) t) {
+    case ZV_BT_VOLDATA: ps->ps_written_data = b; continue;
+    case ZV_BT_NONE: kind = &ps->ps_written_uberblock; break;
+    case ZV_BT_INDIRECT: kind = &ps->ps_written_indirect; break;
+    case ZV_BT_OBJSET: kind = &ps->ps_written_objset; break;
+    case ZV_BT_SPACEMAP: kind = &ps->ps_written_spacemap; break;
+    case ZV_BT_DEFER: kind = &ps->ps_written_defer; break;
+    case ZV_BT_DSDIR: kind = &ps->ps_written_dsdir; break;
+    case ZV_BT_DEADLIST: kind = &ps->ps_written_deadlist; break;
+    case ZV_BT_MAX: break;
+    }
+    ZV_VERIFY (kind != NULL);
+    *kind = b;
+    ps->ps_written_meta += b;
   }
 }
 

@@ -690,6 +690,11 @@ typedef struct zvol_pool_stats {
    * opened, every copy: volume data, and metadata (indirect blocks,
    * objsets, space maps, deferred-free lists, uberblocks). */
   uint64_t ps_written_data, ps_written_meta;
+  /* ps_written_meta by kind: indirect blocks, objsets (dnodes), space
+   * maps, deferred-free lists, dataset records, dead lists, uberblocks. */
+  uint64_t ps_written_indirect, ps_written_objset, ps_written_spacemap;
+  uint64_t ps_written_defer, ps_written_dsdir, ps_written_deadlist;
+  uint64_t ps_written_uberblock;
   uint64_t ps_dirty_max;                /* the write throttle's limit */
   /* The throttle since the pool was opened: writers delayed on its
    * curve and the time they slept in all, writers stopped at

@@ -121,6 +121,30 @@ test_format_stats (void **state)
   assert_true (ps.ps_space_total > ps.ps_space_allocated);
   assert_non_null (kst_value (t, "space_allocated", v, sizeof v));
   assert_non_null (kst_value (t, "sync_write_max_active_last", v, sizeof v));
+  /* Metadata written, by kind: the kinds add up to the whole, each is
+   * printed, and the syncs so far wrote uberblocks and the objset. */
+  assert_int_equal (ps.ps_written_meta,
+                    ps.ps_written_indirect + ps.ps_written_objset
+                    + ps.ps_written_spacemap + ps.ps_written_defer
+                    + ps.ps_written_dsdir + ps.ps_written_deadlist
+                    + ps.ps_written_uberblock);
+  assert_true (ps.ps_written_uberblock > 0 && ps.ps_written_objset > 0);
+  snprintf (want, sizeof want, "%llu",
+            (unsigned long long) ps.ps_written_uberblock);
+  assert_string_equal (kst_value (t, "written_meta_uberblock_bytes", v,
+                                  sizeof v), want);
+  snprintf (want, sizeof want, "%llu",
+            (unsigned long long) ps.ps_written_objset);
+  assert_string_equal (kst_value (t, "written_meta_objset_bytes", v,
+                                  sizeof v), want);
+  for (const char *const *kind = (const char *const[]) {
+         "indirect", "spacemap", "defer", "dsdir", "deadlist", NULL };
+       *kind; kind++) {
+    char key[64];
+
+    snprintf (key, sizeof key, "written_meta_%s_bytes", *kind);
+    assert_non_null (kst_value (t, key, v, sizeof v));
+  }
   assert_non_null (kst_value (t, "cache_limit", v, sizeof v));
   /* The volume made with the pool: its name, '/' made '_'. */
   assert_string_equal (kst_value (t, "volume", v, sizeof v), "ks_pool");
