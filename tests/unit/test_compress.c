@@ -1283,6 +1283,26 @@ tq_done (zv_compq_item_t *it, size_t n)
   return d;
 }
 
+/* Start an lz4 job of n 16 KiB items with compress_ahead set to window
+ * items (the caller puts it back), and wait until the workers took the
+ * whole window. */
+static zv_compq_item_t *
+tq_window_start (zv_compq_job_t *j, size_t n, size_t window, uint64_t *s)
+{
+  const uint32_t bs = 16384;
+  uint32_t comp;
+  zv_compq_stats_t st0;
+
+  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
+  zv_compq_threads = 2;
+  zv_compq_ahead = window * bs;
+  zv_compq_item_t *it = tq_items (n, bs, s);
+  zv_compq_get_stats (&st0);
+  zv_compq_start (j, comp, it, n);
+  assert_true (tq_workers_past (st0.cqs_by_workers + window - 1));
+  return it;
+}
+
 /* The workers run at most compress_ahead past what the owner waited for,
  * and go on as the owner moves: fails when they compress the whole job
  * ahead of the owner (each compressed block holds a buffer until it is
@@ -1293,21 +1313,12 @@ test_compq_window (void **state)
   (void) state;
   uint64_t s = tl_seed ("compq-window");
   const size_t n = 64, window = 4;
-  const uint32_t bs = 16384;
   uint64_t ahead0 = zv_compq_ahead;
-  uint32_t comp;
-  zv_compq_stats_t st0;
   zv_compq_job_t j;
+  zv_compq_item_t *it = tq_window_start (&j, n, window, &s);
 
-  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
-  zv_compq_threads = 2;
-  zv_compq_ahead = window * bs;
-  zv_compq_item_t *it = tq_items (n, bs, &s);
-  zv_compq_get_stats (&st0);
-  zv_compq_start (&j, comp, it, n);
-  /* The workers take the first window alone, and stop there (64 blocks
+  /* The workers took the first window alone, and stop there (64 blocks
    * of lz4 take about a millisecond: 100 ms is plenty to overrun). */
-  assert_true (tq_workers_past (st0.cqs_by_workers + window - 1));
   usleep (100 * 1000);
   assert_int_equal (tq_done (it, n), window);
   /* The owner's wait moves the window: up to 10, then 4 more. */
@@ -1333,19 +1344,10 @@ test_compq_window_finish (void **state)
   (void) state;
   uint64_t s = tl_seed ("compq-window-finish");
   const size_t n = 32;
-  const uint32_t bs = 16384;
   uint64_t ahead0 = zv_compq_ahead;
-  uint32_t comp;
-  zv_compq_stats_t st0;
   zv_compq_job_t j;
+  zv_compq_item_t *it = tq_window_start (&j, n, 2, &s);
 
-  assert_int_equal (zv_comp_prop_parse ("lz4", &comp), 0);
-  zv_compq_threads = 2;
-  zv_compq_ahead = 2 * bs;
-  zv_compq_item_t *it = tq_items (n, bs, &s);
-  zv_compq_get_stats (&st0);
-  zv_compq_start (&j, comp, it, n);
-  assert_true (tq_workers_past (st0.cqs_by_workers + 1));
   usleep (20 * 1000);
   zv_compq_finish (&j);
   assert_int_equal (tq_done (it, n), 2);
