@@ -144,8 +144,9 @@ struct zvol_pool {
                                   use) */
   zv_scan_phys_t p_scan_rec;   /* the objset's scrub place, as imported
                                   and checked (zero: none) */
-  zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees */
-  size_t p_defer_n, p_defer_cap;
+  zv_defer_ent_t *p_defer_ents; /* sync scratch: this txg's frees, */
+  size_t p_defer_n, p_defer_cap; /* adjacent ones merged */
+  size_t p_defer_seen;          /* the frees collected, before merging */
 };
 
 /* Deferred-free list capacity, in 16 KiB blocks (F^2: 66M extents). */

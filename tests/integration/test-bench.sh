@@ -135,10 +135,11 @@ check "results.csv: a header and 6 rows" \
     test "$(wc -l <"$ZV_TMP/def/results.csv")" -eq 7
 check "runs.tsv: every run timed (2 fills, none for null; 6 runs)" \
     test "$(wc -l <"$ZV_TMP/def/runs.tsv")" -eq 8
-check "the Growth table: the zvol target's fill and both jobs, metadata, the throttle's counts and VmHWM" \
+check "the Growth table: the zvol target's fill and both jobs, metadata and its indirect/deferred shares, the throttle's counts and VmHWM" \
     awk -F'|' '/^## Growth/ { g = 1 }
-               g && $2 ~ /zvol/ && $6 ~ /%/ && $7 ~ /^ *[0-9]+ *$/ && $8 ~ /^ *[0-9.]+ *$/ \
-                 && $9 ~ /^ *[0-9]+ *$/ && $10 + 0 > 0 { n++ }
+               g && $2 ~ /zvol/ && $6 ~ /%/ && $7 ~ /^ *[0-9.]+% \/ [0-9.]+% *$/ \
+                 && $8 ~ /^ *[0-9]+ *$/ && $9 ~ /^ *[0-9.]+ *$/ \
+                 && $10 ~ /^ *[0-9]+ *$/ && $11 + 0 > 0 { n++ }
                END { exit n != 3 }' "$md"
 check "the zvol target's txg history has committed txgs" \
     test "$(wc -l <"$ZV_TMP/def/txgs-zvol.tsv")" -ge 2

@@ -2249,6 +2249,79 @@ test_deferred_free_rule (void **state)
   assert_int_equal (tl_pool_close (p), 0);
 }
 
+/* Copy the image at from to to (a crash image: the pool is idle). */
+static void
+copy_image (const char *from, const char *to)
+{
+  static uint8_t buf[MiB];
+
+  assert_int_equal (tl_sparse_file (to, DEV_SIZE), 0);
+  for (uint64_t off = 0; off < DEV_SIZE; off += sizeof buf) {
+    assert_int_equal (tl_file_pread (from, buf, sizeof buf, off), 0);
+    assert_int_equal (tl_file_pwrite (to, buf, sizeof buf, off), 0);
+  }
+}
+
+/* A sequential overwrite frees blocks that lie side by side: T's list is
+ * written with them merged into extents, an import right after T's sync
+ * takes the extents back (every block of them still deferred, the data
+ * the new one), and T+2 frees them.  Fails when the list keeps an entry
+ * per block. */
+static void
+test_deferred_list_merged (void **state)
+{
+  (void) state;
+  char path[512], path2[512];
+  const char *dev = tl_path (path, sizeof path, "defmerge");
+  const char *dev2 = tl_path (path2, sizeof path2, "defmerge-crash");
+  const uint32_t len = 64 * BS;
+  zvol_pool_config_t pc;
+  zvol_pool_t *p;
+  zv_alloc_t *a;
+  vwalk_t w;
+  uint64_t t, old, before;
+  size_t n, m;
+
+  assert_int_equal (tl_sparse_file (dev, DEV_SIZE), 0);
+  tl_pool_cfg (&pc, &dev, 1, 8 * MiB, true);
+  p = tl_pool_open_ok (&pc);
+  tl_vol_write (tl_vol (p), NULL, 0, len, 1, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  memset (&w, 0, sizeof w);
+  vol_walk (p, &w);
+  old = w.blk0.bp_dva[0];
+  t = zv_txg_open_txg (zv_pool_txg (p));
+  tl_vol_write (tl_vol (p), NULL, 0, len, 2, 0);
+  assert_int_equal (zv_pool_sync (p), 0);
+  assert_int_equal (zv_txg_last_synced (zv_pool_txg (p)), t);
+  a = zv_pool_spa (p)->spa_alloc;
+  n = tl_alloc_defer_count (a, t);
+  assert_true (n >= 64);
+  assert_true (tl_alloc_deferred (a, t, old));
+  copy_image (dev, dev2);
+  assert_int_equal (tl_pool_close (p), 0);
+
+  tl_pool_cfg (&pc, &dev2, 1, 0, false);
+  p = tl_pool_open_ok (&pc);
+  a = zv_pool_spa (p)->spa_alloc;
+  m = tl_alloc_defer_count (a, t);
+  assert_true (m > 0 && m + 48 <= n);
+  assert_true (tl_alloc_deferred (a, t, old));
+  assert_true (zv_alloc_is_allocated (a, old, BS));
+  tl_vol_check (tl_vol (p), 0, len, 2);
+  before = tl_alloc_space (a).as_allocated;
+  for (int i = 0; i < 3; i++) {
+    tl_vol_write (tl_vol (p), NULL, 2 * MiB + i * BS, BS, 3, 0);
+    assert_int_equal (zv_pool_sync (p), 0);
+  }
+  assert_false (tl_alloc_deferred (a, t, old));
+  assert_true (tl_alloc_space (a).as_allocated + len / 2 <= before);
+  tl_vol_check (tl_vol (p), 0, len, 2);
+  assert_int_equal (tl_pool_close (p), 0);
+  unlink (dev);
+  unlink (dev2);
+}
+
 /* ---- crash consistency ---- */
 
 #define CR_VOLSIZE (8 * MiB)
@@ -2896,6 +2969,7 @@ main (void)
     tl_test (test_ebusy),
     tl_test (test_txg_history),
     tl_test (test_deferred_free_rule),
+    tl_test (test_deferred_list_merged),
     tl_test (test_inplace_free_durable),
     tl_test (test_sync_open_context_alloc),
     tl_test (test_crash_rounds),

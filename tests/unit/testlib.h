@@ -657,11 +657,12 @@ tl_dfind_cb (void *arg, uint64_t dva, uint32_t size)
 {
   tl_dfind_t *d = arg;
 
-  (void) size;
-  d->df_found |= dva == d->df_dva;
+  /* An entry may be an extent of several blocks (merged when written). */
+  d->df_found |= ZV_DVA_VDEV (dva) == ZV_DVA_VDEV (d->df_dva)
+    && dva <= d->df_dva && d->df_dva < dva + size;
 }
 
-/* Is dva on the defer list of txg? */
+/* Is dva on the defer list of txg (inside one of its extents)? */
 TL_FN bool
 tl_alloc_deferred (zv_alloc_t *a, uint64_t txg, uint64_t dva)
 {
