@@ -28,7 +28,9 @@
  * pages were faulted in and cleared anew every txg, and the server's
  * resident peak was 1.9 GiB above compression off's).  The owner, too,
  * claims only below the limit (what it waits for always is); past it, it
- * sleeps until a worker finishes the item it waits for.
+ * sleeps until a worker finishes the item it waits for.  A worker
+ * stalled on one job does not turn to another (several pools in one
+ * process): that job's owner compresses what nobody claims, as ever.
  *
  * Workers: up to compq_threads (auto: one per online processor), made
  * when a job starts and fewer are running, detached; one with no job
