@@ -130,13 +130,12 @@ dev_type_ok (mode_t mode)
 }
 
 /*
- * Open read-write, direct where the file system allows it.  Returns the
+ * Open with flags, direct where the file system allows it.  Returns the
  * fd or -errno; *directp says whether O_DIRECT stuck.
  */
 static int
-dev_open_fd (const char *path, bool blockdev, bool *directp)
+dev_open_fd (const char *path, int flags, bool *directp)
 {
-  int flags = O_RDWR | O_CLOEXEC | (blockdev ? O_EXCL : 0);
   int fd;
 
   *directp = true;
@@ -674,7 +673,8 @@ zv_dev_open_opts (const char *path, const zv_dev_opts_t *opts,
   }
   blockdev = S_ISBLK (st.st_mode);
 
-  fd = dev_open_fd (path, blockdev, &direct);
+  fd = dev_open_fd (path, O_RDWR | O_CLOEXEC | (blockdev ? O_EXCL : 0),
+                   &direct);
   if (fd == -EBUSY && blockdev) {
     dev_blk_busy_msg (path, &st, err, errlen);
     return -EBUSY;
@@ -761,6 +761,7 @@ zv_dev_file_fill (const char *path, uint64_t size,
   void *zeros = NULL;
   uint64_t done = 0;
   unsigned last = 101;
+  bool direct;
   int fd, flags, r = 0;
 
   /* stat() first: opening a FIFO for writing would wait for a reader. */
@@ -768,11 +769,9 @@ zv_dev_file_fill (const char *path, uint64_t size,
     return -errno;
   if (!S_ISREG (st.st_mode))
     return -EINVAL;             /* a block device has no holes to fill */
-  fd = open (path, O_WRONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
-  if (fd == -1 && errno == EINVAL)
-    fd = open (path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd == -1)
-    return -errno;
+  fd = dev_open_fd (path, O_WRONLY | O_CLOEXEC | O_NONBLOCK, &direct);
+  if (fd < 0)
+    return fd;
   if (fstat (fd, &st) == -1) {
     r = -errno;
     goto out;
