@@ -159,21 +159,27 @@ def headline_latency(job, m):
     return m["fsync_p99"] if m["fsync_p99"] is not None else m["p99"]
 
 
+def tsv_rows(out, name):
+    """The lines of OUT/name split at tabs ([] when there is no such
+    file)."""
+    p = os.path.join(out, name)
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        return [line.rstrip("\n").split("\t") for line in f]
+
+
 def read_cpu(out):
     """(job, target, round) -> (busy share of all CPUs, number of CPUs)
     during that fio run, from runs.tsv's sixth and seventh columns (runs
     of an older bench have none)."""
     cpu = {}
-    p = os.path.join(out, "runs.tsv")
-    if os.path.exists(p):
-        with open(p) as f:
-            for line in f:
-                w = line.rstrip("\n").split("\t")
-                if len(w) >= 7:
-                    try:
-                        cpu[w[0], w[1], w[2]] = (float(w[5]), int(w[6]))
-                    except ValueError:
-                        pass
+    for w in tsv_rows(out, "runs.tsv"):
+        if len(w) >= 7:
+            try:
+                cpu[w[0], w[1], w[2]] = (float(w[5]), int(w[6]))
+            except ValueError:
+                pass
     return cpu
 
 
@@ -430,16 +436,12 @@ def txg_history(out, t):
 
 def read_runs(out):
     runs = []
-    p = os.path.join(out, "runs.tsv")
-    if os.path.exists(p):
-        with open(p) as f:
-            for line in f:
-                w = line.split("\t")
-                if len(w) >= 5:
-                    try:
-                        runs.append((w[0], w[1], w[2], float(w[3]), float(w[4])))
-                    except ValueError:
-                        pass
+    for w in tsv_rows(out, "runs.tsv"):
+        if len(w) >= 5:
+            try:
+                runs.append((w[0], w[1], w[2], float(w[3]), float(w[4])))
+            except ValueError:
+                pass
     return runs
 
 
@@ -683,22 +685,17 @@ def read_tried(out):
     the rounds of one job they mostly stay inside it."""
     tried = {}
     last = {}
-    p = os.path.join(out, "growth.tsv")
-    if not os.path.exists(p):
-        return tried
-    with open(p) as f:
-        for line in f:
-            w = line.rstrip("\n").split("\t")
-            if len(w) < 12:
-                continue
-            try:
-                v = float(w[11])
-            except ValueError:
-                continue
-            t = w[1]
-            if t in last:
-                tried[w[0], t, w[2]] = max(0.0, v - last[t])
-            last[t] = v
+    for w in tsv_rows(out, "growth.tsv"):
+        if len(w) < 12:
+            continue
+        try:
+            v = float(w[11])
+        except ValueError:
+            continue
+        t = w[1]
+        if t in last:
+            tried[w[0], t, w[2]] = max(0.0, v - last[t])
+        last[t] = v
     return tried
 
 
@@ -706,13 +703,9 @@ def read_comp(out, job):
     """target -> its volume's compression property during job
     (compress.tsv)."""
     comp = {}
-    p = os.path.join(out, "compress.tsv")
-    if os.path.exists(p):
-        with open(p) as f:
-            for line in f:
-                w = line.rstrip("\n").split("\t")
-                if len(w) >= 4 and w[0] == job:
-                    comp[w[1]] = w[3]
+    for w in tsv_rows(out, "compress.tsv"):
+        if len(w) >= 4 and w[0] == job:
+            comp[w[1]] = w[3]
     return comp
 
 
