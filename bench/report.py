@@ -4,10 +4,13 @@
     report.py default OUT ROUNDS "TARGETS" JOB...   fio runs -> tables, PNGs
     report.py txg OUT TARGET...                     txg history -> TSV, PNG
     report.py core OUT A=TSV,...[@GLOB] [B=...]    core-bench -> table
-    report.py cpubound OUT MBPS NCPU [BLOCK]       CPU bound of compressed
+    report.py cpubound OUT MBPS NCPU [BLOCK [SAVE_US]]
+                                                    CPU bound of compressed
                                                     128 KiB writes (lz4 at MBPS),
                                                     and of 4 KiB random writes
                                                     against compression off
+                                                    (SAVE_US: what compression
+                                                    saves a block)
 
 (core: each side a label, its core-bench -t outputs, and optionally a
 glob of its callgrind dumps.)
@@ -718,7 +721,7 @@ def run_writes(path):
     return sum(j["write"]["iops"] for j in doc["jobs"]) * secs
 
 
-def cpubound_random(out, mbps, ncpu, blk):
+def cpubound_random(out, mbps, ncpu, blk, save=None):
     """What the processors allow a compressed volume's 4 KiB random
     writes against the same volume without compression, from the run's
     own figures: a write costs at least what it costs without
@@ -729,7 +732,16 @@ def cpubound_random(out, mbps, ncpu, blk):
     in return (a checksum of fewer bytes; the device's transfer, no CPU
     here) is a fraction of a microsecond a block, left out.  The ratio
     is the best lz4/off can reach where both keep the processors equally
-    busy."""
+    busy.
+
+    With 'save' (microseconds of CPU that compression saves a block,
+    measured by run-bench.sh's dev_saving on the device path and the
+    checksum), a second line takes the savings in and lets the
+    compressed target have every CPU: it can reach at most
+    c / (busy * (c + k * (t - save))) of off, where off ran busy of the
+    time at c us a write.  When t exceeds the savings the ratio is below
+    1 / busy whatever c is: compression pays for itself only where the
+    device, not the processors, sets the rate."""
     job = "rand-write-4k-qd32"
     comp = read_comp(out, job)
     offs = [t for t, c in comp.items() if c == "off"]
@@ -755,6 +767,7 @@ def cpubound_random(out, mbps, ncpu, blk):
         d["iops"].append(x[0])
         d["round"][r] = x[0]
         d["us"].append(busy * n * 1e6 / x[0])
+        d.setdefault("busy", []).append(busy)
         if (j, t, r) in tried:
             d["tried"] += tried[j, t, r]
             d["writes"] += writes
@@ -778,9 +791,23 @@ def cpubound_random(out, mbps, ncpu, blk):
               % (t, comp[t], ncpu, c_off, o, k, t_blk, blk, ncpu * 1e6 / cost,
                  t, o, c_off / cost, fmt(got, "%.2fx"),
                  med(per[t]["iops"]), med(per[o]["iops"]), med(per[t]["us"]), c_off))
+        if save is None:
+            continue
+        busy = med(per[o]["busy"])
+        net = t_blk - save
+        if busy <= 0:
+            continue
+        print("- Compression's net cost a block (%s, %s): lz4 %.1f us, saved on the device "
+              "path and the checksum %.1f us: %.1f us more than it saves, whatever the "
+              "engine%s; with every CPU busy (%s ran %.0f%% busy), %s/%s can reach at most "
+              "%.1f / (%.2f x (%.1f + %.2f x %.1f)) = %.2fx"
+              % (t, comp[t], t_blk, save, net,
+                 "" if net > 0 else " (it pays for itself: no bound below 1)",
+                 o, 100 * busy, t, o, c_off, busy, c_off, k, net,
+                 c_off / (busy * (c_off + k * net))))
 
 
-def cmd_cpubound(out, mbps, ncpu, blk=16384):
+def cmd_cpubound(out, mbps, ncpu, blk=16384, save=None):
     """What the processors allow compressed 128 KiB sequential writes at
     most, from the run's own figures (seq-write-128k on null and raw):
     a request costs at least the transport (null's CPU per request), the
@@ -809,7 +836,7 @@ def cmd_cpubound(out, mbps, ncpu, blk=16384):
             pass
     if "null" not in per or mbps <= 0:
         print("- CPU bound of compressed 128 KiB writes: not computed (no %s run on null)" % job)
-        cpubound_random(out, mbps, ncpu, blk)
+        cpubound_random(out, mbps, ncpu, blk, save)
         return
     tr = med(per["null"]["us"])
     comp = 131072 / mbps
@@ -831,7 +858,7 @@ def cmd_cpubound(out, mbps, ncpu, blk=16384):
             d = per[t]
             print("  - %s: %.0f IOPS, %.0f us of CPU per request, %.0f%% busy"
                   % (t, med(d["iops"]), med(d["us"]), 100 * med(d["busy"])))
-    cpubound_random(out, mbps, ncpu, blk)
+    cpubound_random(out, mbps, ncpu, blk, save)
 
 
 def main(argv):
@@ -847,9 +874,10 @@ def main(argv):
     if cmd == "txg":
         print_charts(out, cmd_txg(out, argv[3:]))
         return 0
-    if cmd == "cpubound" and len(argv) in (5, 6):
+    if cmd == "cpubound" and len(argv) in (5, 6, 7):
         cmd_cpubound(out, float(argv[3]), int(argv[4]),
-                     int(argv[5]) if len(argv) == 6 else 16384)
+                     int(argv[5]) if len(argv) >= 6 else 16384,
+                     float(argv[6]) if len(argv) == 7 else None)
         return 0
     if cmd == "core":
         # core OUT LABEL=tsv,tsv[@callgrind-glob] ...

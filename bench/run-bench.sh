@@ -738,10 +738,89 @@ lz4_ceiling ()
     rm -f "$f"
     sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s *, *\([0-9.]*\) MB\/s.*/- lz4 alone (lz4 -b1, one core, '"$bs"' blocks, fio data: '"$BENCH_DATA"'): ratio \1, compression \2 MB\/s, decompression \3 MB\/s/p' <<<"$line" | grep . ||
         echo "- lz4 alone: not measured (lz4 -b printed no speed: $line)"
-    cpu_bound "$(sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s.*/\2/p' <<<"$line")" "$bytes"
+    DEV_SAVE_US=
+    dev_saving "$bytes" "$(sed -n 's/.*(\([0-9.]*\)),.*/\1/p' <<<"$line")"
+    cpu_bound "$(sed -n 's/.*(\([0-9.]*\)), *\([0-9.]*\) MB\/s.*/\2/p' <<<"$line")" "$bytes" \
+        ${DEV_SAVE_US:+"$DEV_SAVE_US"}
 }
 
-# cpu_bound MBPS BLOCK: what the processors allow a compressed volume's
+# fio_cpu_per_write JSON: fio's own CPU time (user and system) per write
+# of a run, in microseconds.
+fio_cpu_per_write ()
+{
+    "$PYTHON" -c '
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+n = j["write"]["total_ios"]
+print("%.3f" % ((j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1000 / n) if n else "")
+' "$1" 2>/dev/null
+}
+
+# dev_saving BYTES RATIO: the CPU that compression saves on the way to
+# the device, for one BYTES block that lz4 shrinks by RATIO (stored in
+# whole sectors, as the pool stores it): fio io_uring O_DIRECT random
+# writes (QD32, 2 s) of BYTES and of the stored size, alternated three
+# times on a preallocated file in BENCH_DIR, fio's CPU per write each
+# (the medians' difference); and the checksum of the bytes saved at the
+# pool's checksum's speed (xxhsum -b, XXH128).  What the sum is set
+# against is compression's own cost a block: report.py cpubound.  Sets
+# DEV_SAVE_US; prints a line for the report.
+dev_saving ()
+{
+    local bytes=$1 ratio=$2 f=$BENCH_DIR/dev-saving.img saved stored r s
+    local dev b_us s_us sum_line its
+    local -a big=() small=()
+    [ -n "$ratio" ] || return 0
+    if ! command -v xxhsum >/dev/null; then
+        echo "- What compression saves the device: not measured (no xxhsum command; scripts/setup.sh installs it)"
+        return 0
+    fi
+    saved=$("$PYTHON" -c 'import sys; b = int(sys.argv[1]); r = float(sys.argv[2])
+print(int(b * (1 - 1 / r) // 4096 * 4096) if r > 0 else 0)' "$bytes" "$ratio")
+    if [ "$saved" -le 0 ] || [ "$saved" -ge "$bytes" ]; then
+        echo "- What compression saves the device: nothing (ratio $ratio saves no whole sector of a $bytes-byte block)"
+        DEV_SAVE_US=0
+        return 0
+    fi
+    stored=$((bytes - saved))
+    if ! fallocate -l 1G "$f" 2>/dev/null; then
+        rm -f "$f"
+        echo "- What compression saves the device: not measured (cannot preallocate $f)"
+        return 0
+    fi
+    for r in 1 2 3; do
+        for s in "$bytes" "$stored"; do
+            fio --name=dev-saving --filename="$f" --size=1G --ioengine=io_uring \
+                --direct=1 --rw=randwrite --bs="$s" --iodepth=32 --time_based \
+                --runtime=2 --output-format=json --output="$f.json" \
+                >/dev/null 2>&1 || continue
+            if [ "$s" = "$bytes" ]; then
+                big+=("$(fio_cpu_per_write "$f.json")")
+            else
+                small+=("$(fio_cpu_per_write "$f.json")")
+            fi
+        done
+    done
+    rm -f "$f" "$f.json"
+    sum_line=$(xxhsum -b11 -B"$saved" -i1 2>&1 | tr '\r' '\n' | grep 'it/s' | tail -n 1)
+    its=$(sed -n 's/.*-> *\([0-9]*\) it\/s.*/\1/p' <<<"$sum_line")
+    if [ "${#big[@]}" -lt 3 ] || [ "${#small[@]}" -lt 3 ] || [ -z "$its" ]; then
+        echo "- What compression saves the device: not measured (fio runs ${#big[@]}+${#small[@]} of 6, xxhsum: ${sum_line:-nothing})"
+        return 0
+    fi
+    DEV_SAVE_US=$("$PYTHON" -c '
+import statistics, sys
+b, s, its, nb = sys.argv[1:5]
+big = [float(x) for x in b.split()]
+small = [float(x) for x in s.split()]
+dev = max(0.0, statistics.median(big) - statistics.median(small))
+print("%.3f %.3f %.3f %.3f" % (dev + 1e6 / float(its), dev, statistics.median(big), statistics.median(small)))
+' "${big[*]}" "${small[*]}" "$its" "$bytes")
+    read -r DEV_SAVE_US dev b_us s_us <<<"$DEV_SAVE_US"
+    echo "- What compression saves a $bytes-byte block stored in $stored bytes: $dev us of the device path's CPU (fio io_uring O_DIRECT random writes, CPU per write: $b_us us for $bytes bytes, $s_us us for $stored; medians of 3) and $("$PYTHON" -c "print('%.2f' % (1e6 / $its))") us of checksum (xxhsum -b, XXH128, $saved bytes)"
+}
+
+# cpu_bound MBPS BLOCK [SAVE_US]: what the processors allow a compressed volume's
 # 128 KiB sequential writes at most, from this run's figures (report.py
 # cpubound: the transport's CPU per request, lz4's own time for 128 KiB
 # at MBPS, the device write's CPU), beside the uncompressed ceiling and
@@ -750,11 +829,13 @@ lz4_ceiling ()
 # up with it on this machine, whatever the engine does.  With a target
 # whose compression is off in the run, the same for 4 KiB random
 # writes: its CPU per write, plus the compressions per write the engine
-# counted, each of a BLOCK-byte block at MBPS.
+# counted, each of a BLOCK-byte block at MBPS; and with SAVE_US (what
+# compression saves a block: dev_saving), the most compression can
+# reach with every CPU busy, whatever the engine's own cost.
 cpu_bound ()
 {
     [ -n "$1" ] || return 0
-    "$PYTHON" "$here/report.py" cpubound "$OUT" "$1" "$(nproc)" "${2:-16384}" ||
+    "$PYTHON" "$here/report.py" cpubound "$OUT" "$1" "$(nproc)" "${2:-16384}" ${3:+"$3"} ||
         echo "- CPU bound of compressed 128 KiB writes: not computed (report.py failed)"
 }
 

@@ -38,8 +38,9 @@ test_pkgs+=(ceph-mon ceph-osd ceph-common)
 # (callgrind; its headers also name bench/core-bench's phases).
 # The rados suite serves an rbd image with qemu-nbd: qemu's rbd driver
 # is in qemu-block-extra.  lz4's command line measures the compressor's
-# own speed on the bench's data (the ceiling of a compressed volume).
-bench_pkgs=(gnuplot-nox valgrind qemu-block-extra lz4)
+# own speed on the bench's data (the ceiling of a compressed volume);
+# xxhash's (xxhsum -b) the checksum's, for what compression saves.
+bench_pkgs=(gnuplot-nox valgrind qemu-block-extra lz4 xxhash)
 
 installed () {
     [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" = "ii " ]
