@@ -813,7 +813,9 @@ def cmd_cpubound(out, mbps, ncpu, blk=16384, save=None):
     a request costs at least the transport (null's CPU per request), the
     compression of 128 KiB at lz4's own speed, and its device write
     (raw's CPU per request less fio's own user time, which null's figure
-    counts already).  Beside it, each zvol target's rate and cost."""
+    counts already).  The same without the compression bounds any
+    volume's uncompressed writes, as a share of raw's rate.  Beside
+    them, each zvol target's rate and cost."""
     job = "seq-write-128k"
     cpu = read_cpu(out)
     per = {}
@@ -853,6 +855,16 @@ def cmd_cpubound(out, mbps, ncpu, blk=16384, save=None):
           % (ncpu, tr, comp, "" if dev is None else
              ", + %.0f us, raw's CPU per request less fio's own user time" % dev,
              ncpu * 1e6 / cost, ceil))
+    if dev is not None:
+        # Without compression a volume's write still pays the transport
+        # and its device write: the two ceilings' costs added.
+        plain = ncpu * 1e6 / (tr + dev)
+        print("- CPU bound of uncompressed 128 KiB sequential writes: %d CPUs / (%.0f us, "
+              "null's CPU per request, + %.0f us, raw's less fio's own user time) = %.0f "
+              "IOPS, %.2fx raw's %.0f: no volume on this machine writes faster, whatever "
+              "its engine costs on top"
+              % (ncpu, tr, dev, plain, plain / med(per["raw"]["iops"]),
+                 med(per["raw"]["iops"])))
     for t in sorted(per):
         if t.startswith("zvol"):
             d = per[t]
