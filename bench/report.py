@@ -736,12 +736,12 @@ def cpubound_random(out, mbps, ncpu, blk, save=None):
 
     With 'save' (microseconds of CPU that compression saves a block,
     measured by run-bench.sh's dev_saving on the device path and the
-    checksum), a second line takes the savings in and lets the
-    compressed target have every CPU: it can reach at most
-    c / (busy * (c + k * (t - save))) of off, where off ran busy of the
-    time at c us a write.  When t exceeds the savings the ratio is below
-    1 / busy whatever c is: compression pays for itself only where the
-    device, not the processors, sets the rate."""
+    checksum), a second line gives compression's net cost a block
+    (t - save: above 0, it costs more CPU than it saves, whatever the
+    engine, and pays for itself only where the device sets the rate),
+    and what the model above predicts with the savings taken in and
+    every CPU busy: c / (busy * (c + k * (t - save))) of off, where off
+    ran busy of the time at c us a write."""
     job = "rand-write-4k-qd32"
     comp = read_comp(out, job)
     offs = [t for t, c in comp.items() if c == "off"]
@@ -799,8 +799,10 @@ def cpubound_random(out, mbps, ncpu, blk, save=None):
             continue
         print("- Compression's net cost a block (%s, %s): lz4 %.1f us, saved on the device "
               "path and the checksum %.1f us: %.1f us more than it saves, whatever the "
-              "engine%s; with every CPU busy (%s ran %.0f%% busy), %s/%s can reach at most "
-              "%.1f / (%.2f x (%.1f + %.2f x %.1f)) = %.2fx"
+              "engine%s; if each compression added that to a write's CPU and every CPU "
+              "were busy (%s ran %.0f%% busy), %s/%s would reach "
+              "%.1f / (%.2f x (%.1f + %.2f x %.1f)) = %.2fx (a model: a measured ratio above "
+              "it means compressed writes cost less than it assumes)"
               % (t, comp[t], t_blk, save, net,
                  "" if net > 0 else " (it pays for itself: no bound below 1)",
                  o, 100 * busy, t, o, c_off, busy, c_off, k, net,
