@@ -67,7 +67,8 @@ SHORT = {
 # One colour per target, the same in every chart.
 COLOR = {"null": "#8c8c8c", "memory": "#2ca02c", "file": "#17becf", "qcow2": "#ff7f0e",
          "zvol": "#d62728", "zvol-b": "#9467bd", "zvol-txg": "#8c564b", "raw": "#1f77b4",
-         "rbd": "#e377c2", "zvol-rados": "#7f0000"}
+         "rbd": "#e377c2", "zvol-rados": "#7f0000", "zvol-snap": "#bcbd22",
+         "zvol-cold": "#aec7e8"}
 
 
 def color(t):

@@ -16,6 +16,9 @@
 #               zvol-snap zvol with SNAPSHOTS (100) snapshots taken
 #                         after its fill (live, through its control
 #                         socket): what snapshots cost the jobs
+#               zvol-cold zvol with a buffer cache far smaller than the
+#                         volume (BENCH_COLD_CACHE, 64M): reads go to
+#                         the device, as for a working set past the cache
 #               zvol-b    the same with another build of the plugin,
 #                         $ZVOL_PLUGIN_B (a target only when that is set:
 #                         before/after a change in one interleaved run)
@@ -74,6 +77,7 @@
 #                   plugin/.libs/ of this tree, the first that exists)
 #   ZVOL_PLUGIN_B   the plugin .so of the zvol-b target
 #   SNAPSHOTS       zvol-snap: how many snapshots (default 100); ZVOLADM the tool
+#   BENCH_COLD_CACHE  zvol-cold's cache_size (default 64M; under BENCH_SIZE)
 #   SNAP_POOL_SIZE  the pool of zvol-snap (and of zvol, zvol-b beside it),
 #                   a sparse file: default 16 x BENCH_SIZE
 #   ZVOL_POOL_SIZE  the pool of zvol and zvol-b, a sparse file of this
@@ -206,6 +210,7 @@ NBDKIT_THREADS=${NBDKIT_THREADS:-32}
 QEMU_SHARED=${QEMU_SHARED:-$def_shared}
 ZVOLADM=${ZVOLADM:-$(first_file "$top/build/cmd/zvoladm" "$top/cmd/zvoladm")}
 SNAPSHOTS=${SNAPSHOTS:-100}
+BENCH_COLD_CACHE=${BENCH_COLD_CACHE:-64M}
 CORE_BENCH=${CORE_BENCH:-$(first_file "$top/build/bench/core-bench" "$top/bench/core-bench")}
 CORE_BENCH_B=${CORE_BENCH_B:-}
 CORE_ARGS=${CORE_ARGS:-$def_core}
@@ -219,7 +224,7 @@ OUT=${OUT:-$here/out/$(date '+%Y%m%d-%H%M%S')-$SUITE}
 export RUNTIME RAMP
 
 # Every target this script knows, for the checks and the cleanup.
-ALL_TARGETS="null memory file qcow2 zvol zvol-b zvol-snap zvol-txg raw rbd zvol-rados"
+ALL_TARGETS="null memory file qcow2 zvol zvol-b zvol-snap zvol-cold zvol-txg raw rbd zvol-rados"
 # The rados suite's names in the cluster: an rbd image, a RADOS device.
 RBD_IMAGE=zvbench-rbd
 RADOS_DEV=zvbench-zvol
@@ -255,10 +260,16 @@ esac
 targets=()
 for t in $BENCH_TARGETS; do
     case $SUITE:$t in
-    *:zvol|sync:zvol-txg|default:zvol-snap)
+    *:zvol|sync:zvol-txg|default:zvol-snap|default:zvol-cold)
         [ -f "$ZVOL_PLUGIN" ] || die "zvol plugin $ZVOL_PLUGIN not found (build it, or set ZVOL_PLUGIN)"
         [ "$t" != zvol-snap ] || [ -x "$ZVOLADM" ] ||
             die "target zvol-snap needs zvoladm ($ZVOLADM; make, or set ZVOLADM)"
+        if [ "$t" = zvol-cold ]; then
+            cold=$(numfmt --from=iec "${BENCH_COLD_CACHE^^}" 2>/dev/null) ||
+                die "BENCH_COLD_CACHE=$BENCH_COLD_CACHE: not a size"
+            [ "$cold" -lt "$(numfmt --from=iec "${BENCH_SIZE^^}")" ] ||
+                die "zvol-cold: BENCH_COLD_CACHE ($BENCH_COLD_CACHE) must be under BENCH_SIZE ($BENCH_SIZE), or its reads hit the cache"
+        fi
         ;;
     *:zvol-b)
         [ -f "${ZVOL_PLUGIN_B:-}" ] || die "target zvol-b needs ZVOL_PLUGIN_B, the other build's plugin .so"
@@ -423,7 +434,7 @@ round_order ()
     done
 }
 
-is_zvol () { case $1 in zvol|zvol-b|zvol-snap|zvol-txg|zvol-rados) return 0 ;; esac; return 1; }
+is_zvol () { case $1 in zvol|zvol-b|zvol-snap|zvol-cold|zvol-txg|zvol-rados) return 0 ;; esac; return 1; }
 
 # txg_sampler T: in the background, append T's kstat txgs table (the
 # newest 100 txgs, rewritten every second) to $OUT/T.txgs.raw once a
@@ -481,7 +492,7 @@ start_target ()
         rm -f "$BENCH_DIR/raw.img"
         return 0
         ;;
-    zvol|zvol-txg|zvol-b|zvol-snap)
+    zvol|zvol-txg|zvol-b|zvol-snap|zvol-cold)
         STARTED[$t]=1
         local plugin=$ZVOL_PLUGIN
         [ "$t" != zvol-b ] || plugin=$ZVOL_PLUGIN_B
@@ -522,6 +533,8 @@ start_target ()
         # zvol-b: its own parameters too (a tunable's A/B with one build)
         # shellcheck disable=SC2206 # ZVOL_B_OPTS is a list of key=value
         [ "$t" != zvol-b ] || post+=($ZVOL_B_OPTS)
+        # zvol-cold: a cache far smaller than the volume, after ZVOL_OPTS.
+        [ "$t" != zvol-cold ] || post+=("cache_size=$BENCH_COLD_CACHE")
         # shellcheck disable=SC2086
         nbdkit -U "$sock" -P "$pidfile" -t "$NBDKIT_THREADS" "$plugin" \
             device="$BENCH_DIR/$t.img" create=true size="$BENCH_SIZE" \

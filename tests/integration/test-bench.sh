@@ -154,6 +154,30 @@ else
     zv_log "gnuplot not found: the charts are not checked"
 fi
 
+# zvol-cold: the same volume with a cache far under it, whose sequential
+# reads go to the device (zvol's stay in its cache).
+zv_log "run-bench.sh, zvol against zvol-cold, sequential reads"
+if BENCH_DIR=$ZV_TMP/bdc BENCH_SIZE=32M BENCH_COLD_CACHE=8M RUNTIME=1 RAMP=0 \
+        ROUNDS=1 PYTHON=$py BENCH_TARGETS="zvol zvol-cold" BENCH_JOBS="seq-read-128k" \
+        ZVOL_PLUGIN=$ZVOL_PLUGIN "$top/bench/run-bench.sh" --quick -o "$ZV_TMP/cold" \
+        >"$ZV_TMP/cold.log" 2>&1; then
+    zv_pass "a run with zvol-cold"
+else
+    tail -n 40 "$ZV_TMP/cold.log"
+    die "the run with zvol-cold failed"
+fi
+check "zvol-cold runs with BENCH_COLD_CACHE as its cache limit" \
+    grep -qx 'cache_limit 8388608' "$ZV_TMP/cold/growth.stats.zvol-cold"
+check "zvol-cold's sequential reads miss its cache, zvol's hardly" \
+    awk '$1 == "cache_misses" { m[FILENAME ~ /cold$/] = $2 }
+         END { exit !(m[1] > 1000 && m[1] > 10 * m[0]) }' \
+        "$ZV_TMP/cold/growth.stats.zvol" "$ZV_TMP/cold/growth.stats.zvol-cold"
+check "a BENCH_COLD_CACHE not under BENCH_SIZE is refused" \
+    bash -c "BENCH_DIR='$ZV_TMP/bdc' BENCH_SIZE=16M BENCH_COLD_CACHE=16M \
+               BENCH_TARGETS=zvol-cold ZVOL_PLUGIN='$ZVOL_PLUGIN' \
+               '$top/bench/run-bench.sh' --quick -o '$ZV_TMP/cold2' 2>&1 |
+             grep -q 'must be under BENCH_SIZE'"
+
 # ---- 4. the rados suite ----
 if ! command -v ceph-mon >/dev/null || ! command -v ceph-osd >/dev/null ||
    ! command -v rbd >/dev/null; then
