@@ -781,7 +781,7 @@ print("%.3f" % ((j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1000 / 
 dev_saving ()
 {
     local bytes=$1 ratio=$2 f=$BENCH_DIR/dev-saving.img saved stored r s
-    local dev b_us s_us sum_line its
+    local dev b_us s_us sum_line its v figs
     local -a big=() small=()
     [ -n "$ratio" ] || return 0
     if ! command -v xxhsum >/dev/null; then
@@ -807,11 +807,9 @@ print(int(b * (1 - 1 / r) // 4096 * 4096) if r > 0 else 0)' "$bytes" "$ratio")
                 --direct=1 --rw=randwrite --bs="$s" --iodepth=32 --time_based \
                 --runtime=2 --output-format=json --output="$f.json" \
                 >/dev/null 2>&1 || continue
-            if [ "$s" = "$bytes" ]; then
-                big+=("$(fio_cpu_per_write "$f.json")")
-            else
-                small+=("$(fio_cpu_per_write "$f.json")")
-            fi
+            v=$(fio_cpu_per_write "$f.json")
+            [ -n "$v" ] || continue
+            if [ "$s" = "$bytes" ]; then big+=("$v"); else small+=("$v"); fi
         done
     done
     rm -f "$f" "$f.json"
@@ -821,15 +819,17 @@ print(int(b * (1 - 1 / r) // 4096 * 4096) if r > 0 else 0)' "$bytes" "$ratio")
         echo "- What compression saves the device: not measured (fio runs ${#big[@]}+${#small[@]} of 6, xxhsum: ${sum_line:-nothing})"
         return 0
     fi
-    DEV_SAVE_US=$("$PYTHON" -c '
+    # The saving (device and checksum), the device's part, and the two
+    # medians it comes from.
+    figs=$("$PYTHON" -c '
 import statistics, sys
-b, s, its, nb = sys.argv[1:5]
-big = [float(x) for x in b.split()]
-small = [float(x) for x in s.split()]
-dev = max(0.0, statistics.median(big) - statistics.median(small))
-print("%.3f %.3f %.3f %.3f" % (dev + 1e6 / float(its), dev, statistics.median(big), statistics.median(small)))
-' "${big[*]}" "${small[*]}" "$its" "$bytes")
-    read -r DEV_SAVE_US dev b_us s_us <<<"$DEV_SAVE_US"
+b, s, its = sys.argv[1:4]
+big = statistics.median(float(x) for x in b.split())
+small = statistics.median(float(x) for x in s.split())
+dev = max(0.0, big - small)
+print("%.3f %.3f %.3f %.3f" % (dev + 1e6 / float(its), dev, big, small))
+' "${big[*]}" "${small[*]}" "$its") || return 0
+    read -r DEV_SAVE_US dev b_us s_us <<<"$figs"
     echo "- What compression saves a $bytes-byte block stored in $stored bytes: $dev us of the device path's CPU (fio io_uring O_DIRECT random writes, CPU per write: $b_us us for $bytes bytes, $s_us us for $stored; medians of 3) and $("$PYTHON" -c "print('%.2f' % (1e6 / $its))") us of checksum (xxhsum -b, XXH128, $saved bytes)"
 }
 
@@ -843,8 +843,8 @@ print("%.3f %.3f %.3f %.3f" % (dev + 1e6 / float(its), dev, statistics.median(bi
 # whose compression is off in the run, the same for 4 KiB random
 # writes: its CPU per write, plus the compressions per write the engine
 # counted, each of a BLOCK-byte block at MBPS; and with SAVE_US (what
-# compression saves a block: dev_saving), the most compression can
-# reach with every CPU busy, whatever the engine's own cost.
+# compression saves a block: dev_saving), compression's net cost a block
+# and what a model predicts for it with every CPU busy.
 cpu_bound ()
 {
     [ -n "$1" ] || return 0
