@@ -126,6 +126,17 @@ if ! "${ZV_NBDKIT[@]}" -U "$ZV_TMP/bg.sock" -P "$ZV_TMP/bg.pid" \
     _zv_show_log "$ZV_TMP/bg.log"
     die "nbdkit in the background on $loop"
 fi
+# The parent may exit before the child has written its pid file (nbdkit
+# writes it after the fork): wait for it, as start_zvol does.
+tries=$(( ZV_START_TIMEOUT * 10 ))
+while [ ! -s "$ZV_TMP/bg.pid" ] && [ "$tries" -gt 0 ]; do
+    sleep 0.1
+    tries=$((tries - 1))
+done
+[ -s "$ZV_TMP/bg.pid" ] || {
+    _zv_show_log "$ZV_TMP/bg.log"
+    die "nbdkit in the background on $loop wrote no pid file within ${ZV_START_TIMEOUT}s"
+}
 bgpid=$(cat "$ZV_TMP/bg.pid")
 track_pid "$bgpid"
 check "a server on the file (a background server on $loop) is refused" \
