@@ -33,6 +33,29 @@ cb=$build/bench/core-bench
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
+# run_bench NAME WHAT [VAR=VALUE ...] -- ARG ...: bench/run-bench.sh with
+# those settings (and PYTHON, ZVOL_PLUGIN) and ARGs, into $ZV_TMP/NAME,
+# what it prints in $ZV_TMP/NAME.log: "WHAT runs", or the log's end and
+# "WHAT failed".
+run_bench ()
+{
+    local name=$1 what=$2
+    local -a vars=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        vars+=("$1")
+        shift
+    done
+    [ $# -eq 0 ] || shift
+    if env PYTHON="$py" ZVOL_PLUGIN="$ZVOL_PLUGIN" "${vars[@]}" \
+            "$top/bench/run-bench.sh" "$@" -o "$ZV_TMP/$name" >"$ZV_TMP/$name.log" 2>&1; then
+        zv_pass "$what runs"
+    else
+        tail -n 40 "$ZV_TMP/$name.log"
+        die "$what failed"
+    fi
+}
+
 # ---- 1. core-bench ----
 zv_log "core-bench, tiny"
 if "$cb" -q -t -d "$ZV_TMP" -s 16M -n 256 -k 2 -l 4 >"$ZV_TMP/cb.tsv" 2>"$ZV_TMP/cb.err"; then
@@ -78,14 +101,9 @@ cg=0
 if command -v valgrind >/dev/null && [ -z "${ZVOL_SANITIZERS:-}" ]; then
     cg=1
 fi
-if CORE_BENCH=$cb CORE_BENCH_B=$cb CORE_DIR=$ZV_TMP ROUNDS=1 CORE_CALLGRIND=$cg \
-        CORE_ARGS="-s 16M -n 256 -k 2 -l 4" BENCH_DIR=$ZV_TMP/bd PYTHON=$py \
-        "$top/bench/run-bench.sh" --suite core -o "$ZV_TMP/core" >"$ZV_TMP/core.log" 2>&1; then
-    zv_pass "the core suite runs"
-else
-    cat "$ZV_TMP/core.log"
-    die "the core suite failed"
-fi
+run_bench core "the core suite" CORE_BENCH="$cb" CORE_BENCH_B="$cb" CORE_DIR="$ZV_TMP" \
+    ROUNDS=1 CORE_CALLGRIND=$cg CORE_ARGS="-s 16M -n 256 -k 2 -l 4" \
+    BENCH_DIR="$ZV_TMP/bd" -- --suite core
 check "core.md has A and B side by side, with A/B" \
     grep -q 'A instr/op.*B instr/op.*instr A/B.*cpu A/B' "$ZV_TMP/core/core.md"
 check "core.md has a row for write-4k and for txg-sync" \
@@ -108,15 +126,9 @@ if [ "${ZVOL_SANITIZERS:-}" = asan ]; then
 fi
 requires fio --enghelp=nbd
 zv_log "run-bench.sh, default suite, tiny"
-if BENCH_DIR=$ZV_TMP/bd BENCH_SIZE=16M RUNTIME=1 RAMP=0 ROUNDS=1 PYTHON=$py \
-        BENCH_TARGETS="null zvol raw" BENCH_JOBS="rand-write-4k-qd1-fsync rand-read-4k-qd32" \
-        ZVOL_PLUGIN=$ZVOL_PLUGIN "$top/bench/run-bench.sh" --quick -o "$ZV_TMP/def" \
-        >"$ZV_TMP/def.log" 2>&1; then
-    zv_pass "the default suite runs"
-else
-    tail -n 40 "$ZV_TMP/def.log"
-    die "the default suite failed"
-fi
+run_bench def "the default suite" BENCH_DIR="$ZV_TMP/bd" BENCH_SIZE=16M RUNTIME=1 \
+    RAMP=0 ROUNDS=1 BENCH_TARGETS="null zvol raw" \
+    BENCH_JOBS="rand-write-4k-qd1-fsync rand-read-4k-qd32" -- --quick
 md=$ZV_TMP/def/results.md
 check "the table has a row per job and target (6)" \
     test "$(grep -cE '^\| (rand-write-4k-qd1-fsync|rand-read-4k-qd32) +\| (null|zvol|raw) ' "$md")" -eq 6
@@ -157,15 +169,9 @@ fi
 # zvol-cold: the same volume with a cache far under it, whose sequential
 # reads go to the device (zvol's stay in its cache).
 zv_log "run-bench.sh, zvol against zvol-cold, sequential reads"
-if BENCH_DIR=$ZV_TMP/bdc BENCH_SIZE=32M BENCH_COLD_CACHE=8M RUNTIME=1 RAMP=0 \
-        ROUNDS=1 PYTHON=$py BENCH_TARGETS="zvol zvol-cold" BENCH_JOBS="seq-read-128k" \
-        ZVOL_PLUGIN=$ZVOL_PLUGIN "$top/bench/run-bench.sh" --quick -o "$ZV_TMP/cold" \
-        >"$ZV_TMP/cold.log" 2>&1; then
-    zv_pass "a run with zvol-cold"
-else
-    tail -n 40 "$ZV_TMP/cold.log"
-    die "the run with zvol-cold failed"
-fi
+run_bench cold "zvol against zvol-cold" BENCH_DIR="$ZV_TMP/bdc" BENCH_SIZE=32M \
+    BENCH_COLD_CACHE=8M RUNTIME=1 RAMP=0 ROUNDS=1 BENCH_TARGETS="zvol zvol-cold" \
+    BENCH_JOBS="seq-read-128k" -- --quick
 check "zvol-cold runs with BENCH_COLD_CACHE as its cache limit" \
     grep -qx 'cache_limit 8388608' "$ZV_TMP/cold/growth.stats.zvol-cold"
 check "zvol-cold's sequential reads miss its cache, zvol's hardly" \
@@ -189,15 +195,9 @@ if ! qemu-img --help 2>/dev/null | grep -qw rbd; then
     zv_summary
 fi
 zv_log "run-bench.sh --suite rados, tiny (a memstore cluster)"
-if BENCH_DIR=$ZV_TMP/bdr BENCH_SIZE=16M RUNTIME=1 RAMP=0 ROUNDS=1 PYTHON=$py \
-        BENCH_CEPH_STORE=memstore BENCH_JOBS="rand-write-4k-qd1-fsync" \
-        ZVOL_PLUGIN=$ZVOL_PLUGIN "$top/bench/run-bench.sh" --suite rados --quick \
-        -o "$ZV_TMP/rados" >"$ZV_TMP/rados.log" 2>&1; then
-    zv_pass "the rados suite runs"
-else
-    tail -n 40 "$ZV_TMP/rados.log"
-    die "the rados suite failed"
-fi
+run_bench rados "the rados suite" BENCH_DIR="$ZV_TMP/bdr" BENCH_SIZE=16M RUNTIME=1 \
+    RAMP=0 ROUNDS=1 BENCH_CEPH_STORE=memstore BENCH_JOBS="rand-write-4k-qd1-fsync" \
+    -- --suite rados --quick
 md=$ZV_TMP/rados/results.md
 check "the table has a row per target (null, rbd, zvol-rados)" \
     test "$(grep -cE '^\| rand-write-4k-qd1-fsync +\| (null|rbd|zvol-rados) ' "$md")" -eq 3
