@@ -90,6 +90,9 @@
 #                   same build: a tunable's before and after in one run;
 #                   "compression=off" against zvol's default lz4;
 #                   "preallocate=true": a pool file written whole first)
+#   ZVOL_A_OPTS     zvol's own, after ZVOL_OPTS (a tunable's two values,
+#                   one in ZVOL_A_OPTS and one in ZVOL_B_OPTS: a
+#                   parameter may be given only once)
 #   BENCH_DATA      what fio writes: "fio" (the default: fio's own, random
 #                   buffers it reuses), "random" (refill_buffers: new
 #                   random data for every write, incompressible) or "half"
@@ -203,6 +206,7 @@ ZVOL_PLUGIN=${ZVOL_PLUGIN:-$(first_file "$top/build/plugin/.libs/nbdkit-zvol-plu
     "$top/plugin/.libs/nbdkit-zvol-plugin.so")}
 ZVOL_OPTS=${ZVOL_OPTS:-}
 ZVOL_B_OPTS=${ZVOL_B_OPTS:-}
+ZVOL_A_OPTS=${ZVOL_A_OPTS:-}
 BENCH_DATA=${BENCH_DATA:-fio}
 case $BENCH_DATA in fio|random|half) ;; *) echo "run-bench: BENCH_DATA=$BENCH_DATA: fio, random or half" >&2; exit 2 ;; esac
 FILE_OPTS=${FILE_OPTS:-}
@@ -531,7 +535,9 @@ start_target ()
         fi
         [ "$t" != zvol-snap ] || pre+=("control=$BENCH_DIR/$t.ctl")
         # zvol-b: its own parameters too (a tunable's A/B with one build)
-        # shellcheck disable=SC2206 # ZVOL_B_OPTS is a list of key=value
+        # shellcheck disable=SC2206 # ZVOL_[AB]_OPTS are lists of key=value
+        [ "$t" != zvol ] || post+=($ZVOL_A_OPTS)
+        # shellcheck disable=SC2206
         [ "$t" != zvol-b ] || post+=($ZVOL_B_OPTS)
         # zvol-cold: a cache far smaller than the volume, after ZVOL_OPTS.
         [ "$t" != zvol-cold ] || post+=("cache_size=$BENCH_COLD_CACHE")
@@ -971,7 +977,7 @@ suite_default ()
                 "${ZVOL_OPTS}; rbd: qemu-nbd -f raw --cache=writeback rbd:$CEPH_POOL/$RBD_IMAGE;" \
                 "on one machine these figures show that it works, not how fast a cluster is"
         else
-            echo "- fio data: $BENCH_DATA; zvol: $ZVOL_PLUGIN ${ZVOL_OPTS}" \
+            echo "- fio data: $BENCH_DATA; zvol: $ZVOL_PLUGIN ${ZVOL_OPTS} ${ZVOL_A_OPTS}" \
                 "(pool: ${ZVOL_POOL_SIZE:-the default});" \
                 "zvol-b: ${ZVOL_PLUGIN_B:-none} ${ZVOL_B_OPTS}" \
                 "(pool: ${ZVOL_B_POOL_SIZE:-${ZVOL_POOL_SIZE:-the default}});" \
