@@ -59,6 +59,9 @@ typedef struct zv_dirty {
   uint64_t dr_valid[ZV_DR_MASK_WORDS];  /* bit g: grain g written */
   zv_cksum_t dr_cksum;
   zv_blkptr_t dr_override;       /* (the intent log wrote it in place) */
+  /* A direct write's blocks on their way (zio.h): dr_override is good
+   * only once it is done without error.  Held while set. */
+  struct zv_zio_pending *dr_pending;
 } zv_dirty_t;
 
 enum zv_dbuf_state {

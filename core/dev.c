@@ -1148,6 +1148,126 @@ zv_dev_async_finish (zv_dev_async_t *aq, zv_dev_io_t *io)
   return io->di_result;
 }
 
+/* ---- many requests in flight (zv_dev_aio_*, dev.h) ---- */
+
+struct zv_dev_aio {
+  aio_context_t da_ctx;
+  _Atomic unsigned da_owed;           /* started, not reaped */
+};
+
+zv_dev_aio_t *
+zv_dev_aio_new (unsigned max)
+{
+  zv_dev_aio_t *q = zv_calloc (1, sizeof *q);
+
+  if (syscall (SYS_io_setup, (long) max, &q->da_ctx) < 0) {
+    zv_info ("no AIO context (%s): large writes wait for their devices",
+             strerror (errno));
+    free (q);
+    return NULL;
+  }
+  return q;
+}
+
+void
+zv_dev_aio_free (zv_dev_aio_t *q)
+{
+  if (q == NULL)
+    return;
+  ZV_VERIFY3U (atomic_load (&q->da_owed), ==, 0);
+  (void) syscall (SYS_io_destroy, q->da_ctx);
+  free (q);
+}
+
+/* Fill cb for a read or write io (no flush). */
+static void
+dev_aio_prep (struct iocb *cb, zv_dev_io_t *io)
+{
+  bool rd = io->di_op == ZV_DEV_READ;
+
+  memset (cb, 0, sizeof *cb);
+  cb->aio_fildes = (uint32_t) io->di_dev->dev_fd;
+  cb->aio_data = (uint64_t) (uintptr_t) io;
+  cb->aio_offset = (int64_t) io->di_offset;
+  if (io->di_iov != NULL) {
+    cb->aio_lio_opcode = rd ? IOCB_CMD_PREADV : IOCB_CMD_PWRITEV;
+    cb->aio_buf = (uint64_t) (uintptr_t) io->di_iov;
+    cb->aio_nbytes = io->di_iovcnt;
+  }
+  else {
+    cb->aio_lio_opcode = rd ? IOCB_CMD_PREAD : IOCB_CMD_PWRITE;
+    cb->aio_buf = (uint64_t) (uintptr_t) io->di_buf;
+    cb->aio_nbytes = io->di_len;
+  }
+}
+
+size_t
+zv_dev_aio_start (zv_dev_aio_t *q, zv_dev_io_t *ios, size_t n)
+{
+  struct iocb cbs[16], *cbp[16];
+  size_t owed = 0;
+
+  /* In groups of 16 on the stack: the kernel copies each control block
+   * (and a vector's segments) when it takes it. */
+  for (size_t i = 0; i < n;) {
+    size_t m = 0;
+    long r;
+
+    for (; i < n && m < 16; i++) {
+      zv_dev_io_t *io = &ios[i];
+
+      ZV_VERIFY (io->di_op == ZV_DEV_READ || io->di_op == ZV_DEV_WRITE);
+      ZV_VERIFY (zv_dev_async_ok (io->di_dev));
+      if (!zv_dev_io_start (io))
+        continue;                       /* finished: di_result says */
+      dev_aio_prep (&cbs[m], io);
+      cbp[m] = &cbs[m];
+      m++;
+    }
+    if (m == 0)
+      continue;
+    atomic_fetch_add (&q->da_owed, (unsigned) m);
+    do
+      r = syscall (SYS_io_submit, q->da_ctx, (long) m, cbp);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+      r = 0;
+    owed += (size_t) r;
+    /* What the kernel would not queue (no room) runs here. */
+    for (size_t j = (size_t) r; j < m; j++) {
+      zv_dev_io_t *io = (zv_dev_io_t *) (uintptr_t) cbs[j].aio_data;
+
+      atomic_fetch_sub (&q->da_owed, 1);
+      dev_async_complete (io, 0, dev_sync_attempt (io, 0));
+    }
+  }
+  return owed;
+}
+
+size_t
+zv_dev_aio_reap (zv_dev_aio_t *q, bool wait, zv_dev_io_t **out, size_t max)
+{
+  struct io_event ev[32];
+  struct timespec zero = { 0, 0 };
+  long r;
+
+  if (max == 0 || atomic_load (&q->da_owed) == 0)
+    return 0;
+  do
+    r = syscall (SYS_io_getevents, q->da_ctx, wait ? 1L : 0L,
+                 (long) ZV_MIN (max, (size_t) 32), ev, wait ? NULL : &zero);
+  while (r < 0 && errno == EINTR);
+  ZV_VERIFY (r >= 0);
+  for (long i = 0; i < r; i++) {
+    zv_dev_io_t *io = (zv_dev_io_t *) (uintptr_t) ev[i].data;
+
+    dev_async_complete (io, 0, ev[i].res < INT32_MIN ? -EIO : (int) ev[i].res);
+    out[i] = io;
+  }
+  atomic_fetch_sub (&q->da_owed, (unsigned) r);
+  return (size_t) r;
+}
+
 /* One read, for callers with nothing to batch. */
 int
 zv_dev_read (zv_dev_t *dev, void *buf, uint64_t off, uint32_t len)

@@ -174,6 +174,8 @@ typedef struct zv_dev_io {
   unsigned di_iovcnt;
   uint32_t di_iov_done;         /* private: bytes di_iov was advanced by */
   void *di_observed;            /* private: the gathered copy observers see */
+  void *di_owner;               /* the caller's: zv_dev_aio_reap hands it
+                                   back with the request */
 } zv_dev_io_t;
 
 /*
@@ -251,6 +253,30 @@ int zv_dev_flush (zv_dev_t *dev);
  * the finishing one.
  */
 typedef struct zv_dev_async zv_dev_async_t;
+/*
+ * Many requests in flight, each finished by whichever thread reaps it
+ * (a large write's blocks: the writer returns once they are on their
+ * way, and the txg sync, or a commit that names one of them, reaps).
+ * The same kind of queue (Linux AIO), on the same devices.
+ *
+ * zv_dev_aio_new: a queue for up to 'max' requests in flight (NULL when
+ * the kernel gives none).  zv_dev_aio_start: start reads or writes
+ * ios[0..n) (each on a device zv_dev_async_ok takes; di_iov allowed)
+ * and return how many of them the queue now owes: those have
+ * di_owner's value handed back by a later zv_dev_aio_reap.  Every other
+ * request is finished on return, di_result saying how (the fault hook
+ * failed it, or the kernel would not queue it and it ran in place).
+ * zv_dev_aio_reap: finish up to 'max' owed requests (a short transfer
+ * is completed in place), waiting for one at least when 'wait', and
+ * store them in out[]; returns how many.  Only one thread reaps at a
+ * time (the caller's lock).  Free the queue with nothing owed.
+ */
+typedef struct zv_dev_aio zv_dev_aio_t;
+zv_dev_aio_t *zv_dev_aio_new (unsigned max);
+void zv_dev_aio_free (zv_dev_aio_t *q);
+size_t zv_dev_aio_start (zv_dev_aio_t *q, zv_dev_io_t *ios, size_t n);
+size_t zv_dev_aio_reap (zv_dev_aio_t *q, bool wait, zv_dev_io_t **out,
+                        size_t max);
 bool zv_dev_async_ok (const zv_dev_t *dev);
 zv_dev_async_t *zv_dev_async_new (void);
 void zv_dev_async_free (zv_dev_async_t *aq);
@@ -283,7 +309,8 @@ void zv_dev_set_fault (zv_dev_t *dev, zv_dev_fault_fn fn, void *arg);
  * opened from then on starts with (a test reaches the devices a pool opens
  * and replays on inside zvol_pool_open this way); it does not change the
  * devices already open.  fn == NULL clears.  Set a device's observer while
- * no I/O on it is in flight.
+ * no I/O on it is in flight (a pool's direct writes are in flight until
+ * reaped: zv_zio_pending_wait_all first).
  */
 typedef void (*zv_dev_observe_fn) (void *arg, zv_dev_t *dev,
                                    enum zv_dev_op op, int done,

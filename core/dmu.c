@@ -237,6 +237,8 @@ void
 zv_dmu_dr_free (zv_dirty_t *dr)
 {
   ZV_ASSERT (dr != NULL);
+  /* (a sync that failed before it reached the record's direct write) */
+  zv_zio_pending_rele (dr->dr_pending);
   zv_rcache_free (dmu_dr_cache, dr);
 }
 

@@ -432,6 +432,9 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
   size_t nitems = 0;
 
   r = dmu_sync_merge (ob, drs, n);
+  /* The direct writes of txg are all started (their writers held the
+   * txg): here they end, before their blocks are adopted. */
+  zv_zio_pending_wait_txg (ob->ob_spa, txg);
   /* From here the records are the sync's: the intent log no longer
    * writes them in place; a block it already wrote is adopted. */
   for (size_t i = 0; i < n && r == 0; i++) {
@@ -443,6 +446,18 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
       && (dr->dr_data == NULL || zv_is_zero (dr->dr_data, ob->ob_blksz));
     pthread_mutex_lock (&dr->dr_dbuf->db_mtx);
     dr->dr_syncing = true;
+    if (dr->dr_pending != NULL) {
+      int pr;
+
+      ZV_VERIFY (zv_zio_pending_done (dr->dr_pending, &pr));
+      /* A direct write that failed (logged): written here instead. */
+      if (pr < 0)
+        zv_dmu_unoverride (ob, dr);
+      else {
+        zv_zio_pending_rele (dr->dr_pending);
+        dr->dr_pending = NULL;
+      }
+    }
     adopt[i] = dr->dr_overridden && !hole[i];
     if (dr->dr_overridden && hole[i])
       zv_dmu_unoverride (ob, dr);

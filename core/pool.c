@@ -85,6 +85,9 @@ pool_free (zv_pool_t *p)
   zv_resilver_stop (p);
   if (p->p_txg)
     zv_txg_destroy (p->p_txg);
+  /* Direct writes of a txg that never synced (a suspended pool) end
+   * before the devices close and the counters they pay into go. */
+  zv_zio_pending_wait_all (&p->p_spa);
   if (p->p_logdev && !p->p_view)
     zv_dev_close (p->p_logdev);
   zv_import_unload (p);

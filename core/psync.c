@@ -345,6 +345,10 @@ zv_psync_txg (void *arg, uint64_t txg, zv_txg_sync_stats_t *st)
   /* The list in this slot was T-2's, just applied: its blocks go. */
   zv_flat_free_all (&p->p_defer[txg % 2], txg);
   r = zv_dsdir_sync (p, txg);
+  /* Direct writes of txg whose records were dropped (a later change, a
+   * discarded volume) end too, before txg commits: their space is free
+   * again from then on. */
+  zv_zio_pending_wait_txg (spa, txg);
   if (r == 0)
     r = psync_meta (p, txg);
   if (r == 0)

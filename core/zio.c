@@ -28,9 +28,15 @@
  * fewer while the intent log has a batch under way (spa_sync_io, the
  * sync-write class: see zv_zio_async_write_yield_active).
  *
- * No locks.  Its only state is the write cap and the sync-class count in
- * the zv_spa_t (atomics) and the ZVOL_ZIO_WRITE_MAX_ACTIVE override, read
- * once.
+ * zv_zio_write_start does the same without waiting: the requests go to
+ * one Linux AIO queue for the process, and a pending (held by the
+ * records that carry the blocks) says when they are done; see the
+ * comment above zv_zio_write_start's pending.
+ *
+ * Locks: only the started writes' queue has one (zio_aq_lock, below).
+ * Otherwise its state is the write cap, the sync-class count and the
+ * pending counts in the zv_spa_t (atomics) and the
+ * ZVOL_ZIO_WRITE_MAX_ACTIVE override, read once.
  */
 #include <config.h>
 
@@ -40,10 +46,16 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <pthread.h>
 
 #include "tunable.h"
 #include "zio.h"
 #include "compress.h"
+#include "txg.h"
+
+_Static_assert (sizeof ((zv_spa_t *) 0)->spa_aio_pending
+                / sizeof (uint64_t) == ZV_TXG_SIZE,
+                "spa_aio_pending has a slot per txg state");
 
 /* Check one copy's address against the pool's geometry. */
 static int
@@ -551,22 +563,24 @@ zio_write_cap_scale (const zv_dev_io_t *ios, size_t nios)
 }
 
 /*
- * Seal and write all copies of all blocks in one batch.  Copy on write
- * puts a txg's blocks one after the other on each device, so pieces that
- * touch are joined into writes of up to zv_zio_aggregate_max bytes (as
- * OpenZFS's vdev queue aggregates): far fewer, larger I/Os, each gathered
- * (writev) from the blocks' own buffers, so nothing is copied.  At most
- * spa_write_cap of them are in flight.
+ * Seal every pointer and join the copies that touch into device
+ * requests: the first half of zv_zio_write_many and zv_zio_write_start.
+ * Returns the number of requests; *piecesp, *iosp and *iovsp (NULL when
+ * there are none) are the caller's to free once the requests are done.
  */
-int
-zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
+static size_t
+zio_write_prep (zv_spa_t *spa, zv_zio_write_t *w, size_t n,
+                zio_piece_t **piecesp, zv_dev_io_t **iosp,
+                struct iovec **iovsp)
 {
-  size_t npieces = 0, k = 0, nios = 0;
+  size_t npieces = 0, k = 0;
   zio_piece_t *pieces;
   zv_dev_io_t *ios;
   struct iovec *iovs;
-  int r;
 
+  *piecesp = NULL;
+  *iosp = NULL;
+  *iovsp = NULL;
   for (size_t i = 0; i < n; i++)
     npieces += w[i].zw_bp->bp_ncopies;
   if (npieces == 0)
@@ -607,8 +621,44 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
       };
     }
   }
-  nios = zio_join (pieces, npieces, ZV_DEV_WRITE, ios, iovs, NULL);
-  {
+  *piecesp = pieces;
+  *iosp = ios;
+  *iovsp = iovs;
+  return zio_join (pieces, npieces, ZV_DEV_WRITE, ios, iovs, NULL);
+}
+
+/* The first failed request's error, logged (0: none failed). */
+static int
+zio_write_result (const zv_dev_io_t *ios, size_t nios)
+{
+  for (size_t i = 0; i < nios; i++)
+    if (ios[i].di_result < 0) {
+      zv_error ("write error on %s at offset %" PRIu64 ": %s",
+                zv_dev_path (ios[i].di_dev), ios[i].di_offset,
+                strerror (-ios[i].di_result));
+      return ios[i].di_result;
+    }
+  return 0;
+}
+
+/*
+ * Seal and write all copies of all blocks in one batch.  Copy on write
+ * puts a txg's blocks one after the other on each device, so pieces that
+ * touch are joined into writes of up to zv_zio_aggregate_max bytes (as
+ * OpenZFS's vdev queue aggregates): far fewer, larger I/Os, each gathered
+ * (writev) from the blocks' own buffers, so nothing is copied.  At most
+ * spa_write_cap of them are in flight.
+ */
+int
+zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
+{
+  zio_piece_t *pieces;
+  zv_dev_io_t *ios;
+  struct iovec *iovs;
+  size_t nios = zio_write_prep (spa, w, n, &pieces, &ios, &iovs);
+  int r = 0;
+
+  if (nios > 0) {
     zv_dev_queue_t q = {
       .dq_max_active = &spa->spa_write_cap,
       .dq_yield_to = &spa->spa_sync_io,
@@ -618,21 +668,240 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
       .dq_scale_max = zv_zio_async_write_max_active,
     };
 
-    r = zv_dev_io_batch_queue (ios, nios, &q);
-  }
-  if (r < 0) {
-    for (size_t i = 0; i < nios; i++)
-      if (ios[i].di_result < 0) {
-        zv_error ("write error on %s at offset %" PRIu64 ": %s",
-                  zv_dev_path (ios[i].di_dev), ios[i].di_offset,
-                  strerror (-ios[i].di_result));
-        break;
-      }
+    if ((r = zv_dev_io_batch_queue (ios, nios, &q)) < 0)
+      (void) zio_write_result (ios, nios);
   }
   free (iovs);
   free (ios);
   free (pieces);
   return r;
+}
+
+/*
+ * Writes started and not waited for (zv_zio_write_start).  One queue
+ * for the process, made at the first such write (after nbdkit's fork:
+ * a context does not survive one, and a forked child starts over with
+ * none, as it has no writes in flight).  zio_aq_lock guards its making
+ * and the reaping: one thread at a time waits in the kernel for
+ * completions and finishes whichever writes they belong to, so a thread
+ * waiting for one write may finish others' (each pending knows its
+ * owed count).  A pending is counted in its pool's spa_aio_pending
+ * slot for its txg from before its first request is started until its
+ * last is reaped.
+ */
+struct zv_zio_pending {
+  zv_spa_t *zp_spa;
+  uint64_t zp_txg;
+  _Atomic unsigned zp_refs;     /* the writes' own, and the holders' */
+  _Atomic size_t zp_owed;       /* requests not finished */
+  _Atomic bool zp_done;         /* zp_result set; buffers given back */
+  int zp_result;
+  zio_piece_t *zp_pieces;
+  zv_dev_io_t *zp_ios;
+  struct iovec *zp_iovs;
+  size_t zp_nios;
+  void **zp_bufs;               /* back to the buffer cache when done */
+  size_t zp_nbufs;
+  uint32_t zp_bufsize;
+};
+
+static pthread_mutex_t zio_aq_lock = PTHREAD_MUTEX_INITIALIZER;
+static zv_dev_aio_t *zio_aq;            /* under zio_aq_lock to make */
+static _Atomic (zv_dev_aio_t *) zio_aq_ready;
+static bool zio_aq_none;                /* the kernel gave none */
+static pthread_once_t zio_aq_once = PTHREAD_ONCE_INIT;
+#define ZIO_AQ_MAX 4096u
+
+static void
+zio_aq_atfork_child (void)
+{
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+  memcpy (&zio_aq_lock, &fresh, sizeof fresh);
+  zio_aq = NULL;                /* the parent's: gone with the fork */
+  atomic_store (&zio_aq_ready, NULL);
+  zio_aq_none = false;
+}
+
+static void
+zio_aq_init (void)
+{
+  pthread_atfork (NULL, NULL, zio_aq_atfork_child);
+}
+
+/* The queue, made if needed; NULL when the kernel has none to give. */
+static zv_dev_aio_t *
+zio_aq_get (void)
+{
+  zv_dev_aio_t *q = atomic_load_explicit (&zio_aq_ready,
+                                          memory_order_acquire);
+
+  if (q != NULL)
+    return q;
+  pthread_once (&zio_aq_once, zio_aq_init);
+  pthread_mutex_lock (&zio_aq_lock);
+  if (zio_aq == NULL && !zio_aq_none) {
+    zio_aq = zv_dev_aio_new (ZIO_AQ_MAX);
+    zio_aq_none = zio_aq == NULL;
+    atomic_store_explicit (&zio_aq_ready, zio_aq, memory_order_release);
+  }
+  q = zio_aq;
+  pthread_mutex_unlock (&zio_aq_lock);
+  return q;
+}
+
+void
+zv_zio_pending_hold (zv_zio_pending_t *p)
+{
+  atomic_fetch_add_explicit (&p->zp_refs, 1, memory_order_relaxed);
+}
+
+void
+zv_zio_pending_rele (zv_zio_pending_t *p)
+{
+  if (p != NULL && atomic_fetch_sub_explicit (&p->zp_refs, 1,
+                                              memory_order_acq_rel) == 1)
+    free (p);
+}
+
+/* The last request of p is finished: its result, its memory back. */
+static void
+zio_pending_finish (zv_zio_pending_t *p)
+{
+  zv_spa_t *spa = p->zp_spa;
+
+  p->zp_result = zio_write_result (p->zp_ios, p->zp_nios);
+  free (p->zp_iovs);
+  free (p->zp_ios);
+  free (p->zp_pieces);
+  for (size_t i = 0; i < p->zp_nbufs; i++)
+    zv_buf_put (p->zp_bufs[i], p->zp_bufsize);
+  free (p->zp_bufs);
+  atomic_store_explicit (&p->zp_done, true, memory_order_release);
+  atomic_fetch_sub_explicit (&spa->spa_aio_pending[p->zp_txg & ZV_TXG_MASK],
+                             1, memory_order_release);
+  zv_zio_pending_rele (p);
+}
+
+/* Take 'k' requests off p's owed count; the last one finishes it. */
+static void
+zio_pending_paid (zv_zio_pending_t *p, size_t k)
+{
+  if (k > 0 && atomic_fetch_sub_explicit (&p->zp_owed, k,
+                                          memory_order_acq_rel) == k)
+    zio_pending_finish (p);
+}
+
+/* Finish what the queue has completed (zio_aq_lock held). */
+static void
+zio_reap_locked (bool wait)
+{
+  zv_dev_io_t *done[32];
+  size_t k = zv_dev_aio_reap (zio_aq, wait, done, 32);
+
+  for (size_t i = 0; i < k; i++)
+    zio_pending_paid (done[i]->di_owner, 1);
+}
+
+void
+zv_zio_reap_some (void)
+{
+  if (atomic_load_explicit (&zio_aq_ready, memory_order_relaxed) == NULL
+      || pthread_mutex_trylock (&zio_aq_lock) != 0)
+    return;
+  if (zio_aq != NULL)
+    zio_reap_locked (false);
+  pthread_mutex_unlock (&zio_aq_lock);
+}
+
+int
+zv_zio_write_start (zv_spa_t *spa, uint64_t txg, zv_zio_write_t *w,
+                    size_t n, void *const *bufs, size_t nbufs,
+                    uint32_t bufsize, zv_zio_pending_t **pp)
+{
+  zv_dev_aio_t *q = NULL;
+  zv_zio_pending_t *p;
+  size_t owed;
+  bool async = true;
+
+  *pp = NULL;
+  for (size_t i = 0; i < n && async; i++)
+    for (unsigned c = 0; c < w[i].zw_bp->bp_ncopies && async; c++) {
+      unsigned v = ZV_DVA_VDEV (w[i].zw_bp->bp_dva[c]);
+      async = v < spa->spa_ndevs && zv_dev_async_ok (spa->spa_devs[v]);
+    }
+  if (!async || n == 0 || (q = zio_aq_get ()) == NULL) {
+    int r = zv_zio_write_many (spa, w, n);
+
+    for (size_t i = 0; i < nbufs; i++)
+      zv_buf_put (bufs[i], bufsize);
+    return r;
+  }
+  p = zv_calloc (1, sizeof *p);
+  p->zp_spa = spa;
+  p->zp_txg = txg;
+  p->zp_nios = zio_write_prep (spa, w, n, &p->zp_pieces, &p->zp_ios,
+                               &p->zp_iovs);
+  p->zp_bufsize = bufsize;
+  p->zp_nbufs = nbufs;
+  if (nbufs > 0) {
+    p->zp_bufs = zv_alloc (nbufs * sizeof *p->zp_bufs);
+    memcpy (p->zp_bufs, bufs, nbufs * sizeof *bufs);
+  }
+  for (size_t i = 0; i < p->zp_nios; i++)
+    p->zp_ios[i].di_owner = p;
+  /* One reference for the writes, one for the caller. */
+  atomic_store_explicit (&p->zp_refs, 2, memory_order_relaxed);
+  atomic_store_explicit (&p->zp_owed, p->zp_nios + 1, memory_order_relaxed);
+  atomic_fetch_add_explicit (&spa->spa_aio_pending[txg & ZV_TXG_MASK], 1,
+                             memory_order_acq_rel);
+  owed = zv_dev_aio_start (q, p->zp_ios, p->zp_nios);
+  /* Those run in place are paid now, and so is the extra one that kept
+   * a fast reaper from finishing p before this count was known. */
+  zio_pending_paid (p, p->zp_nios - owed + 1);
+  *pp = p;
+  return 0;
+}
+
+int
+zv_zio_pending_wait (zv_zio_pending_t *p)
+{
+  while (!atomic_load_explicit (&p->zp_done, memory_order_acquire)) {
+    pthread_mutex_lock (&zio_aq_lock);
+    if (!atomic_load_explicit (&p->zp_done, memory_order_acquire))
+      zio_reap_locked (true);
+    pthread_mutex_unlock (&zio_aq_lock);
+  }
+  return p->zp_result;
+}
+
+bool
+zv_zio_pending_done (const zv_zio_pending_t *p, int *resultp)
+{
+  if (!atomic_load_explicit (&p->zp_done, memory_order_acquire))
+    return false;
+  *resultp = p->zp_result;
+  return true;
+}
+
+void
+zv_zio_pending_wait_all (zv_spa_t *spa)
+{
+  for (uint64_t t = 0; t < ZV_TXG_SIZE; t++)
+    zv_zio_pending_wait_txg (spa, t);
+}
+
+void
+zv_zio_pending_wait_txg (zv_spa_t *spa, uint64_t txg)
+{
+  _Atomic uint64_t *slot = &spa->spa_aio_pending[txg & ZV_TXG_MASK];
+
+  while (atomic_load_explicit (slot, memory_order_acquire) > 0) {
+    pthread_mutex_lock (&zio_aq_lock);
+    if (atomic_load_explicit (slot, memory_order_acquire) > 0)
+      zio_reap_locked (true);
+    pthread_mutex_unlock (&zio_aq_lock);
+  }
 }
 
 /* Flush the cache of every device. */

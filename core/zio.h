@@ -36,6 +36,9 @@ typedef struct zv_spa {
                                           before it came off the disk, and
                                           its children are checked when it
                                           loads (dmu.c) */
+  _Atomic uint64_t spa_aio_pending[4]; /* by txg & ZV_TXG_MASK: writes
+                                          started for that txg and not
+                                          finished (zv_zio_write_start) */
   uint32_t spa_version;                /* the objset's format version
                                           (ZV_POOL_VERSION, or 2 until
                                           upgraded) */
@@ -120,6 +123,40 @@ void zv_zio_sync_io_end (zv_spa_t *spa);
 
 /* Seal and write every copy of n blocks; returns 0 or the first error. */
 int zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n);
+
+/*
+ * Writes started and not waited for: a large write's blocks (dmu_write.c),
+ * so that the writer returns once they are on their way, and its thread
+ * neither sleeps for the device nor is woken again.  The same sealing
+ * and joining as zv_zio_write_many, for txg; bufs[0..nbufs) (bufsize
+ * bytes each) go back to the buffer cache once the writes are done.
+ * On devices the asynchronous queue does not take (RADOS, mirrors,
+ * without O_DIRECT), or where the kernel gives no queue, this is
+ * zv_zio_write_many: *pp is NULL and the result is returned.  Else *pp
+ * is a pending with one reference for the caller, and 0 is returned;
+ * the result is known once the writes are reaped:
+ *   zv_zio_pending_wait     waits for them, returns 0 or the first error
+ *                           (logged)
+ *   zv_zio_pending_done     the same without waiting: false if not yet
+ *   zv_zio_pending_wait_txg waits for every pending of txg (the sync
+ *                           does, before it adopts their blocks or
+ *                           commits the txg, after which their space may
+ *                           be given to others)
+ *   zv_zio_pending_wait_all every txg's: before the devices close
+ *   zv_zio_reap_some        finishes what has completed, if no other
+ *                           thread is reaping, without waiting
+ */
+typedef struct zv_zio_pending zv_zio_pending_t;
+int zv_zio_write_start (zv_spa_t *spa, uint64_t txg, zv_zio_write_t *w,
+                        size_t n, void *const *bufs, size_t nbufs,
+                        uint32_t bufsize, zv_zio_pending_t **pp);
+void zv_zio_pending_hold (zv_zio_pending_t *p);
+void zv_zio_pending_rele (zv_zio_pending_t *p);
+int zv_zio_pending_wait (zv_zio_pending_t *p);
+bool zv_zio_pending_done (const zv_zio_pending_t *p, int *resultp);
+void zv_zio_pending_wait_txg (zv_spa_t *spa, uint64_t txg);
+void zv_zio_pending_wait_all (zv_spa_t *spa);
+void zv_zio_reap_some (void);
 
 /* Flush every device's cache. */
 int zv_zio_flush_all (zv_spa_t *spa);

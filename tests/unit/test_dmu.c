@@ -453,6 +453,8 @@ test_direct_write (void **state)
   assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 5), 0);
   memcpy (shadow, buf, 8 * bs);
   assert_int_equal (atomic_load (&e.ob.ob_direct), 8);
+  /* (started, not waited for: test_direct_write_async) */
+  zv_zio_pending_wait_txg (e.spa, 5);
   for (uint64_t b = 0; b < 8; b++) {
     uint8_t *got = zv_buf_alloc (bs);
     assert_true (denv_overridden (&e, b, 5, &over[b]));
@@ -530,6 +532,106 @@ test_direct_write (void **state)
   denv_check (&e, shadow, 0, 64 * bs);
   assert_true (denv_is_hole (&e, 16));
   denv_teardown (&e);
+  free (buf);
+  free (shadow);
+}
+
+/* Counts of write submits and completions a device's observer saw. */
+typedef struct dw_obs {
+  _Atomic unsigned do_submits, do_done;
+} dw_obs_t;
+
+static void
+dw_observe (void *arg, zv_dev_t *dev, enum zv_dev_op op, int done,
+            uint64_t off, uint32_t len, const void *buf, int result)
+{
+  dw_obs_t *o = arg;
+
+  (void) dev, (void) off, (void) len, (void) buf, (void) result;
+  if (op == ZV_DEV_WRITE)
+    atomic_fetch_add (done ? &o->do_done : &o->do_submits, 1);
+}
+
+static int
+dw_fail_writes (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
+                uint32_t len)
+{
+  (void) arg, (void) dev, (void) off, (void) len;
+  return op == ZV_DEV_WRITE ? -EIO : 0;
+}
+
+/* A direct write is started and not waited for: right after the call
+ * its device write was submitted and none has been reaped, yet reads
+ * see the data; a commit that names a block waits for it and gets a
+ * pointer to what is on disk; the sync adopts what was written.  One
+ * the device fails keeps its record's data, and the sync writes the
+ * blocks elsewhere.  Fails if the writer waits for its writes (a
+ * completion seen before the call returned), or if a failed direct
+ * write is adopted. */
+static void
+test_direct_write_async (void **state)
+{
+  denv_t e;
+  const uint32_t bs = 16384;
+  uint8_t *shadow = calloc (64, bs), *buf = malloc (8 * bs);
+  uint8_t *got = zv_buf_alloc (bs);
+  uint64_t rs = 11;
+  dw_obs_t o = { 0 };
+  zv_blkptr_t lbp, failed, bp;
+  zv_dev_t *dev;
+  char err[256];
+
+  (void) state;
+  assert_non_null (shadow);
+  assert_non_null (buf);
+  denv_setup (&e, "dwasync", 64, bs, BIG_CACHE);
+  dev = e.spa->spa_devs[0];
+  if (!zv_dev_async_ok (dev)) {
+    print_message ("skipped: the scratch directory takes no O_DIRECT, so "
+                   "there are no asynchronous direct writes\n");
+    denv_teardown (&e);
+    free (buf);
+    free (shadow);
+    zv_buf_free (got);
+    skip ();
+  }
+  assert_int_equal (zv_tunable_set ("direct_write_min", "64K", err,
+                                    sizeof err), 0);
+  zv_dev_set_observer (dev, dw_observe, &o);
+  tl_fill_rand (buf, 8 * bs, &rs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 5), 0);
+  memcpy (shadow, buf, 8 * bs);
+  assert_int_equal (atomic_load (&e.ob.ob_direct), 8);
+  assert_true (atomic_load (&o.do_submits) >= 1);
+  assert_int_equal (atomic_load (&o.do_done), 0);
+  denv_check (&e, shadow, 0, 8 * bs);
+  /* The log's in-place block: the one already written, once written. */
+  assert_int_equal (zv_dmu_sync_block (&e.ob, 5, 3, &lbp), 0);
+  assert_int_equal (atomic_load (&o.do_done), atomic_load (&o.do_submits));
+  assert_int_equal (zv_zio_read (e.spa, &lbp, got, "direct"), 0);
+  assert_memory_equal (got, shadow + 3 * bs, bs);
+
+  /* The device fails the next one. */
+  zv_dev_set_fault (dev, dw_fail_writes, NULL);
+  tl_fill_rand (buf, 8 * bs, &rs);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 16 * bs, 8 * bs, buf, 5),
+                    0);
+  zv_dev_set_fault (dev, NULL, NULL);
+  memcpy (shadow + 16 * bs, buf, 8 * bs);
+  assert_true (denv_overridden (&e, 20, 5, &failed));
+  denv_check (&e, shadow, 0, 64 * bs);
+
+  assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
+  assert_int_equal (atomic_load (&o.do_done), atomic_load (&o.do_submits));
+  assert_int_equal (zv_dmu_block_bp (&e.ob, 3, &bp), 0);
+  assert_memory_equal (&bp, &lbp, sizeof bp);
+  assert_int_equal (zv_dmu_block_bp (&e.ob, 20, &bp), 0);
+  assert_false (bp.bp_dva[0] == failed.bp_dva[0]);
+  zv_dev_set_observer (dev, NULL, NULL);
+  denv_reopen (&e, 0);
+  denv_check (&e, shadow, 0, 64 * bs);
+  denv_teardown (&e);
+  zv_buf_free (got);
   free (buf);
   free (shadow);
 }
@@ -1504,6 +1606,7 @@ main (void)
     tl_test (test_write_read_sync),
     tl_test (test_seal),
     tl_test (test_direct_write),
+    tl_test (test_direct_write_async),
     tl_test (test_zero_blocks_become_holes),
     tl_test (test_free_by_dnode),
     tl_test (test_partial_uncached),

@@ -101,6 +101,8 @@ crash_close (zvol_pool_t *p)
 {
   pc_t *cut = pc_new (1, PC_KEEP_ALL);
 
+  /* Direct writes end first: the simulator sees a request whole. */
+  zv_zio_pending_wait_all (zv_pool_spa (p));
   pc_attach (cut, zv_pool_spa (p)->spa_devs[0]);
   if (zv_pool_logdev (p))
     pc_attach (cut, zv_pool_logdev (p));
@@ -657,6 +659,8 @@ test_claim_before_open (void **state)
   assert_true (zv_txg_last_synced (zv_pool_txg (p)) >= synced + 6);
   {
     pc_t *cut = pc_new (1, PC_KEEP_ALL);
+    /* Direct writes end first: the simulator sees a request whole. */
+    zv_zio_pending_wait_all (zv_pool_spa (p));
     pc_attach (cut, zv_pool_spa (p)->spa_devs[0]);
     tl_log_reset (true);
     pc_cut (cut);
@@ -899,6 +903,8 @@ test_commit_in_sync (void **state)
   cs.cs_zv = tl_vol (p);
   cs.cs_main = pthread_self ();
   cs.cs_pc = pc_new (1, PC_KEEP_ALL);
+  /* Direct writes end first: the simulator sees a request whole. */
+  zv_zio_pending_wait_all (zv_pool_spa (p));
   pc_attach (cs.cs_pc, zv_pool_spa (p)->spa_devs[0]);
   pc_set_hook (cs.cs_pc, cis_hook, &cs);
 
@@ -2324,6 +2330,8 @@ ld_crash_pool (zvol_pool_t *p)
 {
   pc_t *cut = pc_new (1, PC_KEEP_ALL);
 
+  /* Direct writes end first: the simulator sees a request whole. */
+  zv_zio_pending_wait_all (zv_pool_spa (p));
   pc_attach (cut, zv_pool_spa (p)->spa_devs[0]);
   if (zv_pool_logdev (p))
     pc_attach (cut, zv_pool_logdev (p));

@@ -584,6 +584,8 @@ replay_crash (uint64_t rnd)
 
   /* The power goes: whatever was not flushed may be lost. */
   cut = pc_new (tl_rand (&rnd), PC_RANDOM);
+  /* Direct writes end first: the simulator sees a request whole. */
+  zv_zio_pending_wait_all (zv_pool_spa (p));
   pc_attach (cut, zv_pool_spa (p)->spa_devs[0]);
   tl_log_reset (true);
   pc_cut (cut);

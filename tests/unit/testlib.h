@@ -639,6 +639,7 @@ tl_spa_create (tl_spa_t *ts, const char *name, unsigned ndevs,
 TL_FN void
 tl_spa_destroy (tl_spa_t *ts)
 {
+  zv_zio_pending_wait_all (&ts->ts_spa);
   zv_alloc_destroy (ts->ts_spa.spa_alloc);
   for (unsigned d = 0; d < ts->ts_spa.spa_ndevs; d++) {
     zv_dev_close (ts->ts_spa.spa_devs[d]);
