@@ -1098,6 +1098,28 @@ dev_async_complete (zv_dev_io_t *io, uint32_t done, int res)
   dev_observe (io, 1);
 }
 
+/* Fill cb for a read or write io (no flush). */
+static void
+dev_aio_prep (struct iocb *cb, zv_dev_io_t *io)
+{
+  bool rd = io->di_op == ZV_DEV_READ;
+
+  memset (cb, 0, sizeof *cb);
+  cb->aio_fildes = (uint32_t) io->di_dev->dev_fd;
+  cb->aio_data = (uint64_t) (uintptr_t) io;
+  cb->aio_offset = (int64_t) io->di_offset;
+  if (io->di_iov != NULL) {
+    cb->aio_lio_opcode = rd ? IOCB_CMD_PREADV : IOCB_CMD_PWRITEV;
+    cb->aio_buf = (uint64_t) (uintptr_t) io->di_iov;
+    cb->aio_nbytes = io->di_iovcnt;
+  }
+  else {
+    cb->aio_lio_opcode = rd ? IOCB_CMD_PREAD : IOCB_CMD_PWRITE;
+    cb->aio_buf = (uint64_t) (uintptr_t) io->di_buf;
+    cb->aio_nbytes = io->di_len;
+  }
+}
+
 bool
 zv_dev_async_start (zv_dev_async_t *aq, zv_dev_io_t *io)
 {
@@ -1111,13 +1133,7 @@ zv_dev_async_start (zv_dev_async_t *aq, zv_dev_io_t *io)
     return false;
   if (!zv_dev_io_start (io))
     return true;                        /* finished: di_result says */
-  memset (cb, 0, sizeof *cb);
-  cb->aio_fildes = (uint32_t) dev->dev_fd;
-  cb->aio_lio_opcode = io->di_op == ZV_DEV_READ ? IOCB_CMD_PREAD
-    : IOCB_CMD_PWRITE;
-  cb->aio_buf = (uint64_t) (uintptr_t) io->di_buf;
-  cb->aio_nbytes = io->di_len;
-  cb->aio_offset = (int64_t) io->di_offset;
+  dev_aio_prep (cb, io);
   do
     r = syscall (SYS_io_submit, aq->da_ctx, 1L, &cb);
   while (r < 0 && errno == EINTR);
@@ -1167,38 +1183,6 @@ zv_dev_aio_new (unsigned max)
     return NULL;
   }
   return q;
-}
-
-void
-zv_dev_aio_free (zv_dev_aio_t *q)
-{
-  if (q == NULL)
-    return;
-  ZV_VERIFY3U (atomic_load (&q->da_owed), ==, 0);
-  (void) syscall (SYS_io_destroy, q->da_ctx);
-  free (q);
-}
-
-/* Fill cb for a read or write io (no flush). */
-static void
-dev_aio_prep (struct iocb *cb, zv_dev_io_t *io)
-{
-  bool rd = io->di_op == ZV_DEV_READ;
-
-  memset (cb, 0, sizeof *cb);
-  cb->aio_fildes = (uint32_t) io->di_dev->dev_fd;
-  cb->aio_data = (uint64_t) (uintptr_t) io;
-  cb->aio_offset = (int64_t) io->di_offset;
-  if (io->di_iov != NULL) {
-    cb->aio_lio_opcode = rd ? IOCB_CMD_PREADV : IOCB_CMD_PWRITEV;
-    cb->aio_buf = (uint64_t) (uintptr_t) io->di_iov;
-    cb->aio_nbytes = io->di_iovcnt;
-  }
-  else {
-    cb->aio_lio_opcode = rd ? IOCB_CMD_PREAD : IOCB_CMD_PWRITE;
-    cb->aio_buf = (uint64_t) (uintptr_t) io->di_buf;
-    cb->aio_nbytes = io->di_len;
-  }
 }
 
 size_t

@@ -269,11 +269,10 @@ typedef struct zv_dev_async zv_dev_async_t;
  * zv_dev_aio_reap: finish up to 'max' owed requests (a short transfer
  * is completed in place), waiting for one at least when 'wait', and
  * store them in out[]; returns how many.  Only one thread reaps at a
- * time (the caller's lock).  Free the queue with nothing owed.
+ * time (the caller's lock).  A queue lasts as long as its process.
  */
 typedef struct zv_dev_aio zv_dev_aio_t;
 zv_dev_aio_t *zv_dev_aio_new (unsigned max);
-void zv_dev_aio_free (zv_dev_aio_t *q);
 size_t zv_dev_aio_start (zv_dev_aio_t *q, zv_dev_io_t *ios, size_t n);
 size_t zv_dev_aio_reap (zv_dev_aio_t *q, bool wait, zv_dev_io_t **out,
                         size_t max);
