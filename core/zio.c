@@ -679,9 +679,9 @@ zv_zio_write_many (zv_spa_t *spa, zv_zio_write_t *w, size_t n)
 
 /*
  * Writes started and not waited for (zv_zio_write_start).  One queue
- * for the process, made at the first such write (after nbdkit's fork:
- * a context does not survive one, and a forked child starts over with
- * none, as it has no writes in flight).  zio_aq_lock guards its making
+ * for the process, made at the first such write.  A context does not
+ * survive a fork: every write started ends before one (the prepare
+ * handler reaps them all), and the child starts over with no queue.  zio_aq_lock guards its making
  * and the reaping: one thread at a time waits in the kernel for
  * completions and finishes whichever writes they belong to, so a thread
  * waiting for one write may finish others' (each pending knows its
@@ -712,6 +712,26 @@ static bool zio_aq_none;                /* the kernel gave none */
 static pthread_once_t zio_aq_once = PTHREAD_ONCE_INIT;
 #define ZIO_AQ_MAX 4096u
 
+static size_t zio_reap_locked (bool wait);
+
+/* Before a fork: every started write ends, so that no pending is left
+ * in the child, whose queue is gone (nbdkit forks after get_ready, whose
+ * intent-log replay may have started some); the lock is held across the
+ * fork, so no reaper is half way. */
+static void
+zio_aq_atfork_prepare (void)
+{
+  pthread_mutex_lock (&zio_aq_lock);
+  while (zio_aq != NULL && zio_reap_locked (true) > 0)
+    ;
+}
+
+static void
+zio_aq_atfork_parent (void)
+{
+  pthread_mutex_unlock (&zio_aq_lock);
+}
+
 static void
 zio_aq_atfork_child (void)
 {
@@ -726,7 +746,8 @@ zio_aq_atfork_child (void)
 static void
 zio_aq_init (void)
 {
-  pthread_atfork (NULL, NULL, zio_aq_atfork_child);
+  pthread_atfork (zio_aq_atfork_prepare, zio_aq_atfork_parent,
+                  zio_aq_atfork_child);
 }
 
 /* The queue, made if needed; NULL when the kernel has none to give. */
@@ -792,15 +813,20 @@ zio_pending_paid (zv_zio_pending_t *p, size_t k)
     zio_pending_finish (p);
 }
 
-/* Finish what the queue has completed (zio_aq_lock held). */
-static void
+/* Finish what the queue has completed (zio_aq_lock held); with 'wait',
+ * at least one request unless none is owed.  Returns how many. */
+static size_t
 zio_reap_locked (bool wait)
 {
   zv_dev_io_t *done[32];
-  size_t k = zv_dev_aio_reap (zio_aq, wait, done, 32);
+  size_t k;
+
+  ZV_VERIFY (zio_aq != NULL);   /* a pending means a queue */
+  k = zv_dev_aio_reap (zio_aq, wait, done, 32);
 
   for (size_t i = 0; i < k; i++)
     zio_pending_paid (done[i]->di_owner, 1);
+  return k;
 }
 
 void

@@ -562,12 +562,12 @@ dw_fail_writes (void *arg, zv_dev_t *dev, enum zv_dev_op op, uint64_t off,
 
 /* A direct write is started and not waited for: right after the call
  * its device write was submitted and none has been reaped, yet reads
- * see the data; a commit that names a block waits for it and gets a
+ * see the data; a fork waits for it (the child has no queue); a commit that names a block waits for it and gets a
  * pointer to what is on disk; the sync adopts what was written.  One
  * the device fails keeps its record's data, and the sync writes the
  * blocks elsewhere.  Fails if the writer waits for its writes (a
- * completion seen before the call returned), or if a failed direct
- * write is adopted. */
+ * completion seen before the call returned), if a forked child is left
+ * a write in flight, or if a failed direct write is adopted. */
 static void
 test_direct_write_async (void **state)
 {
@@ -604,6 +604,21 @@ test_direct_write_async (void **state)
   assert_int_equal (atomic_load (&e.ob.ob_direct), 8);
   assert_true (atomic_load (&o.do_submits) >= 1);
   assert_int_equal (atomic_load (&o.do_done), 0);
+  /* A fork ends every started write first: the child, whose queue is
+   * gone, has none left to wait for. */
+  assert_true (atomic_load (&e.spa->spa_aio_pending[5 & ZV_TXG_MASK]) > 0);
+  {
+    int st;
+    pid_t pid = fork ();
+
+    if (pid == 0)
+      _exit (atomic_load (&e.spa->spa_aio_pending[5 & ZV_TXG_MASK]) == 0
+             ? 0 : 1);
+    assert_true (pid > 0);
+    assert_int_equal (waitpid (pid, &st, 0), pid);
+    assert_true (WIFEXITED (st));
+    assert_int_equal (WEXITSTATUS (st), 0);
+  }
   denv_check (&e, shadow, 0, 8 * bs);
   /* The log's in-place block: the one already written, once written. */
   assert_int_equal (zv_dmu_sync_block (&e.ob, 5, 3, &lbp), 0);
