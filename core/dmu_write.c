@@ -694,8 +694,6 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
   return r;
 }
 
-/* Hole as a read would see it now. */
-
 /*
  * Is the block a direct write started for dr written (waiting for it if
  * needed)?  One that failed is given back (the write logged why), and
@@ -714,6 +712,8 @@ dmu_pending_ok (zv_object_t *ob, zv_dirty_t *dr)
   dr->dr_pending = NULL;
   return true;
 }
+
+/* Hole as a read would see it now. */
 
 /* Write a dirty block in place for the intent log (see dmu.h). */
 int
