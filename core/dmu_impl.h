@@ -52,6 +52,9 @@ void zv_dmu_merge_locked (zv_object_t *ob, zv_dirty_t *dr,
 
 /* Forget the intent log's in-place write of a record (db_mtx held). */
 void zv_dmu_unoverride (zv_object_t *ob, zv_dirty_t *dr);
+/* Is dr's direct write (if any) on disk, waiting for it if need be?  One
+ * that failed is given back (zv_dmu_unoverride): false.  db_mtx held. */
+bool zv_dmu_pending_ok (zv_object_t *ob, zv_dirty_t *dr);
 
 /* dmu.c's helpers that dmu_write.c uses too. */
 zv_dirty_t *zv_dmu_dr_alloc (void);

@@ -449,14 +449,10 @@ zv_dmu_sync (zv_object_t *ob, uint64_t txg)
     if (dr->dr_pending != NULL) {
       int pr;
 
+      /* Ended above: nothing waits here.  One that failed (logged) is
+       * no override any more, and the block is written below. */
       ZV_VERIFY (zv_zio_pending_done (dr->dr_pending, &pr));
-      /* A direct write that failed (logged): written here instead. */
-      if (pr < 0)
-        zv_dmu_unoverride (ob, dr);
-      else {
-        zv_zio_pending_rele (dr->dr_pending);
-        dr->dr_pending = NULL;
-      }
+      (void) zv_dmu_pending_ok (ob, dr);
     }
     adopt[i] = dr->dr_overridden && !hole[i];
     if (dr->dr_overridden && hole[i])

@@ -694,13 +694,10 @@ zv_dmu_zero_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
   return r;
 }
 
-/*
- * Is the block a direct write started for dr written (waiting for it if
- * needed)?  One that failed is given back (the write logged why), and
- * the record is as if never written directly.  db_mtx held.
- */
-static bool
-dmu_pending_ok (zv_object_t *ob, zv_dirty_t *dr)
+/* (dmu_impl.h) The write's failure was logged when it was reaped; the
+ * record is then as if never written directly. */
+bool
+zv_dmu_pending_ok (zv_object_t *ob, zv_dirty_t *dr)
 {
   if (dr->dr_pending == NULL)
     return true;
@@ -736,7 +733,7 @@ zv_dmu_sync_block (zv_object_t *ob, uint64_t txg, uint64_t blkid,
   else if (dr->dr_syncing)
     r = -EAGAIN;
   else if (dr->dr_overridden && dr->dr_override.bp_comp == 0
-           && dmu_pending_ok (ob, dr))
+           && zv_dmu_pending_ok (ob, dr))
     *bp = dr->dr_override;
   else if ((r = zv_dmu_resolve_locked (ob, db, dr)) == 0) {
     /* A block a direct write stored compressed is no in-place block a

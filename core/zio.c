@@ -706,8 +706,8 @@ struct zv_zio_pending {
 };
 
 static pthread_mutex_t zio_aq_lock = PTHREAD_MUTEX_INITIALIZER;
-static zv_dev_aio_t *zio_aq;            /* under zio_aq_lock to make */
-static _Atomic (zv_dev_aio_t *) zio_aq_ready;
+/* Made under zio_aq_lock, read without it (release, acquire). */
+static _Atomic (zv_dev_aio_t *) zio_aq;
 static bool zio_aq_none;                /* the kernel gave none */
 static pthread_once_t zio_aq_once = PTHREAD_ONCE_INIT;
 #define ZIO_AQ_MAX 4096u
@@ -722,7 +722,8 @@ static void
 zio_aq_atfork_prepare (void)
 {
   pthread_mutex_lock (&zio_aq_lock);
-  while (zio_aq != NULL && zio_reap_locked (true) > 0)
+  while (atomic_load_explicit (&zio_aq, memory_order_relaxed) != NULL
+         && zio_reap_locked (true) > 0)
     ;
 }
 
@@ -738,8 +739,7 @@ zio_aq_atfork_child (void)
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
   memcpy (&zio_aq_lock, &fresh, sizeof fresh);
-  zio_aq = NULL;                /* the parent's: gone with the fork */
-  atomic_store (&zio_aq_ready, NULL);
+  atomic_store (&zio_aq, NULL); /* the parent's: gone with the fork */
   zio_aq_none = false;
 }
 
@@ -754,19 +754,18 @@ zio_aq_init (void)
 static zv_dev_aio_t *
 zio_aq_get (void)
 {
-  zv_dev_aio_t *q = atomic_load_explicit (&zio_aq_ready,
-                                          memory_order_acquire);
+  zv_dev_aio_t *q = atomic_load_explicit (&zio_aq, memory_order_acquire);
 
   if (q != NULL)
     return q;
   pthread_once (&zio_aq_once, zio_aq_init);
   pthread_mutex_lock (&zio_aq_lock);
-  if (zio_aq == NULL && !zio_aq_none) {
-    zio_aq = zv_dev_aio_new (ZIO_AQ_MAX);
-    zio_aq_none = zio_aq == NULL;
-    atomic_store_explicit (&zio_aq_ready, zio_aq, memory_order_release);
+  q = atomic_load_explicit (&zio_aq, memory_order_relaxed);
+  if (q == NULL && !zio_aq_none) {
+    q = zv_dev_aio_new (ZIO_AQ_MAX);
+    zio_aq_none = q == NULL;
+    atomic_store_explicit (&zio_aq, q, memory_order_release);
   }
-  q = zio_aq;
   pthread_mutex_unlock (&zio_aq_lock);
   return q;
 }
@@ -818,11 +817,12 @@ zio_pending_paid (zv_zio_pending_t *p, size_t k)
 static size_t
 zio_reap_locked (bool wait)
 {
+  zv_dev_aio_t *q = atomic_load_explicit (&zio_aq, memory_order_relaxed);
   zv_dev_io_t *done[32];
   size_t k;
 
-  ZV_VERIFY (zio_aq != NULL);   /* a pending means a queue */
-  k = zv_dev_aio_reap (zio_aq, wait, done, 32);
+  ZV_VERIFY (q != NULL);        /* a pending means a queue */
+  k = zv_dev_aio_reap (q, wait, done, 32);
 
   for (size_t i = 0; i < k; i++)
     zio_pending_paid (done[i]->di_owner, 1);
@@ -832,10 +832,10 @@ zio_reap_locked (bool wait)
 void
 zv_zio_reap_some (void)
 {
-  if (atomic_load_explicit (&zio_aq_ready, memory_order_relaxed) == NULL
+  if (atomic_load_explicit (&zio_aq, memory_order_relaxed) == NULL
       || pthread_mutex_trylock (&zio_aq_lock) != 0)
     return;
-  if (zio_aq != NULL)
+  if (atomic_load_explicit (&zio_aq, memory_order_relaxed) != NULL)
     zio_reap_locked (false);
   pthread_mutex_unlock (&zio_aq_lock);
 }
