@@ -104,9 +104,11 @@ int zv_dmu_read_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
                           void *buf);
 /* Dirty the blocks in 'txg' (held by the caller); -ENOSPC when full,
  * and then nothing changed (the space of every block the range touches
- * is reserved before the first is dirtied). */
+ * is reserved before the first is dirtied).  *dirtied (unless NULL)
+ * gets the bytes of the dirty records the write created: none for a
+ * block it found dirty in txg already. */
 int zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
-                           const void *buf, uint64_t txg);
+                           const void *buf, uint64_t txg, uint64_t *dirtied);
 /* Free whole blocks [blkid, blkid + n) in 'txg': they become holes. */
 int zv_dmu_free_by_dnode (zv_object_t *ob, uint64_t blkid, uint64_t n,
                           uint64_t txg);

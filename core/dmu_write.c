@@ -538,12 +538,14 @@ dmu_write_prepaid (zv_object_t *ob, uint64_t off, size_t len,
 
 int
 zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
-                       const void *buf, uint64_t txg)
+                       const void *buf, uint64_t txg, uint64_t *dirtied)
 {
-  uint64_t prepaid;
+  uint64_t prepaid, paid;
   int r;
 
   ZV_VERIFY (off + len <= ob->ob_nblocks * ob->ob_blksz);
+  if (dirtied)
+    *dirtied = 0;
   if (len == 0)
     return 0;
   r = zv_dmu_check_path (ob, off / ob->ob_blksz, (off + len - 1) / ob->ob_blksz);
@@ -551,8 +553,15 @@ zv_dmu_write_by_dnode (zv_object_t *ob, uint64_t off, size_t len,
     return r;
   if ((r = dmu_prepay (ob, off, len, txg, &prepaid)) < 0)
     return r;
+  paid = prepaid;
   r = dmu_write_prepaid (ob, off, len, buf, txg, &prepaid);
-  /* What blocks dirty in txg already did not need. */
+  /* Every new record took a block's worth out of the prepaid extent
+   * (dmu_reserve_block; one the count missed, with no range lock to keep
+   * it true, reserved its own and is not counted); what is left, blocks
+   * dirty in txg already did not need. */
+  ZV_ASSERT3U (prepaid, <=, paid);
+  if (dirtied)
+    *dirtied = paid - prepaid;
   if (prepaid > 0)
     dmu_unreserve (ob, txg, prepaid);
   return r;

@@ -798,7 +798,7 @@ recv_apply (zv_pool_t *p, zv_pool_ds_t *ds, const zv_stream_rec_t *rec,
         return r;
       r = rec->sr_type == ZV_SR_WRITE
         ? zv_dmu_write_by_dnode (ob, rec->sr_offset, rec->sr_length, data,
-                                 h.th_txg)
+                                 h.th_txg, NULL)
         : zv_dmu_free_by_dnode (ob, b, n, h.th_txg);
       zv_txg_rele (p->p_txg, &h);
       /* A full pool may have space on its way back (deferred frees). */

@@ -31,7 +31,8 @@
  *
  * Dirty accounting is by atomics: each hold charges its bytes to the txg's
  * counter (tx_dirty_pertxg[txg & ZV_TXG_MASK]) and to the total
- * (tx_dirty_total).  When the open txg's dirty bytes pass tt_dirty_sync_pct
+ * (tx_dirty_total), when it is taken or, for a holder that knows only
+ * afterwards what it dirtied (zv_txg_charge), before it is let go.  When the open txg's dirty bytes pass tt_dirty_sync_pct
  * of tt_dirty_max, the holder kicks the sync thread (once per txg, guarded
  * by an atomic flag); only then does the hot path touch the engine mutex.
  *
@@ -494,6 +495,14 @@ zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h)
   if (bytes > 0)
     txg_charge (tx, txg, bytes);
   return 0;
+}
+
+void
+zv_txg_charge (zv_txg_t *tx, const zv_txg_hold_t *h, uint64_t bytes)
+{
+  ZV_ASSERT3U (h->th_cpu, <, tx->tx_ncpu);
+  if (bytes > 0)
+    txg_charge (tx, h->th_txg, bytes);
 }
 
 /* Leave the txg; the last holder on a slot wakes the quiescer. */

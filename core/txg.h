@@ -92,6 +92,10 @@ typedef struct zv_txg_hold {
  * pool has failed.
  */
 int zv_txg_hold (zv_txg_t *tx, uint64_t bytes, zv_txg_hold_t *h);
+/* Charge 'bytes' more to the txg h holds, as zv_txg_hold does: for a
+ * caller that learns what it dirtied only once it has (a write that
+ * finds its blocks already dirty in the txg dirties nothing new). */
+void zv_txg_charge (zv_txg_t *tx, const zv_txg_hold_t *h, uint64_t bytes);
 void zv_txg_rele (zv_txg_t *tx, zv_txg_hold_t *h);
 
 /* Ask the sync thread to sync 'txg' soon, without waiting (no-op without

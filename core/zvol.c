@@ -277,12 +277,15 @@ zvol_check_durable (zvol_t *zv, uint64_t txg, const char *op)
  * gives up with ENOSPC (frees of txg T come back at T+2). */
 static unsigned zv_zvol_enospc_retries = 8;
 
-/* One change to the volume in the txg fn is called with. */
-typedef int (*zvol_apply_fn) (zvol_t *zv, const void *arg, uint64_t txg);
+/* One change to the volume in the txg fn is called with; a change that
+ * learns only as it makes it what it dirtied adds that to *dirtied. */
+typedef int (*zvol_apply_fn) (zvol_t *zv, const void *arg, uint64_t txg,
+                              uint64_t *dirtied);
 
 /*
  * Apply a change of [off, off+len) under a hold on the open txg charged
- * with 'dirty' bytes; *txgp gets the txg it went into.  A change that
+ * with 'dirty' bytes, and with what fn reports it dirtied, before the
+ * hold goes; *txgp gets the txg it went into.  A change that
  * finds no space while space is on its way back (frees deferred to a
  * later txg, or reservations that the next sync turns into exact
  * allocations) waits for a txg to sync and tries again, a bounded number
@@ -299,11 +302,13 @@ zvol_apply (zvol_t *zv, const char *op, uint64_t off, uint64_t len,
 {
   for (unsigned tries = 0;; tries++) {
     zv_txg_hold_t h;
+    uint64_t dirtied = 0;
     int r = zv_txg_hold (zv->zv_txg, dirty, &h);
 
     if (r < 0)
       return r;
-    r = fn (zv, arg, h.th_txg);
+    r = fn (zv, arg, h.th_txg, &dirtied);
+    zv_txg_charge (zv->zv_txg, &h, dirtied);
     zv_txg_rele (zv->zv_txg, &h);
     *txgp = h.th_txg;
     if (r != -ENOSPC)
@@ -331,28 +336,37 @@ typedef struct zvol_piece {
   const void *zp_data;
 } zvol_piece_t;
 
+/* Charged with what it dirtied, not an estimate: a 4 KiB write into a
+ * block already dirty in the txg adds no dirty data, and charging it the
+ * whole block again made random small writes close their txgs early and
+ * meet the throttle with far less dirty data held than counted. */
 static int
-zvol_apply_write (zvol_t *zv, const void *arg, uint64_t txg)
+zvol_apply_write (zvol_t *zv, const void *arg, uint64_t txg,
+                  uint64_t *dirtied)
 {
   const zvol_piece_t *pc = arg;
 
   return zv_dmu_write_by_dnode (zv->zv_obj, pc->zp_off, pc->zp_len,
-                                pc->zp_data, txg);
+                                pc->zp_data, txg, dirtied);
 }
 
 static int
-zvol_apply_zero_alloc (zvol_t *zv, const void *arg, uint64_t txg)
+zvol_apply_zero_alloc (zvol_t *zv, const void *arg, uint64_t txg,
+                       uint64_t *dirtied)
 {
   const zvol_piece_t *pc = arg;
 
+  (void) dirtied;               /* charged every block at the hold */
   return zv_dmu_zero_by_dnode (zv->zv_obj, pc->zp_off, pc->zp_len, txg);
 }
 
 static int
-zvol_apply_free (zvol_t *zv, const void *arg, uint64_t txg)
+zvol_apply_free (zvol_t *zv, const void *arg, uint64_t txg,
+                 uint64_t *dirtied)
 {
   const zvol_piece_t *pc = arg;
 
+  (void) dirtied;               /* charged its block pointers at the hold */
   return zv_dmu_free_by_dnode (zv->zv_obj, pc->zp_off, pc->zp_len, txg);
 }
 
@@ -424,8 +438,7 @@ zvol_write (zvol_t *zv, const void *buf, uint64_t off, uint32_t len,
     zvol_range_t zr;
 
     zvol_range_enter (zv, off, n, &zr);
-    r = zvol_apply (zv, "write", off, n, zvol_dirty_estimate (zv, off, n),
-                    zvol_apply_write, &pc, &txg);
+    r = zvol_apply (zv, "write", off, n, 0, zvol_apply_write, &pc, &txg);
     /* Applied: log it, in the same order (range lock still held; after
      * the txg hold, since the log may wait for room). */
     if (r == 0 && zv->zv_zil)
@@ -571,8 +584,7 @@ zvol_zero_partial (zvol_t *zv, uint64_t off, uint64_t len, uint64_t *last)
   if (len == 0)
     return 0;
   ZV_VERIFY3U (len, <=, sizeof zeros);
-  return zvol_apply (zv, "zero", off, len, zv->zv_blksz, zvol_apply_write,
-                     &pc, last);
+  return zvol_apply (zv, "zero", off, len, 0, zvol_apply_write, &pc, last);
 }
 
 /*

@@ -419,7 +419,7 @@ test_object_sizes (void **state)
           tc_fill_half (d, bs, &s);
         else
           tc_fill_text (d, bs, &s);
-        assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 5),
+        assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 5, NULL),
                           0);
       }
       assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
@@ -427,7 +427,7 @@ test_object_sizes (void **state)
       for (uint64_t b = 0; b < nb; b += 4) {
         uint8_t *d = shadow + b * bs;
         tc_fill_text (d, bs, &s);
-        assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 6),
+        assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 6, NULL),
                           0);
       }
       assert_int_equal (zv_dmu_free_by_dnode (&e.ob, 7, 1, 6), 0);
@@ -491,7 +491,7 @@ test_object_written (void **state)
   cenv_setup (&e, "wr", 16, bs, ZV_COMP_DEFAULT);
   for (uint64_t b = 0; b < 16; b++) {
     tc_fill_text (d, bs, &s);
-    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 5), 0);
+    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 5, NULL), 0);
   }
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   assert_int_equal (e.ob.ob_lwritten, 16 * bs);
@@ -499,7 +499,7 @@ test_object_written (void **state)
   /* Overwritten with noise: both back to the logical size. */
   for (uint64_t b = 0; b < 16; b++) {
     tl_fill_rand (d, bs, &s);
-    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 6), 0);
+    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 6, NULL), 0);
   }
   assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
   assert_int_equal (e.ob.ob_lwritten, 16 * bs);
@@ -529,7 +529,7 @@ test_object_damaged (void **state)
   assert_non_null (buf);
   cenv_setup (&e, "dmg", 4, bs, ZV_COMP_DEFAULT);
   tc_fill_text (d, bs, &s);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, bs, bs, d, 5), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, bs, bs, d, 5, NULL), 0);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   cenv_reopen (&e, NULL);
   assert_int_equal (zv_dmu_block_bp (&e.ob, 1, &bp), 0);
@@ -577,7 +577,7 @@ test_object_hostile (void **state)
   assert_non_null (buf);
   cenv_setup (&e, "hbp", 1, bs, ZV_COMP_DEFAULT);
   tc_fill_text (d, bs, &s);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, bs, d, 5), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, bs, d, 5, NULL), 0);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   zv_dmu_object_phys (&e.ob, &dn);
   assert_int_equal (dn.dn_root.bp_comp, ZV_COMP_LZ4);
@@ -660,7 +660,7 @@ test_object_no_feature (void **state)
   cenv_setup (&e, "nof", 2, bs, ZV_COMP_PROP (ZV_COMP_ZSTD, 3));
   atomic_store (&e.spa->spa_features, 0);
   tc_fill_text (d, bs, &s);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, bs, d, 5), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, bs, d, 5, NULL), 0);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   assert_int_equal (zv_dmu_block_bp (&e.ob, 0, &bp), 0);
   assert_int_equal (bp.bp_comp, 0);
@@ -1492,7 +1492,7 @@ test_object_pieces (void **state)
       tc_fill_half (d, bs, &s);
     else
       tc_fill_text (d, bs, &s);
-    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 5), 0);
+    assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, d, 5, NULL), 0);
   }
   zv_compq_get_stats (&st0);
   tq_first_t first = { .tf_base = st0.cqs_by_workers + st0.cqs_by_owner,
@@ -1520,7 +1520,7 @@ test_object_pieces (void **state)
   int budget = 4;
   for (uint64_t b = 0; b < nb; b++)
     assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs,
-                                             shadow + b * bs, 6), 0);
+                                             shadow + b * bs, 6, NULL), 0);
   zv_dev_set_fault (e.spa->spa_devs[0], tq_fail_writes, &budget);
   assert_int_equal (zv_dmu_sync (&e.ob, 6), -EIO);
   zv_dev_set_fault (e.spa->spa_devs[0], NULL, NULL);

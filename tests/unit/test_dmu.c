@@ -109,7 +109,7 @@ denv_write (denv_t *e, uint8_t *shadow, uint64_t off, size_t len,
 
   assert_non_null (buf);
   tl_pat_fill (buf, off, len, seed);
-  assert_int_equal (zv_dmu_write_by_dnode (&e->ob, off, len, buf, txg), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e->ob, off, len, buf, txg, NULL), 0);
   if (shadow)
     memcpy (shadow + off, buf, len);
   free (buf);
@@ -450,7 +450,7 @@ test_direct_write (void **state)
                                     sizeof err), 0);
   /* 8 blocks: all written directly, and readable there already. */
   tl_fill_rand (buf, 8 * bs, &rs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 5), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 5, NULL), 0);
   memcpy (shadow, buf, 8 * bs);
   assert_int_equal (atomic_load (&e.ob.ob_direct), 8);
   /* (started, not waited for: test_direct_write_async) */
@@ -468,13 +468,13 @@ test_direct_write (void **state)
   assert_false (denv_overridden (&e, 2, 5, NULL));
   /* Below the minimum (3 blocks of 16 KiB are 48 KiB): left to the sync. */
   tl_fill_rand (buf, 3 * bs, &rs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 10 * bs, 3 * bs, buf, 5),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 10 * bs, 3 * bs, buf, 5, NULL),
                     0);
   memcpy (shadow + 10 * bs, buf, 3 * bs);
   assert_false (denv_overridden (&e, 10, 5, NULL));
   /* Zeros become holes: nothing written. */
   memset (buf, 0, 4 * bs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 16 * bs, 4 * bs, buf, 5),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 16 * bs, 4 * bs, buf, 5, NULL),
                     0);
   assert_false (denv_overridden (&e, 16, 5, NULL));
   /* Compressed volume: data the early abort refuses goes directly as it
@@ -482,13 +482,13 @@ test_direct_write (void **state)
   e.spa->spa_features |= ZV_FEAT_COMPRESS;
   atomic_store (&e.ob.ob_compress, ZV_COMP_DEFAULT);
   tl_fill_rand (buf, 4 * bs, &rs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 24 * bs, 4 * bs, buf, 5),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 24 * bs, 4 * bs, buf, 5, NULL),
                     0);
   memcpy (shadow + 24 * bs, buf, 4 * bs);
   assert_true (denv_overridden (&e, 24, 5, NULL));
   for (size_t i = 0; i < 4 * bs; i++)
     buf[i] = (uint8_t) ("abcdefgh"[i % 8]);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 32 * bs, 4 * bs, buf, 5),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 32 * bs, 4 * bs, buf, 5, NULL),
                     0);
   memcpy (shadow + 32 * bs, buf, 4 * bs);
   {
@@ -511,7 +511,7 @@ test_direct_write (void **state)
   assert_int_equal (zv_tunable_set ("direct_write_min", "0", err,
                                     sizeof err), 0);
   tl_fill_rand (buf, 8 * bs, &rs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 40 * bs, 8 * bs, buf, 5),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 40 * bs, 8 * bs, buf, 5, NULL),
                     0);
   memcpy (shadow + 40 * bs, buf, 8 * bs);
   assert_false (denv_overridden (&e, 40, 5, NULL));
@@ -599,7 +599,7 @@ test_direct_write_async (void **state)
                                     sizeof err), 0);
   zv_dev_set_observer (dev, dw_observe, &o);
   tl_fill_rand (buf, 8 * bs, &rs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 5), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 5, NULL), 0);
   memcpy (shadow, buf, 8 * bs);
   assert_int_equal (atomic_load (&e.ob.ob_direct), 8);
   assert_true (atomic_load (&o.do_submits) >= 1);
@@ -629,7 +629,7 @@ test_direct_write_async (void **state)
   /* The device fails the next one. */
   zv_dev_set_fault (dev, dw_fail_writes, NULL);
   tl_fill_rand (buf, 8 * bs, &rs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 16 * bs, 8 * bs, buf, 5),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 16 * bs, 8 * bs, buf, 5, NULL),
                     0);
   zv_dev_set_fault (dev, NULL, NULL);
   memcpy (shadow + 16 * bs, buf, 8 * bs);
@@ -664,9 +664,9 @@ test_zero_blocks_become_holes (void **state)
 
   denv_setup (&e, "zero", 200, bs, BIG_CACHE);
   denv_write (&e, shadow, 1 * bs, bs, 1, 5);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 2 * bs, bs, zeros, 5), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 2 * bs, bs, zeros, 5, NULL), 0);
   assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 3 * bs + 10, 99, zeros,
-                                           5), 0);
+                                           5, NULL), 0);
   assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
   assert_false (denv_is_hole (&e, 1));
   assert_true (denv_is_hole (&e, 2));
@@ -679,7 +679,7 @@ test_zero_blocks_become_holes (void **state)
   /* Zeroing the last data block: a hole, the old copy deferred, and the
    * whole tree collapses to a hole root. */
   old1 = denv_bp (&e, 0, 1);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 1 * bs, bs, zeros, 6), 0);
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 1 * bs, bs, zeros, 6, NULL), 0);
   assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
   assert_true (denv_is_hole (&e, 1));
   denv_check_zero (&e, 1);
@@ -1190,7 +1190,7 @@ test_corrupt_indirect (void **state)
   assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs + 7, 9, buf), -EIO);
   assert_int_equal (zv_dmu_block_is_hole (&e.ob, 30, &hole), -EIO);
   /* A partial write needs the old block: it fails and dirties nothing. */
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 10 * bs + 1, 1, buf, 6),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 10 * bs + 1, 1, buf, 6, NULL),
                     -EIO);
   assert_int_equal (denv_walk (&e, false, &w), -EIO);
   wlist_free (&w);
@@ -1211,7 +1211,7 @@ test_corrupt_indirect (void **state)
    * once the block reads again the same sync places it. */
   memset (buf, 0x5a, 4096);
   assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 20 * bs + 4096, 4096,
-                                           buf, 30), 0);
+                                           buf, 30, NULL), 0);
   memcpy (shadow + 20 * bs + 4096, buf, 4096);
   denv_write (&e, shadow, 21 * bs + 512, 512, 31, 30);
   assert_int_equal (zv_dmu_read_by_dnode (&e.ob, 20 * bs + 4096, 4096,
@@ -1493,7 +1493,7 @@ test_levels (void **state)
     tl_pat_fill (want, bl[2] * bs, bs, 50 + bl[2]);
     tl_pat_fill (want + 100, bl[2] * bs + 100, 33, 9);
     assert_int_equal (zv_dmu_write_by_dnode (&e.ob, bl[2] * bs + 100, 33,
-                                             want + 100, 6), 0);
+                                             want + 100, 6, NULL), 0);
     assert_int_equal (zv_dmu_sync (&e.ob, 6), 0);
     assert_int_equal (denv_root (&e).bp_birth, 6);
     denv_reopen (&e, 0);
@@ -1538,7 +1538,7 @@ test_enospc_changes_nothing (void **state)
   uint8_t *buf = malloc (8 * bs);
   assert_non_null (buf);
   tl_pat_fill (buf, 0, 8 * bs, 2);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 6),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 0, 8 * bs, buf, 6, NULL),
                     -ENOSPC);
   assert_int_equal (zv_dmu_zero_by_dnode (&e.ob, bs / 2, 4 * bs, 6),
                     -ENOSPC);
@@ -1554,7 +1554,7 @@ test_enospc_changes_nothing (void **state)
   assert_int_equal (zv_dmu_object_reserved (&e.ob), 3 * bs);
   denv_write (&e, shadow, bs + 100, bs, 4, 6);
   assert_int_equal (zv_dmu_object_reserved (&e.ob), 3 * bs);
-  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 4 * bs, bs, buf, 6),
+  assert_int_equal (zv_dmu_write_by_dnode (&e.ob, 4 * bs, bs, buf, 6, NULL),
                     -ENOSPC);
   assert_int_equal (zv_dmu_object_reserved (&e.ob), 3 * bs);
   zv_alloc_unreserve (a, room);
@@ -1597,7 +1597,7 @@ test_tree_bytes (void **state)
     for (uint64_t b = runs[i].first, end = b + runs[i].n; b < end;
          b = b + step < end || b + 1 == end ? b + step : end - 1) {
       tl_pat_fill (buf, b * bs, bs, 7);
-      assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, buf, 5), 0);
+      assert_int_equal (zv_dmu_write_by_dnode (&e.ob, b * bs, bs, buf, 5, NULL), 0);
     }
     assert_int_equal (zv_dmu_sync (&e.ob, 5), 0);
     assert_int_equal (denv_walk (&e, false, &w), 0);

@@ -290,6 +290,51 @@ test_large_write (void **state)
   free (buf);
 }
 
+/* The write throttle counts what a write dirtied: a block the open txg
+ * holds dirty already adds nothing, however often it is written (a
+ * charge per write made random 4 KiB writes close txgs at a quarter of
+ * their data and meet the throttle early); a block dirty only in an
+ * older txg is dirtied anew.  Nothing syncs by itself here (no sync
+ * thread), so the counter moves only with the writes below. */
+static void
+test_dirty_charge (void **state)
+{
+  char path[512];
+  zvol_pool_t *p = new_pool (path, sizeof path, "dirty", 64 * MiB,
+                             8 * MiB, 0);
+  zvol_t *zv = tl_vol (p);
+  static uint8_t buf[4 * BS];
+  zvol_pool_stats_t ps;
+  uint64_t base;
+
+  memset (buf, 0x5a, sizeof buf);
+  assert_int_equal (zv_pool_sync (p), 0);
+  zvol_pool_get_stats (p, &ps);
+  base = ps.ps_dirty_bytes;
+  /* Four 4 KiB writes into block 3: one block. */
+  for (unsigned i = 0; i < 4; i++)
+    assert_int_equal (zvol_write (zv, buf, 3 * BS + i * 4096, 4096, 0), 0);
+  zvol_pool_get_stats (p, &ps);
+  assert_int_equal (ps.ps_dirty_bytes - base, BS);
+  /* Blocks 3 to 6, of which only 4 to 6 are new. */
+  assert_int_equal (zvol_write (zv, buf, 3 * BS, 4 * BS, 0), 0);
+  zvol_pool_get_stats (p, &ps);
+  assert_int_equal (ps.ps_dirty_bytes - base, 4 * BS);
+  /* An unaligned write across blocks 6 and 7: block 7 is new. */
+  assert_int_equal (zvol_write (zv, buf, 7 * BS - 100, 200, 0), 0);
+  zvol_pool_get_stats (p, &ps);
+  assert_int_equal (ps.ps_dirty_bytes - base, 5 * BS);
+  /* Synced, the same block is dirtied anew in the next txg. */
+  assert_int_equal (zv_pool_sync (p), 0);
+  zvol_pool_get_stats (p, &ps);
+  assert_int_equal (ps.ps_dirty_bytes, base);
+  assert_int_equal (zvol_write (zv, buf, 3 * BS + 512, 4096, 0), 0);
+  assert_int_equal (zvol_write (zv, buf, 3 * BS + 8192, 4096, 0), 0);
+  zvol_pool_get_stats (p, &ps);
+  assert_int_equal (ps.ps_dirty_bytes - base, BS);
+  assert_int_equal (tl_pool_close (p), 0);
+}
+
 /* Trim frees the whole blocks inside the range (holes, zeros, space
  * returned) and leaves partial edges as they were. */
 static void
@@ -1439,6 +1484,7 @@ main (void)
   const struct CMUnitTest tests[] = {
     tl_test (test_random_shadow),
     tl_test (test_large_write),
+    tl_test (test_dirty_charge),
     tl_test (test_trim),
     tl_test (test_zero),
     tl_test (test_extents),
