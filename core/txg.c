@@ -32,9 +32,10 @@
  * Dirty accounting is by atomics: each hold charges its bytes to the txg's
  * counter (tx_dirty_pertxg[txg & ZV_TXG_MASK]) and to the total
  * (tx_dirty_total), when it is taken or, for a holder that knows only
- * afterwards what it dirtied (zv_txg_charge), before it is let go.  When the open txg's dirty bytes pass tt_dirty_sync_pct
- * of tt_dirty_max, the holder kicks the sync thread (once per txg, guarded
- * by an atomic flag); only then does the hot path touch the engine mutex.
+ * afterwards what it dirtied (zv_txg_charge), before it is let go.  When
+ * the open txg's dirty bytes pass tt_dirty_sync_pct of tt_dirty_max, the
+ * holder kicks the sync thread (once per txg, guarded by an atomic flag);
+ * only then does the hot path touch the engine mutex.
  *
  * There is one engine thread, the sync thread, which both quiesces and
  * syncs (OpenZFS uses two; one is enough here because quiescing is short:
